@@ -1,0 +1,31 @@
+// Split [0, n) into chunks over the run's threads (OpenMP, the same runtime
+// oneDNN uses, so the two never oversubscribe each other).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include <omp.h>
+
+namespace twinfer::cpu {
+
+// Calls fn(begin, end) on disjoint ranges covering [0, n). Work below
+// `grain` items per thread stays on the calling thread.
+template <typename F>
+void parallel_for(int64_t n, int num_threads, int64_t grain, F&& fn) {
+  if (n <= 0) return;
+  int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, grain));
+  int threads = static_cast<int>(std::min<int64_t>(num_threads, max_chunks));
+  if (threads <= 1) {
+    fn(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int t = omp_get_thread_num();
+    int64_t chunk = (n + threads - 1) / threads;
+    int64_t b = std::min<int64_t>(n, t * chunk), e = std::min<int64_t>(n, b + chunk);
+    if (b < e) fn(b, e);
+  }
+}
+
+}  // namespace twinfer::cpu

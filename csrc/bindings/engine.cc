@@ -1,0 +1,157 @@
+// Engine and ExecutionContext for Python: loading (GIL released while the
+// model is parsed and compiled), running (GIL released while kernels run),
+// and the reports the Python front end renders.
+#include <pybind11/stl.h>
+
+#include "bindings/bindings.h"
+#include "bindings/tensor_convert.h"
+#include "onnx/reader.h"
+#include "runtime/engine.h"
+#include "runtime/execution_context.h"
+
+namespace py = pybind11;
+
+namespace twinfer::bindings {
+
+namespace {
+
+py::list shape_to_py(const SymShape& s) {
+  py::list l;
+  for (const auto& d : s) {
+    if (d.known()) l.append(d.value);
+    else if (!d.symbol.empty()) l.append(d.symbol);
+    else l.append(py::none());
+  }
+  return l;
+}
+
+py::list specs_to_py(const std::vector<IOSpec>& specs) {
+  py::list l;
+  for (const auto& s : specs) l.append(py::make_tuple(s.name, dtype_name(s.dtype), shape_to_py(s.shape)));
+  return l;
+}
+
+Device parse_device(const std::string& s) {
+  if (s == "cpu") return Device::cpu();
+  if (s == "cuda") return Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    try {
+      return Device::cuda(std::stoi(s.substr(5)));
+    } catch (const std::exception&) {
+    }
+  }
+  throw Error(ErrorKind::kInvalidArgument, "unknown device '" + s + "' (expected 'cpu', 'cuda' or 'cuda:N')");
+}
+
+std::vector<Shape> shapes_from_py(const py::list& shapes) {
+  std::vector<Shape> r;
+  for (auto s : shapes) r.push_back(s.cast<Shape>());
+  return r;
+}
+
+// Keeps a Python object alive from C++ (released with the GIL held).
+std::shared_ptr<void> hold(py::object o) {
+  auto* p = new py::object(std::move(o));
+  return std::shared_ptr<void>(p, [](void* q) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object*>(q);
+  });
+}
+
+std::vector<Tensor> run_engine(const Engine& e, ExecutionContext* ctx, const std::vector<Tensor>& inputs) {
+  py::gil_scoped_release nogil;
+  return ctx ? e.run(*ctx, inputs) : e.run(inputs);
+}
+
+}  // namespace
+
+void bind_engine(py::module_& m) {
+  py::class_<ExecutionContext>(m, "ExecutionContext",
+                               "Per-run state (arena, thread budget); use one per thread.")
+      .def_property("num_threads", &ExecutionContext::num_threads, &ExecutionContext::set_num_threads)
+      .def_property_readonly("arena_bytes", &ExecutionContext::arena_bytes)
+      .def_property_readonly("device", [](const ExecutionContext& c) { return c.device().str(); });
+
+  py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
+      .def_property_readonly("inputs", [](const Engine& e) { return specs_to_py(e.inputs()); })
+      .def_property_readonly("outputs", [](const Engine& e) { return specs_to_py(e.outputs()); })
+      .def_property_readonly("device", [](const Engine& e) { return e.device().str(); })
+      .def_property_readonly("precision", [](const Engine& e) { return std::string(precision_name(e.precision())); })
+      .def_property_readonly("num_threads", &Engine::default_threads)
+      .def("run", [](const Engine& e, const std::vector<Tensor>& inputs) { return run_engine(e, nullptr, inputs); },
+           py::arg("inputs"))
+      .def("run_in", [](const Engine& e, ExecutionContext& ctx, const std::vector<Tensor>& inputs) {
+             return run_engine(e, &ctx, inputs);
+           }, py::arg("context"), py::arg("inputs"))
+      .def("create_context",
+           [](const Engine& e, int threads) {
+             return std::make_unique<ExecutionContext>(e.device(), threads > 0 ? threads : e.default_threads());
+           },
+           py::arg("num_threads") = 0, py::keep_alive<0, 1>())
+      .def("stats",
+           [](const Engine& e) {
+             EngineStats s = e.stats();
+             py::dict d;
+             d["nodes_in_model"] = s.nodes_in_model;
+             d["nodes_optimized"] = s.nodes_optimized;
+             d["plans_cached"] = s.plans_cached;
+             d["plan_hits"] = s.plan_hits;
+             d["plan_misses"] = s.plan_misses;
+             d["passes"] = s.pass_log;
+             return d;
+           })
+      .def("memory_report",
+           [](const Engine& e, const py::list& shapes) {
+             std::vector<Shape> sh = shapes_from_py(shapes);
+             MemoryReport r;
+             {
+               py::gil_scoped_release nogil;
+               r = e.memory_report(sh);
+             }
+             py::dict d;
+             d["arena_bytes"] = r.arena_bytes;
+             d["naive_bytes"] = r.naive_bytes;
+             d["constant_bytes"] = r.constant_bytes;
+             d["steps"] = r.num_steps;
+             return d;
+           })
+      .def("kernel_report",
+           [](const Engine& e, const py::list& shapes) {
+             std::vector<Shape> sh = shapes_from_py(shapes);
+             py::gil_scoped_release nogil;
+             return e.kernel_report(sh);
+           })
+      .def("op_histogram", [](const Engine& e) {
+        std::map<std::string, int> h;
+        for (const auto& n : e.optimized_graph().nodes)
+          ++h[n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type];
+        return h;
+      });
+
+  m.def(
+      "load_model",
+      [](py::object source, bool is_path, const std::string& device, const std::string& precision,
+         int num_threads, bool optimize, const std::string& base_dir) {
+        EngineOptions opt;
+        opt.device = parse_device(device);
+        opt.precision = precision_from_name(precision);
+        opt.num_threads = num_threads;
+        opt.optimize = optimize;
+        if (is_path) {
+          std::string path = source.cast<std::string>();
+          py::gil_scoped_release nogil;
+          return Engine::create(onnx::read_model_file(path), opt);
+        }
+        py::bytes b = source.cast<py::bytes>();
+        char* data = nullptr;
+        py::ssize_t size = 0;
+        PyBytes_AsStringAndSize(b.ptr(), &data, &size);
+        std::shared_ptr<void> keep = hold(b);
+        py::gil_scoped_release nogil;
+        return Engine::create(onnx::read_model_bytes(data, static_cast<size_t>(size), keep, base_dir), opt);
+      },
+      py::arg("source"), py::arg("is_path"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
+      py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("base_dir") = "");
+}
+
+}  // namespace twinfer::bindings

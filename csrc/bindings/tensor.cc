@@ -1,0 +1,278 @@
+// twinfer.Tensor: shape/dtype/device, zero-copy NumPy views, and DLPack in
+// both directions (legacy "dltensor" and versioned "dltensor_versioned").
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "bindings/bindings.h"
+#include "bindings/tensor_convert.h"
+#include "core/dlpack_abi.h"
+#include "core/error.h"
+
+namespace py = pybind11;
+
+namespace twinfer::bindings {
+
+namespace {
+
+dlpack::DataType to_dl_dtype(DType t) {
+  switch (t) {
+    case DType::kFloat32: return {dlpack::kFloat, 32, 1};
+    case DType::kFloat16: return {dlpack::kFloat, 16, 1};
+    case DType::kFloat64: return {dlpack::kFloat, 64, 1};
+    case DType::kBFloat16: return {dlpack::kBfloat, 16, 1};
+    case DType::kInt8: return {dlpack::kInt, 8, 1};
+    case DType::kInt16: return {dlpack::kInt, 16, 1};
+    case DType::kInt32: return {dlpack::kInt, 32, 1};
+    case DType::kInt64: return {dlpack::kInt, 64, 1};
+    case DType::kUInt8: return {dlpack::kUInt, 8, 1};
+    case DType::kUInt16: return {dlpack::kUInt, 16, 1};
+    case DType::kUInt32: return {dlpack::kUInt, 32, 1};
+    case DType::kUInt64: return {dlpack::kUInt, 64, 1};
+    case DType::kBool: return {dlpack::kBool, 8, 1};
+    default: throw Error(ErrorKind::kDType, std::string("dtype ") + dtype_name(t) + " has no DLPack code");
+  }
+}
+
+DType from_dl_dtype(dlpack::DataType d) {
+  if (d.lanes != 1) throw Error(ErrorKind::kDType, "vector (lanes != 1) DLPack dtypes are not supported");
+  switch (d.code) {
+    case dlpack::kFloat:
+      if (d.bits == 32) return DType::kFloat32;
+      if (d.bits == 16) return DType::kFloat16;
+      if (d.bits == 64) return DType::kFloat64;
+      break;
+    case dlpack::kBfloat:
+      if (d.bits == 16) return DType::kBFloat16;
+      break;
+    case dlpack::kInt:
+      if (d.bits == 8) return DType::kInt8;
+      if (d.bits == 16) return DType::kInt16;
+      if (d.bits == 32) return DType::kInt32;
+      if (d.bits == 64) return DType::kInt64;
+      break;
+    case dlpack::kUInt:
+      if (d.bits == 8) return DType::kUInt8;
+      if (d.bits == 16) return DType::kUInt16;
+      if (d.bits == 32) return DType::kUInt32;
+      if (d.bits == 64) return DType::kUInt64;
+      break;
+    case dlpack::kBool:
+      if (d.bits == 8) return DType::kBool;
+      break;
+  }
+  throw Error(ErrorKind::kDType, "unsupported DLPack dtype (code " + std::to_string(d.code) + ", " +
+                                     std::to_string(d.bits) + " bits)");
+}
+
+Device from_dl_device(dlpack::Device d) {
+  if (d.device_type == dlpack::kCPU || d.device_type == dlpack::kCUDAHost) return Device::cpu();
+  if (d.device_type == dlpack::kCUDA) return Device::cuda(d.device_id);
+  throw Error(ErrorKind::kDevice, "unsupported DLPack device type " + std::to_string(d.device_type));
+}
+
+dlpack::Device to_dl_device(Device d) {
+  return d.is_cpu() ? dlpack::Device{dlpack::kCPU, 0} : dlpack::Device{dlpack::kCUDA, d.index};
+}
+
+// Copies a strided host array into a compact one, element by element.
+Tensor compact_copy(const dlpack::DLTensor& t, DType dtype, const Shape& shape) {
+  Tensor out = Tensor::empty(dtype, shape);
+  const size_t es = dtype_size(dtype);
+  const int64_t n = out.numel();
+  const char* src = static_cast<const char*>(t.data) + t.byte_offset;
+  char* dst = static_cast<char*>(out.data());
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * t.strides[d];
+    std::memcpy(dst + i * es, src + off * static_cast<int64_t>(es), es);
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// Wraps a DLTensor whose owner is released by `release` (called with the GIL held).
+Tensor import_dltensor(const dlpack::DLTensor& t, std::shared_ptr<void> owner) {
+  DType dtype = from_dl_dtype(t.dtype);
+  Device dev = from_dl_device(t.device);
+  if (t.ndim < 0 || t.ndim > 64) throw Error(ErrorKind::kShape, "DLPack tensor has an invalid rank");
+  Shape shape(t.shape, t.shape + t.ndim);
+  bool compact = true;
+  if (t.strides) {
+    int64_t expect = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      if (shape[d] != 1 && t.strides[d] != expect) compact = false;
+      expect *= shape[d];
+    }
+  }
+  if (compact || shape_numel(shape) == 0)
+    return Tensor::borrow(static_cast<char*>(t.data) + t.byte_offset, dtype, shape, dev, std::move(owner));
+  if (!dev.is_cpu())
+    throw Error(ErrorKind::kInvalidArgument, "non-contiguous device tensors are not supported; call .contiguous() first");
+  return compact_copy(t, dtype, shape);
+}
+
+// Releases a foreign DLPack owner, taking the GIL when Python is still alive.
+template <typename M>
+std::shared_ptr<void> owner_of(M* mt) {
+  return std::shared_ptr<void>(mt, [](void* p) {
+    M* m = static_cast<M*>(p);
+    if (!m->deleter) return;
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      m->deleter(m);
+    } else {
+      m->deleter(m);
+    }
+  });
+}
+
+struct ExportHolder {
+  Tensor tensor;
+  Shape shape;
+  Shape strides;
+};
+
+template <typename M>
+M* make_managed(const Tensor& t) {
+  auto* h = new ExportHolder{t, t.shape(), contiguous_strides(t.shape())};
+  auto* m = new M{};
+  m->manager_ctx = h;
+  m->deleter = [](M* self) {
+    delete static_cast<ExportHolder*>(self->manager_ctx);
+    delete self;
+  };
+  auto& d = m->dl_tensor;
+  d.data = t.data();
+  d.device = to_dl_device(t.device());
+  d.ndim = static_cast<int32_t>(h->shape.size());
+  d.dtype = to_dl_dtype(t.dtype());
+  d.shape = h->shape.data();
+  d.strides = h->strides.data();
+  d.byte_offset = 0;
+  return m;
+}
+
+py::capsule export_capsule(const Tensor& t, bool versioned) {
+  if (versioned) {
+    auto* m = make_managed<dlpack::ManagedTensorVersioned>(t);
+    m->version = {1, 0};
+    m->flags = 0;
+    return py::capsule(m, "dltensor_versioned", [](PyObject* cap) {
+      if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        auto* mt = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
+        if (mt && mt->deleter) mt->deleter(mt);
+      }
+    });
+  }
+  auto* m = make_managed<dlpack::ManagedTensor>(t);
+  return py::capsule(m, "dltensor", [](PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+      auto* mt = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      if (mt && mt->deleter) mt->deleter(mt);
+    }
+  });
+}
+
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::kFloat32: return py::dtype::of<float>();
+    case DType::kFloat64: return py::dtype::of<double>();
+    case DType::kFloat16: return py::dtype("float16");
+    case DType::kBFloat16: return py::module_::import("ml_dtypes").attr("bfloat16").cast<py::object>().attr("dtype").cast<py::dtype>();
+    case DType::kInt8: return py::dtype::of<int8_t>();
+    case DType::kInt16: return py::dtype::of<int16_t>();
+    case DType::kInt32: return py::dtype::of<int32_t>();
+    case DType::kInt64: return py::dtype::of<int64_t>();
+    case DType::kUInt8: return py::dtype::of<uint8_t>();
+    case DType::kUInt16: return py::dtype::of<uint16_t>();
+    case DType::kUInt32: return py::dtype::of<uint32_t>();
+    case DType::kUInt64: return py::dtype::of<uint64_t>();
+    case DType::kBool: return py::dtype::of<bool>();
+    default: throw Error(ErrorKind::kDType, std::string("no NumPy dtype for ") + dtype_name(t));
+  }
+}
+
+}  // namespace
+
+Tensor tensor_from_capsule(py::capsule cap) {
+  const char* name = cap.name();
+  if (name && std::strcmp(name, "dltensor_versioned") == 0) {
+    auto* mt = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(cap.ptr(), name));
+    if (mt->version.major > 1)
+      throw Error(ErrorKind::kInvalidArgument, "DLPack major version " + std::to_string(mt->version.major) + " is not supported");
+    PyCapsule_SetName(cap.ptr(), "used_dltensor_versioned");
+    return import_dltensor(mt->dl_tensor, owner_of(mt));
+  }
+  if (name && std::strcmp(name, "dltensor") == 0) {
+    auto* mt = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), name));
+    PyCapsule_SetName(cap.ptr(), "used_dltensor");
+    return import_dltensor(mt->dl_tensor, owner_of(mt));
+  }
+  throw Error(ErrorKind::kInvalidArgument, "object is not an unused DLPack capsule");
+}
+
+py::object tensor_to_numpy(const Tensor& t) {
+  if (!t.device().is_cpu())
+    throw Error(ErrorKind::kDevice, "tensor is on " + t.device().str() + "; copy it to the host first");
+  auto* keep = new Tensor(t);
+  py::capsule base(keep, [](void* p) { delete static_cast<Tensor*>(p); });
+  py::dtype dt = numpy_dtype(t.dtype());
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  std::vector<py::ssize_t> strides;
+  for (auto s : contiguous_strides(t.shape())) strides.push_back(s * static_cast<py::ssize_t>(dtype_size(t.dtype())));
+  return py::array(dt, shape, strides, t.data(), base);
+}
+
+void bind_tensor(py::module_& m) {
+  py::class_<Tensor>(m, "Tensor", "A dense array owned by twinfer (host or device memory).")
+      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); })
+      .def_property_readonly("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
+      .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })
+      .def_property_readonly("ndim", [](const Tensor& t) { return t.shape().size(); })
+      .def_property_readonly("size", &Tensor::numel)
+      .def_property_readonly("nbytes", &Tensor::bytes)
+      .def_property_readonly("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
+      .def("numpy", &tensor_to_numpy, "A NumPy view of the same memory (no copy).")
+      .def("__array__",
+           [](const Tensor& t, py::object dtype, py::object copy) {
+             py::object a = tensor_to_numpy(t);
+             if (!dtype.is_none()) a = a.attr("astype")(dtype);
+             if (!copy.is_none() && copy.cast<bool>()) a = a.attr("copy")();
+             return a;
+           },
+           py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def("__dlpack__",
+           [](const Tensor& t, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
+             (void)stream;  // host memory needs no stream ordering
+             if (!dl_device.is_none()) {
+               auto dev = dl_device.cast<std::pair<int, int>>();
+               auto ours = to_dl_device(t.device());
+               if (dev.first != ours.device_type || dev.second != ours.device_id)
+                 throw py::buffer_error("twinfer.Tensor cannot export to another device");
+             }
+             bool versioned = false;
+             if (!max_version.is_none()) versioned = max_version.cast<std::pair<int, int>>().first >= 1;
+             const bool want_copy = !copy.is_none() && copy.cast<bool>();
+             return export_capsule(want_copy ? t.clone() : t, versioned);
+           },
+           py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+           py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+      .def("__dlpack_device__",
+           [](const Tensor& t) {
+             auto d = to_dl_device(t.device());
+             return py::make_tuple(d.device_type, d.device_id);
+           })
+      .def_static("_from_capsule", &tensor_from_capsule)
+      .def("__repr__", [](const Tensor& t) {
+        return "twinfer.Tensor(shape=" + shape_str(t.shape()) + ", dtype=" + dtype_name(t.dtype()) +
+               ", device=" + t.device().str() + ")";
+      });
+}
+
+}  // namespace twinfer::bindings

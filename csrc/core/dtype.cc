@@ -1,0 +1,123 @@
+#include "core/dtype.h"
+
+#include "core/error.h"
+
+namespace twinfer {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kFloat32: return 4;
+    case DType::kFloat16: return 2;
+    case DType::kBFloat16: return 2;
+    case DType::kFloat64: return 8;
+    case DType::kInt8: return 1;
+    case DType::kUInt8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kUInt16: return 2;
+    case DType::kInt32: return 4;
+    case DType::kUInt32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kUInt64: return 8;
+    case DType::kBool: return 1;
+    case DType::kString: return sizeof(void*);
+    case DType::kUndefined: return 0;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat64: return "float64";
+    case DType::kInt8: return "int8";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt16: return "int16";
+    case DType::kUInt16: return "uint16";
+    case DType::kInt32: return "int32";
+    case DType::kUInt32: return "uint32";
+    case DType::kInt64: return "int64";
+    case DType::kUInt64: return "uint64";
+    case DType::kBool: return "bool";
+    case DType::kString: return "string";
+    case DType::kUndefined: return "undefined";
+  }
+  return "undefined";
+}
+
+bool dtype_is_float(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
+         t == DType::kFloat64;
+}
+
+bool dtype_is_integer(DType t) {
+  switch (t) {
+    case DType::kInt8: case DType::kUInt8: case DType::kInt16: case DType::kUInt16:
+    case DType::kInt32: case DType::kUInt32: case DType::kInt64: case DType::kUInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool dtype_is_signed(DType t) {
+  return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64 ||
+         dtype_is_float(t);
+}
+
+// Codes from onnx.proto TensorProto.DataType.
+DType dtype_from_onnx(int32_t c) {
+  switch (c) {
+    case 1: return DType::kFloat32;
+    case 2: return DType::kUInt8;
+    case 3: return DType::kInt8;
+    case 4: return DType::kUInt16;
+    case 5: return DType::kInt16;
+    case 6: return DType::kInt32;
+    case 7: return DType::kInt64;
+    case 8: return DType::kString;
+    case 9: return DType::kBool;
+    case 10: return DType::kFloat16;
+    case 11: return DType::kFloat64;
+    case 12: return DType::kUInt32;
+    case 13: return DType::kUInt64;
+    case 16: return DType::kBFloat16;
+    default: return DType::kUndefined;
+  }
+}
+
+int32_t dtype_to_onnx(DType t) {
+  switch (t) {
+    case DType::kFloat32: return 1;
+    case DType::kUInt8: return 2;
+    case DType::kInt8: return 3;
+    case DType::kUInt16: return 4;
+    case DType::kInt16: return 5;
+    case DType::kInt32: return 6;
+    case DType::kInt64: return 7;
+    case DType::kString: return 8;
+    case DType::kBool: return 9;
+    case DType::kFloat16: return 10;
+    case DType::kFloat64: return 11;
+    case DType::kUInt32: return 12;
+    case DType::kUInt64: return 13;
+    case DType::kBFloat16: return 16;
+    case DType::kUndefined: return 0;
+  }
+  return 0;
+}
+
+DType dtype_from_name(const std::string& n) {
+  for (int i = 0; i <= static_cast<int>(DType::kString); ++i) {
+    auto t = static_cast<DType>(i);
+    if (n == dtype_name(t)) return t;
+  }
+  if (n == "float" || n == "float32") return DType::kFloat32;
+  if (n == "half") return DType::kFloat16;
+  if (n == "double") return DType::kFloat64;
+  if (n == "bool_") return DType::kBool;
+  throw Error(ErrorKind::kDType, "unknown dtype name '" + n + "'");
+}
+
+}  // namespace twinfer

@@ -1,0 +1,64 @@
+#include "core/tensor.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace twinfer {
+
+static void check_shape(const Shape& shape) {
+  int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) throw Error(ErrorKind::kShape, "negative dimension in shape " + shape_str(shape));
+    if (d > 0 && n > (int64_t(1) << 47) / d)
+      throw Error(ErrorKind::kShape, "shape " + shape_str(shape) + " is too large");
+    n *= d;
+  }
+}
+
+Tensor Tensor::empty(DType dtype, Shape shape, Device device) {
+  check_shape(shape);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.storage_ = Storage::allocate(allocator_for(device), t.bytes());
+  return t;
+}
+
+Tensor Tensor::borrow(void* data, DType dtype, Shape shape, Device device,
+                      std::shared_ptr<void> keep_alive) {
+  check_shape(shape);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.storage_ = Storage::borrow(data, t.bytes(), device, std::move(keep_alive));
+  return t;
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, size_t byte_offset, DType dtype,
+                            Shape shape) {
+  Tensor t;
+  t.storage_ = std::move(storage);
+  t.offset_ = byte_offset;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (shape_numel(shape) != numel())
+    throw Error(ErrorKind::kShape,
+                "cannot reshape " + shape_str(shape_) + " to " + shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!device().is_cpu()) throw Error(ErrorKind::kDevice, "clone() of a device tensor");
+  Tensor t = empty(dtype_, shape_);
+  if (bytes()) std::memcpy(t.data(), data(), bytes());
+  return t;
+}
+
+}  // namespace twinfer

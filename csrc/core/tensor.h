@@ -1,0 +1,58 @@
+// Tensor: a dense row-major array on one device, sharing its Storage.
+// TensorView: what kernels see (raw pointer, dtype, shape), never owning.
+#pragma once
+#include <memory>
+
+#include "core/allocator.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+
+namespace twinfer {
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+
+  int64_t numel() const { return shape_numel(shape); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  int64_t dim(int i) const { return shape[i < 0 ? i + shape.size() : i]; }
+  size_t rank() const { return shape.size(); }
+  template <typename T> T* as() const { return static_cast<T*>(data); }
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // A new, uninitialised tensor from the allocator of `device`.
+  static Tensor empty(DType dtype, Shape shape, Device device = Device::cpu());
+  // A tensor over memory someone else owns; `keep_alive` holds that owner.
+  static Tensor borrow(void* data, DType dtype, Shape shape, Device device,
+                       std::shared_ptr<void> keep_alive);
+  static Tensor from_storage(std::shared_ptr<Storage> storage, size_t byte_offset, DType dtype,
+                             Shape shape);
+
+  bool defined() const { return storage_ != nullptr || dtype_ != DType::kUndefined; }
+  void* data() const { return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr; }
+  template <typename T> T* data_as() const { return static_cast<T*>(data()); }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  TensorView view() const { return TensorView{data(), dtype_, shape_}; }
+
+  // Same data, another shape with the same element count.
+  Tensor reshaped(Shape shape) const;
+  // A deep copy on the host (the tensor must be on the host).
+  Tensor clone() const;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;
+  DType dtype_ = DType::kUndefined;
+  Shape shape_;
+};
+
+}  // namespace twinfer

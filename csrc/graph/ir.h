@@ -1,0 +1,95 @@
+// The graph IR every pass works on. Values are indexed by int ids; nodes
+// list input/output value ids (-1 marks a missing optional input).
+// The reader builds it; passes rewrite it; the planner consumes it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+
+namespace twinfer::graph {
+
+struct Graph;
+
+struct Attribute {
+  enum class Type { kUndefined, kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors, kGraphs };
+  Type type = Type::kUndefined;
+  float f = 0.f;
+  int64_t i = 0;
+  std::string s;
+  Tensor t;
+  std::shared_ptr<Graph> g;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+  std::vector<Tensor> tensors;
+  std::vector<std::shared_ptr<Graph>> graphs;
+};
+
+struct Value {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  bool has_shape = false;   // false: rank unknown
+  SymShape shape;
+  Tensor constant;          // defined for initializers and folded constants (host memory)
+  int producer = -1;        // node index, -1 for graph inputs/constants
+  bool is_constant() const { return constant.defined(); }
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;       // "" is the default ONNX domain
+  std::vector<int> inputs;  // value ids, -1 for an omitted optional input
+  std::vector<int> outputs; // value ids, -1 for an omitted optional output
+  std::map<std::string, Attribute> attrs;
+
+  bool has_attr(const std::string& n) const { return attrs.count(n) != 0; }
+  int64_t attr_int(const std::string& n, int64_t dflt) const;
+  float attr_float(const std::string& n, float dflt) const;
+  std::string attr_string(const std::string& n, const std::string& dflt) const;
+  std::vector<int64_t> attr_ints(const std::string& n, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> attr_floats(const std::string& n, std::vector<float> dflt = {}) const;
+  const Attribute* attr(const std::string& n) const;
+  // Throws kModelFormat naming this node when the attribute is absent.
+  const Attribute& required_attr(const std::string& n) const;
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Value> values;
+  std::vector<Node> nodes;        // topologically sorted after Graph::topo_sort()
+  std::vector<int> inputs;        // value ids of graph inputs (not initializers)
+  std::vector<int> outputs;       // value ids of graph outputs
+  std::unordered_map<std::string, int> value_ids;
+
+  // Id of the value with this name, creating it when absent.
+  int value_id(const std::string& name);
+  int find_value(const std::string& name) const;  // -1 when absent
+  int add_node(Node n);                           // sets producers; returns node index
+  // Re-establish producer links and order nodes so producers come first.
+  // Throws kModelFormat on a cycle or on a value produced twice.
+  void topo_sort();
+  // Drop nodes no graph output depends on, and values nothing refers to.
+  void remove_dead();
+};
+
+struct Model {
+  int64_t ir_version = 0;
+  std::string producer_name;
+  std::map<std::string, int64_t> opsets;  // domain -> version ("" = ai.onnx)
+  Graph graph;
+  std::shared_ptr<void> backing;          // keeps mapped weights alive
+  int64_t opset(const std::string& domain = "") const {
+    auto it = opsets.find(domain);
+    return it == opsets.end() ? 0 : it->second;
+  }
+};
+
+}  // namespace twinfer::graph

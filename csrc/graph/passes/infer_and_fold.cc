@@ -1,0 +1,98 @@
+#include "graph/passes/infer_and_fold.h"
+
+#include <cstring>
+
+#include "ops/schema.h"
+
+namespace twinfer::passes {
+
+bool is_unfoldable(const graph::Node& n) {
+  // Random generators differ per run; control flow is left to its kernels.
+  static const char* kNever[] = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                 "RandomUniformLike", "Multinomial", "Bernoulli", "If", "Loop", "Scan"};
+  for (const char* op : kNever)
+    if (n.op_type == op) return true;
+  return false;
+}
+
+static bool all_inputs_constant(const graph::Graph& g, const graph::Node& n) {
+  for (int in : n.inputs)
+    if (in >= 0 && !g.values[in].is_constant()) return false;
+  return true;
+}
+
+static bool outputs_fully_known(const graph::Graph& g, const graph::Node& n, size_t limit, bool* small) {
+  size_t bytes = 0;
+  for (int o : n.outputs) {
+    if (o < 0) continue;
+    const auto& v = g.values[o];
+    if (!v.has_shape || !sym_shape_known(v.shape) || v.dtype == DType::kUndefined) return false;
+    bytes += static_cast<size_t>(shape_numel(sym_shape_values(v.shape))) * dtype_size(v.dtype);
+  }
+  *small = bytes <= limit;
+  return true;
+}
+
+// Runs the node's CPU kernel on its constant inputs and stores the outputs as constants.
+static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx) {
+  KernelBuildInfo info(g, n, ctx.opset, Backend::kCPU, Precision::kFP32);
+  const KernelDef* def = select_kernel(info, nullptr);
+  if (!def) return false;
+  std::unique_ptr<Kernel> kernel = def->create(info);
+  KernelContext kc;
+  for (int in : n.inputs) {
+    if (in < 0) {
+      kc.inputs.push_back(TensorView{});
+    } else {
+      kc.inputs.push_back(g.values[in].constant.view());
+    }
+  }
+  std::vector<Tensor> outs;
+  for (int o : n.outputs) {
+    if (o < 0) {
+      outs.emplace_back();
+      kc.outputs.push_back(TensorView{});
+      continue;
+    }
+    const auto& v = g.values[o];
+    outs.push_back(Tensor::empty(v.dtype, sym_shape_values(v.shape)));
+    kc.outputs.push_back(outs.back().view());
+  }
+  std::vector<char> scratch(kernel->scratch_bytes() + 64);
+  kc.scratch = scratch.data();
+  kc.num_threads = 1;
+  kernel->run(kc);
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    if (n.outputs[i] >= 0) g.values[n.outputs[i]].constant = outs[i];
+  return true;
+}
+
+int infer_and_fold(graph::Graph& g, const PassContext& ctx, bool fold) {
+  int folded = 0;
+  std::vector<char> dead(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Node& n = g.nodes[i];
+    const OpSchema* schema = find_schema(n.domain, n.op_type);
+    if (!schema)
+      throw Error(ErrorKind::kUnsupportedOp, "no shape rule for op '" + n.op_type + "'", n.name, n.op_type);
+    InferContext ic(g, n, ctx.opset);
+    schema->infer(ic);
+    if (!fold || is_unfoldable(n) || !all_inputs_constant(g, n)) continue;
+    bool small = false;
+    if (!outputs_fully_known(g, n, ctx.fold_limit_bytes, &small) || !small) continue;
+    if (fold_node(g, n, ctx)) {
+      dead[i] = 1;
+      ++folded;
+    }
+  }
+  if (folded) {
+    std::vector<graph::Node> kept;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (!dead[i]) kept.push_back(std::move(g.nodes[i]));
+    g.nodes = std::move(kept);
+    g.topo_sort();
+  }
+  return folded;
+}
+
+}  // namespace twinfer::passes

@@ -1,0 +1,23 @@
+// What every graph pass needs to know beyond the graph itself.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/kernel.h"
+
+namespace twinfer::passes {
+
+struct PassContext {
+  int64_t opset = 17;                   // default-domain opset of the model
+  Backend backend = Backend::kCPU;      // where the graph will run
+  Precision precision = Precision::kFP32;
+  bool allow_fusion = true;             // fusion passes may rewrite ops into com.twinfer ones
+  size_t fold_limit_bytes = size_t(256) << 20;  // largest constant folding may create
+  std::vector<std::string>* log = nullptr;      // passes append one line per rewrite kind
+  void note(const std::string& line) const {
+    if (log) log->push_back(line);
+  }
+};
+
+}  // namespace twinfer::passes

@@ -1,0 +1,37 @@
+#include "graph/passes/rewrite_util.h"
+
+#include <algorithm>
+
+namespace twinfer::passes {
+
+std::vector<std::vector<int>> value_users(const graph::Graph& g) {
+  std::vector<std::vector<int>> users(g.values.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int in : g.nodes[i].inputs)
+      if (in >= 0) users[in].push_back(static_cast<int>(i));
+  return users;
+}
+
+bool is_graph_output(const graph::Graph& g, int value) {
+  return std::find(g.outputs.begin(), g.outputs.end(), value) != g.outputs.end();
+}
+
+void replace_uses(graph::Graph& g, int from, int to) {
+  for (auto& n : g.nodes)
+    for (int& in : n.inputs)
+      if (in == from) in = to;
+}
+
+void erase_nodes(graph::Graph& g, const std::vector<char>& dead) {
+  std::vector<graph::Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!dead[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  for (auto& v : g.values) v.producer = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int o : g.nodes[i].outputs)
+      if (o >= 0) g.values[o].producer = static_cast<int>(i);
+}
+
+}  // namespace twinfer::passes

@@ -1,0 +1,21 @@
+// Small helpers the rewrite passes share: who uses a value, replacing uses.
+#pragma once
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace twinfer::passes {
+
+// For each value id, the indices of nodes that read it (a node reading a value
+// twice is listed twice).
+std::vector<std::vector<int>> value_users(const graph::Graph& g);
+
+bool is_graph_output(const graph::Graph& g, int value);
+
+// Make every node that reads `from` read `to` instead.
+void replace_uses(graph::Graph& g, int from, int to);
+
+// Erase the nodes whose flag is set, keeping order.
+void erase_nodes(graph::Graph& g, const std::vector<char>& dead);
+
+}  // namespace twinfer::passes

@@ -1,0 +1,133 @@
+#include "ops/schema.h"
+
+#include <map>
+#include <mutex>
+
+namespace twinfer {
+
+namespace {
+std::map<std::pair<std::string, std::string>, OpSchema>& schemas() {
+  static std::map<std::pair<std::string, std::string>, OpSchema> m;
+  return m;
+}
+}  // namespace
+
+void register_schema(const OpSchema& s) { schemas()[{s.domain, s.op_type}] = s; }
+
+const OpSchema* find_schema(const std::string& domain, const std::string& op_type) {
+  std::string d = (domain == "ai.onnx") ? "" : domain;
+  auto it = schemas().find({d, op_type});
+  return it == schemas().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> registered_op_types() {
+  std::vector<std::string> r;
+  for (auto& kv : schemas()) r.push_back(kv.first.first.empty() ? kv.first.second
+                                                                  : kv.first.first + "::" + kv.first.second);
+  return r;
+}
+
+InferContext::InferContext(graph::Graph& g, const graph::Node& node, int64_t opset)
+    : graph_(g), node_(node), opset_(opset) {}
+
+const graph::Value& InferContext::input(size_t i) const {
+  if (!has_input(i)) fail(ErrorKind::kModelFormat, "required input " + std::to_string(i) + " is missing");
+  return graph_.values[node_.inputs[i]];
+}
+
+const SymShape& InferContext::input_shape(size_t i) const {
+  const auto& v = input(i);
+  if (!v.has_shape) fail(ErrorKind::kShape, "rank of input '" + v.name + "' is unknown");
+  return v.shape;
+}
+
+bool InferContext::input_known(size_t i) const {
+  const auto& v = input(i);
+  return v.has_shape && sym_shape_known(v.shape);
+}
+
+Shape InferContext::input_values_shape(size_t i) const {
+  if (!input_known(i)) fail(ErrorKind::kShape, "shape of input '" + input(i).name + "' is not known");
+  return sym_shape_values(input(i).shape);
+}
+
+const Tensor* InferContext::input_constant(size_t i) const {
+  if (!has_input(i)) return nullptr;
+  const auto& v = graph_.values[node_.inputs[i]];
+  return v.is_constant() ? &v.constant : nullptr;
+}
+
+bool InferContext::constant_ints(size_t i, std::vector<int64_t>* out) const {
+  const Tensor* t = input_constant(i);
+  if (!t) return false;
+  out->clear();
+  if (t->dtype() == DType::kInt64) {
+    const int64_t* p = t->data_as<int64_t>();
+    out->assign(p, p + t->numel());
+  } else if (t->dtype() == DType::kInt32) {
+    const int32_t* p = t->data_as<int32_t>();
+    out->assign(p, p + t->numel());
+  } else {
+    fail(ErrorKind::kDType, std::string("expected an int64 input, got ") + dtype_name(t->dtype()));
+  }
+  return true;
+}
+
+void InferContext::set_output(size_t i, DType dtype, SymShape shape) {
+  if (!has_output(i)) return;
+  auto& v = graph_.values[node_.outputs[i]];
+  v.dtype = dtype;
+  v.has_shape = true;
+  v.shape = std::move(shape);
+}
+
+void InferContext::set_output_rank_unknown(size_t i, DType dtype) {
+  if (!has_output(i)) return;
+  auto& v = graph_.values[node_.outputs[i]];
+  v.dtype = dtype;
+  v.has_shape = false;
+  v.shape.clear();
+}
+
+void InferContext::fail(ErrorKind kind, const std::string& msg) const {
+  throw Error(kind, msg, node_.name, node_.op_type);
+}
+
+void infer_same_as_input0(InferContext& c) {
+  const auto& v = c.input(0);
+  if (v.has_shape)
+    c.set_output(0, v.dtype, v.shape);
+  else
+    c.set_output_rank_unknown(0, v.dtype);
+}
+
+static void broadcast_into(InferContext& c, DType out) {
+  SymShape s;
+  bool first = true;
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    if (!c.has_input(i)) continue;
+    if (!c.input_has_shape(i)) {
+      c.set_output_rank_unknown(0, out);
+      return;
+    }
+    try {
+      s = first ? c.input_shape(i) : broadcast_sym_shapes(s, c.input_shape(i));
+    } catch (const Error& e) {
+      c.fail(ErrorKind::kShape, e.what());
+    }
+    first = false;
+  }
+  c.set_output(0, out, s);
+}
+
+void infer_broadcast(InferContext& c) { broadcast_into(c, c.input_dtype(0)); }
+void infer_broadcast_bool(InferContext& c) { broadcast_into(c, DType::kBool); }
+
+int64_t normalize_axis(const InferContext& c, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    c.fail(ErrorKind::kShape, "axis " + std::to_string(axis) + " is out of range for rank " +
+                                  std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace twinfer

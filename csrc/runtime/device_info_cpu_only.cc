@@ -1,0 +1,12 @@
+// Device facts for a build without the CUDA backend (CMake leaves this file
+// out when it builds csrc/backends/cuda).
+
+#include "runtime/device_info.h"
+
+namespace twinfer {
+bool cuda_compiled() { return false; }
+int cuda_device_count() { return 0; }
+std::string cuda_runtime_version() { return ""; }
+std::string cuda_device_name(int) { return ""; }
+}  // namespace twinfer
+

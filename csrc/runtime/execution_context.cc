@@ -1,0 +1,80 @@
+#include "runtime/execution_context.h"
+
+#include <cstring>
+
+namespace twinfer {
+
+ExecutionContext::ExecutionContext(Device device, int num_threads)
+    : device_(device), num_threads_(num_threads > 0 ? num_threads : 1) {}
+
+ExecutionContext::~ExecutionContext() = default;
+
+void ExecutionContext::prepare(const std::shared_ptr<const Plan>& plan) {
+  if (prepared_for_ == plan) return;
+  if (!arena_ || arena_->bytes() < plan->arena_bytes)
+    arena_ = Storage::allocate(allocator_for(device_), std::max<size_t>(plan->arena_bytes, 64));
+  // Argument blocks carry shapes and dtypes once; each run only patches pointers.
+  step_args_.assign(plan->steps.size(), KernelContext{});
+  for (size_t s = 0; s < plan->steps.size(); ++s) {
+    const auto& st = plan->steps[s];
+    auto& a = step_args_[s];
+    for (int v : st.inputs)
+      a.inputs.push_back(v < 0 ? TensorView{} : TensorView{nullptr, plan->values[v].dtype, plan->values[v].shape});
+    for (int v : st.outputs)
+      a.outputs.push_back(v < 0 ? TensorView{} : TensorView{nullptr, plan->values[v].dtype, plan->values[v].shape});
+  }
+  value_ptrs_.assign(plan->values.size(), nullptr);
+  prepared_for_ = plan;
+}
+
+std::vector<Tensor> ExecutionContext::execute(const std::shared_ptr<const Plan>& plan_ptr,
+                                              const std::vector<Tensor>& inputs) {
+  prepare(plan_ptr);
+  const Plan& plan = *plan_ptr;
+  char* arena = static_cast<char*>(arena_->data());
+
+  // Outputs produced by kernels are written straight into fresh tensors.
+  std::vector<Tensor> outputs(plan.output_shapes.size());
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    const auto& pv = plan.values[v];
+    switch (pv.home) {
+      case ValueHome::kArena: value_ptrs_[v] = arena + pv.offset; break;
+      case ValueHome::kConstant: value_ptrs_[v] = pv.constant.data(); break;
+      case ValueHome::kInput: value_ptrs_[v] = inputs[pv.io_index].data(); break;
+      case ValueHome::kOutput:
+        outputs[pv.io_index] = Tensor::empty(pv.dtype, pv.shape, device_);
+        value_ptrs_[v] = outputs[pv.io_index].data();
+        break;
+      case ValueHome::kUnused: value_ptrs_[v] = nullptr; break;
+    }
+  }
+
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const auto& st = plan.steps[s];
+    auto& a = step_args_[s];
+    for (size_t i = 0; i < st.inputs.size(); ++i) a.inputs[i].data = st.inputs[i] < 0 ? nullptr : value_ptrs_[st.inputs[i]];
+    for (size_t i = 0; i < st.outputs.size(); ++i) a.outputs[i].data = st.outputs[i] < 0 ? nullptr : value_ptrs_[st.outputs[i]];
+    a.scratch = arena + st.scratch_offset;
+    a.num_threads = num_threads_;
+    try {
+      st.kernel->run(a);
+    } catch (const Error& e) {
+      if (!e.node().empty()) throw;
+      throw Error(e.kind(), e.what(), st.node->name, st.node->op_type);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kRuntime, e.what(), st.node->name, st.node->op_type);
+    }
+  }
+
+  // Engine outputs that no step writes (inputs or constants passed through,
+  // or a value listed twice) are copied so the caller owns what it gets.
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (outputs[o].defined()) continue;
+    const int v = plan.graph.outputs[o];
+    outputs[o] = Tensor::empty(plan.output_dtypes[o], plan.output_shapes[o], device_);
+    if (outputs[o].bytes()) std::memcpy(outputs[o].data(), value_ptrs_[v], outputs[o].bytes());
+  }
+  return outputs;
+}
+
+}  // namespace twinfer

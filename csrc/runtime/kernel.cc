@@ -1,0 +1,100 @@
+#include "runtime/kernel.h"
+
+#include <algorithm>
+#include <map>
+
+namespace twinfer {
+
+const char* backend_name(Backend b) { return b == Backend::kCPU ? "cpu" : "cuda"; }
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFP32: return "fp32";
+    case Precision::kTF32: return "tf32";
+    case Precision::kFP16: return "fp16";
+    case Precision::kBF16: return "bf16";
+    case Precision::kINT8: return "int8";
+  }
+  return "fp32";
+}
+
+Precision precision_from_name(const std::string& s) {
+  if (s == "fp32" || s == "float32") return Precision::kFP32;
+  if (s == "tf32") return Precision::kTF32;
+  if (s == "fp16" || s == "float16") return Precision::kFP16;
+  if (s == "bf16" || s == "bfloat16") return Precision::kBF16;
+  if (s == "int8") return Precision::kINT8;
+  throw Error(ErrorKind::kInvalidArgument,
+              "unknown precision '" + s + "' (expected fp32, tf32, fp16, bf16 or int8)");
+}
+
+const graph::Value& KernelBuildInfo::input(size_t i) const {
+  if (!has_input(i)) fail(ErrorKind::kModelFormat, "required input " + std::to_string(i) + " is missing");
+  return graph_.values[node_.inputs[i]];
+}
+
+const graph::Value& KernelBuildInfo::output(size_t i) const {
+  if (!has_output(i)) fail(ErrorKind::kModelFormat, "output " + std::to_string(i) + " is missing");
+  return graph_.values[node_.outputs[i]];
+}
+
+Shape KernelBuildInfo::input_shape(size_t i) const {
+  const auto& v = input(i);
+  if (!v.has_shape || !sym_shape_known(v.shape))
+    fail(ErrorKind::kShape, "shape of input '" + v.name + "' is not known");
+  return sym_shape_values(v.shape);
+}
+
+Shape KernelBuildInfo::output_shape(size_t i) const {
+  const auto& v = output(i);
+  if (!v.has_shape || !sym_shape_known(v.shape))
+    fail(ErrorKind::kShape, "shape of output '" + v.name + "' is not known");
+  return sym_shape_values(v.shape);
+}
+
+void KernelBuildInfo::fail(ErrorKind kind, const std::string& msg) const {
+  throw Error(kind, msg, node_.name, node_.op_type);
+}
+
+namespace {
+std::multimap<std::pair<std::string, std::string>, KernelDef>& kernels() {
+  static std::multimap<std::pair<std::string, std::string>, KernelDef> m;
+  return m;
+}
+}  // namespace
+
+void register_kernel(const KernelDef& def) { kernels().emplace(std::make_pair(def.domain, def.op_type), def); }
+
+const KernelDef* select_kernel(const KernelBuildInfo& info, std::string* why_not) {
+  const auto& n = info.node();
+  std::string domain = n.domain == "ai.onnx" ? "" : n.domain;
+  auto range = kernels().equal_range({domain, n.op_type});
+  const KernelDef* best = nullptr;
+  std::string reasons;
+  for (auto it = range.first; it != range.second; ++it) {
+    const KernelDef& d = it->second;
+    if (d.backend != info.backend()) continue;
+    std::string why;
+    if (d.supports && !d.supports(info, &why)) {
+      if (!why.empty()) reasons += (reasons.empty() ? "" : "; ") + why;
+      continue;
+    }
+    if (!best || d.priority > best->priority) best = &d;
+  }
+  if (!best && why_not) {
+    *why_not = reasons.empty() ? std::string("no ") + backend_name(info.backend()) +
+                                     " kernel for op " + n.op_type
+                               : reasons;
+  }
+  return best;
+}
+
+bool any_kernel_for(const std::string& domain, const std::string& op_type, Backend backend) {
+  std::string d = domain == "ai.onnx" ? "" : domain;
+  auto range = kernels().equal_range({d, op_type});
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second.backend == backend) return true;
+  return false;
+}
+
+}  // namespace twinfer

@@ -1,0 +1,109 @@
+// Kernels: what runs one node on one backend. Registered once, in the op's
+// own file, keyed by (op type, backend) with a supports() predicate and a
+// priority; the planner takes the highest-priority kernel that supports the
+// node. A kernel is built for concrete input shapes and is immutable after
+// creation, so many execution contexts (threads) may run it at once.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/ir.h"
+
+namespace twinfer {
+
+enum class Backend { kCPU, kCUDA };
+const char* backend_name(Backend b);
+
+enum class Precision { kFP32, kTF32, kFP16, kBF16, kINT8 };
+const char* precision_name(Precision p);
+Precision precision_from_name(const std::string& s);
+
+// What a kernel factory sees: the node, and its inputs/outputs with concrete
+// shapes and dtypes (after shape inference), including constant inputs.
+class KernelBuildInfo {
+ public:
+  KernelBuildInfo(const graph::Graph& g, const graph::Node& n, int64_t opset, Backend b, Precision p)
+      : graph_(g), node_(n), opset_(opset), backend_(b), precision_(p) {}
+  const graph::Node& node() const { return node_; }
+  int64_t opset() const { return opset_; }
+  Backend backend() const { return backend_; }
+  Precision precision() const { return precision_; }
+  size_t num_inputs() const { return node_.inputs.size(); }
+  size_t num_outputs() const { return node_.outputs.size(); }
+  bool has_input(size_t i) const { return i < node_.inputs.size() && node_.inputs[i] >= 0; }
+  bool has_output(size_t i) const { return i < node_.outputs.size() && node_.outputs[i] >= 0; }
+  const graph::Value& input(size_t i) const;
+  const graph::Value& output(size_t i) const;
+  DType input_dtype(size_t i) const { return input(i).dtype; }
+  Shape input_shape(size_t i) const;   // concrete
+  Shape output_shape(size_t i) const;  // concrete
+  const Tensor* input_constant(size_t i) const {
+    return has_input(i) && input(i).is_constant() ? &input(i).constant : nullptr;
+  }
+  [[noreturn]] void fail(ErrorKind kind, const std::string& msg) const;
+
+ private:
+  const graph::Graph& graph_;
+  const graph::Node& node_;
+  int64_t opset_;
+  Backend backend_;
+  Precision precision_;
+};
+
+// Per-run arguments. Missing optional inputs/outputs have data == nullptr.
+struct KernelContext {
+  std::vector<TensorView> inputs;
+  std::vector<TensorView> outputs;
+  void* scratch = nullptr;        // scratch_bytes() bytes, from the context's arena
+  int num_threads = 1;            // CPU: threads this run may use
+  void* backend_state = nullptr;  // CUDA: the context's stream and library handles
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(KernelContext& ctx) const = 0;
+  virtual size_t scratch_bytes() const { return 0; }
+  // Short description for reports ("onednn conv", "reference").
+  virtual const char* impl_name() const { return "reference"; }
+};
+
+using SupportsFn = bool (*)(const KernelBuildInfo&, std::string* why_not);
+using CreateFn = std::unique_ptr<Kernel> (*)(const KernelBuildInfo&);
+
+struct KernelDef {
+  std::string op_type;
+  std::string domain;
+  Backend backend;
+  int priority;          // higher wins among kernels that support a node
+  SupportsFn supports;   // nullptr: supports every node of this op
+  CreateFn create;
+};
+
+void register_kernel(const KernelDef& def);
+// The best kernel for the node on this backend, or nullptr (why_not says why).
+const KernelDef* select_kernel(const KernelBuildInfo& info, std::string* why_not);
+bool any_kernel_for(const std::string& domain, const std::string& op_type, Backend backend);
+
+template <typename K>
+std::unique_ptr<Kernel> make_kernel(const KernelBuildInfo& info) {
+  return std::make_unique<K>(info);
+}
+
+struct KernelRegistrar {
+  KernelRegistrar(const char* op, Backend b, int priority, SupportsFn s, CreateFn c,
+                  const char* domain = "") {
+    register_kernel(KernelDef{op, domain, b, priority, s, c});
+  }
+};
+
+#define TWINFER_KCONCAT_INNER(a, b) a##b
+#define TWINFER_KCONCAT(a, b) TWINFER_KCONCAT_INNER(a, b)
+// TWINFER_REGISTER_KERNEL("Relu", Backend::kCPU, 0, supports_fn_or_nullptr, make_kernel<ReluKernel>)
+#define TWINFER_REGISTER_KERNEL(op, backend, priority, supports, create, ...)          \
+  static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __LINE__)(            \
+      op, backend, priority, supports, create, ##__VA_ARGS__)
+
+}  // namespace twinfer

@@ -1,0 +1,49 @@
+// An execution plan for one set of concrete input shapes: the specialised
+// graph, a kernel per node, and where every value lives. Immutable once built;
+// shared by every execution context that runs this shape.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "runtime/kernel.h"
+
+namespace twinfer {
+
+enum class ValueHome : uint8_t {
+  kArena,     // intermediate: offset into the context's arena
+  kConstant,  // weights / folded constants: fixed pointer
+  kInput,     // the caller's buffer
+  kOutput,    // a fresh tensor handed back to the caller
+  kUnused,    // nothing reads or writes it in this plan
+};
+
+struct PlannedValue {
+  ValueHome home = ValueHome::kUnused;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  size_t offset = 0;   // kArena
+  Tensor constant;     // kConstant
+  int io_index = -1;   // kInput / kOutput: position in the engine's inputs / outputs
+};
+
+struct PlannedStep {
+  const graph::Node* node = nullptr;  // points into Plan::graph
+  std::unique_ptr<Kernel> kernel;
+  std::vector<int> inputs;   // value ids, -1 for a missing optional
+  std::vector<int> outputs;
+  size_t scratch_offset = 0;
+};
+
+struct Plan {
+  graph::Graph graph;                // specialised for these shapes
+  std::vector<PlannedValue> values;  // by value id of `graph`
+  std::vector<PlannedStep> steps;
+  size_t arena_bytes = 0;            // peak memory for intermediates (+ scratch)
+  size_t naive_bytes = 0;            // what they would need without reuse
+  std::vector<Shape> output_shapes;  // per engine output
+  std::vector<DType> output_dtypes;
+};
+
+}  // namespace twinfer

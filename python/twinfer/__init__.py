@@ -1,0 +1,61 @@
+"""twinfer: fast neural-network inference with a C++/CUDA core.
+
+    import twinfer
+    engine = twinfer.load("model.onnx")          # GPU when present, else CPU
+    outputs = engine.run({"input": array})        # {name: twinfer.Tensor}
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import _libs
+
+_libs.preload()
+
+from . import _core  # noqa: E402
+from ._convert import Tensor, as_tensor, from_dlpack  # noqa: E402
+from .engine import Engine, TensorSpec, load  # noqa: E402
+from .errors import (  # noqa: E402
+    DeviceError,
+    DTypeError,
+    Error,
+    InvalidArgumentError,
+    ModelFormatError,
+    OutOfMemoryError,
+    ShapeError,
+    UnsupportedOpError,
+)
+
+
+def cuda_available() -> bool:
+    """True when this build has the CUDA backend and a GPU is visible."""
+    return bool(_core.cuda_available())
+
+
+def build_info() -> dict:
+    """What this build contains: CUDA compiled in, cuBLAS/cuDNN versions, the CPU BLAS, ops."""
+    info = dict(_core.build_info())
+    info["version"] = __version__
+    return info
+
+
+__all__ = [
+    "__version__",
+    "load",
+    "Engine",
+    "TensorSpec",
+    "Tensor",
+    "as_tensor",
+    "from_dlpack",
+    "cuda_available",
+    "build_info",
+    "Error",
+    "ModelFormatError",
+    "UnsupportedOpError",
+    "ShapeError",
+    "DTypeError",
+    "DeviceError",
+    "OutOfMemoryError",
+    "InvalidArgumentError",
+]

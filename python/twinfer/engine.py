@@ -1,0 +1,174 @@
+"""The Engine: a compiled model, and the one call that loads it."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, NamedTuple
+
+from . import _core
+from ._convert import Tensor, as_tensor
+from .errors import DeviceError, InvalidArgumentError
+
+
+class TensorSpec(NamedTuple):
+    """An engine input or output: symbolic dims are strings, unknown dims None."""
+
+    name: str
+    dtype: str
+    shape: tuple
+
+
+def _resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if _core.cuda_available() else "cpu"
+    return device
+
+
+def _model_source(model) -> tuple[Any, bool, str]:
+    """(source, is_path, base_dir) for the core loader."""
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise InvalidArgumentError(f"model file not found: {path}")
+        return path, True, ""
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model), False, ""
+    if type(model).__name__ == "ModelProto" and hasattr(model, "SerializeToString"):
+        return model.SerializeToString(), False, ""
+    if type(model).__module__.startswith("torch") or hasattr(model, "forward"):
+        raise InvalidArgumentError(
+            "twinfer.load takes an ONNX model (path, bytes or onnx.ModelProto); "
+            "for a torch.nn.Module use twinfer.torch.compile(module, example_inputs)"
+        )
+    raise InvalidArgumentError(f"cannot load a model from a {type(model).__name__}")
+
+
+class Engine:
+    """A model compiled for one device and precision. Thread-safe: several
+    threads may call ``run`` at once (each borrows its own execution context)."""
+
+    def __init__(self, core: "_core.Engine"):
+        self._core = core
+
+    # -- description -------------------------------------------------------
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return [TensorSpec(n, d, tuple(s)) for n, d, s in self._core.inputs]
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        return [TensorSpec(n, d, tuple(s)) for n, d, s in self._core.outputs]
+
+    @property
+    def device(self) -> str:
+        return self._core.device
+
+    @property
+    def precision(self) -> str:
+        return self._core.precision
+
+    @property
+    def num_threads(self) -> int:
+        return self._core.num_threads
+
+    # -- running -----------------------------------------------------------
+    def _ordered_inputs(self, feeds: dict) -> list[Tensor]:
+        specs = self.inputs
+        names = {s.name for s in specs}
+        unknown = [k for k in feeds if k not in names]
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown input name(s) {unknown}; the model's inputs are {[s.name for s in specs]}"
+            )
+        missing = [s.name for s in specs if s.name not in feeds]
+        if missing:
+            raise InvalidArgumentError(f"missing input(s) {missing}")
+        return [as_tensor(feeds[s.name], s.dtype) for s in specs]
+
+    def run(self, feeds: dict, *, context: "_core.ExecutionContext | None" = None) -> dict[str, Tensor]:
+        """Run on ``feeds`` ({input name: array}) and return {output name: Tensor}.
+
+        Arrays are taken without copying where their layout allows (anything
+        with ``__dlpack__``, NumPy, PyTorch, ...). The GIL is released while the
+        model runs.
+
+        >>> out = engine.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
+        >>> out["logits"].numpy().shape
+        (1, 1000)
+        """
+        tensors = self._ordered_inputs(feeds)
+        outs = self._core.run_in(context, tensors) if context is not None else self._core.run(tensors)
+        return {spec.name: t for spec, t in zip(self.outputs, outs)}
+
+    def __call__(self, *inputs):
+        """Positional inputs in the model's order; one output, or a tuple of them."""
+        specs = self.inputs
+        if len(inputs) != len(specs):
+            raise InvalidArgumentError(f"expected {len(specs)} inputs, got {len(inputs)}")
+        outs = self._core.run([as_tensor(x, s.dtype) for x, s in zip(inputs, specs)])
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def create_context(self, num_threads: int = 0) -> "_core.ExecutionContext":
+        """A private execution context (arena, thread budget) for ``run(..., context=)``."""
+        return self._core.create_context(num_threads)
+
+    # -- reports -----------------------------------------------------------
+    def _shapes(self, shapes) -> list[list[int]]:
+        if shapes is None:
+            specs = self.inputs
+            if any(not isinstance(d, int) for s in specs for d in s.shape):
+                raise InvalidArgumentError("the model has symbolic input dims: pass shapes=[...] explicitly")
+            return [list(s.shape) for s in specs]
+        if isinstance(shapes, dict):
+            return [list(shapes[s.name]) for s in self.inputs]
+        return [list(s) for s in shapes]
+
+    def stats(self) -> dict:
+        """Load-time passes applied, plan-cache hits and misses."""
+        return self._core.stats()
+
+    def memory_report(self, shapes=None) -> dict:
+        """Arena peak vs. the naive sum of all intermediates, and weight bytes."""
+        return self._core.memory_report(self._shapes(shapes))
+
+    def kernel_report(self, shapes=None) -> list[tuple[str, str, str]]:
+        """(node, op, kernel implementation) for every step of the plan."""
+        return [tuple(r) for r in self._core.kernel_report(self._shapes(shapes))]
+
+    def op_histogram(self) -> dict[str, int]:
+        return dict(self._core.op_histogram())
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{s.name}: {s.dtype}{list(s.shape)}" for s in self.inputs)
+        outs = ", ".join(f"{s.name}: {s.dtype}{list(s.shape)}" for s in self.outputs)
+        return f"twinfer.Engine(device={self.device}, precision={self.precision}, inputs=[{ins}], outputs=[{outs}])"
+
+
+def load(model, device: str = "auto", precision: str = "fp32", **options) -> Engine:
+    """Load and compile a model.
+
+    model: a path to an ONNX file, its bytes, or an ``onnx.ModelProto``.
+    device: "auto" (the GPU when present, else the CPU), "cpu", "cuda" or "cuda:N".
+    precision: "fp32" (default), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU.
+    options: num_threads (CPU threads per run, default all), optimize (passes, default True),
+             base_dir (folder for external weights when loading from bytes).
+
+    >>> engine = twinfer.load("resnet50.onnx", device="cpu")
+    """
+    source, is_path, base_dir = _model_source(model)
+    base_dir = options.pop("base_dir", base_dir)
+    num_threads = int(options.pop("num_threads", 0))
+    optimize = bool(options.pop("optimize", True))
+    if options:
+        raise InvalidArgumentError(f"unknown option(s): {sorted(options)}")
+    requested = device
+    device = _resolve_device(device)
+    try:
+        core = _core.load_model(source, is_path, device, precision, num_threads, optimize, os.fspath(base_dir))
+    except DeviceError:
+        if requested != "auto":
+            raise
+        warnings.warn("the CUDA backend cannot run this model here; using the CPU", RuntimeWarning, stacklevel=2)
+        core = _core.load_model(source, is_path, "cpu", precision, num_threads, optimize, os.fspath(base_dir))
+    return Engine(core)

@@ -1,0 +1,1 @@
+"""Ready-made real models twinfer can fetch from installed packages (offline)."""

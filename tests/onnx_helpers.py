@@ -1,0 +1,65 @@
+"""Small helpers shared by the tests: build one-node / small ONNX models with
+the onnx helper API and run them in twinfer and in the independent references
+(onnxruntime, onnx.reference.ReferenceEvaluator)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def np_to_onnx_dtype(dt) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset=OPSET, name="test") -> onnx.ModelProto:
+    """inputs/outputs: list of (name, numpy dtype, shape or None) or ValueInfoProto."""
+
+    def vi(x):
+        if isinstance(x, onnx.ValueInfoProto):
+            return x
+        n, dt, shape = x
+        return helper.make_tensor_value_info(n, np_to_onnx_dtype(dt), shape)
+
+    inits = [i if isinstance(i, onnx.TensorProto) else numpy_helper.from_array(i[1], i[0]) for i in initializers]
+    graph = helper.make_graph(list(nodes), name, [vi(i) for i in inputs], [vi(o) for o in outputs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = min(model.ir_version, 10)  # onnxruntime accepts up to 10/11
+    return model
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+def run_twinfer(model: onnx.ModelProto, feeds: dict, **load_options) -> list[np.ndarray]:
+    import twinfer
+
+    engine = twinfer.load(model, device="cpu", **load_options)
+    out = engine.run(feeds)
+    return [out[o.name].numpy() for o in model.graph.output]
+
+
+def assert_close(actual, expected, rtol=1e-5, atol=1e-5, what=""):
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    if actual.dtype.kind in "fc":
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=what)

@@ -1,0 +1,103 @@
+"""DLPack both ways with NumPy and PyTorch: zero copies where the layout
+allows, proven by data pointers; values and dtypes survive round trips."""
+
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import twinfer
+
+DTYPES = ["float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64", "bool"]
+
+
+def _random(rng, shape, dtype):
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -1000), min(info.max, 1000), size=shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_numpy_in_and_out_share_memory(rng, dtype):
+    a = _random(rng, (3, 5, 7), dtype)
+    t = twinfer.from_dlpack(a)
+    assert t.data_ptr == a.ctypes.data
+    assert t.shape == (3, 5, 7) and t.dtype == dtype and t.device == "cpu"
+    b = np.from_dlpack(t)
+    assert b.ctypes.data == a.ctypes.data
+    np.testing.assert_array_equal(b, a)
+    assert t.numpy().ctypes.data == a.ctypes.data
+
+
+@pytest.mark.parametrize("dtype", DTYPES + ["bfloat16"])
+def test_torch_in_and_out_share_memory(rng, dtype):
+    x = torch.from_numpy(_random(rng, (4, 9), "float32" if dtype == "bfloat16" else dtype))
+    if dtype == "bfloat16":
+        x = x.to(torch.bfloat16)
+    t = twinfer.from_dlpack(x)
+    assert t.data_ptr == x.data_ptr()
+    assert t.dtype == dtype
+    y = torch.from_dlpack(t)
+    assert y.data_ptr() == x.data_ptr()
+    assert torch.equal(y, x)
+
+
+def test_imported_tensor_keeps_its_source_alive(rng):
+    a = rng.standard_normal((257,)).astype(np.float32)
+    expected = a.copy()
+    t = twinfer.from_dlpack(a)
+    del a
+    gc.collect()
+    np.testing.assert_array_equal(t.numpy(), expected)
+
+
+def test_exported_capsule_outlives_the_tensor(rng):
+    a = rng.standard_normal((6, 11)).astype(np.float32)
+    t = twinfer.as_tensor(a.copy())
+    b = np.from_dlpack(t)
+    del t
+    gc.collect()
+    np.testing.assert_array_equal(b, a)
+
+
+def test_non_contiguous_input_is_copied_correctly(rng):
+    a = rng.standard_normal((6, 10)).astype(np.float32)
+    view = a[:, ::3]
+    t = twinfer.as_tensor(view)
+    np.testing.assert_array_equal(t.numpy(), view)
+    xt = torch.from_numpy(a).t()  # transposed: strides (1, 10)
+    np.testing.assert_array_equal(twinfer.from_dlpack(xt).numpy(), a.T)
+
+
+def test_versioned_and_legacy_capsules(rng):
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    t = twinfer.as_tensor(a)
+    legacy = t.__dlpack__()
+    versioned = t.__dlpack__(max_version=(1, 0))
+    import ctypes
+
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype = ctypes.c_char_p
+    get_name.argtypes = [ctypes.py_object]
+    assert get_name(legacy) == b"dltensor"
+    assert get_name(versioned) == b"dltensor_versioned"
+    np.testing.assert_array_equal(twinfer.Tensor._from_capsule(versioned).numpy(), a)
+    with pytest.raises(twinfer.Error):
+        twinfer.Tensor._from_capsule(versioned)  # a capsule is consumed once
+
+
+def test_dlpack_device_and_array_protocol(rng):
+    a = rng.standard_normal((3,)).astype(np.float32)
+    t = twinfer.as_tensor(a)
+    assert t.__dlpack_device__() == (1, 0)
+    np.testing.assert_array_equal(np.asarray(t), a)
+
+
+def test_scalars_and_lists_take_the_requested_dtype():
+    t = twinfer.as_tensor([[1, 2], [3, 4]], "float32")
+    assert t.dtype == "float32" and t.shape == (2, 2)
+    assert twinfer.as_tensor(3, "int64").dtype == "int64"

@@ -1,0 +1,182 @@
+"""Engine behaviour: IO description, plan cache across shapes, threads,
+and clear errors for bad feeds and unsupported ops."""
+
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import twinfer
+from onnx_helpers import run_ort
+
+
+def _attention_like(rng, hidden=24):
+    """x[batch, seq, hidden] -> softmax(x W x^T) x : MatMul, Transpose, Softmax, Add."""
+    w = rng.standard_normal((hidden, hidden)).astype(np.float32) * 0.2
+    b = rng.standard_normal(hidden).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["q"]),
+        helper.make_node("Add", ["q", "b"], ["qb"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["qb", "xt"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "x"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "attn",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "seq", hidden])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", "seq", hidden])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture
+def model(rng):
+    return _attention_like(rng)
+
+
+def test_io_specs_keep_symbolic_dims(model):
+    e = twinfer.load(model, device="cpu")
+    assert e.inputs == [twinfer.TensorSpec("x", "float32", ("batch", "seq", 24))]
+    assert e.outputs[0].name == "y" and e.outputs[0].dtype == "float32"
+    assert e.outputs[0].shape == ("batch", "seq", 24)
+
+
+def test_shape_changes_reuse_cached_plans(model, rng):
+    e = twinfer.load(model, device="cpu")
+    for batch, seq in [(1, 16), (7, 16), (1, 16), (1, 129), (7, 16)]:
+        x = rng.standard_normal((batch, seq, 24)).astype(np.float32)
+        (expected,) = run_ort(model, {"x": x})
+        np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), expected, rtol=1e-4, atol=1e-5)
+    s = e.stats()
+    assert s["plan_misses"] == 3  # (1,16), (7,16), (1,129)
+    assert s["plan_hits"] == 2
+
+
+def test_one_engine_eight_threads(model, rng):
+    e = twinfer.load(model, device="cpu", num_threads=1)
+    inputs = [rng.standard_normal((1 + i % 3, 5 + i, 24)).astype(np.float32) for i in range(16)]
+    expected = [e.run({"x": x})["y"].numpy().copy() for x in inputs]  # single-threaded reference
+    results = [None] * len(inputs)
+    errors = []
+
+    def worker(k):
+        try:
+            for rep in range(5):
+                for i in range(k, len(inputs), 8):
+                    results[i] = e.run({"x": inputs[i]})["y"].numpy()
+                    np.testing.assert_array_equal(results[i], expected[i])
+        except Exception as exc:  # reported below, with the thread's failure
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, x in enumerate(inputs):
+        (ref,) = run_ort(model, {"x": x})
+        np.testing.assert_allclose(results[i], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_explicit_context(model, rng):
+    e = twinfer.load(model, device="cpu")
+    ctx = e.create_context(num_threads=1)
+    x = rng.standard_normal((2, 9, 24)).astype(np.float32)
+    (expected,) = run_ort(model, {"x": x})
+    np.testing.assert_allclose(e.run({"x": x}, context=ctx)["y"].numpy(), expected, rtol=1e-4, atol=1e-5)
+    assert ctx.arena_bytes > 0 and ctx.num_threads == 1
+
+
+def test_bad_feeds_raise_clear_errors(model, rng):
+    e = twinfer.load(model, device="cpu")
+    x = rng.standard_normal((2, 9, 24)).astype(np.float32)
+    with pytest.raises(twinfer.InvalidArgumentError, match="missing input"):
+        e.run({})
+    with pytest.raises(twinfer.InvalidArgumentError, match="unknown input"):
+        e.run({"x": x, "nope": x})
+    with pytest.raises(twinfer.DTypeError, match="'x' expects float32, got float64"):
+        e.run({"x": x.astype(np.float64)})
+    with pytest.raises(twinfer.ShapeError, match="rank 3"):
+        e.run({"x": x[0]})
+    with pytest.raises(twinfer.ShapeError, match="dim 2"):
+        e.run({"x": x[:, :, :5].copy()})
+    with pytest.raises(twinfer.InvalidArgumentError):
+        e(x, x)
+    # The engine is still fine after failed calls.
+    (expected,) = run_ort(model, {"x": x})
+    np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_inconsistent_symbolic_dims_are_refused(rng):
+    nodes = [helper.make_node("Add", ["a", "b"], ["c"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, ["n", 3]),
+            helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, ["n", 3]),
+        ],
+        [helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, ["n", 3])],
+    )
+    e = twinfer.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), device="cpu")
+    with pytest.raises(twinfer.ShapeError, match="dim 'n'"):
+        e.run({"a": np.zeros((2, 3), np.float32), "b": np.zeros((4, 3), np.float32)})
+
+
+def test_every_unsupported_op_is_listed_at_load():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="ok"),
+        helper.make_node("NoSuchOp", ["a"], ["b"], name="first_bad"),
+        helper.make_node("AnotherMissingOp", ["b"], ["c"], name="second_bad"),
+        helper.make_node("NoSuchOp", ["c"], ["y"], name="third_bad"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(twinfer.UnsupportedOpError) as info:
+        twinfer.load(model, device="cpu")
+    msg = str(info.value)
+    for name in ("NoSuchOp", "AnotherMissingOp", "first_bad", "second_bad", "third_bad"):
+        assert name in msg
+
+
+def test_unsupported_opset_is_refused():
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 99)])
+    with pytest.raises(twinfer.UnsupportedOpError, match="opset 99"):
+        twinfer.load(model, device="cpu")
+
+
+def test_loading_options_and_sources(model, tmp_path, rng):
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    x = rng.standard_normal((1, 4, 24)).astype(np.float32)
+    (expected,) = run_ort(model, {"x": x})
+    for source in (str(path), path, path.read_bytes(), model):
+        out = twinfer.load(source, device="cpu").run({"x": x})["y"].numpy()
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+    unoptimized = twinfer.load(model, device="cpu", optimize=False)
+    np.testing.assert_allclose(unoptimized.run({"x": x})["y"].numpy(), expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(twinfer.InvalidArgumentError, match="unknown option"):
+        twinfer.load(model, device="cpu", bogus=1)
+    with pytest.raises(twinfer.InvalidArgumentError, match="unknown device"):
+        twinfer.load(model, device="tpu")
+    with pytest.raises(twinfer.InvalidArgumentError, match="precision"):
+        twinfer.load(model, device="cpu", precision="fp8")
+    with pytest.raises(twinfer.InvalidArgumentError, match="not found"):
+        twinfer.load(tmp_path / "missing.onnx")

@@ -1,0 +1,145 @@
+"""Graph rewrites, each checked two ways on a tiny model: by op counts after
+optimisation, and by equal outputs against onnxruntime on the original graph."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import twinfer
+from onnx_helpers import run_ort
+
+
+def _model(nodes, inputs, outputs, inits):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _vi(name, shape):
+    return helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape)
+
+
+def _conv_weights(rng, cout, cin, k):
+    return rng.standard_normal((cout, cin, k, k)).astype(np.float32) * 0.3
+
+
+def _bn(rng, c, prefix):
+    return {
+        f"{prefix}_scale": rng.uniform(0.5, 1.5, c).astype(np.float32),
+        f"{prefix}_bias": rng.uniform(-0.5, 0.5, c).astype(np.float32),
+        f"{prefix}_mean": rng.uniform(-0.5, 0.5, c).astype(np.float32),
+        f"{prefix}_var": rng.uniform(0.2, 2.0, c).astype(np.float32),
+    }
+
+
+def _check(model, feeds, rtol=1e-4, atol=1e-4):
+    engine = twinfer.load(model, device="cpu")
+    expected = run_ort(model, feeds)
+    got = engine.run(feeds)
+    for (name, t), e in zip(got.items(), expected):
+        np.testing.assert_allclose(t.numpy(), e, rtol=rtol, atol=atol, err_msg=name)
+    return engine.op_histogram()
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_conv_batchnorm_folds_into_conv(rng, with_bias):
+    inits = {"w": _conv_weights(rng, 5, 3, 3), **_bn(rng, 5, "bn")}
+    conv_inputs = ["x", "w"]
+    if with_bias:
+        inits["b"] = rng.standard_normal(5).astype(np.float32)
+        conv_inputs.append("b")
+    nodes = [
+        helper.make_node("Conv", conv_inputs, ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["y"], epsilon=1e-3),
+    ]
+    model = _model(nodes, [_vi("x", [2, 3, 11, 13])], [_vi("y", [2, 5, 11, 13])], inits)
+    hist = _check(model, {"x": rng.standard_normal((2, 3, 11, 13)).astype(np.float32)})
+    assert "BatchNormalization" not in hist and sum(hist.values()) == 1, hist
+
+
+def test_batchnorm_on_a_shared_conv_output_is_not_folded(rng):
+    inits = {"w": _conv_weights(rng, 4, 3, 1), **_bn(rng, 4, "bn")}
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("BatchNormalization", ["c", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["y"]),
+        helper.make_node("Neg", ["c"], ["z"]),
+    ]
+    model = _model(nodes, [_vi("x", [1, 3, 7, 7])], [_vi("y", [1, 4, 7, 7]), _vi("z", [1, 4, 7, 7])], inits)
+    hist = _check(model, {"x": rng.standard_normal((1, 3, 7, 7)).astype(np.float32)})
+    assert hist.get("BatchNormalization") == 1
+
+
+@pytest.mark.parametrize("act", ["Relu", "Clip", "Sigmoid", "LeakyRelu", "HardSigmoid", "Silu"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_conv_epilogue_fusion(rng, act, residual):
+    inits = {"w": _conv_weights(rng, 6, 6, 3), "b": rng.standard_normal(6).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])]
+    tail = "c"
+    if residual:
+        nodes.append(helper.make_node("Add", ["x", "c"], ["r"]))
+        tail = "r"
+    if act == "Clip":
+        inits["lo"] = np.array(0.0, np.float32)
+        inits["hi"] = np.array(6.0, np.float32)
+        nodes.append(helper.make_node("Clip", [tail, "lo", "hi"], ["y"]))
+    elif act == "Silu":
+        nodes += [helper.make_node("Sigmoid", [tail], ["s"]), helper.make_node("Mul", [tail, "s"], ["y"])]
+    elif act == "LeakyRelu":
+        nodes.append(helper.make_node(act, [tail], ["y"], alpha=0.07))
+    elif act == "HardSigmoid":
+        nodes.append(helper.make_node(act, [tail], ["y"], alpha=0.3, beta=0.4))
+    else:
+        nodes.append(helper.make_node(act, [tail], ["y"]))
+    model = _model(nodes, [_vi("x", [2, 6, 9, 10])], [_vi("y", [2, 6, 9, 10])], inits)
+    hist = _check(model, {"x": rng.standard_normal((2, 6, 9, 10)).astype(np.float32)})
+    assert hist == {"com.twinfer::Conv": 1}, hist
+
+
+def test_matmul_bias_activation_fusion(rng):
+    inits = {"w": rng.standard_normal((17, 11)).astype(np.float32), "b": rng.standard_normal(11).astype(np.float32)}
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["b", "m"], ["a"]),
+        helper.make_node("Relu", ["a"], ["y"]),
+    ]
+    model = _model(nodes, [_vi("x", [3, 5, 17])], [_vi("y", [3, 5, 11])], inits)
+    hist = _check(model, {"x": rng.standard_normal((3, 5, 17)).astype(np.float32)})
+    assert hist == {"com.twinfer::MatMul": 1}, hist
+
+
+def test_fusion_keeps_values_that_are_graph_outputs(rng):
+    inits = {"w": _conv_weights(rng, 3, 3, 1)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    model = _model(nodes, [_vi("x", [1, 3, 5, 5])], [_vi("c", [1, 3, 5, 5]), _vi("y", [1, 3, 5, 5])], inits)
+    hist = _check(model, {"x": rng.standard_normal((1, 3, 5, 5)).astype(np.float32)})
+    assert hist.get("Relu") == 1
+
+
+def test_constant_subgraphs_are_folded(rng):
+    # shape arithmetic on a constant: Shape -> Gather -> Unsqueeze -> Concat -> Reshape
+    inits = {"c": rng.standard_normal((4, 6)).astype(np.float32), "idx": np.array(0, np.int64),
+             "minus1": np.array([-1], np.int64)}
+    nodes = [
+        helper.make_node("Shape", ["c"], ["s"]),
+        helper.make_node("Gather", ["s", "idx"], ["d0"], axis=0),
+        helper.make_node("Unsqueeze", ["d0", "zero_axes"], ["d0u"]),
+        helper.make_node("Concat", ["d0u", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    inits["zero_axes"] = np.array([0], np.int64)
+    model = _model(nodes, [_vi("x", [2, 12])], [_vi("y", [4, 6])], inits)
+    hist = _check(model, {"x": rng.standard_normal((2, 12)).astype(np.float32)})
+    assert hist == {"Reshape": 1}, hist
+    stats = twinfer.load(model, device="cpu").stats()
+    assert any("folded 4" in line for line in stats["passes"]), stats
+
+
+def test_identity_and_dropout_are_removed(rng):
+    nodes = [
+        helper.make_node("Identity", ["x"], ["a"]),
+        helper.make_node("Dropout", ["a"], ["b"]),
+        helper.make_node("Relu", ["b"], ["y"]),
+    ]
+    model = _model(nodes, [_vi("x", [3, 7])], [_vi("y", [3, 7])], {})
+    hist = _check(model, {"x": rng.standard_normal((3, 7)).astype(np.float32)})
+    assert hist == {"Relu": 1}, hist
