@@ -143,3 +143,29 @@ def test_identity_and_dropout_are_removed(rng):
     model = _model(nodes, [_vi("x", [3, 7])], [_vi("y", [3, 7])], {})
     hist = _check(model, {"x": rng.standard_normal((3, 7)).astype(np.float32)})
     assert hist == {"Relu": 1}, hist
+
+
+@pytest.mark.parametrize("spelling", ["div_then_half_last", "mul_then_half_first"])
+def test_erf_gelu_pattern_becomes_one_op(rng, spelling):
+    inits = {"one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32)}
+    if spelling == "div_then_half_last":  # TorchScript exporter: x * 0.5 * (1 + erf(x / sqrt 2)) in this order
+        inits["k"] = np.array(np.sqrt(2.0), np.float32)
+        nodes = [
+            helper.make_node("Div", ["x", "k"], ["s"]),
+            helper.make_node("Erf", ["s"], ["e"]),
+            helper.make_node("Add", ["e", "one"], ["a"]),
+            helper.make_node("Mul", ["x", "a"], ["m"]),
+            helper.make_node("Mul", ["m", "half"], ["y"]),
+        ]
+    else:
+        inits["k"] = np.array(1.0 / np.sqrt(2.0), np.float32)
+        nodes = [
+            helper.make_node("Mul", ["x", "k"], ["s"]),
+            helper.make_node("Erf", ["s"], ["e"]),
+            helper.make_node("Add", ["one", "e"], ["a"]),
+            helper.make_node("Mul", ["half", "x"], ["h"]),
+            helper.make_node("Mul", ["h", "a"], ["y"]),
+        ]
+    model = _model(nodes, [_vi("x", [3, 5, 7])], [_vi("y", [3, 5, 7])], inits)
+    hist = _check(model, {"x": 3 * rng.standard_normal((3, 5, 7)).astype(np.float32)}, rtol=1e-5, atol=1e-6)
+    assert hist == {"Gelu": 1}, hist

@@ -9,6 +9,7 @@
 #include "graph/passes/eliminate_identity.h"
 #include "graph/passes/fold_conv_bn.h"
 #include "graph/passes/fuse.h"
+#include "graph/passes/fuse_gelu.h"
 #include "graph/passes/infer_and_fold.h"
 #include "ops/schema.h"
 #include "runtime/arena_planner.h"
@@ -104,6 +105,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   if (options.optimize) {
     passes::eliminate_identity(g, pc);
     passes::fold_conv_bn(g, pc);
+    passes::fuse_gelu(g, pc);
     passes::fuse_all(g, pc);
     g.remove_dead();
     passes::infer_and_fold(g, pc, fold);

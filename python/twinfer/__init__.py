@@ -16,6 +16,7 @@ _libs.preload()
 from . import _core  # noqa: E402
 from ._convert import Tensor, as_tensor, from_dlpack  # noqa: E402
 from .engine import Engine, TensorSpec, load  # noqa: E402
+from .concurrency import Parallel, Pipeline  # noqa: E402
 from .errors import (  # noqa: E402
     DeviceError,
     DTypeError,
@@ -45,6 +46,8 @@ __all__ = [
     "load",
     "Engine",
     "TensorSpec",
+    "Parallel",
+    "Pipeline",
     "Tensor",
     "as_tensor",
     "from_dlpack",

@@ -144,6 +144,12 @@ class Engine:
         outs = ", ".join(f"{s.name}: {s.dtype}{list(s.shape)}" for s in self.outputs)
         return f"twinfer.Engine(device={self.device}, precision={self.precision}, inputs=[{ins}], outputs=[{outs}])"
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: an HTML table of the engine (see twinfer.display)."""
+        from .display import engine_html
+
+        return engine_html(self)
+
 
 def load(model, device: str = "auto", precision: str = "fp32", **options) -> Engine:
     """Load and compile a model.

@@ -58,6 +58,9 @@ int match_activation(Matcher& m, int value, std::string* name, std::vector<float
   const std::string& op = n->op_type;
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") {
     *name = op;
+  } else if (op == "Gelu") {
+    if (n->attr_string("approximate", "none") != "none") return -1;
+    *name = op;
   } else if (op == "LeakyRelu") {
     *name = op;
     params->push_back(n->attr_float("alpha", 0.01f));

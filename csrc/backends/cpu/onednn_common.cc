@@ -1,0 +1,143 @@
+#include "backends/cpu/onednn_common.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+
+namespace twinfer::cpu::onednn {
+
+const dnnl::engine& engine() {
+  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+bool has_dnnl_type(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kInt8 ||
+         t == DType::kUInt8 || t == DType::kInt32;
+}
+
+dnnl::memory::data_type dnnl_type(DType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case DType::kFloat32: return dt::f32;
+    case DType::kFloat16: return dt::f16;
+    case DType::kBFloat16: return dt::bf16;
+    case DType::kInt8: return dt::s8;
+    case DType::kUInt8: return dt::u8;
+    case DType::kInt32: return dt::s32;
+    default: break;
+  }
+  throw Error(ErrorKind::kDType, std::string("oneDNN has no type for ") + dtype_name(t));
+}
+
+dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
+
+dnnl::memory::format_tag plain_tag(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  switch (rank) {
+    case 1: return tag::a;
+    case 2: return tag::ab;
+    case 3: return tag::abc;
+    case 4: return tag::abcd;
+    case 5: return tag::abcde;
+    case 6: return tag::abcdef;
+    case 7: return tag::abcdefg;
+    case 8: return tag::abcdefgh;
+    case 9: return tag::abcdefghi;
+    case 10: return tag::abcdefghij;
+    case 11: return tag::abcdefghijk;
+    case 12: return tag::abcdefghijkl;
+    default: break;
+  }
+  throw Error(ErrorKind::kShape, "oneDNN supports ranks 1..12, got " + std::to_string(rank));
+}
+
+ThreadScope::ThreadScope(int threads) : threads_(threads < 1 ? 1 : threads), prev_(omp_get_max_threads()) {
+  if (threads_ != prev_) omp_set_num_threads(threads_);
+}
+
+ThreadScope::~ThreadScope() {
+  if (threads_ != prev_) omp_set_num_threads(prev_);
+}
+
+int current_threads() { return omp_get_max_threads(); }
+
+dnnl::primitive_attr base_attr() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+EltwiseParams eltwise_params(const nn::Activation& act) {
+  using alg = dnnl::algorithm;
+  switch (act.kind) {
+    case nn::ActKind::kNone: break;
+    case nn::ActKind::kRelu: return {alg::eltwise_relu, 0.f, 0.f};
+    case nn::ActKind::kLeakyRelu: return {alg::eltwise_relu, act.alpha, 0.f};
+    case nn::ActKind::kClip: return {alg::eltwise_clip_v2, act.alpha, act.beta};
+    case nn::ActKind::kSigmoid: return {alg::eltwise_logistic, 0.f, 0.f};
+    case nn::ActKind::kHardSigmoid: return {alg::eltwise_hardsigmoid, act.alpha, act.beta};
+    case nn::ActKind::kHardSwish: return {alg::eltwise_hardswish, 1.f / 6.f, 0.5f};
+    case nn::ActKind::kSilu: return {alg::eltwise_swish, 1.f, 0.f};
+    case nn::ActKind::kGelu: return {alg::eltwise_gelu_erf, 0.f, 0.f};
+    case nn::ActKind::kGeluTanh: return {alg::eltwise_gelu_tanh, 0.f, 0.f};
+    case nn::ActKind::kTanh: return {alg::eltwise_tanh, 0.f, 0.f};
+  }
+  throw Error(ErrorKind::kRuntime, "no eltwise for an empty activation");
+}
+
+void append_activation(dnnl::post_ops& ops, const nn::Activation& act) {
+  if (act.none()) return;
+  EltwiseParams e = eltwise_params(act);
+  ops.append_eltwise(e.alg, e.alpha, e.beta);
+}
+
+const dnnl::memory& PackedWeights::init(const dnnl::memory::desc& plain, const void* data,
+                                        const dnnl::memory::desc& layout) {
+  copies_.clear();
+  dnnl::memory src(plain, engine(), const_cast<void*>(data));
+  auto dst = std::make_unique<dnnl::memory>(layout, engine());
+  dnnl::stream s(engine());
+  dnnl::reorder(src, *dst).execute(s, src, *dst);
+  s.wait();
+  copies_.push_back(std::move(dst));
+  return *copies_.back();
+}
+
+const dnnl::memory& PackedWeights::get(const dnnl::memory::desc& layout) {
+  for (auto& c : copies_)
+    if (c->get_desc() == layout) return *c;
+  if (copies_.empty()) throw Error(ErrorKind::kRuntime, "packed weights used before init");
+  auto dst = std::make_unique<dnnl::memory>(layout, engine());
+  dnnl::stream s(engine());
+  dnnl::reorder(*copies_.front(), *dst).execute(s, *copies_.front(), *dst);
+  s.wait();
+  copies_.push_back(std::move(dst));
+  return *copies_.back();
+}
+
+namespace {
+struct ThreadBuffer {
+  char* raw = nullptr;
+  size_t size = 0;
+  ~ThreadBuffer() { std::free(raw); }
+};
+}  // namespace
+
+char* run_scratch(const KernelContext& ctx, size_t declared, size_t needed) {
+  if (needed == 0) return nullptr;
+  if (ctx.scratch && needed <= declared) return static_cast<char*>(ctx.scratch);
+  thread_local ThreadBuffer buf;
+  if (buf.size < needed) {
+    std::free(buf.raw);
+    buf.raw = static_cast<char*>(std::aligned_alloc(64, align_up(needed)));
+    if (!buf.raw) {
+      buf.size = 0;
+      throw Error(ErrorKind::kOutOfMemory, "cannot allocate " + std::to_string(needed) + " bytes of scratch");
+    }
+    buf.size = needed;
+  }
+  return buf.raw;
+}
+
+}  // namespace twinfer::cpu::onednn

@@ -1,0 +1,140 @@
+// Shared pieces of the oneDNN-backed CPU kernels.
+//
+// Threads: oneDNN (GNU OpenMP build) fixes a primitive's thread count when
+// the primitive is CREATED (omp_get_max_threads() of the creating thread)
+// and spawns exactly that many threads when it runs, whatever the caller's
+// setting is then. So a kernel keeps one primitive variant per thread budget
+// (ByThreads below), each created on first use under that budget, and every
+// run sets the calling thread's OpenMP budget (ThreadScope) so reorders and
+// other runtime-sized loops follow ctx.num_threads too. omp_set_num_threads
+// is per calling thread, so engines with different budgets on different
+// threads do not interfere.
+//
+// Scratchpads are user-managed (scratchpad_mode::user): a primitive then
+// keeps no per-run state and may run from several threads at once.
+#pragma once
+#include <dnnl.hpp>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "ops/nn/activation.h"
+#include "runtime/kernel.h"
+
+namespace twinfer::cpu::onednn {
+
+// The process-wide CPU engine.
+const dnnl::engine& engine();
+
+// float32 -> f32 etc.; only the types our oneDNN kernels use.
+bool has_dnnl_type(DType t);
+dnnl::memory::data_type dnnl_type(DType t);
+
+dnnl::memory::dims to_dims(const Shape& s);
+// Row-major ("abcd...") format tag for a rank.
+dnnl::memory::format_tag plain_tag(size_t rank);
+inline dnnl::memory::desc plain_desc(const Shape& s, DType t = DType::kFloat32) {
+  return dnnl::memory::desc(to_dims(s), dnnl_type(t), plain_tag(s.size()));
+}
+
+// Sets the calling thread's OpenMP thread budget for one run and restores it after.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+  int threads() const { return threads_; }
+
+ private:
+  int threads_;
+  int prev_;
+};
+
+// The calling thread's current OpenMP budget (what a primitive created now would use).
+int current_threads();
+
+// Primitive attributes every kernel starts from: user scratchpad.
+dnnl::primitive_attr base_attr();
+// The oneDNN eltwise algorithm and parameters of a fused activation (not kNone).
+struct EltwiseParams {
+  dnnl::algorithm alg;
+  float alpha, beta;
+};
+EltwiseParams eltwise_params(const nn::Activation& act);
+// Appends the fused activation as an eltwise post-op (no-op for kNone).
+void append_activation(dnnl::post_ops& ops, const nn::Activation& act);
+
+// One prepared variant per thread budget. The variant for the budget seen at
+// kernel construction is built eagerly (so bad configurations fail at load
+// time); others are built on first use under a mutex.
+template <typename V>
+class ByThreads {
+ public:
+  template <typename Make>
+  const V& get(int threads, Make&& make) const {
+    if (first_ && threads == first_threads_) return *first_;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!first_) {
+      first_threads_ = threads;
+      first_ = std::make_unique<V>(make());
+      return *first_;
+    }
+    auto it = more_.find(threads);
+    if (it == more_.end()) it = more_.emplace(threads, std::make_unique<V>(make())).first;
+    return *it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  // first_ is written once under the mutex during kernel construction,
+  // before any concurrent run, and only read after that.
+  mutable std::unique_ptr<V> first_;
+  mutable int first_threads_ = -1;
+  mutable std::map<int, std::unique_ptr<V>> more_;
+};
+
+// Constant weights reordered into the layouts a kernel's primitives ask
+// for, one copy per distinct layout. The first copy is made from the
+// model's plain tensor at construction; later layouts (another thread
+// budget may pick another blocking) are reordered from that copy, so the
+// plain tensor need not be kept. Not thread-safe by itself: call it from a
+// kernel constructor or from inside ByThreads::get's make().
+class PackedWeights {
+ public:
+  // Reorders `data` (laid out as `plain`) into `layout` and keeps it.
+  const dnnl::memory& init(const dnnl::memory::desc& plain, const void* data,
+                           const dnnl::memory::desc& layout);
+  // The weights in `layout`, reordering from the first copy when new.
+  const dnnl::memory& get(const dnnl::memory::desc& layout);
+  bool empty() const { return copies_.empty(); }
+
+ private:
+  std::vector<std::unique_ptr<dnnl::memory>> copies_;
+};
+
+// Scratch memory for one run: the context's scratch when it is large
+// enough, else a grow-only buffer of the calling thread (only when a run
+// uses a thread budget whose primitives need more than scratch_bytes()).
+char* run_scratch(const KernelContext& ctx, size_t declared, size_t needed);
+
+inline size_t align_up(size_t n, size_t a = 64) { return (n + a - 1) / a * a; }
+
+// Runs f(), turning a dnnl::error into a twinfer::Error that names the node.
+template <typename F>
+auto guarded(const std::string& node, const std::string& op, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    throw Error(ErrorKind::kRuntime, std::string("oneDNN: ") + e.what(), node, op);
+  }
+}
+
+}  // namespace twinfer::cpu::onednn

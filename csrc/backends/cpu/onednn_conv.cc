@@ -1,0 +1,341 @@
+// Conv (ai.onnx) and fused Conv (com.twinfer) on oneDNN, float32.
+//
+// Constant weights are reordered once, at construction, into the layout the
+// primitive prefers (format_tag::any). Activations arrive and leave in plain
+// NCHW; the layout the convolution computes in is chosen per node
+// (choose_layout):
+//   kBlocked  src/dst in oneDNN's channel-blocked layout (nChw16c on
+//             AVX-512, nChw8c otherwise) with a reorder in and out. Those
+//             reorders are cheap (contiguous 16-float runs) and oneDNN's
+//             direct / depthwise JIT kernels are fast on it. A src with fewer
+//             channels than one block (the RGB input) stays plain: the
+//             first-layer kernel reads NCHW directly.
+//   kPlain    src/dst NCHW: 1x1 / stride 1 / unpadded convs on large images
+//             are one GEMM in NCHW, and skipping the two reorders wins.
+//   kAny      format_tag::any: oneDNN picks (channels-last brgemm kernels on
+//             AVX-512). Their reorders cost more than the blocked ones, which
+//             only the 3x3 convs with >= 128 channels win back; also the
+//             fallback when the blocked layout has no JIT kernel.
+// Measured with `python benchmarks/micro/conv_shapes.py --layouts --rounds 3
+// [--net mobilenetv2]` (batch 1, 2 threads, AVX-512 EPYC; ms summed over the
+// network's convs, each a single-node model run through twinfer.load):
+//                  plain    any   blocked   this rule   onnxruntime
+//   ResNet-50      25.38   23.43   20.54      20.28        20.25
+//   MobileNetV2     7.94    4.28    2.97       2.63         2.60
+//
+// TWINFER_CONV_LAYOUT=plain|blocked|any (read once) overrides the rule for
+// convs with constant weights; it exists so the benchmark can re-measure the
+// rule on other CPUs, not for production use.
+//
+// The fused variant adds the residual with a sum post-op (the residual is
+// copied/reordered into the destination first) and the activation with an
+// eltwise post-op.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/onednn_common.h"
+#include "core/tensor.h"
+#include "ops/nn/conv.h"
+
+namespace twinfer::cpu::onednn {
+namespace {
+
+using nn::ConvSpec;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+enum class Layout { kPlain, kBlocked, kAny };
+
+Layout choose_layout(const ConvSpec& cs) {
+  static const std::string forced = [] {
+    const char* e = std::getenv("TWINFER_CONV_LAYOUT");
+    return std::string(e ? e : "");
+  }();
+  if (forced == "plain") return Layout::kPlain;
+  if (forced == "blocked") return Layout::kBlocked;
+  if (forced == "any") return Layout::kAny;
+  bool one_by_one = true, unit = true;  // 1x1 kernel; and stride 1 without pads
+  int64_t out_spatial = 1;
+  for (size_t i = 0; i < cs.win.nsp; ++i) {
+    one_by_one = one_by_one && cs.win.kernel[i] == 1;
+    unit = unit && cs.win.stride[i] == 1 && cs.win.pad_begin[i] == 0 && cs.win.pad_end[i] == 0;
+    out_spatial *= cs.y[2 + i];
+  }
+  // 1x1 convs are one plain GEMM. It beats the blocked kernel plus its two
+  // reorders from 28x28 up, and on smaller maps when the conv does little
+  // work per element moved: Cin*Cout/(Cin+Cout) below ~160 (MobileNet's
+  // 64..576-channel 1x1s on 14x14 and 7x7; ResNet's 256x1024 is above).
+  if (one_by_one && unit && cs.group == 1) {
+    const double cin = static_cast<double>(cs.x[1]), cout = static_cast<double>(cs.w[0]);
+    if (out_spatial >= 400 || cin * cout / (cin + cout) < 160.0) return Layout::kPlain;
+  }
+  // Wide spatial kernels: oneDNN's channels-last brgemm kernels beat the
+  // blocked direct ones by more than the dearer reorders cost.
+  if (!one_by_one && cs.group == 1 && cs.x[1] >= 128) return Layout::kAny;
+  return Layout::kBlocked;
+}
+
+// Channel block of oneDNN's blocked layouts on this CPU.
+int64_t channel_block() {
+  static const int64_t b = [] {
+    dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    bool avx512 = isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+                  isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_fp16 ||
+                  isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_amx_fp16;
+    return avx512 ? int64_t(16) : int64_t(8);
+  }();
+  return b;
+}
+
+tag blocked_tag(size_t rank) {
+  const bool b16 = channel_block() == 16;
+  switch (rank) {
+    case 3: return b16 ? tag::nCw16c : tag::nCw8c;
+    case 4: return b16 ? tag::nChw16c : tag::nChw8c;
+    default: return b16 ? tag::nCdhw16c : tag::nCdhw8c;
+  }
+}
+
+class OnednnConv final : public Kernel {
+ public:
+  explicit OnednnConv(const KernelBuildInfo& info)
+      : spec_(nn::conv_spec(info)), node_(info.node().name), op_(info.node().op_type) {
+    empty_ = shape_numel(spec_.y) == 0;
+    if (empty_) return;
+    x_plain_ = plain_desc(spec_.x);
+    y_plain_ = plain_desc(spec_.y);
+    Shape wdims = spec_.w;
+    if (spec_.group > 1) {
+      wdims[0] /= spec_.group;
+      wdims.insert(wdims.begin(), spec_.group);
+    }
+    w_plain_ = plain_desc(wdims);
+    if (spec_.has_bias) b_desc_ = plain_desc({spec_.w[0]});
+    const Tensor* wc = info.input_constant(1);
+    const_weights_ = wc != nullptr;
+    // A runtime weights tensor is read as is (plain), and oneDNN's fast
+    // kernels want packed weights, so such convs compute in plain NCHW.
+    layout_ = const_weights_ ? choose_layout(spec_) : Layout::kPlain;
+    for (size_t i = 0; i < spec_.win.nsp; ++i) {
+      strides_.push_back(spec_.win.stride[i]);
+      dilates_.push_back(spec_.win.dilation[i] - 1);  // oneDNN counts the gaps
+      pad_l_.push_back(spec_.win.pad_begin[i]);
+      pad_r_.push_back(spec_.win.pad_end[i]);
+    }
+    guarded(node_, op_, [&] {
+      // The variant for the constructing thread's budget; its weights
+      // reorder is the one copy made from the model's tensor.
+      int threads = current_threads();
+      const Variant& v = variants_.get(threads, [&] { return make_variant(wc); });
+      declared_scratch_ = v.scratch_total;
+      impl_ = std::string("onednn conv ") + v.impl;
+    });
+  }
+
+  size_t scratch_bytes() const override { return declared_scratch_; }
+  const char* impl_name() const override { return impl_.c_str(); }
+
+  void run(KernelContext& ctx) const override {
+    if (empty_) return;
+    guarded(node_, op_, [&] { execute(ctx); });
+  }
+
+ private:
+  struct Variant {
+    dnnl::convolution_forward prim;
+    dnnl::memory weights;  // packed constant weights (empty handle when not constant)
+    dnnl::memory::desc src_md, dst_md, pad_md;
+    bool reorder_src = false, reorder_dst = false;
+    dnnl::reorder src_in, dst_out, residual_in;
+    // Residual / activation applied after the convolution (see make_variant).
+    dnnl::primitive epilogue;
+    bool has_epilogue = false;
+    size_t pad_bytes = 0, src_off = 0, dst_off = 0, scratch_total = 0;
+    std::string impl;  // oneDNN's implementation name and the layout
+  };
+
+  // The primitive for the chosen layout, falling back to kAny and then
+  // kPlain when oneDNN has only its reference kernel for it.
+  dnnl::convolution_forward::primitive_desc make_pd(const dnnl::primitive_attr& attr, std::string* what) const {
+    auto with = [&](const dnnl::memory::desc& d, tag t) { return dnnl::memory::desc(d.get_dims(), dt::f32, t); };
+    const tag blk = blocked_tag(spec_.x.size());
+    const bool small_c = spec_.x[1] < channel_block();
+    std::vector<Layout> order;
+    if (layout_ != Layout::kPlain) order.push_back(layout_);
+    if (layout_ == Layout::kBlocked) order.push_back(Layout::kAny);
+    order.push_back(Layout::kPlain);
+    dnnl::convolution_forward::primitive_desc pd;
+    for (size_t i = 0; i < order.size(); ++i) {
+      dnnl::memory::desc src = x_plain_, dst = y_plain_;
+      if (order[i] == Layout::kBlocked) {
+        src = small_c ? x_plain_ : with(x_plain_, blk);
+        dst = with(y_plain_, blk);
+      } else if (order[i] == Layout::kAny) {
+        src = with(x_plain_, tag::any);
+        dst = with(y_plain_, tag::any);
+      }
+      try {
+        pd = dnnl::convolution_forward::primitive_desc(
+            engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+            const_weights_ ? with(w_plain_, tag::any) : w_plain_, spec_.has_bias ? b_desc_ : dnnl::memory::desc(),
+            dst, strides_, dilates_, pad_l_, pad_r_, attr);
+      } catch (const dnnl::error&) {
+        if (i + 1 == order.size()) throw;
+        continue;
+      }
+      std::string impl = pd.impl_info_str();
+      if (impl.rfind("ref", 0) != 0 || i + 1 == order.size()) {
+        const char* names[] = {"plain", "blocked", "any"};
+        *what = impl + " (" + names[static_cast<int>(order[i])] + ")";
+        break;
+      }
+    }
+    return pd;
+  }
+
+  Variant make_variant(const Tensor* wc) const {
+    Variant v;
+    dnnl::primitive_attr attr = base_attr();
+    dnnl::post_ops po;
+    if (spec_.has_residual) po.append_sum(1.f);
+    append_activation(po, spec_.act);
+    attr.set_post_ops(po);
+    dnnl::convolution_forward::primitive_desc pd = make_pd(attr, &v.impl);
+    const bool has_post = spec_.has_residual || !spec_.act.none();
+    if (has_post && v.impl.find("gemm") != std::string::npos) {
+      // oneDNN's GEMM-based convolution applies post-ops element by element
+      // (measured 6-20x the time of the convolution itself), so run it bare
+      // and apply residual + activation in one JIT pass over y afterwards.
+      pd = make_pd(base_attr(), &v.impl);
+      v.impl += " + epilogue";
+      v.has_epilogue = true;
+    }
+    v.prim = dnnl::convolution_forward(pd);
+    if (const_weights_) {
+      v.weights = packed_.empty() ? packed_.init(w_plain_, wc->data(), pd.weights_desc())
+                                  : packed_.get(pd.weights_desc());
+    }
+    v.src_md = pd.src_desc();
+    v.dst_md = pd.dst_desc();
+    v.reorder_src = v.src_md != x_plain_;
+    v.reorder_dst = v.dst_md != y_plain_;
+    dnnl::primitive_attr rattr = base_attr();
+    size_t pad = pd.scratchpad_desc().get_size();
+    auto add_reorder = [&](const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+      dnnl::reorder::primitive_desc rpd(engine(), from, engine(), to, rattr);
+      pad = std::max(pad, rpd.scratchpad_desc().get_size());
+      return dnnl::reorder(rpd);
+    };
+    if (v.reorder_src) v.src_in = add_reorder(x_plain_, v.src_md);
+    if (v.reorder_dst) {
+      v.dst_out = add_reorder(v.dst_md, y_plain_);
+      if (spec_.has_residual && !v.has_epilogue) v.residual_in = add_reorder(y_plain_, v.dst_md);
+    }
+    if (v.has_epilogue) {  // in place on the plain y
+      dnnl::primitive_attr eattr = base_attr();
+      if (spec_.has_residual) {
+        dnnl::post_ops po;
+        append_activation(po, spec_.act);
+        eattr.set_post_ops(po);
+        dnnl::binary::primitive_desc bpd(engine(), dnnl::algorithm::binary_add, y_plain_, y_plain_, y_plain_, eattr);
+        pad = std::max(pad, bpd.scratchpad_desc().get_size());
+        v.epilogue = dnnl::binary(bpd);
+      } else {
+        EltwiseParams e = eltwise_params(spec_.act);
+        dnnl::eltwise_forward::primitive_desc epd(engine(), dnnl::prop_kind::forward_inference, e.alg, y_plain_,
+                                                  y_plain_, e.alpha, e.beta, eattr);
+        pad = std::max(pad, epd.scratchpad_desc().get_size());
+        v.epilogue = dnnl::eltwise_forward(epd);
+      }
+    }
+    // Scratch layout: [oneDNN scratchpad | blocked src | blocked dst]. The
+    // reorders and the convolution run one after another on one stream, so
+    // they share the scratchpad region.
+    v.pad_bytes = align_up(pad);
+    if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
+    v.src_off = v.pad_bytes;
+    v.dst_off = v.src_off + (v.reorder_src ? align_up(v.src_md.get_size()) : 0);
+    v.scratch_total = v.dst_off + (v.reorder_dst ? align_up(v.dst_md.get_size()) : 0);
+    return v;
+  }
+
+  void execute(KernelContext& ctx) const {
+    ThreadScope threads(ctx.num_threads);
+    const Variant& v = variants_.get(threads.threads(), [&] { return make_variant(nullptr); });
+    char* scratch = run_scratch(ctx, declared_scratch_, v.scratch_total);
+    const dnnl::engine& eng = engine();
+    dnnl::stream s(eng);
+
+    dnnl::memory x_user(x_plain_, eng, ctx.inputs[0].data);
+    dnnl::memory y_user(y_plain_, eng, ctx.outputs[0].data);
+    dnnl::memory src = v.reorder_src ? dnnl::memory(v.src_md, eng, scratch + v.src_off) : x_user;
+    dnnl::memory dst = v.reorder_dst ? dnnl::memory(v.dst_md, eng, scratch + v.dst_off) : y_user;
+    // The scratchpad argument is given only when some primitive needs one.
+    dnnl::memory pad_mem = v.pad_bytes ? dnnl::memory(v.pad_md, eng, scratch) : dnnl::memory();
+    auto with_pad = [&](std::unordered_map<int, dnnl::memory> args) {
+      if (v.pad_bytes) args[DNNL_ARG_SCRATCHPAD] = pad_mem;
+      return args;
+    };
+    if (v.reorder_src)
+      v.src_in.execute(s, with_pad({{DNNL_ARG_FROM, x_user}, {DNNL_ARG_TO, src}}));
+    if (spec_.has_residual && !v.has_epilogue) {
+      const TensorView& r = ctx.inputs[3];
+      if (v.reorder_dst) {
+        dnnl::memory r_user(y_plain_, eng, r.data);
+        v.residual_in.execute(s, with_pad({{DNNL_ARG_FROM, r_user}, {DNNL_ARG_TO, dst}}));
+      } else if (r.data != ctx.outputs[0].data) {
+        std::memcpy(ctx.outputs[0].data, r.data, ctx.outputs[0].bytes());
+      }
+    }
+    auto args = with_pad({{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+    args[DNNL_ARG_WEIGHTS] = const_weights_ ? v.weights : dnnl::memory(w_plain_, eng, ctx.inputs[1].data);
+    if (spec_.has_bias) args[DNNL_ARG_BIAS] = dnnl::memory(b_desc_, eng, ctx.inputs[2].data);
+    v.prim.execute(s, args);
+    if (v.reorder_dst)
+      v.dst_out.execute(s, with_pad({{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, y_user}}));
+    if (v.has_epilogue) {
+      if (spec_.has_residual)
+        v.epilogue.execute(s, with_pad({{DNNL_ARG_SRC_0, y_user},
+                                        {DNNL_ARG_SRC_1, dnnl::memory(y_plain_, eng, ctx.inputs[3].data)},
+                                        {DNNL_ARG_DST, y_user}}));
+      else
+        v.epilogue.execute(s, with_pad({{DNNL_ARG_SRC, y_user}, {DNNL_ARG_DST, y_user}}));
+    }
+    s.wait();
+  }
+
+  ConvSpec spec_;
+  std::string node_, op_;
+  bool empty_ = false, const_weights_ = false;
+  Layout layout_ = Layout::kPlain;
+  std::string impl_ = "onednn conv";
+  dnnl::memory::desc x_plain_, y_plain_, w_plain_, b_desc_;
+  dnnl::memory::dims strides_, dilates_, pad_l_, pad_r_;
+  mutable PackedWeights packed_;
+  ByThreads<Variant> variants_;
+  size_t declared_scratch_ = 0;
+};
+
+bool supports(const KernelBuildInfo& info, std::string* why) {
+  for (size_t i = 0; i < info.num_inputs(); ++i) {
+    if (info.has_input(i) && info.input_dtype(i) != DType::kFloat32) {
+      *why = std::string("oneDNN Conv supports float32 only, not ") + dtype_name(info.input_dtype(i));
+      return false;
+    }
+  }
+  if (info.input_shape(0).size() > 5) {
+    *why = "oneDNN Conv supports 1-3 spatial dims";
+    return false;
+  }
+  return true;
+}
+
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>);
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>, nn::kTwinferDomain);
+
+}  // namespace
+}  // namespace twinfer::cpu::onednn

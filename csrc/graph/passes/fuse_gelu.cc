@@ -1,0 +1,104 @@
+#include "graph/passes/fuse_gelu.h"
+
+#include <cmath>
+
+#include "graph/passes/rewrite_util.h"
+#include "runtime/kernel.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+// The float value of a one-element constant, if `v` is one.
+bool scalar_const(const graph::Graph& g, int v, double* out) {
+  if (v < 0 || !g.values[v].is_constant()) return false;
+  const Tensor& t = g.values[v].constant;
+  if (t.numel() != 1) return false;
+  if (t.dtype() == DType::kFloat32) *out = *t.data_as<float>();
+  else if (t.dtype() == DType::kFloat64) *out = *t.data_as<double>();
+  else return false;
+  return true;
+}
+
+bool near(double a, double b) { return std::fabs(a - b) < 1e-4 * std::fabs(b); }
+
+bool is_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
+// For a binary node, the input that is not the scalar constant `c`; -1 if no match.
+int other_input_if_const(const graph::Graph& g, const graph::Node& n, double c) {
+  double v;
+  if (n.inputs.size() != 2) return -1;
+  if (scalar_const(g, n.inputs[1], &v) && near(v, c)) return n.inputs[0];
+  if (scalar_const(g, n.inputs[0], &v) && near(v, c)) return n.inputs[1];
+  return -1;
+}
+
+}  // namespace
+
+int fuse_gelu(graph::Graph& g, const PassContext& ctx) {
+  if (!any_kernel_for("", "Gelu", ctx.backend)) return 0;
+  auto users = value_users(g);
+  std::vector<char> dead(g.nodes.size(), 0);
+  auto sole = [&](int v) -> int {
+    if (v < 0 || users[v].size() != 1 || is_graph_output(g, v)) return -1;
+    return dead[users[v][0]] ? -1 : users[v][0];
+  };
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (dead[i] || !is_op(g.nodes[i], "Erf")) continue;
+    // Erf's input: x / sqrt(2) or x * (1/sqrt(2)).
+    int scaled = g.nodes[i].inputs[0];
+    int p = g.values[scaled].producer;
+    if (p < 0 || dead[p] || sole(scaled) != static_cast<int>(i)) continue;
+    int x = -1;
+    if (is_op(g.nodes[p], "Div")) {
+      double v;
+      if (scalar_const(g, g.nodes[p].inputs[1], &v) && near(v, std::sqrt(2.0))) x = g.nodes[p].inputs[0];
+    } else if (is_op(g.nodes[p], "Mul")) {
+      x = other_input_if_const(g, g.nodes[p], 1.0 / std::sqrt(2.0));
+    }
+    if (x < 0) continue;
+    // erf(...) + 1
+    int add = sole(g.nodes[i].outputs[0]);
+    if (add < 0 || !is_op(g.nodes[add], "Add") || other_input_if_const(g, g.nodes[add], 1.0) != g.nodes[i].outputs[0]) continue;
+    int a = g.nodes[add].outputs[0];
+    // Two spellings of the remaining products: (x * a) * 0.5, or (x * 0.5) * a.
+    int m1 = sole(a);
+    if (m1 < 0 || !is_op(g.nodes[m1], "Mul")) continue;
+    const auto& mul1 = g.nodes[m1];
+    int other = mul1.inputs[0] == a ? mul1.inputs[1] : mul1.inputs[0];
+    int out = -1;
+    std::vector<int> remove = {p, static_cast<int>(i), add, m1};
+    if (other == x) {
+      int m2 = sole(mul1.outputs[0]);
+      if (m2 < 0 || !is_op(g.nodes[m2], "Mul") || other_input_if_const(g, g.nodes[m2], 0.5) != mul1.outputs[0]) continue;
+      out = g.nodes[m2].outputs[0];
+      remove.push_back(m2);
+    } else {
+      int half = g.values[other].producer;
+      if (half < 0 || dead[half] || !is_op(g.nodes[half], "Mul") || sole(other) != m1) continue;
+      if (other_input_if_const(g, g.nodes[half], 0.5) != x) continue;
+      out = mul1.outputs[0];
+      remove.push_back(half);
+    }
+    // x feeds the pattern twice; other readers of x are fine (it is not removed).
+    graph::Node gelu;
+    gelu.name = g.nodes[i].name.empty() ? "gelu" : g.nodes[i].name + "/gelu";
+    gelu.op_type = "Gelu";
+    gelu.inputs = {x};
+    gelu.outputs = {out};
+    for (int r : remove) dead[r] = 1;
+    // Reuse the Erf slot so the node order stays topological.
+    g.nodes[i] = gelu;
+    dead[i] = 0;
+    ++fused;
+  }
+  if (fused) {
+    erase_nodes(g, dead);
+    g.topo_sort();
+    ctx.note("fuse_gelu: " + std::to_string(fused) + " erf-GELU patterns -> Gelu");
+  }
+  return fused;
+}
+
+}  // namespace twinfer::passes

@@ -1,0 +1,261 @@
+// GraphProto / NodeProto / ValueInfoProto -> graph::Graph. A graph is read in
+// two steps: its fields are gathered (they may come in any order), then the IR
+// is built once every initializer and node output is known.
+#include <set>
+#include <unordered_set>
+
+#include "onnx/parse.h"
+
+namespace twinfer::onnx::detail {
+
+namespace {
+
+struct ValueInfo {
+  std::string name;
+  bool has_type = false;
+  bool is_tensor = false;    // tensor_type (the only kind we run)
+  const char* kind = "";     // what it is otherwise ("sequence", "map", ...)
+  int32_t elem_type = 0;
+  bool has_shape = false;
+  SymShape shape;
+};
+
+struct NodeInfo {
+  graph::Node node;
+  std::vector<std::string> inputs, outputs;
+};
+
+void parse_dim(wire::Reader r, SymShape& shape) {
+  Dim d;
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: {
+        const int64_t v = r.int64("dim_value");
+        d = v >= 0 ? Dim(v) : Dim();  // some exporters wrote -1 for "unknown"
+        break;
+      }
+      case 2: d = Dim(r.string("dim_param")); break;
+      default: r.skip();  // denotation
+    }
+  }
+  shape.push_back(std::move(d));
+}
+
+void parse_tensor_type(wire::Reader r, ValueInfo& v) {
+  v.is_tensor = true;
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: v.elem_type = r.int32("elem_type"); break;
+      case 2: {
+        v.has_shape = true;
+        wire::Reader s = r.message("shape", "TensorShapeProto");
+        while (s.next()) {
+          if (s.field() == 1) parse_dim(s.message("dim", "TensorShapeProto.Dimension"), v.shape);
+          else s.skip();
+        }
+        break;
+      }
+      default: r.skip();
+    }
+  }
+}
+
+void parse_type(wire::Reader r, ValueInfo& v) {
+  v.has_type = true;
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: parse_tensor_type(r.message("tensor_type", "TypeProto.Tensor"), v); break;
+      case 4: v.kind = "sequence"; r.skip(); break;
+      case 5: v.kind = "map"; r.skip(); break;
+      case 7: v.kind = "opaque"; r.skip(); break;
+      case 8: v.kind = "sparse tensor"; r.skip(); break;
+      case 9: v.kind = "optional"; r.skip(); break;
+      default: r.skip();  // denotation
+    }
+  }
+}
+
+ValueInfo parse_value_info(wire::Reader r) {
+  ValueInfo v;
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: v.name = r.string("name"); break;
+      case 2: parse_type(r.message("type", "TypeProto"), v); break;
+      default: r.skip();
+    }
+  }
+  return v;
+}
+
+NodeInfo parse_node(wire::Reader r, ParseContext& ctx) {
+  NodeInfo n;
+  std::vector<wire::Reader> attrs;  // parsed once name and op_type are known
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: n.inputs.push_back(r.string("input")); break;
+      case 2: n.outputs.push_back(r.string("output")); break;
+      case 3: n.node.name = r.string("name"); break;
+      case 4: n.node.op_type = r.string("op_type"); break;
+      case 5: attrs.push_back(r.message("attribute", "AttributeProto")); break;
+      case 7: n.node.domain = r.string("domain"); break;
+      default: r.skip();
+    }
+  }
+  if (n.node.domain == "ai.onnx") n.node.domain.clear();
+  if (n.node.op_type.empty()) throw Error(ErrorKind::kModelFormat, "node has no op_type", n.node.name, "?");
+  for (auto& ar : attrs) {
+    try {
+      std::string name;
+      graph::Attribute a = parse_attribute(ar, ctx, &name);
+      if (!n.node.attrs.emplace(name, std::move(a)).second)
+        throw Error(ErrorKind::kModelFormat, "attribute '" + name + "' is given twice");
+    } catch (const Error& e) {
+      if (!e.node().empty() || !e.op().empty()) throw;  // already placed (an error in a subgraph)
+      throw Error(e.kind(), e.what(), n.node.name, n.node.op_type);
+    }
+  }
+  return n;
+}
+
+// dtype of a declared graph input/output; only tensors are supported.
+DType declared_dtype(const ValueInfo& v, const char* role) {
+  if (v.has_type && !v.is_tensor)
+    throw Error(ErrorKind::kUnsupportedOp, std::string("graph ") + role + " '" + v.name + "' is a " +
+                                               v.kind + "; only tensor inputs and outputs are supported");
+  if (v.elem_type == 0) return DType::kUndefined;
+  const DType t = dtype_from_onnx(v.elem_type);
+  if (t == DType::kUndefined || t == DType::kString)
+    throw Error(ErrorKind::kDType, std::string("graph ") + role + " '" + v.name + "' has unsupported element type " +
+                                       std::to_string(v.elem_type));
+  return t;
+}
+
+void set_type(graph::Value& val, DType t, const ValueInfo& v) {
+  val.dtype = t;
+  val.has_shape = v.has_shape;
+  val.shape = v.shape;
+}
+
+}  // namespace
+
+std::string sparse_tensor_name(wire::Reader r) {
+  while (r.next()) {
+    if (r.field() != 1) {
+      r.skip();
+      continue;
+    }
+    wire::Reader values = r.message("values", "TensorProto");
+    while (values.next()) {
+      if (values.field() == 8) return values.string("name");
+      values.skip();
+    }
+  }
+  return "";
+}
+
+std::shared_ptr<graph::Graph> parse_graph(wire::Reader r, ParseContext& ctx, bool subgraph) {
+  auto gp = std::make_shared<graph::Graph>();
+  graph::Graph& g = *gp;
+  std::vector<NodeInfo> nodes;
+  std::vector<ValueInfo> inputs, outputs, hints;
+  std::vector<std::pair<std::string, Tensor>> inits;
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: nodes.push_back(parse_node(r.message("node", "NodeProto"), ctx)); break;
+      case 2: g.name = r.string("name"); break;
+      case 5: {
+        std::string name;
+        Tensor t = parse_tensor(r.message("initializer", "TensorProto"), ctx, &name, "initializer #" + std::to_string(inits.size()));
+        if (name.empty()) throw Error(ErrorKind::kModelFormat, "an initializer has no name");
+        inits.emplace_back(std::move(name), std::move(t));
+        break;
+      }
+      case 11: inputs.push_back(parse_value_info(r.message("input", "ValueInfoProto"))); break;
+      case 12: outputs.push_back(parse_value_info(r.message("output", "ValueInfoProto"))); break;
+      case 13: hints.push_back(parse_value_info(r.message("value_info", "ValueInfoProto"))); break;
+      case 15:
+        throw Error(ErrorKind::kUnsupportedOp,
+                    "sparse initializer '" + sparse_tensor_name(r.message("sparse_initializer", "SparseTensorProto")) +
+                        "': sparse initializers are not supported");
+      default: r.skip();
+    }
+  }
+
+  // Constants first: a graph input that is also an initializer is a constant
+  // (an overridable default in ONNX; we fold it in).
+  for (auto& [name, t] : inits) {
+    if (g.find_value(name) >= 0) throw Error(ErrorKind::kModelFormat, "initializer '" + name + "' is given twice");
+    graph::Value& v = g.values[g.value_id(name)];
+    v.dtype = t.dtype();
+    v.has_shape = true;
+    v.shape = sym_shape_from(t.shape());
+    v.constant = std::move(t);
+  }
+  std::unordered_set<std::string> input_names;
+  for (const auto& in : inputs) {
+    if (in.name.empty()) throw Error(ErrorKind::kModelFormat, "a graph input has no name");
+    if (!input_names.insert(in.name).second)
+      throw Error(ErrorKind::kModelFormat, "graph input '" + in.name + "' is listed twice");
+    const int id = g.value_id(in.name);
+    if (g.values[id].is_constant()) continue;
+    set_type(g.values[id], declared_dtype(in, "input"), in);
+    g.inputs.push_back(id);
+  }
+
+  // Names defined in this graph; anything else a node reads is outer scope.
+  std::unordered_set<std::string> defined(input_names);
+  for (const auto& [name, t] : inits) defined.insert(name);
+  for (const auto& n : nodes)
+    for (const auto& o : n.outputs)
+      if (!o.empty()) {
+        if (input_names.count(o))
+          throw Error(ErrorKind::kModelFormat, "value '" + o + "' is both a graph input and a node output",
+                      n.node.name, n.node.op_type);
+        defined.insert(o);
+      }
+
+  for (auto& n : nodes) {
+    for (const auto& in : n.inputs) {
+      if (in.empty()) {
+        n.node.inputs.push_back(-1);
+        continue;
+      }
+      if (!subgraph && !defined.count(in))
+        throw Error(ErrorKind::kModelFormat,
+                    "input '" + in + "' is not a graph input, an initializer or any node's output",
+                    n.node.name, n.node.op_type);
+      n.node.inputs.push_back(g.value_id(in));
+    }
+    for (const auto& o : n.outputs) n.node.outputs.push_back(o.empty() ? -1 : g.value_id(o));
+    g.add_node(std::move(n.node));
+  }
+
+  for (const auto& out : outputs) {
+    if (out.name.empty()) throw Error(ErrorKind::kModelFormat, "a graph output has no name");
+    if (!subgraph && !defined.count(out.name))
+      throw Error(ErrorKind::kModelFormat, "graph output '" + out.name +
+                                               "' is not produced by any node, input or initializer");
+    const DType t = declared_dtype(out, "output");
+    const int id = g.value_id(out.name);
+    graph::Value& v = g.values[id];
+    if (!v.is_constant() && !input_names.count(out.name) && (out.has_type || v.dtype == DType::kUndefined))
+      set_type(v, t, out);
+    g.outputs.push_back(id);
+  }
+
+  // value_info: shape/type hints for intermediate values; others are ignored.
+  for (const auto& h : hints) {
+    const int id = g.find_value(h.name);
+    if (id < 0 || !h.is_tensor) continue;
+    graph::Value& v = g.values[id];
+    if (v.is_constant() || input_names.count(h.name) || v.dtype != DType::kUndefined || v.has_shape) continue;
+    const DType t = dtype_from_onnx(h.elem_type);
+    if (t == DType::kString) continue;
+    set_type(v, t, h);
+  }
+
+  g.topo_sort();
+  return gp;
+}
+
+}  // namespace twinfer::onnx::detail

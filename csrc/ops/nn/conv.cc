@@ -1,0 +1,232 @@
+// Conv: shape rule and the reference kernel (direct loops, float32/float64),
+// for ai.onnx Conv and the fused com.twinfer Conv. The fast path is
+// backends/cpu/onednn_conv.cc.
+#include "ops/nn/conv.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "ops/schema.h"
+
+namespace twinfer::nn {
+
+namespace {
+
+bool is_fused_domain(const graph::Node& n) { return n.domain == kTwinferDomain; }
+
+void infer_conv(InferContext& c) {
+  const graph::Node& n = c.node();
+  const DType dt = c.input_dtype(0);
+  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("Conv needs a float input, got ") + dtype_name(dt));
+  c.check(c.input_dtype(1) == dt, ErrorKind::kDType, "weights dtype differs from the input dtype");
+  if (c.has_input(2))
+    c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "bias dtype differs from the input dtype");
+  const bool fused = is_fused_domain(n);
+  if (fused) {
+    parse_activation(n);  // reject bad activation attributes at load time
+    if (c.has_input(3))
+      c.check(c.input_dtype(3) == dt, ErrorKind::kDType, "residual dtype differs from the input dtype");
+  } else {
+    c.check(c.num_inputs() <= 3, ErrorKind::kModelFormat, "Conv takes at most 3 inputs");
+  }
+  if (!c.input_has_shape(0) || !c.input_has_shape(1)) {
+    c.set_output_rank_unknown(0, dt);
+    return;
+  }
+  const SymShape& xs = c.input_shape(0);
+  const SymShape& ws = c.input_shape(1);
+  c.check(xs.size() >= 3, ErrorKind::kShape, "Conv input must have rank >= 3, got " + sym_shape_str(xs));
+  c.check(ws.size() == xs.size(), ErrorKind::kShape,
+          "weights " + sym_shape_str(ws) + " do not match input " + sym_shape_str(xs));
+  const size_t nsp = xs.size() - 2;
+  const int64_t group = n.attr_int("group", 1);
+  c.check(group >= 1, ErrorKind::kModelFormat, "group must be >= 1");
+
+  std::vector<int64_t> wk;
+  bool wk_known = true;
+  for (size_t i = 0; i < nsp; ++i) {
+    wk_known = wk_known && ws[2 + i].known();
+    wk.push_back(ws[2 + i].value);
+  }
+  if (!wk_known && !n.has_attr("kernel_shape")) {
+    // The kernel size is unknown: only the rank of the output is.
+    SymShape out(xs.size());
+    out[0] = xs[0];
+    out[1] = ws[0];
+    c.set_output(0, dt, out);
+    return;
+  }
+  Window w = parse_window(n, nsp, wk_known ? &wk : nullptr, WindowOptions{true, false});
+
+  if (xs[1].known() && ws[1].known())
+    c.check(xs[1].value == ws[1].value * group, ErrorKind::kShape,
+            "input has " + std::to_string(xs[1].value) + " channels but weights expect " +
+                std::to_string(ws[1].value) + " x group " + std::to_string(group));
+  if (ws[0].known())
+    c.check(ws[0].value % group == 0, ErrorKind::kShape, "output channels are not divisible by group");
+  if (c.has_input(2) && c.input_has_shape(2)) {
+    const SymShape& bs = c.input_shape(2);
+    c.check(bs.size() == 1 && (!bs[0].known() || !ws[0].known() || bs[0].value == ws[0].value),
+            ErrorKind::kShape, "bias must have shape [M], got " + sym_shape_str(bs));
+  }
+
+  SymShape out;
+  out.push_back(xs[0]);
+  out.push_back(ws[0]);
+  for (size_t i = 0; i < nsp; ++i) out.push_back(window_output_dim(w, i, xs[2 + i], n));
+  if (fused && c.has_input(3) && c.input_has_shape(3)) {
+    const SymShape& rs = c.input_shape(3);
+    bool ok = rs.size() == out.size();
+    for (size_t i = 0; ok && i < rs.size(); ++i)
+      ok = !rs[i].known() || !out[i].known() || rs[i].value == out[i].value;
+    c.check(ok, ErrorKind::kShape, "residual " + sym_shape_str(rs) + " does not match the output " +
+                                       sym_shape_str(out));
+  }
+  c.set_output(0, dt, out);
+}
+
+TWINFER_REGISTER_SCHEMA("Conv", infer_conv);
+TWINFER_REGISTER_SCHEMA("Conv", infer_conv, kTwinferDomain);
+
+// ---------------------------------------------------------------------------
+// Reference kernel: y[n, m, o...] = b[m] + sum over c in m's group and the
+// kernel window of x[n, c, o*s - pb + k*d] * w[m, c, k]; spatial dims are
+// handled as 3-D (missing leading dims have size 1).
+
+struct Geom3 {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1},
+          p[3] = {0, 0, 0};
+};
+
+Geom3 geom3(const ConvSpec& cs) {
+  Geom3 g;
+  const size_t nsp = cs.win.nsp, off = 3 - nsp;
+  for (size_t i = 0; i < nsp; ++i) {
+    g.in[off + i] = cs.x[2 + i];
+    g.out[off + i] = cs.y[2 + i];
+    g.k[off + i] = cs.win.kernel[i];
+    g.s[off + i] = cs.win.stride[i];
+    g.d[off + i] = cs.win.dilation[i];
+    g.p[off + i] = cs.win.pad_begin[i];
+  }
+  return g;
+}
+
+class ConvReference final : public Kernel {
+ public:
+  explicit ConvReference(const KernelBuildInfo& info) : spec_(conv_spec(info)), g_(geom3(spec_)) {}
+
+  void run(KernelContext& ctx) const override {
+    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      compute<T>(ctx);
+    });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) const {
+    const T* x = ctx.inputs[0].as<T>();
+    const T* w = ctx.inputs[1].as<T>();
+    const T* b = spec_.has_bias ? ctx.inputs[2].as<T>() : nullptr;
+    const T* r = spec_.has_residual ? ctx.inputs[3].as<T>() : nullptr;
+    T* y = ctx.outputs[0].as<T>();
+    const int64_t N = spec_.x[0], C = spec_.x[1], M = spec_.y[1], G = spec_.group;
+    const int64_t Cg = C / G, Mg = M / G;
+    const int64_t in_sz = g_.in[0] * g_.in[1] * g_.in[2];
+    const int64_t out_sz = g_.out[0] * g_.out[1] * g_.out[2];
+    const int64_t k_sz = g_.k[0] * g_.k[1] * g_.k[2];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t m = 0; m < M; ++m) {
+        const int64_t gi = m / Mg;
+        T* yp = y + (n * M + m) * out_sz;
+        for (int64_t o0 = 0; o0 < g_.out[0]; ++o0)
+          for (int64_t o1 = 0; o1 < g_.out[1]; ++o1)
+            for (int64_t o2 = 0; o2 < g_.out[2]; ++o2) {
+              T acc = b ? b[m] : T(0);
+              for (int64_t c = 0; c < Cg; ++c) {
+                const T* xp = x + (n * C + gi * Cg + c) * in_sz;
+                const T* wp = w + (m * Cg + c) * k_sz;
+                for (int64_t k0 = 0; k0 < g_.k[0]; ++k0) {
+                  int64_t i0 = o0 * g_.s[0] - g_.p[0] + k0 * g_.d[0];
+                  if (i0 < 0 || i0 >= g_.in[0]) continue;
+                  for (int64_t k1 = 0; k1 < g_.k[1]; ++k1) {
+                    int64_t i1 = o1 * g_.s[1] - g_.p[1] + k1 * g_.d[1];
+                    if (i1 < 0 || i1 >= g_.in[1]) continue;
+                    for (int64_t k2 = 0; k2 < g_.k[2]; ++k2) {
+                      int64_t i2 = o2 * g_.s[2] - g_.p[2] + k2 * g_.d[2];
+                      if (i2 < 0 || i2 >= g_.in[2]) continue;
+                      acc += xp[(i0 * g_.in[1] + i1) * g_.in[2] + i2] *
+                             wp[(k0 * g_.k[1] + k1) * g_.k[2] + k2];
+                    }
+                  }
+                }
+              }
+              int64_t oi = (o0 * g_.out[1] + o1) * g_.out[2] + o2;
+              if (r) acc += r[(n * M + m) * out_sz + oi];
+              yp[oi] = spec_.act.apply(acc);
+            }
+      }
+  }
+
+  ConvSpec spec_;
+  Geom3 g_;
+};
+
+bool reference_supports(const KernelBuildInfo& info, std::string* why) {
+  DType dt = info.input_dtype(0);
+  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
+    *why = std::string("reference Conv supports float32/float64, not ") + dtype_name(dt);
+    return false;
+  }
+  return true;
+}
+
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 0, reference_supports, make_kernel<ConvReference>);
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 0, reference_supports, make_kernel<ConvReference>,
+                        kTwinferDomain);
+
+}  // namespace
+
+ConvSpec conv_spec(const KernelBuildInfo& info) {
+  const graph::Node& n = info.node();
+  ConvSpec cs;
+  cs.fused_domain = is_fused_domain(n);
+  cs.x = info.input_shape(0);
+  cs.w = info.input_shape(1);
+  cs.y = info.output_shape(0);
+  if (cs.x.size() < 3 || cs.w.size() != cs.x.size())
+    info.fail(ErrorKind::kShape, "input " + shape_str(cs.x) + " and weights " + shape_str(cs.w) +
+                                     " do not fit a convolution");
+  const size_t nsp = cs.x.size() - 2;
+  cs.group = n.attr_int("group", 1);
+  if (cs.group < 1 || cs.x[1] != cs.w[1] * cs.group || cs.w[0] % cs.group != 0)
+    info.fail(ErrorKind::kShape, "input " + shape_str(cs.x) + ", weights " + shape_str(cs.w) +
+                                     " and group " + std::to_string(cs.group) + " do not fit");
+  std::vector<int64_t> wk(cs.w.begin() + 2, cs.w.end());
+  cs.win = parse_window(n, nsp, &wk, WindowOptions{true, false});
+  resolve_pads(cs.win, Shape(cs.x.begin() + 2, cs.x.end()));
+  Shape expect{cs.x[0], cs.w[0]};
+  for (size_t i = 0; i < nsp; ++i) expect.push_back(window_output_size(cs.win, i, cs.x[2 + i], n));
+  if (expect != cs.y)
+    info.fail(ErrorKind::kShape, "output shape " + shape_str(cs.y) + " differs from the expected " +
+                                     shape_str(expect));
+  cs.has_bias = info.has_input(2);
+  if (cs.has_bias && info.input_shape(2) != Shape{cs.w[0]})
+    info.fail(ErrorKind::kShape, "bias must have shape [" + std::to_string(cs.w[0]) + "], got " +
+                                     shape_str(info.input_shape(2)));
+  if (cs.fused_domain) {
+    cs.act = parse_activation(n);
+    cs.has_residual = info.has_input(3);
+    if (cs.has_residual && info.input_shape(3) != cs.y)
+      info.fail(ErrorKind::kShape, "residual " + shape_str(info.input_shape(3)) +
+                                       " does not match the output " + shape_str(cs.y));
+  }
+  for (size_t i = 0; i < info.num_inputs(); ++i)
+    if (info.has_input(i) && info.input_dtype(i) != info.input_dtype(0))
+      info.fail(ErrorKind::kDType, "all inputs must have the same dtype");
+  return cs;
+}
+
+}  // namespace twinfer::nn

@@ -1,0 +1,33 @@
+// Conv (ai.onnx) and the fused Conv of domain com.twinfer:
+//   y = act(conv(x, w, b) + residual)
+// com.twinfer Conv = Conv's inputs (x, w, [b]) plus an optional input 3
+// `residual` (same shape as y), and attributes `activation` /
+// `activation_params` (see activation.h). The fusion pass builds these nodes.
+// This header gives kernels the resolved geometry of one node.
+#pragma once
+#include <cstdint>
+
+#include "core/shape.h"
+#include "ops/nn/activation.h"
+#include "ops/nn/window.h"
+#include "runtime/kernel.h"
+
+namespace twinfer::nn {
+
+inline constexpr const char* kTwinferDomain = "com.twinfer";
+
+struct ConvSpec {
+  Shape x, w, y;        // [N, C, spatial...], [M, C/group, k...], [N, M, out...]
+  int64_t group = 1;
+  Window win;           // pads resolved for x's spatial size
+  bool has_bias = false;
+  bool has_residual = false;
+  Activation act;       // kNone for ai.onnx Conv
+  bool fused_domain = false;
+};
+
+// Reads and checks the node against its concrete shapes; throws Error
+// naming the node when they do not fit.
+ConvSpec conv_spec(const KernelBuildInfo& info);
+
+}  // namespace twinfer::nn

@@ -1,0 +1,136 @@
+// LayerNormalization (opset 17): shape rule and CPU kernel. Each row of
+// prod(shape[axis:]) elements is normalised with a two-pass mean / variance
+// (norm_stats.h), threaded over rows. The memory-bound loops vectorise
+// fully, so a library call would only add overhead. Mean / InvStdDev are
+// written in the stash_type's dtype.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/parallel.h"
+#include "core/dispatch.h"
+#include "ops/nn/norm_stats.h"
+#include "ops/schema.h"
+#include "runtime/kernel.h"
+
+namespace twinfer::nn {
+namespace {
+
+DType stash_dtype(const graph::Node& n) {
+  int64_t st = n.attr_int("stash_type", 1);
+  DType d = dtype_from_onnx(static_cast<int32_t>(st));
+  if (d != DType::kFloat32 && d != DType::kFloat64)
+    throw Error(ErrorKind::kUnsupportedOp, "stash_type " + std::to_string(st) + " is not supported", n.name, n.op_type);
+  return d;
+}
+
+void infer_layernorm(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("LayerNormalization needs a float input, got ") + dtype_name(dt));
+  for (size_t i = 1; i < c.num_inputs(); ++i)
+    if (c.has_input(i)) c.check(c.input_dtype(i) == dt, ErrorKind::kDType, "LayerNormalization inputs differ in dtype");
+  const DType u = stash_dtype(c.node());
+  if (!c.input_has_shape(0)) {
+    c.set_output_rank_unknown(0, dt);
+    c.set_output_rank_unknown(1, u);
+    c.set_output_rank_unknown(2, u);
+    return;
+  }
+  const SymShape& x = c.input_shape(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  c.check(rank >= 1, ErrorKind::kShape, "LayerNormalization input must have rank >= 1");
+  const int64_t axis = normalize_axis(c, c.node().attr_int("axis", -1), rank);
+  c.set_output(0, dt, x);
+  SymShape stats(x.begin(), x.begin() + axis);
+  stats.resize(rank, Dim(1));
+  c.set_output(1, u, stats);
+  c.set_output(2, u, stats);
+}
+
+TWINFER_REGISTER_SCHEMA("LayerNormalization", infer_layernorm);
+
+class LayerNormKernel final : public Kernel {
+ public:
+  explicit LayerNormKernel(const KernelBuildInfo& info) {
+    const graph::Node& n = info.node();
+    Shape x = info.input_shape(0);
+    const int64_t rank = static_cast<int64_t>(x.size());
+    int64_t axis = n.attr_int("axis", -1);
+    if (rank < 1 || axis < -rank || axis >= rank)
+      info.fail(ErrorKind::kShape, "axis " + std::to_string(axis) + " is out of range for " + shape_str(x));
+    if (axis < 0) axis += rank;
+    for (int64_t i = 0; i < axis; ++i) outer_ *= x[i];
+    for (int64_t i = axis; i < rank; ++i) inner_ *= x[i];
+    eps_ = n.attr_float("epsilon", 1e-5f);
+    stash_ = stash_dtype(n);
+    has_bias_ = info.has_input(2);
+    for (size_t i = 1; i <= (has_bias_ ? 2u : 1u); ++i)
+      if (shape_numel(info.input_shape(i)) != inner_)
+        info.fail(ErrorKind::kShape, std::string(i == 1 ? "Scale " : "B ") + shape_str(info.input_shape(i)) +
+                                         " must have the normalised shape " +
+                                         shape_str(Shape(x.begin() + axis, x.end())));
+    has_mean_ = info.num_outputs() > 1 && info.has_output(1);
+    has_inv_ = info.num_outputs() > 2 && info.has_output(2);
+  }
+
+  const char* impl_name() const override { return "cpu loop"; }
+
+  void run(KernelContext& ctx) const override {
+    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) const {
+    const T* x = ctx.inputs[0].as<T>();
+    const T* scale = ctx.inputs[1].as<T>();
+    const T* bias = has_bias_ ? ctx.inputs[2].as<T>() : nullptr;
+    T* y = ctx.outputs[0].as<T>();
+    void* mean_out = has_mean_ ? ctx.outputs[1].data : nullptr;
+    void* inv_out = has_inv_ ? ctx.outputs[2].data : nullptr;
+    const int64_t D = inner_;
+    const T eps = static_cast<T>(eps_);
+    const bool stash64 = stash_ == DType::kFloat64;
+    auto store = [&](void* out, int64_t r, T v) {
+      if (!out) return;
+      if (stash64) static_cast<double*>(out)[r] = static_cast<double>(v);
+      else static_cast<float*>(out)[r] = static_cast<float>(v);
+    };
+    const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D));
+    cpu::parallel_for(outer_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* xr = x + r * D;
+        T* yr = y + r * D;
+        T mean, inv;
+        block_stats(xr, D, eps, &mean, &inv);
+        if (bias) {
+#pragma omp simd
+          for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * inv * scale[i] + bias[i];
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * inv * scale[i];
+        }
+        store(mean_out, r, mean);
+        store(inv_out, r, inv);
+      }
+    });
+  }
+
+  int64_t outer_ = 1, inner_ = 1;
+  float eps_ = 1e-5f;
+  DType stash_ = DType::kFloat32;
+  bool has_bias_ = false, has_mean_ = false, has_inv_ = false;
+};
+
+bool supports(const KernelBuildInfo& info, std::string* why) {
+  DType dt = info.input_dtype(0);
+  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
+    *why = info.node().op_type + " supports float32/float64, not " + dtype_name(dt);
+    return false;
+  }
+  return true;
+}
+
+TWINFER_REGISTER_KERNEL("LayerNormalization", Backend::kCPU, 0, supports, make_kernel<LayerNormKernel>);
+
+}  // namespace
+}  // namespace twinfer::nn

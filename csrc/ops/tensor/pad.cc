@@ -1,0 +1,228 @@
+// Pad (opset 11+: pads / constant_value / axes as inputs) in constant,
+// reflect, edge and wrap modes. Negative pads crop first; the cropped region
+// is then padded. Each dim gets a map from output index to input index (-1 =
+// the constant), built once; a run walks output rows, copying the part of a
+// row that maps straight through with memcpy.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/parallel.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace twinfer::tensor {
+namespace {
+
+enum class PadMode { kConstant, kReflect, kEdge, kWrap };
+
+template <typename Ctx>
+PadMode pad_mode(const Ctx& c) {
+  const std::string m = c.node().attr_string("mode", "constant");
+  if (m == "constant") return PadMode::kConstant;
+  if (m == "reflect") return PadMode::kReflect;
+  if (m == "edge") return PadMode::kEdge;
+  if (m == "wrap" && c.opset() >= 19) return PadMode::kWrap;
+  c.fail(ErrorKind::kUnsupportedOp, "unsupported pad mode '" + m + "'");
+}
+
+// (begin, end) pads for every dim from the pads values and optional axes.
+template <typename Ctx>
+std::vector<std::pair<int64_t, int64_t>> full_pads(const Ctx& c, const std::vector<int64_t>& pads,
+                                                   const std::vector<int64_t>* axes, int64_t rank) {
+  std::vector<int64_t> ax;
+  if (axes) {
+    ax = normalize_axes(c, *axes, rank);
+  } else {
+    for (int64_t i = 0; i < rank; ++i) ax.push_back(i);
+  }
+  if (pads.size() != 2 * ax.size())
+    c.fail(ErrorKind::kShape, "pads has " + std::to_string(pads.size()) + " values, expected " +
+                                  std::to_string(2 * ax.size()));
+  std::vector<std::pair<int64_t, int64_t>> r(rank, {0, 0});
+  for (size_t i = 0; i < ax.size(); ++i) r[ax[i]] = {pads[i], pads[ax.size() + i]};
+  return r;
+}
+
+template <typename Ctx>
+void check_dim(const Ctx& c, int64_t d, int64_t b, int64_t e, PadMode mode, size_t axis) {
+  const int64_t kept = d - std::max<int64_t>(0, -b) - std::max<int64_t>(0, -e);
+  if (kept < 0 || d + b + e < 0)
+    c.fail(ErrorKind::kShape, "pads " + std::to_string(b) + ", " + std::to_string(e) + " crop more than axis " +
+                                  std::to_string(axis) + " of size " + std::to_string(d) + " holds");
+  if (mode != PadMode::kConstant && kept == 0 && (b > 0 || e > 0))
+    c.fail(ErrorKind::kShape, "cannot pad an empty axis " + std::to_string(axis) + " in this mode");
+}
+
+void pad_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  const PadMode mode = pad_mode(c);
+  c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType,
+          std::string("pads must be int64, got ") + dtype_name(c.input_dtype(1)));
+  if (c.has_input(2))
+    c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "constant_value must have the data's dtype");
+  if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
+  const SymShape& in = c.input_shape(0);
+  const int64_t r = static_cast<int64_t>(in.size());
+  std::vector<int64_t> pads, axes;
+  const bool has_axes = c.opset() >= 18 && c.has_input(3);
+  if (!c.constant_ints(1, &pads) || (has_axes && !c.constant_ints(3, &axes))) {
+    return c.set_output(0, dt, unknown_dims(r));
+  }
+  auto p = full_pads(c, pads, has_axes ? &axes : nullptr, r);
+  SymShape out = in;
+  for (int64_t d = 0; d < r; ++d) {
+    if (in[d].known()) {
+      check_dim(c, in[d].value, p[d].first, p[d].second, mode, d);
+      out[d] = Dim(in[d].value + p[d].first + p[d].second);
+    } else if (p[d].first != 0 || p[d].second != 0) {
+      out[d] = Dim();
+    }
+  }
+  c.set_output(0, dt, out);
+}
+
+// Output index -> input index (-1: the constant) along one dim.
+void dim_map(int64_t d, int64_t b, int64_t e, PadMode mode, std::vector<int64_t>* map) {
+  const int64_t lo = std::max<int64_t>(0, -b), m = d - lo - std::max<int64_t>(0, -e);
+  const int64_t pb = std::max<int64_t>(0, b), out = d + b + e;
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t v = o - pb;
+    if (v < 0 || v >= m) {
+      switch (mode) {
+        case PadMode::kConstant: v = -1 - lo; break;
+        case PadMode::kEdge: v = std::clamp<int64_t>(v, 0, m - 1); break;
+        case PadMode::kWrap: v = ((v % m) + m) % m; break;
+        case PadMode::kReflect: {
+          if (m == 1) {
+            v = 0;
+          } else {
+            const int64_t period = 2 * (m - 1);
+            v = ((v % period) + period) % period;
+            if (v >= m) v = period - v;
+          }
+          break;
+        }
+      }
+    }
+    map->push_back(v + lo);
+  }
+}
+
+class PadKernel final : public Kernel {
+ public:
+  explicit PadKernel(const KernelBuildInfo& info)
+      : mode_(pad_mode(info)), in_(info.input_shape(0)), out_(info.output_shape(0)),
+        elem_(dtype_size(info.input_dtype(0))), has_axes_(info.opset() >= 18 && info.has_input(3)) {
+    std::vector<int64_t> pads, axes;
+    if (const_ints(info, 1, &pads) && (!has_axes_ || const_ints(info, 3, &axes))) {
+      build_maps(info, pads, has_axes_ ? &axes : nullptr, &maps_);
+      constant_ = true;
+    }
+  }
+
+  void run(KernelContext& ctx) const override {
+    if (constant_) return go(ctx, maps_);
+    // Computed pads (the output shape was known anyway): maps per run.
+    Maps m;
+    std::vector<int64_t> axes;
+    if (has_axes_) axes = view_ints(ctx.inputs[3]);
+    RunCheck rc;
+    build_maps(rc, view_ints(ctx.inputs[1]), has_axes_ ? &axes : nullptr, &m);
+    go(ctx, m);
+  }
+
+ private:
+  struct Maps {
+    std::vector<int64_t> idx;     // all dims' maps, one after another
+    std::vector<size_t> offset;   // where dim d's map starts in idx
+  };
+  struct RunCheck {
+    int64_t opset() const { return 18; }
+    [[noreturn]] void fail(ErrorKind k, const std::string& m) const { throw Error(k, m, "", "Pad"); }
+  };
+
+  template <typename Ctx>
+  void build_maps(const Ctx& c, const std::vector<int64_t>& pads, const std::vector<int64_t>* axes, Maps* m) const {
+    const int64_t r = static_cast<int64_t>(in_.size());
+    auto p = full_pads(c, pads, axes, r);
+    for (int64_t d = 0; d < r; ++d) {
+      check_dim(c, in_[d], p[d].first, p[d].second, mode_, d);
+      if (in_[d] + p[d].first + p[d].second != out_[d])
+        c.fail(ErrorKind::kShape, "pads do not give the planned output shape");
+      m->offset.push_back(m->idx.size());
+      dim_map(in_[d], p[d].first, p[d].second, mode_, &m->idx);
+    }
+  }
+
+  void go(KernelContext& ctx, const Maps& m) const {
+    const size_t r = in_.size();
+    const int64_t total = shape_numel(out_);
+    if (total == 0) return;
+    // The pad value's bytes (zero when constant_value is absent).
+    uint64_t value = 0;
+    if (ctx.inputs.size() > 2 && ctx.inputs[2].data && ctx.inputs[2].numel() > 0)
+      std::memcpy(&value, ctx.inputs[2].data, elem_);
+    if (r == 0) {  // a scalar: nothing to pad
+      std::memcpy(ctx.outputs[0].data, ctx.inputs[0].data, elem_);
+      return;
+    }
+    dispatch_bytes(ctx.inputs[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T v;
+      std::memcpy(&v, &value, sizeof(T));
+      rows<T>(ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>(), v, m, ctx.num_threads);
+    });
+  }
+
+  template <typename T>
+  void rows(const T* x, T* y, T value, const Maps& m, int threads) const {
+    const size_t r = in_.size();
+    const Shape st = contiguous_strides(in_);
+    const int64_t last = out_[r - 1];
+    const int64_t* lmap = m.idx.data() + m.offset[r - 1];
+    // The stretch of the last dim that maps straight through: one memcpy.
+    int64_t j0 = 0;
+    while (j0 < last && lmap[j0] < 0) ++j0;
+    int64_t j1 = j0;
+    while (j1 < last && lmap[j1] == lmap[j0] + (j1 - j0)) ++j1;
+    const int64_t nrows = shape_numel(out_) / last;
+    cpu::parallel_for(nrows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        T* yp = y + row * last;
+        int64_t rem = row, off = 0;
+        bool pad_row = false;
+        for (size_t d = r - 1; d-- > 0;) {
+          const int64_t i = m.idx[m.offset[d] + rem % out_[d]];
+          rem /= out_[d];
+          if (i < 0) pad_row = true;
+          off += i * st[d];
+        }
+        if (pad_row) {
+          std::fill(yp, yp + last, value);
+          continue;
+        }
+        const T* xp = x + off;
+        for (int64_t j = 0; j < j0; ++j) yp[j] = lmap[j] < 0 ? value : xp[lmap[j]];
+        if (j1 > j0) std::memcpy(yp + j0, xp + lmap[j0], sizeof(T) * (j1 - j0));
+        for (int64_t j = j1; j < last; ++j) yp[j] = lmap[j] < 0 ? value : xp[lmap[j]];
+      }
+    });
+  }
+
+  PadMode mode_;
+  Shape in_, out_;
+  size_t elem_;
+  bool has_axes_;
+  bool constant_ = false;
+  Maps maps_;
+};
+
+bool pad_supports(const KernelBuildInfo& info, std::string* why) {
+  return check_movable(info, 0, why) && check_index_dtype(info, 1, why);
+}
+
+}  // namespace
+
+TWINFER_REGISTER_SCHEMA("Pad", pad_infer);
+TWINFER_REGISTER_KERNEL("Pad", Backend::kCPU, 0, pad_supports, make_kernel<PadKernel>);
+
+}  // namespace twinfer::tensor

@@ -1,0 +1,78 @@
+// Range(start, limit, delta): output[i] = start + i * delta, with
+// max(ceil((limit - start) / delta), 0) elements. The length needs the
+// values, so the shape is known only when the three inputs are constants
+// (they usually are, or fold to constants once input shapes are concrete).
+#include <cmath>
+
+#include "ops/elementwise/typeset.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace twinfer::tensor {
+namespace {
+
+constexpr unsigned kRangeTypes = ew::kF32 | ew::kF64 | ew::kI16 | ew::kI32 | ew::kI64;
+
+template <typename T>
+int64_t range_length(T start, T limit, T delta) {
+  if constexpr (std::is_integral_v<T>) {
+    const int64_t diff = static_cast<int64_t>(limit) - static_cast<int64_t>(start), d = delta;
+    if ((diff > 0 && d < 0) || (diff < 0 && d > 0) || diff == 0) return 0;
+    return d > 0 ? (diff + d - 1) / d : (-diff + -d - 1) / -d;
+  } else {
+    return std::max<int64_t>(0, static_cast<int64_t>(std::ceil(static_cast<double>(limit - start) / delta)));
+  }
+}
+
+// The length for three scalar tensors of one dtype; fails for delta == 0.
+template <typename Ctx>
+int64_t range_length(const Ctx& c, const Tensor& s, const Tensor& l, const Tensor& d) {
+  int64_t n = 0;
+  ew::dispatch_typeset<kRangeTypes>(s.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T delta = *d.data_as<T>();
+    if (delta == T(0)) c.fail(ErrorKind::kInvalidArgument, "delta is 0");
+    n = range_length(*s.data_as<T>(), *l.data_as<T>(), delta);
+  });
+  return n;
+}
+
+void range_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(ew::in_typeset(kRangeTypes, dt), ErrorKind::kDType,
+          std::string("Range does not support dtype ") + dtype_name(dt));
+  for (size_t i = 0; i < 3; ++i) {
+    c.check(c.input_dtype(i) == dt, ErrorKind::kDType, "start, limit and delta must have one dtype");
+    if (c.input_has_shape(i))
+      c.check(c.input_shape(i).empty() || (c.input_shape(i).size() == 1 && c.input_shape(i)[0] == Dim(1)),
+              ErrorKind::kShape, "input " + std::to_string(i) + " must be a scalar");
+  }
+  const Tensor *s = c.input_constant(0), *l = c.input_constant(1), *d = c.input_constant(2);
+  if (!s || !l || !d) return c.set_output(0, dt, unknown_dims(1));
+  c.set_output(0, dt, SymShape{Dim(range_length(c, *s, *l, *d))});
+}
+
+class RangeKernel final : public Kernel {
+ public:
+  explicit RangeKernel(const KernelBuildInfo&) {}
+  void run(KernelContext& ctx) const override {
+    const TensorView& y = ctx.outputs[0];
+    ew::dispatch_typeset<kRangeTypes>(y.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T start = *ctx.inputs[0].as<const T>(), delta = *ctx.inputs[2].as<const T>();
+      T* p = y.as<T>();
+      const int64_t n = y.numel();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    });
+  }
+};
+
+bool range_supports(const KernelBuildInfo& info, std::string* why) {
+  return ew::check_input_dtype(info, 0, kRangeTypes, why) && ew::check_same_dtype(info, {0, 1, 2}, why);
+}
+
+}  // namespace
+
+TWINFER_REGISTER_SCHEMA("Range", range_infer);
+TWINFER_REGISTER_KERNEL("Range", Backend::kCPU, 0, range_supports, make_kernel<RangeKernel>);
+
+}  // namespace twinfer::tensor

@@ -1,0 +1,198 @@
+#include "ops/tensor/strided_copy.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "backends/cpu/parallel.h"
+#include "core/dispatch.h"
+#include "core/error.h"
+#include "ops/tensor/tensor_util.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace twinfer::tensor {
+
+namespace {
+
+// Merged plans rarely exceed 6 dims; the walk keeps its odometer on the stack.
+constexpr size_t kMaxDims = 16;
+// Tile edge (elements) of the transpose walk: 32 rows of 32 reads stay in L1
+// for every element width.
+constexpr int64_t kTile = 32;
+
+template <typename T>
+void copy_rows(const StridedPlan& p, const T* in, T* out, int threads) {
+  const size_t r = p.dims.size();
+  const int64_t last = p.dims[r - 1], ls = p.in_strides[r - 1];
+  const int64_t rows = p.numel / last;
+  cpu::parallel_for(rows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
+    std::array<int64_t, kMaxDims> idx{};
+    int64_t off = p.in_offset, rem = b;
+    for (size_t d = r - 1; d-- > 0;) {
+      idx[d] = rem % p.dims[d];
+      rem /= p.dims[d];
+      off += idx[d] * p.in_strides[d];
+    }
+    for (int64_t row = b; row < e; ++row) {
+      T* o = out + row * last;
+      const T* s = in + off;
+      if (ls == 1) {
+        std::memcpy(o, s, sizeof(T) * last);
+      } else if (ls == 0) {
+        std::fill(o, o + last, *s);
+      } else {
+        for (int64_t j = 0; j < last; ++j) o[j] = s[j * ls];
+      }
+      for (size_t d = r - 1; d-- > 0;) {
+        off += p.in_strides[d];
+        if (++idx[d] < p.dims[d]) break;
+        off -= p.in_strides[d] * p.dims[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+// Writes the transpose of an ni x nj block of `buf` (row stride kTile) to
+// ni rows of `op` (row stride os), nj elements each.
+template <typename T>
+inline void write_transposed(const T* buf, int64_t ni, int64_t nj, T* op, int64_t os) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (sizeof(T) == 4) {
+    // 4 x 4 blocks in registers: four 16-byte loads, shuffles, four stores.
+    const float* b = reinterpret_cast<const float*>(buf);
+    float* o = reinterpret_cast<float*>(op);
+    for (; i + 4 <= ni; i += 4) {
+      int64_t j = 0;
+      for (; j + 4 <= nj; j += 4) {
+        __m128 r0 = _mm_loadu_ps(b + (j + 0) * kTile + i), r1 = _mm_loadu_ps(b + (j + 1) * kTile + i);
+        __m128 r2 = _mm_loadu_ps(b + (j + 2) * kTile + i), r3 = _mm_loadu_ps(b + (j + 3) * kTile + i);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(o + (i + 0) * os + j, r0);
+        _mm_storeu_ps(o + (i + 1) * os + j, r1);
+        _mm_storeu_ps(o + (i + 2) * os + j, r2);
+        _mm_storeu_ps(o + (i + 3) * os + j, r3);
+      }
+      for (; j < nj; ++j)
+        for (int64_t ii = i; ii < i + 4; ++ii) op[ii * os + j] = buf[j * kTile + ii];
+    }
+  }
+#endif
+  for (; i < ni; ++i)
+    for (int64_t j = 0; j < nj; ++j) op[i * os + j] = buf[j * kTile + i];
+}
+
+template <typename T>
+void copy_tiles(const StridedPlan& p, const T* in, T* out, int threads) {
+  const size_t r = p.dims.size();
+  const size_t k = static_cast<size_t>(p.tile_dim);
+  const int64_t L = p.dims[r - 1], ls = p.in_strides[r - 1], K = p.dims[k];
+  // The other dims, walked as one outer index; output strides are row-major.
+  std::array<int64_t, kMaxDims> odims{}, ostr{}, istr{};
+  size_t no = 0;
+  int64_t os_k = 1, acc = 1;
+  std::array<int64_t, kMaxDims> out_strides{};
+  for (size_t d = r; d-- > 0;) {
+    out_strides[d] = acc;
+    acc *= p.dims[d];
+  }
+  os_k = out_strides[k];
+  for (size_t d = 0; d + 1 < r; ++d) {
+    if (d == k) continue;
+    odims[no] = p.dims[d];
+    ostr[no] = out_strides[d];
+    istr[no] = p.in_strides[d];
+    ++no;
+  }
+  const int64_t outer = p.numel / (K * L);
+  const int64_t nkb = (K + kTile - 1) / kTile;
+  const int64_t grain = std::max<int64_t>(1, kCopyGrain / (kTile * L));
+  cpu::parallel_for(outer * nkb, threads, grain, [&](int64_t b, int64_t e) {
+    T buf[kTile * kTile];
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / nkb, kb = t % nkb;
+      int64_t ibase = p.in_offset, obase = 0;
+      for (size_t d = no; d-- > 0;) {
+        int64_t i = o % odims[d];
+        o /= odims[d];
+        ibase += i * istr[d];
+        obase += i * ostr[d];
+      }
+      const int64_t i0 = kb * kTile, i1 = std::min(K, i0 + kTile), ni = i1 - i0;
+      for (int64_t j0 = 0; j0 < L; j0 += kTile) {
+        const int64_t j1 = std::min(L, j0 + kTile), nj = j1 - j0;
+        // Through a buffer: each input run (contiguous along k) is read once,
+        // start to end, and each output run written once, so no cache line
+        // has to stay resident across the tile. Reading columns in place
+        // instead thrashes when the strides are powers of two (they map to a
+        // handful of cache sets).
+        for (int64_t j = 0; j < nj; ++j) {
+          const T* ip = in + ibase + (j0 + j) * ls + i0;
+          for (int64_t i = 0; i < ni; ++i) buf[j * kTile + i] = ip[i];
+        }
+        write_transposed(buf, ni, nj, out + obase + i0 * os_k + j0, os_k);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+StridedPlan make_strided_plan(const Shape& out_dims, const std::vector<int64_t>& in_strides,
+                              int64_t in_offset) {
+  StridedPlan p;
+  p.in_offset = in_offset;
+  p.numel = shape_numel(out_dims);
+  if (p.numel == 0) return p;
+  // Drop size-1 dims (they never advance), then merge dim d into its outer
+  // neighbour when stepping the outer one equals a full sweep of d.
+  for (size_t d = 0; d < out_dims.size(); ++d) {
+    if (out_dims[d] == 1) continue;
+    if (!p.dims.empty() && p.in_strides.back() == in_strides[d] * out_dims[d]) {
+      p.dims.back() *= out_dims[d];
+      p.in_strides.back() = in_strides[d];
+    } else {
+      p.dims.push_back(out_dims[d]);
+      p.in_strides.push_back(in_strides[d]);
+    }
+  }
+  if (p.dims.empty()) {
+    p.dims.push_back(1);
+    p.in_strides.push_back(1);
+  }
+  if (p.dims.size() > kMaxDims)
+    throw Error(ErrorKind::kUnsupportedOp, "strided copy over more than 16 non-contiguous dims");
+  const size_t r = p.dims.size();
+  const int64_t ls = p.in_strides[r - 1];
+  if (r >= 2 && ls != 0 && ls != 1 && p.dims[r - 1] >= 4) {
+    for (size_t d = 0; d + 1 < r; ++d)
+      if (p.in_strides[d] == 1 && p.dims[d] >= 4) p.tile_dim = static_cast<int>(d);
+  }
+  return p;
+}
+
+void strided_copy(const StridedPlan& p, size_t elem_size, const void* in, void* out, int threads) {
+  if (p.numel == 0) return;
+  auto go = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(in);
+    T* dst = static_cast<T*>(out);
+    if (p.tile_dim >= 0)
+      copy_tiles(p, src, dst, threads);
+    else
+      copy_rows(p, src, dst, threads);
+  };
+  switch (elem_size) {
+    case 1: go(TypeTag<uint8_t>{}); break;
+    case 2: go(TypeTag<uint16_t>{}); break;
+    case 4: go(TypeTag<uint32_t>{}); break;
+    case 8: go(TypeTag<uint64_t>{}); break;
+    default: throw Error(ErrorKind::kDType, "strided copy of " + std::to_string(elem_size) + "-byte elements");
+  }
+}
+
+}  // namespace twinfer::tensor

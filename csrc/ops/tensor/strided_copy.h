@@ -1,0 +1,39 @@
+// One copy engine for every op whose output element (i0, ..., in) is the
+// input element at offset + sum(ik * stride_k): Transpose (permuted strides),
+// Slice (start offset, stepped and negative strides), Expand and Tile (zero
+// strides), DepthToSpace / SpaceToDepth (a 6-d transpose). The plan is built
+// once per kernel; run() only walks it.
+//
+// The plan drops size-1 dims and merges neighbours that are contiguous in the
+// input too, so e.g. Transpose perm [0, 2, 1, 3] becomes rows of contiguous
+// memcpy, and NCHW -> NHWC becomes a batched 2-d transpose. Two walks:
+//  - rows: the innermost output dim is copied as one run per row (memcpy when
+//    its input stride is 1, a fill when 0, a strided loop otherwise);
+//  - tiles: when the innermost output dim is strided in the input but some
+//    other dim is contiguous there (a transpose), the two are walked in
+//    square tiles so both the reads and the writes stay in cache.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace twinfer::tensor {
+
+struct StridedPlan {
+  Shape dims;                        // output dims after merging (row-major, contiguous)
+  std::vector<int64_t> in_strides;   // input stride of each dim, in elements
+  int64_t in_offset = 0;             // input element of output element 0
+  int64_t numel = 0;
+  int tile_dim = -1;                 // dim contiguous in the input (tile walk), or -1
+};
+
+// out_dims: the output shape; in_strides: the input stride (elements) that
+// each output dim advances; in_offset: where output element 0 reads from.
+StridedPlan make_strided_plan(const Shape& out_dims, const std::vector<int64_t>& in_strides,
+                              int64_t in_offset);
+
+// Copies elements of `elem_size` bytes (1, 2, 4, 8 or any other width).
+void strided_copy(const StridedPlan& plan, size_t elem_size, const void* in, void* out, int threads);
+
+}  // namespace twinfer::tensor

@@ -1,0 +1,239 @@
+"""Members of a Parallel or a Pipeline: the engine (or host function), its
+options (threads, priority, sm_share, name), its own execution context and
+the one worker thread that drives that context.
+
+Options for member i can be given two ways, and not both for one member:
+per member, as ``(engine, {"priority": "high", "threads": 1})``, or per
+group, as list keywords ``priorities=[...]``, ``threads=[...]`` (or one int
+for all), ``names=[...]``, ``sm_shares=[...]``.
+
+>>> ms = parse_members([(eng, {"priority": "high"}), eng], cores=2)
+>>> [m.priority for m in ms], [m.threads for m in ms], ms[0].engine is ms[1].engine
+(['high', 'normal'], [1, 1], True)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import InvalidArgumentError
+
+PRIORITIES = ("high", "normal", "low")
+OPTION_NAMES = ("name", "threads", "priority", "sm_share")
+
+
+def available_cores() -> int:
+    """Cores this process may run on (the affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Span:
+    """One run of one member: start/end in seconds from the profile's origin.
+
+    ``clock`` says where the times come from: "host" (time.perf_counter around
+    the call, the CPU backend) or, with the CUDA backend, "cuda-event"."""
+
+    member: str
+    item: int
+    start: float
+    end: float
+    phase: str = "together"  # "alone" (members back to back) or "together"
+    clock: str = "host"
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+@dataclass
+class Member:
+    """One engine (or host function) with its own context and worker thread."""
+
+    name: str
+    engine: Any = None  # a twinfer.Engine, or None for a host function
+    fn: Callable | None = None
+    threads: int = 0  # CPU threads of its context (0 for a host function)
+    priority: str = "normal"
+    sm_share: float | None = None
+    context: Any = None  # the member's own ExecutionContext
+    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
+
+    @property
+    def kind(self) -> str:
+        return "engine" if self.engine is not None else "function"
+
+    @property
+    def device(self) -> str:
+        return self.engine.device if self.engine is not None else "host"
+
+    @property
+    def arena_bytes(self) -> int | None:
+        """Bytes the member's context holds for intermediates (None: a host function)."""
+        return self.context.arena_bytes if self.context is not None else None
+
+    @property
+    def priority_effect(self) -> str:
+        """What the priority does on this member's device, in words."""
+        if self.kind == "function":
+            return "host thread (Python)"
+        if self.device == "cpu":
+            return "recorded; no effect on the CPU backend"
+        return "stream priority"
+
+    @property
+    def sm_share_effect(self) -> str:
+        if self.sm_share is None:
+            return ""
+        if self.device == "cpu" or self.kind == "function":
+            return "recorded; needs the CUDA backend"
+        return "green context"
+
+    def submit(self, fn: Callable, *args) -> Future:
+        """Run fn(*args) on this member's own worker thread (FIFO, one at a time,
+        so its context is never used by two runs at once)."""
+        return self._pool.submit(fn, *args)
+
+    def run_engine(self, feeds: dict, spans: list | None = None, item: int = 0,
+                   origin: float = 0.0, phase: str = "together") -> dict:
+        """engine.run in this member's context; appends a Span when ``spans`` is a list."""
+        t0 = time.perf_counter()
+        out = self.engine.run(feeds, context=self.context)
+        if spans is not None:
+            spans.append(Span(self.name, item, t0 - origin, time.perf_counter() - origin, phase))
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+def _is_engine(x) -> bool:
+    return hasattr(x, "create_context") and hasattr(x, "run") and hasattr(x, "inputs")
+
+
+def _listed(value, n: int, what: str) -> list:
+    if value is None:
+        return [None] * n
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise InvalidArgumentError(f"{what}: {len(value)} values for {n} members")
+        return list(value)
+    return [value] * n
+
+
+def _check_priority(p, name: str) -> str:
+    p = "normal" if p is None else p
+    if p not in PRIORITIES:
+        raise InvalidArgumentError(f"member '{name}': priority {p!r} is not one of {PRIORITIES}")
+    return p
+
+
+def _check_share(s, name: str) -> float | None:
+    if s is None:
+        return None
+    s = float(s)
+    if not 0.0 < s <= 1.0:
+        raise InvalidArgumentError(f"member '{name}': sm_share must be in (0, 1], got {s}")
+    return s
+
+
+def split_cores(wanted: list[int | None], caps: list[int], cores: int) -> list[int]:
+    """Threads per engine: explicit values kept; the rest share what is left of
+    ``cores`` evenly (remainder to the first ones), at least 1 each, at most
+    the engine's own thread setting (``caps``).
+
+    >>> split_cores([None, None], [8, 8], 2)
+    [1, 1]
+    >>> split_cores([None, None, 1], [8, 8, 8], 4)
+    [2, 1, 1]
+    """
+    auto = [i for i, w in enumerate(wanted) if w is None]
+    left = max(0, cores - sum(w for w in wanted if w is not None))
+    out = [0 if w is None else int(w) for w in wanted]
+    for k, i in enumerate(auto):
+        share = left // len(auto) + (1 if k < left % len(auto) else 0)
+        out[i] = max(1, min(share, caps[i]))
+    for i, t in enumerate(out):
+        if t < 1:
+            raise InvalidArgumentError(f"member {i}: threads must be >= 1, got {t}")
+    return out
+
+
+def parse_members(members, *, names=None, threads=None, priorities=None, sm_shares=None,
+                  cores: int | None = None, allow_functions: bool = False,
+                  default_name: str = "engine") -> list[Member]:
+    """Members from ``[engine | fn | (engine_or_fn, {options})]`` plus the list
+    keywords; creates each engine member's context and worker thread."""
+    members = list(members)
+    if not members:
+        raise InvalidArgumentError("at least one member is needed")
+    n = len(members)
+    group = {"name": _listed(names, n, "names"), "threads": _listed(threads, n, "threads"),
+             "priority": _listed(priorities, n, "priorities"), "sm_share": _listed(sm_shares, n, "sm_shares")}
+    specs = []
+    for i, m in enumerate(members):
+        opts: dict = {}
+        if isinstance(m, tuple):
+            if len(m) != 2 or not isinstance(m[1], dict):
+                raise InvalidArgumentError(f"member {i}: expected (engine, {{options}}), got a tuple of {len(m)}")
+            m, opts = m
+            bad = sorted(set(opts) - set(OPTION_NAMES))
+            if bad:
+                raise InvalidArgumentError(f"member {i}: unknown option(s) {bad}; known: {list(OPTION_NAMES)}")
+        merged = {}
+        for key in OPTION_NAMES:
+            if key in opts and group[key][i] is not None:
+                raise InvalidArgumentError(f"member {i}: '{key}' given both in its options and as a list keyword")
+            merged[key] = opts.get(key, group[key][i])
+        if _is_engine(m):
+            specs.append((m, None, merged))
+        elif callable(m) and allow_functions:
+            if merged["threads"] is not None:
+                raise InvalidArgumentError(f"member {i}: a host function takes no 'threads'")
+            specs.append((None, m, merged))
+        else:
+            what = "an Engine or a function" if allow_functions else "an Engine"
+            raise InvalidArgumentError(f"member {i}: expected {what}, got {type(m).__name__}")
+
+    engine_ids = [i for i, (e, _, _) in enumerate(specs) if e is not None]
+    cores = available_cores() if cores is None else int(cores)
+    budget = split_cores([specs[i][2]["threads"] for i in engine_ids],
+                         [max(1, specs[i][0].num_threads) for i in engine_ids], cores)
+    thread_of = dict(zip(engine_ids, budget))
+
+    out, seen = [], set()
+    for i, (engine, fn, o) in enumerate(specs):
+        name = o["name"]
+        if name is None and fn is not None:
+            name = getattr(fn, "__name__", "<lambda>")
+            if name == "<lambda>" or name in seen or not name.isidentifier():
+                name = f"fn{i}"
+        elif name is None:
+            name = f"{default_name}{i}"
+        name = str(name)
+        if name in seen:
+            raise InvalidArgumentError(f"member name '{name}' used twice")
+        seen.add(name)
+        member = Member(name=name, engine=engine, fn=fn, threads=thread_of.get(i, 0),
+                        priority=_check_priority(o["priority"], name), sm_share=_check_share(o["sm_share"], name))
+        if engine is not None:
+            # The one place a member's device state is made: with the CUDA backend the
+            # context owns a stream, and priority / sm_share are passed on here.
+            member.context = engine.create_context(member.threads)
+        member._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"twinfer-{name}")
+        out.append(member)
+    return out
+
+
+def weight_sharing(members: list[Member]) -> dict[str, list[str]]:
+    """{member: other members running the very same Engine object (same weights)}."""
+    return {m.name: [o.name for o in members if o is not m and o.engine is not None and o.engine is m.engine]
+            for m in members}

@@ -1,0 +1,169 @@
+"""Several engines side by side: each member runs in its own execution
+context on its own worker thread, all at once.
+
+On the CPU every member's context gets its own share of the cores (by
+default the cores split evenly: 2 cores / 2 engines = 1 thread each); the
+engines' kernels run with the GIL released, so the members really overlap.
+With the CUDA backend each context will own a stream (same API).
+
+>>> par = twinfer.Parallel([detector, classifier])             # 1 thread each on 2 cores
+>>> det_out, cls_out = par.run([{"image": img}, {"x": x}])      # in member order
+>>> futures = par.submit([{"image": img}, {"x": x}])            # concurrent.futures.Future
+>>> det_out, cls_out = await par.run_async([{"image": img}, {"x": x}])   # from asyncio
+>>> both = par.run({"x": x})          # one dict: the same feeds (no copy) to every member
+>>> print(par.profile({"x": x}, iterations=20))                 # overlap, latencies, memory
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+
+from .._convert import as_tensor
+from ..errors import InvalidArgumentError
+from ._members import Member, Span, parse_members, weight_sharing
+
+
+class Parallel:
+    """Run several engines concurrently, each in its own execution context.
+
+    members: engines, or ``(engine, {"name", "threads", "priority", "sm_share"})``.
+    The same Engine may appear twice: the members share its weights (one
+    object) and each gets its own context.
+    names, threads, priorities, sm_shares: per-member lists (threads may be
+    one int for all) — an alternative to the per-member dicts.
+    cores: CPU cores to split between members without an explicit ``threads``
+    (default: the cores this process may use); a member never gets more
+    threads than its engine was loaded with.
+    priority: "high" | "normal" | "low" — a CUDA stream priority; on the CPU it
+    is recorded and reported, with no effect (CPU threads cannot be ranked
+    portably). sm_share: fraction of the GPU's SMs (CUDA green contexts); on
+    the CPU recorded and reported as needing the CUDA backend.
+
+    >>> par = twinfer.Parallel([(resnet, {"priority": "high"}), (bert, {"threads": 1})])
+    >>> par.members[0].threads, par.members[0].priority, par.members[1].context.arena_bytes
+    (1, 'high', 0)
+    """
+
+    def __init__(self, members: Sequence, *, names=None, threads=None, priorities=None,
+                 sm_shares=None, cores: int | None = None):
+        self.members: list[Member] = parse_members(members, names=names, threads=threads, priorities=priorities,
+                                                   sm_shares=sm_shares, cores=cores, default_name="engine")
+
+    # -- inputs ------------------------------------------------------------
+    def prepare(self, feeds) -> list[dict]:
+        """The feeds each member will read, as twinfer Tensors.
+
+        ``feeds`` is a list with one dict per member, or one dict for all.
+        Each distinct array is converted once and without a copy, so an array
+        given to several members is read in place by all of them:
+
+        >>> t = par.prepare({"x": x})
+        >>> t[0]["x"] is t[1]["x"], t[0]["x"].data_ptr == x.ctypes.data
+        (True, True)
+        """
+        if isinstance(feeds, Mapping):
+            feeds = [feeds] * len(self.members)
+        feeds = list(feeds)
+        if len(feeds) != len(self.members):
+            raise InvalidArgumentError(f"{len(feeds)} feed dicts for {len(self.members)} members")
+        converted: dict[int, tuple] = {}  # id(array) -> (array, tensor): the array is held, so ids stay unique
+
+        def tensor(x, dtype):
+            hit = converted.get(id(x))
+            if hit is None:
+                hit = converted[id(x)] = (x, as_tensor(x, dtype))
+            return hit[1]
+
+        out = []
+        for m, f in zip(self.members, feeds):
+            if not isinstance(f, Mapping):
+                raise InvalidArgumentError(f"member '{m.name}': feeds must be a dict, got {type(f).__name__}")
+            dtypes = {s.name: s.dtype for s in m.engine.inputs}
+            out.append({k: tensor(v, dtypes.get(k)) for k, v in f.items()})
+        return out
+
+    # -- running -----------------------------------------------------------
+    def _submit(self, feeds, spans=None, item: int = 0, origin: float = 0.0) -> list[Future]:
+        prepared = self.prepare(feeds)
+        return [m.submit(m.run_engine, f, spans, item, origin) for m, f in zip(self.members, prepared)]
+
+    def submit(self, feeds) -> list[Future]:
+        """Start every member on its feeds; one concurrent.futures.Future per
+        member, whose result is that member's {output name: Tensor}.
+
+        Futures work with asyncio: ``await asyncio.wrap_future(f)``."""
+        return self._submit(feeds)
+
+    def run(self, feeds) -> list[dict]:
+        """Run every member concurrently and return their outputs in member order.
+        The first member error is raised after all members have finished."""
+        futures = self.submit(feeds)
+        for f in futures:  # wait for all, so no member is still running when we raise
+            f.exception()
+        return [f.result() for f in futures]
+
+    async def run_async(self, feeds) -> list[dict]:
+        """``run`` for asyncio: the event loop keeps going while the members run.
+
+        >>> outs = await par.run_async([{"x": a}, {"x": b}])
+        """
+        futures = [asyncio.wrap_future(f) for f in self.submit(feeds)]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return list(results)
+
+    # -- seeing it ---------------------------------------------------------
+    def profile(self, feeds, iterations: int = 20, warmup: int = 2):
+        """Measure the members alone (back to back, each in its own context with
+        the same threads) and together; returns a twinfer Profile with serial
+        and concurrent time, overlap = serial / concurrent, per-member latency
+        percentiles alone and together, memory per context and the spans
+        (``profile.plot()`` draws them).
+
+        >>> prof = par.profile({"x": x}, iterations=20)
+        >>> prof.overlap, prof.latency_ms("engine0", "together", 50)
+        """
+        from .profile import Profile
+
+        if iterations < 1:
+            raise InvalidArgumentError("iterations must be >= 1")
+        prepared = self.prepare(feeds)
+        for _ in range(warmup):
+            self.run(prepared)
+        spans: list[Span] = []
+        origin = time.perf_counter()
+        for it in range(iterations):  # alone: one member at a time, on its own worker
+            for m, f in zip(self.members, prepared):
+                m.submit(m.run_engine, f, spans, it, origin, "alone").result()
+        serial = time.perf_counter() - origin
+        t0 = time.perf_counter()
+        for it in range(iterations):
+            for fut in self._submit(prepared, spans, it, origin):
+                fut.result()
+        concurrent = time.perf_counter() - t0
+        return Profile(kind="parallel", members=self.members, spans=spans, serial_s=serial,
+                       concurrent_s=concurrent, count=iterations, sharing=weight_sharing(self.members))
+
+    # -- lifetime ----------------------------------------------------------
+    def close(self) -> None:
+        """Stop the members' worker threads (after what is queued has run)."""
+        for m in self.members:
+            m.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __repr__(self) -> str:
+        ms = ", ".join(f"{m.name}(threads={m.threads}, priority={m.priority})" for m in self.members)
+        return f"twinfer.Parallel([{ms}])"

@@ -1,0 +1,208 @@
+"""Engines in a chain: the outputs of one stage feed the next, and several
+items are in flight at once, so stage A of item k+1 runs while stage B works
+on item k.
+
+Stages are engines or plain Python functions (pre/post-processing between
+engines, e.g. cropping detections). Each stage has its own worker thread, and
+each engine stage its own execution context (on the CPU: its own share of the
+cores); a function stage runs on its own host thread and holds up no engine
+while it works. Outputs are handed to the next stage as the twinfer Tensors
+the engine returned — no copy.
+
+>>> pipe = twinfer.Pipeline([detector, crop, classifier], links={"pixels": "crops"})
+>>> for out in pipe.map({"image": im} for im in images):   # input order kept
+...     print(out["logits"].numpy().argmax())
+
+**Function stages** are called ``fn(previous)`` with the previous stage's
+outputs (a dict of Tensors, or whatever the previous function returned; the
+item itself for a first stage), or ``fn(previous, item)`` when they take two
+parameters, ``item`` being what was submitted. They return a dict of arrays
+or Tensors named for the next engine's inputs (any other value counts as one
+output named "output").
+
+**Links** say where an engine stage's inputs come from; by default an input
+takes the previous stage's output of the same name, else the previous
+stage's only output when one input is left, else the item's own entry of that
+name. Explicit links, one of three forms:
+
+* ``links={"b_input": "a_output"}`` — a flat map, for any stage after the
+  first that has an input of that name; a plain string names an output of the
+  *previous* stage;
+* ``links={"classifier": {"pixels": "crops"}}`` — per stage, by stage name
+  (or index);
+* ``links=[None, {...}, {...}]`` — per stage, one entry per stage.
+
+A source may also be ``(stage, output)``: an output of any earlier stage (by
+name or index), or ``("input", name)``: an entry of the submitted item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, wait
+
+from ..errors import InvalidArgumentError
+from ._links import feeds_for, parse_links
+from ._members import Member, Span, parse_members, weight_sharing
+
+def _takes_item(fn) -> bool:
+    """True when fn has two positional parameters (previous outputs, item)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2
+
+
+class Pipeline:
+    """Stages run one after another per item, overlapping across items.
+
+    stages: engines, functions, or ``(stage, {"name", "threads", "priority",
+    "sm_share"})`` (see twinfer.Parallel for the options).
+    links: where engine inputs come from (see the module's docstring).
+    depth: items in flight in ``map`` (default: twice the number of stages).
+    names, threads, priorities, sm_shares, cores: as for twinfer.Parallel.
+
+    >>> pipe = twinfer.Pipeline([a, b], links={"b_input": "a_output"})
+    >>> pipe.run({"a_input": x})["b_output"]
+    >>> results = list(pipe.map(items))             # same order as items
+    >>> fut = pipe.submit(item)                     # concurrent.futures.Future
+    >>> out = await pipe.run_async(item)            # asyncio
+    """
+
+    def __init__(self, stages: Sequence, links=None, *, depth: int | None = None, names=None, threads=None,
+                 priorities=None, sm_shares=None, cores: int | None = None):
+        self.members: list[Member] = parse_members(stages, names=names, threads=threads, priorities=priorities,
+                                                   sm_shares=sm_shares, cores=cores, allow_functions=True,
+                                                   default_name="stage")
+        self.depth = int(depth) if depth is not None else 2 * len(self.members)
+        if self.depth < 1:
+            raise InvalidArgumentError("depth must be >= 1")
+        self._takes_item = [m.fn is not None and _takes_item(m.fn) for m in self.members]
+        self._links = parse_links(self.members, links)
+
+    # -- running -----------------------------------------------------------
+    def _run_stage(self, i: int, results: list, item, spans, index: int, origin: float, phase: str):
+        m = self.members[i]
+        t0 = time.perf_counter()
+        if m.engine is not None:
+            out = m.engine.run(feeds_for(self.members, self._links, i, results, item), context=m.context)
+        else:
+            arg = item if i == 0 else results[i - 1]
+            out = m.fn(arg, item) if self._takes_item[i] else m.fn(arg)
+        if spans is not None:
+            spans.append(Span(m.name, index, t0 - origin, time.perf_counter() - origin, phase))
+        return out
+
+    def _submit(self, item, spans=None, origin: float = 0.0, index: int = 0) -> Future:
+        final: Future = Future()
+        final.set_running_or_notify_cancel()
+        results: list = []
+
+        def advance(i: int):
+            fut = self.members[i].submit(self._run_stage, i, results, item, spans, index, origin, "together")
+            fut.add_done_callback(lambda f: done(i, f))
+
+        def done(i: int, f: Future):
+            exc = f.exception()
+            if exc is not None:
+                final.set_exception(exc)
+                return
+            results.append(f.result())
+            if i + 1 == len(self.members):
+                final.set_result(results[-1])
+                return
+            try:
+                advance(i + 1)  # queued behind earlier items: each stage's worker is FIFO
+            except BaseException as e:  # e.g. the pipeline was closed meanwhile
+                final.set_exception(e)
+
+        advance(0)
+        return final
+
+    def submit(self, item) -> Future:
+        """Send one item through all stages; a Future of the last stage's result."""
+        return self._submit(item)
+
+    def run(self, item):
+        """One item through all stages; the last stage's result."""
+        return self._submit(item).result()
+
+    async def run_async(self, item):
+        """``run`` for asyncio."""
+        return await asyncio.wrap_future(self._submit(item))
+
+    def map(self, items: Iterable, depth: int | None = None):
+        """Results for ``items``, in their order, with up to ``depth`` items in
+        flight (default ``self.depth``). Items are read lazily from the iterable.
+        If a stage fails, its error is raised at that item's turn."""
+        return self._map(items, depth)
+
+    def _map(self, items, depth=None, spans=None, origin: float = 0.0):
+        depth = self.depth if depth is None else int(depth)
+        if depth < 1:
+            raise InvalidArgumentError("depth must be >= 1")
+        pending: deque[Future] = deque()
+        try:
+            for k, item in enumerate(items):
+                pending.append(self._submit(item, spans, origin, k))
+                if len(pending) >= depth:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            wait(pending)  # nothing keeps running after the caller stops reading
+
+    # -- seeing it ---------------------------------------------------------
+    def profile(self, items: Iterable, warmup: int = 1, depth: int | None = None):
+        """Measure the items alone (each through all stages, stage after stage,
+        nothing overlapping) and pipelined (``map``); returns a twinfer Profile
+        (serial vs pipelined time, overlap, per-stage latency percentiles alone
+        and together, memory per context, spans for ``plot()``).
+
+        >>> prof = pipe.profile([{"image": im} for im in images[:16]])
+        """
+        from .profile import Profile
+
+        items = list(items)
+        if not items:
+            raise InvalidArgumentError("profile needs at least one item")
+        for item in items[:warmup]:
+            self.run(item)
+        spans: list[Span] = []
+        origin = time.perf_counter()
+        for k, item in enumerate(items):
+            results: list = []
+            for i, m in enumerate(self.members):
+                results.append(m.submit(self._run_stage, i, results, item, spans, k, origin, "alone").result())
+        serial = time.perf_counter() - origin
+        t0 = time.perf_counter()
+        for _ in self._map(items, depth, spans, origin):
+            pass
+        together = time.perf_counter() - t0
+        return Profile(kind="pipeline", members=self.members, spans=spans, serial_s=serial,
+                       concurrent_s=together, count=len(items), sharing=weight_sharing(self.members))
+
+    # -- lifetime ----------------------------------------------------------
+    def close(self) -> None:
+        for m in self.members:
+            m.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __repr__(self) -> str:
+        ms = " -> ".join(f"{m.name}" + (f"(threads={m.threads}, priority={m.priority})" if m.engine is not None else "()")
+                         for m in self.members)
+        return f"twinfer.Pipeline({ms})"

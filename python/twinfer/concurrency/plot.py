@@ -1,0 +1,39 @@
+"""The members' timelines as a Gantt chart (matplotlib): one row per member,
+one bar per run, colour per member, time in ms from the phase's first run.
+
+Uses matplotlib.figure.Figure directly (not pyplot), so it draws headless
+(Agg) and from any thread; Jupyter displays the returned Figure.
+
+>>> fig = gantt(profile, "together")
+>>> fig.savefig("timeline.png")
+"""
+
+from __future__ import annotations
+
+
+def gantt(profile, phase: str = "together", ax=None):
+    from matplotlib.figure import Figure
+
+    if phase not in ("together", "alone"):
+        raise ValueError(f"phase must be 'together' or 'alone', not {phase!r}")
+    names = [m.name for m in profile.members]
+    spans = [s for s in profile.spans if s.phase == phase]
+    t0 = min((s.start for s in spans), default=0.0)
+    if ax is None:
+        fig = Figure(figsize=(9, 1.2 + 0.5 * len(names)), layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    colours = [f"C{i % 10}" for i in range(len(names))]
+    for row, (name, colour) in enumerate(zip(names, colours)):
+        bars = [((s.start - t0) * 1e3, s.duration * 1e3) for s in spans if s.member == name]
+        ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colour, edgecolor="white", linewidth=0.5, label=name)
+    ax.set_yticks(range(len(names)), labels=names)
+    ax.set_ylim(len(names) - 0.5, -0.5)  # first member on top
+    ax.set_xlabel("time (ms)")
+    what = "stages, pipelined" if profile.kind == "pipeline" else "members, concurrent"
+    if phase == "alone":
+        what = "one at a time"
+    ax.set_title(f"twinfer {profile.kind}: {what} — overlap {profile.overlap:.2f}x")
+    ax.grid(axis="x", alpha=0.3)
+    return fig

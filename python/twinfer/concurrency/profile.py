@@ -1,0 +1,175 @@
+"""What a Parallel or Pipeline did: per-member spans (start/end of each run),
+serial vs concurrent time, overlap, latency percentiles, memory per context.
+
+Spans carry their clock: "host" (time.perf_counter around each call, the CPU
+backend); CUDA-event spans fit the same record. Rendered as a text table
+(``print(profile)``), an HTML table in Jupyter, a dict (``to_dict()``, for
+JSON) and a Gantt chart (``profile.plot()``).
+
+>>> prof = par.profile({"x": x}, iterations=20)
+>>> round(prof.overlap, 2), prof.latency_ms("engine0", "alone", 90)
+(1.93, 11.4)
+>>> fig = prof.plot()          # matplotlib Figure, one row per member
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from .._timing import percentile_ms
+from ._members import Member, Span
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class MemberReport:
+    """A member as it was when profiled."""
+
+    name: str
+    kind: str  # "engine" or "function"
+    device: str
+    threads: int
+    priority: str
+    priority_effect: str
+    sm_share: float | None
+    sm_share_effect: str
+    arena_bytes: int | None  # bytes held by the member's context (None: host function)
+    shares_weights_with: tuple[str, ...]
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+class Profile:
+    """Timings of one profiling run; see the module docstring."""
+
+    def __init__(self, kind: str, members: list[Member], spans: list[Span], serial_s: float,
+                 concurrent_s: float, count: int, sharing: dict[str, list[str]]):
+        self.kind = kind  # "parallel" or "pipeline"
+        self.spans = sorted(spans, key=lambda s: (s.phase, s.start))
+        self.serial_s = serial_s  # all iterations/items, members one after another
+        self.concurrent_s = concurrent_s  # the same work, members at once / pipelined
+        self.count = count  # iterations (parallel) or items (pipeline)
+        self.members = [
+            MemberReport(m.name, m.kind, m.device, m.threads, m.priority, m.priority_effect, m.sm_share,
+                         m.sm_share_effect, m.arena_bytes, tuple(sharing.get(m.name, ())))
+            for m in members
+        ]
+
+    # -- numbers -----------------------------------------------------------
+    @property
+    def overlap(self) -> float:
+        """serial / concurrent: 1.0 = no gain, N = N members fully overlapped."""
+        return self.serial_s / self.concurrent_s if self.concurrent_s > 0 else float("nan")
+
+    @property
+    def memory(self) -> dict[str, int | None]:
+        """{member: bytes its context holds}."""
+        return {m.name: m.arena_bytes for m in self.members}
+
+    def latencies(self, member: str, phase: str = "together") -> list[float]:
+        """Seconds per run of ``member`` in ``phase`` ("alone" or "together")."""
+        if member not in {m.name for m in self.members}:
+            raise KeyError(f"no member {member!r}; members: {[m.name for m in self.members]}")
+        return [s.duration for s in self.spans if s.member == member and s.phase == phase]
+
+    def latency_ms(self, member: str, phase: str = "together", q: float = 50) -> float:
+        return percentile_ms(self.latencies(member, phase), q)
+
+    def to_dict(self) -> dict:
+        """Everything as plain values (for JSON)."""
+        per = {}
+        for m in self.members:
+            per[m.name] = {
+                **{k: getattr(m, k) for k in MemberReport.__dataclass_fields__},
+                "shares_weights_with": list(m.shares_weights_with),
+                **{f"{ph}_p{q}_ms": self.latency_ms(m.name, ph, q) for ph in ("alone", "together") for q in PERCENTILES},
+            }
+        return {"kind": self.kind, "count": self.count, "serial_ms": self.serial_s * 1e3,
+                "concurrent_ms": self.concurrent_s * 1e3, "overlap": self.overlap, "members": per}
+
+    # -- rendering ---------------------------------------------------------
+    def _labels(self) -> tuple[str, str, str]:
+        if self.kind == "pipeline":
+            return "items", "serial (one item at a time, stage after stage)", "pipelined"
+        return "iterations", "serial (members back to back)", "concurrent"
+
+    def _rows(self) -> list[list[str]]:
+        def pcts(name, phase):
+            return " / ".join(f"{self.latency_ms(name, phase, q):.2f}" for q in PERCENTILES)
+
+        return [[m.name, m.device, str(m.threads) if m.kind == "engine" else "-", m.priority,
+                 pcts(m.name, "alone"), pcts(m.name, "together"), _bytes(m.arena_bytes)] for m in self.members]
+
+    _HEADER = ["member", "device", "threads", "priority", "alone ms p50/p90/p99", "together ms p50/p90/p99",
+               "context memory"]
+
+    def _notes(self) -> list[str]:
+        notes = []
+        by_effect: dict[str, list[str]] = {}
+        for m in self.members:
+            if m.kind == "engine" and m.priority_effect != "stream priority":
+                by_effect.setdefault(f"priority {m.priority_effect}", []).append(f"{m.name}={m.priority}")
+            if m.sm_share is not None:
+                by_effect.setdefault(f"sm_share {m.sm_share_effect}", []).append(f"{m.name}={m.sm_share:g}")
+        notes += [f"{what} ({', '.join(who)})" for what, who in by_effect.items()]
+        groups = {tuple(sorted((m.name,) + m.shares_weights_with)) for m in self.members if m.shares_weights_with}
+        notes += [f"{', '.join(g)}: the same engine (weights shared), one context each" for g in sorted(groups)]
+        clocks = sorted({s.clock for s in self.spans})
+        notes.append(f"spans timed with the {'/'.join(clocks)} clock")
+        return notes
+
+    def _summary(self) -> list[tuple[str, str]]:
+        unit, serial, together = self._labels()
+        per = self.count or 1
+        return [(f"{serial}", f"{self.serial_s * 1e3 / per:.2f} ms per {unit[:-1]}"),
+                (together, f"{self.concurrent_s * 1e3 / per:.2f} ms per {unit[:-1]}"),
+                ("overlap = serial / " + together, f"{self.overlap:.2f}x")]
+
+    def __str__(self) -> str:
+        unit = self._labels()[0]
+        lines = [f"twinfer {self.kind} profile, {self.count} {unit}"]
+        width = max(len(k) for k, _ in self._summary())
+        lines += [f"  {k:<{width}}  {v}" for k, v in self._summary()]
+        rows = [self._HEADER] + self._rows()
+        widths = [max(len(r[c]) for r in rows) for c in range(len(self._HEADER))]
+        for k, r in enumerate(rows):
+            lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+            if k == 0:
+                lines.append("  " + "  ".join("-" * w for w in widths))
+        lines += [f"  note: {n}" for n in self._notes()]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<twinfer.Profile {self.kind}: overlap {self.overlap:.2f}x over {self.count} {self._labels()[0]}>"
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        summary = "".join(f"<tr><th style='text-align:left'>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in self._summary())
+        head = "".join(f"<th>{esc(h)}</th>" for h in self._HEADER)
+        body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in self._rows())
+        notes = "".join(f"<li>{esc(n)}</li>" for n in self._notes())
+        unit = self._labels()[0]
+        return (f"<div><b>twinfer {esc(self.kind)} profile</b>, {self.count} {unit}"
+                f"<table>{summary}</table><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+                f"<ul>{notes}</ul></div>")
+
+    def plot(self, phase: str = "together", ax=None):
+        """A Gantt chart of the members' runs in ``phase`` ("together" or
+        "alone"), one row per member; returns the matplotlib Figure. Works
+        without a display (no pyplot state is touched unless ``ax`` is yours).
+
+        >>> prof.plot().savefig("timeline.png")
+        """
+        from .plot import gantt
+
+        return gantt(self, phase, ax)

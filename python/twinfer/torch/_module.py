@@ -1,0 +1,208 @@
+"""``twinfer.torch.compile``: an nn.Module in, an nn.Module out that runs on twinfer."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+import twinfer
+from twinfer._cache import cache_dir
+from twinfer._progress import Steps
+from twinfer.errors import InvalidArgumentError
+from twinfer.torch._bridge import TorchRunner, module_device, twinfer_device
+from twinfer.torch._export import ExportError, export_onnx, export_to_cache_dir
+from twinfer.torch._key import module_key
+
+
+def _as_args(example_inputs) -> tuple[torch.Tensor, ...]:
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    if isinstance(example_inputs, dict):
+        raise InvalidArgumentError(
+            "example_inputs must be a tensor or a tuple of tensors in forward's order (keyword inputs are not supported)"
+        )
+    args = tuple(example_inputs)
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            raise ExportError(
+                f"example input {i} is a {type(a).__name__}: twinfer.torch.compile exports forward(*tensors). "
+                "Bind non-tensor arguments in a small wrapper nn.Module whose forward takes tensors only."
+            )
+    return args
+
+
+def _input_names(module: torch.nn.Module, n: int) -> list[str]:
+    """forward's own parameter names when they are plain positionals, else input_0, input_1, ..."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    plain = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(plain) >= n and all(name.isidentifier() for name in plain[:n]):
+        return plain[:n]
+    return [f"input_{i}" for i in range(n)]
+
+
+def _device_of(device, module, args) -> torch.device:
+    if device is None:
+        return module_device(module, args)
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+class CompiledModule(torch.nn.Module):
+    """An nn.Module whose forward runs a twinfer engine.
+
+    Attributes: ``engine`` (the twinfer.Engine), ``onnx_path`` (the cached ONNX
+    file), ``cache_hit`` (True when the export was found in the cache and
+    PyTorch's exporter was not called), ``input_names``, ``output_names``,
+    ``dynamic_batch``.
+    """
+
+    def __init__(self, engine: twinfer.Engine, device: torch.device, output_spec, onnx_path: Path,
+                 cache_hit: bool, dynamic_batch: bool, name: str):
+        super().__init__()
+        self.engine = engine
+        self.onnx_path = onnx_path
+        self.cache_hit = cache_hit
+        self.dynamic_batch = dynamic_batch
+        self._device = device
+        self._output_spec = output_spec
+        self._runner = TorchRunner(engine, device)
+        self._name = name
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self._runner.input_names)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self._runner.output_names)
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        """Same call and same return structure as the original module's forward."""
+        outs = self._runner(inputs)
+        return pytree.tree_unflatten(outs, self._output_spec)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self._name}, device={self._device}, precision={self.engine.precision}, "
+            f"dynamic_batch={self.dynamic_batch}, cache_hit={self.cache_hit}"
+        )
+
+    def _repr_html_(self) -> str:
+        from twinfer.display import engine_html
+
+        return engine_html(self.engine, title=f"twinfer.torch.compile({self._name})")
+
+
+def _structure_path(onnx_path: Path) -> Path:
+    return onnx_path.with_suffix(".json")
+
+
+def compile(
+    module: torch.nn.Module,
+    example_inputs,
+    precision: str = "fp32",
+    device: str | torch.device | None = None,
+    dynamic_batch: bool = True,
+    *,
+    dynamo: bool = False,
+    opset: int | None = None,
+    num_threads: int = 0,
+    progress: bool = True,
+    cache: bool = True,
+) -> CompiledModule:
+    """Compile ``module`` into a twinfer engine wrapped as an ``nn.Module``.
+
+    The module is exported to ONNX once (in eval mode, without autograd) and the
+    file is cached on disk (``$TWINFER_CACHE/torch``, default ``~/.cache/twinfer``)
+    under a hash of the weights, the code, the inputs' signature and the export
+    options, so another process compiling the same module skips the export.
+
+    module: the model (its forward must take tensors and return tensors, or
+        tuples/lists/dicts of them).
+    example_inputs: a tensor or a tuple of tensors, as forward takes them.
+    precision: "fp32" (default; the CPU), "tf32", "fp16", "bf16" (GPU).
+    device: where the engine runs; None follows the module (its parameters,
+        else the example inputs). Inputs and outputs live on this device.
+    dynamic_batch: dim 0 of every input and output becomes symbolic, so any
+        batch size runs on one engine.
+    dynamo: False uses PyTorch's TorchScript exporter, True the torch.export one.
+    progress: show a progress bar when exporting/building takes a while.
+    cache: False exports afresh (and still writes the cache).
+
+    >>> import torch, torchvision, twinfer.torch
+    >>> model = torchvision.models.resnet18().eval()
+    >>> fast = twinfer.torch.compile(model, torch.randn(2, 3, 64, 64))
+    >>> fast(torch.randn(5, 3, 64, 64)).shape
+    torch.Size([5, 1000])
+
+    Raises twinfer.torch.ExportError (a twinfer.Error) when PyTorch cannot export
+    the module, with the exporter's message and what to try instead.
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise InvalidArgumentError(f"twinfer.torch.compile takes an nn.Module, not a {type(module).__name__}")
+    args = _as_args(example_inputs)
+    dev = _device_of(device, module, args)
+    args = tuple(a.to(dev) for a in args)
+    name = type(module).__name__
+    input_names = _input_names(module, len(args))
+    options = {"dynamic_batch": bool(dynamic_batch), "dynamo": bool(dynamo), "opset": opset, "inputs": input_names}
+    key = module_key(module, args, options)
+    folder = cache_dir("torch")
+    stem = f"{name}-{key[:24]}"
+    onnx_path = folder / f"{stem}.onnx"
+    meta_path = _structure_path(onnx_path)
+    hit = cache and onnx_path.exists() and meta_path.exists()
+
+    was_training = module.training
+    with Steps(2, f"twinfer.torch.compile({name})", enabled=progress) as steps:
+        if hit:
+            steps.step("loading the cached ONNX export")
+            meta = json.loads(meta_path.read_text())
+        else:
+            steps.step("exporting to ONNX")
+            module.eval()
+            try:
+                with torch.no_grad():
+                    eager = module(*args)
+                leaves, spec = pytree.tree_flatten(eager)
+                if not leaves or not all(isinstance(t, torch.Tensor) for t in leaves):
+                    raise ExportError(
+                        f"{name}.forward returned {type(eager).__name__} holding non-tensors; twinfer.torch.compile "
+                        "needs forward to return tensors (or tuples/lists/dicts of tensors)."
+                    )
+                output_names = [f"output_{i}" for i in range(len(leaves))]
+                dyn = {}
+                if dynamic_batch:
+                    dyn = {n: {0: "batch"} for n, a in zip(input_names, args) if a.dim() > 0}
+                    dyn.update({n: {0: "batch"} for n, t in zip(output_names, leaves) if t.dim() > 0})
+
+                def do_export(path):
+                    export_onnx(module, args, path, input_names, output_names, dyn, dynamo=dynamo, opset=opset)
+
+                onnx_path = export_to_cache_dir(folder, stem, do_export)
+            finally:
+                module.train(was_training)
+            meta = {"output_spec": pytree.treespec_dumps(spec), "input_names": input_names,
+                    "output_names": output_names}
+            tmp = meta_path.with_suffix(f".json.{os.getpid()}")
+            tmp.write_text(json.dumps(meta))
+            os.replace(tmp, meta_path)
+        steps.step("building the twinfer engine")
+        engine = twinfer.load(onnx_path, device=twinfer_device(dev), precision=precision, num_threads=num_threads)
+    spec = pytree.treespec_loads(meta["output_spec"])
+    return CompiledModule(engine, dev, spec, onnx_path, bool(hit), bool(dynamic_batch), name)

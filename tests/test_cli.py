@@ -1,0 +1,140 @@
+"""The command line, end to end: `python -m twinfer ...` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _cli(*args, tmp_path, timeout=300):
+    env = dict(os.environ, TWINFER_CACHE=str(tmp_path / "cache"))  # PYTHONPATH passes through
+    return subprocess.run([sys.executable, "-m", "twinfer", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=tmp_path)
+
+
+def _conv_gemm_model(path, rng):
+    """input [N,3,8,8] -> Conv(4, 3x3, pad 1) -> Relu -> Flatten -> Gemm(256 -> 10)."""
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    fw = numpy_helper.from_array(rng.standard_normal((10, 256)).astype(np.float32) * 0.1, "fw")
+    fb = numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fb")
+    nodes = [
+        helper.make_node("Conv", ["input", "w", "b"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "convgemm",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+        [w, b, fw, fb],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture
+def small_model(tmp_path, rng):
+    return _conv_gemm_model(tmp_path / "small.onnx", rng)
+
+
+def test_help_lists_the_commands(tmp_path):
+    r = _cli("--help", tmp_path=tmp_path)
+    assert r.returncode == 0
+    for command in ("bench", "inspect", "dual", "demo"):
+        assert command in r.stdout
+    r = _cli("bench", "--help", tmp_path=tmp_path)
+    assert r.returncode == 0 and "torchvision:" in r.stdout and "--compare" in r.stdout
+
+
+def test_inspect_reports_shapes_params_flops_and_opsets(small_model, tmp_path):
+    r = _cli("inspect", str(small_model), "--batch", "2", "--json", "info.json", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "input: float32 [N, 3, 8, 8]" in out and "logits: float32 [N, 10]" in out
+    params = 4 * 3 * 3 * 3 + 4 + 10 * 256 + 10
+    assert f"parameters: {params:,}" in out
+    # Conv: 2 * (N*Cout*H*W) * (Cin*kh*kw); Gemm: 2 * N * out * in; at N = 2.
+    flops = 2 * (2 * 4 * 8 * 8) * (3 * 3 * 3) + 2 * 2 * 10 * 256
+    assert "estimate" in out and f"({flops:,})" in out
+    assert "ai.onnx 17" in out
+    for op in ("Conv", "Relu", "Flatten", "Gemm"):
+        assert op in out
+    assert "every op is supported" in out
+    info = json.loads((tmp_path / "info.json").read_text())
+    assert info["parameters"] == params and info["flops"] == flops and info["parameter_bytes"] == 4 * params
+
+
+def test_inspect_lists_unsupported_ops(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Frobnicate", ["h"], ["y"], domain="com.example")]
+    graph = helper.make_graph(nodes, "odd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "odd.onnx")
+    r = _cli("inspect", "odd.onnx", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if l.startswith("twinfer:"))
+    assert "Frobnicate" in line and "Relu" not in line
+
+
+def test_bench_compares_with_onnxruntime(small_model, tmp_path):
+    r = _cli("bench", str(small_model), "--shapes", "input:3x3x8x8", "--iterations", "5", "--warmup", "1",
+             "--compare", "onnxruntime", "--json", "bench.json", "--device", "cpu", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "p50 ms" in r.stdout and "p99 ms" in r.stdout and "throughput" in r.stdout
+    rows = [l.split()[0] for l in r.stdout.splitlines() if l.strip().startswith(("twinfer ", "onnxruntime "))]
+    assert rows == ["twinfer", "onnxruntime"]
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert [x["runtime"] for x in report["results"]] == ["twinfer", "onnxruntime"]
+    for x in report["results"]:
+        assert x["iterations"] == 5 and x["batch"] == 3
+        assert 0 < x["min_ms"] <= x["p50_ms"] <= x["p90_ms"] <= x["p99_ms"]
+    assert report["agreement"]["onnxruntime"] < 1e-3
+
+
+def test_bench_torchvision_model_against_torch(tmp_path):
+    pytest.importorskip("torchvision")
+    r = _cli("bench", "torchvision:resnet18", "--shapes", "input:2x3x32x32", "--iterations", "3", "--warmup", "1",
+             "--compare", "torch", "--device", "cpu", "--json", "tv.json", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "torchvision:resnet18" in r.stdout
+    report = json.loads((tmp_path / "tv.json").read_text())
+    assert [x["runtime"] for x in report["results"]] == ["twinfer", "torch (eager)"]
+    assert report["agreement"]["torch"] < 1e-3
+
+
+def test_bench_torch_peer_needs_a_torch_model(small_model, tmp_path):
+    r = _cli("bench", str(small_model), "--iterations", "2", "--compare", "torch", "--device", "cpu", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "torch: skipped" in r.stdout
+
+
+def test_errors_are_messages_not_tracebacks(tmp_path):
+    r = _cli("inspect", "missing.onnx", tmp_path=tmp_path)
+    assert r.returncode == 1
+    assert "model file not found" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("bench", "torchvision:no_such_net", tmp_path=tmp_path)
+    assert r.returncode == 1 and "no model 'no_such_net'" in r.stderr
+
+
+def test_dual(small_model, tmp_path, rng):
+    import twinfer
+
+    other = _conv_gemm_model(tmp_path / "other.onnx", rng)
+    r = _cli("dual", str(small_model), str(other), "--iterations", "5", "--device", "cpu", tmp_path=tmp_path)
+    if not hasattr(twinfer, "Parallel"):
+        assert r.returncode == 2 and "needs twinfer.Parallel" in r.stdout
+        return
+    assert r.returncode == 0, r.stderr
+    assert "A: " in r.stdout and "B: " in r.stdout
