@@ -61,10 +61,13 @@ def export(family: str, exporter: str, folder: Path) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if exporter == "dynamo":
+            # Positional, because torch.export matches dict keys to forward()'s
+            # argument names, which differ from the ONNX input names.
             dims = {}
-            dynamic_shapes = {}
-            for n, d in dyn.items():
-                dynamic_shapes[n] = {axis: dims.setdefault(sym, torch.export.Dim(sym, min=1, max=1024)) for axis, sym in d.items()}
+            dynamic_shapes = tuple(
+                {axis: dims.setdefault(sym, torch.export.Dim(sym, min=1, max=1024)) for axis, sym in dyn[n].items()}
+                for n in names
+            )
             torch.onnx.export(model, args, str(path), dynamo=True, input_names=names, output_names=["output"],
                               dynamic_shapes=dynamic_shapes, verbose=False)
         else:

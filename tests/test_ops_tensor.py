@@ -383,6 +383,30 @@ def test_gather_symbolic_and_errors(rng):
     expect_error(model, feeds, "axis", kind=twinfer.ShapeError)
 
 
+@pytest.mark.parametrize("batch_dims,ishape", [(0, (4, 1)), (0, (2, 3, 2)), (0, (5, 3)), (1, (3, 2, 1)),
+                                               (1, (3, 2)), (2, (3, 5, 4, 1))])
+@pytest.mark.parametrize("dt", [F32, I64, BOOL, F16], ids=ids([F32, I64, BOOL, F16]))
+def test_gather_nd(rng, batch_dims, ishape, dt):
+    x = rand(rng, (3, 5, 7), dt)
+    k = ishape[-1]
+    dims = x.shape[batch_dims:batch_dims + k]
+    idx = np.stack([rng.integers(-d, d, size=ishape[:-1]) for d in dims], axis=-1).astype(I64)
+    check("GatherND", [("x", x), ("i", idx)], {"batch_dims": batch_dims})
+
+
+def test_gather_nd_threads_symbolic_and_errors(rng):
+    x = rand(rng, (61, 37, 129), F32)
+    idx = np.stack([rng.integers(0, 61, size=(211,)), rng.integers(0, 37, size=(211,))], axis=-1).astype(I64)
+    check("GatherND", [("x", x), ("i", idx)], num_threads=2)
+    m = build("GatherND", [("x", np.zeros((2, 7, 4), F32)), ("i", np.zeros((2, 3, 1), I64))], {"batch_dims": 1},
+              sym_inputs={"x": ["N", 7, 4], "i": ["N", "S", 1]})[0]
+    assert out_shapes(m) == [("N", "S", 4)]
+    model, feeds = build("GatherND", [("x", rand(rng, (3, 5), F32)), ("i", np.array([[1, 5]], I64))])
+    expect_error(model, feeds, "out of range")
+    model, feeds = build("GatherND", [("x", rand(rng, (3, 5), F32)), ("i", np.array([[1, 2, 0]], I64))])
+    expect_error(model, feeds, "last dim", kind=twinfer.ShapeError)
+
+
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])
 @pytest.mark.parametrize("dt", MOVE_DTYPES, ids=ids(MOVE_DTYPES))
 def test_gather_elements(rng, axis, dt):

@@ -124,8 +124,10 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   // first run pays nothing extra.
   bool all_static = true;
   std::vector<Shape> shapes;
-  for (const auto& in : e->inputs_) {
-    all_static &= sym_shape_known(in.shape);
+  for (size_t i = 0; i < e->inputs_.size(); ++i) {
+    // An input declared without a shape has an unknown rank, not rank 0.
+    const auto& in = e->inputs_[i];
+    all_static &= e->graph_.values[e->graph_.inputs[i]].has_shape && sym_shape_known(in.shape);
     if (all_static) shapes.push_back(sym_shape_values(in.shape));
   }
   if (all_static) e->plan_for(shapes);

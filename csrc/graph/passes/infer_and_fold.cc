@@ -15,7 +15,22 @@ bool is_unfoldable(const graph::Node& n) {
   return false;
 }
 
+// Shape and Size read only their input's dims, so they fold as soon as those
+// dims are concrete, whatever the input's data. This is what turns exported
+// Shape->Gather->Concat->Reshape chains into constant shapes once a plan's
+// input shapes are known.
+static bool reads_only_dims(const graph::Node& n) {
+  return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size");
+}
+
+static bool dims_known(const graph::Graph& g, const graph::Node& n) {
+  if (n.inputs.empty() || n.inputs[0] < 0) return false;
+  const auto& v = g.values[n.inputs[0]];
+  return v.has_shape && sym_shape_known(v.shape);
+}
+
 static bool all_inputs_constant(const graph::Graph& g, const graph::Node& n) {
+  if (reads_only_dims(n)) return dims_known(g, n);
   for (int in : n.inputs)
     if (in >= 0 && !g.values[in].is_constant()) return false;
   return true;
@@ -43,6 +58,10 @@ static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& 
   for (int in : n.inputs) {
     if (in < 0) {
       kc.inputs.push_back(TensorView{});
+    } else if (!g.values[in].is_constant()) {
+      // Only reached for dims-only ops: a view with the dims and no data.
+      const auto& v = g.values[in];
+      kc.inputs.push_back(TensorView{nullptr, v.dtype, sym_shape_values(v.shape)});
     } else {
       kc.inputs.push_back(g.values[in].constant.view());
     }
