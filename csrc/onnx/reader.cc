@@ -12,7 +12,7 @@ using detail::ParseContext;
 
 // Opset versions of the default domain the reader accepts; which ops run is
 // decided later, per op.
-constexpr int64_t kMaxDefaultOpset = 24;
+constexpr int64_t kMaxDefaultOpset = 28;
 
 void parse_opset(wire::Reader r, graph::Model& m) {
   std::string domain;

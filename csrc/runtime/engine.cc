@@ -19,8 +19,8 @@ namespace twinfer {
 
 namespace {
 
-constexpr int64_t kMinOpset = 7;
-constexpr int64_t kMaxOpset = 24;
+constexpr int64_t kMinOpset = 1;
+constexpr int64_t kMaxOpset = 28;
 
 void collect_unsupported(const graph::Graph& g, Backend backend,
                          std::map<std::string, std::vector<std::string>>* missing) {
@@ -184,11 +184,18 @@ std::unique_ptr<Plan> Engine::build_plan(const std::vector<Shape>& shapes) const
 
   for (const auto& n : g.nodes)
     for (int o : n.outputs)
-      if (o >= 0 && (!g.values[o].has_shape || !sym_shape_known(g.values[o].shape)))
-        throw Error(ErrorKind::kUnsupportedOp,
-                    "output '" + g.values[o].name + "' has a data-dependent shape for inputs " +
-                        signature_str(shapes) + "; such shapes are not supported yet",
-                    n.name, n.op_type);
+      if (o >= 0 && (!g.values[o].has_shape || !sym_shape_known(g.values[o].shape))) {
+        if (options_.device.type != DeviceType::kCPU)
+          throw Error(ErrorKind::kUnsupportedOp,
+                      "output '" + g.values[o].name + "' has a shape that depends on input values (inputs " +
+                          signature_str(shapes) + "); the " + options_.device.str() +
+                          " backend needs shapes known from input shapes",
+                      n.name, n.op_type);
+        plan->value_dependent = true;
+        plan->value_dependent_reason = "node '" + n.name + "' (" + n.op_type + "): shape of '" +
+                                       g.values[o].name + "' depends on input values";
+        return plan;
+      }
 
   // Homes of values.
   plan->values.assign(g.values.size(), PlannedValue{});
@@ -342,7 +349,48 @@ std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>
   std::vector<Shape> shapes;
   shapes.reserve(inputs.size());
   for (const auto& t : inputs) shapes.push_back(t.shape());
-  return ctx.execute(plan_for(shapes), inputs);
+  auto plan = plan_for(shapes);
+  if (plan->value_dependent) return run_eager(inputs, ctx.num_threads());
+  return ctx.execute(plan, inputs);
+}
+
+std::vector<Tensor> Engine::run_eager(const std::vector<Tensor>& inputs, int threads) const {
+  // The inputs become constants and folding evaluates the whole graph, node
+  // by node, each shape rule seeing the values that came before it.
+  graph::Graph g = graph_;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    auto& v = g.values[g.inputs[i]];
+    v.has_shape = true;
+    v.shape = sym_shape_from(inputs[i].shape());
+    v.constant = inputs[i];
+  }
+  passes::PassContext pc;
+  pc.opset = opset_;
+  pc.backend = Backend::kCPU;
+  pc.precision = options_.precision;
+  pc.evaluate_all = true;
+  pc.num_threads = threads;
+  passes::infer_and_fold(g, pc, true);
+  std::vector<Tensor> out;
+  for (int v : g.outputs) {
+    const auto& val = g.values[v];
+    if (!val.is_constant()) {
+      for (const auto& n : g.nodes)
+        for (int o : n.outputs)
+          if (o >= 0 && !g.values[o].is_constant())
+            throw Error(ErrorKind::kUnsupportedOp,
+                        "could not evaluate output '" + g.values[o].name + "' (its shape is unknown even with " +
+                            "the input values: the op's shape rule needs more than twinfer knows)",
+                        n.name, n.op_type);
+      throw Error(ErrorKind::kShape, "graph output '" + val.name + "' could not be evaluated");
+    }
+    // Hand back a tensor of our own: an output may be an input or a weight.
+    const bool fresh = !graph_.values[v].is_constant() && std::none_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
+                         return t.data() == val.constant.data();
+                       });
+    out.push_back(fresh ? val.constant : val.constant.clone());
+  }
+  return out;
 }
 
 std::vector<Tensor> Engine::run(const std::vector<Tensor>& inputs) const {

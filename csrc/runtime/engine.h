@@ -73,6 +73,9 @@ class Engine {
   std::vector<Tensor> run(ExecutionContext& ctx, const std::vector<Tensor>& inputs) const;
   // Same, with a context borrowed from the engine's pool (one per concurrent caller).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  // Evaluates the graph node by node with the input values known (plans
+  // whose shapes depend on values).
+  std::vector<Tensor> run_eager(const std::vector<Tensor>& inputs, int threads) const;
 
   int default_threads() const;
 

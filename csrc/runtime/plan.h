@@ -44,6 +44,10 @@ struct Plan {
   size_t naive_bytes = 0;            // what they would need without reuse
   std::vector<Shape> output_shapes;  // per engine output
   std::vector<DType> output_dtypes;
+  // Some shape depends on input values (a shape fed as an input, NonZero...):
+  // no steps; every run evaluates the graph eagerly with the inputs' values.
+  bool value_dependent = false;
+  std::string value_dependent_reason;  // the first node whose shape needed values
 };
 
 }  // namespace twinfer

@@ -61,7 +61,7 @@ def as_tensor(x, dtype_hint: str | None = None) -> Tensor:
     if isinstance(x, (int, float, bool, list, tuple)):
         # Plain Python values carry no dtype: take the model's.
         dt = numpy_dtype(dtype_hint) if dtype_hint else None
-        return Tensor._from_capsule(_capsule(np.ascontiguousarray(np.asarray(x, dtype=dt))))
+        return Tensor._from_capsule(_capsule(np.asarray(x, dtype=dt, order="C")))
     if hasattr(x, "__dlpack__"):
         if isinstance(x, np.ndarray) and not x.flags.writeable:
             # Older NumPy refuses to export read-only arrays; we only read inputs.
@@ -71,5 +71,5 @@ def as_tensor(x, dtype_hint: str | None = None) -> Tensor:
                 x = np.array(x)
         return from_dlpack(x)
     if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
-        return Tensor._from_capsule(_capsule(np.ascontiguousarray(np.asarray(x))))
+        return Tensor._from_capsule(_capsule(np.asarray(x, order="C")))
     raise InvalidArgumentError(f"cannot use a {type(x).__name__} as a tensor")

@@ -1,5 +1,6 @@
 #include "graph/passes/infer_and_fold.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/schema.h"
@@ -79,7 +80,7 @@ static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& 
   }
   std::vector<char> scratch(kernel->scratch_bytes() + 64);
   kc.scratch = scratch.data();
-  kc.num_threads = 1;
+  kc.num_threads = std::max(1, ctx.num_threads);
   kernel->run(kc);
   for (size_t i = 0; i < n.outputs.size(); ++i)
     if (n.outputs[i] >= 0) g.values[n.outputs[i]].constant = outs[i];
@@ -96,9 +97,10 @@ int infer_and_fold(graph::Graph& g, const PassContext& ctx, bool fold) {
       throw Error(ErrorKind::kUnsupportedOp, "no shape rule for op '" + n.op_type + "'", n.name, n.op_type);
     InferContext ic(g, n, ctx.opset);
     schema->infer(ic);
-    if (!fold || is_unfoldable(n) || !all_inputs_constant(g, n)) continue;
+    if (!fold || (is_unfoldable(n) && !ctx.evaluate_all) || !all_inputs_constant(g, n)) continue;
     bool small = false;
-    if (!outputs_fully_known(g, n, ctx.fold_limit_bytes, &small) || !small) continue;
+    const size_t limit = ctx.evaluate_all ? SIZE_MAX : ctx.fold_limit_bytes;
+    if (!outputs_fully_known(g, n, limit, &small) || !small) continue;
     if (fold_node(g, n, ctx)) {
       dead[i] = 1;
       ++folded;

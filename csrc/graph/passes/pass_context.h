@@ -15,6 +15,10 @@ struct PassContext {
   bool allow_fusion = true;             // fusion passes may rewrite ops into com.twinfer ones
   size_t fold_limit_bytes = size_t(256) << 20;  // largest constant folding may create
   std::vector<std::string>* log = nullptr;      // passes append one line per rewrite kind
+  // Eager evaluation (value-dependent plans): fold every node whose inputs are
+  // known, whatever its size, random and control-flow ops included.
+  bool evaluate_all = false;
+  int num_threads = 1;                          // threads for the kernels folding runs
   void note(const std::string& line) const {
     if (log) log->push_back(line);
   }
