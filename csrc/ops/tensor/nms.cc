@@ -1,0 +1,189 @@
+// NonMaxSuppression(boxes [B, N, 4], scores [B, C, N], max_output_boxes_per_class,
+// iou_threshold, score_threshold) -> selected_indices [K, 3] of (batch, class, box).
+// Per batch and class: boxes scoring above score_threshold (all of them when
+// it is absent), taken by descending score (equal scores: lower box index
+// first), each kept unless its IoU with a box already kept exceeds
+// iou_threshold, until max_output_boxes_per_class are kept (0 or absent:
+// none). center_point_box=0 reads boxes as two corners [y1, x1, y2, x2] in
+// any order, 1 as [x_center, y_center, width, height]. K depends on the
+// values, so the shape rule runs the selection when the inputs are constants.
+#include <algorithm>
+#include <array>
+#include <numeric>
+
+#include "ops/elementwise/scalar.h"
+#include "ops/elementwise/typeset.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace twinfer::tensor {
+namespace {
+
+constexpr unsigned kBoxTypes = ew::kFloatTypes;
+
+struct NmsParams {
+  int64_t max_out = 0;
+  double iou = 0;
+  bool has_score = false;
+  double score = 0;
+};
+
+double scalar_float(const TensorView& t) {
+  double v = 0;
+  ew::dispatch_typeset<ew::kFloatTypes>(t.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    v = static_cast<double>(ew::load(*t.as<const T>()));
+  });
+  return v;
+}
+
+// Reads the optional scalar inputs (views with data == nullptr are absent).
+NmsParams nms_params(const TensorView* max_out, const TensorView* iou, const TensorView* score) {
+  NmsParams p;
+  if (max_out && max_out->data && max_out->numel() > 0) p.max_out = std::max<int64_t>(0, view_scalar_int(*max_out));
+  if (iou && iou->data && iou->numel() > 0) p.iou = scalar_float(*iou);
+  if (score && score->data && score->numel() > 0) {
+    p.has_score = true;
+    p.score = scalar_float(*score);
+  }
+  return p;
+}
+
+// Box as (x_min, y_min, x_max, y_max).
+template <typename C>
+std::array<C, 4> corners(const C* b, bool center) {
+  if (center) {
+    const C hw = b[2] / C(2), hh = b[3] / C(2);
+    return {b[0] - hw, b[1] - hh, b[0] + hw, b[1] + hh};
+  }
+  return {std::min(b[1], b[3]), std::min(b[0], b[2]), std::max(b[1], b[3]), std::max(b[0], b[2])};
+}
+
+template <typename C>
+bool suppresses(const std::array<C, 4>& a, const std::array<C, 4>& b, double thr) {
+  const C ix0 = std::max(a[0], b[0]), ix1 = std::min(a[2], b[2]);
+  if (ix1 <= ix0) return false;
+  const C iy0 = std::max(a[1], b[1]), iy1 = std::min(a[3], b[3]);
+  if (iy1 <= iy0) return false;
+  const C inter = (ix1 - ix0) * (iy1 - iy0);
+  const C area_a = (a[2] - a[0]) * (a[3] - a[1]), area_b = (b[2] - b[0]) * (b[3] - b[1]);
+  const C uni = area_a + area_b - inter;
+  if (inter <= 0 || area_a <= 0 || area_b <= 0 || uni <= 0) return false;
+  return static_cast<double>(inter / uni) > thr;
+}
+
+std::vector<std::array<int64_t, 3>> nms_compute(const TensorView& boxes, const TensorView& scores,
+                                                const NmsParams& p, bool center) {
+  std::vector<std::array<int64_t, 3>> out;
+  const int64_t nb = boxes.shape[0], n = boxes.shape[1], nc = scores.shape[1];
+  if (p.max_out == 0) return out;
+  ew::dispatch_typeset<kBoxTypes>(boxes.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = ew::compute_t<T>;
+    const T* bx = boxes.as<const T>();
+    const T* sc = scores.as<const T>();
+    std::vector<std::array<C, 4>> box(static_cast<size_t>(n));
+    std::vector<std::pair<C, int64_t>> cand;
+    std::vector<int64_t> kept;
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t i = 0; i < n; ++i) {
+        C v[4];
+        for (int j = 0; j < 4; ++j) v[j] = ew::load(bx[(b * n + i) * 4 + j]);
+        box[i] = corners(v, center);
+      }
+      for (int64_t c = 0; c < nc; ++c) {
+        const T* s = sc + (b * nc + c) * n;
+        cand.clear();
+        for (int64_t i = 0; i < n; ++i) {
+          const C v = ew::load(s[i]);
+          if (!p.has_score || static_cast<double>(v) > p.score) cand.push_back({v, i});
+        }
+        std::stable_sort(cand.begin(), cand.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+        kept.clear();
+        for (const auto& [v, i] : cand) {
+          if (static_cast<int64_t>(kept.size()) >= p.max_out) break;
+          bool keep = true;
+          for (int64_t k : kept)
+            if (suppresses(box[i], box[k], p.iou)) {
+              keep = false;
+              break;
+            }
+          if (keep) {
+            kept.push_back(i);
+            out.push_back({b, c, i});
+          }
+        }
+      }
+    }
+  });
+  return out;
+}
+
+void nms_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(ew::in_typeset(kBoxTypes, dt), ErrorKind::kDType,
+          std::string("NonMaxSuppression does not support dtype ") + dtype_name(dt));
+  c.check(c.input_dtype(1) == dt, ErrorKind::kDType, "boxes and scores must have one dtype");
+  if (c.input_has_shape(0) && c.input_has_shape(1)) {
+    const SymShape &b = c.input_shape(0), &s = c.input_shape(1);
+    c.check(b.size() == 3 && s.size() == 3, ErrorKind::kShape,
+            "boxes " + sym_shape_str(b) + " must be [B, N, 4] and scores " + sym_shape_str(s) + " [B, C, N]");
+    c.check(!b[2].known() || b[2].value == 4, ErrorKind::kShape, "boxes " + sym_shape_str(b) + " must end in 4");
+    c.check(!(b[0].known() && s[0].known()) || b[0].value == s[0].value, ErrorKind::kShape,
+            "boxes " + sym_shape_str(b) + " and scores " + sym_shape_str(s) + " differ in batch");
+    c.check(!(b[1].known() && s[2].known()) || b[1].value == s[2].value, ErrorKind::kShape,
+            "boxes " + sym_shape_str(b) + " and scores " + sym_shape_str(s) + " differ in box count");
+  }
+  Dim k;
+  const Tensor *bx = c.input_constant(0), *sc = c.input_constant(1);
+  bool all = bx && sc;
+  TensorView opt[3];
+  for (size_t i = 2; i < 5 && all; ++i) {
+    if (!c.has_input(i)) continue;
+    const Tensor* t = c.input_constant(i);
+    if (!t) {
+      all = false;
+    } else {
+      opt[i - 2] = t->view();
+    }
+  }
+  if (all) {
+    const NmsParams p = nms_params(&opt[0], &opt[1], &opt[2]);
+    k = Dim(static_cast<int64_t>(nms_compute(bx->view(), sc->view(), p,
+                                             c.node().attr_int("center_point_box", 0) != 0).size()));
+  }
+  c.set_output(0, DType::kInt64, SymShape{k, Dim(3)});
+}
+
+class NmsKernel final : public Kernel {
+ public:
+  explicit NmsKernel(const KernelBuildInfo& info)
+      : center_(info.node().attr_int("center_point_box", 0) != 0), node_(info.node().name) {}
+
+  void run(KernelContext& ctx) const override {
+    auto in = [&](size_t i) -> const TensorView* { return ctx.inputs.size() > i ? &ctx.inputs[i] : nullptr; };
+    const NmsParams p = nms_params(in(2), in(3), in(4));
+    const auto sel = nms_compute(ctx.inputs[0], ctx.inputs[1], p, center_);
+    const TensorView& y = ctx.outputs[0];
+    if (static_cast<int64_t>(sel.size()) != y.shape[0])
+      throw Error(ErrorKind::kInvalidArgument, "selection differs from the planned output", node_,
+                  "NonMaxSuppression");
+    int64_t* o = y.as<int64_t>();
+    for (size_t i = 0; i < sel.size(); ++i)
+      for (int j = 0; j < 3; ++j) o[i * 3 + j] = sel[i][j];
+  }
+
+ private:
+  bool center_;
+  std::string node_;
+};
+
+bool nms_supports(const KernelBuildInfo& info, std::string* why) {
+  return ew::check_input_dtype(info, 0, kBoxTypes, why) && ew::check_same_dtype(info, {0, 1}, why);
+}
+
+}  // namespace
+
+TWINFER_REGISTER_SCHEMA("NonMaxSuppression", nms_infer);
+TWINFER_REGISTER_KERNEL("NonMaxSuppression", Backend::kCPU, 0, nms_supports, make_kernel<NmsKernel>);
+
+}  // namespace twinfer::tensor

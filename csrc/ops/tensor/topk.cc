@@ -1,0 +1,135 @@
+// TopK(X, K) -> (Values, Indices) along `axis`: the k largest (or smallest)
+// elements of every slice. K is an attribute before opset 10 and a
+// one-element int64 input since; `largest`/`sorted` came in opset 11. Ties
+// keep the lower index first (the spec's rule), which a stable ordering on
+// (value, index) gives; with sorted=0 we still return sorted output, which is
+// one of the orders the spec allows. NaN counts as larger than any number,
+// like the reference runtimes.
+#include <algorithm>
+#include <numeric>
+
+#include "backends/cpu/parallel.h"
+#include "ops/elementwise/scalar.h"
+#include "ops/elementwise/typeset.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace twinfer::tensor {
+namespace {
+
+constexpr unsigned kTopKTypes = ew::kNumericTypes;
+
+void topk_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(ew::in_typeset(kTopKTypes, dt), ErrorKind::kDType,
+          std::string("TopK does not support dtype ") + dtype_name(dt));
+  int64_t k = -1;
+  if (c.opset() < 10) {
+    k = c.node().attr_int("k", -1);
+    c.check(k >= 0, ErrorKind::kModelFormat, "attribute k is missing or negative");
+  } else {
+    c.check(c.has_input(1), ErrorKind::kModelFormat, "input K is missing");
+    std::vector<int64_t> kv;
+    if (c.constant_ints(1, &kv)) {
+      c.check(kv.size() == 1, ErrorKind::kShape, "K must hold one value");
+      k = kv[0];
+      c.check(k >= 0, ErrorKind::kInvalidArgument, "K must be >= 0, got " + std::to_string(k));
+    }
+  }
+  if (!c.input_has_shape(0)) {
+    c.set_output_rank_unknown(0, dt);
+    if (c.has_output(1)) c.set_output_rank_unknown(1, DType::kInt64);
+    return;
+  }
+  SymShape s = c.input_shape(0);
+  c.check(!s.empty(), ErrorKind::kShape, "X must have rank >= 1");
+  const int64_t axis = normalize_axis(c, c.node().attr_int("axis", -1), static_cast<int64_t>(s.size()));
+  if (k >= 0 && s[axis].known())
+    c.check(k <= s[axis].value, ErrorKind::kInvalidArgument,
+            "K = " + std::to_string(k) + " exceeds the axis length " + std::to_string(s[axis].value));
+  s[axis] = k >= 0 ? Dim(k) : Dim();
+  c.set_output(0, dt, s);
+  if (c.has_output(1)) c.set_output(1, DType::kInt64, s);
+}
+
+class TopKKernel final : public Kernel {
+ public:
+  explicit TopKKernel(const KernelBuildInfo& info)
+      : largest_(info.opset() < 11 || info.node().attr_int("largest", 1) != 0), node_(info.node().name) {
+    const Shape x = info.input_shape(0);
+    int64_t axis = info.node().attr_int("axis", -1);
+    if (axis < 0) axis += static_cast<int64_t>(x.size());
+    for (int64_t d = 0; d < axis; ++d) outer_ *= x[d];
+    for (size_t d = axis + 1; d < x.size(); ++d) inner_ *= x[d];
+    n_ = x[axis];
+    k_ = info.output_shape(0)[axis];
+  }
+
+  void run(KernelContext& ctx) const override {
+    if (ctx.inputs.size() > 1 && ctx.inputs[1].data) {
+      const int64_t k = view_scalar_int(ctx.inputs[1]);
+      if (k != k_)
+        throw Error(ErrorKind::kInvalidArgument,
+                    "K = " + std::to_string(k) + " differs from the " + std::to_string(k_) + " the plan was built for",
+                    node_, "TopK");
+    }
+    ew::dispatch_typeset<kTopKTypes>(ctx.inputs[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      go<T>(ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>(),
+            ctx.outputs.size() > 1 ? ctx.outputs[1].as<int64_t>() : nullptr, ctx.num_threads);
+    });
+  }
+
+ private:
+  template <typename T>
+  void go(const T* x, T* y, int64_t* yi, int threads) const {
+    using C = ew::compute_t<T>;
+    if (k_ == 0) return;
+    const int64_t n = n_, k = k_, inner = inner_;
+    const bool largest = largest_;
+    const int64_t grain = std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, n));
+    cpu::parallel_for(outer_ * inner, threads, grain, [&](int64_t b, int64_t e) {
+      std::vector<std::pair<C, int64_t>> row(static_cast<size_t>(n));
+      // a before b: a's value is "better", or equal with a lower index.
+      auto better = [largest](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& bb) {
+        const bool an = ew::m_isnan(a.first), bn = ew::m_isnan(bb.first);
+        if (an || bn) {
+          if (an && bn) return a.second < bb.second;
+          return largest ? an : bn;  // NaN is the largest value
+        }
+        if (a.first != bb.first) return largest ? a.first > bb.first : a.first < bb.first;
+        return a.second < bb.second;
+      };
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t o = t / inner, j = t % inner;
+        const T* xp = x + o * n * inner + j;
+        for (int64_t i = 0; i < n; ++i) row[i] = {ew::load(xp[i * inner]), i};
+        if (k < n) {
+          std::partial_sort(row.begin(), row.begin() + k, row.end(), better);
+        } else {
+          std::sort(row.begin(), row.end(), better);
+        }
+        T* yp = y + o * k * inner + j;
+        int64_t* ip = yi ? yi + o * k * inner + j : nullptr;
+        for (int64_t i = 0; i < k; ++i) {
+          yp[i * inner] = xp[row[i].second * inner];
+          if (ip) ip[i * inner] = row[i].second;
+        }
+      }
+    });
+  }
+
+  bool largest_;
+  std::string node_;
+  int64_t outer_ = 1, inner_ = 1, n_ = 0, k_ = 0;
+};
+
+bool topk_supports(const KernelBuildInfo& info, std::string* why) {
+  return ew::check_input_dtype(info, 0, kTopKTypes, why) && (!info.has_input(1) || check_index_dtype(info, 1, why));
+}
+
+}  // namespace
+
+TWINFER_REGISTER_SCHEMA("TopK", topk_infer);
+TWINFER_REGISTER_KERNEL("TopK", Backend::kCPU, 0, topk_supports, make_kernel<TopKKernel>);
+
+}  // namespace twinfer::tensor
