@@ -57,6 +57,22 @@ def test_shape_changes_reuse_cached_plans(model, rng):
     assert s["plan_hits"] == 2
 
 
+def test_shape_ranges_build_plans_at_load_and_bound_runs(model, rng):
+    e = twinfer.load(model, device="cpu", shape_ranges={"x": [(1, 8, 24), (8, 160, 24)]})
+    assert e.stats()["plan_misses"] == 2  # min and max planned at load
+    x = rng.standard_normal((8, 160, 24)).astype(np.float32)
+    np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert e.stats()["plan_hits"] == 1
+    with pytest.raises(twinfer.ShapeError, match="outside the declared range"):
+        e.run({"x": rng.standard_normal((9, 16, 24)).astype(np.float32)})
+    with pytest.raises(twinfer.ShapeError, match="outside the declared range"):
+        e(rng.standard_normal((1, 4, 24)).astype(np.float32))
+    with pytest.raises(twinfer.InvalidArgumentError, match="does not fit"):
+        twinfer.load(model, device="cpu", shape_ranges={"x": [(1, 8, 24), (8, 160, 25)]})
+    with pytest.raises(twinfer.InvalidArgumentError, match="unknown input"):
+        twinfer.load(model, device="cpu", shape_ranges={"nope": [(1,), (2,)]})
+
+
 def test_one_engine_eight_threads(model, rng):
     e = twinfer.load(model, device="cpu", num_threads=1)
     inputs = [rng.standard_normal((1 + i % 3, 5 + i, 24)).astype(np.float32) for i in range(16)]

@@ -16,6 +16,11 @@ namespace twinfer::bindings {
 
 namespace {
 
+// DLPack 1.1 type codes of the 8-bit floats (PyTorch exports float8 with these;
+// NumPy has none, so ml_dtypes arrays come in through a uint8 view instead).
+constexpr uint8_t kDLFloat8_e4m3fn = 10, kDLFloat8_e4m3fnuz = 11, kDLFloat8_e5m2 = 12,
+                  kDLFloat8_e5m2fnuz = 13, kDLFloat8_e8m0fnu = 14;
+
 dlpack::DataType to_dl_dtype(DType t) {
   switch (t) {
     case DType::kFloat32: return {dlpack::kFloat, 32, 1};
@@ -31,6 +36,11 @@ dlpack::DataType to_dl_dtype(DType t) {
     case DType::kUInt32: return {dlpack::kUInt, 32, 1};
     case DType::kUInt64: return {dlpack::kUInt, 64, 1};
     case DType::kBool: return {dlpack::kBool, 8, 1};
+    case DType::kFloat8E4M3FN: return {kDLFloat8_e4m3fn, 8, 1};
+    case DType::kFloat8E4M3FNUZ: return {kDLFloat8_e4m3fnuz, 8, 1};
+    case DType::kFloat8E5M2: return {kDLFloat8_e5m2, 8, 1};
+    case DType::kFloat8E5M2FNUZ: return {kDLFloat8_e5m2fnuz, 8, 1};
+    case DType::kFloat8E8M0: return {kDLFloat8_e8m0fnu, 8, 1};
     default: throw Error(ErrorKind::kDType, std::string("dtype ") + dtype_name(t) + " has no DLPack code");
   }
 }
@@ -61,6 +71,11 @@ DType from_dl_dtype(dlpack::DataType d) {
     case dlpack::kBool:
       if (d.bits == 8) return DType::kBool;
       break;
+    case kDLFloat8_e4m3fn: if (d.bits == 8) return DType::kFloat8E4M3FN; break;
+    case kDLFloat8_e4m3fnuz: if (d.bits == 8) return DType::kFloat8E4M3FNUZ; break;
+    case kDLFloat8_e5m2: if (d.bits == 8) return DType::kFloat8E5M2; break;
+    case kDLFloat8_e5m2fnuz: if (d.bits == 8) return DType::kFloat8E5M2FNUZ; break;
+    case kDLFloat8_e8m0fnu: if (d.bits == 8) return DType::kFloat8E8M0; break;
   }
   throw Error(ErrorKind::kDType, "unsupported DLPack dtype (code " + std::to_string(d.code) + ", " +
                                      std::to_string(d.bits) + " bits)");
@@ -194,6 +209,12 @@ py::dtype numpy_dtype(DType t) {
     case DType::kUInt32: return py::dtype::of<uint32_t>();
     case DType::kUInt64: return py::dtype::of<uint64_t>();
     case DType::kBool: return py::dtype::of<bool>();
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:  // dtype_name is the ml_dtypes name
+      return py::module_::import("ml_dtypes").attr(dtype_name(t)).cast<py::object>().attr("dtype").cast<py::dtype>();
     default: throw Error(ErrorKind::kDType, std::string("no NumPy dtype for ") + dtype_name(t));
   }
 }
@@ -269,6 +290,20 @@ void bind_tensor(py::module_& m) {
              return py::make_tuple(d.device_type, d.device_id);
            })
       .def_static("_from_capsule", &tensor_from_capsule)
+      .def("_view_as",
+           [](const Tensor& t, const std::string& name) {
+             // Same memory read as another dtype of the same width: how NumPy
+             // arrays of ml_dtypes types (bfloat16, float8_*), which DLPack
+             // cannot carry, come in through a uint8/uint16 view.
+             DType to = dtype_from_name(name);
+             if (to == DType::kString || dtype_size(to) != dtype_size(t.dtype()))
+               throw Error(ErrorKind::kDType, std::string("cannot view ") + dtype_name(t.dtype()) + " as " + name);
+             if (!t.storage()) return Tensor::empty(to, t.shape(), t.device());
+             const size_t off = static_cast<size_t>(static_cast<const char*>(t.data()) -
+                                                    static_cast<const char*>(t.storage()->data()));
+             return Tensor::from_storage(t.storage(), off, to, t.shape());
+           },
+           py::arg("dtype"))
       .def("__repr__", [](const Tensor& t) {
         return "twinfer.Tensor(shape=" + shape_str(t.shape()) + ", dtype=" + dtype_name(t.dtype()) +
                ", device=" + t.device().str() + ")";

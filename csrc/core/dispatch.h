@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/float8.h"
 #include "core/half.h"
 
 namespace twinfer {
@@ -26,6 +27,11 @@ template <> struct DTypeOf<uint32_t> { static constexpr DType value = DType::kUI
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct DTypeOf<uint64_t> { static constexpr DType value = DType::kUInt64; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <> struct DTypeOf<float8_e4m3fn_t> { static constexpr DType value = DType::kFloat8E4M3FN; };
+template <> struct DTypeOf<float8_e4m3fnuz_t> { static constexpr DType value = DType::kFloat8E4M3FNUZ; };
+template <> struct DTypeOf<float8_e5m2_t> { static constexpr DType value = DType::kFloat8E5M2; };
+template <> struct DTypeOf<float8_e5m2fnuz_t> { static constexpr DType value = DType::kFloat8E5M2FNUZ; };
+template <> struct DTypeOf<float8_e8m0_t> { static constexpr DType value = DType::kFloat8E8M0; };
 
 [[noreturn]] inline void dispatch_unsupported(DType dt, const char* what) {
   throw Error(ErrorKind::kDType, std::string(what) + " does not support dtype " + dtype_name(dt));
@@ -64,6 +70,20 @@ void dispatch_numeric(DType dt, F&& f) {
     dispatch_float(dt, f);
   else
     dispatch_integer(dt, f);
+}
+
+// The four sign/exponent/mantissa 8-bit floats (not E8M0, which has its own
+// rounding modes): f(TypeTag<float8_e4m3fn_t>{}) etc.; Float8Traits<T>::fmt
+// gives the format for float8_to_float / float_to_float8.
+template <typename F>
+void dispatch_float8(DType dt, F&& f) {
+  switch (dt) {
+    case DType::kFloat8E4M3FN: f(TypeTag<float8_e4m3fn_t>{}); return;
+    case DType::kFloat8E4M3FNUZ: f(TypeTag<float8_e4m3fnuz_t>{}); return;
+    case DType::kFloat8E5M2: f(TypeTag<float8_e5m2_t>{}); return;
+    case DType::kFloat8E5M2FNUZ: f(TypeTag<float8_e5m2fnuz_t>{}); return;
+    default: dispatch_unsupported(dt, "this kernel");
+  }
 }
 
 // Any fixed-size type by its byte width only (for data movement ops).

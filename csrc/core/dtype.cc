@@ -19,6 +19,11 @@ size_t dtype_size(DType t) {
     case DType::kInt64: return 8;
     case DType::kUInt64: return 8;
     case DType::kBool: return 1;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0: return 1;
     case DType::kString: return sizeof(void*);
     case DType::kUndefined: return 0;
   }
@@ -40,6 +45,12 @@ const char* dtype_name(DType t) {
     case DType::kInt64: return "int64";
     case DType::kUInt64: return "uint64";
     case DType::kBool: return "bool";
+    // The ml_dtypes names, so Python maps them with getattr(ml_dtypes, name).
+    case DType::kFloat8E4M3FN: return "float8_e4m3fn";
+    case DType::kFloat8E4M3FNUZ: return "float8_e4m3fnuz";
+    case DType::kFloat8E5M2: return "float8_e5m2";
+    case DType::kFloat8E5M2FNUZ: return "float8_e5m2fnuz";
+    case DType::kFloat8E8M0: return "float8_e8m0fnu";
     case DType::kString: return "string";
     case DType::kUndefined: return "undefined";
   }
@@ -49,6 +60,11 @@ const char* dtype_name(DType t) {
 bool dtype_is_float(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
          t == DType::kFloat64;
+}
+
+bool dtype_is_float8(DType t) {
+  return t == DType::kFloat8E4M3FN || t == DType::kFloat8E4M3FNUZ || t == DType::kFloat8E5M2 ||
+         t == DType::kFloat8E5M2FNUZ || t == DType::kFloat8E8M0;
 }
 
 bool dtype_is_integer(DType t) {
@@ -63,7 +79,7 @@ bool dtype_is_integer(DType t) {
 
 bool dtype_is_signed(DType t) {
   return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64 ||
-         dtype_is_float(t);
+         dtype_is_float(t) || (dtype_is_float8(t) && t != DType::kFloat8E8M0);
 }
 
 // Codes from onnx.proto TensorProto.DataType.
@@ -83,6 +99,11 @@ DType dtype_from_onnx(int32_t c) {
     case 12: return DType::kUInt32;
     case 13: return DType::kUInt64;
     case 16: return DType::kBFloat16;
+    case 17: return DType::kFloat8E4M3FN;
+    case 18: return DType::kFloat8E4M3FNUZ;
+    case 19: return DType::kFloat8E5M2;
+    case 20: return DType::kFloat8E5M2FNUZ;
+    case 24: return DType::kFloat8E8M0;
     default: return DType::kUndefined;
   }
 }
@@ -103,6 +124,11 @@ int32_t dtype_to_onnx(DType t) {
     case DType::kUInt32: return 12;
     case DType::kUInt64: return 13;
     case DType::kBFloat16: return 16;
+    case DType::kFloat8E4M3FN: return 17;
+    case DType::kFloat8E4M3FNUZ: return 18;
+    case DType::kFloat8E5M2: return 19;
+    case DType::kFloat8E5M2FNUZ: return 20;
+    case DType::kFloat8E8M0: return 24;
     case DType::kUndefined: return 0;
   }
   return 0;

@@ -18,6 +18,8 @@
 #include <math.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "core/half.h"
 
@@ -39,16 +41,23 @@ struct Float8Format {
   uint8_t nan_code;  // positive NaN code (FNUZ: 0x80)
 };
 
-inline constexpr Float8Format kE4M3FN{3, 7, false, false, 0x7E, 0x7F};
-inline constexpr Float8Format kE4M3FNUZ{3, 8, true, false, 0x7F, 0x80};
-inline constexpr Float8Format kE5M2{2, 15, false, true, 0x7B, 0x7E};
-inline constexpr Float8Format kE5M2FNUZ{2, 16, true, false, 0x7F, 0x80};
-
+// The format of each storage type (by value, so device code can use it).
 template <typename T> struct Float8Traits;
-template <> struct Float8Traits<float8_e4m3fn_t> { static constexpr const Float8Format& fmt = kE4M3FN; };
-template <> struct Float8Traits<float8_e4m3fnuz_t> { static constexpr const Float8Format& fmt = kE4M3FNUZ; };
-template <> struct Float8Traits<float8_e5m2_t> { static constexpr const Float8Format& fmt = kE5M2; };
-template <> struct Float8Traits<float8_e5m2fnuz_t> { static constexpr const Float8Format& fmt = kE5M2FNUZ; };
+template <> struct Float8Traits<float8_e4m3fn_t> {
+  static constexpr Float8Format fmt{3, 7, false, false, 0x7E, 0x7F};
+};
+template <> struct Float8Traits<float8_e4m3fnuz_t> {
+  static constexpr Float8Format fmt{3, 8, true, false, 0x7F, 0x80};
+};
+template <> struct Float8Traits<float8_e5m2_t> {
+  static constexpr Float8Format fmt{2, 15, false, true, 0x7B, 0x7E};
+};
+template <> struct Float8Traits<float8_e5m2fnuz_t> {
+  static constexpr Float8Format fmt{2, 16, true, false, 0x7F, 0x80};
+};
+template <typename T>
+constexpr bool is_float8_v = std::is_same<T, float8_e4m3fn_t>::value || std::is_same<T, float8_e4m3fnuz_t>::value ||
+                             std::is_same<T, float8_e5m2_t>::value || std::is_same<T, float8_e5m2fnuz_t>::value;
 
 // Bits -> float, exact.
 TWINFER_HD float float8_to_float(uint8_t b, const Float8Format& f) {
@@ -73,7 +82,9 @@ TWINFER_HD float float8_to_float(uint8_t b, const Float8Format& f) {
 
 // double -> bits, round to nearest even, overflow per `saturate` (see top).
 TWINFER_HD uint8_t float_to_float8(double x, const Float8Format& f, bool saturate) {
-  const bool neg = signbit(x) != 0;
+  uint64_t xb;
+  memcpy(&xb, &x, 8);
+  const bool neg = (xb >> 63) != 0;
   const uint8_t sign = neg ? 0x80 : 0;
   const uint8_t nan = f.fnuz ? f.nan_code : (uint8_t)(sign | f.nan_code);
   double a = fabs(x);

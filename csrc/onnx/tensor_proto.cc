@@ -91,6 +91,9 @@ const char* onnx_type_name(int32_t code) {
     case 21: return "UINT4";
     case 22: return "INT4";
     case 23: return "FLOAT4E2M1";
+    case 24: return "FLOAT8E8M0";
+    case 25: return "UINT2";
+    case 26: return "INT2";
     default: return "unknown";
   }
 }
@@ -142,7 +145,7 @@ Tensor from_typed(const TensorFields& f, const std::string& label, DType dtype, 
     case DType::kFloat64: src = &f.f64; field = "double_data"; break;
     case DType::kInt64: src = &f.i64; field = "int64_data"; break;
     case DType::kUInt32: case DType::kUInt64: src = &f.u64; field = "uint64_data"; break;
-    default: src = &f.i32; field = "int32_data"; break;  // f16, bf16, bool, (u)int8/16, int32
+    default: src = &f.i32; field = "int32_data"; break;  // f16, bf16, f8, bool, (u)int8/16, int32
   }
   const std::pair<const std::vector<Span>*, const char*> all[] = {
       {&f.f32, "float_data"}, {&f.f64, "double_data"}, {&f.i32, "int32_data"},
@@ -182,7 +185,13 @@ Tensor from_typed(const TensorFields& f, const std::string& label, DType dtype, 
     case DType::kBFloat16:
       return from_varints<uint16_t>(*src, dtype, shape, [](uint64_t v) { return uint16_t(v); });
     case DType::kInt8: return from_varints<int8_t>(*src, dtype, shape, [](uint64_t v) { return int8_t(v); });
-    case DType::kUInt8: return from_varints<uint8_t>(*src, dtype, shape, [](uint64_t v) { return uint8_t(v); });
+    case DType::kUInt8:
+    case DType::kFloat8E4M3FN:  // the 8-bit floats' bit patterns, one per int32_data entry
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:
+      return from_varints<uint8_t>(*src, dtype, shape, [](uint64_t v) { return uint8_t(v); });
     case DType::kBool: return from_varints<uint8_t>(*src, dtype, shape, [](uint64_t v) { return uint8_t(v != 0); });
     default: break;
   }

@@ -13,6 +13,8 @@
 #include "graph/passes/infer_and_fold.h"
 #include "ops/schema.h"
 #include "runtime/arena_planner.h"
+#include "runtime/evaluate.h"
+#include "graph/subgraph.h"
 #include "runtime/execution_context.h"
 
 namespace twinfer {
@@ -94,6 +96,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   }
 
   graph::Graph& g = model.graph;
+  graph::capture_implicit_inputs(g);  // subgraph reads of outer values become node inputs
   passes::PassContext pc;
   pc.opset = e->opset_;
   pc.backend = Backend::kCPU;
@@ -355,42 +358,11 @@ std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>
 }
 
 std::vector<Tensor> Engine::run_eager(const std::vector<Tensor>& inputs, int threads) const {
-  // The inputs become constants and folding evaluates the whole graph, node
-  // by node, each shape rule seeing the values that came before it.
-  graph::Graph g = graph_;
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    auto& v = g.values[g.inputs[i]];
-    v.has_shape = true;
-    v.shape = sym_shape_from(inputs[i].shape());
-    v.constant = inputs[i];
-  }
-  passes::PassContext pc;
-  pc.opset = opset_;
-  pc.backend = Backend::kCPU;
-  pc.precision = options_.precision;
-  pc.evaluate_all = true;
-  pc.num_threads = threads;
-  passes::infer_and_fold(g, pc, true);
-  std::vector<Tensor> out;
-  for (int v : g.outputs) {
-    const auto& val = g.values[v];
-    if (!val.is_constant()) {
-      for (const auto& n : g.nodes)
-        for (int o : n.outputs)
-          if (o >= 0 && !g.values[o].is_constant())
-            throw Error(ErrorKind::kUnsupportedOp,
-                        "could not evaluate output '" + g.values[o].name + "' (its shape is unknown even with " +
-                            "the input values: the op's shape rule needs more than twinfer knows)",
-                        n.name, n.op_type);
-      throw Error(ErrorKind::kShape, "graph output '" + val.name + "' could not be evaluated");
-    }
-    // Hand back a tensor of our own: an output may be an input or a weight.
-    const bool fresh = !graph_.values[v].is_constant() && std::none_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
-                         return t.data() == val.constant.data();
-                       });
-    out.push_back(fresh ? val.constant : val.constant.clone());
-  }
-  return out;
+  EvalOptions eo;
+  eo.opset = opset_;
+  eo.precision = options_.precision;
+  eo.num_threads = threads;
+  return evaluate_graph(graph_, inputs, {}, eo);
 }
 
 std::vector<Tensor> Engine::run(const std::vector<Tensor>& inputs) const {

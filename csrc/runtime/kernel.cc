@@ -97,4 +97,8 @@ bool any_kernel_for(const std::string& domain, const std::string& op_type, Backe
   return false;
 }
 
+std::vector<Tensor> Kernel::run_dynamic(KernelContext&) const {
+  throw Error(ErrorKind::kRuntime, "this kernel has no dynamic-output mode");
+}
+
 }  // namespace twinfer

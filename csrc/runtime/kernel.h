@@ -68,6 +68,11 @@ class Kernel {
   virtual size_t scratch_bytes() const { return 0; }
   // Short description for reports ("onednn conv", "reference").
   virtual const char* impl_name() const { return "reference"; }
+  // Kernels whose output shapes are known only once they run (If, Loop...)
+  // return true and implement run_dynamic: it reads ctx.inputs and returns
+  // freshly allocated outputs. Used when a graph is evaluated eagerly.
+  virtual bool dynamic_outputs() const { return false; }
+  virtual std::vector<Tensor> run_dynamic(KernelContext& ctx) const;
 };
 
 using SupportsFn = bool (*)(const KernelBuildInfo&, std::string* why_not);

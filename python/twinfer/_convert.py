@@ -27,12 +27,49 @@ _NUMPY_NAMES = {
 }
 
 
+# Types NumPy knows only through ml_dtypes (named as ml_dtypes names them,
+# which are also twinfer's dtype names). DLPack cannot carry them from NumPy,
+# so such arrays come in through a same-width unsigned view (see _from_numpy).
+_ML_DTYPES = {
+    "bfloat16": np.uint16,
+    "float8_e4m3fn": np.uint8,
+    "float8_e4m3fnuz": np.uint8,
+    "float8_e5m2": np.uint8,
+    "float8_e5m2fnuz": np.uint8,
+    "float8_e8m0fnu": np.uint8,
+}
+
+
 def numpy_dtype(name: str):
-    if name == "bfloat16":
+    if name in _ML_DTYPES:
         import ml_dtypes
 
-        return ml_dtypes.bfloat16
+        return getattr(ml_dtypes, name)
     return _NUMPY_NAMES[name]
+
+
+def _ml_dtype_name(a: np.ndarray) -> str | None:
+    """The ml_dtypes name of ``a``'s dtype when DLPack cannot carry it."""
+    name = a.dtype.name
+    return name if name in _ML_DTYPES and a.dtype.itemsize == np.dtype(_ML_DTYPES[name]).itemsize else None
+
+
+def _from_numpy(a: np.ndarray) -> Tensor:
+    """A NumPy array as a Tensor: zero-copy through DLPack when it is compact,
+    ml_dtypes types (bfloat16, float8_*) through a uint8/uint16 view."""
+    name = _ml_dtype_name(a)
+    if name is None:
+        return Tensor._from_capsule(_capsule(a))
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    u = a.view(_ML_DTYPES[name])
+    try:
+        t = Tensor._from_capsule(_capsule(u))
+    except (BufferError, TypeError):
+        if u.flags.writeable:
+            raise
+        t = Tensor._from_capsule(_capsule(np.array(u)))  # older NumPy: no read-only export
+    return t._view_as(name)
 
 
 def _capsule(x):
@@ -51,6 +88,8 @@ def from_dlpack(x) -> Tensor:
         raise InvalidArgumentError(f"{type(x).__name__} does not implement __dlpack__")
     if getattr(x, "requires_grad", False):  # torch refuses to export tensors that track gradients
         x = x.detach()
+    if isinstance(x, np.ndarray) and _ml_dtype_name(x) is not None:
+        return _from_numpy(x)
     return Tensor._from_capsule(_capsule(x))
 
 
@@ -61,7 +100,9 @@ def as_tensor(x, dtype_hint: str | None = None) -> Tensor:
     if isinstance(x, (int, float, bool, list, tuple)):
         # Plain Python values carry no dtype: take the model's.
         dt = numpy_dtype(dtype_hint) if dtype_hint else None
-        return Tensor._from_capsule(_capsule(np.asarray(x, dtype=dt, order="C")))
+        return _from_numpy(np.asarray(x, dtype=dt, order="C"))
+    if isinstance(x, np.ndarray) and _ml_dtype_name(x) is not None:
+        return _from_numpy(x)
     if hasattr(x, "__dlpack__"):
         if isinstance(x, np.ndarray) and not x.flags.writeable:
             # Older NumPy refuses to export read-only arrays; we only read inputs.
@@ -71,5 +112,5 @@ def as_tensor(x, dtype_hint: str | None = None) -> Tensor:
                 x = np.array(x)
         return from_dlpack(x)
     if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
-        return Tensor._from_capsule(_capsule(np.asarray(x, order="C")))
+        return _from_numpy(np.asarray(x, order="C"))
     raise InvalidArgumentError(f"cannot use a {type(x).__name__} as a tensor")

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from . import _core
 from ._convert import Tensor, as_tensor
-from .errors import DeviceError, InvalidArgumentError
+from .errors import DeviceError, InvalidArgumentError, ShapeError
 
 
 class TensorSpec(NamedTuple):
@@ -48,8 +48,44 @@ class Engine:
     """A model compiled for one device and precision. Thread-safe: several
     threads may call ``run`` at once (each borrows its own execution context)."""
 
-    def __init__(self, core: "_core.Engine"):
+    def __init__(self, core: "_core.Engine", shape_ranges: dict | None = None):
         self._core = core
+        self._ranges = self._check_ranges(shape_ranges or {})
+        # Plans for the declared extremes now: errors surface at load, and
+        # the first runs at those shapes pay nothing extra.
+        for pick in (0, 1):
+            if self._ranges and len(self._ranges) == len(self.inputs):
+                self._core.memory_report([list(self._ranges[s.name][pick]) for s in self.inputs])
+
+    def _check_ranges(self, ranges: dict) -> dict:
+        specs = {s.name: s for s in self.inputs}
+        out = {}
+        for name, rng in ranges.items():
+            if name not in specs:
+                raise InvalidArgumentError(f"shape_ranges names unknown input {name!r}; inputs are {list(specs)}")
+            try:
+                lo, hi = (tuple(int(d) for d in rng[0]), tuple(int(d) for d in rng[1]))
+            except (TypeError, ValueError, IndexError):
+                raise InvalidArgumentError(f"shape_ranges[{name!r}] must be (min_shape, max_shape)") from None
+            spec = specs[name].shape
+            if len(lo) != len(spec) or len(hi) != len(spec):
+                raise InvalidArgumentError(f"shape_ranges[{name!r}]: rank must be {len(spec)} like {spec}")
+            for d, (a, b, s) in enumerate(zip(lo, hi, spec)):
+                if a < 0 or a > b or (isinstance(s, int) and not a == b == s):
+                    raise InvalidArgumentError(f"shape_ranges[{name!r}]: dim {d} range [{a}, {b}] does not fit {spec}")
+            out[name] = (lo, hi)
+        return out
+
+    @property
+    def shape_ranges(self) -> dict[str, tuple[tuple, tuple]]:
+        """The (min, max) shapes declared at load with ``shape_ranges=``."""
+        return dict(self._ranges)
+
+    def _check_in_range(self, name: str, shape: tuple) -> None:
+        lo, hi = self._ranges[name]
+        if len(shape) != len(lo) or any(not a <= d <= b for d, a, b in zip(shape, lo, hi)):
+            raise ShapeError(f"input {name!r} has shape {list(shape)}, outside the declared range "
+                             f"{list(lo)} .. {list(hi)}")
 
     # -- description -------------------------------------------------------
     @property
@@ -84,7 +120,12 @@ class Engine:
         missing = [s.name for s in specs if s.name not in feeds]
         if missing:
             raise InvalidArgumentError(f"missing input(s) {missing}")
-        return [as_tensor(feeds[s.name], s.dtype) for s in specs]
+        tensors = [as_tensor(feeds[s.name], s.dtype) for s in specs]
+        if self._ranges:
+            for s, t in zip(specs, tensors):
+                if s.name in self._ranges:
+                    self._check_in_range(s.name, t.shape)
+        return tensors
 
     def run(self, feeds: dict, *, context: "_core.ExecutionContext | None" = None) -> dict[str, Tensor]:
         """Run on ``feeds`` ({input name: array}) and return {output name: Tensor}.
@@ -106,7 +147,7 @@ class Engine:
         specs = self.inputs
         if len(inputs) != len(specs):
             raise InvalidArgumentError(f"expected {len(specs)} inputs, got {len(inputs)}")
-        outs = self._core.run([as_tensor(x, s.dtype) for x, s in zip(inputs, specs)])
+        outs = self._core.run(self._ordered_inputs({s.name: x for s, x in zip(specs, inputs)}))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def create_context(self, num_threads: int = 0) -> "_core.ExecutionContext":
@@ -158,7 +199,9 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     device: "auto" (the GPU when present, else the CPU), "cpu", "cuda" or "cuda:N".
     precision: "fp32" (default), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU.
     options: num_threads (CPU threads per run, default all), optimize (passes, default True),
-             base_dir (folder for external weights when loading from bytes).
+             base_dir (folder for external weights when loading from bytes),
+             shape_ranges ({input name: (min_shape, max_shape)}: plans for both are built at
+             load, and a run outside the range raises twinfer.ShapeError).
 
     >>> engine = twinfer.load("resnet50.onnx", device="cpu")
     """
@@ -166,6 +209,7 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     base_dir = options.pop("base_dir", base_dir)
     num_threads = int(options.pop("num_threads", 0))
     optimize = bool(options.pop("optimize", True))
+    shape_ranges = options.pop("shape_ranges", None)
     if options:
         raise InvalidArgumentError(f"unknown option(s): {sorted(options)}")
     requested = device
@@ -177,4 +221,4 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
             raise
         warnings.warn("the CUDA backend cannot run this model here; using the CPU", RuntimeWarning, stacklevel=2)
         core = _core.load_model(source, is_path, "cpu", precision, num_threads, optimize, os.fspath(base_dir))
-    return Engine(core)
+    return Engine(core, shape_ranges)

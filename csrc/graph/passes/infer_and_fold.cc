@@ -49,12 +49,15 @@ static bool outputs_fully_known(const graph::Graph& g, const graph::Node& n, siz
   return true;
 }
 
-// Runs the node's CPU kernel on its constant inputs and stores the outputs as constants.
-static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx) {
+// Runs the node's CPU kernel on its constant inputs and stores the outputs as
+// constants. `dynamic`: output shapes are unknown; only kernels that allocate
+// their own outputs (run_dynamic) can fold then.
+static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx, bool dynamic = false) {
   KernelBuildInfo info(g, n, ctx.opset, Backend::kCPU, Precision::kFP32);
   const KernelDef* def = select_kernel(info, nullptr);
   if (!def) return false;
   std::unique_ptr<Kernel> kernel = def->create(info);
+  if (dynamic && !kernel->dynamic_outputs()) return false;
   KernelContext kc;
   for (int in : n.inputs) {
     if (in < 0) {
@@ -66,6 +69,19 @@ static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& 
     } else {
       kc.inputs.push_back(g.values[in].constant.view());
     }
+  }
+  kc.num_threads = std::max(1, ctx.num_threads);
+  if (dynamic) {
+    std::vector<Tensor> outs = kernel->run_dynamic(kc);
+    for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i) {
+      if (n.outputs[i] < 0) continue;
+      auto& v = g.values[n.outputs[i]];
+      v.dtype = outs[i].dtype();
+      v.has_shape = true;
+      v.shape = sym_shape_from(outs[i].shape());
+      v.constant = outs[i];
+    }
+    return true;
   }
   std::vector<Tensor> outs;
   for (int o : n.outputs) {
@@ -100,8 +116,10 @@ int infer_and_fold(graph::Graph& g, const PassContext& ctx, bool fold) {
     if (!fold || (is_unfoldable(n) && !ctx.evaluate_all) || !all_inputs_constant(g, n)) continue;
     bool small = false;
     const size_t limit = ctx.evaluate_all ? SIZE_MAX : ctx.fold_limit_bytes;
-    if (!outputs_fully_known(g, n, limit, &small) || !small) continue;
-    if (fold_node(g, n, ctx)) {
+    const bool known = outputs_fully_known(g, n, limit, &small);
+    if (known && !small) continue;
+    if (!known && !ctx.evaluate_all) continue;
+    if (fold_node(g, n, ctx, !known)) {
       dead[i] = 1;
       ++folded;
     }

@@ -5,20 +5,15 @@
 namespace twinfer::ew {
 namespace {
 
-// ---- Mod: fmod=1 is C's fmod (any numeric type); fmod=0 is the integer
-// remainder with the divisor's sign, which ONNX does not define for floats.
+// ---- Mod: fmod=1 is C's fmod (any numeric type); fmod=0 is the remainder
+// with the divisor's sign (numpy.mod), for integers and floats.
 bool mod_fmod(const KernelBuildInfo& i) { return i.node().attr_int("fmod", 0) != 0; }
 
 using FModOp = BinaryTraits<FMod, kNumericTypes>;
-using IntModOp = BinaryTraits<Mod, kIntTypes>;
+using IntModOp = BinaryTraits<Mod, kNumericTypes>;
 
 bool mod_supports(const KernelBuildInfo& info, std::string* why) {
   if (mod_fmod(info)) return binary_supports<FModOp>(info, why);
-  if (!check_same_dtype(info, {0, 1}, why)) return false;
-  if (dtype_is_float(info.input_dtype(0))) {
-    if (why) *why = "Mod of float inputs needs fmod=1 (ONNX leaves fmod=0 undefined for floats)";
-    return false;
-  }
   return binary_supports<IntModOp>(info, why);
 }
 std::unique_ptr<Kernel> make_mod(const KernelBuildInfo& info) {
@@ -26,9 +21,9 @@ std::unique_ptr<Kernel> make_mod(const KernelBuildInfo& info) {
   return std::make_unique<ChosenKernel>(make_kernel<BinaryKernel<IntModOp>>(info));
 }
 
-// ---- BitShift: direction LEFT/RIGHT, unsigned integers only.
-using ShlOp = BinaryTraits<BitShiftLeft, kUnsignedIntTypes>;
-using ShrOp = BinaryTraits<BitShiftRight, kUnsignedIntTypes>;
+// ---- BitShift: direction LEFT/RIGHT, unsigned and (opset 28) signed integers.
+using ShlOp = BinaryTraits<BitShiftLeft, kIntTypes>;
+using ShrOp = BinaryTraits<BitShiftRight, kIntTypes>;
 
 bool bitshift_supports(const KernelBuildInfo& info, std::string* why) {
   std::string d = info.node().attr_string("direction", "");

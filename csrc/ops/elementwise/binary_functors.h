@@ -49,17 +49,27 @@ struct Div {
     }
   }
 };
-// Mod with fmod = 0: integer remainder with the sign of the divisor (Python's
-// %). Zero divisors give 0 (see Div).
+// Mod with fmod = 0: the remainder with the sign of the divisor (Python's %,
+// numpy.mod). Integer zero divisors give 0 (see Div). Floats follow the ONNX
+// rules: a zero result takes the divisor's sign, x % inf is x when the signs
+// agree and inf otherwise, x % 0 and inf % y are NaN.
 struct Mod {
   template <typename T> TWINFER_HD T operator()(T a, T b) const {
-    static_assert(std::is_integral<T>::value, "Mod with fmod=0 is integer-only");
-    if (b == T(0)) return T(0);
-    if constexpr (std::is_signed<T>::value) {
+    if constexpr (std::is_floating_point<T>::value) {
+      T r = m_fmod(a, b);
+      if (r != T(0)) {
+        if ((r < T(0)) != (b < T(0))) r += b;
+      } else {
+        r = b < T(0) ? -T(0) : T(0);
+      }
+      return r;
+    } else if constexpr (std::is_signed<T>::value) {
+      if (b == T(0)) return T(0);
       if (b == T(-1)) return T(0);
       T r = static_cast<T>(a % b);
       return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? static_cast<T>(r + b) : r;
     } else {
+      if (b == T(0)) return T(0);
       return static_cast<T>(a % b);
     }
   }
@@ -167,16 +177,27 @@ struct BitwiseOr {
 struct BitwiseXor {
   template <typename T> TWINFER_HD T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
 };
-// Unsigned shifts; a shift by the bit width or more gives 0 (C++ leaves it
-// undefined; the mathematical answer is 0).
+// Shifts. A shift by a negative amount or by the bit width or more gives what
+// the sign fill alone gives (C++ leaves it undefined): 0, or -1 for a right
+// shift of a negative signed value. Signed right shifts are arithmetic; signed
+// left shifts shift the two's complement bits, dropping those past the sign.
+template <typename T> TWINFER_HD bool shift_out_of_range(T b) {
+  if constexpr (std::is_signed<T>::value) {
+    if (b < T(0)) return true;
+  }
+  return static_cast<uint64_t>(b) >= sizeof(T) * 8;
+}
 struct BitShiftLeft {
   template <typename T> TWINFER_HD T operator()(T a, T b) const {
-    return b >= T(sizeof(T) * 8) ? T(0) : static_cast<T>(wrap_t<T>(a) << b);
+    using U = std::make_unsigned_t<T>;
+    if (shift_out_of_range(b)) return T(0);
+    return static_cast<T>(static_cast<U>(wrap_t<T>(static_cast<U>(a)) << b));
   }
 };
 struct BitShiftRight {
   template <typename T> TWINFER_HD T operator()(T a, T b) const {
-    return b >= T(sizeof(T) * 8) ? T(0) : static_cast<T>(a >> b);
+    if (shift_out_of_range(b)) return a < T(0) ? T(-1) : T(0);  // a < 0 is never true when unsigned
+    return static_cast<T>(a >> b);
   }
 };
 

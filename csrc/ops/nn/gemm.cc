@@ -3,6 +3,8 @@
 // A' = transA ? A^T : A, B' likewise, C unidirectionally broadcast to [M, N].
 // The fast path is backends/cpu/onednn_gemm.cc.
 #include "core/dispatch.h"
+#include "ops/elementwise/scalar.h"
+#include "ops/elementwise/typeset.h"
 #include "ops/nn/conv.h"  // kTwinferDomain
 #include "ops/nn/matmul.h"
 #include "ops/schema.h"
@@ -57,31 +59,33 @@ class GemmReference final : public Kernel {
   }
 
   void run(KernelContext& ctx) const override {
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+    ew::dispatch_typeset<ew::kFloatTypes>(ctx.inputs[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       compute<T>(ctx);
     });
   }
 
  private:
+  // 16-bit floats accumulate in float and round once per output element.
   template <typename T>
   void compute(KernelContext& ctx) const {
+    using C = ew::compute_t<T>;
     const T* A = ctx.inputs[0].as<T>();
     const T* B = ctx.inputs[1].as<T>();
-    const T* C = g_.has_c ? ctx.inputs[2].as<T>() : nullptr;
+    const T* Cm = g_.has_c ? ctx.inputs[2].as<T>() : nullptr;
     T* Y = ctx.outputs[0].as<T>();
     const int64_t M = g_.M, K = g_.K, N = g_.N;
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
-        T acc = 0;
+        C acc = 0;
         for (int64_t k = 0; k < K; ++k) {
-          T a = g_.trans_a ? A[k * M + m] : A[m * K + k];
-          T b = g_.trans_b ? B[n * K + k] : B[k * N + n];
+          C a = ew::load(g_.trans_a ? A[k * M + m] : A[m * K + k]);
+          C b = ew::load(g_.trans_b ? B[n * K + k] : B[k * N + n]);
           acc += a * b;
         }
-        T v = T(g_.alpha) * acc;
-        if (C) v += T(g_.beta) * C[(c2_[0] == 1 ? 0 : m) * c2_[1] + (c2_[1] == 1 ? 0 : n)];
-        Y[m * N + n] = g_.act.apply(v);
+        C v = C(g_.alpha) * acc;
+        if (Cm) v += C(g_.beta) * ew::load(Cm[(c2_[0] == 1 ? 0 : m) * c2_[1] + (c2_[1] == 1 ? 0 : n)]);
+        Y[m * N + n] = ew::store<T>(g_.act.apply(v));
       }
   }
 
@@ -91,8 +95,8 @@ class GemmReference final : public Kernel {
 
 bool reference_supports(const KernelBuildInfo& info, std::string* why) {
   DType dt = info.input_dtype(0);
-  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
-    *why = std::string("reference Gemm supports float32/float64, not ") + dtype_name(dt);
+  if (!ew::in_typeset(ew::kFloatTypes, dt)) {
+    *why = std::string("reference Gemm supports float types, not ") + dtype_name(dt);
     return false;
   }
   return true;

@@ -3,7 +3,11 @@
 // backends/cpu/onednn_matmul.cc.
 #include "ops/nn/matmul.h"
 
+#include <vector>
+
 #include "core/dispatch.h"
+#include "ops/elementwise/scalar.h"
+#include "ops/elementwise/typeset.h"
 #include "ops/nn/conv.h"  // kTwinferDomain
 #include "ops/schema.h"
 
@@ -65,15 +69,17 @@ class MatMulReference final : public Kernel {
   explicit MatMulReference(const KernelBuildInfo& info) : g_(matmul_geom(info)) {}
 
   void run(KernelContext& ctx) const override {
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+    ew::dispatch_typeset<ew::kFloatTypes>(ctx.inputs[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       compute<T>(ctx);
     });
   }
 
  private:
+  // 16-bit floats accumulate in float and round once per output element.
   template <typename T>
   void compute(KernelContext& ctx) const {
+    using C = ew::compute_t<T>;
     const T* A = ctx.inputs[0].as<T>();
     const T* B = ctx.inputs[1].as<T>();
     const T* bias = g_.has_bias ? ctx.inputs[2].as<T>() : nullptr;
@@ -82,6 +88,7 @@ class MatMulReference final : public Kernel {
     const Shape as = contiguous_strides(g_.a_batch), bs = contiguous_strides(g_.b_batch);
     const int64_t nb = shape_numel(g_.y_batch);
     const int64_t M = g_.M, K = g_.K, N = g_.N;
+    std::vector<C> acc(static_cast<size_t>(N));
     for (int64_t bi = 0; bi < nb; ++bi) {
       // Map the output batch index to A's and B's (broadcast dims stay 0).
       int64_t rem = bi, ao = 0, bo = 0;
@@ -94,12 +101,16 @@ class MatMulReference final : public Kernel {
       const T* a = A + ao * M * K;
       const T* b = B + bo * K * N;
       T* y = Y + bi * M * N;
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t nn = 0; nn < N; ++nn) {
-          T acc = bias ? bias[nn] : T(0);
-          for (int64_t k = 0; k < K; ++k) acc += a[m * K + k] * b[k * N + nn];
-          y[m * N + nn] = g_.act.apply(acc);
+      for (int64_t m = 0; m < M; ++m) {
+        // Row of y accumulated over k (B read row by row, not column by column).
+        for (int64_t nn = 0; nn < N; ++nn) acc[nn] = bias ? ew::load(bias[nn]) : C(0);
+        for (int64_t k = 0; k < K; ++k) {
+          const C av = ew::load(a[m * K + k]);
+          const T* brow = b + k * N;
+          for (int64_t nn = 0; nn < N; ++nn) acc[nn] += av * ew::load(brow[nn]);
         }
+        for (int64_t nn = 0; nn < N; ++nn) y[m * N + nn] = ew::store<T>(g_.act.apply(acc[nn]));
+      }
     }
   }
 
@@ -108,8 +119,8 @@ class MatMulReference final : public Kernel {
 
 bool reference_supports(const KernelBuildInfo& info, std::string* why) {
   DType dt = info.input_dtype(0);
-  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
-    *why = std::string("reference MatMul supports float32/float64, not ") + dtype_name(dt);
+  if (!ew::in_typeset(ew::kFloatTypes, dt)) {
+    *why = std::string("reference MatMul supports float types, not ") + dtype_name(dt);
     return false;
   }
   return true;

@@ -181,13 +181,13 @@ UniqueResult unique_compute(const TensorView& x, int64_t axis, bool sorted) {
   UniqueResult r;
   ew::dispatch_typeset<ew::kAllTypes>(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = ew::compute_t<T>;
+    using C = std::conditional_t<std::is_same_v<T, bool>, uint8_t, ew::compute_t<T>>;  // no vector<bool>
     const T* p = x.as<const T>();
     const int64_t m = outer * inner;  // elements per slice
     std::vector<C> s(static_cast<size_t>(n * m));
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < inner; ++j) s[i * m + o * inner + j] = ew::load(p[(o * n + i) * inner + j]);
+        for (int64_t j = 0; j < inner; ++j) s[i * m + o * inner + j] = static_cast<C>(ew::load(p[(o * n + i) * inner + j]));
     auto less = [&](int64_t a, int64_t b) {
       const C *pa = &s[a * m], *pb = &s[b * m];
       for (int64_t t = 0; t < m; ++t)

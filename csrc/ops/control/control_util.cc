@@ -1,0 +1,111 @@
+#include "ops/control/control_util.h"
+
+#include <cstring>
+
+#include "graph/passes/infer_and_fold.h"
+#include "graph/subgraph.h"
+
+namespace twinfer::control {
+
+ValueType input_type(const InferContext& c, size_t i) {
+  const auto& v = c.input(i);
+  return ValueType{v.dtype, v.has_shape, v.shape};
+}
+
+void set_output_type(InferContext& c, size_t i, const ValueType& t) {
+  if (!c.has_output(i)) return;
+  if (t.has_shape)
+    c.set_output(i, t.dtype, t.shape);
+  else
+    c.set_output_rank_unknown(i, t.dtype);
+}
+
+std::vector<ValueType> infer_subgraph(const InferContext& c, const graph::Graph& sub,
+                                      const std::vector<ValueType>& inputs) {
+  graph::Graph g = sub;
+  for (size_t i = 0; i < g.inputs.size() && i < inputs.size(); ++i) {
+    auto& v = g.values[g.inputs[i]];
+    if (inputs[i].dtype != DType::kUndefined) v.dtype = inputs[i].dtype;
+    if (inputs[i].has_shape) {
+      v.has_shape = true;
+      v.shape = inputs[i].shape;
+    }
+  }
+  const graph::Attribute* names = c.node().attr(graph::kImplicitAttr);
+  const size_t first = graph::explicit_input_count(c.node());
+  if (names)
+    for (size_t k = 0; k < names->strings.size(); ++k) {
+      const int id = g.find_value(names->strings[k]);
+      if (id < 0) continue;
+      const auto& outer = c.input(first + k);
+      auto& v = g.values[id];
+      v.dtype = outer.dtype;
+      v.has_shape = outer.has_shape;
+      v.shape = outer.shape;
+      if (outer.is_constant()) v.constant = outer.constant;
+    }
+  passes::PassContext pc;
+  pc.opset = c.opset();
+  passes::infer_and_fold(g, pc, true);
+  std::vector<ValueType> out;
+  for (int o : g.outputs) out.push_back(ValueType{g.values[o].dtype, g.values[o].has_shape, g.values[o].shape});
+  return out;
+}
+
+ValueType merge_types(const InferContext& c, const ValueType& a, const ValueType& b, size_t output) {
+  if (a.dtype != DType::kUndefined && b.dtype != DType::kUndefined && a.dtype != b.dtype)
+    c.fail(ErrorKind::kDType, "the branches give output " + std::to_string(output) + " different types (" +
+                                  dtype_name(a.dtype) + " and " + dtype_name(b.dtype) + ")");
+  ValueType r;
+  r.dtype = a.dtype != DType::kUndefined ? a.dtype : b.dtype;
+  if (!a.has_shape || !b.has_shape || a.shape.size() != b.shape.size()) return r;
+  r.has_shape = true;
+  for (size_t d = 0; d < a.shape.size(); ++d) {
+    const Dim& x = a.shape[d];
+    const Dim& y = b.shape[d];
+    const bool same = (x.known() && y.known() && x.value == y.value) ||
+                      (!x.known() && !y.known() && !x.symbol.empty() && x.symbol == y.symbol);
+    r.shape.push_back(same ? x : Dim());
+  }
+  return r;
+}
+
+Body::Body(const KernelBuildInfo& info, const char* attr) {
+  const graph::Attribute& a = info.node().required_attr(attr);
+  if (!a.g) info.fail(ErrorKind::kModelFormat, std::string("attribute '") + attr + "' is not a graph");
+  graph_ = a.g;
+  if (const graph::Attribute* names = info.node().attr(graph::kImplicitAttr)) outer_names_ = names->strings;
+  outer_first_ = graph::explicit_input_count(info.node());
+  options_.opset = info.opset();
+  options_.precision = info.precision();
+}
+
+std::vector<Tensor> Body::run(const std::vector<Tensor>& inputs, const KernelContext& ctx) const {
+  std::vector<std::pair<std::string, Tensor>> outer;
+  for (size_t k = 0; k < outer_names_.size(); ++k)
+    outer.emplace_back(outer_names_[k], borrow_view(ctx.inputs[outer_first_ + k]));
+  EvalOptions o = options_;
+  o.num_threads = ctx.num_threads;
+  return evaluate_graph(*graph_, inputs, outer, o);
+}
+
+Tensor borrow_view(const TensorView& v) {
+  return Tensor::borrow(v.data, v.dtype, v.shape, Device::cpu(), nullptr);
+}
+
+void copy_to_outputs(const std::vector<Tensor>& results, KernelContext& ctx, const std::string& node,
+                     const std::string& op) {
+  for (size_t i = 0; i < ctx.outputs.size() && i < results.size(); ++i) {
+    TensorView& o = ctx.outputs[i];
+    if (!o.data && o.numel() != 0) continue;
+    if (results[i].shape() != o.shape || results[i].dtype() != o.dtype)
+      throw Error(ErrorKind::kShape,
+                  "output " + std::to_string(i) + " came out " + dtype_name(results[i].dtype()) +
+                      shape_str(results[i].shape()) + " but the plan expected " + dtype_name(o.dtype) +
+                      shape_str(o.shape),
+                  node, op);
+    if (o.bytes()) std::memcpy(o.data, results[i].data(), o.bytes());
+  }
+}
+
+}  // namespace twinfer::control

@@ -1,0 +1,59 @@
+// What If, Loop and Scan share: typing a subgraph from its inputs' types at
+// shape-inference time, binding a node's captured outer values when a body
+// runs, and byte copies between whole tensors and slices of them.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/subgraph.h"
+#include "ops/schema.h"
+#include "runtime/evaluate.h"
+#include "runtime/kernel.h"
+
+namespace twinfer::control {
+
+struct ValueType {
+  DType dtype = DType::kUndefined;
+  bool has_shape = false;
+  SymShape shape;
+};
+
+// The types of `sub`'s outputs when its inputs have `inputs` types (an
+// undefined dtype keeps the subgraph's declaration) and its outer values are
+// the node's captured inputs (types and constants taken from `c`).
+std::vector<ValueType> infer_subgraph(const InferContext& c, const graph::Graph& sub,
+                                      const std::vector<ValueType>& inputs);
+
+// Two branches' types merged: equal dims kept, differing dims unknown, a
+// differing rank unknown. Throws kDType naming the node when dtypes differ.
+ValueType merge_types(const InferContext& c, const ValueType& a, const ValueType& b, size_t output);
+
+void set_output_type(InferContext& c, size_t i, const ValueType& t);
+ValueType input_type(const InferContext& c, size_t i);
+
+// A kernel-side handle on one subgraph attribute and the node's outer values.
+class Body {
+ public:
+  Body(const KernelBuildInfo& info, const char* attr);
+  // Evaluates with `inputs`; outer values come from ctx's captured inputs.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const KernelContext& ctx) const;
+  const graph::Graph& graph() const { return *graph_; }
+
+ private:
+  std::shared_ptr<graph::Graph> graph_;
+  std::vector<std::string> outer_names_;
+  size_t outer_first_ = 0;  // index of the first captured input of the node
+  EvalOptions options_;
+};
+
+// A view as a Tensor that does not own its memory (valid during the run).
+Tensor borrow_view(const TensorView& v);
+
+// Copies freshly computed outputs into a static plan's output buffers,
+// checking they have the planned shapes.
+void copy_to_outputs(const std::vector<Tensor>& results, KernelContext& ctx, const std::string& node,
+                     const std::string& op);
+
+}  // namespace twinfer::control

@@ -1,0 +1,101 @@
+// CumProd(x, axis) (opset 26) with the exclusive and reverse attributes: the
+// running product along an axis, computed in the element type (float for
+// float16/bfloat16). Same walk as CumSum: [outer, n, inner], blocks of up to
+// 256 inner positions keep their running products on the stack.
+#include <algorithm>
+
+#include "backends/cpu/parallel.h"
+#include "ops/elementwise/scalar.h"
+#include "ops/elementwise/typeset.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace twinfer::tensor {
+namespace {
+
+constexpr unsigned kCumProdTypes = ew::kFloatTypes | ew::kI32 | ew::kI64 | ew::kU32 | ew::kU64;
+constexpr int64_t kBlock = 256;
+
+void cumprod_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(ew::in_typeset(kCumProdTypes, dt), ErrorKind::kDType,
+          std::string("CumProd does not support dtype ") + dtype_name(dt));
+  const DType at = c.input_dtype(1);
+  c.check(at == DType::kInt32 || at == DType::kInt64, ErrorKind::kDType,
+          std::string("axis must be int32/int64, got ") + dtype_name(at));
+  std::vector<int64_t> axis;
+  if (c.input_has_shape(0) && c.constant_ints(1, &axis)) {
+    c.check(axis.size() == 1, ErrorKind::kShape, "axis must be one value");
+    normalize_axis(c, axis[0], static_cast<int64_t>(c.input_shape(0).size()));
+  }
+  infer_same_as_input0(c);
+}
+
+class CumProdKernel final : public Kernel {
+ public:
+  explicit CumProdKernel(const KernelBuildInfo& info)
+      : exclusive_(info.node().attr_int("exclusive", 0) != 0),
+        reverse_(info.node().attr_int("reverse", 0) != 0),
+        node_(info.node().name) {}
+
+  void run(KernelContext& ctx) const override {
+    const TensorView& x = ctx.inputs[0];
+    const int64_t r = static_cast<int64_t>(x.rank());
+    int64_t axis = view_scalar_int(ctx.inputs[1]);
+    if (axis < -r || axis >= r || r == 0)
+      throw Error(ErrorKind::kInvalidArgument,
+                  "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r), node_, "CumProd");
+    if (axis < 0) axis += r;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
+    for (int64_t d = axis + 1; d < r; ++d) inner *= x.shape[d];
+    const int64_t n = x.shape[axis];
+    ew::dispatch_typeset<kCumProdTypes>(x.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      go<T>(x.as<const T>(), ctx.outputs[0].as<T>(), outer, n, inner, ctx.num_threads);
+    });
+  }
+
+ private:
+  template <typename T>
+  void go(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int threads) const {
+    using C = ew::compute_t<T>;
+    const int64_t nb = (inner + kBlock - 1) / kBlock;
+    const int64_t grain = std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, n * std::min(inner, kBlock)));
+    cpu::parallel_for(outer * nb, threads, grain, [&](int64_t b, int64_t e) {
+      C acc[kBlock];
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t o = t / nb, j0 = (t % nb) * kBlock, m = std::min(kBlock, inner - j0);
+        std::fill(acc, acc + m, C(1));
+        for (int64_t s = 0; s < n; ++s) {
+          const int64_t k = reverse_ ? n - 1 - s : s;
+          const T* xp = x + (o * n + k) * inner + j0;
+          T* yp = y + (o * n + k) * inner + j0;
+          for (int64_t j = 0; j < m; ++j) {
+            const C v = ew::load(xp[j]);
+            if (exclusive_) {
+              yp[j] = ew::store<T>(acc[j]);
+              acc[j] = static_cast<C>(acc[j] * v);
+            } else {
+              acc[j] = static_cast<C>(acc[j] * v);
+              yp[j] = ew::store<T>(acc[j]);
+            }
+          }
+        }
+      }
+    });
+  }
+
+  bool exclusive_, reverse_;
+  std::string node_;
+};
+
+bool cumprod_supports(const KernelBuildInfo& info, std::string* why) {
+  return ew::check_input_dtype(info, 0, kCumProdTypes, why) && check_index_dtype(info, 1, why);
+}
+
+}  // namespace
+
+TWINFER_REGISTER_SCHEMA("CumProd", cumprod_infer);
+TWINFER_REGISTER_KERNEL("CumProd", Backend::kCPU, 0, cumprod_supports, make_kernel<CumProdKernel>);
+
+}  // namespace twinfer::tensor

@@ -1,0 +1,131 @@
+"""If, Loop and Scan with subgraphs (including reads of outer-scope values and
+nesting) against onnxruntime, on fresh random data with odd sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx_helpers import assert_close, run_ort, run_twinfer
+
+import twinfer
+
+F = TensorProto.FLOAT
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "cf", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def if_model(same_shapes: bool):
+    # then: x * w (outer initializer) ; else: same shape (x + y) or a reduced shape (ReduceSum)
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["t"])], "then", [], [vi("t", F, None)])
+    if same_shapes:
+        else_nodes = [helper.make_node("Add", ["x", "y"], ["e"])]
+    else:
+        else_nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["e"], keepdims=1)]
+    else_g = helper.make_graph(else_nodes, "else", [], [vi("e", F, None)])
+    nodes = [
+        helper.make_node("ReduceMean", ["y"], ["m"], keepdims=0),
+        helper.make_node("Greater", ["m", "zero"], ["cond"]),
+        helper.make_node("If", ["cond"], ["out"], then_branch=then_g, else_branch=else_g),
+        helper.make_node("Relu", ["out"], ["z"]),
+    ]
+    inits = [numpy_helper.from_array(np.float32(0.0), "zero"), numpy_helper.from_array(np.array([1], np.int64), "axes"),
+             numpy_helper.from_array(np.linspace(-1, 1, 13, dtype=np.float32), "w")]
+    return model(nodes, [vi("x", F, ["N", 13]), vi("y", F, ["N", 13])], [vi("z", F, None)], inits)
+
+
+@pytest.mark.parametrize("same_shapes", [True, False])
+def test_if_matches_onnxruntime(rng, same_shapes):
+    m = if_model(same_shapes)
+    engine = twinfer.load(m.SerializeToString(), device="cpu")
+    for n, sign in [(3, 1), (3, -1), (7, 1), (1, -1)]:  # both branches, several batch sizes
+        x = rng.standard_normal((n, 13)).astype(np.float32)
+        y = (sign * np.abs(rng.standard_normal((n, 13)))).astype(np.float32)
+        got = engine.run({"x": x, "y": y})["z"].numpy()
+        assert_close(got, run_ort(m, {"x": x, "y": y})[0], what=f"If n={n} sign={sign}")
+
+
+def loop_model():
+    # carried: acc (N, 5) ; scan output: the running sum of each step ; body reads outer 'scale'
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["fi"], to=F),
+            helper.make_node("Mul", ["fi", "scale"], ["step"]),
+            helper.make_node("Add", ["acc_in", "step"], ["acc_out"]),
+            helper.make_node("ReduceSum", ["acc_out"], ["s"], keepdims=0),
+            helper.make_node("Less", ["s", "limit"], ["cond_out"]),
+            helper.make_node("Identity", ["acc_out"], ["part"]),
+        ],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("acc_in", F, None)],
+        [vi("cond_out", TensorProto.BOOL, []), vi("acc_out", F, None), vi("part", F, None)],
+    )
+    nodes = [helper.make_node("Loop", ["M", "cond", "x"], ["acc", "parts"], body=body)]
+    inits = [numpy_helper.from_array(np.linspace(0.5, 1.5, 5, dtype=np.float32), "scale")]
+    return model(nodes, [vi("M", TensorProto.INT64, []), vi("cond", TensorProto.BOOL, []), vi("x", F, ["N", 5]),
+                         vi("limit", F, [])], [vi("acc", F, None), vi("parts", F, None)], inits)
+
+
+def test_loop_matches_onnxruntime(rng):
+    m = loop_model()
+    engine = twinfer.load(m.SerializeToString(), device="cpu")
+    for n, trips, limit in [(3, 7, 1e9), (3, 7, 10.0), (2, 0, 1e9), (5, 11, 40.0)]:
+        feeds = {"M": np.array(trips, np.int64), "cond": np.array(True), "x": rng.standard_normal((n, 5)).astype(np.float32),
+                 "limit": np.array(limit, np.float32)}
+        got = [t.numpy() for t in engine.run(feeds).values()]
+        want = run_ort(m, feeds)
+        for g, w in zip(got, want):
+            assert_close(g, w, what=f"Loop trips={trips} limit={limit}")
+
+
+@pytest.mark.parametrize("direction,axis", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_scan_matches_onnxruntime(rng, direction, axis):
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Tanh", ["s_out"], ["y_t"])],
+        "body", [vi("s_in", F, [7]), vi("x_t", F, [7])], [vi("s_out", F, [7]), vi("y_t", F, [7])])
+    nodes = [helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1,
+                              scan_input_axes=[axis], scan_input_directions=[direction],
+                              scan_output_axes=[axis], scan_output_directions=[direction])]
+    xs_shape = [11, 7] if axis == 0 else [7, 11]
+    m = model(nodes, [vi("s0", F, [7]), vi("xs", F, xs_shape)], [vi("s", F, None), vi("ys", F, None)])
+    feeds = {"s0": rng.standard_normal(7).astype(np.float32), "xs": rng.standard_normal(xs_shape).astype(np.float32)}
+    got = run_twinfer(m, feeds)
+    for g, w in zip(got, run_ort(m, feeds)):
+        assert_close(g, w, what="Scan")
+
+
+def test_if_nested_in_loop_reads_outer_values(rng):
+    inner_then = helper.make_graph([helper.make_node("Add", ["v", "bias"], ["r"])], "t", [], [vi("r", F, None)])
+    inner_else = helper.make_graph([helper.make_node("Sub", ["v", "bias"], ["r2"])], "e", [], [vi("r2", F, None)])
+    body = helper.make_graph(
+        [
+            helper.make_node("Mod", ["i", "two"], ["par"]),
+            helper.make_node("Equal", ["par", "zero"], ["even"]),
+            helper.make_node("If", ["even"], ["v_out"], then_branch=inner_then, else_branch=inner_else),
+        ],
+        "body", [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("v", F, None)],
+        [vi("c", TensorProto.BOOL, []), vi("v_out", F, None)])
+    nodes = [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body)]
+    inits = [numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(np.array(0, np.int64), "zero")]
+    m = model(nodes, [vi("M", TensorProto.INT64, []), vi("x", F, [3, 4]), vi("bias", F, [4])], [vi("y", F, None)], inits)
+    feeds = {"M": np.array(5, np.int64), "x": rng.standard_normal((3, 4)).astype(np.float32),
+             "bias": rng.standard_normal(4).astype(np.float32)}
+    assert_close(run_twinfer(m, feeds)[0], run_ort(m, feeds)[0], what="nested If in Loop")
+
+
+def test_subgraph_reading_an_undefined_name_is_a_model_error():
+    then_g = helper.make_graph([helper.make_node("Identity", ["nowhere"], ["t"])], "then", [], [vi("t", F, None)])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", F, None)])
+    m = model([helper.make_node("If", ["c"], ["z"], then_branch=then_g, else_branch=else_g)],
+              [vi("c", TensorProto.BOOL, []), vi("x", F, [2])], [vi("z", F, None)])
+    with pytest.raises(twinfer.ModelFormatError, match="nowhere"):
+        twinfer.load(m.SerializeToString(), device="cpu")
