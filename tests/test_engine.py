@@ -73,6 +73,17 @@ def test_shape_ranges_build_plans_at_load_and_bound_runs(model, rng):
         twinfer.load(model, device="cpu", shape_ranges={"nope": [(1,), (2,)]})
 
 
+def test_profile_ops_times_every_step(model, rng):
+    e = twinfer.load(model, device="cpu")
+    x = rng.standard_normal((3, 17, 24)).astype(np.float32)
+    prof = e.profile_ops({"x": x}, iterations=4, warmup=1)
+    kernels = e.kernel_report([[3, 17, 24]])
+    assert [s.node for s in prof.steps] == [k[0] or "<unnamed>" for k in kernels]
+    assert all(s.ms_per_run > 0 for s in prof.steps) and not prof.eager
+    assert sum(n for _, n in prof.by_op_type().values()) == len(prof.steps)
+    assert "ms/run" in str(prof) and "<table" in prof._repr_html_()
+
+
 def test_one_engine_eight_threads(model, rng):
     e = twinfer.load(model, device="cpu", num_threads=1)
     inputs = [rng.standard_normal((1 + i % 3, 5 + i, 24)).astype(np.float32) for i in range(16)]

@@ -70,7 +70,16 @@ void bind_engine(py::module_& m) {
                                "Per-run state (arena, thread budget); use one per thread.")
       .def_property("num_threads", &ExecutionContext::num_threads, &ExecutionContext::set_num_threads)
       .def_property_readonly("arena_bytes", &ExecutionContext::arena_bytes)
-      .def_property_readonly("device", [](const ExecutionContext& c) { return c.device().str(); });
+      .def_property_readonly("device", [](const ExecutionContext& c) { return c.device().str(); })
+      .def_property("profiling", &ExecutionContext::profiling, &ExecutionContext::set_profiling,
+                    "Time every step of the runs in this context (resets the times).")
+      .def("step_times",
+           [](const ExecutionContext& c) {
+             py::list out;
+             for (const auto& t : c.step_times()) out.append(py::make_tuple(t.node, t.op, t.impl, t.total_ms, t.runs));
+             return out;
+           },
+           "(node, op, kernel, total ms, runs) per step of the plan run last.");
 
   py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
       .def_property_readonly("inputs", [](const Engine& e) { return specs_to_py(e.inputs()); })

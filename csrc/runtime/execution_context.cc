@@ -1,5 +1,7 @@
 #include "runtime/execution_context.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace twinfer {
@@ -24,7 +26,26 @@ void ExecutionContext::prepare(const std::shared_ptr<const Plan>& plan) {
       a.outputs.push_back(v < 0 ? TensorView{} : TensorView{nullptr, plan->values[v].dtype, plan->values[v].shape});
   }
   value_ptrs_.assign(plan->values.size(), nullptr);
+  step_ms_.assign(plan->steps.size(), 0.0);
+  step_runs_.assign(plan->steps.size(), 0);
   prepared_for_ = plan;
+}
+
+void ExecutionContext::set_profiling(bool on) {
+  profiling_ = on;
+  std::fill(step_ms_.begin(), step_ms_.end(), 0.0);
+  std::fill(step_runs_.begin(), step_runs_.end(), 0);
+}
+
+std::vector<ExecutionContext::StepTime> ExecutionContext::step_times() const {
+  std::vector<StepTime> r;
+  if (!prepared_for_) return r;
+  for (size_t s = 0; s < prepared_for_->steps.size(); ++s) {
+    const auto& st = prepared_for_->steps[s];
+    const std::string op = st.node->domain.empty() ? st.node->op_type : st.node->domain + "::" + st.node->op_type;
+    r.push_back({st.node->name, op, st.kernel->impl_name(), step_ms_[s], step_runs_[s]});
+  }
+  return r;
 }
 
 std::vector<Tensor> ExecutionContext::execute(const std::shared_ptr<const Plan>& plan_ptr,
@@ -57,7 +78,14 @@ std::vector<Tensor> ExecutionContext::execute(const std::shared_ptr<const Plan>&
     a.scratch = arena + st.scratch_offset;
     a.num_threads = num_threads_;
     try {
-      st.kernel->run(a);
+      if (profiling_) {
+        const auto t0 = std::chrono::steady_clock::now();
+        st.kernel->run(a);
+        step_ms_[s] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ++step_runs_[s];
+      } else {
+        st.kernel->run(a);
+      }
     } catch (const Error& e) {
       if (!e.node().empty()) throw;
       throw Error(e.kind(), e.what(), st.node->name, st.node->op_type);

@@ -177,6 +177,17 @@ class Engine:
         """(node, op, kernel implementation) for every step of the plan."""
         return [tuple(r) for r in self._core.kernel_report(self._shapes(shapes))]
 
+    def profile_ops(self, feeds: dict, iterations: int = 10, warmup: int = 2):
+        """Time every kernel over ``iterations`` runs on ``feeds``: a
+        twinfer OpProfile (per op type, slowest nodes; prints as a table and
+        renders as HTML in Jupyter).
+
+        >>> print(engine.profile_ops({"input": x}))
+        """
+        from .op_profile import profile_ops
+
+        return profile_ops(self, feeds, iterations, warmup)
+
     def op_histogram(self) -> dict[str, int]:
         return dict(self._core.op_histogram())
 
