@@ -140,8 +140,9 @@ void bind_engine(py::module_& m) {
   m.def(
       "load_model",
       [](py::object source, bool is_path, const std::string& device, const std::string& precision,
-         int num_threads, bool optimize, const std::string& base_dir) {
+         int num_threads, bool optimize, const std::string& base_dir, std::vector<std::string> extra_outputs) {
         EngineOptions opt;
+        opt.extra_outputs = std::move(extra_outputs);
         opt.device = parse_device(device);
         opt.precision = precision_from_name(precision);
         opt.num_threads = num_threads;
@@ -160,7 +161,8 @@ void bind_engine(py::module_& m) {
         return Engine::create(onnx::read_model_bytes(data, static_cast<size_t>(size), keep, base_dir), opt);
       },
       py::arg("source"), py::arg("is_path"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
-      py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("base_dir") = "");
+      py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("base_dir") = "",
+      py::arg("extra_outputs") = std::vector<std::string>{});
 }
 
 }  // namespace twinfer::bindings

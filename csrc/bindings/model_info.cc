@@ -57,8 +57,17 @@ py::dict model_to_py(const graph::Model& m) {
   d["weight_bytes_mapped"] = m.weight_bytes_mapped;
   d["weight_bytes_copied"] = m.weight_bytes_copied;
   py::list nodes;
-  for (const auto& n : g.nodes) nodes.append(py::make_tuple(n.name, n.op_type, n.domain));
+  py::list node_io;  // per node: ([(input name, is constant)], [output names])
+  for (const auto& n : g.nodes) {
+    nodes.append(py::make_tuple(n.name, n.op_type, n.domain));
+    py::list ins, outs;
+    for (int v : n.inputs)
+      ins.append(py::make_tuple(v < 0 ? std::string() : g.values[v].name, v >= 0 && g.values[v].is_constant()));
+    for (int v : n.outputs) outs.append(v < 0 ? std::string() : g.values[v].name);
+    node_io.append(py::make_tuple(ins, outs));
+  }
   d["nodes"] = nodes;
+  d["node_io"] = node_io;
   return d;
 }
 

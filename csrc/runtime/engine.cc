@@ -97,6 +97,13 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
 
   graph::Graph& g = model.graph;
   graph::capture_implicit_inputs(g);  // subgraph reads of outer values become node inputs
+  for (const auto& name : options.extra_outputs) {
+    const int id = g.find_value(name);
+    if (id < 0 || (g.values[id].producer < 0 && !g.values[id].is_constant() &&
+                   std::find(g.inputs.begin(), g.inputs.end(), id) == g.inputs.end()))
+      throw Error(ErrorKind::kInvalidArgument, "extra output '" + name + "' is not a value of the model's graph");
+    g.outputs.push_back(id);
+  }
   passes::PassContext pc;
   pc.opset = e->opset_;
   pc.backend = Backend::kCPU;

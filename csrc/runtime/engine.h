@@ -25,6 +25,9 @@ struct EngineOptions {
   int num_threads = 0;            // CPU threads per run; 0 = all the process may use
   bool optimize = true;           // run the rewrite passes (folding, fusion)
   size_t max_cached_plans = 16;   // per-shape plans kept (least recently used dropped)
+  // Intermediate values to return as extra outputs, after the model's own
+  // (calibration and per-layer accuracy reports read activations this way).
+  std::vector<std::string> extra_outputs;
 };
 
 struct IOSpec {

@@ -17,6 +17,7 @@ from . import _core  # noqa: E402
 from ._convert import Tensor, as_tensor, from_dlpack  # noqa: E402
 from .engine import Engine, TensorSpec, load  # noqa: E402
 from .concurrency import Parallel, Pipeline  # noqa: E402
+from . import quantize  # noqa: E402
 from .errors import (  # noqa: E402
     DeviceError,
     DTypeError,

@@ -212,7 +212,8 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     options: num_threads (CPU threads per run, default all), optimize (passes, default True),
              base_dir (folder for external weights when loading from bytes),
              shape_ranges ({input name: (min_shape, max_shape)}: plans for both are built at
-             load, and a run outside the range raises twinfer.ShapeError).
+             load, and a run outside the range raises twinfer.ShapeError),
+             extra_outputs (names of intermediate values to return too, after the model's outputs).
 
     >>> engine = twinfer.load("resnet50.onnx", device="cpu")
     """
@@ -221,15 +222,18 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     num_threads = int(options.pop("num_threads", 0))
     optimize = bool(options.pop("optimize", True))
     shape_ranges = options.pop("shape_ranges", None)
+    extra_outputs = [str(n) for n in options.pop("extra_outputs", ())]
     if options:
         raise InvalidArgumentError(f"unknown option(s): {sorted(options)}")
     requested = device
     device = _resolve_device(device)
     try:
-        core = _core.load_model(source, is_path, device, precision, num_threads, optimize, os.fspath(base_dir))
+        core = _core.load_model(source, is_path, device, precision, num_threads, optimize, os.fspath(base_dir),
+                                extra_outputs)
     except DeviceError:
         if requested != "auto":
             raise
         warnings.warn("the CUDA backend cannot run this model here; using the CPU", RuntimeWarning, stacklevel=2)
-        core = _core.load_model(source, is_path, "cpu", precision, num_threads, optimize, os.fspath(base_dir))
+        core = _core.load_model(source, is_path, "cpu", precision, num_threads, optimize, os.fspath(base_dir),
+                                extra_outputs)
     return Engine(core, shape_ranges)

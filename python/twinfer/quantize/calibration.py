@@ -1,0 +1,136 @@
+"""Calibration: run the float model over sample inputs and choose a range for
+every activation that a quantized op would read.
+
+>>> cal = twinfer.quantize.calibrate("model.onnx", data, calibrator="entropy")
+>>> cal.save("model.calib.json"); cal = twinfer.quantize.Calibration.load("model.calib.json")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from .observers import HistogramObserver, MinMaxObserver
+
+CALIBRATORS = ("minmax", "percentile", "entropy")
+# Ops whose data inputs an INT8 engine quantizes (weights are quantized per
+# output channel from the weights themselves, not calibrated).
+QUANTIZABLE = {"Conv": (0,), "ConvTranspose": (0,), "Gemm": (0,), "MatMul": (0, 1)}
+
+
+@dataclass
+class Calibration:
+    """Per-tensor activation ranges: {value name: amax} (symmetric int8:
+    scale = amax / 127), with how they were chosen. Saved as JSON, so an
+    engine can be rebuilt later without the calibration data."""
+
+    method: str
+    amax: dict[str, float]
+    observed: dict[str, tuple[float, float]] = field(default_factory=dict)  # (min, max) seen
+    samples: int = 0
+    percentile: float | None = None
+
+    def scale(self, name: str) -> float:
+        return max(self.amax[name], 1e-12) / 127.0
+
+    def to_dict(self) -> dict:
+        return {"format": "twinfer.calibration/1", "method": self.method, "percentile": self.percentile,
+                "samples": self.samples, "amax": self.amax, "observed": {k: list(v) for k, v in self.observed.items()}}
+
+    def save(self, path: str | os.PathLike) -> None:
+        with open(path, "w") as f:
+            json.dump(self.to_dict(), f, indent=1)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Calibration":
+        if d.get("format") != "twinfer.calibration/1":
+            raise InvalidArgumentError("not a twinfer calibration file")
+        return cls(method=d["method"], amax={k: float(v) for k, v in d["amax"].items()},
+                   observed={k: tuple(v) for k, v in d.get("observed", {}).items()},
+                   samples=int(d.get("samples", 0)), percentile=d.get("percentile"))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Calibration":
+        with open(path) as f:
+            return cls.from_dict(json.load(f))
+
+    def __repr__(self) -> str:
+        return f"<twinfer.quantize.Calibration {self.method}, {len(self.amax)} tensors, {self.samples} samples>"
+
+
+def quantizable_activations(model) -> list[str]:
+    """Names of the non-constant values the quantizable ops read, in graph order."""
+    from .. import _core
+    from ..engine import _model_source
+
+    source, is_path, base_dir = _model_source(model)
+    info = _core.read_model_info(source, is_path, base_dir)
+    names: list[str] = []
+    for (_, op, domain), (ins, _) in zip(info["nodes"], info["node_io"]):
+        if domain not in ("", "ai.onnx") or op not in QUANTIZABLE:
+            continue
+        for k in QUANTIZABLE[op]:
+            if k < len(ins):
+                name, const = ins[k]
+                if name and not const and name not in names:
+                    names.append(name)
+    return names
+
+
+def _feeds(sample, inputs) -> dict:
+    if isinstance(sample, dict):
+        return sample
+    if isinstance(sample, (list, tuple)):
+        return {s.name: x for s, x in zip(inputs, sample)}
+    if len(inputs) != 1:
+        raise InvalidArgumentError("calibration samples must be feed dicts for a model with several inputs")
+    return {inputs[0].name: sample}
+
+
+def calibrate(model, data: Iterable, calibrator: str = "entropy", percentile: float = 99.99, bins: int = 2048,
+              num_threads: int = 0, progress: bool = True, max_samples: int | None = None) -> Calibration:
+    """Run the float32 model (on the CPU) over ``data`` — feed dicts, tuples in
+    input order, or arrays for a one-input model — and choose each
+    quantizable activation's range with ``calibrator``: "minmax", "percentile"
+    (|x| at ``percentile``) or "entropy" (KL divergence, as TensorRT)."""
+    from tqdm.auto import tqdm
+
+    from ..engine import load
+
+    if calibrator not in CALIBRATORS:
+        raise InvalidArgumentError(f"calibrator must be one of {CALIBRATORS}, got {calibrator!r}")
+    names = quantizable_activations(model)
+    if not names:
+        raise InvalidArgumentError("the model has no Conv / ConvTranspose / Gemm / MatMul with activation inputs")
+    engine = load(model, device="cpu", num_threads=num_threads, extra_outputs=names)
+    observers = {n: (MinMaxObserver() if calibrator == "minmax" else HistogramObserver(bins)) for n in names}
+    count = 0
+    total = len(data) if hasattr(data, "__len__") else None
+    if max_samples is not None and total is not None:
+        total = min(total, max_samples)
+    with tqdm(total=total, desc="twinfer: calibrating", unit="batch", disable=not progress, leave=False) as bar:
+        for sample in data:
+            if max_samples is not None and count >= max_samples:
+                break
+            out = engine.run(_feeds(sample, engine.inputs))
+            for n in names:
+                observers[n].update(out[n].numpy())
+            count += 1
+            bar.update(1)
+    if count == 0:
+        raise InvalidArgumentError("the calibration data is empty")
+    amax = {}
+    for n, ob in observers.items():
+        if calibrator == "minmax":
+            amax[n] = ob.amax
+        elif calibrator == "percentile":
+            amax[n] = ob.percentile(percentile)
+        else:
+            amax[n] = ob.entropy()
+    return Calibration(method=calibrator, amax=amax, observed={n: (o.min, o.max) for n, o in observers.items()},
+                       samples=count, percentile=percentile if calibrator == "percentile" else None)
