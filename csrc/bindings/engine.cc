@@ -140,9 +140,12 @@ void bind_engine(py::module_& m) {
   m.def(
       "load_model",
       [](py::object source, bool is_path, const std::string& device, const std::string& precision,
-         int num_threads, bool optimize, const std::string& base_dir, std::vector<std::string> extra_outputs) {
+         int num_threads, bool optimize, const std::string& base_dir, std::vector<std::string> extra_outputs,
+         std::map<std::string, float> int8_amax, std::set<std::string> keep_float) {
         EngineOptions opt;
         opt.extra_outputs = std::move(extra_outputs);
+        opt.int8_amax = std::move(int8_amax);
+        opt.keep_float = std::move(keep_float);
         opt.device = parse_device(device);
         opt.precision = precision_from_name(precision);
         opt.num_threads = num_threads;
@@ -162,7 +165,8 @@ void bind_engine(py::module_& m) {
       },
       py::arg("source"), py::arg("is_path"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
       py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("base_dir") = "",
-      py::arg("extra_outputs") = std::vector<std::string>{});
+      py::arg("extra_outputs") = std::vector<std::string>{}, py::arg("int8_amax") = std::map<std::string, float>{},
+      py::arg("keep_float") = std::set<std::string>{});
 }
 
 }  // namespace twinfer::bindings

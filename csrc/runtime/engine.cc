@@ -11,6 +11,7 @@
 #include "graph/passes/fuse.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/infer_and_fold.h"
+#include "graph/passes/insert_qdq.h"
 #include "ops/schema.h"
 #include "runtime/arena_planner.h"
 #include "runtime/evaluate.h"
@@ -71,7 +72,11 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   e->options_ = options;
   if (options.device.is_cuda())
     throw Error(ErrorKind::kDevice, "the CUDA backend has no kernels in this build yet; use device='cpu'");
-  if (options.precision != Precision::kFP32)
+  if (options.precision == Precision::kINT8 && options.int8_amax.empty())
+    throw Error(ErrorKind::kInvalidArgument,
+                "precision 'int8' needs calibrated activation ranges (twinfer.load(..., precision='int8', "
+                "calibration=data))");
+  if (options.precision != Precision::kFP32 && options.precision != Precision::kINT8)
     throw Error(ErrorKind::kInvalidArgument,
                 std::string("precision '") + precision_name(options.precision) +
                     "' is not supported on the CPU backend (it computes in fp32)");
@@ -114,8 +119,15 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
   if (options.optimize) {
     passes::eliminate_identity(g, pc);
-    passes::fold_conv_bn(g, pc);
+    passes::fold_conv_bn(g, pc);  // before quantizing: the folded weights are what int8 must hold
     passes::fuse_gelu(g, pc);
+  }
+  if (options.precision == Precision::kINT8) {
+    passes::QuantizeSpec qs{options.int8_amax, options.keep_float};
+    passes::insert_qdq(g, qs, pc);
+    passes::infer_and_fold(g, pc, false);  // types for the new Q/DQ values
+  }
+  if (options.optimize) {
     passes::fuse_all(g, pc);
     g.remove_dead();
     passes::infer_and_fold(g, pc, fold);

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct EngineOptions {
   // Intermediate values to return as extra outputs, after the model's own
   // (calibration and per-layer accuracy reports read activations this way).
   std::vector<std::string> extra_outputs;
+  // precision int8: calibrated activation ranges (value name -> amax), and
+  // nodes to keep in float (the accuracy fallback).
+  std::map<std::string, float> int8_amax;
+  std::set<std::string> keep_float;
 };
 
 struct IOSpec {

@@ -50,6 +50,7 @@ class Engine:
 
     def __init__(self, core: "_core.Engine", shape_ranges: dict | None = None):
         self._core = core
+        self.calibration = None  # precision="int8": the twinfer.quantize.Calibration it was built with
         self._ranges = self._check_ranges(shape_ranges or {})
         # Plans for the declared extremes now: errors surface at load, and
         # the first runs at those shapes pay nothing extra.
@@ -213,7 +214,11 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              base_dir (folder for external weights when loading from bytes),
              shape_ranges ({input name: (min_shape, max_shape)}: plans for both are built at
              load, and a run outside the range raises twinfer.ShapeError),
-             extra_outputs (names of intermediate values to return too, after the model's outputs).
+             extra_outputs (names of intermediate values to return too, after the model's outputs),
+             for precision="int8": calibration (sample inputs: feed dicts or arrays; or a saved
+             twinfer.quantize.Calibration / its JSON path), calibrator ("entropy" default,
+             "percentile", "minmax"), percentile (99.99), keep_float (node names left in float),
+             progress (a bar while calibrating).
 
     >>> engine = twinfer.load("resnet50.onnx", device="cpu")
     """
@@ -223,17 +228,45 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     optimize = bool(options.pop("optimize", True))
     shape_ranges = options.pop("shape_ranges", None)
     extra_outputs = [str(n) for n in options.pop("extra_outputs", ())]
+    calibration = _int8_calibration(model, precision, options, num_threads)
+    int8_amax = dict(calibration.amax) if calibration is not None else {}
+    keep_float = set(options.pop("keep_float", ()))
     if options:
         raise InvalidArgumentError(f"unknown option(s): {sorted(options)}")
     requested = device
     device = _resolve_device(device)
     try:
         core = _core.load_model(source, is_path, device, precision, num_threads, optimize, os.fspath(base_dir),
-                                extra_outputs)
+                                extra_outputs, int8_amax, keep_float)
     except DeviceError:
         if requested != "auto":
             raise
         warnings.warn("the CUDA backend cannot run this model here; using the CPU", RuntimeWarning, stacklevel=2)
         core = _core.load_model(source, is_path, "cpu", precision, num_threads, optimize, os.fspath(base_dir),
-                                extra_outputs)
-    return Engine(core, shape_ranges)
+                                extra_outputs, int8_amax, keep_float)
+    engine = Engine(core, shape_ranges)
+    engine.calibration = calibration
+    return engine
+
+
+def _int8_calibration(model, precision: str, options: dict, num_threads: int):
+    """For precision="int8": the Calibration given, or one computed from the
+    calibration data (options calibration=, calibrator=, percentile=)."""
+    calibration = options.pop("calibration", None)
+    calibrator = options.pop("calibrator", "entropy")
+    percentile = float(options.pop("percentile", 99.99))
+    progress = bool(options.pop("progress", True))
+    if precision != "int8":
+        if calibration is not None:
+            raise InvalidArgumentError("calibration= is only used with precision='int8'")
+        return None
+    from .quantize import Calibration, calibrate
+
+    if calibration is None:
+        raise InvalidArgumentError("precision='int8' needs calibration= (sample inputs, or a twinfer.quantize.Calibration)")
+    if isinstance(calibration, Calibration):
+        return calibration
+    if isinstance(calibration, (str, os.PathLike)):
+        return Calibration.load(calibration)
+    return calibrate(model, calibration, calibrator=calibrator, percentile=percentile, num_threads=num_threads,
+                     progress=progress)

@@ -1,0 +1,169 @@
+#include "graph/passes/insert_qdq.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace twinfer::passes {
+
+namespace {
+
+const std::map<std::string, std::vector<size_t>>& quantizable() {
+  // op -> inputs that are data (activations, or weights when constant)
+  static const std::map<std::string, std::vector<size_t>> ops = {
+      {"Conv", {0, 1}}, {"ConvTranspose", {0, 1}}, {"Gemm", {0, 1}}, {"MatMul", {0, 1}}};
+  return ops;
+}
+
+int add_constant(graph::Graph& g, const std::string& name, Tensor t) {
+  std::string unique = name;
+  for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);
+  const int id = g.value_id(unique);
+  auto& v = g.values[id];
+  v.dtype = t.dtype();
+  v.has_shape = true;
+  v.shape = sym_shape_from(t.shape());
+  v.constant = std::move(t);
+  return id;
+}
+
+int new_value(graph::Graph& g, const std::string& name) {
+  std::string unique = name;
+  for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);
+  return g.value_id(unique);
+}
+
+Tensor scalar_f32(float v) {
+  Tensor t = Tensor::empty(DType::kFloat32, {});
+  *t.data_as<float>() = v;
+  return t;
+}
+
+Tensor scalar_i8(int8_t v) {
+  Tensor t = Tensor::empty(DType::kInt8, {});
+  *t.data_as<int8_t>() = v;
+  return t;
+}
+
+// Per-channel symmetric int8 of a float32 weight along `axis`.
+void quantize_weight(const Tensor& w, int64_t axis, Tensor* q, Tensor* scales, Tensor* zeros) {
+  const Shape& s = w.shape();
+  const int64_t channels = s[axis];
+  int64_t inner = 1, outer = 1;
+  for (size_t d = axis + 1; d < s.size(); ++d) inner *= s[d];
+  for (int64_t d = 0; d < axis; ++d) outer *= s[d];
+  *q = Tensor::empty(DType::kInt8, s);
+  *scales = Tensor::empty(DType::kFloat32, {channels});
+  *zeros = Tensor::empty(DType::kInt8, {channels});
+  const float* x = w.data_as<float>();
+  int8_t* y = q->data_as<int8_t>();
+  for (int64_t c = 0; c < channels; ++c) {
+    float amax = 0.f;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) amax = std::max(amax, std::fabs(x[(o * channels + c) * inner + i]));
+    const float scale = amax > 0.f ? amax / 127.f : 1.f;
+    scales->data_as<float>()[c] = scale;
+    zeros->data_as<int8_t>()[c] = 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t k = (o * channels + c) * inner + i;
+        y[k] = static_cast<int8_t>(std::clamp(std::nearbyint(x[k] / scale), -127.f, 127.f));
+      }
+  }
+}
+
+// The output-channel axis of a node's constant weight.
+int64_t weight_axis(const graph::Node& n, size_t input, size_t rank) {
+  if (n.op_type == "Conv") return 0;
+  if (n.op_type == "ConvTranspose") return 1;  // [C, M/group, k...]: group 1 per channel of M
+  if (n.op_type == "Gemm") return input == 1 ? (n.attr_int("transB", 0) ? 0 : 1) : (n.attr_int("transA", 0) ? 1 : 0);
+  return static_cast<int64_t>(rank) - 1;  // MatMul B [.., K, N]: per column
+}
+
+}  // namespace
+
+int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx) {
+  std::map<int, int> activation_dq;  // activation value -> its DequantizeLinear output (shared by readers)
+  std::vector<graph::Node> added;
+  int quantized = 0;
+  const size_t original = g.nodes.size();
+  for (size_t i = 0; i < original; ++i) {
+    graph::Node& n = g.nodes[i];
+    if (!n.domain.empty()) continue;
+    auto it = quantizable().find(n.op_type);
+    if (it == quantizable().end() || spec.keep_float.count(n.name)) continue;
+    // Every data input must be quantizable: a calibrated activation or a float32 constant.
+    bool ok = true;
+    for (size_t k : it->second) {
+      if (k >= n.inputs.size() || n.inputs[k] < 0) continue;
+      const auto& v = g.values[n.inputs[k]];
+      if (v.dtype != DType::kFloat32) ok = false;
+      else if (!v.is_constant() && !spec.activation_amax.count(v.name)) ok = false;
+    }
+    if (n.op_type == "ConvTranspose" && n.attr_int("group", 1) != 1) ok = false;
+    // Products of two activations (attention's Q.K^T and P.V) stay in float:
+    // both operands would carry per-tensor error, which costs transformers
+    // the most accuracy, and they hold no weights to shrink.
+    bool has_weight = false;
+    for (size_t k : it->second)
+      if (k < n.inputs.size() && n.inputs[k] >= 0 && g.values[n.inputs[k]].is_constant()) has_weight = true;
+    if (!has_weight) ok = false;
+    if (!ok) continue;
+    for (size_t k : it->second) {
+      if (k >= n.inputs.size() || n.inputs[k] < 0) continue;
+      const int in = n.inputs[k];
+      const graph::Value v = g.values[in];  // copy: adding values may move the vector
+      if (v.is_constant()) {
+        Tensor q, scales, zeros;
+        const int64_t axis = weight_axis(n, k, v.constant.shape().size());
+        if (v.constant.shape().empty()) continue;
+        quantize_weight(v.constant, axis, &q, &scales, &zeros);
+        const int qv = add_constant(g, v.name + "_int8", q);
+        const int sv = add_constant(g, v.name + "_scale", scales);
+        const int zv = add_constant(g, v.name + "_zero_point", zeros);
+        const int out = new_value(g, v.name + "_dequantized");
+        graph::Node dq;
+        dq.name = v.name + "_DequantizeLinear";
+        dq.op_type = "DequantizeLinear";
+        dq.inputs = {qv, sv, zv};
+        dq.outputs = {out};
+        graph::Attribute a;
+        a.type = graph::Attribute::Type::kInt;
+        a.i = axis;
+        dq.attrs["axis"] = a;
+        added.push_back(std::move(dq));
+        g.nodes[i].inputs[k] = out;
+      } else {
+        auto found = activation_dq.find(in);
+        if (found == activation_dq.end()) {
+          const float amax = spec.activation_amax.at(v.name);
+          const float scale = amax > 0.f ? amax / 127.f : 1.f;
+          const int sv = add_constant(g, v.name + "_scale", scalar_f32(scale));
+          const int zv = add_constant(g, v.name + "_zero_point", scalar_i8(0));
+          const int qv = new_value(g, v.name + "_quantized");
+          const int dv = new_value(g, v.name + "_dequantized");
+          graph::Node qn;
+          qn.name = v.name + "_QuantizeLinear";
+          qn.op_type = "QuantizeLinear";
+          qn.inputs = {in, sv, zv};
+          qn.outputs = {qv};
+          graph::Node dn;
+          dn.name = v.name + "_DequantizeLinear";
+          dn.op_type = "DequantizeLinear";
+          dn.inputs = {qv, sv, zv};
+          dn.outputs = {dv};
+          added.push_back(std::move(qn));
+          added.push_back(std::move(dn));
+          found = activation_dq.emplace(in, dv).first;
+        }
+        g.nodes[i].inputs[k] = found->second;
+      }
+    }
+    ++quantized;
+  }
+  for (auto& n : added) g.nodes.push_back(std::move(n));
+  g.topo_sort();
+  if (quantized) ctx.note("int8: quantized " + std::to_string(quantized) + " nodes (QDQ inserted)");
+  return quantized;
+}
+
+}  // namespace twinfer::passes

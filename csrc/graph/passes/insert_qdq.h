@@ -1,0 +1,27 @@
+// INT8 post-training quantization, the graph side: with calibrated ranges
+// for activations, every quantizable op (Conv, ConvTranspose, Gemm, MatMul)
+// reads its activation inputs through QuantizeLinear -> DequantizeLinear
+// (symmetric int8, scale = amax / 127, zero point 0) and its constant weights
+// as int8 per-output-channel initializers behind a DequantizeLinear.
+// The result is a QDQ graph like the ones other quantization tools export;
+// the QDQ fusion then maps those patterns onto int8 kernels, and anything it
+// does not map still computes exactly what int8 would (quantize, dequantize).
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+
+#include "graph/ir.h"
+#include "graph/passes/pass_context.h"
+
+namespace twinfer::passes {
+
+struct QuantizeSpec {
+  std::map<std::string, float> activation_amax;  // value name -> calibrated |x| range
+  std::set<std::string> keep_float;               // node names left in float (accuracy fallback)
+};
+
+// Returns the number of nodes quantized.
+int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx);
+
+}  // namespace twinfer::passes
