@@ -1,0 +1,157 @@
+"""precision="int8" on the CPU: the quantized graph against the same QDQ
+model written out by hand and run by onnxruntime; calibration reuse; the
+per-layer report and its float fallback; and MiniLM with its real weights
+(int8 embeddings vs float32, mean cosine >= 0.99 on varied sentences)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx_helpers import run_ort
+
+import twinfer
+from twinfer.quantize import Calibration, analyze, calibrate
+
+F = TensorProto.FLOAT
+
+
+def float_model(rng):
+    w1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
+    b1 = rng.standard_normal(8).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((8 * 5 * 7, 11)).astype(np.float32) * 0.05
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("MatMul", ["f", "w2"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "f32", [helper.make_tensor_value_info("x", F, ["N", 3, 5, 7])],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                           numpy_helper.from_array(w2, "w2")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), (w1, b1, w2)
+
+
+def per_channel(w, axis):
+    amax = np.max(np.abs(np.moveaxis(w, axis, 0)).reshape(w.shape[axis], -1), axis=1)
+    scale = np.where(amax > 0, amax / 127, 1).astype(np.float32)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    q = np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def qdq_model_by_hand(weights, amax):
+    """The QDQ graph int8 should compute, written independently with onnx.helper."""
+    w1, b1, w2 = weights
+    q1, s1 = per_channel(w1, 0)
+    q2, s2 = per_channel(w2, 1)
+    inits = [numpy_helper.from_array(a, n) for a, n in [
+        (q1, "q1"), (s1, "s1"), (np.zeros(8, np.int8), "z1"), (q2, "q2"), (s2, "s2"), (np.zeros(11, np.int8), "z2"),
+        (b1, "b1"), (np.float32(amax["x"] / 127), "sx"), (np.float32(amax["f"] / 127), "sf"), (np.int8(0), "z")]]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["q1", "s1", "z1"], ["w1d"], axis=0),
+        helper.make_node("Conv", ["xd", "w1d", "b1"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("QuantizeLinear", ["f", "sf", "z"], ["fq"]),
+        helper.make_node("DequantizeLinear", ["fq", "sf", "z"], ["fd"]),
+        helper.make_node("DequantizeLinear", ["q2", "s2", "z2"], ["w2d"], axis=1),
+        helper.make_node("MatMul", ["fd", "w2d"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", F, ["N", 3, 5, 7])],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("calibrator", ["minmax", "percentile", "entropy"])
+def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tmp_path):
+    model, weights = float_model(rng)
+    data = [{"x": rng.standard_normal((3, 3, 5, 7)).astype(np.float32)} for _ in range(4)]
+    e8 = twinfer.load(model, device="cpu", precision="int8", calibration=data, calibrator=calibrator, progress=False)
+    cal = e8.calibration
+    assert set(cal.amax) == {"x", "f"} and cal.method == calibrator
+    assert any("int8: quantized 2 nodes" in p for p in e8.stats()["passes"])
+    ref = qdq_model_by_hand(weights, cal.amax)
+    for n in (1, 6):
+        x = rng.standard_normal((n, 3, 5, 7)).astype(np.float32)
+        got = e8.run({"x": x})["y"].numpy()
+        want = run_ort(ref, {"x": x})[0]
+        # The same int8 values; only float summation order differs (a flipped
+        # rounding of a value exactly between two levels moves one step).
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-3)
+    # Reuse without the data: from the object and from its JSON file.
+    cal.save(tmp_path / "cal.json")
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    again = twinfer.load(model, device="cpu", precision="int8", calibration=str(tmp_path / "cal.json"))
+    np.testing.assert_array_equal(again.run({"x": x})["y"].numpy(), e8.run({"x": x})["y"].numpy())
+
+
+def test_int8_needs_calibration_and_keep_float_keeps_a_layer_exact(rng):
+    model, _ = float_model(rng)
+    with pytest.raises(twinfer.InvalidArgumentError, match="calibration"):
+        twinfer.load(model, device="cpu", precision="int8")
+    data = [{"x": rng.standard_normal((2, 3, 5, 7)).astype(np.float32)}]
+    cal = calibrate(model, data, progress=False)
+    names = [n.name for n in model.graph.node]
+    e32 = twinfer.load(model, device="cpu")
+    all_float = twinfer.load(model, device="cpu", precision="int8", calibration=cal, keep_float=names)
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    np.testing.assert_allclose(all_float.run({"x": x})["y"].numpy(), e32.run({"x": x})["y"].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_analyze_reports_every_layer_and_meets_a_target(rng):
+    model, _ = float_model(rng)
+    model.graph.node[0].name = "conv"
+    model.graph.node[3].name = "fc"
+    data = [{"x": rng.standard_normal((2, 3, 5, 7)).astype(np.float32)} for _ in range(3)]
+    rep = analyze(model, data, calibrator="minmax", accuracy_target=0.9999999, progress=False)
+    assert [r.node for r in rep.layers] == ["conv", "fc"]
+    for r in rep.layers:
+        assert 0.9 < r.cosine <= 1.0 and r.sqnr_db > 10 and 0 <= r.saturation <= 1 and 0.9 < r.alone_cosine <= 1.0
+        assert r.saturation == 0.0  # minmax covers every calibration value
+    assert rep.output_cosine >= 0.9999999 and rep.keep_float  # int8 alone cannot reach that
+    assert rep.steps[0][0] == 0 and (len(rep.keep_float), rep.output_cosine) in rep.steps + [(2, 1.0)]
+    assert "SQNR" in str(rep) and "<table" in rep._repr_html_()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rep.plot()
+
+
+def sentences() -> list[str]:
+    lines = (Path(__file__).parent / "data" / "sentences.txt").read_text().splitlines()
+    lines = [s for s in lines if s.strip()]
+    n = len(lines)
+    # Single sentences and pairs of them: a few hundred inputs of varied length.
+    return lines + [f"{lines[i]} {lines[(i * 7 + 3) % n]}" for i in range(n)] + \
+        [f"{lines[(i * 11 + 5) % n]} {lines[i]} {lines[(i * 13 + 1) % n]}" for i in range(n)]
+
+
+def test_minilm_int8_embeddings_match_float32():
+    minilm = pytest.importorskip("twinfer.models.minilm")
+    ref = minilm.load_reference()
+    path = minilm.export_onnx(ref)
+    texts = sentences()
+    assert len(texts) >= 180
+    calib_texts = texts[1::3]
+    calibration = [minilm.tokenize(ref, calib_texts[i:i + 8]) for i in range(0, 48, 8)]
+    report = analyze(path, calibration, calibrator="percentile", accuracy_target=0.9995, rank="sqnr",
+                     max_samples=3, progress=False)
+    e8 = twinfer.load(path, device="cpu", precision="int8", calibration=report.calibration,
+                      keep_float=report.keep_float)
+    e32 = twinfer.load(path, device="cpu")
+    cos = []
+    for i in range(0, len(texts), 16):
+        feeds = minilm.tokenize(ref, texts[i:i + 16])
+        a = minilm.pool(e32.run(feeds)["last_hidden_state"].numpy(), feeds["attention_mask"])
+        b = minilm.pool(e8.run(feeds)["last_hidden_state"].numpy(), feeds["attention_mask"])
+        cos.append(np.sum(a * b, axis=1))
+    cos = np.concatenate(cos)
+    assert cos.mean() >= 0.99, (cos.mean(), report.keep_float)
+    assert len(report.keep_float) < len(report.layers)  # most layers really are int8
