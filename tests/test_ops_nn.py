@@ -436,6 +436,17 @@ def test_softmax(rng, op, opset, axis, dtype):
     assert_close(run_twinfer(model, {"x": x})[0], expected.astype(dtype), **tol)
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_float16_matches_onnxruntime(rng, op):
+    # float16 computes in float32 and rounds once; onnxruntime does the same.
+    node = helper.make_node(op, ["x"], ["y"], axis=-1)
+    model = make_model([node], [("x", np.float16, [3, 5, 37])], [("y", np.float16, None)], opset=13)
+    x = randn(rng, 3, 5, 37, scale=3.0).astype(np.float16)
+    got = run_twinfer(model, {"x": x})[0]
+    assert got.dtype == np.float16
+    assert_close(got.astype(np.float32), run_ort(model, {"x": x})[0].astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
 def test_softmax_bad_axis_is_rejected(rng):
     model = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=3)], [("x", np.float32, [2, 3, 4])],
                        [("y", np.float32, None)], opset=13)

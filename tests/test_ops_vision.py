@@ -167,3 +167,203 @@ def test_resize_bad_inputs():
     model, feeds = build("Resize", [("x", x), ("roi", NO_ROI), ("scales", scales_const(1, 1, 2, 2))],
                          dict(mode="bogus"), opset=13)
     expect_error(model, feeds, "bogus")
+
+
+# ----------------------------------------------------------------------------- ConvTranspose
+
+
+@pytest.mark.parametrize("case", [
+    dict(),
+    dict(strides=[2, 3], pads=[1, 0, 2, 1]),
+    dict(strides=[2, 2], output_padding=[1, 1]),              # past the last contribution: reference kernel
+    dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]),
+    dict(strides=[3, 2], output_shape=[10, 8]),
+    dict(strides=[2, 2], auto_pad="SAME_UPPER"),
+    dict(strides=[2, 1], auto_pad="SAME_LOWER", dilations=[2, 2]),
+    dict(group=3, strides=[2, 2]),
+])
+@pytest.mark.parametrize("const_w", [True, False])
+def test_conv_transpose(case, const_w):
+    rng = np.random.default_rng(11)
+    g = case.get("group", 1)
+    x = rand(rng, (2, 6, 5, 4), F32)
+    w = rand(rng, (6, 5 // 1 if g == 1 else 2, 3, 3), F32)
+    b = rand(rng, (w.shape[1] * g,), F32)
+    check("ConvTranspose", [("x", x), ("w", Const(w) if const_w else w), ("b", b)], case, opset=17, **TOL)
+
+
+def test_conv_transpose_1d_3d_and_double():
+    rng = np.random.default_rng(12)
+    check("ConvTranspose", [("x", rand(rng, (1, 3, 7), F32)), ("w", Const(rand(rng, (3, 2, 4), F32)))],
+          dict(strides=[3]), opset=17, **TOL)
+    check("ConvTranspose", [("x", rand(rng, (1, 2, 3, 4, 3), F32)), ("w", Const(rand(rng, (2, 3, 2, 2, 3), F32)))],
+          dict(strides=[2, 1, 2], pads=[0, 1, 0, 1, 0, 1]), opset=17, **TOL)
+    check("ConvTranspose", [("x", rand(rng, (2, 4, 5, 3), F64)), ("w", rand(rng, (4, 3, 2, 3), F64))],
+          dict(strides=[2, 2], output_padding=[1, 0]), opset=17, rtol=1e-10, atol=1e-10)
+
+
+def test_conv_transpose_bad_shapes():
+    x = np.zeros((1, 4, 5, 5), np.float32)
+    model, feeds = build("ConvTranspose", [("x", x), ("w", Const(np.zeros((3, 2, 3, 3), np.float32)))], {})
+    expect_error(model, feeds, "channels")
+
+
+# ----------------------------------------------------------------------------- LRN / LpPool / GroupNormalization
+
+
+@pytest.mark.parametrize("attrs", [dict(size=5), dict(size=4, alpha=2e-3, beta=0.6, bias=2.0), dict(size=1)])
+def test_lrn(attrs):
+    # onnxruntime takes odd sizes on 4-D inputs only, and the reference
+    # evaluator's window loop runs over the batch dim: NumPy for the rest.
+    def numpy_lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0):
+        sq = np.zeros_like(x)
+        for c in range(x.shape[1]):
+            lo, hi = max(0, c - (size - 1) // 2), min(x.shape[1], c + size // 2 + 1)
+            sq[:, c] = (x[:, lo:hi] ** 2).sum(axis=1)
+        return x / (bias + alpha / size * sq) ** beta
+
+    rng = np.random.default_rng(13)
+    x = rand(rng, (2, 7, 5, 6), F32)
+    if attrs["size"] % 2:
+        check("LRN", [("x", x)], attrs, opset=13, **TOL)
+    x64 = rand(rng, (1, 6, 9, 2, 2), F64)
+    model, feeds = build("LRN", [("x", x64)], attrs, opset=13)
+    f32_attrs = {k: (v if k == "size" else float(np.float32(v))) for k, v in attrs.items()}  # as stored
+    assert_close(run(model, feeds)[0], numpy_lrn(x64, **f32_attrs), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3, 2]),
+    dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 2], p=3),
+    dict(kernel_shape=[2, 2], auto_pad="SAME_UPPER", p=1),
+    dict(kernel_shape=[2, 3], dilations=[2, 1], ceil_mode=1, strides=[2, 2]),
+])
+def test_lp_pool(attrs):
+    # (onnxruntime: the reference evaluator places ceil_mode windows differently)
+    rng = np.random.default_rng(14)
+    check("LpPool", [("x", rand(rng, (2, 3, 7, 8), F32))], attrs, opset=18, **TOL)
+
+
+def test_lp_pool_1d_3d():
+    rng = np.random.default_rng(15)
+    check("LpPool", [("x", rand(rng, (1, 2, 9), F32))], dict(kernel_shape=[3], strides=[2]), opset=11, **TOL)
+    check("LpPool", [("x", rand(rng, (1, 2, 4, 5, 3), F32))], dict(kernel_shape=[2, 2, 2]), opset=11, **TOL)
+
+
+@pytest.mark.parametrize("opset,per_group", [(18, True), (21, False)])
+def test_group_normalization(opset, per_group):
+    rng = np.random.default_rng(16)
+    x = rand(rng, (2, 6, 5, 3), F32)
+    n = 3 if per_group else 6
+    check_ref("GroupNormalization", [("x", x), ("s", rand(rng, (n,), F32)), ("b", rand(rng, (n,), F32))],
+              dict(num_groups=3, epsilon=1e-3), opset=opset)
+
+
+def test_group_normalization_bad_groups():
+    x = np.zeros((1, 6, 2, 2), np.float32)
+    model, feeds = build("GroupNormalization", [("x", x), ("s", np.ones(6, np.float32)), ("b", np.ones(6, np.float32))],
+                         dict(num_groups=4), opset=21)
+    expect_error(model, feeds, "groups")
+
+
+# ----------------------------------------------------------------------------- RoiAlign / GridSample / AffineGrid
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.5),
+    dict(output_height=2, output_width=5, coordinate_transformation_mode="output_half_pixel"),
+    dict(output_height=3, output_width=3, mode="max", sampling_ratio=2),
+])
+def test_roi_align(attrs):
+    rng = np.random.default_rng(17)
+    x = rand(rng, (2, 3, 11, 9), F32)
+    rois = np.array([[0, 0, 8, 7], [1.5, 2.2, 6.1, 9.9], [-2, -1, 3, 4], [4, 4, 30, 20]], np.float32)
+    check("RoiAlign", [("x", x), ("rois", rois), ("bi", np.array([0, 1, 1, 0], np.int64))], attrs, opset=16, **TOL)
+
+
+def test_roi_align_bad_batch_index():
+    x = np.zeros((1, 2, 5, 5), np.float32)
+    model, feeds = build("RoiAlign", [("x", x), ("rois", np.zeros((1, 4), np.float32)), ("bi", np.array([3]))],
+                         {}, opset=16)
+    expect_error(model, feeds, "batch index 3")
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample(mode, padding_mode, align):
+    rng = np.random.default_rng(18)
+    x = rand(rng, (2, 3, 5, 7), F32)
+    grid = (rng.random((2, 4, 6, 2)) * 2.6 - 1.3).astype(np.float32)
+    check_ref("GridSample", [("x", x), ("grid", grid)],
+              dict(mode=mode, padding_mode=padding_mode, align_corners=align), opset=20)
+
+
+def test_grid_sample_volumetric_and_opset16():
+    rng = np.random.default_rng(19)
+    x = rand(rng, (1, 2, 3, 4, 5), F32)
+    grid = (rng.random((1, 2, 3, 4, 3)) * 2.4 - 1.2).astype(np.float32)
+    check_ref("GridSample", [("x", x), ("grid", grid)], dict(mode="linear"), opset=20)
+    x = rand(rng, (1, 2, 6, 5), F32)
+    grid = (rng.random((1, 3, 3, 2)) * 2 - 1).astype(np.float32)
+    check("GridSample", [("x", x), ("grid", grid)], dict(mode="bilinear"), opset=16, **TOL)
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid(align):
+    rng = np.random.default_rng(20)
+    check_ref("AffineGrid", [("theta", rand(rng, (2, 2, 3), F32)), ("size", Const(np.array([2, 3, 5, 7])))],
+              dict(align_corners=align), opset=20)
+    check_ref("AffineGrid", [("theta", rand(rng, (1, 3, 4), F32)), ("size", Const(np.array([1, 1, 3, 4, 2])))],
+              dict(align_corners=align), opset=20)
+
+
+# ----------------------------------------------------------------------------- Col2Im / DeformConv / MaxUnpool / CenterCropPad
+
+
+def test_col2im():
+    rng = np.random.default_rng(21)
+    # image 7x6, block 2x3, stride (2,1), pads (1,0,0,1), dilation (1,2): blocks (4, 3)
+    attrs = dict(strides=[2, 1], pads=[1, 0, 0, 1], dilations=[1, 2])
+    x = rand(rng, (2, 3 * 6, 4 * 3), F32)
+    check("Col2Im", [("x", x), ("img", Const(np.array([7, 6]))), ("blk", Const(np.array([2, 3])))], attrs,
+          opset=18, **TOL)
+    bad = rand(rng, (2, 3 * 6, 5), F32)
+    model, feeds = build("Col2Im", [("x", bad), ("img", Const(np.array([7, 6]))), ("blk", Const(np.array([2, 3])))],
+                         attrs, opset=18)
+    expect_error(model, feeds, "blocks")
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_deform_conv(with_mask):
+    rng = np.random.default_rng(22)
+    x = rand(rng, (1, 4, 6, 5), F32)
+    w = rand(rng, (6, 2, 2, 3), F32)
+    # stride 1, pads (1,0,0,1): output 6 x 4; offset_group 2
+    off = (rng.standard_normal((1, 2 * 2 * 6, 6, 4)) * 1.5).astype(np.float32)
+    ins = [("x", x), ("w", w), ("off", off), ("b", rand(rng, (6,), F32))]
+    if with_mask:
+        ins.append(("mask", rng.random((1, 2 * 6, 6, 4)).astype(np.float32)))
+    check_ref("DeformConv", ins, dict(group=2, offset_group=2, pads=[1, 0, 0, 1]), opset=19)
+
+
+def test_max_unpool():
+    rng = np.random.default_rng(23)
+    x = rand(rng, (2, 3, 3, 4), F32)
+    i = np.stack([rng.choice(2 * 3 * 6 * 8, size=3 * 4, replace=False) for _ in range(1)]).reshape(1, 1, 3, 4)
+    idx = np.broadcast_to(np.arange(2 * 3).reshape(2, 3, 1, 1) * 48, (2, 3, 3, 4)) + (i % 48)
+    idx = np.ascontiguousarray(idx).astype(np.int64)
+    check("MaxUnpool", [("x", x), ("i", idx)], dict(kernel_shape=[2, 2], strides=[2, 2]), opset=11)
+    check_ref("MaxUnpool", [("x", x), ("i", idx), ("os", Const(np.array([2, 3, 7, 9])))],
+              dict(kernel_shape=[2, 2], strides=[2, 2]), opset=11)
+    model, feeds = build("MaxUnpool", [("x", x), ("i", idx + 1000)], dict(kernel_shape=[2, 2], strides=[2, 2]),
+                         opset=11)
+    expect_error(model, feeds, "out of range")
+
+
+@pytest.mark.parametrize("shape,axes", [((4, 9, 3), None), ((8, 2), [0, 1]), ((3, 6), [-1, 0])])
+def test_center_crop_pad(shape, axes):
+    rng = np.random.default_rng(24)
+    x = rand(rng, (6, 5, 3), F32)
+    attrs = {} if axes is None else dict(axes=axes)
+    check_ref("CenterCropPad", [("x", x), ("s", Const(np.array(shape)))], attrs, opset=18)

@@ -251,3 +251,81 @@ def test_torch_compile_backend_falls_back_with_a_warning(seed, monkeypatch):
         y = fast(x)
     _close(y, model(x))
     assert counter.calls == 0
+
+
+def test_value_dependent_code_warns_on_export_and_on_cache_hit(seed):
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:  # frozen by the TorchScript tracer
+                return x * 3
+            return x - 1
+
+    with pytest.warns(twinfer.torch.ExportWarning, match=r"if x.sum\(\) > 0") as first:
+        compiled = twinfer.torch.compile(Branchy(), torch.ones(2, 3), progress=False)
+    assert first[0].filename == __file__  # points at the caller's line
+    assert not compiled.cache_hit
+    with pytest.warns(twinfer.torch.ExportWarning, match="dynamo=True"):
+        again = twinfer.torch.compile(Branchy(), torch.ones(2, 3), progress=False)
+    assert again.cache_hit
+
+
+def test_library_checks_do_not_warn(seed):
+    # nn.MultiheadAttention's own input checks raise tracer warnings inside PyTorch: not the user's code.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", twinfer.torch.ExportWarning)
+        twinfer.torch.compile(_transformer(), torch.randn(2, 5, 32), progress=False)
+
+
+def test_code_change_changes_the_cache_key_without_source(seed):
+    """Classes defined where inspect cannot find their source (REPL, exec) are keyed by their bytecode."""
+
+    def make(factor):
+        ns = {"torch": torch}
+        exec(f"class Scale(torch.nn.Module):\n    def forward(self, x):\n        return x * {factor}\n", ns)
+        return ns["Scale"]()
+
+    x = torch.randn(3, 4)
+    two = twinfer.torch.compile(make(2), torch.randn(2, 4), progress=False)
+    three = twinfer.torch.compile(make(3), torch.randn(2, 4), progress=False)
+    assert not three.cache_hit and three.onnx_path != two.onnx_path
+    _close(three(x), x * 3)
+    assert twinfer.torch.compile(make(3), torch.randn(2, 4), progress=False).cache_hit
+
+
+def test_module_key_is_stable_across_processes(tmp_path):
+    script = textwrap.dedent(
+        """
+        import torch
+        from twinfer.torch._key import module_key
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(3, 2)
+            def forward(self, x):
+                return self.fc(x) if x.dtype in {torch.float32, torch.float64} else x
+        torch.manual_seed(0)
+        print(module_key(Net(), (torch.randn(2, 3),), {"dynamic_batch": True}))
+        """
+    )
+    path = tmp_path / "key.py"
+    path.write_text(script)
+    keys = set()
+    for hash_seed in ("1", "2"):  # set constants must not make the key depend on string hashing
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        r = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        keys.add(r.stdout.strip())
+    assert len(keys) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and twinfer.cuda_available(), reason="a usable GPU is present")
+def test_cuda_device_without_a_gpu_is_a_clear_error():
+    with pytest.raises(twinfer.DeviceError, match="device='cpu'"):
+        twinfer.torch.compile(torch.nn.Linear(3, 3), torch.randn(2, 3), device="cuda", progress=False)
+
+
+def test_compiled_module_renders_as_html(seed):
+    compiled = twinfer.torch.compile(torch.nn.Linear(4, 3).eval(), torch.randn(2, 4), progress=False)
+    html = compiled._repr_html_()
+    assert "<table" in html and "twinfer.torch.compile(Linear)" in html and "batch" in html
+    assert "cache_hit=False" in repr(compiled)

@@ -21,12 +21,15 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from ._convert import numpy_dtype
 from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 
 @dataclass
@@ -91,7 +94,9 @@ def time_calls(runtime: str, fn: Callable[[], object], iterations: int, warmup: 
     return Timing(runtime, times, batch, first)
 
 
-def time_engine(engine, feeds: dict, iterations: int = 50, warmup: int = 5, batch: int | None = None) -> Timing:
+def time_engine(engine: "Engine", feeds: dict, iterations: int = 50, warmup: int = 5,
+                batch: int | None = None) -> Timing:
+    """Time ``engine.run(feeds)`` (see ``time_calls``); ``batch`` defaults to dim 0 of the first input."""
     return time_calls("twinfer", lambda: engine.run(feeds), iterations, warmup, batch or batch_of(feeds))
 
 
@@ -167,7 +172,9 @@ def random_feeds(specs: Sequence, shapes: dict[str, list[int]] | None = None, ba
 
 
 # -- peers -----------------------------------------------------------------
-def onnxruntime_session(path: str | os.PathLike, threads: int, device: str = "cpu"):
+def onnxruntime_session(path: str | os.PathLike, threads: int, device: str = "cpu") -> Any:
+    """An onnxruntime InferenceSession on ``path`` with ``threads`` intra-op threads (one inter-op),
+    on CUDA when ``device`` is a GPU and onnxruntime has the CUDA provider."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -179,14 +186,19 @@ def onnxruntime_session(path: str | os.PathLike, threads: int, device: str = "cp
     return ort.InferenceSession(os.fspath(path), so, providers=providers)
 
 
-def time_onnxruntime(path, feeds: dict, threads: int, iterations: int, warmup: int, device: str = "cpu") -> tuple[Timing, list]:
+def time_onnxruntime(path: str | os.PathLike, feeds: dict, threads: int, iterations: int, warmup: int,
+                     device: str = "cpu") -> tuple[Timing, list]:
+    """Time onnxruntime on the same file and feeds; returns the timing and its outputs."""
     sess = onnxruntime_session(path, threads, device)
     t = time_calls("onnxruntime", lambda: sess.run(None, feeds), iterations, warmup, batch_of(feeds))
     t.note = f"{threads} intra-op threads, {sess.get_providers()[0]}"
     return t, sess.run(None, feeds)
 
 
-def time_torch(module, feeds: dict, threads: int, iterations: int, warmup: int, device: str = "cpu") -> tuple[Timing, list]:
+def time_torch(module: Any, feeds: dict, threads: int, iterations: int, warmup: int,
+               device: str = "cpu") -> tuple[Timing, list]:
+    """Time an eager torch.nn.Module (``inference_mode``, ``threads`` intra-op threads) on the feeds
+    in order; returns the timing and its outputs as NumPy arrays."""
     import torch
 
     torch.set_num_threads(threads)

@@ -6,7 +6,10 @@ styles), so it also reads fine in exported notebooks and on GitHub."""
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 _STYLE = (
     "border-collapse:collapse;font-family:monospace;font-size:12px;margin:2px 0 8px 0;"
@@ -43,7 +46,7 @@ def _shape(shape: Sequence[Any]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def engine_html(engine, title: str | None = None, max_ops: int = 12) -> str:
+def engine_html(engine: "Engine", title: str | None = None, max_ops: int = 12) -> str:
     """An Engine as HTML: device, precision, threads, inputs, outputs and its most common ops."""
     parts = [
         key_values(

@@ -6,9 +6,10 @@ estimate, opsets, and which ops this twinfer build cannot run.
     print(info)              # or display it in Jupyter
 
 Reads the file with the ``onnx`` package (weights are not loaded: sizes come
-from the tensors' declared dims). The FLOPs figure is an estimate: it counts
-Conv, ConvTranspose, Gemm and MatMul (2 x multiply-adds) at the shapes ONNX
-shape inference gives for the input shapes shown, and nothing else.
+from the tensors' declared dims). The op histogram includes the nodes inside
+If/Loop/Scan bodies. The FLOPs figure is an estimate: it counts Conv,
+ConvTranspose, Gemm and MatMul (2 x multiply-adds) of the main graph at the
+shapes ONNX shape inference gives for the input shapes shown, and nothing else.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ class ModelInfo:
     ir_version: int
     opsets: dict[str, int]
     producer: str
-    inputs: list[tuple[str, str, list[Any]]]
-    outputs: list[tuple[str, str, list[Any]]]
+    inputs: list[tuple[str, str, list[Any] | None]]  # (name, dtype, dims); dims None: rank not declared
+    outputs: list[tuple[str, str, list[Any] | None]]
     op_histogram: dict[str, int]
     parameters: int
     parameter_bytes: int
@@ -40,15 +41,18 @@ class ModelInfo:
     unsupported: list[str] = field(default_factory=list)
     load_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    source: str = ""  # where the file came from, when not given by the user (e.g. "torchvision:resnet18")
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     def __str__(self) -> str:
         def shape(s):
+            if s is None:
+                return "(shape not declared)"
             return "[" + ", ".join("?" if d is None else str(d) for d in s) + "]"
 
-        lines = [f"model: {self.path}"]
+        lines = [f"model: {self.source} -> {self.path}" if self.source else f"model: {self.path}"]
         lines.append(f"  ir_version {self.ir_version}, producer {self.producer or '?'}, opsets: "
                      + ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(self.opsets.items())))
         lines.append("inputs:")
@@ -68,7 +72,7 @@ class ModelInfo:
     def flops_line(self) -> str:
         if self.flops is None:
             return "FLOPs: no estimate (shape inference failed)"
-        at = ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in self.flops_shapes.items())
+        at = ", ".join(f"{k}={'x'.join(map(str, v)) if v else 'scalar'}" for k, v in self.flops_shapes.items())
         extra = f"; {self.flops_uncounted} node(s) of unknown shape not counted" if self.flops_uncounted else ""
         return f"FLOPs (estimate: Conv/ConvTranspose/Gemm/MatMul at {at}): {_flops(self.flops)}{extra}"
 
@@ -84,14 +88,14 @@ class ModelInfo:
 
         parts = [
             key_values([
-                ("model", self.path),
+                ("model", f"{self.source} -> {self.path}" if self.source else self.path),
                 ("opsets", ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(self.opsets.items()))),
                 ("parameters", f"{self.parameters:,} ({_bytes(self.parameter_bytes)})"),
                 ("FLOPs", self.flops_line().split(": ", 1)[-1] if self.flops is not None else "no estimate"),
                 ("twinfer", self.support_line().split(": ", 1)[-1]),
             ], "twinfer inspect"),
-            table(["input", "dtype", "shape"], [(n, t, list(s)) for n, t, s in self.inputs]),
-            table(["output", "dtype", "shape"], [(n, t, list(s)) for n, t, s in self.outputs]),
+            table(["input", "dtype", "shape"], [(n, t, "?" if s is None else list(s)) for n, t, s in self.inputs]),
+            table(["output", "dtype", "shape"], [(n, t, "?" if s is None else list(s)) for n, t, s in self.outputs]),
             table(["op", "count"], sorted(self.op_histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
         ]
         return "<div>" + "".join(parts) + "</div>"
@@ -112,10 +116,11 @@ def _flops(n: int) -> str:
     return f"{n} FLOPs"
 
 
-def _dims(type_proto) -> list[Any]:
+def _dims(type_proto) -> list[Any] | None:
+    """Declared dims (ints, symbolic names, None for unnamed unknown ones); None when the rank is unknown."""
     t = type_proto.tensor_type
     if not t.HasField("shape"):
-        return []
+        return None
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim]
 
 
@@ -156,7 +161,7 @@ def _count_flops(model, shapes: dict[str, list[int]]) -> tuple[int | None, int]:
         m = shape_inference.infer_shapes(m, data_prop=True)
     except Exception:
         return None, 0
-    known: dict[str, list[Any]] = {}
+    known: dict[str, list[Any] | None] = {}
     for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output):
         known[vi.name] = _dims(vi.type)
     for t in m.graph.initializer:
@@ -187,6 +192,20 @@ def _count_flops(model, shapes: dict[str, list[int]]) -> tuple[int | None, int]:
         else:  # MatMul: [..., M, K] x [..., K, N]
             flops += 2 * int(np.prod(y)) * a[-1]
     return flops, uncounted
+
+
+def _walk(graph, depth: int = 0):
+    """(node, depth) for every node of ``graph`` and of its nodes' subgraphs."""
+    from onnx import AttributeProto
+
+    for n in graph.node:
+        yield n, depth
+        for at in n.attribute:
+            if at.type == AttributeProto.GRAPH:
+                yield from _walk(at.g, depth + 1)
+            elif at.type == AttributeProto.GRAPHS:
+                for sub in at.graphs:
+                    yield from _walk(sub, depth + 1)
 
 
 def _twinfer_support(path: str) -> tuple[list[str], str | None]:
@@ -221,14 +240,18 @@ def describe(path: str | os.PathLike, shapes: dict[str, list[int]] | None = None
     init_names = {t.name for t in g.initializer}
     inputs = [(i.name, _dtype_name(i.type.tensor_type.elem_type), _dims(i.type)) for i in g.input if i.name not in init_names]
     outputs = [(o.name, _dtype_name(o.type.tensor_type.elem_type), _dims(o.type)) for o in g.output]
-    hist = Counter((n.domain + "::" if n.domain not in ("", "ai.onnx") else "") + n.op_type for n in g.node)
+    hist = Counter()
+    nested = 0
+    for node, depth in _walk(g):  # If/Loop/Scan bodies included
+        hist[(node.domain + "::" if node.domain not in ("", "ai.onnx") else "") + node.op_type] += 1
+        nested += depth > 0
     params = sum(int(np.prod(t.dims)) if len(t.dims) else 1 for t in g.initializer)
     nbytes = sum(_tensor_nbytes(t) for t in g.initializer)
 
     from .benchmark import concrete_shapes
     from .engine import TensorSpec
 
-    specs = [TensorSpec(n, t, tuple(s)) for n, t, s in inputs]
+    specs = [TensorSpec(n, t, tuple(s or ())) for n, t, s in inputs]
     at = concrete_shapes(specs, shapes, batch)
     flops, uncounted = _count_flops(model, at)
     info = ModelInfo(
@@ -239,6 +262,9 @@ def describe(path: str | os.PathLike, shapes: dict[str, list[int]] | None = None
     )
     if any(n.op_type == "Constant" for n in g.node):
         info.notes.append("parameters count initializers only (Constant nodes are not counted)")
+    if nested:
+        info.notes.append(f"the op counts include {nested} node(s) inside If/Loop/Scan bodies; "
+                          "the FLOPs estimate counts the main graph only")
     if check_support:
         info.unsupported, info.load_error = _twinfer_support(path)
     return info

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "ops/elementwise/scalar.h"
 #include "ops/schema.h"
 
 namespace twinfer::nn {
@@ -35,36 +36,38 @@ class SoftmaxReference final : public Kernel {
   explicit SoftmaxReference(const KernelBuildInfo& info) : g_(softmax_geom(info)) {}
 
   void run(KernelContext& ctx) const override {
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
+    // float16/bfloat16 compute in float32 (rounded once, on the way out).
+    switch (ctx.inputs[0].dtype) {
+      case DType::kFloat16: return compute<half_t, float>(ctx);
+      case DType::kBFloat16: return compute<bfloat16_t, float>(ctx);
+      case DType::kFloat64: return compute<double, double>(ctx);
+      default: return compute<float, float>(ctx);
+    }
   }
 
  private:
-  template <typename T>
+  template <typename S, typename T>
   void compute(KernelContext& ctx) const {
-    const T* x = ctx.inputs[0].as<T>();
-    T* y = ctx.outputs[0].as<T>();
+    const S* x = ctx.inputs[0].as<S>();
+    S* y = ctx.outputs[0].as<S>();
     const int64_t L = g_.len, I = g_.inner;
     const int64_t rows = g_.outer * I;
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L));
     cpu::parallel_for(rows, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t o = r / I, j = r % I;
-        const T* xp = x + o * L * I + j;
-        T* yp = y + o * L * I + j;
+        const S* xp = x + o * L * I + j;
+        S* yp = y + o * L * I + j;
         T m = -std::numeric_limits<T>::infinity();
-        for (int64_t i = 0; i < L; ++i) m = std::max(m, xp[i * I]);
+        for (int64_t i = 0; i < L; ++i) m = std::max(m, T(ew::load(xp[i * I])));
         T s = 0;
-        for (int64_t i = 0; i < L; ++i) {
-          T v = std::exp(xp[i * I] - m);
-          s += v;
-          if (!g_.log) yp[i * I] = v;
-        }
+        for (int64_t i = 0; i < L; ++i) s += std::exp(T(ew::load(xp[i * I])) - m);
         if (g_.log) {
           const T ls = m + std::log(s);
-          for (int64_t i = 0; i < L; ++i) yp[i * I] = xp[i * I] - ls;
+          for (int64_t i = 0; i < L; ++i) yp[i * I] = ew::store<S>(T(ew::load(xp[i * I])) - ls);
         } else {
           const T inv = T(1) / s;
-          for (int64_t i = 0; i < L; ++i) yp[i * I] *= inv;
+          for (int64_t i = 0; i < L; ++i) yp[i * I] = ew::store<S>(std::exp(T(ew::load(xp[i * I])) - m) * inv);
         }
       }
     });
@@ -75,8 +78,8 @@ class SoftmaxReference final : public Kernel {
 
 bool supports(const KernelBuildInfo& info, std::string* why) {
   DType dt = info.input_dtype(0);
-  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
-    *why = info.node().op_type + " supports float32/float64, not " + dtype_name(dt);
+  if (dt != DType::kFloat32 && dt != DType::kFloat64 && dt != DType::kFloat16 && dt != DType::kBFloat16) {
+    *why = info.node().op_type + " supports float32/float64/float16/bfloat16, not " + dtype_name(dt);
     return false;
   }
   return true;

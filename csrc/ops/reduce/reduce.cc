@@ -21,7 +21,7 @@ using tensor::axes_attr_or_input;
 using tensor::normalize_axes;
 
 constexpr unsigned kSumTypes = ew::kFloatTypes | ew::kI32 | ew::kI64 | ew::kU32 | ew::kU64;
-constexpr unsigned kMinMaxTypes = kSumTypes | ew::kI8 | ew::kU8;
+constexpr unsigned kMinMaxTypes = kSumTypes | ew::kI8 | ew::kU8 | ew::kBool;  // bool: opset 20
 
 bool is_minmax(const std::string& op) { return op == "ReduceMax" || op == "ReduceMin"; }
 unsigned types_of(const std::string& op) { return is_minmax(op) ? kMinMaxTypes : kSumTypes; }

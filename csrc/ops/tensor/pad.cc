@@ -1,4 +1,5 @@
-// Pad (opset 11+: pads / constant_value / axes as inputs) in constant,
+// Pad (opset 11+: pads / constant_value / axes as inputs; before 11 the
+// attributes pads ("paddings" in opset 1) and value) in constant,
 // reflect, edge and wrap modes. Negative pads crop first; the cropped region
 // is then padded. Each dim gets a map from output index to input index (-1 =
 // the constant), built once; a run walks output rows, copying the part of a
@@ -7,6 +8,8 @@
 #include <cstring>
 
 #include "backends/cpu/parallel.h"
+#include "ops/elementwise/scalar.h"
+#include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -22,6 +25,21 @@ PadMode pad_mode(const Ctx& c) {
   if (m == "edge") return PadMode::kEdge;
   if (m == "wrap" && c.opset() >= 19) return PadMode::kWrap;
   c.fail(ErrorKind::kUnsupportedOp, "unsupported pad mode '" + m + "'");
+}
+
+// The pads: the attribute before opset 11, else a constant input 1 (false
+// when that input is not a constant).
+template <typename Ctx>
+bool pads_of(const Ctx& c, std::vector<int64_t>* pads) {
+  if (c.opset() < 11) {
+    *pads = c.node().attr_ints(c.opset() < 2 ? "paddings" : "pads");
+    return true;
+  }
+  if constexpr (std::is_same_v<Ctx, InferContext>) {
+    return c.constant_ints(1, pads);
+  } else {
+    return const_ints(c, 1, pads);
+  }
 }
 
 // (begin, end) pads for every dim from the pads values and optional axes.
@@ -55,16 +73,19 @@ void check_dim(const Ctx& c, int64_t d, int64_t b, int64_t e, PadMode mode, size
 void pad_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   const PadMode mode = pad_mode(c);
-  c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType,
-          std::string("pads must be int64, got ") + dtype_name(c.input_dtype(1)));
-  if (c.has_input(2))
+  if (c.opset() >= 11)
+    c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType,
+            std::string("pads must be int64, got ") + dtype_name(c.input_dtype(1)));
+  else
+    c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("Pad before opset 11 takes floats, got ") + dtype_name(dt));
+  if (c.opset() >= 11 && c.has_input(2))
     c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "constant_value must have the data's dtype");
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& in = c.input_shape(0);
   const int64_t r = static_cast<int64_t>(in.size());
   std::vector<int64_t> pads, axes;
   const bool has_axes = c.opset() >= 18 && c.has_input(3);
-  if (!c.constant_ints(1, &pads) || (has_axes && !c.constant_ints(3, &axes))) {
+  if (!pads_of(c, &pads) || (has_axes && !c.constant_ints(3, &axes))) {
     return c.set_output(0, dt, unknown_dims(r));
   }
   auto p = full_pads(c, pads, has_axes ? &axes : nullptr, r);
@@ -113,9 +134,18 @@ class PadKernel final : public Kernel {
       : mode_(pad_mode(info)), in_(info.input_shape(0)), out_(info.output_shape(0)),
         elem_(dtype_size(info.input_dtype(0))), has_axes_(info.opset() >= 18 && info.has_input(3)) {
     std::vector<int64_t> pads, axes;
-    if (const_ints(info, 1, &pads) && (!has_axes_ || const_ints(info, 3, &axes))) {
+    if (pads_of(info, &pads) && (!has_axes_ || const_ints(info, 3, &axes))) {
       build_maps(info, pads, has_axes_ ? &axes : nullptr, &maps_);
       constant_ = true;
+    }
+    if (info.opset() < 11) {  // the value attribute, as the data's type
+      attr_value_ = true;
+      const float v = info.node().attr_float("value", 0.f);
+      ew::dispatch_typeset<ew::kFloatTypes>(info.input_dtype(0), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T t = ew::store<T>(v);
+        std::memcpy(&value_bytes_, &t, sizeof(T));
+      });
     }
   }
 
@@ -158,8 +188,8 @@ class PadKernel final : public Kernel {
     const int64_t total = shape_numel(out_);
     if (total == 0) return;
     // The pad value's bytes (zero when constant_value is absent).
-    uint64_t value = 0;
-    if (ctx.inputs.size() > 2 && ctx.inputs[2].data && ctx.inputs[2].numel() > 0)
+    uint64_t value = value_bytes_;
+    if (!attr_value_ && ctx.inputs.size() > 2 && ctx.inputs[2].data && ctx.inputs[2].numel() > 0)
       std::memcpy(&value, ctx.inputs[2].data, elem_);
     if (r == 0) {  // a scalar: nothing to pad
       std::memcpy(ctx.outputs[0].data, ctx.inputs[0].data, elem_);
@@ -213,10 +243,13 @@ class PadKernel final : public Kernel {
   size_t elem_;
   bool has_axes_;
   bool constant_ = false;
+  bool attr_value_ = false;  // opset < 11: the value attribute
+  uint64_t value_bytes_ = 0;
   Maps maps_;
 };
 
 bool pad_supports(const KernelBuildInfo& info, std::string* why) {
+  if (info.opset() < 11) return ew::check_input_dtype(info, 0, ew::kFloatTypes, why);
   return check_movable(info, 0, why) && check_index_dtype(info, 1, why);
 }
 

@@ -4,13 +4,14 @@
 // (they usually are, or fold to constants once input shapes are concrete).
 #include <cmath>
 
+#include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
 namespace {
 
-constexpr unsigned kRangeTypes = ew::kF32 | ew::kF64 | ew::kI16 | ew::kI32 | ew::kI64;
+constexpr unsigned kRangeTypes = ew::kFloatTypes | ew::kI16 | ew::kI32 | ew::kI64;  // 16-bit floats computed in float
 
 template <typename T>
 int64_t range_length(T start, T limit, T delta) {
@@ -29,9 +30,10 @@ int64_t range_length(const Ctx& c, const Tensor& s, const Tensor& l, const Tenso
   int64_t n = 0;
   ew::dispatch_typeset<kRangeTypes>(s.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T delta = *d.data_as<T>();
-    if (delta == T(0)) c.fail(ErrorKind::kInvalidArgument, "delta is 0");
-    n = range_length(*s.data_as<T>(), *l.data_as<T>(), delta);
+    using C = ew::compute_t<T>;
+    const C delta = ew::load(*d.data_as<T>());
+    if (delta == C(0)) c.fail(ErrorKind::kInvalidArgument, "delta is 0");
+    n = range_length<C>(ew::load(*s.data_as<T>()), ew::load(*l.data_as<T>()), delta);
   });
   return n;
 }
@@ -58,10 +60,11 @@ class RangeKernel final : public Kernel {
     const TensorView& y = ctx.outputs[0];
     ew::dispatch_typeset<kRangeTypes>(y.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T start = *ctx.inputs[0].as<const T>(), delta = *ctx.inputs[2].as<const T>();
+      using C = ew::compute_t<T>;
+      const C start = ew::load(*ctx.inputs[0].as<const T>()), delta = ew::load(*ctx.inputs[2].as<const T>());
       T* p = y.as<T>();
       const int64_t n = y.numel();
-      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+      for (int64_t i = 0; i < n; ++i) p[i] = ew::store<T>(static_cast<C>(start + static_cast<C>(i) * delta));
     });
   }
 };

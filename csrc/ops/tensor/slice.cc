@@ -1,4 +1,5 @@
-// Slice (opset 10+ form: starts, ends, optional axes and steps as inputs),
+// Slice (opset 10+ form: starts, ends, optional axes and steps as inputs;
+// before 10, starts/ends/axes attributes and no steps),
 // with ONNX's clamping and negative steps. The copy is a strided walk: the
 // start is an offset, each step a (possibly negative) stride.
 #include <algorithm>
@@ -60,8 +61,22 @@ SliceArgs check_args(const Ctx& c, SliceArgs a, int64_t rank) {
   return a;
 }
 
+// Opsets 1-9: the arguments are attributes.
+template <typename Ctx>
+SliceArgs attr_args(const Ctx& c) {
+  SliceArgs a;
+  a.starts = c.node().attr_ints("starts");
+  a.ends = c.node().attr_ints("ends");
+  a.axes = c.node().attr_ints("axes");
+  return a;
+}
+
 // Reads inputs 1..4 when every present one is constant.
 bool const_args(const KernelBuildInfo& info, SliceArgs* a) {
+  if (info.opset() < 10) {
+    *a = attr_args(info);
+    return true;
+  }
   return const_ints(info, 1, &a->starts) && const_ints(info, 2, &a->ends) &&
          (!info.has_input(3) || const_ints(info, 3, &a->axes)) &&
          (!info.has_input(4) || const_ints(info, 4, &a->steps));
@@ -82,8 +97,13 @@ void slice_infer(InferContext& c) {
       c.check(c.input_dtype(i) == DType::kInt64 || c.input_dtype(i) == DType::kInt32, ErrorKind::kDType,
               "input " + std::to_string(i) + " must be int32/int64, got " + dtype_name(c.input_dtype(i)));
   SliceArgs a;
-  bool known = c.constant_ints(1, &a.starts) && c.constant_ints(2, &a.ends) &&
-               (!c.has_input(3) || c.constant_ints(3, &a.axes)) && (!c.has_input(4) || c.constant_ints(4, &a.steps));
+  if (c.opset() < 10) {
+    a = attr_args(c);
+    c.check(!a.starts.empty() || c.node().has_attr("starts"), ErrorKind::kModelFormat, "attribute starts is missing");
+  }
+  bool known = c.opset() < 10 ||
+               (c.constant_ints(1, &a.starts) && c.constant_ints(2, &a.ends) &&
+                (!c.has_input(3) || c.constant_ints(3, &a.axes)) && (!c.has_input(4) || c.constant_ints(4, &a.steps)));
   if (!known) {
     // Dims outside the sliced axes keep theirs when the axes are known.
     std::vector<int64_t> axes;

@@ -21,7 +21,7 @@ a standard normal, integers 0 or 1.
 --compare runs peers on the same workload in the same process, one after the
 other: onnxruntime on the same ONNX file with as many intra-op threads as
 twinfer uses; torch (eager, inference_mode) only for torchvision:NAME models.
-The largest difference between twinfer's and onnxruntime's outputs is shown.
+The largest difference between twinfer's outputs and each peer's is shown.
 
 examples:
   twinfer bench model.onnx --shapes input:8x3x224x224 --compare onnxruntime
@@ -46,6 +46,18 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of the random inputs")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.set_defaults(func=run)
+
+
+def _host_outputs(engine, feeds) -> list[np.ndarray] | None:
+    """twinfer's outputs as NumPy arrays; device outputs are copied through torch (None without it)."""
+    outs = list(engine.run(feeds).values())
+    if all(t.device == "cpu" for t in outs):
+        return [np.array(t.numpy()) for t in outs]
+    try:
+        import torch
+    except ImportError:
+        return None
+    return [torch.from_dlpack(t).cpu().numpy() for t in outs]
 
 
 def _max_diff(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
@@ -74,8 +86,10 @@ def run(args) -> int:
 
     results = [time_engine(engine, feeds, args.iterations, args.warmup)]
     results[0].note = f"{threads} threads, {engine.device}, {engine.precision}"
-    ours = [t.numpy() for t in engine.run(feeds).values()] if engine.device == "cpu" else None
+    ours = _host_outputs(engine, feeds)
     notes, agreement = [], {}
+    if ours is None and peers:
+        notes.append("agreement with peers: not computed (copying device outputs to the host needs torch)")
     for peer in peers:
         if peer == "onnxruntime":
             t, theirs = time_onnxruntime(model.path, feeds, threads, args.iterations, args.warmup, engine.device)
@@ -92,7 +106,7 @@ def run(args) -> int:
                 agreement["torch"] = _max_diff(ours, theirs)
     config = {
         "device": engine.device, "precision": engine.precision, "threads": threads,
-        "inputs": ", ".join(f"{k}={'x'.join(map(str, v.shape))}:{v.dtype}" for k, v in feeds.items()),
+        "inputs": ", ".join(f"{k}={'x'.join(map(str, v.shape)) or 'scalar'}:{v.dtype}" for k, v in feeds.items()),
         "iterations": args.iterations, "warmup": args.warmup, "twinfer": twinfer.__version__,
     }
     report = BenchReport(model.label, results, config, notes, agreement)

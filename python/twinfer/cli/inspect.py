@@ -33,6 +33,8 @@ def run(args) -> int:
     shapes = parse_shapes(args.shapes)
     model = resolve(args.model, shapes, args.batch, args.progress)
     info = describe(model.path, shapes, args.batch)
+    if model.module is not None:
+        info.source = model.label
     print(info)
     if args.json:
         with open(args.json, "w") as f:

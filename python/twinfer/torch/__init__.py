@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from twinfer.torch._backend import BACKEND_NAME, twinfer_backend
 from twinfer.torch._backend import register as register_backend
-from twinfer.torch._export import ExportError
+from twinfer.torch._export import ExportError, ExportWarning
 from twinfer.torch._module import CompiledModule, compile
 
 register_backend()
 
-__all__ = ["compile", "CompiledModule", "ExportError", "twinfer_backend", "register_backend", "BACKEND_NAME"]
+__all__ = ["compile", "CompiledModule", "ExportError", "ExportWarning", "twinfer_backend", "register_backend", "BACKEND_NAME"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import linecache
 import os
 import re
 import tempfile
@@ -22,6 +23,45 @@ DEFAULT_OPSET = 17  # what twinfer's op set is written against; the dynamo expor
 class ExportError(Error):
     """PyTorch could not export the module to ONNX. The message carries the
     exporter's own words and what to try instead."""
+
+
+class ExportWarning(UserWarning):
+    """The export succeeded, but PyTorch's tracer fixed a value-dependent
+    decision of the module's own code (``if x.sum() > 0``, ``int(x.max())``...)
+    to what the example inputs gave: the engine may be wrong for other inputs."""
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _tracer_notes(caught: list) -> list[str]:
+    """``file:line: message`` for each distinct TracerWarning raised outside
+    PyTorch itself (PyTorch's own input checks raise them harmlessly)."""
+    tracer = getattr(torch.jit, "TracerWarning", None)
+    notes: dict[tuple[str, int], str] = {}
+    for w in caught:
+        if tracer is None or not issubclass(w.category, tracer):
+            continue
+        if os.path.abspath(w.filename).startswith(_TORCH_DIR):
+            continue
+        line = linecache.getline(w.filename, w.lineno).strip() or str(w.message).split(". ")[0].strip()
+        notes.setdefault((w.filename, w.lineno), f"{w.filename}:{w.lineno}: {line}")
+    return list(notes.values())
+
+
+def warn_tracer_notes(notes: Sequence[str], what: str, stacklevel: int = 3) -> None:
+    """One ExportWarning listing where the tracer froze value-dependent code
+    (the default stacklevel points at the caller of the function calling this)."""
+    if not notes:
+        return
+    shown = "\n".join(f"  {n}" for n in notes[:5]) + (f"\n  ... {len(notes) - 5} more" if len(notes) > 5 else "")
+    warnings.warn(
+        f"PyTorch's TorchScript exporter traced {what} through code that depends on tensor values; the ONNX "
+        f"file (and twinfer's engine) keeps what the example inputs gave there, which may be wrong for other "
+        f"inputs:\n{shown}\nIf these lines only check inputs, ignore this. Otherwise use dynamo=True (it "
+        "refuses such code rather than freezing it), or rewrite it with tensor ops (torch.where).",
+        ExportWarning, stacklevel=stacklevel,
+    )
 
 
 def _advice(dynamo: bool) -> str:
@@ -73,9 +113,13 @@ def export_onnx(
     dynamic_axes: dict[str, dict[int, str]] | None = None,
     dynamo: bool = False,
     opset: int | None = None,
-) -> None:
+) -> list[str]:
     """Export ``module(*args)`` to the ONNX file ``path`` (weights inside the file
-    when they fit, else as external data next to it). Raises ExportError."""
+    when they fit, else as external data next to it). Raises ExportError.
+
+    Returns the places where the TorchScript tracer froze a value-dependent
+    decision of code outside PyTorch (see ``warn_tracer_notes``); empty for
+    ``dynamo=True``."""
     dynamic_axes = dynamic_axes or {}
     kwargs: dict[str, Any] = dict(input_names=list(input_names), output_names=list(output_names))
     if dynamo:
@@ -89,7 +133,8 @@ def export_onnx(
         kwargs["opset_version"] = opset or DEFAULT_OPSET
     chatter = io.StringIO()
     try:
-        with _export_mode(), contextlib.redirect_stdout(chatter):
+        with _export_mode(), contextlib.redirect_stdout(chatter), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # recorded, not shown: only tracer warnings are reported
             torch.onnx.export(module, tuple(args), os.fspath(path), dynamo=dynamo, **kwargs)
     except Exception as e:  # the exporters raise many types; all mean "could not export"
         which = "torch.export-based (dynamo=True)" if dynamo else "TorchScript (dynamo=False)"
@@ -99,6 +144,7 @@ def export_onnx(
         raise ExportError(
             f"PyTorch's {which} ONNX exporter refused {type(module).__name__}:\n  {message}\n{_advice(dynamo)}"
         ) from e
+    return [] if dynamo else _tracer_notes(caught)
 
 
 def export_to_cache_dir(folder: Path, stem: str, do_export) -> Path:

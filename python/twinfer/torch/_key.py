@@ -1,16 +1,19 @@
 """Cache keys for exported modules: what would make a new export differ.
 
-The key covers the weights (every state_dict tensor's bytes), the code
-(class names and the source of each module class's forward), the inputs'
-signature (dtypes, and shapes with the batch dim generalised when it is
-dynamic) and the export options, plus the torch and twinfer versions, whose
-exporters and readers change between releases."""
+The key covers the weights (every state_dict tensor's bytes), the code (class
+names, and the source and bytecode of every method each module class defines
+or inherits below nn.Module; functions they call elsewhere are not followed),
+the inputs' signature (dtypes, and shapes with the batch dim generalised when
+it is dynamic) and the export options, plus the Python, torch and twinfer
+versions, whose bytecode, exporters and readers change between releases."""
 
 from __future__ import annotations
 
 import hashlib
 import inspect
 import json
+import sys
+import types
 from typing import Any, Iterable
 
 import torch
@@ -32,15 +35,54 @@ def hash_tensors(h: "hashlib._Hash", named: Iterable[tuple[str, torch.Tensor]]) 
         h.update(_tensor_bytes(t))
 
 
+def _hash_code(h: "hashlib._Hash", code: types.CodeType) -> None:
+    """A code object's bytecode, names and constants (nested functions too)."""
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _hash_code(h, c)
+        else:
+            h.update(_const_repr(c).encode())
+
+
+def _const_repr(c: Any) -> str:
+    """repr, with sets in a fixed order (string hashing differs between processes)."""
+    if isinstance(c, (frozenset, set)):
+        return "{" + ",".join(sorted(_const_repr(x) for x in c)) + "}"
+    if isinstance(c, tuple):
+        return "(" + ",".join(_const_repr(x) for x in c) + ")"
+    return repr(c)
+
+
+def _class_code(cls: type) -> str:
+    """Digest of the methods a module class defines (its own and inherited ones,
+    up to nn.Module): the source where Python can find it, and the bytecode
+    always, so classes defined in a REPL, in exec'd code or in a notebook whose
+    source is gone still change the key when their code changes."""
+    h = hashlib.sha256()
+    for klass in cls.__mro__:
+        if klass is torch.nn.Module or klass is object:
+            break
+        for attr, value in sorted(vars(klass).items()):
+            fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            code = getattr(fn, "__code__", None)
+            if not isinstance(code, types.CodeType):
+                continue
+            h.update(f"{klass.__qualname__}.{attr}|".encode())
+            try:
+                h.update(inspect.getsource(fn).encode())
+            except (OSError, TypeError):
+                pass
+            _hash_code(h, code)
+    return h.hexdigest()
+
+
 def _class_sources(module: torch.nn.Module) -> list[str]:
-    out = []
-    for cls in sorted({type(m) for m in module.modules()}, key=lambda c: (c.__module__, c.__qualname__)):
-        try:
-            src = inspect.getsource(cls.forward)
-        except (OSError, TypeError):
-            src = ""
-        out.append(f"{cls.__module__}.{cls.__qualname__}:{hashlib.sha256(src.encode()).hexdigest()}")
-    return out
+    return [
+        f"{cls.__module__}.{cls.__qualname__}:{_class_code(cls)}"
+        for cls in sorted({type(m) for m in module.modules()}, key=lambda c: (c.__module__, c.__qualname__))
+    ]
 
 
 def input_signature(args, dynamic_batch: bool) -> list[list[Any]]:
@@ -56,7 +98,8 @@ def input_signature(args, dynamic_batch: bool) -> list[list[Any]]:
 def versions() -> dict[str, str]:
     import twinfer
 
-    return {"torch": torch.__version__, "twinfer": twinfer.__version__}
+    # Python's too: the key hashes bytecode, which changes between Python versions.
+    return {"torch": torch.__version__, "twinfer": twinfer.__version__, "python": sys.version.split()[0]}
 
 
 def module_key(module: torch.nn.Module, args, options: dict[str, Any]) -> str:

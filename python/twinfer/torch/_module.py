@@ -14,13 +14,13 @@ import torch.utils._pytree as pytree
 import twinfer
 from twinfer._cache import cache_dir
 from twinfer._progress import Steps
-from twinfer.errors import InvalidArgumentError
+from twinfer.errors import DeviceError, InvalidArgumentError
 from twinfer.torch._bridge import TorchRunner, module_device, twinfer_device
-from twinfer.torch._export import ExportError, export_onnx, export_to_cache_dir
+from twinfer.torch._export import ExportError, export_onnx, export_to_cache_dir, warn_tracer_notes
 from twinfer.torch._key import module_key
 
 
-def _as_args(example_inputs) -> tuple[torch.Tensor, ...]:
+def _as_args(example_inputs: Any) -> tuple[torch.Tensor, ...]:
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     if isinstance(example_inputs, dict):
@@ -50,11 +50,17 @@ def _input_names(module: torch.nn.Module, n: int) -> list[str]:
 
 
 def _device_of(device, module, args) -> torch.device:
-    if device is None:
-        return module_device(module, args)
-    dev = torch.device(device)
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
+    dev = module_device(module, args) if device is None else torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(f"device {dev} was asked for, but PyTorch sees no CUDA GPU here; use device='cpu'")
+        if not twinfer.cuda_available():
+            raise DeviceError(
+                f"device {dev} was asked for, but this twinfer build cannot use a GPU here "
+                "(twinfer.cuda_available() is False; twinfer.build_info() says what it contains); use device='cpu'"
+            )
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
     return dev
 
 
@@ -67,7 +73,7 @@ class CompiledModule(torch.nn.Module):
     ``dynamic_batch``.
     """
 
-    def __init__(self, engine: twinfer.Engine, device: torch.device, output_spec, onnx_path: Path,
+    def __init__(self, engine: twinfer.Engine, device: torch.device, output_spec: pytree.TreeSpec, onnx_path: Path,
                  cache_hit: bool, dynamic_batch: bool, name: str):
         super().__init__()
         self.engine = engine
@@ -114,7 +120,7 @@ def _structure_path(onnx_path: Path) -> Path:
 
 def compile(
     module: torch.nn.Module,
-    example_inputs,
+    example_inputs: torch.Tensor | Sequence[torch.Tensor],
     precision: str = "fp32",
     device: str | torch.device | None = None,
     dynamic_batch: bool = True,
@@ -151,13 +157,18 @@ def compile(
     torch.Size([5, 1000])
 
     Raises twinfer.torch.ExportError (a twinfer.Error) when PyTorch cannot export
-    the module, with the exporter's message and what to try instead.
+    the module, with the exporter's message and what to try instead, and
+    twinfer.DeviceError when ``device`` is a GPU this process cannot use. Warns
+    (twinfer.torch.ExportWarning) when the TorchScript tracer froze code of the
+    module that branches on tensor values: the engine then follows the branch
+    the example inputs took.
     """
     if not isinstance(module, torch.nn.Module):
         raise InvalidArgumentError(f"twinfer.torch.compile takes an nn.Module, not a {type(module).__name__}")
     args = _as_args(example_inputs)
     dev = _device_of(device, module, args)
-    args = tuple(a.to(dev) for a in args)
+    # Exported where the module lives (the ONNX file does not depend on it); the engine runs on `dev`.
+    args = tuple(a.to(module_device(module, args)) for a in args)
     name = type(module).__name__
     input_names = _input_names(module, len(args))
     options = {"dynamic_batch": bool(dynamic_batch), "dynamo": bool(dynamo), "opset": opset, "inputs": input_names}
@@ -191,18 +202,23 @@ def compile(
                     dyn = {n: {0: "batch"} for n, a in zip(input_names, args) if a.dim() > 0}
                     dyn.update({n: {0: "batch"} for n, t in zip(output_names, leaves) if t.dim() > 0})
 
+                notes: list[str] = []
+
                 def do_export(path):
-                    export_onnx(module, args, path, input_names, output_names, dyn, dynamo=dynamo, opset=opset)
+                    notes[:] = export_onnx(module, args, path, input_names, output_names, dyn, dynamo=dynamo,
+                                           opset=opset)
 
                 onnx_path = export_to_cache_dir(folder, stem, do_export)
             finally:
                 module.train(was_training)
             meta = {"output_spec": pytree.treespec_dumps(spec), "input_names": input_names,
-                    "output_names": output_names}
+                    "output_names": output_names, "tracer_notes": notes}
             tmp = meta_path.with_suffix(f".json.{os.getpid()}")
             tmp.write_text(json.dumps(meta))
             os.replace(tmp, meta_path)
         steps.step("building the twinfer engine")
         engine = twinfer.load(onnx_path, device=twinfer_device(dev), precision=precision, num_threads=num_threads)
+    # Said again on a cache hit: the engine still carries what the tracer froze.
+    warn_tracer_notes(meta.get("tracer_notes", []), name)
     spec = pytree.treespec_loads(meta["output_spec"])
     return CompiledModule(engine, dev, spec, onnx_path, bool(hit), bool(dynamic_batch), name)

@@ -1,0 +1,365 @@
+// DFT and STFT. Signals carry a last dim of 1 (real) or 2 (complex: re, im).
+//
+// DFT(input, dft_length?, axis?) along `axis` (an attribute, default 1, before
+// opset 20; an optional scalar input, default -2, since). The line is cut or
+// zero-padded to dft_length (default: its length). inverse=1 divides by n.
+// onesided=1 keeps bins 0..n/2 of a forward transform; with inverse=1 it is
+// the inverse real transform (numpy.fft.irfft): the input holds bins 0..n/2 of
+// a Hermitian spectrum, n defaults to 2 * (m - 1), and the output is real
+// (last dim 1).
+//
+// STFT(signal [B, L, 1|2], frame_step, window?, frame_length?): frames of
+// frame_length (the window's length when given) every frame_step samples,
+// weighted by the window, each transformed; output [B, frames, bins, 2] with
+// frames = 1 + (L - frame_length) / frame_step and bins = frame_length / 2 + 1
+// when onesided (the default), else frame_length.
+//
+// The transforms are direct sums over precomputed twiddles in double
+// precision (O(n^2) per line): these ops are rare in inference graphs and the
+// sums are exact enough to match the FFT-based references.
+#include <cmath>
+
+#include "backends/cpu/parallel.h"
+#include "ops/elementwise/scalar.h"
+#include "ops/elementwise/typeset.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace twinfer::signal {
+namespace {
+
+using tensor::view_scalar_int;
+constexpr unsigned kSignalTypes = ew::kFloatTypes;
+
+// cos/sin of 2 pi j / n for j in [0, n).
+struct Twiddles {
+  std::vector<double> c, s;
+  explicit Twiddles(int64_t n) : c(static_cast<size_t>(n)), s(static_cast<size_t>(n)) {
+    for (int64_t j = 0; j < n; ++j) {
+      const double a = 2.0 * M_PI * static_cast<double>(j) / static_cast<double>(n);
+      c[j] = std::cos(a);
+      s[j] = std::sin(a);
+    }
+  }
+};
+
+// Complex DFT of a line of m input values (zero beyond m), n points, bins
+// [0, bins). sign -1: forward, +1: inverse. Results into re/im.
+void dft_line(const double* xr, const double* xi, int64_t m, int64_t n, int64_t bins, int sign, const Twiddles& tw,
+              double* re, double* im) {
+  const int64_t mm = std::min(m, n);
+  for (int64_t k = 0; k < bins; ++k) {
+    double sr = 0, si = 0;
+    int64_t idx = 0;  // (j * k) mod n
+    for (int64_t j = 0; j < mm; ++j) {
+      const double c = tw.c[idx], s = sign * tw.s[idx];
+      sr += xr[j] * c - xi[j] * s;
+      si += xr[j] * s + xi[j] * c;
+      idx += k;
+      if (idx >= n) idx %= n;
+    }
+    re[k] = sr;
+    im[k] = si;
+  }
+}
+
+// Inverse real DFT: the Hermitian spectrum's bins 0..n/2 (m given, zero
+// beyond) -> n real samples, divided by n. Imaginary parts of bin 0 and (n
+// even) bin n/2 are ignored, like numpy.
+void irfft_line(const double* xr, const double* xi, int64_t m, int64_t n, const Twiddles& tw, double* out) {
+  const int64_t half = n / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    double acc = m > 0 ? xr[0] : 0.0;
+    int64_t idx = t % n;
+    for (int64_t k = 1; k <= half && k < m; ++k, idx = (idx + t) % n) {
+      if (2 * k == n) {
+        acc += xr[k] * tw.c[idx];
+      } else {
+        acc += 2.0 * (xr[k] * tw.c[idx] - xi[k] * tw.s[idx]);
+      }
+    }
+    out[t] = acc / static_cast<double>(n);
+  }
+}
+
+// ---- DFT -------------------------------------------------------------------------
+
+struct DftConfig {
+  int64_t axis = 0;     // normalised against the input's rank
+  int64_t n = -1;       // dft_length; -1 when not known
+  bool inverse = false, onesided = false;
+};
+
+// Reads the axis (attribute or input) and dft_length; known=false when an
+// input they come from is not a constant.
+template <typename Ctx>
+DftConfig dft_config(const Ctx& c, int64_t rank, const Tensor* len_t, const Tensor* axis_t, bool* known) {
+  DftConfig d;
+  *known = true;
+  d.inverse = c.node().attr_int("inverse", 0) != 0;
+  d.onesided = c.node().attr_int("onesided", 0) != 0;
+  int64_t axis = 1;
+  if (c.opset() >= 20) {
+    axis = -2;
+    if (c.has_input(2)) {
+      if (axis_t) axis = view_scalar_int(axis_t->view());
+      else *known = false;
+    }
+  } else {
+    axis = c.node().attr_int("axis", 1);
+  }
+  if (axis < -rank || axis >= rank || axis == rank - 1 || axis == -1)
+    c.fail(ErrorKind::kInvalidArgument, "axis " + std::to_string(axis) + " is out of range for a signal of rank " +
+                                            std::to_string(rank) + " (the last dim holds re/im)");
+  d.axis = axis < 0 ? axis + rank : axis;
+  if (c.has_input(1)) {
+    if (len_t) {
+      d.n = view_scalar_int(len_t->view());
+      if (d.n < 1) c.fail(ErrorKind::kInvalidArgument, "dft_length must be >= 1, got " + std::to_string(d.n));
+    } else {
+      *known = false;
+    }
+  }
+  return d;
+}
+
+// Points of the transform for an axis of m entries.
+int64_t dft_points(const DftConfig& d, int64_t m) {
+  if (d.n > 0) return d.n;
+  return d.inverse && d.onesided ? 2 * (m - 1) : m;
+}
+
+void dft_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(ew::in_typeset(kSignalTypes, dt), ErrorKind::kDType, std::string("DFT does not support ") + dtype_name(dt));
+  if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
+  SymShape s = c.input_shape(0);
+  const int64_t r = static_cast<int64_t>(s.size());
+  c.check(r >= 2, ErrorKind::kShape, "input " + sym_shape_str(s) + " must have rank >= 2");
+  c.check(!s.back().known() || s.back().value == 1 || s.back().value == 2, ErrorKind::kShape,
+          "input " + sym_shape_str(s) + " must end in 1 (real) or 2 (complex)");
+  bool known;
+  const DftConfig d = dft_config(c, r, c.has_input(1) ? c.input_constant(1) : nullptr,
+                                 c.has_input(2) ? c.input_constant(2) : nullptr, &known);
+  s.back() = Dim(d.inverse && d.onesided ? 1 : 2);
+  if (!known) {
+    if (c.opset() >= 20 && c.has_input(2) && !c.input_constant(2)) {
+      SymShape u(s.size());
+      u.back() = s.back();
+      return c.set_output(0, dt, u);
+    }
+    s[d.axis] = Dim();
+    return c.set_output(0, dt, s);
+  }
+  if (s[d.axis].known() || d.n > 0) {
+    const int64_t n = dft_points(d, s[d.axis].known() ? s[d.axis].value : 0);
+    c.check(n >= 1, ErrorKind::kInvalidArgument, "the transform has no points");
+    s[d.axis] = Dim(!d.inverse && d.onesided ? n / 2 + 1 : n);
+  } else {
+    s[d.axis] = Dim();
+  }
+  c.set_output(0, dt, s);
+}
+
+class DftKernel final : public Kernel {
+ public:
+  explicit DftKernel(const KernelBuildInfo& info) : node_(info.node().name) {
+    const Shape x = info.input_shape(0);
+    const int64_t r = static_cast<int64_t>(x.size());
+    bool known;
+    // The plan is built with dft_length/axis as constants (or absent); the
+    // output shape already says how many points and bins there are.
+    d_ = dft_config(info, r, info.has_input(1) ? info.input_constant(1) : nullptr,
+                    info.has_input(2) ? info.input_constant(2) : nullptr, &known);
+    if (!known) info.fail(ErrorKind::kUnsupportedOp, "dft_length and axis must be known when the plan is built");
+    for (int64_t k = 0; k < d_.axis; ++k) outer_ *= x[k];
+    for (int64_t k = d_.axis + 1; k < r - 1; ++k) inner_ *= x[k];
+    m_ = x[d_.axis];
+    cin_ = x.back();
+    n_ = dft_points(d_, m_);
+    if (n_ < 1) info.fail(ErrorKind::kInvalidArgument, "the transform has no points");
+    bins_ = info.output_shape(0)[d_.axis];
+  }
+
+  void run(KernelContext& ctx) const override {
+    ew::dispatch_typeset<kSignalTypes>(ctx.inputs[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      go<T>(ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>(), ctx.num_threads);
+    });
+  }
+
+ private:
+  template <typename T>
+  void go(const T* x, T* y, int threads) const {
+    using C = ew::compute_t<T>;
+    const Twiddles tw(n_);
+    const bool irfft = d_.inverse && d_.onesided;
+    const int64_t cout = irfft ? 1 : 2;
+    const double scale = d_.inverse ? 1.0 / static_cast<double>(n_) : 1.0;
+    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n_));
+    cpu::parallel_for(outer_ * inner_, threads, grain, [&](int64_t b, int64_t e) {
+      std::vector<double> xr(m_), xi(m_), re(std::max(n_, bins_)), im(std::max(n_, bins_));
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t o = t / inner_, j = t % inner_;
+        for (int64_t i = 0; i < m_; ++i) {
+          const T* p = x + ((o * m_ + i) * inner_ + j) * cin_;
+          xr[i] = static_cast<double>(ew::load(p[0]));
+          xi[i] = cin_ == 2 ? static_cast<double>(ew::load(p[1])) : 0.0;
+        }
+        if (irfft) {
+          irfft_line(xr.data(), xi.data(), m_, n_, tw, re.data());
+        } else {
+          dft_line(xr.data(), xi.data(), m_, n_, bins_, d_.inverse ? 1 : -1, tw, re.data(), im.data());
+        }
+        for (int64_t k = 0; k < bins_; ++k) {
+          T* q = y + ((o * bins_ + k) * inner_ + j) * cout;
+          if (irfft) {
+            q[0] = ew::store<T>(static_cast<C>(re[k]));
+          } else {
+            q[0] = ew::store<T>(static_cast<C>(re[k] * scale));
+            q[1] = ew::store<T>(static_cast<C>(im[k] * scale));
+          }
+        }
+      }
+    });
+  }
+
+  std::string node_;
+  DftConfig d_;
+  int64_t outer_ = 1, inner_ = 1, m_ = 0, cin_ = 1, n_ = 0, bins_ = 0;
+};
+
+bool dft_supports(const KernelBuildInfo& info, std::string* why) {
+  return ew::check_input_dtype(info, 0, kSignalTypes, why);
+}
+
+// ---- STFT ----------------------------------------------------------------------
+
+struct StftConfig {
+  int64_t step = -1, length = -1;  // -1: not known
+};
+
+template <typename Ctx>
+StftConfig stft_config(const Ctx& c, const Tensor* step_t, const Tensor* len_t, Dim window_len, Dim signal_len) {
+  StftConfig s;
+  if (step_t) {
+    s.step = view_scalar_int(step_t->view());
+    if (s.step < 1) c.fail(ErrorKind::kInvalidArgument, "frame_step must be >= 1, got " + std::to_string(s.step));
+  }
+  if (c.has_input(3) && len_t) {
+    s.length = view_scalar_int(len_t->view());
+  } else if (!c.has_input(3)) {
+    if (c.has_input(2)) {
+      if (window_len.known()) s.length = window_len.value;
+    } else if (signal_len.known()) {
+      s.length = signal_len.value;
+    }
+  }
+  if (s.length == 0 || s.length < -1)
+    c.fail(ErrorKind::kInvalidArgument, "frame_length must be >= 1, got " + std::to_string(s.length));
+  if (s.length > 0 && window_len.known() && c.has_input(2))
+    if (window_len.value != s.length)
+      c.fail(ErrorKind::kShape, "window length " + std::to_string(window_len.value) + " differs from frame_length " +
+                                    std::to_string(s.length));
+  if (s.length > 0 && signal_len.known() && s.length > signal_len.value)
+    c.fail(ErrorKind::kInvalidArgument, "frame_length " + std::to_string(s.length) + " exceeds the signal length " +
+                                            std::to_string(signal_len.value));
+  return s;
+}
+
+void stft_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(ew::in_typeset(kSignalTypes, dt), ErrorKind::kDType, std::string("STFT does not support ") + dtype_name(dt));
+  if (c.has_input(2)) c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "window must have the signal's dtype");
+  Dim batch, len, wl;
+  if (c.input_has_shape(0)) {
+    const SymShape& s = c.input_shape(0);
+    c.check(s.size() == 3, ErrorKind::kShape, "signal " + sym_shape_str(s) + " must be [batch, length, 1 or 2]");
+    c.check(!s[2].known() || s[2].value == 1 || s[2].value == 2, ErrorKind::kShape,
+            "signal " + sym_shape_str(s) + " must end in 1 or 2");
+    batch = s[0];
+    len = s[1];
+  }
+  if (c.has_input(2) && c.input_has_shape(2)) {
+    c.check(c.input_shape(2).size() == 1, ErrorKind::kShape, "window must be 1-D");
+    wl = c.input_shape(2)[0];
+  }
+  const StftConfig cfg =
+      stft_config(c, c.input_constant(1), c.has_input(3) ? c.input_constant(3) : nullptr, wl, len);
+  const bool onesided = c.node().attr_int("onesided", 1) != 0;
+  Dim frames, bins;
+  if (cfg.length > 0) bins = Dim(onesided ? cfg.length / 2 + 1 : cfg.length);
+  if (cfg.length > 0 && cfg.step > 0 && len.known()) frames = Dim(1 + (len.value - cfg.length) / cfg.step);
+  c.set_output(0, dt, SymShape{batch, frames, bins, Dim(2)});
+}
+
+class StftKernel final : public Kernel {
+ public:
+  explicit StftKernel(const KernelBuildInfo& info) {
+    const Shape x = info.input_shape(0);
+    const Shape y = info.output_shape(0);
+    batch_ = x[0];
+    len_ = x[1];
+    cin_ = x[2];
+    frames_ = y[1];
+    bins_ = y[2];
+    const Dim wl = info.has_input(2) ? Dim(info.input_shape(2)[0]) : Dim();
+    const StftConfig cfg =
+        stft_config(info, info.input_constant(1), info.has_input(3) ? info.input_constant(3) : nullptr, wl, Dim(len_));
+    if (cfg.step < 0 || cfg.length < 0) info.fail(ErrorKind::kUnsupportedOp, "frame_step/frame_length must be known");
+    step_ = cfg.step;
+    n_ = cfg.length;
+  }
+
+  void run(KernelContext& ctx) const override {
+    ew::dispatch_typeset<kSignalTypes>(ctx.inputs[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* w = ctx.inputs.size() > 2 && ctx.inputs[2].data ? ctx.inputs[2].as<const T>() : nullptr;
+      go<T>(ctx.inputs[0].as<const T>(), w, ctx.outputs[0].as<T>(), ctx.num_threads);
+    });
+  }
+
+ private:
+  template <typename T>
+  void go(const T* x, const T* w, T* y, int threads) const {
+    using C = ew::compute_t<T>;
+    const Twiddles tw(n_);
+    cpu::parallel_for(batch_ * frames_, threads, 1, [&](int64_t b, int64_t e) {
+      std::vector<double> xr(n_), xi(n_), re(bins_), im(bins_);
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t bb = t / frames_, f = t % frames_;
+        for (int64_t i = 0; i < n_; ++i) {
+          const int64_t pos = f * step_ + i;
+          const double wv = w ? static_cast<double>(ew::load(w[i])) : 1.0;
+          if (pos < len_) {
+            const T* p = x + (bb * len_ + pos) * cin_;
+            xr[i] = static_cast<double>(ew::load(p[0])) * wv;
+            xi[i] = cin_ == 2 ? static_cast<double>(ew::load(p[1])) * wv : 0.0;
+          } else {
+            xr[i] = xi[i] = 0.0;
+          }
+        }
+        dft_line(xr.data(), xi.data(), n_, n_, bins_, -1, tw, re.data(), im.data());
+        T* q = y + t * bins_ * 2;
+        for (int64_t k = 0; k < bins_; ++k) {
+          q[2 * k] = ew::store<T>(static_cast<C>(re[k]));
+          q[2 * k + 1] = ew::store<T>(static_cast<C>(im[k]));
+        }
+      }
+    });
+  }
+
+  int64_t batch_ = 0, len_ = 0, cin_ = 1, frames_ = 0, bins_ = 0, step_ = 1, n_ = 1;
+};
+
+bool stft_supports(const KernelBuildInfo& info, std::string* why) {
+  return ew::check_input_dtype(info, 0, kSignalTypes, why);
+}
+
+}  // namespace
+
+TWINFER_REGISTER_SCHEMA("DFT", dft_infer);
+TWINFER_REGISTER_KERNEL("DFT", Backend::kCPU, 0, dft_supports, make_kernel<DftKernel>);
+TWINFER_REGISTER_SCHEMA("STFT", stft_infer);
+TWINFER_REGISTER_KERNEL("STFT", Backend::kCPU, 0, stft_supports, make_kernel<StftKernel>);
+
+}  // namespace twinfer::signal

@@ -1,0 +1,326 @@
+// GridSample (opsets 16-22, 1-3 spatial dims) and AffineGrid (20): shape
+// rules and CPU kernels, float32/float64.
+//
+// GridSample follows the ONNX reference: grid[n, o..., :] holds normalised
+// coordinates in (x, y, z) order (the last spatial dim first), denormalised
+// per dim with align_corners; coordinates past the border are clamped
+// (border) or reflected (reflection) first; then nearest (round half to
+// even), linear (2 taps per dim) or cubic (4 taps, Keys a = -0.75) sampling,
+// every tap outside the input reading 0 (zeros), the edge (border) or its
+// reflection (reflection). The taps of one output position are built once
+// and reused for all channels.
+//
+// AffineGrid: out[n, p..., :] = theta[n] @ (x, y[, z], 1) over the base grid
+// of `size` (-1..1 per dim, pixel centres unless align_corners).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/parallel.h"
+#include "core/dispatch.h"
+#include "ops/schema.h"
+#include "ops/tensor/tensor_util.h"
+#include "runtime/kernel.h"
+
+namespace twinfer::vision {
+namespace {
+
+enum class GsMode { kNearest, kLinear, kCubic };
+enum class GsPad { kZeros, kBorder, kReflection };
+
+template <typename Ctx>
+void gs_attrs(const Ctx& c, GsMode* mode, GsPad* pad, bool* align) {
+  const graph::Node& n = c.node();
+  const std::string m = n.attr_string("mode", c.opset() >= 20 ? "linear" : "bilinear");
+  if (m == "nearest") *mode = GsMode::kNearest;
+  else if (m == "linear" || m == "bilinear") *mode = GsMode::kLinear;
+  else if (m == "cubic" || m == "bicubic") *mode = GsMode::kCubic;
+  else c.fail(ErrorKind::kUnsupportedOp, "mode '" + m + "' is not supported");
+  const std::string p = n.attr_string("padding_mode", "zeros");
+  if (p == "zeros") *pad = GsPad::kZeros;
+  else if (p == "border") *pad = GsPad::kBorder;
+  else if (p == "reflection") *pad = GsPad::kReflection;
+  else c.fail(ErrorKind::kUnsupportedOp, "padding_mode '" + p + "' is not supported");
+  *align = n.attr_int("align_corners", 0) != 0;
+}
+
+void grid_sample_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  GsMode m;
+  GsPad p;
+  bool a;
+  gs_attrs(c, &m, &p, &a);
+  c.check(dtype_is_float(c.input_dtype(1)), ErrorKind::kDType, "grid must be a float tensor");
+  if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, dt);
+  const SymShape& x = c.input_shape(0);
+  const SymShape& g = c.input_shape(1);
+  c.check(x.size() >= 3 && g.size() == x.size(), ErrorKind::kShape,
+          "input " + sym_shape_str(x) + " and grid " + sym_shape_str(g) + " do not fit");
+  if (g.back().known())
+    c.check(g.back().value == static_cast<int64_t>(x.size() - 2), ErrorKind::kShape,
+            "grid's last dim must be " + std::to_string(x.size() - 2) + ", got " + sym_shape_str(g));
+  SymShape out{x[0].known() ? x[0] : g[0], x[1]};
+  out.insert(out.end(), g.begin() + 1, g.end() - 1);
+  c.set_output(0, dt, out);
+}
+
+// Reflects x into [lo, hi] by the nearer border, repeatedly (as the reference).
+double reflect(double x, double lo, double hi) {
+  const double rng = hi - lo;
+  if (rng <= 0) return lo;
+  if (x < lo) {
+    const double dx = lo - x;
+    const int64_t n = static_cast<int64_t>(dx / rng);
+    const double r = dx - static_cast<double>(n) * rng;
+    return n % 2 == 0 ? lo + r : hi - r;
+  }
+  if (x > hi) {
+    const double dx = x - hi;
+    const int64_t n = static_cast<int64_t>(dx / rng);
+    const double r = dx - static_cast<double>(n) * rng;
+    return n % 2 == 0 ? hi - r : lo + r;
+  }
+  return x;
+}
+
+void cubic_coeffs(double t, double* c) {
+  const double A = -0.75;
+  auto k = [&](double d) {
+    d = std::fabs(d);
+    if (d <= 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
+    if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+    return 0.0;
+  };
+  c[0] = k(t + 1);
+  c[1] = k(t);
+  c[2] = k(1 - t);
+  c[3] = k(2 - t);
+}
+
+class GridSampleKernel final : public Kernel {
+ public:
+  explicit GridSampleKernel(const KernelBuildInfo& info) {
+    gs_attrs(info, &mode_, &pad_, &align_);
+    x_ = info.input_shape(0);
+    g_ = info.input_shape(1);
+    nsp_ = x_.size() - 2;
+    if (x_.size() < 3 || x_.size() > 5 || g_.size() != x_.size() || g_.back() != static_cast<int64_t>(nsp_) ||
+        g_[0] != x_[0])
+      info.fail(ErrorKind::kShape, "input " + shape_str(x_) + " and grid " + shape_str(g_) +
+                                       " do not fit (1-3 spatial dims)");
+    npos_ = shape_numel(Shape(g_.begin() + 1, g_.end() - 1));
+  }
+
+  const char* impl_name() const override { return "cpu loop"; }
+
+  void run(KernelContext& ctx) const override {
+    const DType gt = ctx.inputs[1].dtype;
+    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (gt == DType::kFloat32) compute<T, float>(ctx);
+      else if (gt == DType::kFloat64) compute<T, double>(ctx);
+      else dispatch_unsupported(gt, "GridSample's grid");
+    });
+  }
+
+ private:
+  struct Taps {
+    int n = 0;
+    int64_t idx[4];  // -1: reads zero
+    double w[4];
+  };
+
+  // Maps a tap index through the padding mode.
+  int64_t pixel(int64_t i, int64_t L, double lo, double hi) const {
+    if (i >= 0 && i < L) return i;
+    switch (pad_) {
+      case GsPad::kZeros: return -1;
+      case GsPad::kBorder: return std::clamp<int64_t>(i, 0, L - 1);
+      default: return std::clamp<int64_t>(static_cast<int64_t>(reflect(static_cast<double>(i), lo, hi)), 0, L - 1);
+    }
+  }
+
+  Taps taps(double x, int64_t L) const {
+    const double lo = align_ ? 0.0 : -0.5, hi = align_ ? static_cast<double>(L - 1) : static_cast<double>(L) - 0.5;
+    Taps t;
+    if (mode_ == GsMode::kNearest) x = std::nearbyint(x);
+    if (x < lo || x > hi) {
+      if (pad_ == GsPad::kBorder) x = std::clamp(x, 0.0, static_cast<double>(L - 1));
+      else if (pad_ == GsPad::kReflection) x = reflect(x, lo, hi);
+    }
+    if (mode_ == GsMode::kNearest) {
+      t.n = 1;
+      t.idx[0] = pixel(static_cast<int64_t>(x), L, lo, hi);
+      t.w[0] = 1;
+      return t;
+    }
+    const double f = std::floor(x);
+    const int64_t x0 = static_cast<int64_t>(f);
+    const double r = x - f;
+    if (mode_ == GsMode::kLinear) {
+      t.n = 2;
+      t.idx[0] = pixel(x0, L, lo, hi);
+      t.idx[1] = pixel(x0 + 1, L, lo, hi);
+      t.w[0] = 1 - r;
+      t.w[1] = r;
+      return t;
+    }
+    t.n = 4;
+    cubic_coeffs(r, t.w);
+    for (int k = 0; k < 4; ++k) t.idx[k] = pixel(x0 - 1 + k, L, lo, hi);
+    return t;
+  }
+
+  template <typename T, typename G>
+  void compute(KernelContext& ctx) const {
+    const T* x = ctx.inputs[0].as<const T>();
+    const G* grid = ctx.inputs[1].as<const G>();
+    T* y = ctx.outputs[0].as<T>();
+    const int64_t N = x_[0], C = x_[1], P = npos_;
+    const size_t nsp = nsp_;
+    int64_t L[3] = {1, 1, 1};
+    for (size_t i = 0; i < nsp; ++i) L[3 - nsp + i] = x_[2 + i];
+    const int64_t plane = L[0] * L[1] * L[2];
+    cpu::parallel_for(N * P, ctx.num_threads, std::max<int64_t>(1, 2048 / std::max<int64_t>(1, C)),
+                      [&](int64_t b, int64_t e) {
+      std::vector<int64_t> off;
+      std::vector<double> wt;
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t n = r / P, p = r - n * P;
+        const G* gp = grid + r * static_cast<int64_t>(nsp);
+        Taps td[3];
+        for (size_t i = 0; i < 3; ++i) {
+          if (i < 3 - nsp) {
+            td[i].n = 1;
+            td[i].idx[0] = 0;
+            td[i].w[0] = 1;
+            continue;
+          }
+          const size_t d = i - (3 - nsp);            // spatial dim
+          const G v = gp[nsp - 1 - d];               // grid holds (x, y, z): last dim first
+          const G len = static_cast<G>(L[i]);
+          const G xd = align_ ? (v + G(1)) / G(2) * (len - G(1)) : ((v + G(1)) * len - G(1)) / G(2);
+          td[i] = taps(static_cast<double>(xd), L[i]);
+        }
+        off.clear();
+        wt.clear();
+        for (int a = 0; a < td[0].n; ++a)
+          for (int bb = 0; bb < td[1].n; ++bb)
+            for (int cc = 0; cc < td[2].n; ++cc) {
+              const int64_t i0 = td[0].idx[a], i1 = td[1].idx[bb], i2 = td[2].idx[cc];
+              if (i0 < 0 || i1 < 0 || i2 < 0) continue;
+              off.push_back((i0 * L[1] + i1) * L[2] + i2);
+              wt.push_back(td[0].w[a] * td[1].w[bb] * td[2].w[cc]);
+            }
+        const T* xn = x + n * C * plane;
+        T* yn = y + n * C * P + p;
+        for (int64_t c = 0; c < C; ++c) {
+          const T* xc = xn + c * plane;
+          double acc = 0;
+          for (size_t k = 0; k < off.size(); ++k) acc += wt[k] * static_cast<double>(xc[off[k]]);
+          yn[c * P] = static_cast<T>(acc);
+        }
+      }
+    });
+  }
+
+  GsMode mode_ = GsMode::kLinear;
+  GsPad pad_ = GsPad::kZeros;
+  bool align_ = false;
+  Shape x_, g_;
+  size_t nsp_ = 2;
+  int64_t npos_ = 0;
+};
+
+// ---- AffineGrid ------------------------------------------------------------------
+
+void affine_grid_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(dtype_is_float(dt), ErrorKind::kDType, "theta must be a float tensor");
+  std::vector<int64_t> size;
+  if (!c.constant_ints(1, &size)) {
+    if (c.input_has_shape(1) && c.input_shape(1).size() == 1 && c.input_shape(1)[0].known()) {
+      const int64_t r = c.input_shape(1)[0].value;
+      c.check(r == 4 || r == 5, ErrorKind::kShape, "size must have 4 or 5 values");
+      return c.set_output(0, dt, SymShape(static_cast<size_t>(r), Dim()));
+    }
+    return c.set_output_rank_unknown(0, dt);
+  }
+  c.check(size.size() == 4 || size.size() == 5, ErrorKind::kShape, "size must have 4 or 5 values");
+  for (int64_t v : size) c.check(v >= 0, ErrorKind::kInvalidArgument, "size values must be >= 0");
+  SymShape out{Dim(size[0])};
+  for (size_t i = 2; i < size.size(); ++i) out.push_back(Dim(size[i]));
+  out.push_back(Dim(static_cast<int64_t>(size.size() - 2)));
+  c.set_output(0, dt, out);
+}
+
+class AffineGridKernel final : public Kernel {
+ public:
+  explicit AffineGridKernel(const KernelBuildInfo& info) : align_(info.node().attr_int("align_corners", 0) != 0) {
+    y_ = info.output_shape(0);
+    nsp_ = y_.size() - 2;
+    const Shape th = info.input_shape(0);
+    if (nsp_ < 2 || nsp_ > 3 || th != Shape{y_[0], static_cast<int64_t>(nsp_), static_cast<int64_t>(nsp_ + 1)})
+      info.fail(ErrorKind::kShape, "theta " + shape_str(th) + " does not fit the output " + shape_str(y_));
+  }
+
+  const char* impl_name() const override { return "cpu loop"; }
+
+  void run(KernelContext& ctx) const override {
+    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* th = ctx.inputs[0].as<const T>();
+      T* y = ctx.outputs[0].as<T>();
+      const size_t nsp = nsp_;
+      int64_t L[3] = {1, 1, 1};
+      for (size_t i = 0; i < nsp; ++i) L[3 - nsp + i] = y_[1 + i];
+      auto base = [&](int64_t i, int64_t len) -> double {
+        if (align_) return len > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(len - 1) : -1.0;
+        return -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(len);
+      };
+      const int64_t P = L[0] * L[1] * L[2];
+      for (int64_t n = 0; n < y_[0]; ++n) {
+        const T* t = th + n * static_cast<int64_t>(nsp * (nsp + 1));
+        for (int64_t p = 0; p < P; ++p) {
+          const int64_t i2 = p % L[2], i1 = (p / L[2]) % L[1], i0 = p / (L[1] * L[2]);
+          // Homogeneous point (x, y[, z], 1): x along the last dim.
+          double h[4];
+          h[0] = base(i2, L[2]);
+          h[1] = base(i1, L[1]);
+          h[2] = nsp == 3 ? base(i0, L[0]) : 1.0;
+          h[3] = 1.0;
+          T* out = y + (n * P + p) * static_cast<int64_t>(nsp);
+          for (size_t r = 0; r < nsp; ++r) {
+            double acc = 0;
+            for (size_t k = 0; k <= nsp; ++k) acc += static_cast<double>(t[r * (nsp + 1) + k]) * h[k];
+            out[r] = static_cast<T>(acc);
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  bool align_;
+  Shape y_;
+  size_t nsp_ = 2;
+};
+
+bool float_supports(const KernelBuildInfo& info, std::string* why) {
+  const DType dt = info.input_dtype(0);
+  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
+    *why = info.node().op_type + " supports float32/float64, not " + dtype_name(dt);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TWINFER_REGISTER_SCHEMA("GridSample", grid_sample_infer);
+TWINFER_REGISTER_KERNEL("GridSample", Backend::kCPU, 0, float_supports, make_kernel<GridSampleKernel>);
+TWINFER_REGISTER_SCHEMA("AffineGrid", affine_grid_infer);
+TWINFER_REGISTER_KERNEL("AffineGrid", Backend::kCPU, 0, float_supports, make_kernel<AffineGridKernel>);
+
+}  // namespace twinfer::vision

@@ -1,0 +1,367 @@
+// Col2Im (18), CenterCropPad (18) and MaxUnpool (9-22): shape rules and CPU
+// kernels. Their output shapes come from input values (image_shape, shape,
+// output_shape): exact when those are constants, else the rank only (the
+// engine then evaluates the graph with the values).
+//
+// Col2Im: y[n, c, p...] = sum over blocks of input[n, c*K + k, l] where
+//   p = l*stride - pad_begin + k*dilation (K = prod(block_shape)).
+// CenterCropPad: per listed axis, crop (start floor((in-out)/2)) or zero pad
+//   (begin floor((out-in)/2)) to `shape`.
+// MaxUnpool: y = 0, then y[coords of I[j]] = X[j], I flat over the default
+//   output [N, C, (in-1)*stride + kernel - pads] (as MaxPool's Indices); an
+//   explicit output_shape keeps those coordinates (as onnxruntime).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/parallel.h"
+#include "core/dispatch.h"
+#include "ops/elementwise/typeset.h"
+#include "ops/schema.h"
+#include "ops/tensor/tensor_util.h"
+#include "runtime/kernel.h"
+
+namespace twinfer::vision {
+namespace {
+
+std::vector<int64_t> ints_attr(const graph::Node& n, const char* name, size_t len, int64_t dflt) {
+  std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(len, dflt));
+  if (v.size() != len)
+    throw Error(ErrorKind::kModelFormat,
+                std::string(name) + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(len),
+                n.name, n.op_type);
+  return v;
+}
+
+// ---- Col2Im ----------------------------------------------------------------------
+
+struct Col2ImGeom {
+  std::vector<int64_t> image, block, dil, pads, stride, blocks;  // blocks: count per dim
+  int64_t L = 1, K = 1;
+};
+
+template <typename Ctx>
+Col2ImGeom col2im_geom(const Ctx& c, const std::vector<int64_t>& image, const std::vector<int64_t>& block) {
+  const graph::Node& n = c.node();
+  Col2ImGeom g;
+  const size_t nsp = image.size();
+  if (block.size() != nsp || nsp == 0) c.fail(ErrorKind::kShape, "image_shape and block_shape differ in length");
+  g.image = image;
+  g.block = block;
+  g.dil = ints_attr(n, "dilations", nsp, 1);
+  g.pads = ints_attr(n, "pads", 2 * nsp, 0);
+  g.stride = ints_attr(n, "strides", nsp, 1);
+  for (size_t i = 0; i < nsp; ++i) {
+    if (block[i] < 1 || g.dil[i] < 1 || g.stride[i] < 1 || image[i] < 0)
+      c.fail(ErrorKind::kInvalidArgument, "block_shape, dilations and strides must be >= 1");
+    const int64_t span = image[i] + g.pads[i] + g.pads[nsp + i] - (g.dil[i] * (block[i] - 1) + 1);
+    if (span < 0) c.fail(ErrorKind::kShape, "the block does not fit the padded image");
+    g.blocks.push_back(span / g.stride[i] + 1);
+    g.L *= g.blocks.back();
+    g.K *= block[i];
+  }
+  return g;
+}
+
+void col2im_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  std::vector<int64_t> image, block;
+  const bool hi = c.constant_ints(1, &image), hb = c.constant_ints(2, &block);
+  if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
+  const SymShape& x = c.input_shape(0);
+  c.check(x.size() == 3, ErrorKind::kShape, "Col2Im input must be [N, C*K, L], got " + sym_shape_str(x));
+  size_t nsp = 0;
+  if (hi) nsp = image.size();
+  else if (c.input_has_shape(1) && c.input_shape(1).size() == 1 && c.input_shape(1)[0].known())
+    nsp = static_cast<size_t>(c.input_shape(1)[0].value);
+  else return c.set_output_rank_unknown(0, dt);
+  SymShape out{x[0], Dim()};
+  for (size_t i = 0; i < nsp; ++i) out.push_back(hi ? Dim(image[i]) : Dim());
+  if (hi && hb) {
+    const Col2ImGeom g = col2im_geom(c, image, block);
+    if (x[1].known()) {
+      c.check(x[1].value % g.K == 0, ErrorKind::kShape, "input channels are not a multiple of prod(block_shape)");
+      out[1] = Dim(x[1].value / g.K);
+    }
+    if (x[2].known())
+      c.check(x[2].value == g.L, ErrorKind::kShape,
+              "input has " + std::to_string(x[2].value) + " blocks, the geometry gives " + std::to_string(g.L));
+  }
+  c.set_output(0, dt, out);
+}
+
+class Col2ImKernel final : public Kernel {
+ public:
+  explicit Col2ImKernel(const KernelBuildInfo& info) {
+    const Shape x = info.input_shape(0);
+    y_ = info.output_shape(0);
+    std::vector<int64_t> image, block;
+    if (!tensor::const_ints(info, 1, &image) || !tensor::const_ints(info, 2, &block))
+      info.fail(ErrorKind::kUnsupportedOp, "image_shape and block_shape must be known when the kernel is built");
+    g_ = col2im_geom(info, image, block);
+    if (x.size() != 3 || x[1] % g_.K != 0 || x[2] != g_.L || y_.size() != 2 + image.size() ||
+        y_[1] != x[1] / g_.K)
+      info.fail(ErrorKind::kShape, "input " + shape_str(x) + " does not fit the output " + shape_str(y_));
+    N_ = x[0];
+    C_ = x[1] / g_.K;
+  }
+
+  const char* impl_name() const override { return "cpu loop"; }
+
+  void run(KernelContext& ctx) const override {
+    ew::dispatch_typeset<ew::kF32 | ew::kF64 | ew::kIntTypes>(
+        ctx.inputs[0].dtype, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) const {
+    const T* x = ctx.inputs[0].as<const T>();
+    T* y = ctx.outputs[0].as<T>();
+    const size_t nsp = g_.image.size();
+    const int64_t img = shape_numel(Shape(g_.image.begin(), g_.image.end()));
+    const int64_t K = g_.K, L = g_.L;
+    cpu::parallel_for(N_ * C_, ctx.num_threads, 1, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> kk(nsp), ll(nsp);
+      for (int64_t p = b; p < e; ++p) {
+        T* yp = y + p * img;
+        std::fill(yp, yp + img, T(0));
+        const T* xp = x + p * K * L;
+        for (int64_t k = 0; k < K; ++k) {
+          int64_t rem = k;
+          for (size_t i = nsp; i-- > 0;) {
+            kk[i] = rem % g_.block[i];
+            rem /= g_.block[i];
+          }
+          for (int64_t l = 0; l < L; ++l) {
+            rem = l;
+            int64_t off = 0;
+            bool inside = true;
+            for (size_t i = nsp; i-- > 0;) {
+              ll[i] = rem % g_.blocks[i];
+              rem /= g_.blocks[i];
+            }
+            for (size_t i = 0; i < nsp && inside; ++i) {
+              const int64_t pos = ll[i] * g_.stride[i] - g_.pads[i] + kk[i] * g_.dil[i];
+              inside = pos >= 0 && pos < g_.image[i];
+              off = off * g_.image[i] + pos;
+            }
+            if (inside) yp[off] += xp[k * L + l];
+          }
+        }
+      }
+    });
+  }
+
+  Shape y_;
+  Col2ImGeom g_;
+  int64_t N_ = 0, C_ = 0;
+};
+
+// ---- CenterCropPad -----------------------------------------------------------------
+
+void center_crop_pad_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
+  const SymShape& x = c.input_shape(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  std::vector<int64_t> axes;
+  if (c.node().has_attr("axes")) axes = tensor::normalize_axes(c, c.node().attr_ints("axes"), rank);
+  else for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  std::vector<int64_t> shape;
+  SymShape out = x;
+  if (!c.constant_ints(1, &shape)) {
+    for (int64_t a : axes) out[a] = Dim();
+    return c.set_output(0, dt, out);
+  }
+  c.check(shape.size() == axes.size(), ErrorKind::kShape,
+          "shape has " + std::to_string(shape.size()) + " values for " + std::to_string(axes.size()) + " axes");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    c.check(shape[i] >= 0, ErrorKind::kInvalidArgument, "shape values must be >= 0");
+    out[axes[i]] = Dim(shape[i]);
+  }
+  c.set_output(0, dt, out);
+}
+
+class CenterCropPadKernel final : public Kernel {
+ public:
+  explicit CenterCropPadKernel(const KernelBuildInfo& info) {
+    x_ = info.input_shape(0);
+    y_ = info.output_shape(0);
+    if (x_.size() != y_.size()) info.fail(ErrorKind::kShape, "output rank differs from the input rank");
+    for (size_t d = 0; d < x_.size(); ++d) {
+      const int64_t diff = x_[d] - y_[d];
+      off_.push_back(diff >= 0 ? diff / 2 : -((-diff) / 2));  // input index = output index + off
+    }
+  }
+
+  const char* impl_name() const override { return "cpu loop"; }
+
+  void run(KernelContext& ctx) const override {
+    const size_t es = dtype_size(ctx.inputs[0].dtype);
+    const char* x = static_cast<const char*>(ctx.inputs[0].data);
+    char* y = static_cast<char*>(ctx.outputs[0].data);
+    const size_t r = y_.size();
+    if (shape_numel(y_) == 0) return;
+    if (r == 0) {
+      std::memcpy(y, x, es);
+      return;
+    }
+    const Shape xs = tensor_strides(x_);
+    const int64_t W = y_[r - 1], rows = shape_numel(y_) / W;
+    const int64_t lo = std::max<int64_t>(0, -off_[r - 1]), hi = std::min<int64_t>(W, x_[r - 1] - off_[r - 1]);
+    cpu::parallel_for(rows, ctx.num_threads, std::max<int64_t>(1, tensor::kCopyGrain / std::max<int64_t>(1, W)),
+                      [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        char* dst = y + row * W * static_cast<int64_t>(es);
+        int64_t rem = row, src = 0;
+        bool inside = true;
+        for (size_t d = r - 1; d-- > 0;) {
+          const int64_t o = rem % y_[d];
+          rem /= y_[d];
+          const int64_t i = o + off_[d];
+          if (i < 0 || i >= x_[d]) inside = false;
+          src += i * xs[d];
+        }
+        if (!inside || hi <= lo) {
+          std::memset(dst, 0, static_cast<size_t>(W) * es);
+          continue;
+        }
+        std::memset(dst, 0, static_cast<size_t>(lo) * es);
+        std::memcpy(dst + lo * static_cast<int64_t>(es), x + (src + lo + off_[r - 1]) * static_cast<int64_t>(es),
+                    static_cast<size_t>(hi - lo) * es);
+        std::memset(dst + hi * static_cast<int64_t>(es), 0, static_cast<size_t>(W - hi) * es);
+      }
+    });
+  }
+
+ private:
+  static Shape tensor_strides(const Shape& s) {
+    Shape st(s.size(), 1);
+    for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+    return st;
+  }
+  Shape x_, y_;
+  std::vector<int64_t> off_;
+};
+
+// ---- MaxUnpool ---------------------------------------------------------------------
+
+void max_unpool_infer(InferContext& c) {
+  const graph::Node& n = c.node();
+  const DType dt = c.input_dtype(0);
+  c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType, "MaxUnpool indices must be int64");
+  c.check(n.has_attr("kernel_shape"), ErrorKind::kModelFormat, "MaxUnpool needs kernel_shape");
+  if (c.has_input(2)) {
+    std::vector<int64_t> os;
+    if (c.constant_ints(2, &os)) {
+      SymShape out;
+      for (int64_t v : os) out.push_back(Dim(v));
+      return c.set_output(0, dt, out);
+    }
+    if (c.input_has_shape(0)) return c.set_output(0, dt, SymShape(c.input_shape(0).size()));
+    return c.set_output_rank_unknown(0, dt);
+  }
+  if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
+  const SymShape& x = c.input_shape(0);
+  c.check(x.size() >= 3, ErrorKind::kShape, "MaxUnpool input must have rank >= 3");
+  const size_t nsp = x.size() - 2;
+  const std::vector<int64_t> k = ints_attr(n, "kernel_shape", nsp, 1);
+  const std::vector<int64_t> s = ints_attr(n, "strides", nsp, 1);
+  const std::vector<int64_t> p = ints_attr(n, "pads", 2 * nsp, 0);
+  SymShape out{x[0], x[1]};
+  for (size_t i = 0; i < nsp; ++i)
+    out.push_back(x[2 + i].known() ? Dim((x[2 + i].value - 1) * s[i] - p[i] - p[nsp + i] + k[i]) : Dim());
+  c.set_output(0, dt, out);
+}
+
+class MaxUnpoolKernel final : public Kernel {
+ public:
+  explicit MaxUnpoolKernel(const KernelBuildInfo& info) : node_(info.node().name), op_(info.node().op_type) {
+    const graph::Node& n = info.node();
+    const Shape x = info.input_shape(0);
+    if (x != info.input_shape(1))
+      info.fail(ErrorKind::kShape, "X " + shape_str(x) + " and I " + shape_str(info.input_shape(1)) + " differ in shape");
+    if (x.size() < 3) info.fail(ErrorKind::kShape, "MaxUnpool input must have rank >= 3");
+    const size_t nsp = x.size() - 2;
+    const std::vector<int64_t> k = ints_attr(n, "kernel_shape", nsp, 1);
+    const std::vector<int64_t> s = ints_attr(n, "strides", nsp, 1);
+    const std::vector<int64_t> p = ints_attr(n, "pads", 2 * nsp, 0);
+    // The indices address the default output (as MaxPool's Indices address
+    // its input); an explicit output_shape keeps their coordinates.
+    dflt_ = {x[0], x[1]};
+    for (size_t i = 0; i < nsp; ++i) dflt_.push_back((x[2 + i] - 1) * s[i] - p[i] - p[nsp + i] + k[i]);
+    y_ = info.output_shape(0);
+    if (y_.size() != x.size() || y_[0] != x[0] || y_[1] != x[1])
+      info.fail(ErrorKind::kShape, "output_shape " + shape_str(y_) + " does not fit the input " + shape_str(x));
+  }
+
+  const char* impl_name() const override { return "cpu loop"; }
+
+  void run(KernelContext& ctx) const override {
+    const int64_t n = ctx.inputs[0].numel(), total = shape_numel(dflt_);
+    const int64_t* idx = ctx.inputs[1].as<const int64_t>();
+    std::vector<int64_t> dst(static_cast<size_t>(n));
+    const size_t r = y_.size();
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t v = idx[j];
+      if (v < 0 || v >= total)
+        throw Error(ErrorKind::kInvalidArgument,
+                    "index " + std::to_string(v) + " is out of range for the unpooled shape " + shape_str(dflt_),
+                    node_, op_);
+      if (y_ == dflt_) {
+        dst[j] = v;
+        continue;
+      }
+      int64_t off = 0, mul = 1;
+      for (size_t d = r; d-- > 0;) {
+        const int64_t c = v % dflt_[d];
+        v /= dflt_[d];
+        if (c >= y_[d])
+          throw Error(ErrorKind::kInvalidArgument,
+                      "index " + std::to_string(idx[j]) + " falls outside output_shape " + shape_str(y_), node_, op_);
+        off += c * mul;
+        mul *= y_[d];
+      }
+      dst[j] = off;
+    }
+    dispatch_bytes(ctx.inputs[0].dtype, [&](auto tag) {
+      using E = typename decltype(tag)::type;
+      const E* x = ctx.inputs[0].as<const E>();
+      E* y = ctx.outputs[0].as<E>();
+      std::memset(y, 0, ctx.outputs[0].bytes());
+      for (int64_t j = 0; j < n; ++j) y[dst[j]] = x[j];
+    });
+  }
+
+ private:
+  std::string node_, op_;
+  Shape dflt_, y_;
+};
+
+bool movable_supports(const KernelBuildInfo& info, std::string* why) { return tensor::check_movable(info, 0, why); }
+
+bool numeric_supports(const KernelBuildInfo& info, std::string* why) {
+  const DType dt = info.input_dtype(0);
+  if (!dtype_is_float(dt) && !dtype_is_integer(dt)) {
+    *why = info.node().op_type + " does not support " + dtype_name(dt);
+    return false;
+  }
+  if (info.node().op_type == "Col2Im" && (dt == DType::kFloat16 || dt == DType::kBFloat16)) {
+    *why = "Col2Im does not support 16-bit floats";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TWINFER_REGISTER_SCHEMA("Col2Im", col2im_infer);
+TWINFER_REGISTER_KERNEL("Col2Im", Backend::kCPU, 0, numeric_supports, make_kernel<Col2ImKernel>);
+TWINFER_REGISTER_SCHEMA("CenterCropPad", center_crop_pad_infer);
+TWINFER_REGISTER_KERNEL("CenterCropPad", Backend::kCPU, 0, movable_supports, make_kernel<CenterCropPadKernel>);
+TWINFER_REGISTER_SCHEMA("MaxUnpool", max_unpool_infer);
+TWINFER_REGISTER_KERNEL("MaxUnpool", Backend::kCPU, 0, numeric_supports, make_kernel<MaxUnpoolKernel>);
+
+}  // namespace twinfer::vision

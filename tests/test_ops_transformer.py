@@ -1,0 +1,268 @@
+"""Transformer, normalisation and new-opset activation ops (csrc/ops/transformer/):
+Attention (23/24/25), RMSNormalization, RotaryEmbedding, Swish, SwiGLU,
+LinearAttention, CausalConvWithState, Hardmax, LpNormalization,
+MeanVarianceNormalization, and the float16/bfloat16 reference MatMul / Gemm.
+
+Each is checked on fresh random data with odd sizes against onnxruntime where
+it implements the op at that opset, else the ONNX reference evaluator; plus
+bad inputs that must raise twinfer errors naming the node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from op_cases import F16, F32, F64, Const, build, check, expect_error, rand, run
+from onnx_helpers import assert_close, run_reference
+
+TOL32 = dict(rtol=1e-4, atol=1e-5)
+TOL16 = dict(rtol=2e-3, atol=2e-3)
+
+
+def ref_check(op, inputs, attrs=None, out=None, opset=17, rtol=1e-5, atol=1e-6):
+    """Like check(), but always against the ONNX reference evaluator (for ops and
+    opsets onnxruntime does not implement)."""
+    model, feeds = build(op, inputs, attrs, out, opset)
+    got = run(model, feeds)
+    exp = run_reference(model, feeds)
+    assert len(got) == len(exp)
+    for k, (g, e) in enumerate(zip(got, exp)):
+        e = np.asarray(e)
+        assert g.dtype == e.dtype, f"{op} output {k}: dtype {g.dtype} != {e.dtype}"
+        assert_close(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, what=f"{op} output {k}")
+    return got
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+# ----------------------------------------------------------------------------- Attention
+
+
+def test_attention_4d_mha_and_scale(rng):
+    q, k, v = rand(rng, (2, 3, 5, 6), F32), rand(rng, (2, 3, 7, 6), F32), rand(rng, (2, 3, 7, 5), F32)
+    check("Attention", [("Q", q), ("K", k), ("V", v)], opset=23, **TOL32)
+    check("Attention", [("Q", q), ("K", k), ("V", v)], {"scale": 0.3}, opset=23, **TOL32)
+
+
+def test_attention_3d_gqa_causal_softcap(rng):
+    q, k, v = rand(rng, (2, 5, 6 * 4), F32), rand(rng, (2, 5, 2 * 4), F32), rand(rng, (2, 5, 2 * 3), F32)
+    attrs = {"q_num_heads": 6, "kv_num_heads": 2, "is_causal": 1, "softcap": 2.5}
+    check("Attention", [("Q", q), ("K", k), ("V", v)], attrs, opset=23, **TOL32)
+
+
+def test_attention_past_present_masks_and_qk_modes(rng):
+    B, Hq, Hkv, Sq, Skv, P, D = 2, 4, 2, 3, 3, 4, 5
+    q = rand(rng, (B, Hq, Sq, D), F32)
+    k, v = rand(rng, (B, Hkv, Skv, D), F32), rand(rng, (B, Hkv, Skv, D), F32)
+    pk, pv = rand(rng, (B, Hkv, P, D), F32), rand(rng, (B, Hkv, P, D), F32)
+    fmask = rand(rng, (B, 1, Sq, P + Skv), F32)
+    bmask = rng.random((Sq, P + Skv)) < 0.7
+    bmask[:, 0] = True
+    for mask, causal in [(fmask, 0), (bmask, 1), (fmask[0, 0], 1)]:
+        for mode in range(4):
+            ins = [("Q", q), ("K", k), ("V", v), ("mask", mask), ("pk", pk), ("pv", pv)]
+            attrs = {"is_causal": causal, "qk_matmul_output_mode": mode}
+            if mode == 2 and causal:
+                # onnxruntime writes float-lowest where ONNX's function body has -inf.
+                ref_check("Attention", ins, attrs, out=[F32] * 4, opset=23, rtol=1e-4, atol=1e-5)
+            else:
+                check("Attention", ins, attrs, out=[F32] * 4, opset=23, **TOL32)
+
+
+def test_attention_fully_masked_row_is_zero(rng):
+    q, k, v = rand(rng, (1, 2, 3, 4), F32), rand(rng, (1, 2, 5, 4), F32), rand(rng, (1, 2, 5, 4), F32)
+    mask = np.ones((3, 5), bool)
+    mask[1] = False
+    y = ref_check("Attention", [("Q", q), ("K", k), ("V", v), ("m", mask)], opset=23, rtol=1e-5, atol=1e-6)[0]
+    assert np.all(y[:, :, 1] == 0) and np.all(np.isfinite(y))
+
+
+def test_attention_nonpad_and_windows(rng):
+    q, k, v = rand(rng, (2, 2, 3, 4), F32), rand(rng, (2, 2, 9, 4), F32), rand(rng, (2, 2, 9, 4), F32)
+    nonpad = np.array([5, 9], np.int64)
+    ref_check("Attention", [("Q", q), ("K", k), ("V", v), ("m", None), ("pk", None), ("pv", None), ("n", nonpad)],
+              {"is_causal": 1}, opset=24, rtol=1e-5, atol=1e-6)
+    for left, right, causal in [(2, 0, 1), (1, 2, 0), (-1, 1, 0)]:
+        ref_check("Attention", [("Q", q), ("K", k), ("V", v)],
+                  {"is_causal": causal, "left_window_size": left, "right_window_size": right},
+                  opset=25, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_fp16(rng):
+    q, k, v = rand(rng, (1, 3, 4, 8), F16), rand(rng, (1, 3, 6, 8), F16), rand(rng, (1, 3, 6, 8), F16)
+    ref_check("Attention", [("Q", q), ("K", k), ("V", v)], {"is_causal": 1}, opset=23, rtol=2e-3, atol=1e-3)
+
+
+def test_attention_errors(rng):
+    import twinfer
+
+    q, k, v = rand(rng, (1, 2, 3, 4), F32), rand(rng, (1, 2, 3, 5), F32), rand(rng, (1, 2, 3, 4), F32)
+    expect_error(*build("Attention", [("Q", q), ("K", k), ("V", v)], opset=23), "head sizes")
+    q3 = rand(rng, (1, 3, 8), F32)
+    expect_error(*build("Attention", [("Q", q3), ("K", q3), ("V", q3)], opset=23), "q_num_heads")
+    q4 = rand(rng, (1, 3, 2, 4), F32)
+    expect_error(*build("Attention", [("Q", q4), ("K", k[:, :2, :2, :4]), ("V", v[:, :2, :2])], opset=23),
+                 "multiple of kv heads")
+    kk = rand(rng, (1, 2, 3, 4), F32)
+    n = np.array([7], np.int64)
+    model, feeds = build("Attention", [("Q", kk), ("K", kk), ("V", kk), ("m", None), ("a", None), ("b", None),
+                                       ("n", n)], opset=24)
+    expect_error(model, feeds, "nonpad_kv_seqlen", kind=twinfer.Error)
+
+
+# ----------------------------------------------------------------------------- norms, RoPE, activations
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 7), -1), ((2, 3, 5), 1), ((2, 3, 4, 5), 0), ((4, 9), 0)])
+def test_rms_normalization(rng, shape, axis):
+    x = rand(rng, shape, F32)
+    s = rand(rng, shape[axis:], F32)
+    check("RMSNormalization", [("X", x), ("S", s)], {"axis": axis, "epsilon": 1e-3}, opset=23, **TOL32)
+
+
+def test_rms_normalization_broadcast_scale_and_fp16(rng):
+    x = rand(rng, (2, 3, 5), F32)
+    check("RMSNormalization", [("X", x), ("S", rand(rng, (5,), F32))], {"axis": 1}, opset=23, **TOL32)
+    xh = rand(rng, (3, 11), F16)
+    ref_check("RMSNormalization", [("X", xh), ("S", rand(rng, (11,), F16))], opset=23, **TOL16)
+
+
+def test_rms_normalization_errors(rng):
+    x = rand(rng, (2, 3), F32)
+    expect_error(*build("RMSNormalization", [("X", x), ("S", rand(rng, (3,), F32))], {"axis": 2}, opset=23), "axis")
+    expect_error(*build("RMSNormalization", [("X", x), ("S", rand(rng, (4,), F32))], opset=23), "scale")
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rot", [0, 4])
+def test_rotary_embedding_4d_positions(rng, interleaved, rot):
+    B, H, S, D, maxpos = 2, 3, 5, 6, 11
+    half = (rot or D) // 2
+    x = rand(rng, (B, H, S, D), F32)
+    cos, sin = rand(rng, (maxpos, half), F32), rand(rng, (maxpos, half), F32)
+    pos = rng.integers(0, maxpos, (B, S)).astype(np.int64)
+    ref_check("RotaryEmbedding", [("X", x), ("c", cos), ("s", sin), ("p", pos)],
+              {"interleaved": interleaved, "rotary_embedding_dim": rot}, opset=23)
+
+
+def test_rotary_embedding_3d_no_positions(rng):
+    B, S, H, D = 2, 3, 2, 8
+    x = rand(rng, (B, S, H * D), F32)
+    cos, sin = rand(rng, (B, S, D // 2), F32), rand(rng, (B, S, D // 2), F32)
+    ref_check("RotaryEmbedding", [("X", x), ("c", cos), ("s", sin)], {"num_heads": H}, opset=23)
+
+
+def test_rotary_embedding_bad_position(rng):
+    import twinfer
+
+    x = rand(rng, (1, 1, 2, 4), F32)
+    cos = rand(rng, (3, 2), F32)
+    pos = np.array([[0, 3]], np.int64)
+    model, feeds = build("RotaryEmbedding", [("X", x), ("c", cos), ("s", cos), ("p", pos)], opset=23)
+    expect_error(model, feeds, "position_ids", kind=twinfer.Error)
+
+
+def test_swish_and_swiglu(rng):
+    x = rand(rng, (3, 17), F32)
+    check("Swish", [("X", x)], {"alpha": 1.7}, opset=24, **TOL32)
+    a, b = rand(rng, (4, 9), F32), rand(rng, (4, 9), F32)
+    ref_check("SwiGLU", [("A", a), ("B", b)], {"alpha": 0.8}, opset=28)
+    ah, bh = rand(rng, (5, 3), F16), rand(rng, (5, 3), F16)
+    ref_check("SwiGLU", [("A", ah), ("B", bh)], opset=28, **TOL16)
+    expect_error(*build("SwiGLU", [("A", a), ("B", b[:, :5])], opset=28), "one shape")
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_hardmax(rng, axis):
+    x = rand(rng, (3, 4, 5), F32)
+    x[0, 0, :2] = 9.0  # a tie: the first maximum wins
+    check("Hardmax", [("X", x)], {"axis": axis}, opset=13)
+    check("Hardmax", [("X", x)], {"axis": axis}, opset=11)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization(rng, p):
+    x = rand(rng, (3, 5, 4), F32)
+    x[1, :, 2] = 0  # zero norm gives zeros
+    for axis in (1, -1):
+        check("LpNormalization", [("X", x)], {"axis": axis, "p": p}, opset=22, **TOL32)
+    expect_error(*build("LpNormalization", [("X", x)], {"p": 3}, opset=22), "p must be 1 or 2")
+
+
+def test_mean_variance_normalization(rng):
+    x = rand(rng, (2, 3, 4, 5), F32)
+    check("MeanVarianceNormalization", [("X", x)], opset=13, **TOL32)
+    check("MeanVarianceNormalization", [("X", x)], {"axes": [1, 3]}, opset=13, **TOL32)
+
+
+# ----------------------------------------------------------------------------- recurrent attention / conv
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
+def test_linear_attention(rng, rule):
+    B, T, Hq, Hkv, dk, dv = 2, 5, 4, 2, 3, 5
+    q, k = rand(rng, (B, T, Hq * dk), F32), rand(rng, (B, T, Hkv * dk), F32) * 0.5
+    v = rand(rng, (B, T, Hkv * dv), F32)
+    past = rand(rng, (B, Hkv, dk, dv), F32)
+    decay = -np.abs(rand(rng, (B, T, Hkv * dk if rule == "gated" else Hkv), F32))
+    beta = 1 / (1 + np.exp(-rand(rng, (B, T, Hkv), F32)))
+    ins = [("q", q), ("k", k), ("v", v), ("past", past),
+           ("g", decay if "gated" in rule else None), ("b", beta if "delta" in rule else None)]
+    ref_check("LinearAttention", ins, {"update_rule": rule, "q_num_heads": Hq, "kv_num_heads": Hkv},
+              out=[F32, F32], opset=27, rtol=1e-4, atol=1e-5)
+
+
+def test_linear_attention_errors(rng):
+    q = rand(rng, (1, 2, 4), F32)
+    expect_error(*build("LinearAttention", [("q", q), ("k", q), ("v", q)],
+                        {"update_rule": "gated", "q_num_heads": 2, "kv_num_heads": 2}, out=[F32, F32], opset=27),
+                 "decay")
+    expect_error(*build("LinearAttention", [("q", q), ("k", q), ("v", q)],
+                        {"update_rule": "linear", "q_num_heads": 3, "kv_num_heads": 2}, out=[F32, F32], opset=27),
+                 "multiple")
+
+
+@pytest.mark.parametrize("past,bias,act", [(False, False, "none"), (True, True, "silu"), (True, False, "swish")])
+def test_causal_conv_with_state(rng, past, bias, act):
+    B, C, L, K = 2, 5, 7, 4
+    ins = [("x", rand(rng, (B, C, L), F32)), ("w", rand(rng, (C, 1, K), F32)),
+           ("b", rand(rng, (C,), F32) if bias else None), ("s", rand(rng, (B, C, K - 1), F32) if past else None)]
+    ref_check("CausalConvWithState", ins, {"activation": act}, out=[F32, F32], opset=27)
+
+
+def test_causal_conv_short_input_and_errors(rng):
+    ins = [("x", rand(rng, (1, 3, 2), F32)), ("w", rand(rng, (3, 1, 5), F32)), ("b", None),
+           ("s", rand(rng, (1, 3, 4), F32))]
+    ref_check("CausalConvWithState", ins, out=[F32, F32], opset=27)
+    bad = [("x", rand(rng, (1, 3, 2), F32)), ("w", rand(rng, (4, 1, 5), F32))]
+    expect_error(*build("CausalConvWithState", bad, out=[F32, F32], opset=27), "weight")
+
+
+# ----------------------------------------------------------------------------- 16-bit MatMul / Gemm
+
+
+@pytest.mark.parametrize("dt", [F16, F64])
+def test_matmul_gemm_other_floats(rng, dt):
+    tol = TOL16 if dt == F16 else dict(rtol=1e-10, atol=1e-10)
+    a, b = rand(rng, (2, 3, 7), dt), rand(rng, (7, 5), dt)
+    check("MatMul", [("A", a), ("B", b)], opset=13, **tol)
+    c = rand(rng, (5,), dt)
+    check("Gemm", [("A", a[0]), ("B", b), ("C", c)], {"alpha": 0.5, "beta": 2.0}, opset=13, **tol)
+
+
+def test_matmul_bfloat16(rng):
+    import onnx
+
+    a, b = rand(rng, (3, 9), F32), rand(rng, (9, 4), F32)
+    nodes = [onnx.helper.make_node("Cast", ["a"], ["ab"], to=onnx.TensorProto.BFLOAT16),
+             onnx.helper.make_node("Cast", ["b"], ["bb"], to=onnx.TensorProto.BFLOAT16),
+             onnx.helper.make_node("MatMul", ["ab", "bb"], ["yb"]),
+             onnx.helper.make_node("Cast", ["yb"], ["y"], to=onnx.TensorProto.FLOAT)]
+    from onnx_helpers import make_model, run_twinfer
+
+    model = make_model(nodes, [("a", F32, a.shape), ("b", F32, b.shape)], [("y", F32, None)], opset=13)
+    got = run_twinfer(model, {"a": a, "b": b}, optimize=False)[0]
+    exp = run_reference(model, {"a": a, "b": b})[0]
+    assert_close(got, exp, rtol=1e-2, atol=1e-2)
