@@ -511,11 +511,13 @@ def test_sparse_initializer_refused():
     expect_error(model.SerializeToString(), twinfer.UnsupportedOpError, match="sparse initializer 'sp'")
 
 
-def test_sequence_input_refused():
-    seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2])
-    model = model_of([helper.make_node("SequenceLength", ["s"], ["y"], name="len")], [seq],
-                     [vi("y", TensorProto.INT64, [])])
-    expect_error(model.SerializeToString(), twinfer.UnsupportedOpError, match="'s' is a sequence")
+def test_map_input_refused():
+    # Sequences and optionals are supported (tests/test_sequences.py); maps are not.
+    m = helper.make_value_info("m", helper.make_map_type_proto(TensorProto.INT64,
+                                                               helper.make_tensor_type_proto(TensorProto.FLOAT, [2])))
+    model = model_of([helper.make_node("Identity", ["m"], ["y"], name="id")], [m],
+                     [vi("y", TensorProto.FLOAT, [2])])
+    expect_error(model.SerializeToString(), twinfer.UnsupportedOpError, match="'m' is a map")
 
 
 def test_ref_attr_name_outside_function():

@@ -25,9 +25,16 @@ py::list shape_to_py(const SymShape& s) {
   return l;
 }
 
-py::list specs_to_py(const std::vector<IOSpec>& specs) {
+// `ids`: the specs' values in the engine's graph, whose elem_type spells out
+// sequence/optional types ("sequence(float32)").
+py::list specs_to_py(const Engine& e, const std::vector<IOSpec>& specs, const std::vector<int>& ids) {
   py::list l;
-  for (const auto& s : specs) l.append(py::make_tuple(s.name, dtype_name(s.dtype), shape_to_py(s.shape)));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto& s = specs[i];
+    const std::vector<DType> none;
+    const auto& elem = i < ids.size() ? e.optimized_graph().values[ids[i]].elem_type : none;
+    l.append(py::make_tuple(s.name, type_str(s.dtype, elem), shape_to_py(s.shape)));
+  }
   return l;
 }
 
@@ -82,8 +89,10 @@ void bind_engine(py::module_& m) {
            "(node, op, kernel, total ms, runs) per step of the plan run last.");
 
   py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
-      .def_property_readonly("inputs", [](const Engine& e) { return specs_to_py(e.inputs()); })
-      .def_property_readonly("outputs", [](const Engine& e) { return specs_to_py(e.outputs()); })
+      .def_property_readonly("inputs",
+                             [](const Engine& e) { return specs_to_py(e, e.inputs(), e.optimized_graph().inputs); })
+      .def_property_readonly("outputs",
+                             [](const Engine& e) { return specs_to_py(e, e.outputs(), e.optimized_graph().outputs); })
       .def_property_readonly("device", [](const Engine& e) { return e.device().str(); })
       .def_property_readonly("precision", [](const Engine& e) { return std::string(precision_name(e.precision())); })
       .def_property_readonly("num_threads", &Engine::default_threads)
@@ -141,8 +150,9 @@ void bind_engine(py::module_& m) {
       "load_model",
       [](py::object source, bool is_path, const std::string& device, const std::string& precision,
          int num_threads, bool optimize, const std::string& base_dir, std::vector<std::string> extra_outputs,
-         std::map<std::string, float> int8_amax, std::set<std::string> keep_float) {
+         std::map<std::string, float> int8_amax, std::set<std::string> keep_float, bool int8_weights) {
         EngineOptions opt;
+        opt.int8_weights = int8_weights;
         opt.extra_outputs = std::move(extra_outputs);
         opt.int8_amax = std::move(int8_amax);
         opt.keep_float = std::move(keep_float);
@@ -166,7 +176,7 @@ void bind_engine(py::module_& m) {
       py::arg("source"), py::arg("is_path"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
       py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("base_dir") = "",
       py::arg("extra_outputs") = std::vector<std::string>{}, py::arg("int8_amax") = std::map<std::string, float>{},
-      py::arg("keep_float") = std::set<std::string>{});
+      py::arg("keep_float") = std::set<std::string>{}, py::arg("int8_weights") = false);
 }
 
 }  // namespace twinfer::bindings

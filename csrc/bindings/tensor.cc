@@ -214,6 +214,11 @@ py::dtype numpy_dtype(DType t) {
     case DType::kFloat8E5M2:
     case DType::kFloat8E5M2FNUZ:
     case DType::kFloat8E8M0:  // dtype_name is the ml_dtypes name
+    case DType::kInt4:        // the sub-byte types: ml_dtypes holds them one per byte, as we do
+    case DType::kUInt4:
+    case DType::kFloat4E2M1:
+    case DType::kInt2:
+    case DType::kUInt2:
       return py::module_::import("ml_dtypes").attr(dtype_name(t)).cast<py::object>().attr("dtype").cast<py::dtype>();
     default: throw Error(ErrorKind::kDType, std::string("no NumPy dtype for ") + dtype_name(t));
   }
@@ -253,7 +258,7 @@ py::object tensor_to_numpy(const Tensor& t) {
 void bind_tensor(py::module_& m) {
   py::class_<Tensor>(m, "Tensor", "A dense array owned by twinfer (host or device memory).")
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); })
-      .def_property_readonly("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
+      .def_property_readonly("dtype", [](const Tensor& t) { return t.type_name(); })
       .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })
       .def_property_readonly("ndim", [](const Tensor& t) { return t.shape().size(); })
       .def_property_readonly("size", &Tensor::numel)
@@ -290,11 +295,24 @@ void bind_tensor(py::module_& m) {
              return py::make_tuple(d.device_type, d.device_id);
            })
       .def_static("_from_capsule", &tensor_from_capsule)
+      // Sequence / optional values (what ONNX sequence and optional inputs
+      // and outputs hold; python/twinfer/engine.py converts lists and None).
+      .def_static("_container",
+                  [](const std::string& type, std::vector<Tensor> items) {
+                    // type: the container's full type, "sequence(float32)" ...
+                    std::vector<DType> t = type_from_str(type);
+                    if (!dtype_is_container(t[0]))
+                      throw Error(ErrorKind::kDType, "'" + type + "' is not a sequence or optional type");
+                    return Tensor::container(t[0], std::vector<DType>(t.begin() + 1, t.end()), std::move(items));
+                  },
+                  py::arg("type"), py::arg("items"))
+      .def("_items", [](const Tensor& t) { return t.list().items; },
+           "The items of a sequence (an optional: none or one).")
       .def("_view_as",
            [](const Tensor& t, const std::string& name) {
              // Same memory read as another dtype of the same width: how NumPy
-             // arrays of ml_dtypes types (bfloat16, float8_*), which DLPack
-             // cannot carry, come in through a uint8/uint16 view.
+             // arrays of ml_dtypes types (bfloat16, float8_*, int4, float4_e2m1fn
+             // ...), which DLPack cannot carry, come in through a uint8/uint16 view.
              DType to = dtype_from_name(name);
              if (to == DType::kString || dtype_size(to) != dtype_size(t.dtype()))
                throw Error(ErrorKind::kDType, std::string("cannot view ") + dtype_name(t.dtype()) + " as " + name);
@@ -305,7 +323,7 @@ void bind_tensor(py::module_& m) {
            },
            py::arg("dtype"))
       .def("__repr__", [](const Tensor& t) {
-        return "twinfer.Tensor(shape=" + shape_str(t.shape()) + ", dtype=" + dtype_name(t.dtype()) +
+        return "twinfer.Tensor(shape=" + shape_str(t.shape()) + ", dtype=" + t.type_name() +
                ", device=" + t.device().str() + ")";
       });
 }

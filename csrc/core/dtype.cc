@@ -24,7 +24,14 @@ size_t dtype_size(DType t) {
     case DType::kFloat8E5M2:
     case DType::kFloat8E5M2FNUZ:
     case DType::kFloat8E8M0: return 1;
+    case DType::kInt4:  // unpacked: one byte each (see dtype.h)
+    case DType::kUInt4:
+    case DType::kFloat4E2M1:
+    case DType::kInt2:
+    case DType::kUInt2: return 1;
     case DType::kString: return sizeof(void*);
+    case DType::kSequence:  // host objects, not arrays: no element bytes
+    case DType::kOptional:
     case DType::kUndefined: return 0;
   }
   return 0;
@@ -51,7 +58,14 @@ const char* dtype_name(DType t) {
     case DType::kFloat8E5M2: return "float8_e5m2";
     case DType::kFloat8E5M2FNUZ: return "float8_e5m2fnuz";
     case DType::kFloat8E8M0: return "float8_e8m0fnu";
+    case DType::kInt4: return "int4";
+    case DType::kUInt4: return "uint4";
+    case DType::kFloat4E2M1: return "float4_e2m1fn";
+    case DType::kInt2: return "int2";
+    case DType::kUInt2: return "uint2";
     case DType::kString: return "string";
+    case DType::kSequence: return "sequence";
+    case DType::kOptional: return "optional";
     case DType::kUndefined: return "undefined";
   }
   return "undefined";
@@ -67,6 +81,19 @@ bool dtype_is_float8(DType t) {
          t == DType::kFloat8E5M2FNUZ || t == DType::kFloat8E8M0;
 }
 
+bool dtype_is_subbyte(DType t) {
+  return t == DType::kInt4 || t == DType::kUInt4 || t == DType::kFloat4E2M1 || t == DType::kInt2 ||
+         t == DType::kUInt2;
+}
+
+int dtype_bits(DType t) {
+  switch (t) {
+    case DType::kInt4: case DType::kUInt4: case DType::kFloat4E2M1: return 4;
+    case DType::kInt2: case DType::kUInt2: return 2;
+    default: return static_cast<int>(8 * dtype_size(t));
+  }
+}
+
 bool dtype_is_integer(DType t) {
   switch (t) {
     case DType::kInt8: case DType::kUInt8: case DType::kInt16: case DType::kUInt16:
@@ -79,7 +106,8 @@ bool dtype_is_integer(DType t) {
 
 bool dtype_is_signed(DType t) {
   return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64 ||
-         dtype_is_float(t) || (dtype_is_float8(t) && t != DType::kFloat8E8M0);
+         dtype_is_float(t) || (dtype_is_float8(t) && t != DType::kFloat8E8M0) || t == DType::kInt4 ||
+         t == DType::kInt2 || t == DType::kFloat4E2M1;
 }
 
 // Codes from onnx.proto TensorProto.DataType.
@@ -103,7 +131,12 @@ DType dtype_from_onnx(int32_t c) {
     case 18: return DType::kFloat8E4M3FNUZ;
     case 19: return DType::kFloat8E5M2;
     case 20: return DType::kFloat8E5M2FNUZ;
+    case 21: return DType::kUInt4;
+    case 22: return DType::kInt4;
+    case 23: return DType::kFloat4E2M1;
     case 24: return DType::kFloat8E8M0;
+    case 25: return DType::kUInt2;
+    case 26: return DType::kInt2;
     default: return DType::kUndefined;
   }
 }
@@ -128,7 +161,14 @@ int32_t dtype_to_onnx(DType t) {
     case DType::kFloat8E4M3FNUZ: return 18;
     case DType::kFloat8E5M2: return 19;
     case DType::kFloat8E5M2FNUZ: return 20;
+    case DType::kUInt4: return 21;
+    case DType::kInt4: return 22;
+    case DType::kFloat4E2M1: return 23;
     case DType::kFloat8E8M0: return 24;
+    case DType::kUInt2: return 25;
+    case DType::kInt2: return 26;
+    case DType::kSequence:
+    case DType::kOptional:
     case DType::kUndefined: return 0;
   }
   return 0;
@@ -144,6 +184,32 @@ DType dtype_from_name(const std::string& n) {
   if (n == "double") return DType::kFloat64;
   if (n == "bool_") return DType::kBool;
   throw Error(ErrorKind::kDType, "unknown dtype name '" + n + "'");
+}
+
+bool dtype_is_container(DType t) { return t == DType::kSequence || t == DType::kOptional; }
+
+std::string type_str(DType outer, const std::vector<DType>& inner) {
+  if (!dtype_is_container(outer)) return dtype_name(outer);
+  std::string s = std::string(dtype_name(outer)) + "(";
+  if (inner.empty()) return s + "?)";
+  s += type_str(inner[0], std::vector<DType>(inner.begin() + 1, inner.end()));
+  return s + ")";
+}
+
+std::vector<DType> type_from_str(const std::string& name) {
+  std::vector<DType> r;
+  std::string rest = name;
+  for (;;) {
+    const size_t open = rest.find('(');
+    if (open == std::string::npos) break;
+    const std::string head = rest.substr(0, open);
+    if ((head != "sequence" && head != "optional") || rest.back() != ')')
+      throw Error(ErrorKind::kDType, "malformed type name '" + name + "'");
+    r.push_back(head == "sequence" ? DType::kSequence : DType::kOptional);
+    rest = rest.substr(open + 1, rest.size() - open - 2);
+  }
+  r.push_back(dtype_from_name(rest));
+  return r;
 }
 
 }  // namespace twinfer

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace twinfer {
 
@@ -27,7 +28,21 @@ enum class DType : uint8_t {
   kFloat8E5M2,
   kFloat8E5M2FNUZ,
   kFloat8E8M0,
+  // 4-bit and 2-bit types (ONNX INT4, UINT4, FLOAT4E2M1, INT2, UINT2). ONNX
+  // packs them two or four to a byte; twinfer holds them UNPACKED, one byte
+  // per element with the value's bits in the low bits and zeros above, the
+  // layout ml_dtypes uses (so NumPy arrays pass without repacking). Only the
+  // ONNX reader unpacks. Storage, Cast and Quantize only, no arithmetic.
+  kInt4,
+  kUInt4,
+  kFloat4E2M1,
+  kInt2,
+  kUInt2,
   kString,  // only for constants/attributes; no kernel computes on it
+  // ONNX sequence and optional values: not arrays but host objects (a
+  // TensorList, see core/tensor.h), met only in eagerly evaluated graphs.
+  kSequence,
+  kOptional,
   kUndefined,
 };
 
@@ -35,7 +50,9 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);          // "float32", "int64", ...
 bool dtype_is_float(DType t);             // f16/bf16/f32/f64 (not the 8-bit floats)
 bool dtype_is_float8(DType t);            // the five FLOAT8 types
-bool dtype_is_integer(DType t);           // signed or unsigned ints (not bool)
+bool dtype_is_subbyte(DType t);           // the five 4-bit / 2-bit types
+int dtype_bits(DType t);                  // bits of one value: 4 or 2 for those, else 8 * size
+bool dtype_is_integer(DType t);           // signed or unsigned ints (not bool, not the sub-byte ints)
 bool dtype_is_signed(DType t);
 
 // ONNX TensorProto.DataType <-> DType. Unknown codes give kUndefined.
@@ -43,7 +60,16 @@ DType dtype_from_onnx(int32_t onnx_code);
 int32_t dtype_to_onnx(DType t);
 
 // Parse a name as accepted from Python ("float32", "float16", "int64", "bool" ...;
-// the 8-bit floats by their ml_dtypes names, "float8_e4m3fn" ...).
+// the 8-bit floats and the sub-byte types by their ml_dtypes names,
+// "float8_e4m3fn", "int4", "float4_e2m1fn" ...).
 DType dtype_from_name(const std::string& name);
+
+// Sequence and optional types. A full type is written outermost first:
+// optional(sequence(float32)) is {kOptional, kSequence, kFloat32}.
+bool dtype_is_container(DType t);  // kSequence or kOptional
+// "float32", "sequence(float32)", "optional(sequence(int64))" for {outer} + inner.
+std::string type_str(DType outer, const std::vector<DType>& inner = {});
+// The inverse of type_str on a whole type; throws kDType on a malformed name.
+std::vector<DType> type_from_str(const std::string& name);
 
 }  // namespace twinfer

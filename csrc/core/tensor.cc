@@ -54,7 +54,35 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::container(DType kind, std::vector<DType> elem_type, std::vector<Tensor> items) {
+  if (!dtype_is_container(kind))
+    throw Error(ErrorKind::kDType, std::string("a container must be a sequence or an optional, not ") + dtype_name(kind));
+  if (kind == DType::kOptional && items.size() > 1)
+    throw Error(ErrorKind::kInvalidArgument, "an optional holds at most one value");
+  auto list = std::make_shared<TensorList>(TensorList{std::move(elem_type), std::move(items)});
+  TensorList* p = list.get();
+  return borrow(p, kind, {}, Device::cpu(), std::move(list));
+}
+
+static const TensorList& list_of(void* data, DType dtype) {
+  if (!dtype_is_container(dtype) || !data)
+    throw Error(ErrorKind::kDType, std::string("expected a sequence or optional value, got ") + dtype_name(dtype));
+  return *static_cast<const TensorList*>(data);
+}
+
+const TensorList& TensorView::list() const { return list_of(data, dtype); }
+const TensorList& Tensor::list() const { return list_of(data(), dtype_); }
+
+std::string Tensor::type_name() const {
+  return dtype_is_container(dtype_) ? type_str(dtype_, list().elem_type) : dtype_name(dtype_);
+}
+
 Tensor Tensor::clone() const {
+  if (dtype_is_container(dtype_)) {
+    std::vector<Tensor> items;
+    for (const Tensor& t : list().items) items.push_back(t.clone());
+    return container(dtype_, list().elem_type, std::move(items));
+  }
   if (!device().is_cpu()) throw Error(ErrorKind::kDevice, "clone() of a device tensor");
   Tensor t = empty(dtype_, shape_);
   if (bytes()) std::memcpy(t.data(), data(), bytes());

@@ -1,13 +1,19 @@
 // Tensor: a dense row-major array on one device, sharing its Storage.
 // TensorView: what kernels see (raw pointer, dtype, shape), never owning.
+// A sequence or optional value (DType::kSequence / kOptional) is a Tensor of
+// shape [] whose storage holds a TensorList on the host; its view's data
+// points at that list.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/dtype.h"
 #include "core/shape.h"
 
 namespace twinfer {
+
+struct TensorList;
 
 struct TensorView {
   void* data = nullptr;
@@ -19,6 +25,8 @@ struct TensorView {
   int64_t dim(int i) const { return shape[i < 0 ? i + shape.size() : i]; }
   size_t rank() const { return shape.size(); }
   template <typename T> T* as() const { return static_cast<T*>(data); }
+  // The items of a sequence/optional view; throws kDType for an array.
+  const TensorList& list() const;
 };
 
 class Tensor {
@@ -31,6 +39,9 @@ class Tensor {
                        std::shared_ptr<void> keep_alive);
   static Tensor from_storage(std::shared_ptr<Storage> storage, size_t byte_offset, DType dtype,
                              Shape shape);
+  // A sequence (kind kSequence) or optional (kOptional, zero or one item) of
+  // `items`, whose type is `elem_type` (outermost first, see type_str).
+  static Tensor container(DType kind, std::vector<DType> elem_type, std::vector<Tensor> items);
 
   bool defined() const { return storage_ != nullptr || dtype_ != DType::kUndefined; }
   void* data() const { return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr; }
@@ -45,7 +56,13 @@ class Tensor {
 
   // Same data, another shape with the same element count.
   Tensor reshaped(Shape shape) const;
-  // A deep copy on the host (the tensor must be on the host).
+  // The items of a sequence/optional; throws kDType for an array.
+  const TensorList& list() const;
+  // "float32", or "sequence(float32)" for containers.
+  std::string type_name() const;
+
+  // A deep copy on the host (the tensor must be on the host); containers
+  // are copied with their items.
   Tensor clone() const;
 
  private:
@@ -53,6 +70,13 @@ class Tensor {
   size_t offset_ = 0;
   DType dtype_ = DType::kUndefined;
   Shape shape_;
+};
+
+// What a sequence or optional value holds. Items are never written after the
+// list is built (ops make new lists), so lists share items freely.
+struct TensorList {
+  std::vector<DType> elem_type;  // the items' type, outermost first ({kFloat32}, {kSequence, kInt64})
+  std::vector<Tensor> items;     // sequence: its elements; optional: none (empty) or one
 };
 
 }  // namespace twinfer

@@ -18,7 +18,8 @@ namespace twinfer::graph {
 struct Graph;
 
 struct Attribute {
-  enum class Type { kUndefined, kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors, kGraphs };
+  enum class Type { kUndefined, kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors, kGraphs,
+                    kTypeProto };
   Type type = Type::kUndefined;
   float f = 0.f;
   int64_t i = 0;
@@ -30,11 +31,15 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<Graph>> graphs;
+  std::vector<DType> type_proto;  // kTypeProto: the type, outermost first ({kSequence, kFloat32})
 };
 
 struct Value {
   std::string name;
   DType dtype = DType::kUndefined;
+  // Sequence/optional values (dtype kSequence/kOptional): the type inside,
+  // outermost first; empty when unknown. Such values never have a shape.
+  std::vector<DType> elem_type;
   bool has_shape = false;   // false: rank unknown
   SymShape shape;
   Tensor constant;          // defined for initializers and folded constants (host memory)

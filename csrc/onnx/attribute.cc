@@ -33,7 +33,7 @@ graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string*
   int32_t type = kUndefined;
   bool seen[24] = {};
   // Tensors and graphs wait until the name is known, so their errors can name it.
-  std::vector<wire::Reader> tensors, graphs;
+  std::vector<wire::Reader> tensors, graphs, types;
   while (r.next()) {
     const uint32_t f = r.field();
     if (f < 24) seen[f] = true;
@@ -49,9 +49,10 @@ graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string*
       case 9: a.strings.push_back(r.byte_string("strings")); break;
       case 10: tensors.push_back(r.message("tensors", "TensorProto")); break;
       case 11: graphs.push_back(r.message("graphs", "GraphProto")); break;
+      case 14: types.assign(1, r.message("tp", "TypeProto")); break;
       case 20: type = r.int32("type"); break;
       case 21: ref_attr_name = r.string("ref_attr_name"); break;
-      default: r.skip();  // doc_string, sparse tensors and type protos (refused below)
+      default: r.skip();  // doc_string, sparse tensors, lists of type protos (refused below)
     }
   }
   if (name_out) *name_out = name;
@@ -91,9 +92,13 @@ graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string*
     case kSparseTensor:
     case kSparseTensors:
       throw Error(ErrorKind::kUnsupportedOp, what + ": sparse tensor attributes are not supported");
-    case kTypeProto:
+    case kTypeProto:  // Optional's `type`
+      if (types.size() != 1) throw Error(ErrorKind::kModelFormat, what + " of type TYPE_PROTO has no type");
+      a.type = Type::kTypeProto;
+      a.type_proto = parse_type_proto(types[0], what);
+      break;
     case kTypeProtos:
-      throw Error(ErrorKind::kUnsupportedOp, what + ": type-proto attributes are not supported");
+      throw Error(ErrorKind::kUnsupportedOp, what + ": lists of type protos are not supported");
     case kUndefined:
       throw Error(ErrorKind::kModelFormat, what + " has no value");
     default:

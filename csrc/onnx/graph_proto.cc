@@ -13,8 +13,9 @@ namespace {
 struct ValueInfo {
   std::string name;
   bool has_type = false;
-  bool is_tensor = false;    // tensor_type (the only kind we run)
-  const char* kind = "";     // what it is otherwise ("sequence", "map", ...)
+  bool is_tensor = false;    // a tensor_type, alone or inside the containers
+  const char* kind = "";     // what it is otherwise ("map", "sparse tensor", ...)
+  std::vector<DType> containers;  // sequence/optional wrapping the tensor, outermost first
   int32_t elem_type = 0;
   bool has_shape = false;
   SymShape shape;
@@ -60,16 +61,27 @@ void parse_tensor_type(wire::Reader r, ValueInfo& v) {
   }
 }
 
+void parse_type(wire::Reader r, ValueInfo& v);
+
+// TypeProto.Sequence / TypeProto.Optional: one field, elem_type (a TypeProto).
+void parse_container(wire::Reader r, DType kind, ValueInfo& v) {
+  v.containers.push_back(kind);
+  while (r.next()) {
+    if (r.field() == 1) parse_type(r.message("elem_type", "TypeProto"), v);
+    else r.skip();
+  }
+}
+
 void parse_type(wire::Reader r, ValueInfo& v) {
   v.has_type = true;
   while (r.next()) {
     switch (r.field()) {
       case 1: parse_tensor_type(r.message("tensor_type", "TypeProto.Tensor"), v); break;
-      case 4: v.kind = "sequence"; r.skip(); break;
+      case 4: parse_container(r.message("sequence_type", "TypeProto.Sequence"), DType::kSequence, v); break;
       case 5: v.kind = "map"; r.skip(); break;
       case 7: v.kind = "opaque"; r.skip(); break;
       case 8: v.kind = "sparse tensor"; r.skip(); break;
-      case 9: v.kind = "optional"; r.skip(); break;
+      case 9: parse_container(r.message("optional_type", "TypeProto.Optional"), DType::kOptional, v); break;
       default: r.skip();  // denotation
     }
   }
@@ -117,11 +129,13 @@ NodeInfo parse_node(wire::Reader r, ParseContext& ctx) {
   return n;
 }
 
-// dtype of a declared graph input/output; only tensors are supported.
+// Element dtype of a declared graph input/output (of the tensor inside, for
+// sequences and optionals); tensors, sequences and optionals are supported.
 DType declared_dtype(const ValueInfo& v, const char* role) {
-  if (v.has_type && !v.is_tensor)
+  if (v.has_type && (!v.is_tensor || *v.kind))
     throw Error(ErrorKind::kUnsupportedOp, std::string("graph ") + role + " '" + v.name + "' is a " +
-                                               v.kind + "; only tensor inputs and outputs are supported");
+                                               (*v.kind ? v.kind : "value of no tensor type") +
+                                               "; only tensor, sequence and optional inputs and outputs are supported");
   if (v.elem_type == 0) return DType::kUndefined;
   const DType t = dtype_from_onnx(v.elem_type);
   if (t == DType::kUndefined || t == DType::kString)
@@ -131,12 +145,32 @@ DType declared_dtype(const ValueInfo& v, const char* role) {
 }
 
 void set_type(graph::Value& val, DType t, const ValueInfo& v) {
+  if (!v.containers.empty()) {  // sequence/optional: no shape of its own
+    val.dtype = v.containers[0];
+    val.elem_type.assign(v.containers.begin() + 1, v.containers.end());
+    if (t != DType::kUndefined) val.elem_type.push_back(t);
+    else val.elem_type.clear();
+    val.has_shape = false;
+    val.shape.clear();
+    return;
+  }
   val.dtype = t;
   val.has_shape = v.has_shape;
   val.shape = v.shape;
 }
 
 }  // namespace
+
+std::vector<DType> parse_type_proto(wire::Reader r, const std::string& what) {
+  ValueInfo v;
+  v.name = what;
+  parse_type(r, v);
+  const DType t = declared_dtype(v, "type");
+  if (t == DType::kUndefined) throw Error(ErrorKind::kModelFormat, what + " names no element type");
+  std::vector<DType> full = v.containers;
+  full.push_back(t);
+  return full;
+}
 
 std::string sparse_tensor_name(wire::Reader r) {
   while (r.next()) {
@@ -246,7 +280,7 @@ std::shared_ptr<graph::Graph> parse_graph(wire::Reader r, ParseContext& ctx, boo
   // value_info: shape/type hints for intermediate values; others are ignored.
   for (const auto& h : hints) {
     const int id = g.find_value(h.name);
-    if (id < 0 || !h.is_tensor) continue;
+    if (id < 0 || !h.is_tensor || !h.containers.empty()) continue;
     graph::Value& v = g.values[id];
     if (v.is_constant() || input_names.count(h.name) || v.dtype != DType::kUndefined || v.has_shape) continue;
     const DType t = dtype_from_onnx(h.elem_type);

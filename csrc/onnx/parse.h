@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 #include "onnx/mmap_file.h"
@@ -41,6 +42,10 @@ graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string*
 // GraphProto -> Graph. A subgraph may refer to outer-scope names; the main
 // graph may not.
 std::shared_ptr<graph::Graph> parse_graph(wire::Reader r, ParseContext& ctx, bool subgraph);
+
+// TypeProto -> the type, outermost first ({kSequence, kFloat32}); tensors,
+// sequences and optionals only. `what` names it in errors.
+std::vector<DType> parse_type_proto(wire::Reader r, const std::string& what);
 
 // SparseTensorProto: only its name, for the "not supported" error.
 std::string sparse_tensor_name(wire::Reader r);

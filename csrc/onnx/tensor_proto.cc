@@ -2,9 +2,13 @@
 // after the data) and turned into a tensor afterwards, so every error names
 // the tensor. raw_data (and a single packed float/double run, which has the
 // same bytes) is borrowed in place when aligned; everything else is copied once.
+// The 4-bit and 2-bit types come packed (two or four per byte, in raw_data,
+// external data or int32_data) and are unpacked here to twinfer's one byte
+// per element (core/subbyte.h); this is the only place that sees them packed.
 #include <cstring>
 #include <vector>
 
+#include "core/subbyte.h"
 #include "onnx/parse.h"
 
 namespace twinfer::onnx::detail {
@@ -135,6 +139,40 @@ Tensor from_varints(const std::vector<Span>& chunks, DType dtype, Shape shape, C
   return t;
 }
 
+// Unpacks `packed` (exactly the packed size of numel elements) into a new tensor.
+Tensor unpack(const uint8_t* packed, DType dtype, const Shape& shape, int64_t numel, ParseContext& ctx) {
+  Tensor t = Tensor::empty(dtype, shape);
+  if (numel > 0) unpack_subbyte(packed, dtype_bits(dtype), numel, static_cast<uint8_t*>(t.data()));
+  ctx.bytes_copied += static_cast<size_t>(numel);
+  return t;
+}
+
+// int32_data of a 4-bit / 2-bit type: one packed byte per entry (two or four
+// elements, low bits first), ceil(numel * bits / 8) entries.
+Tensor subbyte_from_int32s(const std::vector<Span>& chunks, const std::string& label, DType dtype,
+                           const Shape& shape, int64_t numel, ParseContext& ctx) {
+  const int bits = dtype_bits(dtype);
+  const int64_t need = packed_subbyte_bytes(numel, bits);
+  const size_t count = varint_count(chunks);
+  if (count != static_cast<size_t>(need))
+    throw Error(ErrorKind::kModelFormat, "tensor '" + label + "': int32_data has " + std::to_string(count) +
+                                             " values but dims " + shape_str(shape) + " of " + dtype_name(dtype) +
+                                             " need " + std::to_string(need) + " (" + std::to_string(8 / bits) +
+                                             " elements packed in each)");
+  std::vector<uint8_t> packed;
+  packed.reserve(static_cast<size_t>(need));
+  bool bad = false;
+  for (const auto& c : chunks)
+    wire::decode_varints(c, [&](uint64_t v) {
+      bad |= v > 0xFF;
+      packed.push_back(static_cast<uint8_t>(v));
+    });
+  if (bad)
+    throw Error(ErrorKind::kModelFormat, "tensor '" + label + "': an int32_data entry of " + dtype_name(dtype) +
+                                             " is not a packed byte (0..255)");
+  return unpack(packed.data(), dtype, shape, numel, ctx);
+}
+
 Tensor from_typed(const TensorFields& f, const std::string& label, DType dtype, const Shape& shape,
                   int64_t numel, ParseContext& ctx) {
   // Which typed field carries each element type (onnx.proto's TensorProto comments).
@@ -154,6 +192,7 @@ Tensor from_typed(const TensorFields& f, const std::string& label, DType dtype, 
     if (chunks != src && !chunks->empty())
       throw Error(ErrorKind::kModelFormat, "tensor '" + label + "' of type " + dtype_name(dtype) +
                                                " carries " + name + " (expected " + field + ")");
+  if (dtype_is_subbyte(dtype)) return subbyte_from_int32s(*src, label, dtype, shape, numel, ctx);
   const bool fixed = dtype == DType::kFloat32 || dtype == DType::kFloat64;
   const size_t count = fixed ? fixed_count(*src, dtype_size(dtype)) : varint_count(*src);
   if (count != static_cast<size_t>(numel))
@@ -221,11 +260,15 @@ Tensor parse_tensor(wire::Reader r, ParseContext& ctx, std::string* name, const 
                                                " (negative, or more than 2^40 elements)");
     numel *= d;
   }
-  const size_t nbytes = static_cast<size_t>(numel) * dtype_size(dtype);
+  // Bytes in the file: the 4-bit / 2-bit types are packed there.
+  const bool sub = dtype_is_subbyte(dtype);
+  const size_t nbytes = sub ? static_cast<size_t>(packed_subbyte_bytes(numel, dtype_bits(dtype)))
+                            : static_cast<size_t>(numel) * dtype_size(dtype);
   auto size_error = [&](const char* what, size_t got) {
     return Error(ErrorKind::kModelFormat, "tensor '" + label + "': " + what + " has " + std::to_string(got) +
                                               " bytes but dims " + shape_str(f.dims) + " of " +
-                                              dtype_name(dtype) + " need " + std::to_string(nbytes));
+                                              dtype_name(dtype) + " need " + std::to_string(nbytes) +
+                                              (sub ? " (packed)" : ""));
   };
 
   if (f.data_location == 1) {
@@ -233,6 +276,7 @@ Tensor parse_tensor(wire::Reader r, ParseContext& ctx, std::string* name, const 
       throw Error(ErrorKind::kModelFormat, "tensor '" + label + "' is stored externally but has no location");
     std::shared_ptr<void> owner;
     Span s = external_bytes(ctx, f.ext, label, nbytes, &owner);
+    if (sub) return unpack(s.data, dtype, f.dims, numel, ctx);
     return place(s, dtype, f.dims, owner, ctx);
   }
   if (f.data_location != 0)
@@ -240,6 +284,7 @@ Tensor parse_tensor(wire::Reader r, ParseContext& ctx, std::string* name, const 
                                              std::to_string(f.data_location));
   if (f.has_raw) {
     if (f.raw.size != nbytes) throw size_error("raw_data", f.raw.size);
+    if (sub) return unpack(f.raw.data, dtype, f.dims, numel, ctx);
     return place(f.raw, dtype, f.dims, ctx.keep_alive, ctx);
   }
   return from_typed(f, label, dtype, f.dims, numel, ctx);

@@ -89,13 +89,24 @@ void InferContext::set_output_rank_unknown(size_t i, DType dtype) {
   v.shape.clear();
 }
 
+void InferContext::set_output_container(size_t i, DType kind, std::vector<DType> elem_type) {
+  if (!has_output(i)) return;
+  auto& v = graph_.values[node_.outputs[i]];
+  v.dtype = kind;
+  v.elem_type = std::move(elem_type);
+  v.has_shape = false;
+  v.shape.clear();
+}
+
 void InferContext::fail(ErrorKind kind, const std::string& msg) const {
   throw Error(kind, msg, node_.name, node_.op_type);
 }
 
 void infer_same_as_input0(InferContext& c) {
   const auto& v = c.input(0);
-  if (v.has_shape)
+  if (dtype_is_container(v.dtype))  // Identity of a sequence/optional
+    c.set_output_container(0, v.dtype, v.elem_type);
+  else if (v.has_shape)
     c.set_output(0, v.dtype, v.shape);
   else
     c.set_output_rank_unknown(0, v.dtype);

@@ -34,6 +34,9 @@ class InferContext {
 
   void set_output(size_t i, DType dtype, SymShape shape);
   void set_output_rank_unknown(size_t i, DType dtype);
+  // A sequence/optional output (kind kSequence/kOptional) holding `elem_type`
+  // (outermost first; empty when unknown). Such values have no shape.
+  void set_output_container(size_t i, DType kind, std::vector<DType> elem_type);
 
   [[noreturn]] void fail(ErrorKind kind, const std::string& msg) const;
   void check(bool cond, ErrorKind kind, const std::string& msg) const {

@@ -6,12 +6,16 @@
 #include <map>
 #include <set>
 
+#include "backends/cpu/layout.h"
+#include "graph/passes/blocked_layout.h"
 #include "graph/passes/eliminate_identity.h"
 #include "graph/passes/fold_conv_bn.h"
 #include "graph/passes/fuse.h"
 #include "graph/passes/fuse_gelu.h"
+#include "graph/passes/fuse_qdq.h"
 #include "graph/passes/infer_and_fold.h"
 #include "graph/passes/insert_qdq.h"
+#include "graph/passes/weight_only_int8.h"
 #include "ops/schema.h"
 #include "runtime/arena_planner.h"
 #include "runtime/evaluate.h"
@@ -57,6 +61,24 @@ void check_opsets(const graph::Model& m) {
     for (size_t i = 0; i < bad.size(); ++i) msg += (i ? "; " : "") + bad[i];
     throw Error(ErrorKind::kUnsupportedOp, msg);
   }
+}
+
+// A fed sequence/optional against its declared full type `want` (outermost
+// first; kUndefined or a short list where the model leaves it open).
+void check_value_type(const std::string& what, const std::vector<DType>& want, const Tensor& t, Device device) {
+  if (want.empty() || want[0] == DType::kUndefined) return;
+  const std::vector<DType> rest(want.begin() + 1, want.end());
+  if (t.dtype() != want[0])
+    throw Error(ErrorKind::kDType, what + " expects " + type_str(want[0], rest) + ", got " + t.type_name());
+  if (!dtype_is_container(t.dtype())) {
+    if (t.device() != device)
+      throw Error(ErrorKind::kDevice, what + " is on " + t.device().str() + " but the engine runs on " + device.str());
+    return;
+  }
+  const auto& items = t.list().items;
+  for (size_t k = 0; k < items.size(); ++k)
+    check_value_type(what + (t.dtype() == DType::kSequence ? " item " + std::to_string(k) : " value"), rest, items[k],
+                     device);
 }
 
 std::string signature_str(const std::vector<Shape>& shapes) {
@@ -115,6 +137,12 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   pc.precision = options.precision;
   pc.log = &e->pass_log_;
   const bool fold = options.optimize;
+  // A model quantized by another tool (QDQ): fuse its int8 patterns before
+  // constant folding turns DequantizeLinear(int8 weights) back into floats.
+  if (options.optimize && passes::has_dequantize(g)) {
+    passes::infer_and_fold(g, pc, false);
+    passes::fuse_qdq(g, pc);
+  }
   int folded = passes::infer_and_fold(g, pc, fold);
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
   if (options.optimize) {
@@ -126,9 +154,11 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
     passes::QuantizeSpec qs{options.int8_amax, options.keep_float};
     passes::insert_qdq(g, qs, pc);
     passes::infer_and_fold(g, pc, false);  // types for the new Q/DQ values
+    if (options.optimize) passes::fuse_qdq(g, pc);
   }
-  if (options.optimize) {
-    passes::fuse_all(g, pc);
+  if (options.optimize) passes::fuse_all(g, pc);
+  if (options.int8_weights) passes::quantize_weights_int8(g, pc);
+  if (options.optimize || options.int8_weights) {
     g.remove_dead();
     passes::infer_and_fold(g, pc, fold);
   }
@@ -192,6 +222,14 @@ std::unique_ptr<Plan> Engine::build_plan(const std::vector<Shape>& shapes) const
   auto plan = std::make_unique<Plan>();
   graph::Graph& g = plan->graph;
   g = graph_;  // constants share storage with the engine's graph
+  // Sequences and optionals live only in the eager evaluator: they have no
+  // bytes an arena could hold (see core/tensor.h).
+  for (const auto& v : g.values)
+    if (dtype_is_container(v.dtype)) {
+      plan->value_dependent = true;
+      plan->value_dependent_reason = "'" + v.name + "' is a " + type_str(v.dtype, v.elem_type);
+      return plan;
+    }
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     auto& v = g.values[g.inputs[i]];
     v.has_shape = true;
@@ -218,6 +256,16 @@ std::unique_ptr<Plan> Engine::build_plan(const std::vector<Shape>& shapes) const
                                        g.values[o].name + "' depends on input values";
         return plan;
       }
+
+  // Activations between convolutions stay in the CPU's channel-blocked
+  // layout; the flagged values are sized with their channel padding below.
+  passes::BlockedLayout blocked;
+  if (options_.optimize && options_.precision == Precision::kFP32) {
+    // Concrete shapes prove what symbolic ones could not (a residual Add of
+    // two [batch, C, h, w] maps), so fusion gets a second chance first.
+    if (passes::fuse_all(g, pc)) g.remove_dead();
+    blocked = passes::blocked_layout(g, pc, cpu::channel_block());
+  }
 
   // Homes of values.
   plan->values.assign(g.values.size(), PlannedValue{});
@@ -281,13 +329,19 @@ std::unique_ptr<Plan> Engine::build_plan(const std::vector<Shape>& shapes) const
     plan->steps.push_back(std::move(st));
   }
 
+  for (size_t v = 0; v < blocked.blocked.size(); ++v)
+    if (blocked.blocked[v]) {
+      if (plan->values[v].home != ValueHome::kArena)
+        throw Error(ErrorKind::kRuntime, "blocked value '" + g.values[v].name + "' is not an intermediate");
+      plan->values[v].channel_block = blocked.block;
+    }
+
   std::vector<BufferRequest> requests;
   std::vector<int> request_value;  // value id, or -(step+1) for a step's scratch
   for (size_t v = 0; v < g.values.size(); ++v) {
     if (plan->values[v].home != ValueHome::kArena) continue;
     const auto& pv = plan->values[v];
-    requests.push_back({static_cast<size_t>(shape_numel(pv.shape)) * dtype_size(pv.dtype), first[v],
-                        std::max(first[v], last[v])});
+    requests.push_back({planned_bytes(pv), first[v], std::max(first[v], last[v])});
     request_value.push_back(static_cast<int>(v));
   }
   for (size_t s = 0; s < plan->steps.size(); ++s) {
@@ -337,6 +391,13 @@ void Engine::check_inputs(const std::vector<Tensor>& inputs) const {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& spec = inputs_[i];
     const Tensor& t = inputs[i];
+    if (dtype_is_container(spec.dtype) || dtype_is_container(t.dtype())) {
+      std::vector<DType> want{spec.dtype};
+      const auto& elem = graph_.values[graph_.inputs[i]].elem_type;
+      want.insert(want.end(), elem.begin(), elem.end());
+      check_value_type("input '" + spec.name + "'", want, t, options_.device);
+      continue;
+    }
     if (t.device() != options_.device)
       throw Error(ErrorKind::kDevice, "input '" + spec.name + "' is on " + t.device().str() +
                                           " but the engine runs on " + options_.device.str());

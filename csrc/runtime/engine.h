@@ -33,6 +33,9 @@ struct EngineOptions {
   // nodes to keep in float (the accuracy fallback).
   std::map<std::string, float> int8_amax;
   std::set<std::string> keep_float;
+  // weights="int8": MatMul/Gemm constant weights stored int8 per output
+  // channel and dequantized inside the GEMM (activations stay float32).
+  bool int8_weights = false;
 };
 
 struct IOSpec {

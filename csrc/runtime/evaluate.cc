@@ -1,5 +1,7 @@
 #include "runtime/evaluate.h"
 
+#include <unordered_set>
+
 #include "graph/passes/infer_and_fold.h"
 
 namespace twinfer {
@@ -8,9 +10,36 @@ namespace {
 
 void bind(graph::Value& v, const Tensor& t) {
   v.dtype = t.dtype();
-  v.has_shape = true;
-  v.shape = sym_shape_from(t.shape());
+  if (dtype_is_container(t.dtype())) {  // sequences/optionals have no shape
+    v.elem_type = t.list().elem_type;
+    v.has_shape = false;
+    v.shape.clear();
+  } else {
+    v.has_shape = true;
+    v.shape = sym_shape_from(t.shape());
+  }
   v.constant = t;
+}
+
+// The data of a tensor, and of every item of a sequence/optional.
+void collect_data(const Tensor& t, std::unordered_set<const void*>* out) {
+  if (!t.defined()) return;
+  if (!dtype_is_container(t.dtype())) {
+    if (t.data()) out->insert(t.data());
+    return;
+  }
+  out->insert(t.data());
+  for (const Tensor& item : t.list().items) collect_data(item, out);
+}
+
+// `t`, with every array in it that aliases `foreign` memory copied. Sequence
+// ops share items instead of copying them, so an output list may hold an
+// input's or a weight's array; the caller owns outputs and may write them.
+Tensor detach(const Tensor& t, const std::unordered_set<const void*>& foreign) {
+  if (!dtype_is_container(t.dtype())) return foreign.count(t.data()) ? t.clone() : t;
+  std::vector<Tensor> items;
+  for (const Tensor& item : t.list().items) items.push_back(detach(item, foreign));
+  return Tensor::container(t.dtype(), t.list().elem_type, std::move(items));
 }
 
 }  // namespace
@@ -22,17 +51,19 @@ std::vector<Tensor> evaluate_graph(const graph::Graph& graph, const std::vector<
     throw Error(ErrorKind::kInvalidArgument, "graph '" + graph.name + "' takes " + std::to_string(graph.inputs.size()) +
                                                  " inputs, got " + std::to_string(inputs.size()));
   graph::Graph g = graph;  // constants share storage with the original
-  std::vector<const void*> foreign;  // data we must not hand back as an output
+  std::unordered_set<const void*> foreign;  // data we must not hand back as an output
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     bind(g.values[g.inputs[i]], inputs[i]);
-    foreign.push_back(inputs[i].data());
+    collect_data(inputs[i], &foreign);
   }
   for (const auto& [name, t] : outer) {
     const int id = g.find_value(name);
     if (id < 0) continue;
     bind(g.values[id], t);
-    foreign.push_back(t.data());
+    collect_data(t, &foreign);
   }
+  for (const auto& v : graph.values)
+    if (v.is_constant()) collect_data(v.constant, &foreign);
   passes::PassContext pc;
   pc.opset = options.opset;
   pc.backend = Backend::kCPU;
@@ -54,9 +85,7 @@ std::vector<Tensor> evaluate_graph(const graph::Graph& graph, const std::vector<
                         n.name, n.op_type);
       throw Error(ErrorKind::kShape, "graph output '" + val.name + "' could not be evaluated");
     }
-    bool alias = graph.values[v].is_constant();
-    for (const void* p : foreign) alias |= p == val.constant.data();
-    out.push_back(alias ? val.constant.clone() : val.constant);
+    out.push_back(detach(val.constant, foreign));
   }
   return out;
 }

@@ -22,11 +22,25 @@ enum class ValueHome : uint8_t {
 struct PlannedValue {
   ValueHome home = ValueHome::kUnused;
   DType dtype = DType::kUndefined;
-  Shape shape;
+  Shape shape;         // logical, whatever the layout
   size_t offset = 0;   // kArena
   Tensor constant;     // kConstant
   int io_index = -1;   // kInput / kOutput: position in the engine's inputs / outputs
+  // > 0: stored in the CPU's channel-blocked layout (graph/passes/blocked_layout.h),
+  // channels padded up to a multiple of this block. Only ever kArena.
+  int64_t channel_block = 0;
 };
+
+// Bytes a value occupies: its logical size, or with the channel padding of
+// the blocked layout.
+inline size_t planned_bytes(const PlannedValue& v) {
+  size_t n = static_cast<size_t>(shape_numel(v.shape));
+  if (v.channel_block > 0 && v.shape.size() >= 2 && v.shape[1] > 0) {
+    const int64_t c = v.shape[1], padded = (c + v.channel_block - 1) / v.channel_block * v.channel_block;
+    n = n / static_cast<size_t>(c) * static_cast<size_t>(padded);
+  }
+  return n * dtype_size(v.dtype);
+}
 
 struct PlannedStep {
   const graph::Node* node = nullptr;  // points into Plan::graph

@@ -37,6 +37,13 @@ _ML_DTYPES = {
     "float8_e5m2": np.uint8,
     "float8_e5m2fnuz": np.uint8,
     "float8_e8m0fnu": np.uint8,
+    # 4-bit and 2-bit types: ml_dtypes holds them unpacked, one per byte (the
+    # value's bits low, zeros above), exactly as twinfer does.
+    "int4": np.uint8,
+    "uint4": np.uint8,
+    "float4_e2m1fn": np.uint8,
+    "int2": np.uint8,
+    "uint2": np.uint8,
 }
 
 
@@ -56,7 +63,8 @@ def _ml_dtype_name(a: np.ndarray) -> str | None:
 
 def _from_numpy(a: np.ndarray) -> Tensor:
     """A NumPy array as a Tensor: zero-copy through DLPack when it is compact,
-    ml_dtypes types (bfloat16, float8_*) through a uint8/uint16 view."""
+    ml_dtypes types (bfloat16, float8_*, int4, float4_e2m1fn ...) through a
+    uint8/uint16 view."""
     name = _ml_dtype_name(a)
     if name is None:
         return Tensor._from_capsule(_capsule(a))

@@ -34,7 +34,8 @@ def supports_device(device: str) -> bool:
 class BackendRep:
     """A prepared model: ``run`` takes inputs by position (graph inputs that
     are not initializers, in order) or by name, and returns numpy arrays in
-    graph-output order."""
+    graph-output order (lists of them for sequences, None for an empty
+    optional)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -48,7 +49,16 @@ class BackendRep:
                 inputs = [inputs]
             feeds = {s.name: x for s, x in zip(specs, inputs)}
         out = self.engine.run(feeds)
-        return tuple(out[s.name].numpy() for s in self.engine.outputs)
+        return tuple(_numpy(out[s.name]) for s in self.engine.outputs)
+
+
+def _numpy(value):
+    """Tensors as NumPy arrays, sequences as lists of them, None as None."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [_numpy(v) for v in value]
+    return value.numpy()
 
 
 def prepare(model, device: str = "CPU", **kwargs) -> BackendRep:

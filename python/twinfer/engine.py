@@ -19,6 +19,48 @@ class TensorSpec(NamedTuple):
     shape: tuple
 
 
+def _inner_type(type_name: str) -> tuple[str, str]:
+    """("sequence", "float32") for "sequence(float32)"; ("", name) for a tensor dtype."""
+    for kind in ("sequence", "optional"):
+        if type_name.startswith(kind + "(") and type_name.endswith(")"):
+            return kind, type_name[len(kind) + 1 : -1]
+    return "", type_name
+
+
+def _to_value(x, type_name: str, what: str):
+    """A fed value as a core Tensor of ``type_name``: sequence inputs take a list
+    (or tuple) of arrays, optional inputs None or a value."""
+    kind, inner = _inner_type(type_name)
+    if kind == "":
+        return as_tensor(x, type_name)
+    if isinstance(x, Tensor) and x.dtype.startswith(kind + "("):
+        return x
+    if kind == "sequence":
+        if not isinstance(x, (list, tuple)):
+            raise InvalidArgumentError(f"{what} is a {type_name}: feed a list of arrays, not a {type(x).__name__}")
+        items = [_to_value(v, inner, f"{what}[{k}]") for k, v in enumerate(x)]
+    else:
+        items = [] if x is None else [_to_value(x, inner, what)]
+    # An unknown inner type ("?") takes the items' (checked by the engine).
+    if inner.endswith("?") and items:
+        type_name = f"{kind}({items[0].dtype})"
+    elif inner.endswith("?"):
+        type_name = f"{kind}(float32)"
+    return Tensor._container(type_name, items)
+
+
+def _from_value(t):
+    """A core output as the user sees it: sequences as lists, an empty optional
+    as None, anything else as the Tensor itself."""
+    dtype = t.dtype
+    if dtype.startswith("sequence("):
+        return [_from_value(v) for v in t._items()]
+    if dtype.startswith("optional("):
+        items = t._items()
+        return _from_value(items[0]) if items else None
+    return t
+
+
 def _resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if _core.cuda_available() else "cpu"
@@ -121,7 +163,7 @@ class Engine:
         missing = [s.name for s in specs if s.name not in feeds]
         if missing:
             raise InvalidArgumentError(f"missing input(s) {missing}")
-        tensors = [as_tensor(feeds[s.name], s.dtype) for s in specs]
+        tensors = [_to_value(feeds[s.name], s.dtype, f"input {s.name!r}") for s in specs]
         if self._ranges:
             for s, t in zip(specs, tensors):
                 if s.name in self._ranges:
@@ -133,7 +175,9 @@ class Engine:
 
         Arrays are taken without copying where their layout allows (anything
         with ``__dlpack__``, NumPy, PyTorch, ...). The GIL is released while the
-        model runs.
+        model runs. ONNX sequence inputs take a list of arrays and sequence
+        outputs come back as lists of Tensors; optional inputs take None or a
+        value, and an empty optional output comes back as None.
 
         >>> out = engine.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
         >>> out["logits"].numpy().shape
@@ -141,14 +185,14 @@ class Engine:
         """
         tensors = self._ordered_inputs(feeds)
         outs = self._core.run_in(context, tensors) if context is not None else self._core.run(tensors)
-        return {spec.name: t for spec, t in zip(self.outputs, outs)}
+        return {spec.name: _from_value(t) for spec, t in zip(self.outputs, outs)}
 
     def __call__(self, *inputs):
         """Positional inputs in the model's order; one output, or a tuple of them."""
         specs = self.inputs
         if len(inputs) != len(specs):
             raise InvalidArgumentError(f"expected {len(specs)} inputs, got {len(inputs)}")
-        outs = self._core.run(self._ordered_inputs({s.name: x for s, x in zip(specs, inputs)}))
+        outs = [_from_value(t) for t in self._core.run(self._ordered_inputs({s.name: x for s, x in zip(specs, inputs)}))]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def create_context(self, num_threads: int = 0) -> "_core.ExecutionContext":
@@ -218,7 +262,9 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              for precision="int8": calibration (sample inputs: feed dicts or arrays; or a saved
              twinfer.quantize.Calibration / its JSON path), calibrator ("entropy" default,
              "percentile", "minmax"), percentile (99.99), keep_float (node names left in float),
-             progress (a bar while calibrating).
+             progress (a bar while calibrating),
+             weights ("fp32" default; "int8": MatMul/Gemm weights stored int8 per output channel and
+             dequantized inside the GEMM, activations stay float32 — a quarter of the weight bytes).
 
     >>> engine = twinfer.load("resnet50.onnx", device="cpu")
     """
@@ -231,19 +277,23 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     calibration = _int8_calibration(model, precision, options, num_threads)
     int8_amax = dict(calibration.amax) if calibration is not None else {}
     keep_float = set(options.pop("keep_float", ()))
+    weights = options.pop("weights", "fp32")
+    if weights not in ("fp32", "float32", "int8"):
+        raise InvalidArgumentError(f"weights must be 'fp32' or 'int8', got {weights!r}")
+    int8_weights = weights == "int8"
     if options:
         raise InvalidArgumentError(f"unknown option(s): {sorted(options)}")
     requested = device
     device = _resolve_device(device)
     try:
         core = _core.load_model(source, is_path, device, precision, num_threads, optimize, os.fspath(base_dir),
-                                extra_outputs, int8_amax, keep_float)
+                                extra_outputs, int8_amax, keep_float, int8_weights)
     except DeviceError:
         if requested != "auto":
             raise
         warnings.warn("the CUDA backend cannot run this model here; using the CPU", RuntimeWarning, stacklevel=2)
         core = _core.load_model(source, is_path, "cpu", precision, num_threads, optimize, os.fspath(base_dir),
-                                extra_outputs, int8_amax, keep_float)
+                                extra_outputs, int8_amax, keep_float, int8_weights)
     engine = Engine(core, shape_ranges)
     engine.calibration = calibration
     return engine

@@ -1,5 +1,7 @@
 #include "backends/cpu/onednn_common.h"
 
+#include "backends/cpu/layout.h"
+
 #include <omp.h>
 
 #include <cstdlib>
@@ -61,6 +63,30 @@ ThreadScope::~ThreadScope() {
 }
 
 int current_threads() { return omp_get_max_threads(); }
+
+int64_t channel_block() {
+  static const int64_t b = [] {
+    using isa = dnnl::cpu_isa;
+    const isa i = dnnl::get_effective_cpu_isa();
+    const bool avx512 = i == isa::avx512_core || i == isa::avx512_core_vnni || i == isa::avx512_core_bf16 ||
+                        i == isa::avx512_core_fp16 || i == isa::avx512_core_amx ||
+                        i == isa::avx512_core_amx_fp16;
+    return avx512 ? int64_t(16) : int64_t(8);
+  }();
+  return b;
+}
+
+dnnl::memory::format_tag blocked_tag(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  const bool b16 = channel_block() == 16;
+  switch (rank) {
+    case 3: return b16 ? tag::nCw16c : tag::nCw8c;
+    case 4: return b16 ? tag::nChw16c : tag::nChw8c;
+    case 5: return b16 ? tag::nCdhw16c : tag::nCdhw8c;
+    default: break;
+  }
+  throw Error(ErrorKind::kShape, "blocked layouts need rank 3..5, got " + std::to_string(rank));
+}
 
 dnnl::primitive_attr base_attr() {
   dnnl::primitive_attr a;
@@ -141,3 +167,7 @@ char* run_scratch(const KernelContext& ctx, size_t declared, size_t needed) {
 }
 
 }  // namespace twinfer::cpu::onednn
+
+namespace twinfer::cpu {
+int64_t channel_block() { return onednn::channel_block(); }
+}  // namespace twinfer::cpu

@@ -44,6 +44,18 @@ inline dnnl::memory::desc plain_desc(const Shape& s, DType t = DType::kFloat32) 
   return dnnl::memory::desc(to_dims(s), dnnl_type(t), plain_tag(s.size()));
 }
 
+// Channel block of oneDNN's blocked activation layouts on this CPU (16 with
+// AVX-512, else 8); the same number the planner pads channels to (see
+// backends/cpu/layout.h).
+int64_t channel_block();
+// nCw16c / nChw16c / nCdhw16c (or the 8c forms) for a rank-3..5 tensor.
+dnnl::memory::format_tag blocked_tag(size_t rank);
+// The blocked layout of an [N, C, spatial...] tensor: channels padded up to
+// the block; the padding is part of the buffer (see graph/passes/blocked_layout.h).
+inline dnnl::memory::desc blocked_desc(const Shape& s, DType t = DType::kFloat32) {
+  return dnnl::memory::desc(to_dims(s), dnnl_type(t), blocked_tag(s.size()));
+}
+
 // Sets the calling thread's OpenMP thread budget for one run and restores it after.
 class ThreadScope {
  public:

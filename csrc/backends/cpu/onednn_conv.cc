@@ -27,6 +27,12 @@
 // convs with constant weights; it exists so the benchmark can re-measure the
 // rule on other CPUs, not for production use.
 //
+// The same kernel runs com.twinfer.blocked::Conv, the plan-time form whose
+// activations are already blocked (graph/passes/blocked_layout.h): x (unless
+// `plain_input`), the residual and y are the caller's blocked buffers, so a
+// chain of convolutions pays no reorders at all, and 1x1 convs take oneDNN's
+// JIT 1x1 kernel with their post-ops fused instead of the plain GEMM.
+//
 // The fused variant adds the residual with a sum post-op (the residual is
 // copied/reordered into the destination first) and the activation with an
 // eltwise post-op.
@@ -79,27 +85,6 @@ Layout choose_layout(const ConvSpec& cs) {
   return Layout::kBlocked;
 }
 
-// Channel block of oneDNN's blocked layouts on this CPU.
-int64_t channel_block() {
-  static const int64_t b = [] {
-    dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    bool avx512 = isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
-                  isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_fp16 ||
-                  isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_amx_fp16;
-    return avx512 ? int64_t(16) : int64_t(8);
-  }();
-  return b;
-}
-
-tag blocked_tag(size_t rank) {
-  const bool b16 = channel_block() == 16;
-  switch (rank) {
-    case 3: return b16 ? tag::nCw16c : tag::nCw8c;
-    case 4: return b16 ? tag::nChw16c : tag::nChw8c;
-    default: return b16 ? tag::nCdhw16c : tag::nCdhw8c;
-  }
-}
-
 class OnednnConv final : public Kernel {
  public:
   explicit OnednnConv(const KernelBuildInfo& info)
@@ -108,6 +93,9 @@ class OnednnConv final : public Kernel {
     if (empty_) return;
     x_plain_ = plain_desc(spec_.x);
     y_plain_ = plain_desc(spec_.y);
+    blocked_io_ = info.node().domain == nn::kBlockedDomain;
+    x_user_ = blocked_io_ && !info.node().attr_int("plain_input", 0) ? blocked_desc(spec_.x) : x_plain_;
+    y_user_ = blocked_io_ ? blocked_desc(spec_.y) : y_plain_;
     Shape wdims = spec_.w;
     if (spec_.group > 1) {
       wdims[0] /= spec_.group;
@@ -119,7 +107,11 @@ class OnednnConv final : public Kernel {
     const_weights_ = wc != nullptr;
     // A runtime weights tensor is read as is (plain), and oneDNN's fast
     // kernels want packed weights, so such convs compute in plain NCHW.
-    layout_ = const_weights_ ? choose_layout(spec_) : Layout::kPlain;
+    // Blocked I/O computes blocked, except where the channels-last brgemm
+    // kernels win even with a reorder on each side (wide 3x3 convs: ResNet-50's
+    // layer3/layer4 3x3s took 1.0 ms that way vs 1.2-2.8 ms blocked, 1 thread).
+    layout_ = !const_weights_ ? Layout::kPlain : choose_layout(spec_);
+    if (blocked_io_ && layout_ != Layout::kAny) layout_ = Layout::kBlocked;
     for (size_t i = 0; i < spec_.win.nsp; ++i) {
       strides_.push_back(spec_.win.stride[i]);
       dilates_.push_back(spec_.win.dilation[i] - 1);  // oneDNN counts the gaps
@@ -172,7 +164,8 @@ class OnednnConv final : public Kernel {
     for (size_t i = 0; i < order.size(); ++i) {
       dnnl::memory::desc src = x_plain_, dst = y_plain_;
       if (order[i] == Layout::kBlocked) {
-        src = small_c ? x_plain_ : with(x_plain_, blk);
+        // Blocked I/O computes on the caller's buffers as they are.
+        src = blocked_io_ ? x_user_ : small_c ? x_plain_ : with(x_plain_, blk);
         dst = with(y_plain_, blk);
       } else if (order[i] == Layout::kAny) {
         src = with(x_plain_, tag::any);
@@ -221,8 +214,8 @@ class OnednnConv final : public Kernel {
     }
     v.src_md = pd.src_desc();
     v.dst_md = pd.dst_desc();
-    v.reorder_src = v.src_md != x_plain_;
-    v.reorder_dst = v.dst_md != y_plain_;
+    v.reorder_src = v.src_md != x_user_;
+    v.reorder_dst = v.dst_md != y_user_;
     dnnl::primitive_attr rattr = base_attr();
     size_t pad = pd.scratchpad_desc().get_size();
     auto add_reorder = [&](const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
@@ -230,24 +223,24 @@ class OnednnConv final : public Kernel {
       pad = std::max(pad, rpd.scratchpad_desc().get_size());
       return dnnl::reorder(rpd);
     };
-    if (v.reorder_src) v.src_in = add_reorder(x_plain_, v.src_md);
+    if (v.reorder_src) v.src_in = add_reorder(x_user_, v.src_md);
     if (v.reorder_dst) {
-      v.dst_out = add_reorder(v.dst_md, y_plain_);
-      if (spec_.has_residual && !v.has_epilogue) v.residual_in = add_reorder(y_plain_, v.dst_md);
+      v.dst_out = add_reorder(v.dst_md, y_user_);
+      if (spec_.has_residual && !v.has_epilogue) v.residual_in = add_reorder(y_user_, v.dst_md);
     }
-    if (v.has_epilogue) {  // in place on the plain y
+    if (v.has_epilogue) {  // in place on the caller's y (plain, or blocked)
       dnnl::primitive_attr eattr = base_attr();
       if (spec_.has_residual) {
         dnnl::post_ops po;
         append_activation(po, spec_.act);
         eattr.set_post_ops(po);
-        dnnl::binary::primitive_desc bpd(engine(), dnnl::algorithm::binary_add, y_plain_, y_plain_, y_plain_, eattr);
+        dnnl::binary::primitive_desc bpd(engine(), dnnl::algorithm::binary_add, y_user_, y_user_, y_user_, eattr);
         pad = std::max(pad, bpd.scratchpad_desc().get_size());
         v.epilogue = dnnl::binary(bpd);
       } else {
         EltwiseParams e = eltwise_params(spec_.act);
-        dnnl::eltwise_forward::primitive_desc epd(engine(), dnnl::prop_kind::forward_inference, e.alg, y_plain_,
-                                                  y_plain_, e.alpha, e.beta, eattr);
+        dnnl::eltwise_forward::primitive_desc epd(engine(), dnnl::prop_kind::forward_inference, e.alg, y_user_,
+                                                  y_user_, e.alpha, e.beta, eattr);
         pad = std::max(pad, epd.scratchpad_desc().get_size());
         v.epilogue = dnnl::eltwise_forward(epd);
       }
@@ -270,8 +263,8 @@ class OnednnConv final : public Kernel {
     const dnnl::engine& eng = engine();
     dnnl::stream s(eng);
 
-    dnnl::memory x_user(x_plain_, eng, ctx.inputs[0].data);
-    dnnl::memory y_user(y_plain_, eng, ctx.outputs[0].data);
+    dnnl::memory x_user(x_user_, eng, ctx.inputs[0].data);
+    dnnl::memory y_user(y_user_, eng, ctx.outputs[0].data);
     dnnl::memory src = v.reorder_src ? dnnl::memory(v.src_md, eng, scratch + v.src_off) : x_user;
     dnnl::memory dst = v.reorder_dst ? dnnl::memory(v.dst_md, eng, scratch + v.dst_off) : y_user;
     // The scratchpad argument is given only when some primitive needs one.
@@ -285,10 +278,11 @@ class OnednnConv final : public Kernel {
     if (spec_.has_residual && !v.has_epilogue) {
       const TensorView& r = ctx.inputs[3];
       if (v.reorder_dst) {
-        dnnl::memory r_user(y_plain_, eng, r.data);
+        dnnl::memory r_user(y_user_, eng, r.data);
         v.residual_in.execute(s, with_pad({{DNNL_ARG_FROM, r_user}, {DNNL_ARG_TO, dst}}));
       } else if (r.data != ctx.outputs[0].data) {
-        std::memcpy(ctx.outputs[0].data, r.data, ctx.outputs[0].bytes());
+        // y_user_'s size: a blocked residual includes its channel padding.
+        std::memcpy(ctx.outputs[0].data, r.data, y_user_.get_size());
       }
     }
     auto args = with_pad({{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
@@ -300,7 +294,7 @@ class OnednnConv final : public Kernel {
     if (v.has_epilogue) {
       if (spec_.has_residual)
         v.epilogue.execute(s, with_pad({{DNNL_ARG_SRC_0, y_user},
-                                        {DNNL_ARG_SRC_1, dnnl::memory(y_plain_, eng, ctx.inputs[3].data)},
+                                        {DNNL_ARG_SRC_1, dnnl::memory(y_user_, eng, ctx.inputs[3].data)},
                                         {DNNL_ARG_DST, y_user}}));
       else
         v.epilogue.execute(s, with_pad({{DNNL_ARG_SRC, y_user}, {DNNL_ARG_DST, y_user}}));
@@ -311,9 +305,11 @@ class OnednnConv final : public Kernel {
   ConvSpec spec_;
   std::string node_, op_;
   bool empty_ = false, const_weights_ = false;
+  bool blocked_io_ = false;  // com.twinfer.blocked::Conv: the caller's x (see x_user_) and y are blocked
   Layout layout_ = Layout::kPlain;
   std::string impl_ = "onednn conv";
   dnnl::memory::desc x_plain_, y_plain_, w_plain_, b_desc_;
+  dnnl::memory::desc x_user_, y_user_;  // the caller's buffers: plain, or blocked for blocked_io_
   dnnl::memory::dims strides_, dilates_, pad_l_, pad_r_;
   mutable PackedWeights packed_;
   ByThreads<Variant> variants_;
@@ -334,8 +330,40 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
   return true;
 }
 
+// The blocked form takes what oneDNN runs with a JIT kernel on blocked memory
+// (the layout pass asks this before it rewrites a Conv): constant weights,
+// and groups that are whole channels (depthwise) or whole blocks.
+bool supports_blocked(const KernelBuildInfo& info, std::string* why) {
+  if (!supports(info, why)) return false;
+  const Shape x = info.input_shape(0), w = info.input_shape(1);
+  if (x.size() < 3) {
+    *why = "blocked Conv needs 1-3 spatial dims";
+    return false;
+  }
+  if (!info.input_constant(1)) {
+    *why = "blocked Conv needs constant weights";
+    return false;
+  }
+  const int64_t group = info.node().attr_int("group", 1), blk = channel_block();
+  if (group < 1 || x[1] % group || w[0] % group) {
+    *why = "blocked Conv: channels do not divide into groups";
+    return false;
+  }
+  const int64_t cg = x[1] / group, mg = w[0] / group;
+  if (group > 1 && !(cg == 1 && mg == 1) && (cg % blk || mg % blk)) {
+    *why = "blocked Conv: groups are neither depthwise nor whole channel blocks";
+    return false;
+  }
+  if (info.node().attr_int("plain_input", 0) && x[1] >= blk) {
+    *why = "blocked Conv reads a plain input only below one channel block";
+    return false;
+  }
+  return true;
+}
+
 TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>);
 TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>, nn::kTwinferDomain);
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnConv>, nn::kBlockedDomain);
 
 }  // namespace
 }  // namespace twinfer::cpu::onednn

@@ -9,9 +9,15 @@
 // averages divide by the window clipped to [-pad_begin, in + pad_end), which
 // equals oneDNN's full-kernel divisor only when no window reaches past
 // pad_end; other cases, and MaxPool's Indices output, stay on pool.cc.
+//
+// The com.twinfer.blocked forms (graph/passes/blocked_layout.h) run the same
+// primitive on channel-blocked x and y, and GlobalAveragePool /
+// GlobalMaxPool become a pooling whose window is the whole map: pool.cc's
+// global reductions read plain NCHW only.
 #include <unordered_map>
 
 #include "backends/cpu/onednn_common.h"
+#include "ops/nn/conv.h"  // kBlockedDomain
 #include "ops/nn/pool.h"
 
 namespace twinfer::cpu::onednn {
@@ -29,13 +35,36 @@ dnnl::memory::dims exact_right_pads(const nn::PoolSpec& ps) {
   return pr;
 }
 
+// A global pool as a windowed one: the window is the whole map.
+nn::PoolSpec global_pool_spec(const KernelBuildInfo& info) {
+  nn::PoolSpec ps;
+  ps.is_max = info.node().op_type == "GlobalMaxPool";
+  ps.x = info.input_shape(0);
+  ps.y = info.output_shape(0);
+  if (ps.x.size() < 3) info.fail(ErrorKind::kShape, "input must have rank >= 3, got " + shape_str(ps.x));
+  ps.win.nsp = ps.x.size() - 2;
+  for (size_t i = 0; i < ps.win.nsp; ++i) {
+    ps.win.kernel.push_back(ps.x[2 + i]);
+    ps.win.stride.push_back(1);
+    ps.win.dilation.push_back(1);
+    ps.win.pad_begin.push_back(0);
+    ps.win.pad_end.push_back(0);
+  }
+  return ps;
+}
+
+bool is_global(const KernelBuildInfo& info) { return info.node().op_type.rfind("Global", 0) == 0; }
+
 class OnednnPool final : public Kernel {
  public:
   explicit OnednnPool(const KernelBuildInfo& info)
-      : ps_(nn::pool_spec(info)), node_(info.node().name), op_(info.node().op_type) {
+      : ps_(is_global(info) ? global_pool_spec(info) : nn::pool_spec(info)),
+        node_(info.node().name),
+        op_(info.node().op_type) {
     if (shape_numel(ps_.y) == 0) return;
-    x_md_ = plain_desc(ps_.x);
-    y_md_ = plain_desc(ps_.y);
+    const bool blocked = info.node().domain == nn::kBlockedDomain;
+    x_md_ = blocked ? blocked_desc(ps_.x) : plain_desc(ps_.x);
+    y_md_ = blocked ? blocked_desc(ps_.y) : plain_desc(ps_.y);
     guarded(node_, op_, [&] {
       const Variant& v = variants_.get(current_threads(), [&] { return make_variant(); });
       declared_scratch_ = v.pad_bytes;
@@ -118,8 +147,32 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
   return true;
 }
 
+bool supports_global_blocked(const KernelBuildInfo& info, std::string* why) {
+  const Shape x = info.input_shape(0);
+  if (info.input_dtype(0) != DType::kFloat32 || x.size() < 3 || x.size() > 5) {
+    *why = "blocked global pooling: float32 with 1-3 spatial dims only";
+    return false;
+  }
+  return true;
+}
+
+bool supports_blocked(const KernelBuildInfo& info, std::string* why) {
+  if (info.input_shape(0).size() > 5) {
+    *why = "blocked pooling: 1-3 spatial dims only";
+    return false;
+  }
+  return supports(info, why);
+}
+
 TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 10, supports, make_kernel<OnednnPool>);
 TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCPU, 10, supports, make_kernel<OnednnPool>);
+TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnPool>, nn::kBlockedDomain);
+TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnPool>,
+                        nn::kBlockedDomain);
+TWINFER_REGISTER_KERNEL("GlobalAveragePool", Backend::kCPU, 10, supports_global_blocked, make_kernel<OnednnPool>,
+                        nn::kBlockedDomain);
+TWINFER_REGISTER_KERNEL("GlobalMaxPool", Backend::kCPU, 10, supports_global_blocked, make_kernel<OnednnPool>,
+                        nn::kBlockedDomain);
 
 }  // namespace
 }  // namespace twinfer::cpu::onednn

@@ -42,7 +42,9 @@ static bool outputs_fully_known(const graph::Graph& g, const graph::Node& n, siz
   for (int o : n.outputs) {
     if (o < 0) continue;
     const auto& v = g.values[o];
-    if (!v.has_shape || !sym_shape_known(v.shape) || v.dtype == DType::kUndefined) return false;
+    // Sequences/optionals have no byte size: only run_dynamic can make them.
+    if (!v.has_shape || !sym_shape_known(v.shape) || v.dtype == DType::kUndefined || dtype_is_container(v.dtype))
+      return false;
     bytes += static_cast<size_t>(shape_numel(sym_shape_values(v.shape))) * dtype_size(v.dtype);
   }
   *small = bytes <= limit;
@@ -77,8 +79,10 @@ static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& 
       if (n.outputs[i] < 0) continue;
       auto& v = g.values[n.outputs[i]];
       v.dtype = outs[i].dtype();
-      v.has_shape = true;
-      v.shape = sym_shape_from(outs[i].shape());
+      const bool container = dtype_is_container(v.dtype);
+      if (container) v.elem_type = outs[i].list().elem_type;
+      v.has_shape = !container;
+      v.shape = container ? SymShape{} : sym_shape_from(outs[i].shape());
       v.constant = outs[i];
     }
     return true;

@@ -9,12 +9,14 @@ namespace twinfer::control {
 
 ValueType input_type(const InferContext& c, size_t i) {
   const auto& v = c.input(i);
-  return ValueType{v.dtype, v.has_shape, v.shape};
+  return ValueType{v.dtype, v.has_shape, v.shape, v.elem_type};
 }
 
 void set_output_type(InferContext& c, size_t i, const ValueType& t) {
   if (!c.has_output(i)) return;
-  if (t.has_shape)
+  if (dtype_is_container(t.dtype))
+    c.set_output_container(i, t.dtype, t.elem_type);
+  else if (t.has_shape)
     c.set_output(i, t.dtype, t.shape);
   else
     c.set_output_rank_unknown(i, t.dtype);
@@ -26,7 +28,11 @@ std::vector<ValueType> infer_subgraph(const InferContext& c, const graph::Graph&
   for (size_t i = 0; i < g.inputs.size() && i < inputs.size(); ++i) {
     auto& v = g.values[g.inputs[i]];
     if (inputs[i].dtype != DType::kUndefined) v.dtype = inputs[i].dtype;
-    if (inputs[i].has_shape) {
+    if (!inputs[i].elem_type.empty()) v.elem_type = inputs[i].elem_type;
+    if (dtype_is_container(v.dtype)) {
+      v.has_shape = false;  // sequences/optionals have no shape
+      v.shape.clear();
+    } else if (inputs[i].has_shape) {
       v.has_shape = true;
       v.shape = inputs[i].shape;
     }
@@ -40,6 +46,7 @@ std::vector<ValueType> infer_subgraph(const InferContext& c, const graph::Graph&
       const auto& outer = c.input(first + k);
       auto& v = g.values[id];
       v.dtype = outer.dtype;
+      v.elem_type = outer.elem_type;
       v.has_shape = outer.has_shape;
       v.shape = outer.shape;
       if (outer.is_constant()) v.constant = outer.constant;
@@ -48,7 +55,10 @@ std::vector<ValueType> infer_subgraph(const InferContext& c, const graph::Graph&
   pc.opset = c.opset();
   passes::infer_and_fold(g, pc, true);
   std::vector<ValueType> out;
-  for (int o : g.outputs) out.push_back(ValueType{g.values[o].dtype, g.values[o].has_shape, g.values[o].shape});
+  for (int o : g.outputs) {
+    const auto& v = g.values[o];
+    out.push_back(ValueType{v.dtype, v.has_shape, v.shape, v.elem_type});
+  }
   return out;
 }
 
@@ -58,6 +68,15 @@ ValueType merge_types(const InferContext& c, const ValueType& a, const ValueType
                                   dtype_name(a.dtype) + " and " + dtype_name(b.dtype) + ")");
   ValueType r;
   r.dtype = a.dtype != DType::kUndefined ? a.dtype : b.dtype;
+  if (dtype_is_container(r.dtype)) {
+    // A branch may leave the type inside unknown (an empty sequence/optional
+    // typed later); the other's then stands.
+    if (!a.elem_type.empty() && !b.elem_type.empty() && a.elem_type != b.elem_type)
+      c.fail(ErrorKind::kDType, "the branches give output " + std::to_string(output) + " different types (" +
+                                    type_str(a.dtype, a.elem_type) + " and " + type_str(b.dtype, b.elem_type) + ")");
+    r.elem_type = a.elem_type.empty() ? b.elem_type : a.elem_type;
+    return r;
+  }
   if (!a.has_shape || !b.has_shape || a.shape.size() != b.shape.size()) return r;
   r.has_shape = true;
   for (size_t d = 0; d < a.shape.size(); ++d) {

@@ -18,6 +18,7 @@ struct ValueType {
   DType dtype = DType::kUndefined;
   bool has_shape = false;
   SymShape shape;
+  std::vector<DType> elem_type;  // sequence/optional: the type inside (see graph::Value)
 };
 
 // The types of `sub`'s outputs when its inputs have `inputs` types (an

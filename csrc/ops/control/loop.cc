@@ -22,7 +22,13 @@ void loop_infer(InferContext& c) {
   for (size_t i = 0; i < n; ++i) in.push_back(input_type(c, 2 + i));
   auto out = infer_subgraph(c, *body.g, in);
   c.check(out.size() >= n + 1, ErrorKind::kModelFormat, "body must output cond and every carried value");
-  for (size_t i = 0; i < n; ++i) set_output_type(c, i, merge_types(c, in[2 + i], out[1 + i], i));
+  for (size_t i = 0; i < n; ++i) {
+    // A carried sequence/optional takes the body's type: ONNX lets an
+    // optional(T) go in and a T come out (loop16_seq_none).
+    const bool container = dtype_is_container(in[2 + i].dtype) || dtype_is_container(out[1 + i].dtype);
+    if (container && out[1 + i].dtype != DType::kUndefined) set_output_type(c, i, out[1 + i]);
+    else set_output_type(c, i, merge_types(c, in[2 + i], out[1 + i], i));
+  }
   for (size_t k = n + 1; k < out.size(); ++k) {
     ValueType t{out[k].dtype, out[k].has_shape, {}};
     if (t.has_shape) {

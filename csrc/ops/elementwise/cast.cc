@@ -1,14 +1,19 @@
 // Cast and CastLike between float32/64, float16, bfloat16, the integer types,
-// bool and the 8-bit floats. Conversions are ew::cast_value (scalar.h): float
-// -> int truncates toward zero, NaN -> 0, out-of-range values saturate;
-// narrowing integer casts wrap; -> bool is x != 0; 16-bit floats round to
-// nearest even. 8-bit floats (core/float8.h) decode exactly to float and are
-// encoded from the exact value with round-to-nearest-even and the `saturate`
-// attribute (default 1); FLOAT8E8M0 goes through float32 and honours
-// `round_mode` ("up", the default, "down", "nearest"), as the ONNX reference.
+// bool, the 8-bit floats and the 4-/2-bit types. Conversions are
+// ew::cast_value (scalar.h): float -> int truncates toward zero, NaN -> 0,
+// out-of-range values saturate; narrowing integer casts wrap; -> bool is
+// x != 0; 16-bit floats round to nearest even. 8-bit floats (core/float8.h)
+// decode exactly to float and are encoded from the exact value with
+// round-to-nearest-even and the `saturate` attribute (default 1); FLOAT8E8M0
+// goes through float32 and honours `round_mode` ("up", the default, "down",
+// "nearest"), as the ONNX reference. The 4-/2-bit types (core/subbyte.h,
+// stored one per byte) decode exactly (to int8/uint8 or float) and encode as
+// the reference's ml_dtypes does: integer targets wrap, FLOAT4E2M1 rounds to
+// nearest even and always saturates.
 #include <algorithm>
 #include <cstring>
 
+#include "core/subbyte.h"
 #include "ops/elementwise/binary_kernel.h"
 
 namespace twinfer::ew {
@@ -39,7 +44,7 @@ void castlike_infer(InferContext& c) {
     c.set_output_rank_unknown(0, to);
 }
 
-bool castable(DType t) { return in_typeset(kAllTypes, t) || dtype_is_float8(t); }
+bool castable(DType t) { return in_typeset(kAllTypes, t) || dtype_is_float8(t) || dtype_is_subbyte(t); }
 
 bool cast_supports(const KernelBuildInfo& info, std::string* why) {
   DType from = info.input_dtype(0), to = info.output(0).dtype;
@@ -86,25 +91,30 @@ class CastKernel final : public Kernel {
       if (x.data != y.data) std::memcpy(y.data, x.data, x.bytes());
       return;
     }
-    if (dtype_is_float8(from_)) {
-      // Decode to float, then on as a float cast (to float8 again, or not).
-      const uint8_t* src = x.as<const uint8_t>();
-      cpu::parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
-        float tmp[256];
-        for (int64_t i = b; i < e; i += 256) {
-          const int64_t m = std::min<int64_t>(256, e - i);
-          for (int64_t j = 0; j < m; ++j) tmp[j] = float8_value(from_, src[i + j]);
-          store_from(tmp, m, y, i);
-        }
+    // 1-byte storage types without a C++ arithmetic type: decode to float
+    // (exact) or to int8/uint8, then go on from those values.
+    if (dtype_is_float8(from_) || from_ == DType::kFloat4E2M1) {
+      decode_then_store<float>(x, y, ctx, [this](uint8_t b) {
+        return from_ == DType::kFloat4E2M1 ? float4_e2m1_value(b) : float8_value(from_, b);
       });
+      return;
+    }
+    if (from_ == DType::kInt4 || from_ == DType::kInt2) {
+      const bool four = from_ == DType::kInt4;
+      decode_then_store<int8_t>(x, y, ctx, [four](uint8_t b) { return four ? int4_value(b) : int2_value(b); });
+      return;
+    }
+    if (from_ == DType::kUInt4 || from_ == DType::kUInt2) {
+      const bool four = from_ == DType::kUInt4;
+      decode_then_store<uint8_t>(x, y, ctx, [four](uint8_t b) { return four ? uint4_value(b) : uint2_value(b); });
       return;
     }
     dispatch_typeset<kAllTypes>(from_, [&](auto tf) {
       using From = typename decltype(tf)::type;
       const From* src = x.as<const From>();
-      if (dtype_is_float8(to_)) {
+      if (dtype_is_float8(to_) || dtype_is_subbyte(to_)) {
         cpu::parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
-          encode_float8(src + b, e - b, y.as<uint8_t>() + b);
+          store_from(src + b, e - b, y, b);
         });
         return;
       }
@@ -119,10 +129,29 @@ class CastKernel final : public Kernel {
   }
 
  private:
-  // m floats into y[at .. at+m) of the output type.
-  void store_from(const float* v, int64_t m, const TensorView& y, int64_t at) const {
+  // Decodes x's bytes with `dec` into V values, 256 at a time, and stores them.
+  template <typename V, typename Dec>
+  void decode_then_store(const TensorView& x, const TensorView& y, KernelContext& ctx, Dec dec) const {
+    const uint8_t* src = x.as<const uint8_t>();
+    cpu::parallel_for(x.numel(), ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+      V tmp[256];
+      for (int64_t i = b; i < e; i += 256) {
+        const int64_t m = std::min<int64_t>(256, e - i);
+        for (int64_t j = 0; j < m; ++j) tmp[j] = dec(src[i + j]);
+        store_from(tmp, m, y, i);
+      }
+    });
+  }
+
+  // m values into y[at .. at+m) of the output type.
+  template <typename V>
+  void store_from(const V* v, int64_t m, const TensorView& y, int64_t at) const {
     if (dtype_is_float8(to_)) {
       encode_float8(v, m, y.as<uint8_t>() + at);
+      return;
+    }
+    if (dtype_is_subbyte(to_)) {
+      encode_subbyte(v, m, y.as<uint8_t>() + at);
       return;
     }
     dispatch_typeset<kAllTypes>(to_, [&](auto tt) {
@@ -143,6 +172,23 @@ class CastKernel final : public Kernel {
       constexpr Float8Format fmt = Float8Traits<typename decltype(t8)::type>::fmt;
       for (int64_t i = 0; i < m; ++i) dst[i] = float_to_float8(static_cast<double>(load(src[i])), fmt, saturate_);
     });
+  }
+
+  // Into a 4-/2-bit type: integers (and bool) wrap, floats truncate then
+  // wrap, FLOAT4E2M1 rounds (core/subbyte.h). `saturate` does not apply.
+  template <typename From>
+  void encode_subbyte(const From* src, int64_t m, uint8_t* dst) const {
+    if (to_ == DType::kFloat4E2M1) {
+      for (int64_t i = 0; i < m; ++i) dst[i] = float_to_float4_e2m1(static_cast<double>(load(src[i])));
+      return;
+    }
+    const int bits = dtype_bits(to_);
+    for (int64_t i = 0; i < m; ++i) {
+      if constexpr (std::is_integral_v<From>)
+        dst[i] = wrap_subbyte(static_cast<int64_t>(src[i]), bits);
+      else
+        dst[i] = float_to_subbyte_int(static_cast<double>(load(src[i])), bits);
+    }
   }
 
   DType from_, to_;

@@ -13,7 +13,8 @@ namespace twinfer::nn {
 
 namespace {
 
-bool is_fused_domain(const graph::Node& n) { return n.domain == kTwinferDomain; }
+// The blocked-layout Conv carries the fused form's residual and activation.
+bool is_fused_domain(const graph::Node& n) { return n.domain == kTwinferDomain || n.domain == kBlockedDomain; }
 
 void infer_conv(InferContext& c) {
   const graph::Node& n = c.node();
@@ -88,6 +89,7 @@ void infer_conv(InferContext& c) {
 
 TWINFER_REGISTER_SCHEMA("Conv", infer_conv);
 TWINFER_REGISTER_SCHEMA("Conv", infer_conv, kTwinferDomain);
+TWINFER_REGISTER_SCHEMA("Conv", infer_conv, kBlockedDomain);  // shapes are logical whatever the layout
 
 // ---------------------------------------------------------------------------
 // Reference kernel: y[n, m, o...] = b[m] + sum over c in m's group and the

@@ -16,6 +16,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "ops/nn/conv.h"  // kBlockedDomain
 #include "ops/nn/pool.h"
 #include "ops/schema.h"
 #include "runtime/kernel.h"
@@ -73,6 +74,11 @@ TWINFER_REGISTER_SCHEMA("MaxPool", infer_pool);
 TWINFER_REGISTER_SCHEMA("AveragePool", infer_pool);
 TWINFER_REGISTER_SCHEMA("GlobalAveragePool", infer_global_pool);
 TWINFER_REGISTER_SCHEMA("GlobalMaxPool", infer_global_pool);
+// The blocked-layout forms (graph/passes/blocked_layout.h) keep logical shapes.
+TWINFER_REGISTER_SCHEMA("MaxPool", infer_pool, kBlockedDomain);
+TWINFER_REGISTER_SCHEMA("AveragePool", infer_pool, kBlockedDomain);
+TWINFER_REGISTER_SCHEMA("GlobalAveragePool", infer_global_pool, kBlockedDomain);
+TWINFER_REGISTER_SCHEMA("GlobalMaxPool", infer_global_pool, kBlockedDomain);
 
 // Per spatial dim (as 3-D: missing leading dims have size 1) and output
 // position: the first input position inside the input, how many taps fall

@@ -117,6 +117,10 @@ QGemm::QGemm(const QGemmDesc& d, std::string node, std::string op)
     const Variant& v = variants_.get(onednn::current_threads(), [&] { return make_variant(); });
     pad_declared_ = v.pad_bytes;
   });
+  if (d_.b_const) {  // packed now; other thread budgets reorder from the packed copy
+    b_packed_ = true;
+    b8_ = {};
+  }
   size_t off = onednn::align_up(pad_declared_);
   b8_off_ = off;
   if (!d_.b_const && b_shift_) off += onednn::align_up(static_cast<size_t>(b_numel));
@@ -129,8 +133,11 @@ QGemm::QGemm(const QGemmDesc& d, std::string node, std::string op)
 
 QGemm::Variant QGemm::make_variant() const {
   Variant v;
-  dnnl::matmul::primitive_desc pd(onednn::engine(), a_md_, b_md_, y_md_, onednn::base_attr());
+  const bool pack = d_.b_const != nullptr;
+  dnnl::memory::desc w_md = pack ? dnnl::memory::desc(b_md_.get_dims(), dt::s8, tag::any) : b_md_;
+  dnnl::matmul::primitive_desc pd(onednn::engine(), a_md_, w_md, y_md_, onednn::base_attr());
   v.prim = dnnl::matmul(pd);
+  if (pack) v.weights = packed_.empty() ? packed_.init(b_md_, b8_.data(), pd.weights_desc()) : packed_.get(pd.weights_desc());
   v.pad_bytes = onednn::align_up(pd.scratchpad_desc().get_size());
   if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
   return v;
@@ -140,7 +147,7 @@ void QGemm::run(const KernelContext& ctx, const void* a, const void* b, const in
                 const int32_t* zb, bool zb_per_col, int32_t* y) const {
   char* scratch = static_cast<char*>(ctx.scratch);
   // B as int8.
-  const int8_t* b8 = b8_.empty() ? static_cast<const int8_t*>(b) : b8_.data();
+  const int8_t* b8 = static_cast<const int8_t*>(b);
   if (!d_.b_const && b_shift_) {
     int8_t* buf = reinterpret_cast<int8_t*>(scratch + b8_off_);
     shift_to_s8(static_cast<const uint8_t*>(b), buf, shape_numel(d_.b));
@@ -155,7 +162,8 @@ void QGemm::run(const KernelContext& ctx, const void* a, const void* b, const in
       return dnnl::memory(md, eng, const_cast<void*>(p));
     };
     std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, mem(a_md_, a)}, {DNNL_ARG_WEIGHTS, mem(b_md_, b8)}, {DNNL_ARG_DST, mem(y_md_, y)}};
+        {DNNL_ARG_SRC, mem(a_md_, a)}, {DNNL_ARG_DST, mem(y_md_, y)}};
+    args[DNNL_ARG_WEIGHTS] = b_packed_ ? v.weights : mem(b_md_, b8);
     if (v.pad_bytes) {
       char* pad = v.pad_bytes <= pad_declared_ ? scratch : onednn::run_scratch(ctx, 0, v.pad_bytes);
       args[DNNL_ARG_SCRATCHPAD] = mem(v.pad_md, pad);
@@ -192,7 +200,7 @@ void QGemm::run(const KernelContext& ctx, const void* a, const void* b, const in
         rows[t * m_ + i] = acc;
       }
   }
-  if (any_za && b8_.empty()) {
+  if (any_za && !d_.b_const) {
     int32_t* c = reinterpret_cast<int32_t*>(scratch + cols_off_);
     column_sums(b8, b_batches_, k_, n_, c);
     cols = c;

@@ -1,6 +1,7 @@
 // QuantizeLinear, DequantizeLinear (opsets 10-25: per tensor, per axis,
-// blocked; int8/uint8/int16/uint16/int32 and the 8-bit floats) and
-// DynamicQuantizeLinear. Arithmetic follows the ONNX reference
+// blocked; int8/uint8/int16/uint16/int32, the 8-bit floats and the 4-/2-bit
+// types int4/uint4/int2/uint2/float4e2m1, stored one per byte: core/subbyte.h)
+// and DynamicQuantizeLinear. Arithmetic follows the ONNX reference
 // (onnx/reference/ops/op_quantize_linear.py etc.):
 //
 //   QuantizeLinear:   q = x / scale in the division precision (the
@@ -8,13 +9,16 @@
 //                     int32, else their common type: float16 / bfloat16
 //                     divisions round to that type), then integers:
 //                     clip(round_half_even(q) + zero_point), 8-bit floats:
-//                     q rounded to nearest even with `saturate`.
+//                     q rounded to nearest even with `saturate`, FLOAT4E2M1:
+//                     rounded to nearest even, always saturating (no inf).
 //   DequantizeLinear: (x - zero_point) * scale in float (double for int32 x),
 //                     rounded once into the output type.
 //
-// Zero points of 8-bit float types must be zero (the reference rejects
-// others in DequantizeLinear and ignores them in QuantizeLinear); a nonzero
-// one is an error here. NaN quantizes to the zero point for integer outputs;
+// Zero points of 8-bit and 4-bit float types must be zero (the reference
+// rejects nonzero float8 ones in DequantizeLinear and ignores them in
+// QuantizeLinear; for float4 it adds them in QuantizeLinear and ignores them
+// in DequantizeLinear, so the pair would not round-trip); a nonzero one is an
+// error here. NaN quantizes to the zero point for integer outputs;
 // values beyond int32 saturate (NumPy's cast would wrap them).
 #include <algorithm>
 #include <cmath>
@@ -22,6 +26,7 @@
 #include <limits>
 
 #include "backends/cpu/parallel.h"
+#include "core/subbyte.h"
 #include "ops/quant/quant_util.h"
 
 namespace twinfer::quant {
@@ -31,8 +36,62 @@ constexpr int64_t kGrain = 16384;
 
 bool is_quant_output(DType t) {
   return t == DType::kInt8 || t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16 ||
-         (dtype_is_float8(t) && t != DType::kFloat8E8M0);
+         (dtype_is_float8(t) && t != DType::kFloat8E8M0) || dtype_is_subbyte(t);
 }
+
+// The sub-byte integer types (int4/uint4/int2/uint2).
+bool is_subbyte_int(DType t) { return dtype_is_subbyte(t) && t != DType::kFloat4E2M1; }
+
+// A stored sub-byte integer byte -> its value.
+int32_t subbyte_int_value(DType t, uint8_t b) {
+  switch (t) {
+    case DType::kInt4: return int4_value(b);
+    case DType::kUInt4: return uint4_value(b);
+    case DType::kInt2: return int2_value(b);
+    default: return uint2_value(b);
+  }
+}
+
+// Value range of an integer quantized type, the sub-byte ones included.
+void int_range(DType t, int64_t* lo, int64_t* hi) {
+  if (!is_subbyte_int(t)) {
+    quant_int_range(t, lo, hi);
+    return;
+  }
+  const int bits = dtype_bits(t);
+  const bool is_signed = t == DType::kInt4 || t == DType::kInt2;
+  *lo = is_signed ? -(int64_t(1) << (bits - 1)) : 0;
+  *hi = is_signed ? (int64_t(1) << (bits - 1)) - 1 : (int64_t(1) << bits) - 1;
+}
+
+// A float-typed quantized value (8-bit or 4-bit float) as float.
+float float_q_value(DType t, uint8_t b) {
+  return t == DType::kFloat4E2M1 ? float4_e2m1_value(b) : float8_bits_to_float(t, b);
+}
+
+// Zero points into int32 (of x's / y's type `t`): integers by value; float
+// types must be all zero (see top), `what` names the input in the error.
+void load_zero_points(DType t, const TensorView& z, int64_t n, int32_t* zp, const std::string& node,
+                      const char* op, const char* what) {
+  if (dtype_is_float8(t) || t == DType::kFloat4E2M1) {
+    const uint8_t* b = z.as<const uint8_t>();
+    for (int64_t i = 0; i < n; ++i)
+      if (float_q_value(t, b[i]) != 0.f)
+        throw Error(ErrorKind::kInvalidArgument,
+                    std::string(what) + " of " + dtype_name(t) + " data must be zero", node, op);
+    std::fill(zp, zp + n, 0);
+  } else if (is_subbyte_int(t)) {
+    const uint8_t* b = z.as<const uint8_t>();
+    for (int64_t i = 0; i < n; ++i) zp[i] = subbyte_int_value(t, b[i]);
+  } else {
+    load_int32s(z, zp);
+  }
+}
+
+// Tags for go<>'s output / input kinds that have no C++ arithmetic type.
+struct SubIntTag {};     // int4/uint4/int2/uint2: the value's low bits
+struct Float4Tag {};     // FLOAT4E2M1
+struct Float8Tag {};     // any 8-bit float, encoded / decoded by its DType
 
 bool is_dequant_input(DType t) { return is_quant_output(t) || t == DType::kInt32; }
 
@@ -150,7 +209,7 @@ class QuantizeKernel final : public Kernel {
       prec_ = DType::kFloat64;
     else
       prec_ = xt_ == st_ ? xt_ : DType::kFloat32;
-    quant_int_range(out_, &lo_, &hi_);
+    int_range(out_, &lo_, &hi_);
   }
 
   size_t scratch_bytes() const override { return static_cast<size_t>(scale_n_) * (sizeof(float) + sizeof(int32_t)); }
@@ -159,18 +218,10 @@ class QuantizeKernel final : public Kernel {
     float* scale = static_cast<float*>(ctx.scratch);
     int32_t* zp = reinterpret_cast<int32_t*>(scale + scale_n_);
     load_floats(ctx.inputs[1], scale);
-    const bool f8 = dtype_is_float8(out_);
-    if (!has_zp_) {
+    if (!has_zp_)
       std::fill(zp, zp + scale_n_, 0);
-    } else if (f8) {
-      const uint8_t* z = ctx.inputs[2].as<const uint8_t>();
-      for (int64_t i = 0; i < scale_n_; ++i)
-        if (float8_bits_to_float(out_, z[i]) != 0.f)
-          throw Error(ErrorKind::kInvalidArgument, "y_zero_point of a float8 quantization must be zero", node_,
-                      "QuantizeLinear");
-    } else {
-      load_int32s(ctx.inputs[2], zp);
-    }
+    else
+      load_zero_points(out_, ctx.inputs[2], scale_n_, zp, node_, "QuantizeLinear", "y_zero_point");
     dispatch_x(ctx, scale, zp);
   }
 
@@ -192,7 +243,10 @@ class QuantizeKernel final : public Kernel {
       case DType::kUInt8: return go<X, uint8_t>(ctx, scale, zp);
       case DType::kInt16: return go<X, int16_t>(ctx, scale, zp);
       case DType::kUInt16: return go<X, uint16_t>(ctx, scale, zp);
-      default: return go<X, float8_e4m3fn_t>(ctx, scale, zp);  // any 8-bit float: encoded by out_
+      case DType::kInt4: case DType::kUInt4: case DType::kInt2: case DType::kUInt2:
+        return go<X, SubIntTag>(ctx, scale, zp);
+      case DType::kFloat4E2M1: return go<X, Float4Tag>(ctx, scale, zp);
+      default: return go<X, Float8Tag>(ctx, scale, zp);  // any 8-bit float: encoded by out_
     }
   }
 
@@ -208,17 +262,23 @@ class QuantizeKernel final : public Kernel {
     const int64_t n = ctx.inputs[0].numel();
     const Granularity g = g_;
     const bool blocked = g.kind == Granularity::kBlocked;
+    const int bits = dtype_bits(out_);
     cpu::parallel_for(n, ctx.num_threads, kGrain, [&](int64_t b, int64_t e) {
       int64_t row = b / g.inner, i = b % g.inner;
       int64_t base = scale_row(g, row / g.dim, row % g.dim);
       for (int64_t k = b; k < e; ++k) {
         const int64_t si = blocked ? base + i : base;
         const double q = divide(load_x(x[k]), scale[si]);
-        if constexpr (std::is_integral_v<Y>) {
+        if constexpr (std::is_integral_v<Y> || std::is_same_v<Y, SubIntTag>) {
           double v = round_even(q);
           v = v != v ? 0.0 : std::min(std::max(v, -4294967296.0), 4294967296.0);
           const int64_t r = std::min<int64_t>(hi_, std::max<int64_t>(lo_, static_cast<int64_t>(v) + zp[si]));
-          ctx.outputs[0].as<Y>()[k] = static_cast<Y>(r);
+          if constexpr (std::is_same_v<Y, SubIntTag>)
+            ctx.outputs[0].as<uint8_t>()[k] = wrap_subbyte(r, bits);
+          else
+            ctx.outputs[0].as<Y>()[k] = static_cast<Y>(r);
+        } else if constexpr (std::is_same_v<Y, Float4Tag>) {
+          ctx.outputs[0].as<uint8_t>()[k] = float_to_float4_e2m1(q);
         } else {
           ctx.outputs[0].as<uint8_t>()[k] = float_to_float8_bits(out_, q, saturate_);
         }
@@ -295,18 +355,10 @@ class DequantizeKernel final : public Kernel {
     float* scale = static_cast<float*>(ctx.scratch);
     int32_t* zp = reinterpret_cast<int32_t*>(scale + scale_n_);
     load_floats(ctx.inputs[1], scale);
-    if (!has_zp_) {
+    if (!has_zp_)
       std::fill(zp, zp + scale_n_, 0);
-    } else if (dtype_is_float8(xt_)) {
-      const uint8_t* z = ctx.inputs[2].as<const uint8_t>();
-      for (int64_t i = 0; i < scale_n_; ++i)
-        if (float8_bits_to_float(xt_, z[i]) != 0.f)
-          throw Error(ErrorKind::kInvalidArgument, "x_zero_point of float8 data must be zero", node_,
-                      "DequantizeLinear");
-      std::fill(zp, zp + scale_n_, 0);
-    } else {
-      load_int32s(ctx.inputs[2], zp);
-    }
+    else
+      load_zero_points(xt_, ctx.inputs[2], scale_n_, zp, node_, "DequantizeLinear", "x_zero_point");
     switch (out_) {
       case DType::kFloat32: return by_x<float>(ctx, scale, zp);
       case DType::kFloat16: return by_x<half_t>(ctx, scale, zp);
@@ -324,20 +376,26 @@ class DequantizeKernel final : public Kernel {
       case DType::kInt16: return go<int16_t, Y>(ctx, scale, zp);
       case DType::kUInt16: return go<uint16_t, Y>(ctx, scale, zp);
       case DType::kInt32: return go<int32_t, Y>(ctx, scale, zp);
-      default: return go<float8_e4m3fn_t, Y>(ctx, scale, zp);  // any 8-bit float: decoded by xt_
+      case DType::kInt4: case DType::kUInt4: case DType::kInt2: case DType::kUInt2:
+        return go<SubIntTag, Y>(ctx, scale, zp);
+      default: return go<Float8Tag, Y>(ctx, scale, zp);  // 8-bit floats and FLOAT4E2M1: decoded by xt_
     }
   }
 
   template <typename X, typename Y>
   void go(KernelContext& ctx, const float* scale, const int32_t* zp) const {
-    const X* x = ctx.inputs[0].as<const X>();
+    using XS = std::conditional_t<std::is_integral_v<X>, X, uint8_t>;  // storage
+    const XS* x = ctx.inputs[0].as<const XS>();
     Y* y = ctx.outputs[0].as<Y>();
     const int64_t n = ctx.inputs[0].numel();
     const Granularity g = g_;
     const bool blocked = g.kind == Granularity::kBlocked;
-    float lut[256];  // 8-bit float decode table
-    if constexpr (!std::is_integral_v<X>)
-      for (int b = 0; b < 256; ++b) lut[b] = float8_bits_to_float(xt_, static_cast<uint8_t>(b));
+    float lut[256];      // 8-/4-bit float decode table
+    int32_t ilut[256];   // sub-byte integer decode table
+    if constexpr (std::is_same_v<X, Float8Tag>)
+      for (int b = 0; b < 256; ++b) lut[b] = float_q_value(xt_, static_cast<uint8_t>(b));
+    if constexpr (std::is_same_v<X, SubIntTag>)
+      for (int b = 0; b < 256; ++b) ilut[b] = subbyte_int_value(xt_, static_cast<uint8_t>(b));
     cpu::parallel_for(n, ctx.num_threads, kGrain, [&](int64_t b, int64_t e) {
       int64_t row = b / g.inner, i = b % g.inner;
       int64_t base = scale_row(g, row / g.dim, row % g.dim);
@@ -350,8 +408,10 @@ class DequantizeKernel final : public Kernel {
           v = static_cast<float>(d * static_cast<double>(scale[si]));
         } else if constexpr (std::is_integral_v<X>) {
           v = static_cast<float>(static_cast<int32_t>(x[k]) - zp[si]) * scale[si];
+        } else if constexpr (std::is_same_v<X, SubIntTag>) {
+          v = static_cast<float>(ilut[x[k]] - zp[si]) * scale[si];
         } else {
-          v = lut[reinterpret_cast<const uint8_t*>(x)[k]] * scale[si];
+          v = lut[x[k]] * scale[si];
         }
         if constexpr (std::is_same_v<Y, float>) y[k] = v;
         else if constexpr (std::is_same_v<Y, half_t>) y[k] = half_t{float_to_half(v)};

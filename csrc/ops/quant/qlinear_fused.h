@@ -1,0 +1,39 @@
+// The int8 ops the QDQ fusion (graph/passes/fuse_qdq.cc) builds, domain
+// com.twinfer. They compute what the QDQ pattern they replace computes,
+//
+//   DequantizeLinear(x_q) -> MatMul|Gemm|Conv <- DequantizeLinear(w_q)
+//        [+ bias] [-> activation] [-> QuantizeLinear]
+//
+// but on integers: a oneDNN int8 primitive multiplies the quantized
+// activation (uint8/int8, one scale and zero point) by the int8 weights
+// (per-output-channel scales, zero point 0, packed once when the kernel is
+// built), accumulates in int32 and applies x_scale * w_scale[n], the float
+// bias, the activation and, when the node has y_scale, the requantization
+// round(y / y_scale) + y_zero_point (saturated) in its epilogue.
+//
+//   com.twinfer::QMatMul   y[.., N] = x[.., K] x W
+//   com.twinfer::QConv     y = conv(x, W) with Conv's attributes
+//
+// inputs (both ops; all but x constant):
+//   0 x            uint8 / int8
+//   1 x_scale      float32, one element
+//   2 x_zero_point x's type, one element (optional: 0)
+//   3 w            int8; QMatMul: [K, N] ([N, K] with trans_b = 1);
+//                  QConv: [M, C/group, k...]
+//   4 w_scale      float32 [N] / [M] (or one element)
+//   5 bias         float32 [N] / [M] (optional)
+//   6 y_scale      float32, one element (optional: the output is float32)
+//   7 y_zero_point uint8 / int8, one element (with y_scale; its type is y's)
+// attributes: activation / activation_params (ops/nn/activation.h); QMatMul
+// trans_b; QConv the Conv attributes (auto_pad, dilations, group,
+// kernel_shape, pads, strides).
+#pragma once
+
+namespace twinfer::quant {
+
+inline constexpr const char* kQMatMulOp = "QMatMul";
+inline constexpr const char* kQConvOp = "QConv";
+
+enum QLinearInput : int { kQX = 0, kQXScale, kQXZero, kQW, kQWScale, kQBias, kQYScale, kQYZero, kQNumInputs };
+
+}  // namespace twinfer::quant

@@ -1,0 +1,137 @@
+// Fast paths of QuantizeLinear and DequantizeLinear for the case int8
+// inference runs on every activation: float32 <-> int8/uint8 with one scale
+// and zero point (per tensor). The general kernels (quantize_linear.cc)
+// handle every dtype and granularity element by element in double; these
+// compute the same float32 arithmetic the ONNX definition asks for,
+//   QuantizeLinear:   y = saturate(round_half_even(x / scale) + zero_point)
+//   DequantizeLinear: y = (x - zero_point) * scale
+// in loops the compiler vectorises (one division or one multiply per
+// element), so a quantized model's Q/DQ nodes stay cheap next to its GEMMs.
+// Registered at a higher priority; supports() leaves everything else to the
+// general kernels.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "backends/cpu/parallel.h"
+#include "ops/quant/quant_util.h"
+
+namespace twinfer::quant {
+namespace {
+
+constexpr int64_t kGrain = 16384;
+
+bool is_q8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+
+// One element, float32 scale, optional zero point of the quantized type.
+bool per_tensor_params(const KernelBuildInfo& info, DType q, std::string* why) {
+  if (info.input_dtype(1) != DType::kFloat32 || shape_numel(info.input_shape(1)) != 1) {
+    if (why) *why = "fast path: per-tensor float32 scale only";
+    return false;
+  }
+  if (info.has_input(2) && (info.input_dtype(2) != q || shape_numel(info.input_shape(2)) != 1)) {
+    if (why) *why = "fast path: one zero point of the quantized type only";
+    return false;
+  }
+  return true;
+}
+
+bool quantize_supports(const KernelBuildInfo& info, std::string* why) {
+  const graph::Node& n = info.node();
+  const DType out = info.output(0).dtype;
+  if (info.input_dtype(0) != DType::kFloat32 || !is_q8(out) ||
+      (info.opset() >= 23 && n.attr_int("precision", 0) != 0) ||
+      (info.opset() >= 21 && n.attr_int("block_size", 0) != 0)) {
+    if (why) *why = "fast path: float32 -> int8/uint8 only";
+    return false;
+  }
+  return per_tensor_params(info, out, why);
+}
+
+bool dequantize_supports(const KernelBuildInfo& info, std::string* why) {
+  const graph::Node& n = info.node();
+  if (!is_q8(info.input_dtype(0)) || info.output(0).dtype != DType::kFloat32 ||
+      (info.opset() >= 21 && n.attr_int("block_size", 0) != 0)) {
+    if (why) *why = "fast path: int8/uint8 -> float32 only";
+    return false;
+  }
+  return per_tensor_params(info, info.input_dtype(0), why);
+}
+
+int32_t zero_point(const KernelContext& ctx) {
+  if (ctx.inputs.size() < 3 || !ctx.inputs[2].data) return 0;
+  int32_t z = 0;
+  load_int32s(ctx.inputs[2], &z);
+  return z;
+}
+
+template <typename Q>
+void quantize(const float* x, Q* y, int64_t n, float scale, int32_t zp, int threads) {
+  // Clamping before rounding equals clamping after it (the bounds are
+  // integers); adding and subtracting 1.5 * 2^23 rounds a float of magnitude
+  // below 2^22 to the nearest integer, ties to even, in the default FP mode.
+  const float lo = static_cast<float>(std::numeric_limits<Q>::min() - zp);
+  const float hi = static_cast<float>(std::numeric_limits<Q>::max() - zp);
+  constexpr float kMagic = 12582912.f;
+  cpu::parallel_for(n, threads, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float v = x[i] / scale;
+      v = v == v ? v : 0.f;  // NaN quantizes to the zero point
+      v = std::min(std::max(v, lo), hi);
+      v = (v + kMagic) - kMagic;
+      y[i] = static_cast<Q>(static_cast<int32_t>(v) + zp);
+    }
+  });
+}
+
+template <typename Q>
+void dequantize(const Q* x, float* y, int64_t n, float scale, int32_t zp, int threads) {
+  cpu::parallel_for(n, threads, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+  });
+}
+
+class FastQuantize final : public Kernel {
+ public:
+  explicit FastQuantize(const KernelBuildInfo& info) : out_(info.output(0).dtype) {}
+  const char* impl_name() const override { return "fast per-tensor"; }
+  void run(KernelContext& ctx) const override {
+    const float scale = *ctx.inputs[1].as<const float>();
+    const int32_t zp = zero_point(ctx);
+    const float* x = ctx.inputs[0].as<const float>();
+    const int64_t n = ctx.inputs[0].numel();
+    if (out_ == DType::kUInt8)
+      quantize(x, ctx.outputs[0].as<uint8_t>(), n, scale, zp, ctx.num_threads);
+    else
+      quantize(x, ctx.outputs[0].as<int8_t>(), n, scale, zp, ctx.num_threads);
+  }
+
+ private:
+  DType out_;
+};
+
+class FastDequantize final : public Kernel {
+ public:
+  explicit FastDequantize(const KernelBuildInfo& info) : xt_(info.input_dtype(0)) {}
+  const char* impl_name() const override { return "fast per-tensor"; }
+  void run(KernelContext& ctx) const override {
+    const float scale = *ctx.inputs[1].as<const float>();
+    const int32_t zp = zero_point(ctx);
+    float* y = ctx.outputs[0].as<float>();
+    const int64_t n = ctx.inputs[0].numel();
+    if (xt_ == DType::kUInt8)
+      dequantize(ctx.inputs[0].as<const uint8_t>(), y, n, scale, zp, ctx.num_threads);
+    else
+      dequantize(ctx.inputs[0].as<const int8_t>(), y, n, scale, zp, ctx.num_threads);
+  }
+
+ private:
+  DType xt_;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("QuantizeLinear", Backend::kCPU, 10, quantize_supports, make_kernel<FastQuantize>);
+TWINFER_REGISTER_KERNEL("DequantizeLinear", Backend::kCPU, 10, dequantize_supports, make_kernel<FastDequantize>);
+
+}  // namespace twinfer::quant

@@ -1,0 +1,259 @@
+"""Real int8 execution on the CPU: QDQ models written by onnxruntime's
+quantize_static (uint8 activations with zero points, int8 per-channel
+weights) run through the fused com.twinfer::QMatMul / QConv kernels and match
+onnxruntime running the same file; precision="int8" uses the same kernels;
+weight-only int8 (weights="int8") matches NumPy with the same per-channel
+quantized weights and holds a quarter of the weight bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import twinfer
+from twinfer.quantize import calibrate
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+F = TensorProto.FLOAT
+
+
+def graph_model(nodes, inits, x_shape, opset=17):
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", F, x_shape)],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(np.asarray(a), n) for n, a in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def cnn(rng):
+    inits = {
+        "w1": rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.3,
+        "b1": rng.standard_normal(16).astype(np.float32) * 0.1,
+        "w2": rng.standard_normal((24, 4, 3, 3)).astype(np.float32) * 0.2,  # groups 4
+        "b2": rng.standard_normal(24).astype(np.float32) * 0.1,
+        "w3": rng.standard_normal((10, 24, 1, 1)).astype(np.float32) * 0.2,
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], strides=[2, 2], group=4),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3"], ["y"]),
+    ]
+    return graph_model(nodes, inits, ["N", 3, 11, 13]), (3, 3, 11, 13)
+
+
+def mlp(rng):
+    inits = {
+        "w1": rng.standard_normal((37, 53)).astype(np.float32) * 0.2,
+        "b1": rng.standard_normal(53).astype(np.float32) * 0.1,
+        "w2": rng.standard_normal((19, 53)).astype(np.float32) * 0.2,  # Gemm transB
+        "b2": rng.standard_normal(19).astype(np.float32) * 0.1,
+        "shape": np.array([-1, 53], np.int64),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Relu", ["hb"], ["r"]),
+        helper.make_node("Reshape", ["r", "shape"], ["r2"]),
+        helper.make_node("Gemm", ["r2", "w2", "b2"], ["y"], transB=1, alpha=0.75),
+    ]
+    return graph_model(nodes, inits, ["N", 7, 37]), (2, 7, 37)
+
+
+def transformer_block(rng, d=48, ff=96):
+    """Single-head attention + ReLU feed-forward, residuals and LayerNorms."""
+    def w(*s, k=0.15):
+        return rng.standard_normal(s).astype(np.float32) * k
+
+    inits = {"g1": 1 + w(d), "be1": w(d), "g2": 1 + w(d), "be2": w(d), "scale": np.float32(1 / np.sqrt(d))}
+    for n in ("q", "k", "v", "o"):
+        inits[f"w{n}"], inits[f"b{n}"] = w(d, d), w(d)
+    inits["wf1"], inits["bf1"], inits["wf2"], inits["bf2"] = w(d, ff), w(ff), w(ff, d), w(d)
+    nodes = [helper.make_node("LayerNormalization", ["x", "g1", "be1"], ["h"], axis=-1)]
+    for n in ("q", "k", "v"):
+        nodes += [helper.make_node("MatMul", ["h", f"w{n}"], [f"{n}0"]),
+                  helper.make_node("Add", [f"{n}0", f"b{n}"], [n])]
+    nodes += [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["s0"]),
+        helper.make_node("Mul", ["s0", "scale"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["a"]),
+        helper.make_node("MatMul", ["a", "wo"], ["o0"]),
+        helper.make_node("Add", ["o0", "bo"], ["o"]),
+        helper.make_node("Add", ["x", "o"], ["x2"]),
+        helper.make_node("LayerNormalization", ["x2", "g2", "be2"], ["h2"], axis=-1),
+        helper.make_node("MatMul", ["h2", "wf1"], ["f0"]),
+        helper.make_node("Add", ["f0", "bf1"], ["f1"]),
+        helper.make_node("Relu", ["f1"], ["f"]),
+        helper.make_node("MatMul", ["f", "wf2"], ["g0"]),
+        helper.make_node("Add", ["g0", "bf2"], ["g"]),
+        helper.make_node("Add", ["x2", "g"], ["y"]),
+    ]
+    return graph_model(nodes, inits, ["N", 9, d]), (2, 9, d)
+
+
+def ort_qdq(model, shape, rng, tmp_path, name):
+    """The model quantized by onnxruntime.quantization.quantize_static (QDQ)."""
+    fp, qp = tmp_path / f"{name}.onnx", tmp_path / f"{name}_qdq.onnx"
+    onnx.save(model, fp)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.data = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.data, None)
+
+    quantization.quantize_static(str(fp), str(qp), Reader(), quant_format=quantization.QuantFormat.QDQ,
+                                 per_channel=True, activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    return qp
+
+
+def output_scale(qdq_path) -> float:
+    """Scale of the DequantizeLinear that produces the graph output."""
+    m = onnx.load(str(qdq_path))
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "DequantizeLinear" and n.output[0] == m.graph.output[0].name:
+            return float(inits[n.input[1]])
+    raise AssertionError("the output has no DequantizeLinear")
+
+
+def ort_run(path, feeds, literal=False):
+    """literal: graph optimizations off, so onnxruntime computes the QDQ graph
+    as written (dequantize, float op, quantize); else its own int8 fusions
+    (QLinearAdd etc. requantize with their own rounding)."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if literal:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("make, fused_ops", [
+    (cnn, {"com.twinfer::QConv": 3}),
+    (mlp, {"com.twinfer::QMatMul": 2}),
+    (transformer_block, {"com.twinfer::QMatMul": 6}),
+])
+def test_onnxruntime_qdq_model_runs_on_int8_kernels(rng, tmp_path, make, fused_ops):
+    model, shape = make(rng)
+    qp = ort_qdq(model, shape, rng, tmp_path, make.__name__)
+    engine = twinfer.load(str(qp), device="cpu")
+    report = engine.kernel_report({"x": shape})
+    counts = {}
+    for _, op, impl in report:
+        counts[op] = counts.get(op, 0) + 1
+        if op.startswith("com.twinfer::Q"):
+            assert "onednn int8" in impl and "ref" not in impl.split("(")[-1], impl
+    for op, n in fused_ops.items():
+        assert counts.get(op, 0) == n, report
+    assert "Conv" not in counts and "Gemm" not in counts, report
+    step = output_scale(qp)
+    for batch in (1, shape[0] + 2):
+        x = rng.standard_normal((batch,) + shape[1:]).astype(np.float32)
+        got = engine.run({"x": x})["y"].numpy()
+        # The QDQ graph as written: the same integers, and the same float
+        # rounding of each requantization up to a value landing on the other
+        # side of a rounding boundary (one step, rarely).
+        err = np.abs(got - ort_run(qp, {"x": x}, literal=True)) / step
+        assert err.max() <= 1.0 + 1e-3, err.max()
+        assert err.mean() <= 0.02, err.mean()
+        # onnxruntime's own int8 kernels requantize elementwise ops with their
+        # own rounding, a step or two away.
+        assert (np.abs(got - ort_run(qp, {"x": x})) / step).max() <= 4.0
+
+
+def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):
+    """precision="int8" (insert_qdq): Conv->Relu->Conv keeps int8 between the
+    convolutions (the QuantizeLinear joins the first one) and matches the same
+    engine computing the QDQ graph in float (optimize=False: no fusion)."""
+    model, shape = cnn(rng)
+    data = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
+    cal = calibrate(model, data, calibrator="minmax", progress=False)
+    fused = twinfer.load(model, device="cpu", precision="int8", calibration=cal)
+    plain = twinfer.load(model, device="cpu", precision="int8", calibration=cal, optimize=False)
+    report = fused.kernel_report({"x": shape})
+    assert [op for _, op, _ in report].count("com.twinfer::QConv") == 3, report
+    assert any("2 with int8 output" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
+    graph_ops = [op for _, op, _ in plain.kernel_report({"x": shape})]
+    assert "Conv" in graph_ops and "com.twinfer::QConv" not in graph_ops
+    x = rng.standard_normal((5,) + shape[1:]).astype(np.float32)
+    got = fused.run({"x": x})["y"].numpy()
+    want = plain.run({"x": x})["y"].numpy()
+    # The same int8 values, but the float path rounds each quantization of a
+    # differently summed float: a value near a rounding boundary may land one
+    # step away, which moves a few outputs by about one step of r2 times a
+    # weight; almost all outputs agree to float rounding.
+    step = cal.amax["r2"] / 127
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=3 * step)
+    assert np.mean(np.abs(got - want) > 1e-4 * np.abs(want).max()) < 0.01
+
+
+def per_channel_rows(w_nk: np.ndarray):
+    """int8 per output channel (rows), symmetric, as weights='int8' stores them."""
+    amax = np.abs(w_nk).max(axis=1)
+    s = np.where(amax > 0, amax / 127, 1).astype(np.float32)
+    q = np.clip(np.rint(w_nk / s[:, None]), -127, 127).astype(np.int8)
+    return q.astype(np.float32) * s[:, None]
+
+
+def test_weight_only_int8_matches_numpy_and_shrinks_constants(rng):
+    k, n1, n2 = 131, 97, 45
+    w1 = rng.standard_normal((k, n1)).astype(np.float32) * 0.1
+    b1 = rng.standard_normal(n1).astype(np.float32)
+    w2 = rng.standard_normal((n2, n1)).astype(np.float32) * 0.1  # Gemm transB = 1
+    b2 = rng.standard_normal(n2).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Relu", ["hb"], ["r"]),
+        helper.make_node("Reshape", ["r", "shape"], ["r2"]),
+        helper.make_node("Gemm", ["r2", "w2", "b2"], ["y"], transB=1, alpha=1.5, beta=0.5),
+    ]
+    model = graph_model(nodes, {"w1": w1, "b1": b1, "w2": w2, "b2": b2, "shape": np.array([-1, n1], np.int64)},
+                        ["N", 3, k])
+    e8 = twinfer.load(model, device="cpu", weights="int8")
+    e32 = twinfer.load(model, device="cpu")
+    for batch in (1, 4):
+        x = rng.standard_normal((batch, 3, k)).astype(np.float32)
+        r = np.maximum(x @ per_channel_rows(w1.T).T + b1, 0).reshape(-1, n1)
+        want = 1.5 * r @ per_channel_rows(w2).T + 0.5 * b2
+        got = e8.run({"x": x})["y"].numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        # and it is not simply the float32 model
+        assert np.abs(e32.run({"x": x})["y"].numpy() - got).max() > 1e-5
+    report = e8.kernel_report({"x": (2, 3, k)})
+    assert [op for _, op, _ in report].count("com.twinfer::MatMulW8") == 2, report
+    b8 = e8.memory_report({"x": (2, 3, k)})["constant_bytes"]
+    b32 = e32.memory_report({"x": (2, 3, k)})["constant_bytes"]
+    weights32 = w1.nbytes + w2.nbytes
+    assert b32 >= weights32 and b8 <= b32 - 0.7 * weights32, (b8, b32)
+
+
+def test_weight_only_int8_transformer_block_stays_close(rng):
+    model, shape = transformer_block(rng, d=64, ff=160)
+    e8 = twinfer.load(model, device="cpu", weights="int8")
+    ops = [op for _, op, _ in e8.kernel_report({"x": shape})]
+    assert ops.count("com.twinfer::MatMulW8") == 6, ops
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = ort_run_model(model, {"x": x})
+    got = e8.run({"x": x})["y"].numpy()
+    # int8 weights: relative error of a few per mille.
+    assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
+
+
+def ort_run_model(model, feeds):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def test_bad_weights_option_is_refused(rng):
+    model, _ = mlp(rng)
+    with pytest.raises(twinfer.InvalidArgumentError, match="weights"):
+        twinfer.load(model, device="cpu", weights="int4")
