@@ -202,8 +202,9 @@ def per_channel_rows(w_nk: np.ndarray):
     return q.astype(np.float32) * s[:, None]
 
 
-def test_weight_only_int8_matches_numpy_and_shrinks_constants(rng):
-    k, n1, n2 = 131, 97, 45
+@pytest.mark.parametrize("k", [131, 1100])  # 1100: K is summed in slices (tiles of <= 1024)
+def test_weight_only_int8_matches_numpy_and_shrinks_constants(rng, k):
+    n1, n2 = 197, 45
     w1 = rng.standard_normal((k, n1)).astype(np.float32) * 0.1
     b1 = rng.standard_normal(n1).astype(np.float32)
     w2 = rng.standard_normal((n2, n1)).astype(np.float32) * 0.1  # Gemm transB = 1

@@ -86,6 +86,42 @@ bool is_conv(const graph::Node& n) {
   return n.op_type == "Conv" && (n.domain.empty() || n.domain == nn::kTwinferDomain);
 }
 
+// The node's blocked form, when it is an op the blocked domain has and its
+// operands fit (the kernel's supports() has the last word). A conv may start
+// a region; other ops join one: some input must already be blocked.
+bool blocked_form(const graph::Graph& g, const graph::Node& n, const std::vector<char>& region_value,
+                  int64_t block, graph::Node* trial) {
+  if (n.outputs.empty() || !activation_4d(g, n.outputs[0]) || n.inputs.empty() || n.inputs[0] < 0) return false;
+  for (size_t o = 1; o < n.outputs.size(); ++o)
+    if (n.outputs[o] >= 0) return false;  // MaxPool's Indices, etc.
+  bool any_blocked = false;
+  for (int in : n.inputs) any_blocked = any_blocked || (in >= 0 && region_value[in]);
+  if (is_conv(n)) {
+    if (!activation_4d(g, n.inputs[0])) return false;
+    if (n.inputs.size() > 3 && n.inputs[3] >= 0 && !activation_4d(g, n.inputs[3])) return false;
+    *trial = n;
+    if (!region_value[n.inputs[0]] && g.values[n.inputs[0]].shape[1].value < block) {
+      graph::Attribute a;  // the first layer reads the image as it is
+      a.type = graph::Attribute::Type::kInt;
+      a.i = 1;
+      trial->attrs["plain_input"] = a;
+    }
+  } else if (unary_as_activation(g, n, trial)) {
+    if (!activation_4d(g, n.inputs[0]) || !region_value[n.inputs[0]]) return false;
+  } else if (is_default(n, "Add") || is_default(n, "Mul") || is_default(n, "Concat") || is_default(n, "MaxPool") ||
+             is_default(n, "AveragePool") || is_default(n, "GlobalAveragePool") ||
+             is_default(n, "GlobalMaxPool")) {
+    bool ok = !n.inputs.empty();
+    for (int in : n.inputs) ok = ok && activation_4d(g, in);
+    if (!ok || !any_blocked) return false;
+    *trial = n;
+  } else {
+    return false;
+  }
+  trial->domain = kBlockedDomain;
+  return true;
+}
+
 // Which inputs of a blocked node are activations read in the blocked layout.
 std::vector<size_t> blocked_inputs(const graph::Node& n) {
   if (n.op_type == "Conv") {
@@ -138,49 +174,11 @@ BlockedLayout blocked_layout(graph::Graph& g, const PassContext& ctx, int64_t bl
   };
 
   for (size_t i = 0; i < n_nodes; ++i) {
-    const graph::Node& n = g.nodes[i];
-    if (n.outputs.empty() || !activation_4d(g, n.outputs[0])) continue;
-    for (size_t o = 1; o < n.outputs.size(); ++o)
-      if (n.outputs[o] >= 0) goto next;  // MaxPool's Indices, etc.
-    {
-      auto any_blocked_input = [&] {
-        for (int in : n.inputs)
-          if (in >= 0 && region_value[in]) return true;
-        return false;
-      };
-      graph::Node trial;
-      if (is_conv(n)) {
-        if (!activation_4d(g, n.inputs[0])) continue;
-        trial = n;
-        trial.domain = kBlockedDomain;
-        const auto& x = g.values[n.inputs[0]];
-        if (!region_value[n.inputs[0]] && x.shape[1].value < block) {
-          graph::Attribute a;  // the first layer reads the image as it is
-          a.type = graph::Attribute::Type::kInt;
-          a.i = 1;
-          trial.attrs["plain_input"] = a;
-        }
-        if (n.inputs.size() > 3 && n.inputs[3] >= 0 && !activation_4d(g, n.inputs[3])) continue;
-      } else if (unary_as_activation(g, n, &trial)) {
-        if (!activation_4d(g, n.inputs[0]) || !region_value[n.inputs[0]]) continue;
-        trial.domain = kBlockedDomain;
-      } else if (is_default(n, "Add") || is_default(n, "Mul") || is_default(n, "Concat") ||
-                 is_default(n, "MaxPool") || is_default(n, "AveragePool") ||
-                 is_default(n, "GlobalAveragePool") || is_default(n, "GlobalMaxPool")) {
-        bool ok = !n.inputs.empty();
-        for (int in : n.inputs) ok = ok && activation_4d(g, in);
-        if (!ok || !any_blocked_input()) continue;
-        trial = n;
-        trial.domain = kBlockedDomain;
-      } else {
-        continue;
-      }
-      if (!kernel_accepts(trial)) continue;
-      in_region[i] = 1;
-      rewritten[i] = std::move(trial);
-      region_value[n.outputs[0]] = 1;
-    }
-  next:;
+    graph::Node trial;
+    if (!blocked_form(g, g.nodes[i], region_value, block, &trial) || !kernel_accepts(trial)) continue;
+    in_region[i] = 1;
+    rewritten[i] = std::move(trial);
+    region_value[g.nodes[i].outputs[0]] = 1;
   }
 
   // Regions are the connected groups of blocked nodes. A group that is one

@@ -8,9 +8,9 @@
 // The weights stay int8 in the engine (a quarter of the float32 bytes).
 // oneDNN 3.2 has no weight-decompression matmul (int8 weights with float
 // activations), so the kernel dequantizes the weights tile by tile: each
-// thread takes a block of output channels, expands it to float32 in a
-// per-thread buffer sized to stay in its L2 cache, runs a single-threaded
-// oneDNN sgemm of all rows of x against it, and adds the bias while the
+// thread takes a block of output channels, expands it (a slice of K at a
+// time) to float32 in a per-thread buffer sized to stay in its L2 cache,
+// runs a single-threaded oneDNN sgemm of all rows of x against it, and adds the bias while the
 // tile of y is hot. The activation then runs as one oneDNN eltwise over y.
 // Every run reads the int8 weights once and writes/reads each float tile
 // once from cache, so memory traffic for the weights is about a quarter of
@@ -47,16 +47,25 @@ void matmul_w8_infer(InferContext& c) {
   c.set_output(0, DType::kFloat32, y);
 }
 
-// Output channels per tile: the float tile (cols x K) fits in ~256 KiB, a
-// multiple of 16 (one AVX-512 vector of y).
-int64_t tile_cols(int64_t k, int64_t n) {
+// Tile geometry: 128 output channels (fewer re-reads of x than narrow
+// tiles; a multiple of the 16-float vector) by a slice of K such that the
+// float tile fits in ~512 KiB of L2; K beyond that is accumulated in slices
+// (sgemm with beta = 1). A first rule sized the whole K x cols tile to
+// 256 KiB, which left BERT's 3072 x 768 FFN output with 16-column tiles and
+// ran 4.7x slower than float32 (benchmarks/quantization.py, 2 threads).
+struct Tile {
+  int64_t cols, k;
+};
+Tile tile_geometry(int64_t k, int64_t n) {
   static const int64_t budget = [] {
     const char* e = std::getenv("TWINFER_W8_TILE_BYTES");  // for re-measuring the rule on other CPUs
-    return e ? std::max<int64_t>(4096, std::atoll(e)) : int64_t(256) << 10;
+    return e ? std::max<int64_t>(16384, std::atoll(e)) : int64_t(512) << 10;
   }();
-  int64_t cols = budget / (4 * std::max<int64_t>(1, k));
-  cols = std::max<int64_t>(16, cols / 16 * 16);
-  return std::min(cols, n);
+  Tile t;
+  t.cols = std::max<int64_t>(1, std::min<int64_t>(128, n));
+  t.k = std::max<int64_t>(64, budget / (4 * t.cols) / 64 * 64);
+  t.k = std::max<int64_t>(1, std::min(t.k, k));
+  return t;
 }
 
 float* thread_tile(size_t floats) {
@@ -86,7 +95,9 @@ class MatMulW8Kernel final : public Kernel {
         info.fail(ErrorKind::kUnsupportedOp, "MatMulW8 bias must be a float32 constant of N values");
       bias_ = *bc;
     }
-    cols_ = tile_cols(k_, n_);
+    const Tile t = tile_geometry(k_, n_);
+    cols_ = t.cols;
+    kc_ = t.k;
     if (!act_.none() && m_ * n_ > 0)
       onednn::guarded(node_, op_, [&] { variants_.get(onednn::current_threads(), [&] { return make_act(); }); });
   }
@@ -107,19 +118,20 @@ class MatMulW8Kernel final : public Kernel {
     const int64_t row_blocks = std::min<int64_t>(m_, std::max<int64_t>(1, (threads + tiles - 1) / tiles));
     const int64_t rows_per = (m_ + row_blocks - 1) / row_blocks;
     cpu::parallel_for(tiles * row_blocks, threads, 1, [&](int64_t lo, int64_t hi) {
-      float* buf = thread_tile(static_cast<size_t>(cols_ * k_));
+      float* buf = thread_tile(static_cast<size_t>(cols_ * kc_));
       for (int64_t item = lo; item < hi; ++item) {
         const int64_t t = item % tiles, rb = item / tiles;
         const int64_t n0 = t * cols_, nc = std::min(cols_, n_ - n0);
         const int64_t m0 = rb * rows_per, mc = std::min(rows_per, m_ - m0);
         if (mc <= 0) continue;
-        for (int64_t r = 0; r < nc; ++r) dequantize_row(q + (n0 + r) * k_, s[n0 + r], buf + r * k_, k_);
         float* yt = y + m0 * n_ + n0;
-        if (k_ == 0) {
+        if (k_ == 0)
           for (int64_t i = 0; i < mc; ++i) std::fill(yt + i * n_, yt + i * n_ + nc, 0.f);
-        } else {
-          // Row-major: y_tile[mc, nc] = x[mc, K] x buf[nc, K]^T.
-          dnnl_sgemm('N', 'T', mc, nc, k_, 1.f, x + m0 * k_, k_, buf, k_, 0.f, yt, n_);
+        for (int64_t k0 = 0; k0 < k_; k0 += kc_) {
+          const int64_t kc = std::min(kc_, k_ - k0);
+          for (int64_t r = 0; r < nc; ++r) dequantize_row(q + (n0 + r) * k_ + k0, s[n0 + r], buf + r * kc, kc);
+          // Row-major: y_tile[mc, nc] (+)= x[mc, k0:k0+kc] x buf[nc, kc]^T.
+          dnnl_sgemm('N', 'T', mc, nc, kc, 1.f, x + m0 * k_ + k0, k_, buf, kc, k0 ? 1.f : 0.f, yt, n_);
         }
         if (b)
           for (int64_t i = 0; i < mc; ++i)
@@ -161,7 +173,7 @@ class MatMulW8Kernel final : public Kernel {
 
   std::string node_, op_;
   nn::Activation act_;
-  int64_t m_ = 0, k_ = 0, n_ = 0, cols_ = 1;
+  int64_t m_ = 0, k_ = 0, n_ = 0, cols_ = 1, kc_ = 1;
   Tensor w_, scale_, bias_;
   onednn::ByThreads<ActVariant> variants_;
 };
