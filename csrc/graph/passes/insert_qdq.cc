@@ -1,5 +1,7 @@
 #include "graph/passes/insert_qdq.h"
 
+#include "graph/passes/rewrite_util.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -12,24 +14,6 @@ const std::map<std::string, std::vector<size_t>>& quantizable() {
   static const std::map<std::string, std::vector<size_t>> ops = {
       {"Conv", {0, 1}}, {"ConvTranspose", {0, 1}}, {"Gemm", {0, 1}}, {"MatMul", {0, 1}}};
   return ops;
-}
-
-int add_constant(graph::Graph& g, const std::string& name, Tensor t) {
-  std::string unique = name;
-  for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);
-  const int id = g.value_id(unique);
-  auto& v = g.values[id];
-  v.dtype = t.dtype();
-  v.has_shape = true;
-  v.shape = sym_shape_from(t.shape());
-  v.constant = std::move(t);
-  return id;
-}
-
-int new_value(graph::Graph& g, const std::string& name) {
-  std::string unique = name;
-  for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);
-  return g.value_id(unique);
 }
 
 Tensor scalar_f32(float v) {
@@ -120,7 +104,7 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
         const int qv = add_constant(g, v.name + "_int8", q);
         const int sv = add_constant(g, v.name + "_scale", scales);
         const int zv = add_constant(g, v.name + "_zero_point", zeros);
-        const int out = new_value(g, v.name + "_dequantized");
+        const int out = add_value(g, v.name + "_dequantized");
         graph::Node dq;
         dq.name = v.name + "_DequantizeLinear";
         dq.op_type = "DequantizeLinear";
@@ -139,8 +123,8 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
           const float scale = amax > 0.f ? amax / 127.f : 1.f;
           const int sv = add_constant(g, v.name + "_scale", scalar_f32(scale));
           const int zv = add_constant(g, v.name + "_zero_point", scalar_i8(0));
-          const int qv = new_value(g, v.name + "_quantized");
-          const int dv = new_value(g, v.name + "_dequantized");
+          const int qv = add_value(g, v.name + "_quantized");
+          const int dv = add_value(g, v.name + "_dequantized");
           graph::Node qn;
           qn.name = v.name + "_QuantizeLinear";
           qn.op_type = "QuantizeLinear";

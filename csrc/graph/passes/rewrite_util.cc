@@ -34,4 +34,20 @@ void erase_nodes(graph::Graph& g, const std::vector<char>& dead) {
       if (o >= 0) g.values[o].producer = static_cast<int>(i);
 }
 
+int add_value(graph::Graph& g, const std::string& name) {
+  std::string unique = name;
+  for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);
+  return g.value_id(unique);
+}
+
+int add_constant(graph::Graph& g, const std::string& name, Tensor t) {
+  const int id = add_value(g, name);
+  auto& v = g.values[id];
+  v.dtype = t.dtype();
+  v.has_shape = true;
+  v.shape = sym_shape_from(t.shape());
+  v.constant = std::move(t);
+  return id;
+}
+
 }  // namespace twinfer::passes

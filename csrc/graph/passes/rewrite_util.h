@@ -1,5 +1,6 @@
 // Small helpers the rewrite passes share: who uses a value, replacing uses.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "graph/ir.h"
@@ -17,5 +18,10 @@ void replace_uses(graph::Graph& g, int from, int to);
 
 // Erase the nodes whose flag is set, keeping order.
 void erase_nodes(graph::Graph& g, const std::vector<char>& dead);
+
+// A new value named `name` (suffixed _1, _2... when taken); with a tensor,
+// a constant holding it.
+int add_value(graph::Graph& g, const std::string& name);
+int add_constant(graph::Graph& g, const std::string& name, Tensor t);
 
 }  // namespace twinfer::passes

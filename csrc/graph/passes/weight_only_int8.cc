@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "graph/passes/rewrite_util.h"
 #include "runtime/kernel.h"
 
 namespace twinfer::passes {
@@ -17,18 +18,6 @@ constexpr int64_t kMinWeights = 4096;
 
 bool is_op(const graph::Node& n, const char* op) {
   return n.op_type == op && (n.domain.empty() || n.domain == kDomain);
-}
-
-int add_constant(graph::Graph& g, const std::string& name, Tensor t) {
-  std::string unique = name;
-  for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);
-  const int id = g.value_id(unique);
-  auto& v = g.values[id];
-  v.dtype = t.dtype();
-  v.has_shape = true;
-  v.shape = sym_shape_from(t.shape());
-  v.constant = std::move(t);
-  return id;
 }
 
 // w as [K, N] (trans = false) or [N, K] (trans = true) -> q [N, K], scale [N].
