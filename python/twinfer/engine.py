@@ -260,7 +260,7 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              load, and a run outside the range raises twinfer.ShapeError),
              extra_outputs (names of intermediate values to return too, after the model's outputs),
              for precision="int8": calibration (sample inputs: feed dicts or arrays; or a saved
-             twinfer.quantize.Calibration / its JSON path), calibrator ("entropy" default,
+             twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default,
              "percentile", "minmax"), percentile (99.99), keep_float (node names left in float),
              progress (a bar while calibrating),
              weights ("fp32" default; "int8": MatMul/Gemm weights stored int8 per output channel and
@@ -303,7 +303,9 @@ def _int8_calibration(model, precision: str, options: dict, num_threads: int):
     """For precision="int8": the Calibration given, or one computed from the
     calibration data (options calibration=, calibrator=, percentile=)."""
     calibration = options.pop("calibration", None)
-    calibrator = options.pop("calibrator", "entropy")
+    # Percentile by default: the entropy (KL) search clips spiky activations
+    # such as ReLU6 outputs far too hard (EfficientNet-Lite0 lost every top-1).
+    calibrator = options.pop("calibrator", "percentile")
     percentile = float(options.pop("percentile", 99.99))
     progress = bool(options.pop("progress", True))
     if precision != "int8":

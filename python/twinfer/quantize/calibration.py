@@ -92,7 +92,7 @@ def _feeds(sample, inputs) -> dict:
     return {inputs[0].name: sample}
 
 
-def calibrate(model, data: Iterable, calibrator: str = "entropy", percentile: float = 99.99, bins: int = 2048,
+def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile: float = 99.99, bins: int = 2048,
               num_threads: int = 0, progress: bool = True, max_samples: int | None = None) -> Calibration:
     """Run the float32 model (on the CPU) over ``data`` — feed dicts, tuples in
     input order, or arrays for a one-input model — and choose each
