@@ -84,6 +84,38 @@ def test_entropy_matches_a_loop_implementation_and_clips_outliers(rng):
     assert 2.0 < t < 12.0  # below the outliers, above the bulk of the Gaussian
 
 
+def test_entropy_of_relu_outputs_ignores_the_zero_spike(rng):
+    # Half the values exactly 0 (a ReLU's output) plus rare outliers: the
+    # threshold still falls between the bulk and the outliers. With the zeros
+    # in the first bin, the search chose its smallest candidate (128 bins).
+    x = np.maximum(np.concatenate([rng.standard_normal(40000), [12.0, 13.0, 15.0]]), 0).astype(np.float32)
+    ob = HistogramObserver(bins=2048)
+    ob.update(x)
+    assert ob.zeros == np.count_nonzero(x == 0) and ob.hist.sum() == np.count_nonzero(x)
+    t = ob.entropy()
+    assert 2.0 < t < 12.0, t
+    # The reference loop over the histogram without zeros, with uint8's 256 levels.
+    assert t == pytest.approx(kl_threshold_reference(ob.hist, ob.bin_width, levels=256))
+    # Percentiles still count the zeros.
+    ref = np.percentile(x, 70.0, method="inverted_cdf")
+    assert ref <= ob.percentile(70.0) <= ref + ob.bin_width * 1.01
+
+
+def test_entropy_keeps_the_range_of_a_clipped_activation(rng):
+    # A skewed bulk near 0 and 0.2% of the values exactly 6, as after a
+    # ReLU6: the KL search alone usually cuts this near 2 (flattening what the
+    # network saturates on purpose); a tensor that often sits exactly at its
+    # peak keeps its whole range.
+    x = rng.lognormal(-2, 0.8, 60000)
+    x[rng.random(x.size) < 0.002] = 6
+    x = np.clip(x, 0, 6).astype(np.float32)
+    ob = HistogramObserver()
+    for b in np.split(x, 3):
+        ob.update(b)
+    assert ob.at_peak == np.count_nonzero(x == 6)
+    assert ob.entropy() == 6.0
+
+
 def small_model():
     # x -> Relu -> Conv(w) -> Add -> MatMul(h, m) with m an input: activations r, c_out(+b), and m
     w = numpy_helper.from_array(np.random.default_rng(1).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")

@@ -143,33 +143,56 @@ def test_float32_gets_the_obvious_labels(images, fp32_logits):
     assert len(wrong) <= 2, wrong
 
 
+def agreement(fp32_logits, got):
+    """(strict, tie-tolerant) share of views where int8's top-1 is float32's."""
+    rows = np.arange(len(got))
+    top32, top8 = fp32_logits.argmax(1), got.argmax(1)
+    tied = fp32_logits[rows, top32] - fp32_logits[rows, top8] < TIE
+    return float(np.mean(top8 == top32)), float(np.mean(tied))
+
+
+def cosine(a, b):
+    return float(np.mean(np.sum(a * b, 1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)))
+
+
+@pytest.mark.parametrize("calibrator", ["minmax", "percentile", "entropy"])
+def test_all_int8_with_each_calibrator(model_path, images, fp32_logits, calibrator):
+    """Every Conv and the classifier int8, no fallback. Post-ReLU6 activations
+    run as uint8 and each layer's bias absorbs its weights' rounding shift;
+    without the bias correction minmax agreed on ~91%. The entropy
+    calibrator used to clip the ReLU6 outputs to ~0.4 (agreement 0%)."""
+    names, x, calibration = images
+    e8 = twinfer.load(model_path, device="cpu", precision="int8", calibration=calibration, calibrator=calibrator,
+                      progress=False)
+    assert any("bias-corrected" in p for p in e8.stats()["passes"])
+    got = run_all(e8, x)
+    strict, tied = agreement(fp32_logits, got)
+    print(f"all int8, {calibrator}: top-1 agrees on {strict:.1%} (ties {tied:.1%}), cosine {cosine(got, fp32_logits):.4f}")
+    assert cosine(got, fp32_logits) >= 0.99
+    assert strict >= 0.90 and tied >= 0.93
+
+
 def test_int8_top1_agrees_with_float32(model_path, images, fp32_logits):
     names, x, calibration = images
     assert len(x) == len(names) == len(EVAL_VIEWS) * (len(OBVIOUS) + len(UNLABELLED))
-    # Plain int8 (every Conv and the classifier int8, activations per tensor)
-    # agrees on only ~92% of these views: the network is sensitive to noise in
-    # its first layers. So, as a user would, let analyze() keep in float the
-    # layers that cost most (each measured alone) until the logits' cosine to
-    # float32 reaches 0.999 on the calibration views; that keeps ~14 of 50.
-    # minmax: the entropy calibrator clips the ReLU6 outputs (a spike at 0 and
-    # at 6) to ~0.4 and int8 then agrees on nothing.
+    # As a user would: analyze() keeps in float the layers that cost most
+    # (each measured alone) until the logits' cosine to float32 reaches 0.999
+    # on two calibration batches; that keeps ~5 of 50 (the stem and the
+    # first blocks' depthwise and projection convolutions).
     report = analyze(model_path, calibration, calibrator="minmax", accuracy_target=0.999, rank="alone",
                      max_samples=2, progress=False)
-    assert len(report.keep_float) <= len(report.layers) // 2, report.keep_float  # mostly int8 still
+    assert len(report.keep_float) <= 10, report.keep_float  # mostly int8 still
     e8 = twinfer.load(model_path, device="cpu", precision="int8", calibration=report.calibration,
                       keep_float=report.keep_float)
     assert any("int8: quantized" in p for p in e8.stats()["passes"])
     got = run_all(e8, x)
-    rows = np.arange(len(x))
     top32, top8 = fp32_logits.argmax(1), got.argmax(1)
-    same = top8 == top32
-    # int8's class is float32's top-1 or ties with it in float32.
-    tied = fp32_logits[rows, top32] - fp32_logits[rows, top8] < TIE
+    strict, tied = agreement(fp32_logits, got)
     print(f"int8 ({len(report.keep_float)} of {len(report.layers)} layers float): top-1 agrees on "
-          f"{same.mean():.1%}, up to float32 ties on {tied.mean():.1%} of {len(x)} views; misses: "
-          f"{[(names[i], round(float(top2_margin(fp32_logits)[i]), 3)) for i in np.nonzero(~same)[0]]}")
-    assert tied.mean() >= 0.97
-    assert same.mean() >= 0.93
+          f"{strict:.1%}, up to float32 ties on {tied:.1%} of {len(x)} views; misses: "
+          f"{[(names[i], round(float(top2_margin(fp32_logits)[i]), 3)) for i in np.nonzero(top8 != top32)[0]]}")
+    # The issue's target: int8's top-1 is float32's on >= 97% of the views.
+    assert strict >= 0.97
     # The photos with a clear subject: int8 still names it.
     labelled = np.array([n in OBVIOUS for n in names])
     right8 = np.array([t in OBVIOUS.get(n, ()) for n, t in zip(names, top8)])

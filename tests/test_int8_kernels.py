@@ -161,10 +161,12 @@ def test_onnxruntime_qdq_model_runs_on_int8_kernels(rng, tmp_path, make, fused_o
         # rounding of each requantization up to a value landing on the other
         # side of a rounding boundary (one step, rarely; in a chain of
         # requantized layers such a flip early on can reach two steps at the
-        # output: seen once in ~30 runs of the transformer block).
+        # output: seen once in ~30 runs of the transformer block). A flip in
+        # K or V reaches every token's row, so in ~1 run of 20 the block has
+        # ~4% of its outputs one step off (mean 0.037 steps).
         err = np.abs(got - ort_run(qp, {"x": x}, literal=True)) / step
         assert err.max() <= 2.0 + 1e-3, err.max()
-        assert err.mean() <= 0.02, err.mean()
+        assert err.mean() <= 0.06, err.mean()
         # onnxruntime's own int8 kernels requantize elementwise ops with their
         # own rounding, a step or two away.
         assert (np.abs(got - ort_run(qp, {"x": x})) / step).max() <= 4.0
@@ -191,7 +193,7 @@ def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):
     # differently summed float: a value near a rounding boundary may land one
     # step away, which moves a few outputs by about one step of r2 times a
     # weight; almost all outputs agree to float rounding.
-    step = cal.amax["r2"] / 127
+    step = cal.scale("r2")
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=3 * step)
     assert np.mean(np.abs(got - want) > 1e-4 * np.abs(want).max()) < 0.01
 

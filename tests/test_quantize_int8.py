@@ -44,14 +44,32 @@ def per_channel(w, axis):
     return q, scale
 
 
-def qdq_model_by_hand(weights, amax):
-    """The QDQ graph int8 should compute, written independently with onnx.helper."""
+def conv2d_pad1(x, w):
+    """3x3 convolution, padding 1, stride 1, in NumPy."""
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))  # n c h w 3 3
+    return np.einsum("nchwij,mcij->nmhw", windows, w)
+
+
+def qdq_model_by_hand(weights, amax, data):
+    """The QDQ graph int8 should compute, written independently with onnx.helper
+    and NumPy: with bias correction, each layer's bias less the mean shift its
+    rounded weights cause on the calibration data."""
     w1, b1, w2 = weights
     q1, s1 = per_channel(w1, 0)
     q2, s2 = per_channel(w2, 1)
+    x = np.concatenate([d["x"] for d in data]).astype(np.float64)
+    # Conv input x: mean per channel; Flatten output f: mean per column.
+    mean_x = x.mean(axis=(0, 2, 3))
+    f = np.maximum(conv2d_pad1(x, w1.astype(np.float64)) + b1[None, :, None, None], 0).reshape(len(x), -1)
+    mean_f = f.mean(axis=0)
+    b1c = (b1 - np.einsum("mchw,c->m", q1 * s1[:, None, None, None] - w1, mean_x)).astype(np.float32)
+    b2c = (-(mean_f @ (q2 * s2[None, :] - w2))).astype(np.float32)
     inits = [numpy_helper.from_array(a, n) for a, n in [
         (q1, "q1"), (s1, "s1"), (np.zeros(8, np.int8), "z1"), (q2, "q2"), (s2, "s2"), (np.zeros(11, np.int8), "z2"),
-        (b1, "b1"), (np.float32(amax["x"] / 127), "sx"), (np.float32(amax["f"] / 127), "sf"), (np.int8(0), "z")]]
+        (b1c, "b1"), (b2c, "b2"), (np.float32(amax["x"] / 127), "sx"), (np.int8(0), "z"),
+        # f follows a Relu, never negative: uint8 over [0, amax].
+        (np.float32(amax["f"] / 255), "sf"), (np.uint8(0), "zu")]]
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"]),
         helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xd"]),
@@ -59,10 +77,11 @@ def qdq_model_by_hand(weights, amax):
         helper.make_node("Conv", ["xd", "w1d", "b1"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"]),
         helper.make_node("Flatten", ["r"], ["f"]),
-        helper.make_node("QuantizeLinear", ["f", "sf", "z"], ["fq"]),
-        helper.make_node("DequantizeLinear", ["fq", "sf", "z"], ["fd"]),
+        helper.make_node("QuantizeLinear", ["f", "sf", "zu"], ["fq"]),
+        helper.make_node("DequantizeLinear", ["fq", "sf", "zu"], ["fd"]),
         helper.make_node("DequantizeLinear", ["q2", "s2", "z2"], ["w2d"], axis=1),
-        helper.make_node("MatMul", ["fd", "w2d"], ["y"]),
+        helper.make_node("MatMul", ["fd", "w2d"], ["y0"]),
+        helper.make_node("Add", ["y0", "b2"], ["y"]),
     ]
     g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", F, ["N", 3, 5, 7])],
                           [helper.make_tensor_value_info("y", F, None)], inits)
@@ -76,8 +95,9 @@ def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tm
     e8 = twinfer.load(model, device="cpu", precision="int8", calibration=data, calibrator=calibrator, progress=False)
     cal = e8.calibration
     assert set(cal.amax) == {"x", "f"} and cal.method == calibrator
+    assert cal.unsigned() == {"f"}
     assert any("int8: quantized 2 nodes" in p for p in e8.stats()["passes"])
-    ref = qdq_model_by_hand(weights, cal.amax)
+    ref = qdq_model_by_hand(weights, cal.amax, data)
     for n in (1, 6):
         x = rng.standard_normal((n, 3, 5, 7)).astype(np.float32)
         got = e8.run({"x": x})["y"].numpy()

@@ -150,8 +150,11 @@ void bind_engine(py::module_& m) {
       "load_model",
       [](py::object source, bool is_path, const std::string& device, const std::string& precision,
          int num_threads, bool optimize, const std::string& base_dir, std::vector<std::string> extra_outputs,
-         std::map<std::string, float> int8_amax, std::set<std::string> keep_float, bool int8_weights) {
+         std::map<std::string, float> int8_amax, std::set<std::string> keep_float, bool int8_weights, std::set<std::string> int8_unsigned,
+         std::map<std::string, std::vector<float>> int8_channel_mean) {
         EngineOptions opt;
+        opt.int8_channel_mean = std::move(int8_channel_mean);
+        opt.int8_unsigned = std::move(int8_unsigned);
         opt.int8_weights = int8_weights;
         opt.extra_outputs = std::move(extra_outputs);
         opt.int8_amax = std::move(int8_amax);
@@ -176,7 +179,9 @@ void bind_engine(py::module_& m) {
       py::arg("source"), py::arg("is_path"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
       py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("base_dir") = "",
       py::arg("extra_outputs") = std::vector<std::string>{}, py::arg("int8_amax") = std::map<std::string, float>{},
-      py::arg("keep_float") = std::set<std::string>{}, py::arg("int8_weights") = false);
+      py::arg("keep_float") = std::set<std::string>{}, py::arg("int8_weights") = false,
+      py::arg("int8_unsigned") = std::set<std::string>{},
+      py::arg("int8_channel_mean") = std::map<std::string, std::vector<float>>{});
 }
 
 }  // namespace twinfer::bindings

@@ -151,7 +151,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
     passes::fuse_gelu(g, pc);
   }
   if (options.precision == Precision::kINT8) {
-    passes::QuantizeSpec qs{options.int8_amax, options.keep_float};
+    passes::QuantizeSpec qs{options.int8_amax, options.int8_unsigned, options.int8_channel_mean, options.keep_float};
     passes::insert_qdq(g, qs, pc);
     passes::infer_and_fold(g, pc, false);  // types for the new Q/DQ values
     if (options.optimize) passes::fuse_qdq(g, pc);

@@ -30,8 +30,12 @@ struct EngineOptions {
   // (calibration and per-layer accuracy reports read activations this way).
   std::vector<std::string> extra_outputs;
   // precision int8: calibrated activation ranges (value name -> amax), and
-  // nodes to keep in float (the accuracy fallback).
+  // nodes to keep in float (the accuracy fallback). Activations in
+  // int8_unsigned were never negative in calibration: they run as uint8.
   std::map<std::string, float> int8_amax;
+  std::set<std::string> int8_unsigned;
+  // Per-channel activation means for bias correction (QuantizeSpec).
+  std::map<std::string, std::vector<float>> int8_channel_mean;
   std::set<std::string> keep_float;
   // weights="int8": MatMul/Gemm constant weights stored int8 per output
   // channel and dequantized inside the GEMM (activations stay float32).

@@ -262,6 +262,8 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              for precision="int8": calibration (sample inputs: feed dicts or arrays; or a saved
              twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default,
              "percentile", "minmax"), percentile (99.99), keep_float (node names left in float),
+             bias_correction (True: each layer's bias absorbs the mean shift its int8
+             weights cause, from the calibration's per-channel means),
              progress (a bar while calibrating),
              weights ("fp32" default; "int8": MatMul/Gemm weights stored int8 per output channel and
              dequantized inside the GEMM, activations stay float32 — a quarter of the weight bytes).
@@ -276,6 +278,9 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     extra_outputs = [str(n) for n in options.pop("extra_outputs", ())]
     calibration = _int8_calibration(model, precision, options, num_threads)
     int8_amax = dict(calibration.amax) if calibration is not None else {}
+    int8_unsigned = calibration.unsigned() if calibration is not None else set()
+    bias_correction = bool(options.pop("bias_correction", True))
+    int8_mean = dict(calibration.channel_mean) if calibration is not None and bias_correction else {}
     keep_float = set(options.pop("keep_float", ()))
     weights = options.pop("weights", "fp32")
     if weights not in ("fp32", "float32", "int8"):
@@ -287,13 +292,13 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     device = _resolve_device(device)
     try:
         core = _core.load_model(source, is_path, device, precision, num_threads, optimize, os.fspath(base_dir),
-                                extra_outputs, int8_amax, keep_float, int8_weights)
+                                extra_outputs, int8_amax, keep_float, int8_weights, int8_unsigned, int8_mean)
     except DeviceError:
         if requested != "auto":
             raise
         warnings.warn("the CUDA backend cannot run this model here; using the CPU", RuntimeWarning, stacklevel=2)
         core = _core.load_model(source, is_path, "cpu", precision, num_threads, optimize, os.fspath(base_dir),
-                                extra_outputs, int8_amax, keep_float, int8_weights)
+                                extra_outputs, int8_amax, keep_float, int8_weights, int8_unsigned, int8_mean)
     engine = Engine(core, shape_ranges)
     engine.calibration = calibration
     return engine

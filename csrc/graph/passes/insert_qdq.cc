@@ -1,5 +1,6 @@
 #include "graph/passes/insert_qdq.h"
 
+#include "graph/passes/bias_correction.h"
 #include "graph/passes/rewrite_util.h"
 
 #include <algorithm>
@@ -25,6 +26,12 @@ Tensor scalar_f32(float v) {
 Tensor scalar_i8(int8_t v) {
   Tensor t = Tensor::empty(DType::kInt8, {});
   *t.data_as<int8_t>() = v;
+  return t;
+}
+
+Tensor scalar_u8(uint8_t v) {
+  Tensor t = Tensor::empty(DType::kUInt8, {});
+  *t.data_as<uint8_t>() = v;
   return t;
 }
 
@@ -68,8 +75,9 @@ int64_t weight_axis(const graph::Node& n, size_t input, size_t rank) {
 int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx) {
   std::map<int, int> activation_dq;  // activation value -> its DequantizeLinear output (shared by readers)
   std::vector<graph::Node> added;
-  int quantized = 0;
+  int quantized = 0, corrected = 0;
   const size_t original = g.nodes.size();
+  const std::vector<std::vector<int>> users = value_users(g);
   for (size_t i = 0; i < original; ++i) {
     graph::Node& n = g.nodes[i];
     if (!n.domain.empty()) continue;
@@ -92,6 +100,10 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
       if (k < n.inputs.size() && n.inputs[k] >= 0 && g.values[n.inputs[k]].is_constant()) has_weight = true;
     if (!has_weight) ok = false;
     if (!ok) continue;
+    // The activation a constant weight multiplies (read before input 0 is
+    // rewired to its DequantizeLinear).
+    const int x_in = n.inputs[0];
+    const std::string activation = x_in >= 0 && !g.values[x_in].is_constant() ? g.values[x_in].name : "";
     for (size_t k : it->second) {
       if (k >= n.inputs.size() || n.inputs[k] < 0) continue;
       const int in = n.inputs[k];
@@ -101,6 +113,13 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
         const int64_t axis = weight_axis(n, k, v.constant.shape().size());
         if (v.constant.shape().empty()) continue;
         quantize_weight(v.constant, axis, &q, &scales, &zeros);
+        if (k == 1 && !activation.empty()) {
+          auto mean = spec.activation_channel_mean.find(activation);
+          if (mean != spec.activation_channel_mean.end()) {
+            const std::vector<float> shift = weight_rounding_shift(n, v.constant, q, scales, mean->second);
+            if (!shift.empty() && subtract_from_bias(g, i, shift, users, &added)) ++corrected;
+          }
+        }
         const int qv = add_constant(g, v.name + "_int8", q);
         const int sv = add_constant(g, v.name + "_scale", scales);
         const int zv = add_constant(g, v.name + "_zero_point", zeros);
@@ -120,9 +139,11 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
         auto found = activation_dq.find(in);
         if (found == activation_dq.end()) {
           const float amax = spec.activation_amax.at(v.name);
-          const float scale = amax > 0.f ? amax / 127.f : 1.f;
+          const bool is_unsigned = spec.unsigned_activations.count(v.name) != 0;
+          const float levels = is_unsigned ? 255.f : 127.f;
+          const float scale = amax > 0.f ? amax / levels : 1.f;
           const int sv = add_constant(g, v.name + "_scale", scalar_f32(scale));
-          const int zv = add_constant(g, v.name + "_zero_point", scalar_i8(0));
+          const int zv = add_constant(g, v.name + "_zero_point", is_unsigned ? scalar_u8(0) : scalar_i8(0));
           const int qv = add_value(g, v.name + "_quantized");
           const int dv = add_value(g, v.name + "_dequantized");
           graph::Node qn;
@@ -147,6 +168,7 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
   for (auto& n : added) g.nodes.push_back(std::move(n));
   g.topo_sort();
   if (quantized) ctx.note("int8: quantized " + std::to_string(quantized) + " nodes (QDQ inserted)");
+  if (corrected) ctx.note("int8: bias-corrected " + std::to_string(corrected) + " nodes for weight rounding");
   return quantized;
 }
 

@@ -1,7 +1,9 @@
 // INT8 post-training quantization, the graph side: with calibrated ranges
 // for activations, every quantizable op (Conv, ConvTranspose, Gemm, MatMul)
 // reads its activation inputs through QuantizeLinear -> DequantizeLinear
-// (symmetric int8, scale = amax / 127, zero point 0) and its constant weights
+// (symmetric int8, scale = amax / 127, zero point 0; uint8 with scale
+// amax / 255 for activations never seen negative, such as ReLU outputs, which
+// would otherwise waste half of int8's levels) and its constant weights
 // as int8 per-output-channel initializers behind a DequantizeLinear.
 // The result is a QDQ graph like the ones other quantization tools export;
 // the QDQ fusion then maps those patterns onto int8 kernels, and anything it
@@ -10,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 #include "graph/passes/pass_context.h"
@@ -18,6 +21,12 @@ namespace twinfer::passes {
 
 struct QuantizeSpec {
   std::map<std::string, float> activation_amax;  // value name -> calibrated |x| range
+  std::set<std::string> unsigned_activations;     // values calibrated >= 0: uint8, zero point 0
+  // Per-channel means of activations (Conv inputs: per channel, axis 1;
+  // Gemm/MatMul inputs: per element of the last axis). With one, the layer
+  // reading it gets its weights' rounding shift taken out of its bias
+  // (graph/passes/bias_correction.h).
+  std::map<std::string, std::vector<float>> activation_channel_mean;
   std::set<std::string> keep_float;               // node names left in float (accuracy fallback)
 };
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .observers import HistogramObserver, MinMaxObserver
+from .observers import ChannelMeanObserver, HistogramObserver, MinMaxObserver
 
 CALIBRATORS = ("minmax", "percentile", "entropy")
 # Ops whose data inputs an INT8 engine quantizes (weights are quantized per
@@ -25,22 +25,33 @@ QUANTIZABLE = {"Conv": (0,), "ConvTranspose": (0,), "Gemm": (0,), "MatMul": (0, 
 
 @dataclass
 class Calibration:
-    """Per-tensor activation ranges: {value name: amax} (symmetric int8:
-    scale = amax / 127), with how they were chosen. Saved as JSON, so an
-    engine can be rebuilt later without the calibration data."""
+    """Per-tensor activation ranges: {value name: amax}, with how they were
+    chosen. An activation never seen negative (``observed`` min >= 0, a ReLU's
+    output) runs as uint8 with scale amax / 255; any other as symmetric int8
+    with scale amax / 127. Saved as JSON, so an engine can be rebuilt later
+    without the calibration data."""
 
     method: str
     amax: dict[str, float]
     observed: dict[str, tuple[float, float]] = field(default_factory=dict)  # (min, max) seen
     samples: int = 0
     percentile: float | None = None
+    # Per-channel means (Conv inputs along axis 1, Gemm/MatMul inputs along
+    # the last axis): the int8 build subtracts each layer's weight-rounding
+    # shift from its bias with them (bias correction).
+    channel_mean: dict[str, list[float]] = field(default_factory=dict)
+
+    def unsigned(self) -> set[str]:
+        """The activations quantized as uint8: those calibration never saw negative."""
+        return {n for n in self.amax if n in self.observed and self.observed[n][0] >= 0}
 
     def scale(self, name: str) -> float:
-        return max(self.amax[name], 1e-12) / 127.0
+        return max(self.amax[name], 1e-12) / (255.0 if name in self.unsigned() else 127.0)
 
     def to_dict(self) -> dict:
         return {"format": "twinfer.calibration/1", "method": self.method, "percentile": self.percentile,
-                "samples": self.samples, "amax": self.amax, "observed": {k: list(v) for k, v in self.observed.items()}}
+                "samples": self.samples, "amax": self.amax, "observed": {k: list(v) for k, v in self.observed.items()},
+                "channel_mean": self.channel_mean}
 
     def save(self, path: str | os.PathLike) -> None:
         with open(path, "w") as f:
@@ -52,7 +63,8 @@ class Calibration:
             raise InvalidArgumentError("not a twinfer calibration file")
         return cls(method=d["method"], amax={k: float(v) for k, v in d["amax"].items()},
                    observed={k: tuple(v) for k, v in d.get("observed", {}).items()},
-                   samples=int(d.get("samples", 0)), percentile=d.get("percentile"))
+                   samples=int(d.get("samples", 0)), percentile=d.get("percentile"),
+                   channel_mean={k: [float(x) for x in v] for k, v in d.get("channel_mean", {}).items()})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Calibration":
@@ -65,21 +77,29 @@ class Calibration:
 
 def quantizable_activations(model) -> list[str]:
     """Names of the non-constant values the quantizable ops read, in graph order."""
+    return list(_activation_channel_axes(model))
+
+
+def _activation_channel_axes(model) -> dict[str, int | None]:
+    """The non-constant values the quantizable ops read, in graph order, each
+    with the axis its reader contracts over (Conv: 1, Gemm/MatMul input A: -1),
+    or None when its readers disagree or it is a MatMul's B."""
     from .. import _core
     from ..engine import _model_source
 
     source, is_path, base_dir = _model_source(model)
     info = _core.read_model_info(source, is_path, base_dir)
-    names: list[str] = []
+    axes: dict[str, int | None] = {}
     for (_, op, domain), (ins, _) in zip(info["nodes"], info["node_io"]):
         if domain not in ("", "ai.onnx") or op not in QUANTIZABLE:
             continue
         for k in QUANTIZABLE[op]:
             if k < len(ins):
                 name, const = ins[k]
-                if name and not const and name not in names:
-                    names.append(name)
-    return names
+                if name and not const:
+                    axis = None if k else (1 if op.startswith("Conv") else -1)
+                    axes[name] = axis if axes.get(name, axis) == axis else None
+    return axes
 
 
 def _feeds(sample, inputs) -> dict:
@@ -104,11 +124,13 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
 
     if calibrator not in CALIBRATORS:
         raise InvalidArgumentError(f"calibrator must be one of {CALIBRATORS}, got {calibrator!r}")
-    names = quantizable_activations(model)
+    axes = _activation_channel_axes(model)
+    names = list(axes)
     if not names:
         raise InvalidArgumentError("the model has no Conv / ConvTranspose / Gemm / MatMul with activation inputs")
     engine = load(model, device="cpu", num_threads=num_threads, extra_outputs=names)
     observers = {n: (MinMaxObserver() if calibrator == "minmax" else HistogramObserver(bins)) for n in names}
+    means = {n: ChannelMeanObserver(a) for n, a in axes.items() if a is not None}
     count = 0
     total = len(data) if hasattr(data, "__len__") else None
     if max_samples is not None and total is not None:
@@ -119,7 +141,10 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
                 break
             out = engine.run(_feeds(sample, engine.inputs))
             for n in names:
-                observers[n].update(out[n].numpy())
+                x = out[n].numpy()
+                observers[n].update(x)
+                if n in means:
+                    means[n].update(x)
             count += 1
             bar.update(1)
     if count == 0:
@@ -133,4 +158,5 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
         else:
             amax[n] = ob.entropy()
     return Calibration(method=calibrator, amax=amax, observed={n: (o.min, o.max) for n, o in observers.items()},
-                       samples=count, percentile=percentile if calibrator == "percentile" else None)
+                       samples=count, percentile=percentile if calibrator == "percentile" else None,
+                       channel_mean={n: m.mean for n, m in means.items() if m.mean is not None})

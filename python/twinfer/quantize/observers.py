@@ -2,6 +2,8 @@
 calibration data. One pass over the data; each observer sees every batch.
 
 * ``MinMaxObserver``: the extremes seen.
+* ``ChannelMeanObserver``: the mean of each channel along one axis (what
+  bias correction needs).
 * ``HistogramObserver``: a histogram of |x| over [0, amax] whose range doubles
   when a batch exceeds it (adjacent bins merge, so no batch is seen twice);
   from it, ``percentile`` (the |x| below which that share of values lies) and
@@ -12,6 +14,11 @@ calibration data. One pass over the data; each observer sees every batch.
 from __future__ import annotations
 
 import numpy as np
+
+
+# Share of non-zero values exactly at the largest |x| from which a tensor
+# counts as clipped by its producer (a smooth distribution has ~1 such value).
+SATURATED = 1e-3
 
 
 class MinMaxObserver:
@@ -29,6 +36,30 @@ class MinMaxObserver:
         return max(abs(self.min), abs(self.max)) if np.isfinite(self.min) else 0.0
 
 
+class ChannelMeanObserver:
+    def __init__(self, axis: int):
+        self.axis = axis
+        self.sums = None
+        self.count = 0
+
+    def update(self, x: np.ndarray) -> None:
+        if x.ndim == 0 or not x.size:
+            return
+        axis = self.axis % x.ndim
+        sums = np.sum(x, axis=tuple(d for d in range(x.ndim) if d != axis), dtype=np.float64)
+        if self.sums is not None and sums.shape != self.sums.shape:
+            self.sums = None  # the channel count changed between batches: no mean
+            self.count = -1
+        if self.count < 0:
+            return
+        self.sums = sums if self.sums is None else self.sums + sums
+        self.count += x.size // x.shape[axis]
+
+    @property
+    def mean(self) -> list[float] | None:
+        return None if self.sums is None or self.count <= 0 else [float(v) for v in self.sums / self.count]
+
+
 class HistogramObserver(MinMaxObserver):
     def __init__(self, bins: int = 2048):
         super().__init__()
@@ -37,6 +68,8 @@ class HistogramObserver(MinMaxObserver):
         self.bins = bins
         self.hist = np.zeros(bins, dtype=np.float64)
         self.top = 0.0  # the histogram covers |x| in [0, top]
+        self.zeros = 0  # exact zeros, counted apart from the histogram
+        self.peak, self.at_peak = 0.0, 0  # the largest |x| and how often exactly it was seen
 
     def update(self, x: np.ndarray) -> None:
         super().update(x)
@@ -44,6 +77,18 @@ class HistogramObserver(MinMaxObserver):
             return
         a = np.abs(np.asarray(x, dtype=np.float32)).ravel()
         amax = float(a.max())
+        # Exact zeros (half of a ReLU's output) are left out: zero quantizes
+        # exactly at any threshold, and in the first bin their spike, spread
+        # over a merged group by the entropy search, outweighed everything
+        # else and pulled ReLU6 thresholds down to ~0.4.
+        a = a[a != 0]
+        self.zeros += x.size - a.size
+        if not a.size:
+            return
+        if amax > self.peak:
+            self.peak, self.at_peak = amax, 0
+        if amax == self.peak:
+            self.at_peak += int(np.count_nonzero(a == amax))
         if self.top == 0.0:
             self.top = amax if amax > 0 else 1e-12
         while amax > self.top:  # double the range: pairs of bins merge into the lower half
@@ -60,16 +105,25 @@ class HistogramObserver(MinMaxObserver):
         """|x| below which q percent of the values lie (the upper edge of that bin)."""
         if not 0 < q <= 100:
             raise ValueError("percentile must be in (0, 100]")
-        total = self.hist.sum()
+        total = self.hist.sum() + self.zeros
         if total == 0:
             return 0.0
-        k = int(np.searchsorted(np.cumsum(self.hist), total * q / 100.0))
+        k = int(np.searchsorted(self.zeros + np.cumsum(self.hist), total * q / 100.0))
         return min(self.amax, (k + 1) * self.bin_width)
 
-    def entropy(self, levels: int = 128) -> float:
+    def entropy(self, levels: int | None = None) -> float:
         """The threshold minimising KL(P || Q): P the observed |x| distribution
-        clipped at the threshold (outliers added to its last bin), Q its
-        quantization to `levels` levels spread back over the same bins."""
+        (exact zeros aside) clipped at the threshold (outliers added to its
+        last bin), Q its quantization to `levels` levels spread back over the
+        same bins: 128 as TensorRT for a signed tensor, 256 for one never
+        negative (it runs as uint8)."""
+        if levels is None:
+            levels = 256 if self.min >= 0 else 128
+        # A tensor that often sits exactly at its largest value is clipped
+        # there by its producer (ReLU6, Clip): that range is the network's
+        # own, and clipping lower cuts off the saturated values it relies on.
+        if self.at_peak > SATURATED * max(self.hist.sum(), 1):
+            return self.amax
         hist = self.hist
         used = int(np.nonzero(hist)[0].max()) + 1 if hist.any() else 0
         if used <= levels:
