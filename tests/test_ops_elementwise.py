@@ -263,6 +263,24 @@ UNARY_INT = [
 ]
 
 
+def test_erf_float32_is_within_4_ulp_of_libm(rng):
+    """The vectorised float32 Erf (series below 1, A&S 7.1.26 above) on a
+    dense grid, both branch boundaries, fresh random values and the edges,
+    against Python's double erf rounded to float32."""
+    x = np.concatenate([np.linspace(-6, 6, 120001), rng.standard_normal(50001) * 2,
+                        np.nextafter(np.float32([1, 1, 4, 4]), np.float32([0, 2, 0, 8])),
+                        [0.0, -0.0, 1e-30, -1e-8, 1.0, 4.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    model = make_model([helper.make_node("Erf", ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    want = np.array([math.erf(float(v)) for v in x], dtype=np.float64)
+    finite = ~np.isnan(x)
+    ulps = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(np.float32))
+    assert ulps.max() <= 4, (ulps.max(), x[finite][np.argmax(ulps)])
+    assert np.isnan(got[~finite]).all()
+    assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()  # erf(-0) = -0
+
+
 @pytest.mark.parametrize("op,dts,opset", UNARY_INT, ids=[c[0] for c in UNARY_INT])
 def test_unary_int(rng, op, dts, opset):
     for dt in dts:

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/simd_clones.h"
 #include "core/dispatch.h"
 #include "ops/nn/conv.h"  // kBlockedDomain
 #include "ops/nn/pool.h"
@@ -105,14 +106,8 @@ DimTable make_table(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, in
   return t;
 }
 
-// Row kernels of the separable float32 path: built for AVX-512 / AVX2 /
-// baseline and picked at load time (the rest of the build targets generic
-// x86-64), since these loops are where the pooling time goes.
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define TWINFER_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TWINFER_SIMD_CLONES
-#endif
+// Row kernels of the separable float32 path, multiversioned
+// (backends/cpu/simd_clones.h): these loops are where the pooling time goes.
 
 TWINFER_SIMD_CLONES void row_add(const float* __restrict src, float* __restrict acc, int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
