@@ -262,3 +262,51 @@ def test_bad_weights_option_is_refused(rng):
     model, _ = mlp(rng)
     with pytest.raises(twinfer.InvalidArgumentError, match="weights"):
         twinfer.load(model, device="cpu", weights="int4")
+
+
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_movement_ops_between_qdq_pairs_run_on_int8(rng, qtype):
+    """DQ -> Reshape / Transpose / MaxPool / Concat / Slice -> Q with one scale
+    and zero point, as onnxruntime's quantize_static writes them: the ops run
+    on the integers with the pairs dropped, and the result is exactly the QDQ
+    graph's (onnxruntime, optimizations off)."""
+    s, z = np.float32(0.037), qtype(3 if qtype == np.uint8 else -2)
+    inits = {"s": s, "z": z, "shape": np.int64([0, 6, -1]), "starts": np.int64([1]), "ends": np.int64([6]),
+             "axes": np.int64([2])}
+    nodes = []
+
+    def qdq(src, dst):  # dst_q = Q(src), dst = DQ(dst_q)
+        nodes.extend([helper.make_node("QuantizeLinear", [src, "s", "z"], [dst + "_q"]),
+                      helper.make_node("DequantizeLinear", [dst + "_q", "s", "z"], [dst])])
+
+    qdq("x", "x0")
+    nodes.append(helper.make_node("MaxPool", ["x0"], ["p"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]))
+    qdq("p", "p0")
+    nodes.append(helper.make_node("Reshape", ["p0", "shape"], ["r"]))
+    qdq("r", "r0")
+    nodes.append(helper.make_node("Transpose", ["r0"], ["t"], perm=[0, 2, 1]))
+    qdq("t", "t0")
+    qdq("x2", "x20")
+    nodes.append(helper.make_node("Concat", ["t0", "x20"], ["c"], axis=1))
+    qdq("c", "c0")
+    nodes.append(helper.make_node("Slice", ["c0", "starts", "ends", "axes"], ["sl"]))
+    nodes.append(helper.make_node("QuantizeLinear", ["sl", "s", "z"], ["y_q"]))
+    nodes.append(helper.make_node("DequantizeLinear", ["y_q", "s", "z"], ["y"]))
+    g = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("x", F, ["N", 6, 5, 7]),
+                                           helper.make_tensor_value_info("x2", F, ["N", 4, 6])],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(np.asarray(v), n) for n, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    engine = twinfer.load(model.SerializeToString(), device="cpu")
+    ops = [op for _, op, _ in engine.kernel_report({"x": (2, 6, 5, 7), "x2": (2, 4, 6)})]
+    # Left: quantizing the two float inputs, and dequantizing the result.
+    assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 1, ops
+    assert any("int8 movement: 5 ops" in p for p in engine.stats()["passes"]), engine.stats()["passes"]
+    for n in (1, 3):
+        feeds = {"x": rng.standard_normal((n, 6, 5, 7)).astype(np.float32) * 3,
+                 "x2": rng.standard_normal((n, 4, 6)).astype(np.float32) * 3}
+        got = engine.run(feeds)["y"].numpy()
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        np.testing.assert_array_equal(got, want)

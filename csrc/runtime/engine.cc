@@ -15,6 +15,7 @@
 #include "graph/passes/fuse_qdq.h"
 #include "graph/passes/infer_and_fold.h"
 #include "graph/passes/insert_qdq.h"
+#include "graph/passes/int8_movement.h"
 #include "graph/passes/weight_only_int8.h"
 #include "ops/schema.h"
 #include "runtime/arena_planner.h"
@@ -141,6 +142,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   // constant folding turns DequantizeLinear(int8 weights) back into floats.
   if (options.optimize && passes::has_dequantize(g)) {
     passes::infer_and_fold(g, pc, false);
+    passes::int8_movement(g, pc);
     passes::fuse_qdq(g, pc);
   }
   int folded = passes::infer_and_fold(g, pc, fold);
