@@ -99,22 +99,29 @@ def main() -> int:
         for name, (path, feeds_fn) in models.items():
             if args.only and not any(s in name for s in args.only.split(",")):
                 continue
+            batches = [int(b) for b in args.batches.split(",")]
+            feeds = {b: feeds_fn(b, rng) for b in batches}
+            iters = {b: max(3, args.iterations // b) if b > 1 else args.iterations for b in batches}
+            # One runtime alive at a time: an onnxruntime session's thread pool
+            # spins on a core while the session exists (its default), which
+            # on this 2-core VM slowed twinfer runs measured beside it by up
+            # to 2x (benchmarks/quantization.py's MatMulInteger row showed it).
             engine = twinfer.load(path, device="cpu", num_threads=args.threads)
+            t_tw = {b: median_ms(measure(lambda: engine.run(feeds[b]), iters[b], warmup=2)) for b in batches}
+            del engine
             so = ort.SessionOptions()
             so.intra_op_num_threads = args.threads
             so.inter_op_num_threads = 1
             so.log_severity_level = 3
             sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-            for batch in [int(b) for b in args.batches.split(",")]:
-                feeds = feeds_fn(batch, rng)
-                iters = max(3, args.iterations // batch) if batch > 1 else args.iterations
-                t_tw = median_ms(measure(lambda: engine.run(feeds), iters, warmup=2))
-                t_ort = median_ms(measure(lambda: sess.run(None, feeds), iters, warmup=2))
-                row = {"model": name, "batch": batch, "twinfer_ms": t_tw, "onnxruntime_ms": t_ort,
-                       "ratio": t_tw / t_ort}
+            t_ort = {b: median_ms(measure(lambda: sess.run(None, feeds[b]), iters[b], warmup=2)) for b in batches}
+            del sess
+            for batch in batches:
+                row = {"model": name, "batch": batch, "twinfer_ms": t_tw[batch], "onnxruntime_ms": t_ort[batch],
+                       "ratio": t_tw[batch] / t_ort[batch]}
                 rows.append(row)
-                print(f"{name:30s} b={batch:<3d} twinfer {t_tw:9.2f} ms   onnxruntime {t_ort:9.2f} ms   "
-                      f"ratio {t_tw / t_ort:5.2f}", flush=True)
+                print(f"{name:30s} b={batch:<3d} twinfer {t_tw[batch]:9.2f} ms   onnxruntime {t_ort[batch]:9.2f} ms   "
+                      f"ratio {row['ratio']:5.2f}", flush=True)
     info = twinfer.build_info()
     meta = {"threads": args.threads, "iterations": args.iterations, "twinfer": twinfer.__version__,
             "onnxruntime": ort.__version__, "cpu_blas": info["cpu_blas"], "time": time.strftime("%Y-%m-%d %H:%M")}

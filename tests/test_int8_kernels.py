@@ -148,7 +148,7 @@ def test_onnxruntime_qdq_model_runs_on_int8_kernels(rng, tmp_path, make, fused_o
     counts = {}
     for _, op, impl in report:
         counts[op] = counts.get(op, 0) + 1
-        if op.startswith("com.twinfer::Q"):
+        if op in ("com.twinfer::QConv", "com.twinfer::QMatMul"):
             assert "onednn int8" in impl and "ref" not in impl.split("(")[-1], impl
     for op, n in fused_ops.items():
         assert counts.get(op, 0) == n, report
@@ -266,7 +266,7 @@ def test_bad_weights_option_is_refused(rng):
 
 @pytest.mark.parametrize("qtype", [np.uint8, np.int8])
 def test_movement_ops_between_qdq_pairs_run_on_int8(rng, qtype):
-    """DQ -> Reshape / Transpose / MaxPool / Concat / Slice -> Q with one scale
+    """DQ -> Reshape / Transpose / Concat / Slice -> Q with one scale
     and zero point, as onnxruntime's quantize_static writes them: the ops run
     on the integers with the pairs dropped, and the result is exactly the QDQ
     graph's (onnxruntime, optimizations off)."""
@@ -299,9 +299,10 @@ def test_movement_ops_between_qdq_pairs_run_on_int8(rng, qtype):
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     engine = twinfer.load(model.SerializeToString(), device="cpu")
     ops = [op for _, op, _ in engine.kernel_report({"x": (2, 6, 5, 7), "x2": (2, 4, 6)})]
-    # Left: quantizing the two float inputs, and dequantizing the result.
-    assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 1, ops
-    assert any("int8 movement: 5 ops" in p for p in engine.stats()["passes"]), engine.stats()["passes"]
+    # Left: quantizing the two float inputs, MaxPool's pair (it runs in float:
+    # faster than its int8 loop), and dequantizing the result.
+    assert ops.count("QuantizeLinear") == 3 and ops.count("DequantizeLinear") == 2, ops
+    assert any("int8 movement: 4 ops" in p for p in engine.stats()["passes"]), engine.stats()["passes"]
     for n in (1, 3):
         feeds = {"x": rng.standard_normal((n, 6, 5, 7)).astype(np.float32) * 3,
                  "x2": rng.standard_normal((n, 4, 6)).astype(np.float32) * 3}
@@ -310,3 +311,44 @@ def test_movement_ops_between_qdq_pairs_run_on_int8(rng, qtype):
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul"])
+@pytest.mark.parametrize("case", ["same_shape_u8", "same_shape_s8", "broadcast_u8", "broadcast_mixed"])
+def test_elementwise_between_qdq_pairs_runs_as_one_int8_kernel(rng, op, case):
+    """DQ(a), DQ(b) -> Add | Mul -> Q (onnxruntime's residual and mask Adds,
+    GELU's Muls) becomes com.twinfer::QBinary and gives the QDQ graph's
+    integers (onnxruntime, optimizations off)."""
+    ta, tb, ty = {"same_shape_u8": (np.uint8,) * 3, "same_shape_s8": (np.int8,) * 3, "broadcast_u8": (np.uint8,) * 3,
+                  "broadcast_mixed": (np.uint8, np.int8, np.uint8)}[case]
+    broadcast = case.startswith("broadcast")
+    sa, sb = ((2, 5, 9, 11), (5, 1, 11)) if broadcast else ((2, 5, 9, 11), (2, 5, 9, 11))
+    scale_y = 0.05 if op == "Add" else 0.2
+    inits = {"sa": np.float32(0.031), "za": ta(9 if ta == np.uint8 else -3), "sb": np.float32(0.047),
+             "zb": tb(120 if tb == np.uint8 else 4), "sy": np.float32(scale_y), "zy": ty(7 if ty == np.uint8 else -1)}
+    nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             helper.make_node(op, ["ad", "bd"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "sy", "zy"], ["y"])]
+    g = helper.make_graph(nodes, "qbin", [helper.make_tensor_value_info("a", F, ["N", *sa[1:]]),
+                                          helper.make_tensor_value_info("b", F, list(sb))],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(np.asarray(v), n) for n, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    engine = twinfer.load(model.SerializeToString(), device="cpu")
+    report = engine.kernel_report({"a": sa, "b": sb})
+    impls = [impl for _, op_, impl in report if op_ == "com.twinfer::QBinary"]
+    assert len(impls) == 1 and op not in [op_ for _, op_, _ in report], report
+    assert impls[0].endswith("(mixed types)" if case == "broadcast_mixed" else "(vectorised)"), impls
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    for n in (2, 3):  # batch 3: b broadcasts against a
+        feeds = {"a": (rng.standard_normal((n, *sa[1:])) * 3).astype(np.float32),
+                 "b": (rng.standard_normal(sb if broadcast else (n, *sb[1:])) * 3).astype(np.float32)}
+        if not broadcast and n == 3:
+            continue  # same-shape cases: b's batch is fixed at 2
+        np.testing.assert_array_equal(engine.run(feeds)["y"].numpy(), sess.run(None, feeds)[0])

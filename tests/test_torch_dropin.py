@@ -324,6 +324,22 @@ def test_cuda_device_without_a_gpu_is_a_clear_error():
         twinfer.torch.compile(torch.nn.Linear(3, 3), torch.randn(2, 3), device="cuda", progress=False)
 
 
+def test_to_moves_the_engine_and_refuses_a_dtype(seed):
+    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.GELU()).eval()
+    compiled = twinfer.torch.compile(model, torch.randn(2, 5), progress=False)
+    engine = compiled.engine
+    assert compiled.to("cpu") is compiled and compiled.cpu() is compiled and compiled.engine is engine  # already there
+    with pytest.raises(twinfer.InvalidArgumentError, match="precision"):
+        compiled.to(torch.float16)
+    x = torch.randn(3, 5)
+    with torch.no_grad():
+        _close(compiled(x), model(x))
+    if not (torch.cuda.is_available() and twinfer.cuda_available()):
+        with pytest.raises(twinfer.DeviceError, match="device='cpu'"):
+            compiled.to("cuda")
+        assert compiled.device == torch.device("cpu") and compiled.engine is engine  # unchanged after the refusal
+
+
 def test_compiled_module_renders_as_html(seed):
     compiled = twinfer.torch.compile(torch.nn.Linear(4, 3).eval(), torch.randn(2, 4), progress=False)
     html = compiled._repr_html_()

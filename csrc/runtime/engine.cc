@@ -13,6 +13,7 @@
 #include "graph/passes/fuse.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_qdq.h"
+#include "graph/passes/fuse_qdq_binary.h"
 #include "graph/passes/infer_and_fold.h"
 #include "graph/passes/insert_qdq.h"
 #include "graph/passes/int8_movement.h"
@@ -144,6 +145,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
     passes::infer_and_fold(g, pc, false);
     passes::int8_movement(g, pc);
     passes::fuse_qdq(g, pc);
+    passes::fuse_qdq_binary(g, pc);
   }
   int folded = passes::infer_and_fold(g, pc, fold);
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");

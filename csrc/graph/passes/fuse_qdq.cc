@@ -37,7 +37,24 @@ struct Rewriter {
   Rewriter(Graph& graph, const PassContext& c)
       : g(graph), ctx(c), users(value_users(graph)), dead(graph.nodes.size(), 0) {}
 
-  const Tensor* constant(int v) const { return v >= 0 && g.values[v].is_constant() ? &g.values[v].constant : nullptr; }
+  // v's value when it is a constant, also behind Identity nodes: this pass
+  // runs before constant folding, and the TorchScript exporter shares equal
+  // initializers (ResNet's bias vectors) through Identity nodes, which
+  // onnxruntime's quantizer keeps behind one DequantizeLinear.
+  const Tensor* constant(int v) const {
+    v = behind_identity(v);
+    return v >= 0 && g.values[v].is_constant() ? &g.values[v].constant : nullptr;
+  }
+  // The value an Identity chain ending in v copies (v itself when none).
+  int behind_identity(int v) const {
+    for (int hops = 0; v >= 0 && hops < 8; ++hops) {
+      const int p = g.values[v].producer;
+      if (g.values[v].is_constant() || p < 0 || !is_default(g.nodes[p], "Identity") || g.nodes[p].inputs.empty())
+        return v;
+      v = g.nodes[p].inputs[0];
+    }
+    return v;
+  }
 
   // The DequantizeLinear producing v (float32 out, constant scale and zero
   // point, no blocks), or nullptr.
@@ -85,7 +102,7 @@ struct Rewriter {
       for (int64_t c = 0; c < channels; ++c) (*out)[c] = p[t->numel() == 1 ? 0 : c];
       return true;
     }
-    const Node* dq = dequantize_of(v);
+    const Node* dq = dequantize_of(behind_identity(v));  // a shared bias reaches later layers via Identity
     if (!dq) return false;
     const Tensor* q = constant(dq->inputs[0]);
     const Tensor& s = *constant(dq->inputs[1]);

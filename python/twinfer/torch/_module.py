@@ -74,8 +74,9 @@ class CompiledModule(torch.nn.Module):
     """
 
     def __init__(self, engine: twinfer.Engine, device: torch.device, output_spec: pytree.TreeSpec, onnx_path: Path,
-                 cache_hit: bool, dynamic_batch: bool, name: str):
+                 cache_hit: bool, dynamic_batch: bool, name: str, num_threads: int = 0):
         super().__init__()
+        self._num_threads = num_threads
         self.engine = engine
         self.onnx_path = onnx_path
         self.cache_hit = cache_hit
@@ -96,6 +97,34 @@ class CompiledModule(torch.nn.Module):
     @property
     def output_names(self) -> list[str]:
         return list(self._runner.output_names)
+
+    def to(self, *args: Any, **kwargs: Any) -> "CompiledModule":
+        """Move the engine like ``nn.Module.to`` moves parameters: the same ONNX
+        export is loaded again on the new device (same precision and threads),
+        and inputs and outputs then live there. A dtype is refused: the
+        engine's arithmetic is ``precision=`` of ``twinfer.torch.compile``."""
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        if dtype is not None:
+            raise InvalidArgumentError(
+                f"a compiled module keeps its precision ({self.engine.precision}); to change it, call "
+                "twinfer.torch.compile(module, ..., precision='fp16' / 'bf16' / 'fp32') again"
+            )
+        if device is None:
+            return self
+        dev = _device_of(device, self, ())
+        if dev != self._device:
+            engine = twinfer.load(self.onnx_path, device=twinfer_device(dev), precision=self.engine.precision,
+                                  num_threads=self._num_threads)
+            self.engine, self._device, self._runner = engine, dev, TorchRunner(engine, dev)
+        return self
+
+    def cuda(self, device: int | torch.device | None = None) -> "CompiledModule":
+        if isinstance(device, int):
+            device = torch.device("cuda", device)
+        return self.to(device if device is not None else "cuda")
+
+    def cpu(self) -> "CompiledModule":
+        return self.to("cpu")
 
     def forward(self, *inputs: torch.Tensor) -> Any:
         """Same call and same return structure as the original module's forward."""
@@ -221,4 +250,4 @@ def compile(
     # Said again on a cache hit: the engine still carries what the tracer froze.
     warn_tracer_notes(meta.get("tracer_notes", []), name)
     spec = pytree.treespec_loads(meta["output_spec"])
-    return CompiledModule(engine, dev, spec, onnx_path, bool(hit), bool(dynamic_batch), name)
+    return CompiledModule(engine, dev, spec, onnx_path, bool(hit), bool(dynamic_batch), name, num_threads)
