@@ -12,6 +12,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import twinfer
+
 
 def _cli(*args, tmp_path, timeout=300):
     env = dict(os.environ, TWINFER_CACHE=str(tmp_path / "cache"))  # PYTHONPATH passes through
@@ -215,3 +217,16 @@ def test_demo(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "min cosine(twinfer, sentence-transformers) = " in r.stdout
     assert "twinfer " in r.stdout and "onnxruntime " in r.stdout
+
+
+def test_inspect_and_bench_a_saved_engine(small_model, tmp_path):
+    twinfer.load(str(small_model), device="cpu").save(tmp_path / "small.twinfer")
+    r = _cli("inspect", str(tmp_path / "small.twinfer"), "--json", "engine.json", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "twinfer engine file" in r.stdout and "input: float32['N', 3, 8, 8]" in r.stdout
+    assert "com.twinfer::Conv" in r.stdout and "fuse:" in r.stdout  # what the build did
+    assert json.loads((tmp_path / "engine.json").read_text())["precision"] == "fp32"
+    r = _cli("bench", str(tmp_path / "small.twinfer"), "--device", "cpu", "--shapes", "input:2x3x8x8",
+             "--iterations", "3", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "twinfer" in r.stdout and "p50" in r.stdout

@@ -156,16 +156,22 @@ _CACHE_SCRIPT = textwrap.dedent(
         def refuse(*a, **k):
             raise AssertionError("torch.onnx.export was called")
         torch.onnx.export = refuse
+        # Nor may the engine be built from the ONNX file: the cached engine loads.
+        real_load = twinfer.load
+        def load_saved_only(model, *a, **k):
+            assert str(model).endswith(".twinfer"), f"engine built from {model}"
+            return real_load(model, *a, **k)
+        twinfer.load = load_saved_only
     compiled = twinfer.torch.compile(model, torch.randn(2, 7), progress=False)
     x = torch.randn(5, 7)
     with torch.no_grad():
         err = (compiled(x) - model(x)).abs().max().item()
-    print(f"cache_hit={compiled.cache_hit} err={err:.2e}")
+    print(f"cache_hit={compiled.cache_hit},{compiled.engine_cache_hit} err={err:.2e}")
     """
 )
 
 
-def test_second_process_reuses_the_export(private_cache, tmp_path):
+def test_second_process_reuses_the_export_and_the_engine(private_cache, tmp_path):
     script = tmp_path / "compile_once.py"
     script.write_text(_CACHE_SCRIPT)
     env = dict(os.environ, TWINFER_CACHE=str(private_cache))
@@ -178,9 +184,9 @@ def test_second_process_reuses_the_export(private_cache, tmp_path):
         return hit, float(err.split("=")[1])
 
     hit, err = run("allow-export")
-    assert hit == "cache_hit=False" and err < 1e-4
-    hit, err = run("forbid-export")  # exporting here would raise
-    assert hit == "cache_hit=True" and err < 1e-4
+    assert hit == "cache_hit=False,False" and err < 1e-4
+    hit, err = run("forbid-export")  # exporting or building here would raise
+    assert hit == "cache_hit=True,True" and err < 1e-4
 
 
 def test_weights_change_the_cache_key(seed):

@@ -139,12 +139,38 @@ void bind_engine(py::module_& m) {
              py::gil_scoped_release nogil;
              return e.kernel_report(sh);
            })
+      .def(
+          "save",
+          [](const Engine& e, const std::string& path, std::map<std::string, std::string> metadata) {
+            py::gil_scoped_release nogil;
+            e.save(path, metadata);
+          },
+          py::arg("path"), py::arg("metadata") = std::map<std::string, std::string>{},
+          "Write the optimised engine to `path` (a twinfer engine file).")
       .def("op_histogram", [](const Engine& e) {
         std::map<std::string, int> h;
         for (const auto& n : e.optimized_graph().nodes)
           ++h[n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type];
         return h;
       });
+
+  m.def("is_engine_file", &is_engine_file, py::arg("path"), "True when `path` starts like a twinfer engine file.");
+  m.def(
+      "load_engine",
+      [](const std::string& path, const std::string& device, int num_threads) {
+        EngineOptions opt;
+        opt.device = parse_device(device);
+        opt.num_threads = num_threads;
+        SavedEngineInfo info;
+        std::shared_ptr<Engine> e;
+        {
+          py::gil_scoped_release nogil;
+          e = Engine::create_saved(read_engine_file(path, &info), info, opt);
+        }
+        return py::make_tuple(e, info.metadata);
+      },
+      py::arg("path"), py::arg("device") = "cpu", py::arg("num_threads") = 0,
+      "(Engine, metadata) from a saved engine file: no load-time pass runs.");
 
   m.def(
       "load_model",

@@ -1,4 +1,7 @@
 // twinfer::Error -> the Python classes of twinfer.errors, with .node and .op set.
+#include <stdexcept>
+#include <string>
+
 #include "bindings/bindings.h"
 #include "core/error.h"
 
@@ -36,6 +39,12 @@ void bind_errors(py::module_& m) {
     } catch (const std::bad_alloc&) {
       py::object errors = py::module_::import("twinfer.errors");
       PyErr_SetString(errors.attr("OutOfMemoryError").ptr(), "out of host memory");
+    } catch (const std::length_error& e) {
+      // A container asked for more elements than can exist: a size computed
+      // from absurd dims (a corrupt saved engine, an attribute out of range).
+      py::object errors = py::module_::import("twinfer.errors");
+      PyErr_SetString(errors.attr("OutOfMemoryError").ptr(),
+                      (std::string("a size too large to allocate (") + e.what() + ")").c_str());
     }
   });
 }

@@ -106,6 +106,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
                     "' is not supported on the CPU backend (it computes in fp32)");
   check_opsets(model);
   e->opset_ = model.opset("");
+  e->opsets_ = model.opsets;
   e->backing_ = model.backing;
   e->nodes_in_model_ = model.graph.nodes.size();
 
@@ -167,27 +168,71 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
     passes::infer_and_fold(g, pc, fold);
   }
 
-  for (int v : g.inputs) e->inputs_.push_back({g.values[v].name, g.values[v].dtype, g.values[v].shape});
+  e->finish(std::move(g));
+  return e;
+}
+
+std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngineInfo& info,
+                                             const EngineOptions& options) {
+  std::shared_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  e->options_.precision = info.precision;
+  e->options_.optimize = info.optimize;
+  if (options.device.is_cuda())
+    throw Error(ErrorKind::kDevice, "the CUDA backend has no kernels in this build yet; use device='cpu'");
+  check_opsets(model);
+  e->opset_ = model.opset("");
+  e->opsets_ = model.opsets;
+  e->backing_ = model.backing;
+  e->nodes_in_model_ = info.nodes_in_model;
+  e->pass_log_ = info.pass_log;
+  // The file names ops by name: one this build lacks (a newer twinfer's
+  // fused op) is reported like any unsupported op.
+  std::map<std::string, std::vector<std::string>> missing;
+  collect_unsupported(model.graph, Backend::kCPU, &missing);
+  if (!missing.empty()) {
+    std::string msg = "the saved engine uses ops this twinfer does not have: ";
+    for (const auto& kv : missing) msg += kv.first + " ";
+    throw Error(ErrorKind::kUnsupportedOp, msg + "(load the ONNX model again)");
+  }
+  e->finish(std::move(model.graph));
+  return e;
+}
+
+void Engine::finish(graph::Graph g) {
+  for (int v : g.inputs) inputs_.push_back({g.values[v].name, g.values[v].dtype, g.values[v].shape});
   for (int v : g.outputs) {
     const auto& val = g.values[v];
     if (val.dtype == DType::kUndefined)
       throw Error(ErrorKind::kModelFormat, "the type of graph output '" + val.name + "' is unknown");
-    e->outputs_.push_back({val.name, val.dtype, val.has_shape ? val.shape : SymShape{}});
+    outputs_.push_back({val.name, val.dtype, val.has_shape ? val.shape : SymShape{}});
   }
-  e->graph_ = std::move(g);
+  graph_ = std::move(g);
 
   // Fully static models get their plan now: errors surface at load and the
   // first run pays nothing extra.
   bool all_static = true;
   std::vector<Shape> shapes;
-  for (size_t i = 0; i < e->inputs_.size(); ++i) {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
     // An input declared without a shape has an unknown rank, not rank 0.
-    const auto& in = e->inputs_[i];
-    all_static &= e->graph_.values[e->graph_.inputs[i]].has_shape && sym_shape_known(in.shape);
+    const auto& in = inputs_[i];
+    all_static &= graph_.values[graph_.inputs[i]].has_shape && sym_shape_known(in.shape);
     if (all_static) shapes.push_back(sym_shape_values(in.shape));
   }
-  if (all_static) e->plan_for(shapes);
-  return e;
+  if (all_static) plan_for(shapes);
+}
+
+void Engine::save(const std::string& path, const std::map<std::string, std::string>& metadata) const {
+  graph::Model m;
+  m.opsets = opsets_;
+  m.graph = graph_;  // constants share storage: nothing is copied
+  SavedEngineInfo info;
+  info.precision = options_.precision;
+  info.optimize = options_.optimize;
+  info.pass_log = pass_log_;
+  info.nodes_in_model = nodes_in_model_;
+  info.metadata = metadata;
+  write_engine_file(path, m, info);
 }
 
 int Engine::default_threads() const {

@@ -14,6 +14,7 @@
 
 #include "core/device.h"
 #include "graph/ir.h"
+#include "runtime/engine_file.h"
 #include "runtime/plan.h"
 
 namespace twinfer {
@@ -69,6 +70,13 @@ struct MemoryReport {
 class Engine {
  public:
   static std::shared_ptr<Engine> create(graph::Model model, const EngineOptions& options);
+  // An engine from a saved engine file (runtime/engine_file.h): its graph is
+  // already optimised, so no load-time pass runs; precision comes from the
+  // file, device and threads from `options`.
+  static std::shared_ptr<Engine> create_saved(graph::Model model, const SavedEngineInfo& info,
+                                              const EngineOptions& options);
+  // Writes the optimised graph to `path` with the caller's `metadata`.
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata) const;
 
   const std::vector<IOSpec>& inputs() const { return inputs_; }
   const std::vector<IOSpec>& outputs() const { return outputs_; }
@@ -97,10 +105,12 @@ class Engine {
  private:
   Engine() = default;
   void check_inputs(const std::vector<Tensor>& inputs) const;
+  void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::unique_ptr<Plan> build_plan(const std::vector<Shape>& shapes) const;
 
   EngineOptions options_;
   int64_t opset_ = 0;
+  std::map<std::string, int64_t> opsets_;  // every domain's opset (saved with the engine)
   std::shared_ptr<void> backing_;  // keeps mapped weights alive
   graph::Graph graph_;             // optimised, shapes symbolic
   std::vector<IOSpec> inputs_, outputs_;

@@ -5,7 +5,7 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'ExecutionContext', 'Tensor', 'build_info', 'cuda_available', 'load_model', 'read_model_info']
+__all__: list[str] = ['Engine', 'ExecutionContext', 'Tensor', 'build_info', 'cuda_available', 'is_engine_file', 'load_engine', 'load_model', 'read_model_info']
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -96,6 +96,10 @@ class Engine:
         ...
     def run_in(self, context: ExecutionContext, inputs: collections.abc.Sequence[Tensor]) -> list[Tensor]:
         ...
+    def save(self, path: str, metadata: collections.abc.Mapping[str, str] = {}) -> None:
+        """
+        Write the optimised engine to `path` (a twinfer engine file).
+        """
     def stats(self) -> dict:
         ...
     @property
@@ -117,6 +121,14 @@ def build_info() -> dict:
     ...
 def cuda_available() -> bool:
     ...
+def is_engine_file(path: str) -> bool:
+    """
+    True when `path` starts like a twinfer engine file.
+    """
+def load_engine(path: str, device: str = 'cpu', num_threads: typing.SupportsInt | typing.SupportsIndex = 0) -> tuple[Engine, dict[str, str]]:
+    """
+    (Engine, metadata) from a saved engine file: no load-time pass runs.
+    """
 def load_model(source: typing.Any, is_path: bool, device: str = 'cpu', precision: str = 'fp32', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, optimize: bool = True, base_dir: str = '', extra_outputs: collections.abc.Sequence[str] = [], int8_amax: collections.abc.Mapping[str, typing.SupportsFloat | typing.SupportsIndex] = {}, keep_float: collections.abc.Set[str] = set(), int8_weights: bool = False, int8_unsigned: collections.abc.Set[str] = set(), int8_channel_mean: collections.abc.Mapping[str, collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]] = {}) -> Engine:
     ...
 def read_model_info(source: typing.Any, is_path: bool, base_dir: str = '') -> dict:

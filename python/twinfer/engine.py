@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from typing import Any, NamedTuple
 
 from . import _core
 from ._convert import Tensor, as_tensor
-from .errors import DeviceError, InvalidArgumentError, ShapeError
+from .errors import DeviceError, InvalidArgumentError, ModelFormatError, ShapeError
 
 
 class TensorSpec(NamedTuple):
@@ -241,6 +242,26 @@ class Engine:
         outs = ", ".join(f"{s.name}: {s.dtype}{list(s.shape)}" for s in self.outputs)
         return f"twinfer.Engine(device={self.device}, precision={self.precision}, inputs=[{ins}], outputs=[{outs}])"
 
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the engine to ``path`` (a twinfer engine file): the graph as the
+        load-time passes left it (folded, fused, quantized), its precision,
+        calibration and shape ranges. ``twinfer.load(path)`` reads it back
+        without running those passes or needing calibration data; weights are
+        mapped from the file. Kernels and memory plans are made again on
+        load, for the CPU at hand.
+
+        >>> twinfer.load("model.onnx", precision="int8", calibration=data).save("model.twinfer")
+        >>> engine = twinfer.load("model.twinfer")
+        """
+        from . import __version__
+
+        meta = {"twinfer_version": __version__}
+        if self.calibration is not None:
+            meta["calibration"] = json.dumps(self.calibration.to_dict())
+        if self._ranges:
+            meta["shape_ranges"] = json.dumps({k: [list(lo), list(hi)] for k, (lo, hi) in self._ranges.items()})
+        self._core.save(os.fspath(path), meta)
+
     def _repr_html_(self) -> str:
         """Jupyter's view: an HTML table of the engine (see twinfer.display)."""
         from .display import engine_html
@@ -251,7 +272,8 @@ class Engine:
 def load(model, device: str = "auto", precision: str = "fp32", **options) -> Engine:
     """Load and compile a model.
 
-    model: a path to an ONNX file, its bytes, or an ``onnx.ModelProto``.
+    model: a path to an ONNX file or to a saved engine (``Engine.save``), ONNX bytes, or an
+           ``onnx.ModelProto``. A saved engine takes only device= and num_threads=.
     device: "auto" (the GPU when present, else the CPU), "cpu", "cuda" or "cuda:N".
     precision: "fp32" (default), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU.
     options: num_threads (CPU threads per run, default all), optimize (passes, default True),
@@ -270,6 +292,8 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
 
     >>> engine = twinfer.load("resnet50.onnx", device="cpu")
     """
+    if isinstance(model, (str, os.PathLike)) and os.path.isfile(model) and _core.is_engine_file(os.fspath(model)):
+        return _load_saved(os.fspath(model), device, precision, options)
     source, is_path, base_dir = _model_source(model)
     base_dir = options.pop("base_dir", base_dir)
     num_threads = int(options.pop("num_threads", 0))
@@ -301,6 +325,40 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
                                 extra_outputs, int8_amax, keep_float, int8_weights, int8_unsigned, int8_mean)
     engine = Engine(core, shape_ranges)
     engine.calibration = calibration
+    return engine
+
+
+def _load_saved(path: str, device: str, precision: str, options: dict) -> Engine:
+    """A saved engine (Engine.save): device and num_threads are chosen now;
+    everything else was fixed when it was built."""
+    from . import __version__
+
+    num_threads = int(options.pop("num_threads", 0))
+    if options:
+        raise InvalidArgumentError(
+            f"{path} is a saved engine: only device= and num_threads= apply when loading it, not {sorted(options)} "
+            "(they were fixed when it was built; load the ONNX model to change them)")
+    requested = device
+    try:
+        core, meta = _core.load_engine(path, _resolve_device(device), num_threads)
+    except DeviceError:
+        if requested != "auto":
+            raise
+        warnings.warn("the CUDA backend cannot run this model here; using the CPU", RuntimeWarning, stacklevel=3)
+        core, meta = _core.load_engine(path, "cpu", num_threads)
+    saved_by = meta.get("twinfer_version")
+    if saved_by != __version__:
+        raise ModelFormatError(f"{path} was saved by twinfer {saved_by}; this is twinfer {__version__}: "
+                               "load the ONNX model again and save a new engine")
+    if precision not in ("fp32", "float32", core.precision):
+        raise InvalidArgumentError(f"{path} is a saved {core.precision} engine; precision={precision!r} cannot change "
+                                   "it (load the ONNX model with that precision instead)")
+    ranges = {k: (tuple(v[0]), tuple(v[1])) for k, v in json.loads(meta.get("shape_ranges", "{}")).items()}
+    engine = Engine(core, ranges)
+    if "calibration" in meta:
+        from .quantize import Calibration
+
+        engine.calibration = Calibration.from_dict(json.loads(meta["calibration"]))
     return engine
 
 

@@ -17,7 +17,7 @@ TORCHVISION_PREFIX = "torchvision:"
 TORCHVISION_INPUT = "input"
 
 MODEL_HELP = (
-    "an ONNX file, or torchvision:NAME (e.g. torchvision:resnet18): that torchvision architecture with "
+    "an ONNX file, a saved twinfer engine (Engine.save), or torchvision:NAME (e.g. torchvision:resnet18): that torchvision architecture with "
     "random weights (seed 0), exported to ONNX with a dynamic batch dim and cached; its input is named "
     "'input' and is 3x224x224 unless --shapes input:NxCxHxW says otherwise"
 )

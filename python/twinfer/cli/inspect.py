@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+
+import twinfer
 
 from ._models import MODEL_HELP, resolve
 
@@ -31,6 +34,8 @@ def run(args) -> int:
     from twinfer.model_info import describe
 
     shapes = parse_shapes(args.shapes)
+    if os.path.isfile(args.model) and twinfer._core.is_engine_file(args.model):
+        return _inspect_engine(args.model, args.json)
     model = resolve(args.model, shapes, args.batch, args.progress)
     info = describe(model.path, shapes, args.batch)
     if model.module is not None:
@@ -40,4 +45,29 @@ def run(args) -> int:
         with open(args.json, "w") as f:
             json.dump(info.to_dict(), f, indent=2, default=str)
         print(f"wrote {args.json}")
+    return 0
+
+
+def _inspect_engine(path: str, json_path: str | None) -> int:
+    """A saved engine: what it was built into (its graph is already optimised)."""
+    engine = twinfer.load(path, device="cpu")
+    summary = {
+        "engine": path, "precision": engine.precision,
+        "inputs": [[s.name, s.dtype, list(s.shape)] for s in engine.inputs],
+        "outputs": [[s.name, s.dtype, list(s.shape)] for s in engine.outputs],
+        "ops": engine._core.op_histogram(), "build passes": engine.stats()["passes"],
+    }
+    print(f"twinfer engine file {path} (precision {engine.precision}; optimised graph, no pass runs on load)")
+    for key in ("inputs", "outputs"):
+        print(f"  {key}:")
+        for name, dtype, shape in summary[key]:
+            print(f"    {name}: {dtype}{shape}")
+    print("  ops: " + ", ".join(f"{op} x{n}" for op, n in sorted(summary["ops"].items(), key=lambda kv: -kv[1])))
+    print("  built with:")
+    for line in summary["build passes"]:
+        print(f"    {line}")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(summary, f, indent=2)
+        print(f"wrote {json_path}")
     return 0

@@ -69,14 +69,16 @@ class CompiledModule(torch.nn.Module):
 
     Attributes: ``engine`` (the twinfer.Engine), ``onnx_path`` (the cached ONNX
     file), ``cache_hit`` (True when the export was found in the cache and
-    PyTorch's exporter was not called), ``input_names``, ``output_names``,
-    ``dynamic_batch``.
+    PyTorch's exporter was not called), ``engine_cache_hit`` (True when the
+    built engine was loaded from the cache too, so no load-time pass ran),
+    ``input_names``, ``output_names``, ``dynamic_batch``.
     """
 
     def __init__(self, engine: twinfer.Engine, device: torch.device, output_spec: pytree.TreeSpec, onnx_path: Path,
                  cache_hit: bool, dynamic_batch: bool, name: str, num_threads: int = 0):
         super().__init__()
         self._num_threads = num_threads
+        self.engine_cache_hit = False
         self.engine = engine
         self.onnx_path = onnx_path
         self.cache_hit = cache_hit
@@ -165,7 +167,9 @@ def compile(
     The module is exported to ONNX once (in eval mode, without autograd) and the
     file is cached on disk (``$TWINFER_CACHE/torch``, default ``~/.cache/twinfer``)
     under a hash of the weights, the code, the inputs' signature and the export
-    options, so another process compiling the same module skips the export.
+    options, with the built engine next to it (a saved engine file per precision
+    and device type), so another process compiling the same module skips both
+    the export and the engine build.
 
     module: the model (its forward must take tensors and return tensors, or
         tuples/lists/dicts of them).
@@ -245,9 +249,27 @@ def compile(
             tmp = meta_path.with_suffix(f".json.{os.getpid()}")
             tmp.write_text(json.dumps(meta))
             os.replace(tmp, meta_path)
-        steps.step("building the twinfer engine")
-        engine = twinfer.load(onnx_path, device=twinfer_device(dev), precision=precision, num_threads=num_threads)
+        # The built engine is cached too (a saved engine file per precision
+        # and device type): a process that finds it skips the build's passes.
+        engine_path = folder / f"{stem}-{precision}-{dev.type}.twinfer"
+        engine = None
+        if cache and hit and engine_path.exists():
+            steps.step("loading the cached engine")
+            try:
+                engine = twinfer.load(engine_path, device=twinfer_device(dev), num_threads=num_threads)
+            except twinfer.Error:
+                engine = None  # another twinfer version wrote it: build again
+        engine_hit = engine is not None
+        if engine is None:
+            steps.step("building the twinfer engine")
+            engine = twinfer.load(onnx_path, device=twinfer_device(dev), precision=precision, num_threads=num_threads)
+            try:
+                engine.save(engine_path)
+            except (twinfer.Error, OSError):
+                pass  # a read-only cache still gives a working module
     # Said again on a cache hit: the engine still carries what the tracer froze.
     warn_tracer_notes(meta.get("tracer_notes", []), name)
     spec = pytree.treespec_loads(meta["output_spec"])
-    return CompiledModule(engine, dev, spec, onnx_path, bool(hit), bool(dynamic_batch), name, num_threads)
+    compiled = CompiledModule(engine, dev, spec, onnx_path, bool(hit), bool(dynamic_batch), name, num_threads)
+    compiled.engine_cache_hit = engine_hit
+    return compiled

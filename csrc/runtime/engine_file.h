@@ -1,0 +1,48 @@
+// Saved engines: the optimised graph an Engine holds after the load-time
+// passes (folding, fusion, int8 rewrites), written so that loading it runs
+// none of them again. Kernel choice, weight packing and memory plans are
+// not saved: they depend on the CPU the engine runs on and are made per
+// input shape, as for an engine loaded from ONNX.
+//
+// File layout (little-endian):
+//   magic "TWINFER-ENGINE\0\0" (16 bytes), u32 format version, u32 0,
+//   u64 meta bytes, then the meta section (graph, opsets, options, pass log,
+//   user metadata), then, 64-byte aligned, every constant's bytes (each
+//   64-byte aligned), which a loaded engine maps instead of copying.
+// Every read is bounds-checked: a truncated or corrupt file is a
+// ModelFormatError naming the file, never a crash.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "runtime/kernel.h"
+
+namespace twinfer {
+
+inline constexpr uint32_t kEngineFileVersion = 1;
+
+// What a saved engine holds besides the graph.
+struct SavedEngineInfo {
+  Precision precision = Precision::kFP32;
+  bool optimize = true;
+  std::vector<std::string> pass_log;
+  size_t nodes_in_model = 0;
+  std::map<std::string, std::string> metadata;  // for the caller (the Python layer: calibration, version)
+};
+
+// Writes `model` (its graph already optimised) and `info` to `path`
+// (through a temporary file renamed into place). Throws kInvalidArgument when
+// a constant cannot be saved (strings, sequences) and kRuntime on I/O errors.
+void write_engine_file(const std::string& path, const graph::Model& model, const SavedEngineInfo& info);
+
+// True when the file at `path` starts with the engine file magic.
+bool is_engine_file(const std::string& path);
+
+// Reads a saved engine: the model (constants mapped from the file) and its info.
+graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info);
+
+}  // namespace twinfer

@@ -1,0 +1,126 @@
+"""Saved engines (Engine.save / twinfer.load of the file): the same outputs
+as the engine that was saved and as onnxruntime, no load-time pass and no
+calibration data needed to load, a second process reading it, and clear
+errors (never a crash) for truncated, corrupt or foreign files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from onnx_helpers import run_ort
+from test_control_flow import loop_model
+from test_int8_kernels import cnn
+
+import twinfer
+
+
+def test_float_cnn_round_trips(rng, tmp_path):
+    model, shape = cnn(rng)
+    engine = twinfer.load(model, device="cpu")
+    path = tmp_path / "cnn.twinfer"
+    engine.save(path)
+    again = twinfer.load(path, device="cpu")
+    assert again.stats()["passes"] == engine.stats()["passes"]  # the build's log, read from the file
+    assert [(s.name, s.dtype, s.shape) for s in again.inputs] == [(s.name, s.dtype, s.shape) for s in engine.inputs]
+    for n in (1, 5):  # the batch dim stays symbolic
+        x = rng.standard_normal((n,) + shape[1:]).astype(np.float32)
+        got = again.run({"x": x})["y"].numpy()
+        np.testing.assert_array_equal(got, engine.run({"x": x})["y"].numpy())
+        np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_int8_engine_loads_without_calibration_data(rng, tmp_path):
+    model, shape = cnn(rng)
+    data = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(3)]
+    engine = twinfer.load(model, device="cpu", precision="int8", calibration=data, progress=False)
+    path = tmp_path / "cnn-int8.twinfer"
+    engine.save(path)
+    # Building int8 from ONNX needs calibration; the saved engine does not:
+    # the quantized, fused graph is in the file.
+    again = twinfer.load(path)
+    assert again.precision == "int8" and again.device == "cpu"
+    assert again.calibration.amax == engine.calibration.amax and again.calibration.method == "percentile"
+    ops = [op for _, op, _ in again.kernel_report({"x": shape})]
+    assert ops.count("com.twinfer::QConv") == 3, ops
+    x = rng.standard_normal((4,) + shape[1:]).astype(np.float32)
+    np.testing.assert_array_equal(again.run({"x": x})["y"].numpy(), engine.run({"x": x})["y"].numpy())
+    with pytest.raises(twinfer.InvalidArgumentError, match="saved int8 engine"):
+        twinfer.load(path, precision="fp16")
+
+
+def test_subgraphs_and_shape_ranges_round_trip(rng, tmp_path):
+    model = loop_model()
+    engine = twinfer.load(model, device="cpu", shape_ranges={"x": ((1, 5), (4, 5))})
+    path = tmp_path / "loop.twinfer"
+    engine.save(path)
+    again = twinfer.load(path, device="cpu")
+    assert again.shape_ranges == engine.shape_ranges
+    feeds = {"M": np.array(4, np.int64), "cond": np.array(True), "x": rng.standard_normal((3, 5)).astype(np.float32),
+             "limit": np.array(1e9, np.float32)}
+    want = run_ort(model, feeds)
+    got = again.run(feeds)
+    np.testing.assert_allclose(got["acc"].numpy(), want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["parts"].numpy(), want[1], rtol=1e-5, atol=1e-6)
+    with pytest.raises(twinfer.ShapeError, match="outside the declared range"):
+        again.run({**feeds, "x": np.zeros((6, 5), np.float32)})
+
+
+def test_a_second_process_loads_the_saved_engine(rng, tmp_path):
+    model, shape = cnn(rng)
+    engine = twinfer.load(model, device="cpu")
+    path = tmp_path / "cnn.twinfer"
+    engine.save(path)
+    x = rng.standard_normal((2,) + shape[1:]).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    code = textwrap.dedent(f"""
+        import numpy as np, twinfer
+        e = twinfer.load({str(path)!r}, device="cpu")
+        np.save({str(tmp_path / "y.npy")!r}, e.run({{"x": np.load({str(tmp_path / "x.npy")!r})}})["y"].numpy())
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), engine.run({"x": x})["y"].numpy())
+
+
+def test_options_that_were_fixed_at_build_are_refused(rng, tmp_path):
+    model, _ = cnn(rng)
+    path = tmp_path / "cnn.twinfer"
+    twinfer.load(model, device="cpu").save(path)
+    with pytest.raises(twinfer.InvalidArgumentError, match="only device= and num_threads="):
+        twinfer.load(path, optimize=False)
+    assert twinfer.load(path, device="cpu", num_threads=1).num_threads == 1
+
+
+def test_truncated_or_corrupt_files_are_clear_errors(rng, tmp_path):
+    model, shape = cnn(rng)
+    path = tmp_path / "cnn.twinfer"
+    twinfer.load(model, device="cpu").save(path)
+    blob = path.read_bytes()
+    bad = tmp_path / "bad.twinfer"
+    meta_end = 32 + int.from_bytes(blob[24:32], "little")
+    # Cut anywhere: in the header, the metadata, the weights.
+    for cut in sorted({20, 40, 100, meta_end // 2, meta_end - 1, meta_end + 10, len(blob) // 2, len(blob) - 1}):
+        bad.write_bytes(blob[:cut])
+        with pytest.raises(twinfer.ModelFormatError, match="corrupt or truncated|not a twinfer engine"):
+            twinfer.load(bad, device="cpu")
+    # Random bytes flipped in the metadata: an error or an engine, never a crash.
+    for k in range(40):
+        b = bytearray(blob)
+        at = int(rng.integers(32, meta_end))
+        b[at] ^= int(rng.integers(1, 256))
+        bad.write_bytes(bytes(b))
+        try:
+            e = twinfer.load(bad, device="cpu")
+            e.run({"x": rng.standard_normal((1,) + shape[1:]).astype(np.float32)})
+        except twinfer.Error:
+            pass
+    # A newer format.
+    b = bytearray(blob)
+    b[16] = 99
+    bad.write_bytes(bytes(b))
+    with pytest.raises(twinfer.ModelFormatError, match="format 99"):
+        twinfer.load(bad, device="cpu")
