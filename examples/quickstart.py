@@ -50,6 +50,13 @@ def main() -> None:
         print(f"quickstart: twinfer matches onnxruntime (max abs diff {diff:.2e})")
         assert diff < 1e-3
 
+        # Save the built engine; loading it later (any process) skips the graph passes.
+        engine.save(Path(tmp) / "resnet18.twinfer")
+        again = twinfer.load(Path(tmp) / "resnet18.twinfer", device="cpu")
+        same = np.array_equal(again.run({"input": images})["logits"].numpy(), logits)
+        print(f"saved engine reloaded: same logits: {same}")
+        assert same
+
 
 if __name__ == "__main__":
     main()

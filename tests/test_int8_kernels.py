@@ -161,15 +161,17 @@ def test_onnxruntime_qdq_model_runs_on_int8_kernels(rng, tmp_path, make, fused_o
         # rounding of each requantization up to a value landing on the other
         # side of a rounding boundary (one step, rarely; in a chain of
         # requantized layers such a flip early on can reach two steps at the
-        # output: seen once in ~30 runs of the transformer block). A flip in
-        # K or V reaches every token's row, so in ~1 run of 20 the block has
-        # ~4% of its outputs one step off (mean 0.037 steps).
+        # output; with the residual Adds int8 too (QBinary), once in ~20 runs
+        # of the transformer block a flip passes three requantizations and
+        # reaches three steps). A flip in K or V reaches every token's row, so
+        # in ~1 run of 20 the block has ~4% of its outputs one step off (mean
+        # 0.037 steps).
         err = np.abs(got - ort_run(qp, {"x": x}, literal=True)) / step
-        assert err.max() <= 2.0 + 1e-3, err.max()
+        assert err.max() <= 3.0 + 1e-3, err.max()
         assert err.mean() <= 0.06, err.mean()
         # onnxruntime's own int8 kernels requantize elementwise ops with their
         # own rounding, a step or two away.
-        assert (np.abs(got - ort_run(qp, {"x": x})) / step).max() <= 4.0
+        assert (np.abs(got - ort_run(qp, {"x": x})) / step).max() <= 4.0 + 1e-3
 
 
 def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):

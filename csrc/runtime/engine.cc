@@ -10,6 +10,7 @@
 #include "graph/passes/blocked_layout.h"
 #include "graph/passes/eliminate_identity.h"
 #include "graph/passes/fold_conv_bn.h"
+#include "graph/passes/fold_pad_conv.h"
 #include "graph/passes/fuse.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_qdq.h"
@@ -83,6 +84,21 @@ void check_value_type(const std::string& what, const std::vector<DType>& want, c
                      device);
 }
 
+// Calibration keys values by the original model's names; where a pass made a
+// Conv read another value (a folded zero Pad's input), that value takes the
+// settings. Zero padding changes neither |x|'s maximum nor the sign, and the
+// padded value's channel means are what the Conv (now padding itself) sees.
+void follow_renames(const std::map<std::string, std::string>& renamed, passes::QuantizeSpec* qs) {
+  for (const auto& [from, to] : renamed) {
+    auto a = qs->activation_amax.find(from);
+    if (a == qs->activation_amax.end() || qs->activation_amax.count(to)) continue;
+    qs->activation_amax[to] = a->second;
+    if (qs->unsigned_activations.count(from)) qs->unsigned_activations.insert(to);
+    auto m = qs->activation_channel_mean.find(from);
+    if (m != qs->activation_channel_mean.end()) qs->activation_channel_mean[to] = m->second;
+  }
+}
+
 std::string signature_str(const std::vector<Shape>& shapes) {
   std::string s;
   for (const auto& sh : shapes) s += shape_str(sh);
@@ -150,13 +166,16 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   }
   int folded = passes::infer_and_fold(g, pc, fold);
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
+  std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
   if (options.optimize) {
     passes::eliminate_identity(g, pc);
+    passes::fold_pad_into_conv(g, pc, &renamed);
     passes::fold_conv_bn(g, pc);  // before quantizing: the folded weights are what int8 must hold
     passes::fuse_gelu(g, pc);
   }
   if (options.precision == Precision::kINT8) {
     passes::QuantizeSpec qs{options.int8_amax, options.int8_unsigned, options.int8_channel_mean, options.keep_float};
+    follow_renames(renamed, &qs);
     passes::insert_qdq(g, qs, pc);
     passes::infer_and_fold(g, pc, false);  // types for the new Q/DQ values
     if (options.optimize) passes::fuse_qdq(g, pc);

@@ -1,7 +1,6 @@
-// Erf on float32 in a loop the compiler vectorises (multiversioned for
-// AVX-512/AVX2, backends/cpu/simd_clones.h); libm's erff is a call per
-// element and ran ~8x slower than onnxruntime. GELU fuses erf into one kernel,
-// but models quantized by other tools keep it apart (DQ -> Erf -> Q).
+// Erf and GELU (approximate="none") on float32 in loops the compiler
+// vectorises (multiversioned for AVX-512/AVX2, backends/cpu/simd_clones.h);
+// libm's erff is a call per element and ran ~8x slower than onnxruntime.
 //
 //   |x| < 1:  the Maclaurin series 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)),
 //             n = 0..10 (the next term is below 2e-8 of the result);
@@ -43,40 +42,47 @@ inline float exp_nonpositive(float y) {
   return p * two_k;
 }
 
+// erf of one float32, branch-free (see the top of the file).
+inline __attribute__((always_inline)) float erf_one(float v) {
+  const float a = std::fabs(v);
+  // Series, in x^2 (Horner), for |x| < 1.
+  const float z = a * a;
+  float s = 1.f / (3628800.f * 21);  // n = 10
+  s = s * z - 1.f / (362880.f * 19);
+  s = s * z + 1.f / (40320.f * 17);
+  s = s * z - 1.f / (5040.f * 15);
+  s = s * z + 1.f / (720.f * 13);
+  s = s * z - 1.f / (120.f * 11);
+  s = s * z + 1.f / (24.f * 9);
+  s = s * z - 1.f / (6.f * 7);
+  s = s * z + 1.f / (2.f * 5);
+  s = s * z - 1.f / 3;
+  s = s * z + 1.f;
+  const float small = 1.12837916709551257390f * a * s;
+  // 1 - erfc for 1 <= |x| < 4 (clamped so exp stays in range).
+  const float b = a < 1.f ? 1.f : (a > 4.f ? 4.f : a);  // NaN: 4, replaced below
+  const float t = 1.f / (1.f + 0.3275911f * b);
+  float q = 1.061405429f;
+  q = q * t - 1.453152027f;
+  q = q * t + 1.421413741f;
+  q = q * t - 0.284496736f;
+  q = q * t + 0.254829592f;
+  // Every value computed, then selected: a computation inside a branch
+  // is kept as control flow (it might trap) and blocks vectorising.
+  const float erfc_part = q * t * exp_nonpositive(-b * b);
+  const float large = a >= 4.f ? 1.f : 1.f - erfc_part;
+  const float r = a < 1.f ? small : large;
+  const float signed_r = std::copysign(r, v);
+  return v != v ? v : signed_r;
+}
+
 TWINFER_SIMD_CLONES void erf_loop(const float* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float a = std::fabs(v);
-    // Series, in x^2 (Horner), for |x| < 1.
-    const float z = a * a;
-    float s = 1.f / (3628800.f * 21);  // n = 10
-    s = s * z - 1.f / (362880.f * 19);
-    s = s * z + 1.f / (40320.f * 17);
-    s = s * z - 1.f / (5040.f * 15);
-    s = s * z + 1.f / (720.f * 13);
-    s = s * z - 1.f / (120.f * 11);
-    s = s * z + 1.f / (24.f * 9);
-    s = s * z - 1.f / (6.f * 7);
-    s = s * z + 1.f / (2.f * 5);
-    s = s * z - 1.f / 3;
-    s = s * z + 1.f;
-    const float small = 1.12837916709551257390f * a * s;
-    // 1 - erfc for 1 <= |x| < 4 (clamped so exp stays in range).
-    const float b = a < 1.f ? 1.f : (a > 4.f ? 4.f : a);  // NaN: 4, replaced below
-    const float t = 1.f / (1.f + 0.3275911f * b);
-    float q = 1.061405429f;
-    q = q * t - 1.453152027f;
-    q = q * t + 1.421413741f;
-    q = q * t - 0.284496736f;
-    q = q * t + 0.254829592f;
-    // Every value computed, then selected: a computation inside a branch
-    // is kept as control flow (it might trap) and blocks vectorising.
-    const float erfc_part = q * t * exp_nonpositive(-b * b);
-    const float large = a >= 4.f ? 1.f : 1.f - erfc_part;
-    const float r = a < 1.f ? small : large;
-    const float signed_r = std::copysign(r, v);
-    y[i] = v != v ? v : signed_r;
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = erf_one(x[i]);
+}
+
+// GELU, approximate="none": 0.5 x (1 + erf(x / sqrt 2)), as ops/nn/activation.h.
+TWINFER_SIMD_CLONES void gelu_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.f + erf_one(x[i] * 0.70710678118654752440f));
 }
 
 bool erf_supports(const KernelBuildInfo& info, std::string* why) {
@@ -87,20 +93,30 @@ bool erf_supports(const KernelBuildInfo& info, std::string* why) {
   return true;
 }
 
-class FastErf final : public Kernel {
+bool gelu_supports(const KernelBuildInfo& info, std::string* why) {
+  if (info.node().attr_string("approximate", "none") != "none") {
+    if (why) *why = "fast path: approximate=\"none\" only";
+    return false;
+  }
+  return erf_supports(info, why);
+}
+
+template <void (*Loop)(const float*, float*, int64_t)>
+class FastErfKernel final : public Kernel {
  public:
-  explicit FastErf(const KernelBuildInfo&) {}
+  explicit FastErfKernel(const KernelBuildInfo&) {}
   const char* impl_name() const override { return "vectorised float32"; }
   void run(KernelContext& ctx) const override {
     const float* x = ctx.inputs[0].as<const float>();
     float* y = ctx.outputs[0].as<float>();
     cpu::parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
-                      [&](int64_t b, int64_t e) { erf_loop(x + b, y + b, e - b); });
+                      [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b); });
   }
 };
 
 }  // namespace
 
-TWINFER_REGISTER_KERNEL("Erf", Backend::kCPU, 10, erf_supports, make_kernel<FastErf>);
+TWINFER_REGISTER_KERNEL("Erf", Backend::kCPU, 10, erf_supports, make_kernel<FastErfKernel<erf_loop>>);
+TWINFER_REGISTER_KERNEL("Gelu", Backend::kCPU, 10, gelu_supports, make_kernel<FastErfKernel<gelu_loop>>);
 
 }  // namespace twinfer::ew

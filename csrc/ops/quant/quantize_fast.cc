@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_clones.h"
 #include "ops/quant/quant_util.h"
+#include "ops/quant/quantize_fast.h"
 
 namespace twinfer::quant {
 namespace {
@@ -129,6 +131,31 @@ void dequantize(const Q* x, float* y, int64_t n, float scale, int32_t zp, int th
   cpu::parallel_for(n, threads, kGrain, [&](int64_t b, int64_t e) { dequantize_loop(x + b, y + b, e - b, scale, zp); });
 }
 
+// min and max of x[0, n) together with 0 (DynamicQuantizeLinear's range).
+// Sixteen independent lanes so the compiler vectorises without reassociating;
+// a NaN never wins a comparison, so it is skipped.
+TWINFER_SIMD_CLONES void min_max_loop(const float* __restrict x, int64_t n, float* mn, float* mx) {
+  constexpr int kLanes = 16;
+  float lo[kLanes] = {}, hi[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      lo[j] = x[i + j] < lo[j] ? x[i + j] : lo[j];
+      hi[j] = x[i + j] > hi[j] ? x[i + j] : hi[j];
+    }
+  float a = 0.f, b = 0.f;
+  for (int j = 0; j < kLanes; ++j) {
+    a = lo[j] < a ? lo[j] : a;
+    b = hi[j] > b ? hi[j] : b;
+  }
+  for (; i < n; ++i) {
+    a = x[i] < a ? x[i] : a;
+    b = x[i] > b ? x[i] : b;
+  }
+  *mn = a;
+  *mx = b;
+}
+
 class FastQuantize final : public Kernel {
  public:
   explicit FastQuantize(const KernelBuildInfo& info) : out_(info.output(0).dtype) {}
@@ -168,6 +195,24 @@ class FastDequantize final : public Kernel {
 };
 
 }  // namespace
+
+void min_max_with_zero(const float* x, int64_t n, int threads, float* mn, float* mx) {
+  const int chunks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n / kGrain)));
+  std::vector<float> lo(chunks, 0.f), hi(chunks, 0.f);
+  const int64_t per = (n + chunks - 1) / chunks;
+  cpu::parallel_for(chunks, chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t start = std::min(n, c * per), stop = std::min(n, start + per);
+      min_max_loop(x + start, stop - start, &lo[c], &hi[c]);
+    }
+  });
+  *mn = *std::min_element(lo.begin(), lo.end());
+  *mx = *std::max_element(hi.begin(), hi.end());
+}
+
+void quantize_to_u8(const float* x, uint8_t* y, int64_t n, float scale, int32_t zero_point, int threads) {
+  quantize(x, y, n, scale, zero_point, threads);
+}
 
 TWINFER_REGISTER_KERNEL("QuantizeLinear", Backend::kCPU, 10, quantize_supports, make_kernel<FastQuantize>);
 TWINFER_REGISTER_KERNEL("DequantizeLinear", Backend::kCPU, 10, dequantize_supports, make_kernel<FastDequantize>);

@@ -28,6 +28,7 @@
 #include "backends/cpu/parallel.h"
 #include "core/subbyte.h"
 #include "ops/quant/quant_util.h"
+#include "ops/quant/quantize_fast.h"
 
 namespace twinfer::quant {
 namespace {
@@ -451,24 +452,15 @@ class DynamicQuantizeKernel final : public Kernel {
     const float* x = ctx.inputs[0].as<const float>();
     const int64_t n = ctx.inputs[0].numel();
     // Range including 0, in float32 as the reference.
-    float mx = 0.f, mn = 0.f;
-    for (int64_t i = 0; i < n; ++i) {
-      mx = x[i] > mx ? x[i] : mx;
-      mn = x[i] < mn ? x[i] : mn;
-    }
+    float mn = 0.f, mx = 0.f;
+    min_max_with_zero(x, n, ctx.num_threads, &mn, &mx);
     // An all-zero x gives scale 1 as onnxruntime does (the reference gives 1/255; y is 0 either way).
     const float scale = mx == mn ? 1.f : (mx - mn) / 255.f;
     float zpf = 0.f - mn / scale;
     zpf = std::min(255.f, std::max(0.f, zpf));
     const double zp = round_even(zpf);
-    uint8_t* y = ctx.outputs[0].as<uint8_t>();
-    cpu::parallel_for(n, ctx.num_threads, kGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        double v = round_even(static_cast<double>(x[i] / scale)) + zp;
-        v = v != v ? zp : std::min(255.0, std::max(0.0, v));
-        y[i] = static_cast<uint8_t>(v);
-      }
-    });
+    // Then as QuantizeLinear: the same float32 division and rounding, vectorised.
+    quantize_to_u8(x, ctx.outputs[0].as<uint8_t>(), n, scale, static_cast<int32_t>(zp), ctx.num_threads);
     if (ctx.outputs.size() > 1 && ctx.outputs[1].data) *ctx.outputs[1].as<float>() = scale;
     if (ctx.outputs.size() > 2 && ctx.outputs[2].data) *ctx.outputs[2].as<uint8_t>() = static_cast<uint8_t>(zp);
   }
