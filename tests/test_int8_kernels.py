@@ -354,3 +354,41 @@ def test_elementwise_between_qdq_pairs_runs_as_one_int8_kernel(rng, op, case):
         if not broadcast and n == 3:
             continue  # same-shape cases: b's batch is fixed at 2
         np.testing.assert_array_equal(engine.run(feeds)["y"].numpy(), sess.run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("fill", [None, 0.0, 0.25, "quantized 0"])
+def test_zero_padding_between_qdq_pairs_pads_with_the_zero_point(rng, qtype, fill):
+    """DQ -> Pad(constant) -> Q: a fill of 0 runs on the integers, padding with
+    the zero point (exactly what 0 quantizes to); any other fill stays float.
+    onnxruntime's quantizer writes the fill as DQ(Q(0)) ("quantized 0")."""
+    s, z = np.float32(0.043), qtype(5 if qtype == np.uint8 else -7)
+    inits = {"s": s, "z": z, "pads": np.int64([0, 0, 1, 2, 0, 0, 2, 1])}
+    pad_in = ["x0", "pads"]
+    fill_nodes = []
+    if fill == "quantized 0":
+        inits.update({"zero_f": np.float32(0.0), "fs": np.float32(1.0)})
+        fill_nodes = [helper.make_node("QuantizeLinear", ["zero_f", "fs", "z"], ["fq"]),
+                      helper.make_node("DequantizeLinear", ["fq", "fs", "z"], ["fill"])]
+        pad_in.append("fill")
+    elif fill is not None:
+        inits["fill"] = np.float32(fill)
+        pad_in.append("fill")
+    nodes = fill_nodes + [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["x0"]),
+             helper.make_node("Pad", pad_in, ["p"]),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"])]
+    g = helper.make_graph(nodes, "qpad", [helper.make_tensor_value_info("x", F, ["N", 3, 5, 6])],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(np.asarray(v), n) for n, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    engine = twinfer.load(model.SerializeToString(), device="cpu")
+    moved = any("int8 movement: 1 ops" in p for p in engine.stats()["passes"])
+    assert moved == (fill != 0.25), engine.stats()["passes"]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    for n in (1, 2):
+        x = (rng.standard_normal((n, 3, 5, 6)) * 2).astype(np.float32)
+        np.testing.assert_array_equal(engine.run({"x": x})["y"].numpy(), sess.run(None, {"x": x})[0])

@@ -158,14 +158,16 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   const bool fold = options.optimize;
   // A model quantized by another tool (QDQ): fuse its int8 patterns before
   // constant folding turns DequantizeLinear(int8 weights) back into floats.
-  if (options.optimize && passes::has_dequantize(g)) {
+  const bool imported_qdq = options.optimize && passes::has_dequantize(g);
+  if (imported_qdq) {
     passes::infer_and_fold(g, pc, false);
     passes::int8_movement(g, pc);
     passes::fuse_qdq(g, pc);
-    passes::fuse_qdq_binary(g, pc);
+    passes::fuse_qdq_binary(g, pc);  // before folding turns DQ(quantized bias) into a float constant
   }
   int folded = passes::infer_and_fold(g, pc, fold);
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
+  if (imported_qdq) passes::int8_movement(g, pc);  // again: a Pad's fill, DQ(Q(0)), is a constant only now
   std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
   if (options.optimize) {
     passes::eliminate_identity(g, pc);

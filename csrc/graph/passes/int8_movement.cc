@@ -1,5 +1,6 @@
 #include "graph/passes/int8_movement.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "graph/passes/qdq_util.h"
@@ -20,6 +21,11 @@ bool data_inputs(const Node& n, std::vector<size_t>* ins) {
   // Not MaxPool: its int8 kernel is a plain loop, ~8x slower on ResNet-50's
   // stem than the float path even with the dequantize and quantize around it.
   ins->clear();
+  if (n.op_type == "Pad") {  // constant mode only: the fill becomes the zero point (pad_fill_on_int8)
+    if (n.attr_string("mode", "constant") != "constant") return false;
+    ins->push_back(0);
+    return true;
+  }
   if (n.op_type == "Concat") {
     for (size_t k = 0; k < n.inputs.size(); ++k) ins->push_back(k);
     return true;
@@ -30,6 +36,50 @@ bool data_inputs(const Node& n, std::vector<size_t>* ins) {
       return true;
     }
   return false;
+}
+
+// A constant-mode Pad moved onto integers must fill with the integer that
+// stands for its float fill: only a fill of 0 (absent, or a constant 0),
+// which quantizes exactly to the zero point. Sets that fill; false (nothing
+// changed) for any other fill or for opsets before 11 (pads as attributes).
+bool pad_fill_on_int8(Graph& g, size_t i, const QParams& p, int64_t opset) {
+  const Node& pad = g.nodes[i];
+  if (opset < 11) return false;
+  if (pad.inputs.size() > 2 && pad.inputs[2] >= 0) {
+    const auto& v = g.values[pad.inputs[2]];
+    QParams fp;
+    const Node* dq = per_tensor_dequantize(g, pad.inputs[2], opset, &fp);
+    if (dq) {  // onnxruntime quantizes the fill too: DQ(q) is 0 exactly when q is its zero point
+      const auto& q = g.values[dq->inputs[0]];
+      const int qp = q.producer;
+      if (q.is_constant()) {
+        if (q.constant.numel() != 1) return false;
+        const int64_t qv = q.constant.dtype() == DType::kUInt8 ? *q.constant.data_as<uint8_t>()
+                                                               : *q.constant.data_as<int8_t>();
+        if (qv != fp.zero) return false;
+      } else if (qp >= 0 && g.nodes[qp].domain.empty() && g.nodes[qp].op_type == "QuantizeLinear") {
+        // ... or DQ(Q(c)) before constant folding: 0 when c is 0 and both use one zero point.
+        const Node& qn = g.nodes[qp];
+        QParams qq;
+        const auto& c = g.values[qn.inputs[0]];
+        if (!per_tensor_qparams(g, qn, q.dtype, opset, &qq) || qq.zero != fp.zero || !c.is_constant() ||
+            c.constant.numel() != 1 || c.constant.dtype() != DType::kFloat32 || *c.constant.data_as<float>() != 0.f)
+          return false;
+      } else {
+        return false;
+      }
+    } else if (!v.is_constant() || v.constant.numel() != 1 || v.constant.dtype() != DType::kFloat32 ||
+               *v.constant.data_as<float>() != 0.f) {
+      return false;
+    }
+  }
+  Tensor fill = Tensor::empty(p.type, {});
+  if (p.type == DType::kUInt8) *fill.data_as<uint8_t>() = static_cast<uint8_t>(p.zero);
+  else *fill.data_as<int8_t>() = static_cast<int8_t>(p.zero);
+  const int fv = add_constant(g, pad.name + "_int8_fill", std::move(fill));
+  g.nodes[i].inputs.resize(std::max<size_t>(g.nodes[i].inputs.size(), 3), -1);
+  g.nodes[i].inputs[2] = fv;
+  return true;
 }
 
 }  // namespace
@@ -73,6 +123,7 @@ int int8_movement(Graph& g, const PassContext& ctx) {
       }
     }
     if (!ok) continue;
+    if (g.nodes[i].op_type == "Pad" && !pad_fill_on_int8(g, i, params, ctx.opset)) continue;
     for (size_t j = 0; j < ins.size(); ++j) g.nodes[i].inputs[ins[j]] = quantized_inputs[j];
     g.values[out].dtype = params.type;
     for (int u : users[out]) {
