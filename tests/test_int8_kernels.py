@@ -186,6 +186,9 @@ def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):
     report = fused.kernel_report({"x": shape})
     assert [op for _, op, _ in report].count("com.twinfer::QConv") == 3, report
     assert any("2 with int8 output" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
+    # Those two int8 values pass QConv to QConv in NHWC (no reorders); the
+    # comparison below checks that layout too.
+    assert any("int8_channels_last: 2 QConv" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
     graph_ops = [op for _, op, _ in plain.kernel_report({"x": shape})]
     assert "Conv" in graph_ops and "com.twinfer::QConv" not in graph_ops
     x = rng.standard_normal((5,) + shape[1:]).astype(np.float32)

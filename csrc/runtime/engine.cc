@@ -17,6 +17,7 @@
 #include "graph/passes/fuse_qdq_binary.h"
 #include "graph/passes/infer_and_fold.h"
 #include "graph/passes/insert_qdq.h"
+#include "graph/passes/int8_channels_last.h"
 #include "graph/passes/int8_movement.h"
 #include "graph/passes/weight_only_int8.h"
 #include "ops/schema.h"
@@ -183,6 +184,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
     if (options.optimize) passes::fuse_qdq(g, pc);
   }
   if (options.optimize) passes::fuse_all(g, pc);
+  if (options.optimize) passes::int8_channels_last(g, pc);
   if (options.int8_weights) passes::quantize_weights_int8(g, pc);
   if (options.optimize || options.int8_weights) {
     g.remove_dead();

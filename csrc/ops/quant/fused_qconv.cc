@@ -5,10 +5,12 @@
 //
 // Layout: oneDNN's int8 convolutions are written for channels-last (or
 // channel-blocked) data; on plain NCHW it has only its reference kernel.
-// The activations between nodes stay NCHW, so the primitive is asked for
-// its preferred layout (format_tag::any) and x / y are reordered in and out
-// when it differs. Those reorders move 1 byte per element for int8 x and y
-// (4 for a float32 y), small next to the convolution.
+// The primitive is asked for its preferred layout (format_tag::any) and x / y
+// are reordered in and out when it differs from theirs. Activations between
+// nodes are NCHW, except an int8 value passed from QConv to QConv, which
+// graph/passes/int8_channels_last.cc marks (attributes x_channels_last /
+// y_channels_last): those buffers are NHWC, and the reorders, which cost
+// EfficientNet-Lite0's depthwise layers more than their convolutions, vanish.
 #include <algorithm>
 #include <memory>
 
@@ -25,6 +27,12 @@ using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
 bool is_q8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+
+// [N, C, spatial...] stored channels-last (nwc / nhwc / ndhwc).
+dnnl::memory::desc channels_last_desc(const Shape& s, DType t) {
+  const tag layout = s.size() == 3 ? tag::nwc : s.size() == 4 ? tag::nhwc : tag::ndhwc;
+  return dnnl::memory::desc(onednn::to_dims(s), onednn::dnnl_type(t), layout);
+}
 
 DType output_type(const InferContext& c) {
   return c.has_input(kQYScale) && c.has_input(kQYZero) ? c.input_dtype(kQYZero) : DType::kFloat32;
@@ -86,8 +94,9 @@ class QConvKernel final : public Kernel {
       return;
     }
     onednn::guarded(node_, op_, [&] {
-      x_user_ = onednn::plain_desc(x, p_.x_type);
-      y_user_ = onednn::plain_desc(y, p_.quantized_out ? p_.y_type : DType::kFloat32);
+      x_user_ = n.attr_int("x_channels_last", 0) ? channels_last_desc(x, p_.x_type) : onednn::plain_desc(x, p_.x_type);
+      const DType yt = p_.quantized_out ? p_.y_type : DType::kFloat32;
+      y_user_ = n.attr_int("y_channels_last", 0) ? channels_last_desc(y, yt) : onednn::plain_desc(y, yt);
       Shape wd = w;
       if (group_ > 1) {
         wd[0] /= group_;
