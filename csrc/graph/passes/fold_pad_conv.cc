@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "graph/passes/rewrite_util.h"
+#include "ops/quant/qlinear_fused.h"
 
 namespace twinfer::passes {
 
@@ -46,16 +47,31 @@ bool constant_pads(const graph::Graph& g, const graph::Node& pad, const PassCont
   return true;
 }
 
-// The fill value is absent, or a constant zero.
-bool zero_fill(const graph::Graph& g, const graph::Node& pad, const PassContext& ctx) {
+// The fill value as an integer when it is absent (0) or a constant of the
+// padded tensor's type `t` (float32: only 0 qualifies); false otherwise.
+bool constant_fill(const graph::Graph& g, const graph::Node& pad, const PassContext& ctx, DType t, int64_t* fill) {
   if (pad.attr_string("mode", "constant") != "constant") return false;
-  if (ctx.opset < 11) return pad.attr_float("value", 0.f) == 0.f;
+  *fill = 0;
+  if (ctx.opset < 11) return t == DType::kFloat32 && pad.attr_float("value", 0.f) == 0.f;
   if (pad.inputs.size() < 3 || pad.inputs[2] < 0) return true;
   const auto& v = g.values[pad.inputs[2]];
-  if (!v.is_constant() || v.constant.numel() != 1) return false;
-  if (v.constant.dtype() == DType::kFloat32) return *v.constant.data_as<float>() == 0.f;
-  return false;
+  if (!v.is_constant() || v.constant.numel() != 1 || v.constant.dtype() != t) return false;
+  if (t == DType::kFloat32) return *v.constant.data_as<float>() == 0.f;
+  *fill = t == DType::kUInt8 ? *v.constant.data_as<uint8_t>() : *v.constant.data_as<int8_t>();
+  return true;
 }
+
+// The x zero point of a QConv (0 when absent), or false when not constant.
+bool qconv_x_zero(const graph::Graph& g, const graph::Node& c, int64_t* zero) {
+  *zero = 0;
+  if (c.inputs.size() <= quant::kQXZero || c.inputs[quant::kQXZero] < 0) return true;
+  const auto& z = g.values[c.inputs[quant::kQXZero]];
+  if (!z.is_constant() || z.constant.numel() != 1) return false;
+  *zero = z.constant.dtype() == DType::kUInt8 ? *z.constant.data_as<uint8_t>() : *z.constant.data_as<int8_t>();
+  return true;
+}
+
+bool is_qconv(const graph::Node& n) { return n.domain == "com.twinfer" && n.op_type == quant::kQConvOp; }
 
 }  // namespace
 
@@ -67,8 +83,10 @@ int fold_pad_into_conv(graph::Graph& g, const PassContext& ctx, std::map<std::st
     if (!is_default(pad, "Pad") || pad.inputs.empty() || pad.inputs[0] < 0 || pad.outputs.empty()) continue;
     const int x = pad.inputs[0], y = pad.outputs[0];
     const auto& xv = g.values[x];
-    if (!xv.has_shape || xv.shape.size() < 3 || xv.dtype != DType::kFloat32) continue;
-    if (users[y].empty() || is_graph_output(g, y) || !zero_fill(g, pad, ctx)) continue;
+    const bool quantized = xv.dtype == DType::kUInt8 || xv.dtype == DType::kInt8;
+    int64_t fill = 0;
+    if (!xv.has_shape || xv.shape.size() < 3 || (xv.dtype != DType::kFloat32 && !quantized)) continue;
+    if (users[y].empty() || is_graph_output(g, y) || !constant_fill(g, pad, ctx, xv.dtype, &fill)) continue;
     const size_t rank = xv.shape.size();
     std::vector<int64_t> pads;
     if (!constant_pads(g, pad, ctx, rank, &pads)) continue;
@@ -77,8 +95,14 @@ int fold_pad_into_conv(graph::Graph& g, const PassContext& ctx, std::map<std::st
     bool ok = true;
     for (int u : users[y]) {
       const graph::Node& c = g.nodes[u];
-      ok = ok && is_default(c, "Conv") && c.inputs[0] == y && c.inputs.size() > 1 && c.inputs[1] != y &&
-           (c.inputs.size() < 3 || c.inputs[2] != y) && c.attr_string("auto_pad", "NOTSET") == "NOTSET" &&
+      // float: a Conv padding with 0. int8: a QConv, whose oneDNN kernel pads
+      // with its x zero point (the integer standing for 0): the fill must be it.
+      int64_t zero = 0;
+      const bool conv_ok = quantized ? is_qconv(c) && qconv_x_zero(g, c, &zero) && zero == fill
+                                     : is_default(c, "Conv");
+      ok = ok && conv_ok && c.inputs[0] == y;
+      for (size_t k = 1; ok && k < c.inputs.size(); ++k) ok = c.inputs[k] != y;
+      ok = ok && c.attr_string("auto_pad", "NOTSET") == "NOTSET" &&
            c.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0)).size() == 2 * spatial;
     }
     if (!ok) continue;

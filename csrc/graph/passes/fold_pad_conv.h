@@ -9,7 +9,9 @@
 // Conditions: the pads are constant, non-negative and only on spatial dims;
 // the fill is absent or a constant 0; every reader of the padded value is a
 // Conv reading it as input X with auto_pad NOTSET; the padded value is not a
-// graph output.
+// graph output. On int8 (an imported QDQ model, after graph/passes/int8_movement.cc
+// moved the Pad onto the integers): the readers are com.twinfer::QConv and the
+// fill is their x zero point, which oneDNN's int8 convolution pads with.
 #pragma once
 #include <map>
 #include <string>
