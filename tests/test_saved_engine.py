@@ -118,6 +118,20 @@ def test_truncated_or_corrupt_files_are_clear_errors(rng, tmp_path):
             e.run({"x": rng.standard_normal((1,) + shape[1:]).astype(np.float32)})
         except twinfer.Error:
             pass
+    # Targeted: the graph's output id set to -1 (the last 8 bytes of the
+    # metadata), and a weight's leading dim made 2**62 + 1 (numel * 4 would wrap).
+    b = bytearray(blob)
+    b[meta_end - 8:meta_end] = (-1).to_bytes(8, "little", signed=True)
+    bad.write_bytes(bytes(b))
+    with pytest.raises(twinfer.ModelFormatError, match="out of range"):
+        twinfer.load(bad, device="cpu")
+    dims = b"".join(int(v).to_bytes(8, "little") for v in (4, 16, 3, 3, 3))  # w1: rank 4, [16, 3, 3, 3]
+    at = blob.index(dims, 32, meta_end)
+    b = bytearray(blob)
+    b[at + 8:at + 16] = (2**62 + 1).to_bytes(8, "little")
+    bad.write_bytes(bytes(b))
+    with pytest.raises(twinfer.ModelFormatError, match="larger than the file"):
+        twinfer.load(bad, device="cpu")
     # A newer format.
     b = bytearray(blob)
     b[16] = 99

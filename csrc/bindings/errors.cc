@@ -23,6 +23,12 @@ static const char* class_for(ErrorKind k) {
   return "Error";
 }
 
+// Messages quote names and attribute values from model files, which need
+// not be UTF-8: undecodable bytes become U+FFFD instead of a UnicodeDecodeError.
+static py::object text(const std::string& s) {
+  return py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+}
+
 void bind_errors(py::module_& m) {
   (void)m;
   py::register_exception_translator([](std::exception_ptr p) {
@@ -32,9 +38,9 @@ void bind_errors(py::module_& m) {
       py::gil_scoped_acquire gil;
       py::object errors = py::module_::import("twinfer.errors");
       py::object cls = errors.attr(class_for(e.kind()));
-      py::object exc = cls(e.what());
-      exc.attr("node") = e.node().empty() ? py::object(py::none()) : py::object(py::str(e.node()));
-      exc.attr("op") = e.op().empty() ? py::object(py::none()) : py::object(py::str(e.op()));
+      py::object exc = cls(text(e.what()));
+      exc.attr("node") = e.node().empty() ? py::object(py::none()) : text(e.node());
+      exc.attr("op") = e.op().empty() ? py::object(py::none()) : text(e.op());
       PyErr_SetObject(cls.ptr(), exc.ptr());
     } catch (const std::bad_alloc&) {
       py::object errors = py::module_::import("twinfer.errors");

@@ -1,5 +1,8 @@
 #include "runtime/engine_file.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -149,15 +152,16 @@ class Reader {
   // A count of items each at least `min_item_bytes` long: bounded by what is left.
   size_t count(size_t min_item_bytes = 1) {
     const int64_t n = i64();
-    if (n < 0 || static_cast<uint64_t>(n) * std::max<size_t>(1, min_item_bytes) > static_cast<uint64_t>(end_ - p_))
+    if (n < 0 || static_cast<uint64_t>(n) > static_cast<uint64_t>(end_ - p_) / std::max<size_t>(1, min_item_bytes))
       corrupt("a count of " + std::to_string(n) + " does not fit the file");
     return static_cast<size_t>(n);
   }
   // Names reach Python as str: bytes that are not UTF-8 mean corruption.
-  std::string str() {
+  // Attribute strings are ONNX bytes and may hold anything (utf8 = false).
+  std::string str(bool utf8 = true) {
     const size_t n = count();
     const uint8_t* s = take(n);
-    if (!valid_utf8(s, n)) corrupt("a name that is not UTF-8");
+    if (utf8 && !valid_utf8(s, n)) corrupt("a name that is not UTF-8");
     return std::string(reinterpret_cast<const char*>(s), n);
   }
   DType dtype() {
@@ -170,11 +174,13 @@ class Reader {
     for (auto& d : v) d = dtype();
     return v;
   }
-  std::vector<int> ints(size_t limit) {
+  // Value ids: -1 (an omitted optional input/output) only where `optional`.
+  std::vector<int> ids(size_t limit, bool optional) {
     std::vector<int> v(count(8));
     for (auto& x : v) {
       const int64_t i = i64();
-      if (i < -1 || i >= static_cast<int64_t>(limit)) corrupt("a value id " + std::to_string(i) + " out of range");
+      if (i < (optional ? -1 : 0) || i >= static_cast<int64_t>(limit))
+        corrupt("a value id " + std::to_string(i) + " out of range");
       x = static_cast<int>(i);
     }
     return v;
@@ -190,10 +196,15 @@ class Reader {
       if (s < 0) corrupt("a negative dim");
     }
     const int64_t offset = i64();
-    // numel without overflow: every dim bounded by the data section.
+    // numel and bytes without overflow: each step bounded by the data section.
+    const uint64_t max_elems = data_n_ / dtype_size(d);
     uint64_t numel = 1;
     for (int64_t s : shape) {
-      if (s != 0 && numel > data_n_ / static_cast<uint64_t>(s) + 1) corrupt("a constant larger than the file");
+      if (s == 0) {
+        numel = 0;
+        continue;
+      }
+      if (numel > max_elems / static_cast<uint64_t>(s)) corrupt("a constant larger than the file");
       numel *= static_cast<uint64_t>(s);
     }
     const uint64_t bytes = numel * dtype_size(d);
@@ -228,8 +239,8 @@ class Reader {
       n.name = str();
       n.op_type = str();
       n.domain = str();
-      n.inputs = ints(nvalues);
-      n.outputs = ints(nvalues);
+      n.inputs = ids(nvalues, true);
+      n.outputs = ids(nvalues, true);
       const size_t nattrs = count(8);
       for (size_t k = 0; k < nattrs; ++k) {
         std::string name = str();
@@ -238,8 +249,8 @@ class Reader {
     }
     for (auto& v : g.values)
       if (v.producer < -1 || v.producer >= static_cast<int>(g.nodes.size())) corrupt("a producer out of range");
-    g.inputs = ints(nvalues);
-    g.outputs = ints(nvalues);
+    g.inputs = ids(nvalues, false);
+    g.outputs = ids(nvalues, false);
   }
 
  private:
@@ -261,7 +272,7 @@ class Reader {
     a.type = static_cast<graph::Attribute::Type>(type);
     a.f = f32();
     a.i = i64();
-    a.s = str();
+    a.s = str(false);
     a.t = tensor();
     if (u8()) {
       a.g = std::make_shared<graph::Graph>();
@@ -272,7 +283,7 @@ class Reader {
     a.ints.resize(count(8));
     for (auto& v : a.ints) v = i64();
     a.strings.resize(count(8));
-    for (auto& s : a.strings) s = str();
+    for (auto& s : a.strings) s = str(false);
     a.tensors.resize(count(1));
     for (auto& t : a.tensors) t = tensor();
     a.graphs.resize(count(1));
@@ -335,7 +346,8 @@ void write_engine_file(const std::string& path, const graph::Model& model, const
   }
   w.graph(model.graph);
 
-  const std::string tmp = path + ".tmp-" + std::to_string(reinterpret_cast<uintptr_t>(&w));
+  static std::atomic<unsigned> serial{0};
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw Error(ErrorKind::kRuntime, "cannot write the engine file '" + path + "'");

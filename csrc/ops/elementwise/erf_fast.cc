@@ -60,7 +60,7 @@ inline __attribute__((always_inline)) float erf_one(float v) {
   s = s * z + 1.f;
   const float small = 1.12837916709551257390f * a * s;
   // 1 - erfc for 1 <= |x| < 4 (clamped so exp stays in range).
-  const float b = a < 1.f ? 1.f : (a > 4.f ? 4.f : a);  // NaN: 4, replaced below
+  const float b = a < 1.f ? 1.f : (a < 4.f ? a : 4.f);  // NaN: 4 (its result is replaced below)
   const float t = 1.f / (1.f + 0.3275911f * b);
   float q = 1.061405429f;
   q = q * t - 1.453152027f;

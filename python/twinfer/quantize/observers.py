@@ -17,7 +17,8 @@ import numpy as np
 
 
 # Share of non-zero values exactly at the largest |x| from which a tensor
-# counts as clipped by its producer (a smooth distribution has ~1 such value).
+# counts as clipped by its producer (a smooth distribution has ~1 such value,
+# so at least 2 are needed too: small tensors keep their entropy threshold).
 SATURATED = 1e-3
 
 
@@ -122,7 +123,7 @@ class HistogramObserver(MinMaxObserver):
         # A tensor that often sits exactly at its largest value is clipped
         # there by its producer (ReLU6, Clip): that range is the network's
         # own, and clipping lower cuts off the saturated values it relies on.
-        if self.at_peak > SATURATED * max(self.hist.sum(), 1):
+        if self.at_peak >= 2 and self.at_peak > SATURATED * max(self.hist.sum(), 1):
             return self.amax
         hist = self.hist
         used = int(np.nonzero(hist)[0].max()) + 1 if hist.any() else 0
