@@ -181,7 +181,10 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
     follow_renames(renamed, &qs);
     passes::insert_qdq(g, qs, pc);
     passes::infer_and_fold(g, pc, false);  // types for the new Q/DQ values
-    if (options.optimize) passes::fuse_qdq(g, pc);
+    if (options.optimize) {
+      passes::fuse_qdq(g, pc);
+      passes::fuse_qdq_binary(g, pc);  // residual Adds whose inputs insert_qdq quantized
+    }
   }
   if (options.optimize) passes::fuse_all(g, pc);
   if (options.optimize) passes::int8_channels_last(g, pc);

@@ -22,8 +22,18 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
     QParams pa, pb;
     const graph::Node* da = per_tensor_dequantize(g, n.inputs[0], ctx.opset, &pa, &dead);
     const graph::Node* db = per_tensor_dequantize(g, n.inputs[1], ctx.opset, &pb, &dead);
-    const int out = n.outputs[0];
+    int out = n.outputs[0];
     if (!da || !db || users[out].empty() || is_graph_output(g, out)) continue;
+    // An Add followed by its sole reader Relu (ResNet's residual): the Relu joins.
+    int relu = -1;
+    if (users[out].size() == 1) {
+      const graph::Node& r = g.nodes[users[out][0]];
+      if (r.domain.empty() && r.op_type == "Relu" && !dead[users[out][0]] && !r.outputs.empty() && r.outputs[0] >= 0) {
+        relu = users[out][0];
+        out = r.outputs[0];
+        if (users[out].empty() || is_graph_output(g, out)) continue;
+      }
+    }
     bool ok = true;
     QParams py;
     for (size_t k = 0; k < users[out].size() && ok; ++k) {
@@ -45,6 +55,13 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
     op.type = graph::Attribute::Type::kString;
     op.s = n.op_type;
     f.attrs["op"] = op;
+    if (relu >= 0) {
+      graph::Attribute act;
+      act.type = graph::Attribute::Type::kString;
+      act.s = "Relu";
+      f.attrs["activation"] = act;
+      dead[relu] = 1;
+    }
     auto zero_of = [](const graph::Node& d) { return d.inputs.size() > 2 ? d.inputs[2] : -1; };
     f.inputs = {da->inputs[0], da->inputs[1], zero_of(*da), db->inputs[0], db->inputs[1], zero_of(*db),
                 q0.inputs[1], q0.inputs[2]};
@@ -63,7 +80,7 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
   for (auto& f : added) g.add_node(std::move(f));
   g.topo_sort();
   g.remove_dead();
-  ctx.note("fuse_qdq_binary: " + std::to_string(fused) + " Add/Mul -> com.twinfer::QBinary");
+  ctx.note("fuse_qdq_binary: " + std::to_string(fused) + " Add/Mul [+Relu] -> com.twinfer::QBinary");
   return fused;
 }
 

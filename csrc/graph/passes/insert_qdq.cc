@@ -70,6 +70,27 @@ int64_t weight_axis(const graph::Node& n, size_t input, size_t rank) {
   return static_cast<int64_t>(rank) - 1;  // MatMul B [.., K, N]: per column
 }
 
+// An Add of two calibrated activations whose result (or its sole Relu's)
+// is quantized anyway, as the input of a quantized layer (a ResNet or
+// MobileNet residual connection): its inputs are quantized too, and the QDQ
+// fusion then runs it as one int8 pass (com.twinfer::QBinary) between int8
+// convolutions. Other Adds (a transformer's residual before LayerNorm) stay float.
+bool int8_residual_add(const graph::Graph& g, const graph::Node& n, const QuantizeSpec& spec,
+                       const std::vector<std::vector<int>>& users) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1 || n.outputs[0] < 0) return false;
+  for (int in : n.inputs) {
+    if (in < 0) return false;
+    const auto& v = g.values[in];
+    if (v.is_constant() || v.dtype != DType::kFloat32 || !spec.activation_amax.count(v.name)) return false;
+  }
+  const int out = n.outputs[0];
+  if (spec.activation_amax.count(g.values[out].name)) return true;
+  if (users[out].size() != 1) return false;
+  const graph::Node& r = g.nodes[users[out][0]];
+  return r.domain.empty() && r.op_type == "Relu" && !r.outputs.empty() && r.outputs[0] >= 0 &&
+         spec.activation_amax.count(g.values[r.outputs[0]].name) != 0;
+}
+
 }  // namespace
 
 int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx) {
@@ -78,9 +99,43 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
   int quantized = 0, corrected = 0;
   const size_t original = g.nodes.size();
   const std::vector<std::vector<int>> users = value_users(g);
+  // The DequantizeLinear output standing for activation `in` (one Q/DQ pair
+  // per activation, shared by its readers).
+  auto dequantized = [&](int in) {
+    auto found = activation_dq.find(in);
+    if (found != activation_dq.end()) return found->second;
+    const graph::Value v = g.values[in];  // copy: adding values may move the vector
+    const float amax = spec.activation_amax.at(v.name);
+    const bool is_unsigned = spec.unsigned_activations.count(v.name) != 0;
+    const float levels = is_unsigned ? 255.f : 127.f;
+    const float scale = amax > 0.f ? amax / levels : 1.f;
+    const int sv = add_constant(g, v.name + "_scale", scalar_f32(scale));
+    const int zv = add_constant(g, v.name + "_zero_point", is_unsigned ? scalar_u8(0) : scalar_i8(0));
+    const int qv = add_value(g, v.name + "_quantized");
+    const int dv = add_value(g, v.name + "_dequantized");
+    graph::Node qn;
+    qn.name = v.name + "_QuantizeLinear";
+    qn.op_type = "QuantizeLinear";
+    qn.inputs = {in, sv, zv};
+    qn.outputs = {qv};
+    graph::Node dn;
+    dn.name = v.name + "_DequantizeLinear";
+    dn.op_type = "DequantizeLinear";
+    dn.inputs = {qv, sv, zv};
+    dn.outputs = {dv};
+    added.push_back(std::move(qn));
+    added.push_back(std::move(dn));
+    activation_dq.emplace(in, dv);
+    return dv;
+  };
   for (size_t i = 0; i < original; ++i) {
     graph::Node& n = g.nodes[i];
     if (!n.domain.empty()) continue;
+    if (n.op_type == "Add" && !spec.keep_float.count(n.name) && int8_residual_add(g, n, spec, users)) {
+      for (size_t k = 0; k < 2; ++k) g.nodes[i].inputs[k] = dequantized(g.nodes[i].inputs[k]);
+      ++quantized;
+      continue;
+    }
     auto it = quantizable().find(n.op_type);
     if (it == quantizable().end() || spec.keep_float.count(n.name)) continue;
     // Every data input must be quantizable: a calibrated activation or a float32 constant.
@@ -136,31 +191,7 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
         added.push_back(std::move(dq));
         g.nodes[i].inputs[k] = out;
       } else {
-        auto found = activation_dq.find(in);
-        if (found == activation_dq.end()) {
-          const float amax = spec.activation_amax.at(v.name);
-          const bool is_unsigned = spec.unsigned_activations.count(v.name) != 0;
-          const float levels = is_unsigned ? 255.f : 127.f;
-          const float scale = amax > 0.f ? amax / levels : 1.f;
-          const int sv = add_constant(g, v.name + "_scale", scalar_f32(scale));
-          const int zv = add_constant(g, v.name + "_zero_point", is_unsigned ? scalar_u8(0) : scalar_i8(0));
-          const int qv = add_value(g, v.name + "_quantized");
-          const int dv = add_value(g, v.name + "_dequantized");
-          graph::Node qn;
-          qn.name = v.name + "_QuantizeLinear";
-          qn.op_type = "QuantizeLinear";
-          qn.inputs = {in, sv, zv};
-          qn.outputs = {qv};
-          graph::Node dn;
-          dn.name = v.name + "_DequantizeLinear";
-          dn.op_type = "DequantizeLinear";
-          dn.inputs = {qv, sv, zv};
-          dn.outputs = {dv};
-          added.push_back(std::move(qn));
-          added.push_back(std::move(dn));
-          found = activation_dq.emplace(in, dv).first;
-        }
-        g.nodes[i].inputs[k] = found->second;
+        g.nodes[i].inputs[k] = dequantized(in);
       }
     }
     ++quantized;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "backends/cpu/parallel.h"
@@ -24,6 +25,8 @@ void qbinary_infer(InferContext& c) {
   c.check(c.num_inputs() == kQbNumInputs, ErrorKind::kModelFormat, "QBinary takes 8 inputs");
   const std::string op = c.node().attr_string("op", "");
   c.check(op == "Add" || op == "Mul", ErrorKind::kModelFormat, "QBinary op must be Add or Mul, got '" + op + "'");
+  const std::string act = c.node().attr_string("activation", "");
+  c.check(act.empty() || act == "Relu", ErrorKind::kModelFormat, "QBinary activation must be Relu or none");
   const DType y = c.input_dtype(kQbYZero);
   c.check(is_q8(c.input_dtype(kQbA)) && is_q8(c.input_dtype(kQbB)) && is_q8(y), ErrorKind::kDType,
           "QBinary reads and writes uint8/int8");
@@ -51,6 +54,7 @@ struct Operand {
 struct Params {
   Operand a, b;
   float y_scale = 1.f, lo = 0.f, hi = 0.f;  // lo/hi: y's integer range less its zero point
+  float floor = -std::numeric_limits<float>::infinity();  // 0 with a fused Relu
   int32_t y_zero = 0;
 };
 
@@ -61,7 +65,9 @@ inline __attribute__((always_inline)) QY qbinary_one(QA qa, QB qb, const Params&
   constexpr float kMagic = 12582912.f;
   const float fa = static_cast<float>(static_cast<int32_t>(qa) - p.a.zero) * p.a.scale;
   const float fb = static_cast<float>(static_cast<int32_t>(qb) - p.b.zero) * p.b.scale;
-  float v = (kMul ? fa * fb : fa + fb) / p.y_scale;
+  float r = kMul ? fa * fb : fa + fb;
+  r = r < p.floor ? p.floor : r;  // Relu: max(r, 0); NaN passes as in the graph
+  float v = r / p.y_scale;
   v = v == v ? v : 0.f;
   v = std::min(std::max(v, p.lo), p.hi);
   v = (v + kMagic) - kMagic;
@@ -72,46 +78,53 @@ inline __attribute__((always_inline)) QY qbinary_one(QA qa, QB qb, const Params&
 // value (stride 0), the shapes numpy broadcasting leaves after the plan
 // merges dims (ops/elementwise/broadcast.h). Six plain loops so each
 // vectorises.
-template <typename Q>
-inline __attribute__((always_inline)) void run_loop(const Q* a, bool a_step, const Q* b, bool b_step, Q* y,
+template <typename QA, typename QB, typename QY>
+inline __attribute__((always_inline)) void run_loop(const QA* a, bool a_step, const QB* b, bool b_step, QY* y,
                                                     int64_t n, bool mul, const Params& p) {
   if (a_step && b_step) {
-    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<Q, Q, Q, true>(a[i], b[i], p);
-    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<Q, Q, Q, false>(a[i], b[i], p);
+    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, true>(a[i], b[i], p);
+    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, false>(a[i], b[i], p);
   } else if (a_step) {
-    const Q vb = *b;
-    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<Q, Q, Q, true>(a[i], vb, p);
-    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<Q, Q, Q, false>(a[i], vb, p);
-  } else {
-    const Q va = *a;
-    const Q* bb = b_step ? b : nullptr;
-    if (!bb) {  // both on one value: one result repeated
-      const Q v = mul ? qbinary_one<Q, Q, Q, true>(va, *b, p) : qbinary_one<Q, Q, Q, false>(va, *b, p);
-      for (int64_t i = 0; i < n; ++i) y[i] = v;
-    } else if (mul) {
-      for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<Q, Q, Q, true>(va, bb[i], p);
-    } else {
-      for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<Q, Q, Q, false>(va, bb[i], p);
-    }
+    const QB vb = *b;
+    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, true>(a[i], vb, p);
+    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, false>(a[i], vb, p);
+  } else if (b_step) {
+    const QA va = *a;
+    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, true>(va, b[i], p);
+    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, false>(va, b[i], p);
+  } else {  // both on one value: one result repeated
+    const QY v = mul ? qbinary_one<QA, QB, QY, true>(*a, *b, p) : qbinary_one<QA, QB, QY, false>(*a, *b, p);
+    for (int64_t i = 0; i < n; ++i) y[i] = v;
   }
 }
 
-// The common case (a, b and y of one integer type), built for AVX-512 /
-// AVX2 / baseline (backends/cpu/simd_clones.h).
-TWINFER_SIMD_CLONES void run_u8(const uint8_t* a, bool a_step, const uint8_t* b, bool b_step, uint8_t* y, int64_t n,
-                                bool mul, const Params& p) {
-  run_loop(a, a_step, b, b_step, y, n, mul, p);
-}
-TWINFER_SIMD_CLONES void run_s8(const int8_t* a, bool a_step, const int8_t* b, bool b_step, int8_t* y, int64_t n,
-                                bool mul, const Params& p) {
-  run_loop(a, a_step, b, b_step, y, n, mul, p);
-}
+// Built for AVX-512 / AVX2 / baseline (backends/cpu/simd_clones.h), one per
+// combination of integer types: a, b, y (s = int8, u = uint8). A residual
+// Add in precision="int8" reads a signed convolution output and an unsigned
+// ReLU output and writes unsigned.
+#define TWINFER_QBINARY_RUN(name, QA, QB, QY)                                                                 \
+  TWINFER_SIMD_CLONES void name(const void* a, bool a_step, const void* b, bool b_step, void* y, int64_t n,   \
+                                bool mul, const Params& p) {                                                  \
+    run_loop(static_cast<const QA*>(a), a_step, static_cast<const QB*>(b), b_step, static_cast<QY*>(y), n, mul, \
+             p);                                                                                              \
+  }
+TWINFER_QBINARY_RUN(run_uuu, uint8_t, uint8_t, uint8_t)
+TWINFER_QBINARY_RUN(run_sss, int8_t, int8_t, int8_t)
+TWINFER_QBINARY_RUN(run_suu, int8_t, uint8_t, uint8_t)
+TWINFER_QBINARY_RUN(run_usu, uint8_t, int8_t, uint8_t)
+TWINFER_QBINARY_RUN(run_sus, int8_t, uint8_t, int8_t)
+TWINFER_QBINARY_RUN(run_uss, uint8_t, int8_t, int8_t)
+TWINFER_QBINARY_RUN(run_ssu, int8_t, int8_t, uint8_t)
+TWINFER_QBINARY_RUN(run_uus, uint8_t, uint8_t, int8_t)
+#undef TWINFER_QBINARY_RUN
 
-template <typename QA, typename QB, typename QY, bool kMul>
-struct Apply {
-  Params p;
-  QY operator()(QA qa, QB qb) const { return qbinary_one<QA, QB, QY, kMul>(qa, qb, p); }
-};
+using RunFn = void (*)(const void*, bool, const void*, bool, void*, int64_t, bool, const Params&);
+
+RunFn run_for(DType a, DType b, DType y) {
+  const bool ua = a == DType::kUInt8, ub = b == DType::kUInt8, uy = y == DType::kUInt8;
+  static const RunFn table[2][2][2] = {{{run_sss, run_ssu}, {run_sus, run_suu}}, {{run_uss, run_usu}, {run_uus, run_uuu}}};
+  return table[ua][ub][uy];
+}
 
 class QBinaryKernel final : public Kernel {
  public:
@@ -124,56 +137,24 @@ class QBinaryKernel final : public Kernel {
     const Operand y = operand(info, kQbYScale, kQbYZero);
     p_.y_scale = y.scale;
     p_.y_zero = y.zero;
+    if (info.node().attr_string("activation", "") == "Relu") p_.floor = 0.f;
     p_.lo = static_cast<float>((y_t_ == DType::kUInt8 ? 0 : -128) - y.zero);
     p_.hi = static_cast<float>((y_t_ == DType::kUInt8 ? 255 : 127) - y.zero);
-    one_type_ = a_t_ == b_t_ && b_t_ == y_t_;
+    run_ = run_for(a_t_, b_t_, y_t_);
   }
-  const char* impl_name() const override {
-    return one_type_ ? "fused dequantize-op-quantize (vectorised)" : "fused dequantize-op-quantize (mixed types)";
-  }
+  const char* impl_name() const override { return "fused dequantize-op-quantize (vectorised)"; }
 
   void run(KernelContext& ctx) const override {
-    if (one_type_) {
-      const bool a_step = plan_.inner_stride[0] != 0, b_step = plan_.inner_stride[1] != 0;
-      const bool u8 = y_t_ == DType::kUInt8;
-      const auto* a = static_cast<const uint8_t*>(ctx.inputs[kQbA].data);
-      const auto* b = static_cast<const uint8_t*>(ctx.inputs[kQbB].data);
-      auto* y = static_cast<uint8_t*>(ctx.outputs[0].data);
-      ew::broadcast_for_each(plan_, ctx.num_threads, 16384,
-                             [&](int64_t o, const std::array<int64_t, 3>& off, int64_t n) {
-                               if (u8)
-                                 run_u8(a + off[0], a_step, b + off[1], b_step, y + o, n, mul_, p_);
-                               else
-                                 run_s8(reinterpret_cast<const int8_t*>(a) + off[0], a_step,
-                                        reinterpret_cast<const int8_t*>(b) + off[1], b_step,
-                                        reinterpret_cast<int8_t*>(y) + o, n, mul_, p_);
-                             });
-      return;
-    }
-    dispatch_q8(a_t_, [&](auto a_tag) {
-      dispatch_q8(b_t_, [&](auto b_tag) {
-        dispatch_q8(y_t_, [&](auto y_tag) {
-          using QA = typename decltype(a_tag)::type;
-          using QB = typename decltype(b_tag)::type;
-          using QY = typename decltype(y_tag)::type;
-          const QA* a = ctx.inputs[kQbA].as<const QA>();
-          const QB* b = ctx.inputs[kQbB].as<const QB>();
-          QY* y = ctx.outputs[0].as<QY>();
-          if (mul_)
-            ew::broadcast_apply2(plan_, a, b, y, Apply<QA, QB, QY, true>{p_}, ctx.num_threads, 16384);
-          else
-            ew::broadcast_apply2(plan_, a, b, y, Apply<QA, QB, QY, false>{p_}, ctx.num_threads, 16384);
-        });
-      });
+    const bool a_step = plan_.inner_stride[0] != 0, b_step = plan_.inner_stride[1] != 0;
+    const auto* a = static_cast<const uint8_t*>(ctx.inputs[kQbA].data);  // bytes: offsets are in elements of 1 byte
+    const auto* b = static_cast<const uint8_t*>(ctx.inputs[kQbB].data);
+    auto* y = static_cast<uint8_t*>(ctx.outputs[0].data);
+    ew::broadcast_for_each(plan_, ctx.num_threads, 16384, [&](int64_t o, const std::array<int64_t, 3>& off, int64_t n) {
+      run_(a + off[0], a_step, b + off[1], b_step, y + o, n, mul_, p_);
     });
   }
 
  private:
-  template <typename F>
-  static void dispatch_q8(DType t, F&& f) {
-    if (t == DType::kUInt8) f(TypeTag<uint8_t>{});
-    else f(TypeTag<int8_t>{});
-  }
   static Operand operand(const KernelBuildInfo& info, size_t scale, size_t zero) {
     Operand o;
     o.scale = *info.input_constant(scale)->data_as<float>();
@@ -181,7 +162,8 @@ class QBinaryKernel final : public Kernel {
     return o;
   }
 
-  bool mul_, one_type_ = false;
+  bool mul_;
+  RunFn run_ = nullptr;
   DType a_t_, b_t_, y_t_;
   ew::BroadcastPlan plan_;
   Params p_;

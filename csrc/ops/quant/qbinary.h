@@ -1,17 +1,18 @@
 // com.twinfer::QBinary: the elementwise QDQ pattern
 //
-//   DequantizeLinear(a_q) , DequantizeLinear(b_q) -> Add | Mul -> QuantizeLinear
+//   DequantizeLinear(a_q) , DequantizeLinear(b_q) -> Add | Mul [-> Relu] -> QuantizeLinear
 //
 // as one pass over the integers (graph/passes/fuse_qdq_binary.cc builds it).
 // Per element, in float32 and in the QDQ graph's order, so the result is the
 // same integers:
-//   y = saturate(round_half_even(((a - a_zero) * a_scale  op  (b - b_zero) * b_scale) / y_scale) + y_zero)
+//   r = (a - a_zero) * a_scale  op  (b - b_zero) * b_scale     [r = max(r, 0) with activation Relu]
+//   y = saturate(round_half_even(r / y_scale) + y_zero)
 // a and b broadcast (numpy rules).
 //
 // inputs: 0 a, 1 a_scale, 2 a_zero_point (optional), 3 b, 4 b_scale,
 //         5 b_zero_point (optional), 6 y_scale, 7 y_zero_point (its type is y's)
 //         a, b, y: uint8 / int8; scales float32 and zero points one element, constant.
-// attribute: op = "Add" | "Mul".
+// attributes: op = "Add" | "Mul"; activation = "" | "Relu" (max(r, 0) before quantizing).
 #pragma once
 
 namespace twinfer::quant {

@@ -90,8 +90,10 @@ def _activation_channel_axes(model) -> dict[str, int | None]:
     source, is_path, base_dir = _model_source(model)
     info = _core.read_model_info(source, is_path, base_dir)
     axes: dict[str, int | None] = {}
-    for (_, op, domain), (ins, _) in zip(info["nodes"], info["node_io"]):
-        if domain not in ("", "ai.onnx") or op not in QUANTIZABLE:
+    nodes = [(op, ins, outs) for (_, op, domain), (ins, outs) in zip(info["nodes"], info["node_io"])
+             if domain in ("", "ai.onnx")]
+    for op, ins, _ in nodes:
+        if op not in QUANTIZABLE:
             continue
         for k in QUANTIZABLE[op]:
             if k < len(ins):
@@ -99,6 +101,21 @@ def _activation_channel_axes(model) -> dict[str, int | None]:
                 if name and not const:
                     axis = None if k else (1 if op.startswith("Conv") else -1)
                     axes[name] = axis if axes.get(name, axis) == axis else None
+    # Residual Adds whose result (or its sole Relu's) a quantized layer reads:
+    # the int8 build quantizes their inputs too (insert_qdq's int8_residual_add).
+    readers: dict[str, list[str]] = {}
+    for op, ins, _ in nodes:
+        for name, _ in ins:
+            readers.setdefault(name, []).append(op)
+    relu_out = {ins[0][0]: outs[0] for op, ins, outs in nodes if op == "Relu" and ins and outs}
+    for op, ins, outs in nodes:
+        if op != "Add" or len(ins) != 2 or not outs or any(const or not name for name, const in ins):
+            continue
+        out = outs[0]
+        if out not in axes and not (readers.get(out) == ["Relu"] and relu_out.get(out) in axes):
+            continue
+        for name, _ in ins:
+            axes.setdefault(name, None)
     return axes
 
 
