@@ -177,7 +177,7 @@ def test_int8_top1_agrees_with_float32(model_path, images, fp32_logits):
     assert len(x) == len(names) == len(EVAL_VIEWS) * (len(OBVIOUS) + len(UNLABELLED))
     # As a user would: analyze() keeps in float the layers that cost most
     # (each measured alone) until the logits' cosine to float32 reaches 0.999
-    # on two calibration batches; that keeps ~5 of 50 (the stem and the
+    # on two calibration batches; that keeps ~5-7 of 50 (the stem and the
     # first blocks' depthwise and projection convolutions).
     report = analyze(model_path, calibration, calibrator="minmax", accuracy_target=0.999, rank="alone",
                      max_samples=2, progress=False)
