@@ -70,6 +70,16 @@ int64_t weight_axis(const graph::Node& n, size_t input, size_t rank) {
   return static_cast<int64_t>(rank) - 1;  // MatMul B [.., K, N]: per column
 }
 
+// A QuantizeLinear / DequantizeLinear node for value `of`, named after it.
+graph::Node qdq_node(const std::string& op, const std::string& of, std::vector<int> inputs, int output) {
+  graph::Node n;
+  n.name = of + "_" + op;
+  n.op_type = op;
+  n.inputs = std::move(inputs);
+  n.outputs = {output};
+  return n;
+}
+
 // An Add of two calibrated activations whose result (or its sole Relu's)
 // is quantized anyway, as the input of a quantized layer (a ResNet or
 // MobileNet residual connection): its inputs are quantized too, and the QDQ
@@ -113,18 +123,8 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
     const int zv = add_constant(g, v.name + "_zero_point", is_unsigned ? scalar_u8(0) : scalar_i8(0));
     const int qv = add_value(g, v.name + "_quantized");
     const int dv = add_value(g, v.name + "_dequantized");
-    graph::Node qn;
-    qn.name = v.name + "_QuantizeLinear";
-    qn.op_type = "QuantizeLinear";
-    qn.inputs = {in, sv, zv};
-    qn.outputs = {qv};
-    graph::Node dn;
-    dn.name = v.name + "_DequantizeLinear";
-    dn.op_type = "DequantizeLinear";
-    dn.inputs = {qv, sv, zv};
-    dn.outputs = {dv};
-    added.push_back(std::move(qn));
-    added.push_back(std::move(dn));
+    added.push_back(qdq_node("QuantizeLinear", v.name, {in, sv, zv}, qv));
+    added.push_back(qdq_node("DequantizeLinear", v.name, {qv, sv, zv}, dv));
     activation_dq.emplace(in, dv);
     return dv;
   };
@@ -179,11 +179,7 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
         const int sv = add_constant(g, v.name + "_scale", scales);
         const int zv = add_constant(g, v.name + "_zero_point", zeros);
         const int out = add_value(g, v.name + "_dequantized");
-        graph::Node dq;
-        dq.name = v.name + "_DequantizeLinear";
-        dq.op_type = "DequantizeLinear";
-        dq.inputs = {qv, sv, zv};
-        dq.outputs = {out};
+        graph::Node dq = qdq_node("DequantizeLinear", v.name, {qv, sv, zv}, out);
         graph::Attribute a;
         a.type = graph::Attribute::Type::kInt;
         a.i = axis;
