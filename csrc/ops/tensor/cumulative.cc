@@ -1,7 +1,8 @@
-// CumSum(x, axis) with the exclusive and reverse attributes. Sums run in the
-// element type (float for float16/bfloat16), like the reference runtimes;
-// the tensor is seen as [outer, n, inner] and each block of up to 256 inner
-// positions keeps its running sums on the stack, so rows are read in order.
+// CumSum(x, axis) and CumProd(x, axis) (opset 26) with the exclusive and
+// reverse attributes: the running sum / product along an axis, computed in
+// the element type (float for float16/bfloat16) like the reference runtimes.
+// The tensor is seen as [outer, n, inner] and each block of up to 256 inner
+// positions keeps its running values on the stack, so rows are read in order.
 #include <algorithm>
 
 #include "backends/cpu/parallel.h"
@@ -12,13 +13,26 @@
 namespace twinfer::tensor {
 namespace {
 
-constexpr unsigned kCumSumTypes = ew::kFloatTypes | ew::kI32 | ew::kI64 | ew::kU32 | ew::kU64;
+constexpr unsigned kCumulativeTypes = ew::kFloatTypes | ew::kI32 | ew::kI64 | ew::kU32 | ew::kU64;
 constexpr int64_t kBlock = 256;
 
-void cumsum_infer(InferContext& c) {
+struct Sum {
+  static constexpr const char* kOp = "CumSum";
+  template <typename C> static C identity() { return C(0); }
+  template <typename C> static C apply(C acc, C v) { return static_cast<C>(acc + v); }
+};
+
+struct Prod {
+  static constexpr const char* kOp = "CumProd";
+  template <typename C> static C identity() { return C(1); }
+  template <typename C> static C apply(C acc, C v) { return static_cast<C>(acc * v); }
+};
+
+template <typename Op>
+void cumulative_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kCumSumTypes, dt), ErrorKind::kDType,
-          std::string("CumSum does not support dtype ") + dtype_name(dt));
+  c.check(ew::in_typeset(kCumulativeTypes, dt), ErrorKind::kDType,
+          std::string(Op::kOp) + " does not support dtype " + dtype_name(dt));
   const DType at = c.input_dtype(1);
   c.check(at == DType::kInt32 || at == DType::kInt64, ErrorKind::kDType,
           std::string("axis must be int32/int64, got ") + dtype_name(at));
@@ -30,9 +44,10 @@ void cumsum_infer(InferContext& c) {
   infer_same_as_input0(c);
 }
 
-class CumSumKernel final : public Kernel {
+template <typename Op>
+class CumulativeKernel final : public Kernel {
  public:
-  explicit CumSumKernel(const KernelBuildInfo& info)
+  explicit CumulativeKernel(const KernelBuildInfo& info)
       : exclusive_(info.node().attr_int("exclusive", 0) != 0),
         reverse_(info.node().attr_int("reverse", 0) != 0),
         node_(info.node().name) {}
@@ -42,17 +57,16 @@ class CumSumKernel final : public Kernel {
     const int64_t r = static_cast<int64_t>(x.rank());
     int64_t axis = view_scalar_int(ctx.inputs[1]);
     if (axis < -r || axis >= r)
-      throw Error(ErrorKind::kInvalidArgument, "axis " + std::to_string(axis) + " is out of range for rank " +
-                                                   std::to_string(r), node_, "CumSum");
+      throw Error(ErrorKind::kInvalidArgument,
+                  "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r), node_, Op::kOp);
     if (axis < 0) axis += r;
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
     for (int64_t d = axis + 1; d < r; ++d) inner *= x.shape[d];
     const int64_t n = x.shape[axis];
-    ew::dispatch_typeset<kCumSumTypes>(x.dtype, [&](auto tag) {
-      go<typename decltype(tag)::type>(x.as<const typename decltype(tag)::type>(),
-                                       ctx.outputs[0].as<typename decltype(tag)::type>(), outer, n, inner,
-                                       ctx.num_threads);
+    ew::dispatch_typeset<kCumulativeTypes>(x.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      go<T>(x.as<const T>(), ctx.outputs[0].as<T>(), outer, n, inner, ctx.num_threads);
     });
   }
 
@@ -66,7 +80,7 @@ class CumSumKernel final : public Kernel {
       C acc[kBlock];
       for (int64_t t = b; t < e; ++t) {
         const int64_t o = t / nb, j0 = (t % nb) * kBlock, m = std::min(kBlock, inner - j0);
-        std::fill(acc, acc + m, C(0));
+        std::fill(acc, acc + m, Op::template identity<C>());
         for (int64_t s = 0; s < n; ++s) {
           const int64_t k = reverse_ ? n - 1 - s : s;
           const T* xp = x + (o * n + k) * inner + j0;
@@ -75,11 +89,11 @@ class CumSumKernel final : public Kernel {
             for (int64_t j = 0; j < m; ++j) {
               const C v = ew::load(xp[j]);
               yp[j] = ew::store<T>(acc[j]);
-              acc[j] += v;
+              acc[j] = Op::apply(acc[j], v);
             }
           } else {
             for (int64_t j = 0; j < m; ++j) {
-              acc[j] += ew::load(xp[j]);
+              acc[j] = Op::apply(acc[j], static_cast<C>(ew::load(xp[j])));
               yp[j] = ew::store<T>(acc[j]);
             }
           }
@@ -92,13 +106,15 @@ class CumSumKernel final : public Kernel {
   std::string node_;
 };
 
-bool cumsum_supports(const KernelBuildInfo& info, std::string* why) {
-  return ew::check_input_dtype(info, 0, kCumSumTypes, why) && check_index_dtype(info, 1, why);
+bool cumulative_supports(const KernelBuildInfo& info, std::string* why) {
+  return ew::check_input_dtype(info, 0, kCumulativeTypes, why) && check_index_dtype(info, 1, why);
 }
 
 }  // namespace
 
-TWINFER_REGISTER_SCHEMA("CumSum", cumsum_infer);
-TWINFER_REGISTER_KERNEL("CumSum", Backend::kCPU, 0, cumsum_supports, make_kernel<CumSumKernel>);
+TWINFER_REGISTER_SCHEMA("CumSum", cumulative_infer<Sum>);
+TWINFER_REGISTER_KERNEL("CumSum", Backend::kCPU, 0, cumulative_supports, make_kernel<CumulativeKernel<Sum>>);
+TWINFER_REGISTER_SCHEMA("CumProd", cumulative_infer<Prod>);
+TWINFER_REGISTER_KERNEL("CumProd", Backend::kCPU, 0, cumulative_supports, make_kernel<CumulativeKernel<Prod>>);
 
 }  // namespace twinfer::tensor
