@@ -64,18 +64,10 @@ def export_models(folder: Path) -> dict[str, tuple[Path, callable]]:
 
     bert = BertModel(BertConfig(), add_pooling_layer=False).eval()
 
-    class Encoder(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
-
     path = folder / "bert_base.onnx"
     ids = torch.ones(1, 128, dtype=torch.int64)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    torch.onnx.export(Encoder(bert), (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False,
+    torch.onnx.export(minilm.positional_encoder(bert), (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False,
                       input_names=names, output_names=["output"], opset_version=17,
                       dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
     models["bert-base (seq 128)"] = (path, bert_feeds)

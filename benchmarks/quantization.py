@@ -35,6 +35,7 @@ import numpy as np
 
 import twinfer
 from twinfer._timing import measure, median_ms
+from twinfer.models import minilm
 
 
 def export_resnet50(folder: Path):
@@ -76,25 +77,8 @@ def bert_feeds(batch, rng, seq=128):
 
 
 def export_minilm(folder: Path):
-    from twinfer.models import minilm
-
     reference = minilm.load_reference()
-    return minilm.export_onnx(reference), bert_feeds, Encoder(reference[0].auto_model.eval())
-
-
-def Encoder(model):  # noqa: N802 - a module factory
-    """The encoder with positional (input_ids, attention_mask, token_type_ids), last hidden state out."""
-    import torch
-
-    class _Encoder(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
-
-    return _Encoder(model).eval()
+    return minilm.export_onnx(reference), bert_feeds, minilm.positional_encoder(reference[0].auto_model)
 
 
 def export_bert_base(folder: Path):
@@ -107,10 +91,10 @@ def export_bert_base(folder: Path):
     path = folder / "bert_base.onnx"
     ids = torch.ones(1, 128, dtype=torch.int64)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    torch.onnx.export(Encoder(bert), (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False,
+    torch.onnx.export(minilm.positional_encoder(bert), (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False,
                       input_names=names, output_names=["output"], opset_version=17,
                       dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
-    return path, bert_feeds, Encoder(bert)
+    return path, bert_feeds, minilm.positional_encoder(bert)
 
 
 MODELS = {  # name: (export, batches, transformer?)

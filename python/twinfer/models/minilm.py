@@ -36,6 +36,23 @@ def _weights_digest() -> str:
     return h.hexdigest()[:16]
 
 
+def positional_encoder(transformer):
+    """A Hugging Face BERT-style encoder as an nn.Module (in eval mode) taking
+    (input_ids, attention_mask, token_type_ids) positionally and returning the
+    last hidden state: the form torch.onnx.export and benchmarks call."""
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
+
+    return Encoder(transformer).eval()
+
+
 def export_onnx(reference=None, path: str | os.PathLike | None = None, dynamo: bool = False) -> Path:
     """Export the transformer (token ids -> last hidden state) with dynamic batch
     and sequence dims. Cached by a digest of the weights and the exporter."""
@@ -48,14 +65,6 @@ def export_onnx(reference=None, path: str | os.PathLike | None = None, dynamo: b
         return path
     st = reference if reference is not None else load_reference()
     transformer = st[0].auto_model.eval()
-
-    class Encoder(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
 
     # Realistic example inputs: with all-ones ids and mask the dynamo exporter
     # produced a graph that disagrees with eager PyTorch (max diff ~3 on
@@ -77,7 +86,7 @@ def export_onnx(reference=None, path: str | os.PathLike | None = None, dynamo: b
     # mode afterwards, recursively, which would leave the reference in training
     # mode (dropout on) for everyone who uses it next.
     with torch.no_grad():
-        torch.onnx.export(Encoder(transformer).eval(), (ids, mask, torch.zeros_like(ids)), str(tmp), dynamo=dynamo, **kwargs)
+        torch.onnx.export(positional_encoder(transformer), (ids, mask, torch.zeros_like(ids)), str(tmp), dynamo=dynamo, **kwargs)
     os.replace(tmp, path)
     return path
 
