@@ -2,12 +2,20 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <string>
+
+#include "core/device.h"
+
 namespace twinfer::bindings {
+
+// "cpu", "cuda", "cuda:N", "sim", "sim:N" (raises InvalidArgumentError otherwise).
+Device parse_device(const std::string& s);
 
 void bind_errors(pybind11::module_& m);
 void bind_tensor(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
 void bind_build_info(pybind11::module_& m);
+void bind_device(pybind11::module_& m);
 
 }  // namespace twinfer::bindings
 

@@ -38,18 +38,6 @@ py::list specs_to_py(const Engine& e, const std::vector<IOSpec>& specs, const st
   return l;
 }
 
-Device parse_device(const std::string& s) {
-  if (s == "cpu") return Device::cpu();
-  if (s == "cuda") return Device::cuda(0);
-  if (s.rfind("cuda:", 0) == 0) {
-    try {
-      return Device::cuda(std::stoi(s.substr(5)));
-    } catch (const std::exception&) {
-    }
-  }
-  throw Error(ErrorKind::kInvalidArgument, "unknown device '" + s + "' (expected 'cpu', 'cuda' or 'cuda:N')");
-}
-
 std::vector<Shape> shapes_from_py(const py::list& shapes) {
   std::vector<Shape> r;
   for (auto s : shapes) r.push_back(s.cast<Shape>());

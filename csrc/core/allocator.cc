@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 
+#include "core/device_api.h"
 #include "core/error.h"
 
 namespace twinfer {
@@ -93,14 +94,6 @@ class CpuAllocator final : public Allocator {
   size_t limit_ = 0;
 };
 
-std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::function<Allocator&(int)>& cuda_getter() {
-  static std::function<Allocator&(int)> g;
-  return g;
-}
 
 }  // namespace
 
@@ -109,17 +102,9 @@ Allocator& cpu_allocator() {
   return a;
 }
 
-void register_allocator(DeviceType type, std::function<Allocator&(int index)> get) {
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  if (type == DeviceType::kCUDA) cuda_getter() = std::move(get);
-}
-
 Allocator& allocator_for(Device d) {
   if (d.is_cpu()) return cpu_allocator();
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  if (!cuda_getter())
-    throw Error(ErrorKind::kDevice, "device " + d.str() + " is not available in this build");
-  return cuda_getter()(d.index);
+  return device_api(d).allocator();
 }
 
 std::shared_ptr<Storage> Storage::allocate(Allocator& a, size_t bytes) {
@@ -129,6 +114,23 @@ std::shared_ptr<Storage> Storage::allocate(Allocator& a, size_t bytes) {
   s->device_ = a.device();
   s->owner_ = &a;
   return s;
+}
+
+std::shared_ptr<Storage> Storage::allocate_on(Allocator& a, size_t bytes, std::shared_ptr<Stream> stream) {
+  if (!stream) return allocate(a, bytes);
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = a.allocate_async(bytes, *stream);
+  s->bytes_ = bytes;
+  s->device_ = a.device();
+  s->owner_ = &a;
+  s->stream_ = std::move(stream);
+  return s;
+}
+
+void Storage::record_use(std::shared_ptr<Event> e) {
+  if (!e) return;
+  std::lock_guard<std::mutex> lock(uses_mutex_);
+  uses_.push_back(std::move(e));
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device,
@@ -142,7 +144,18 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device
 }
 
 Storage::~Storage() {
-  if (owner_ && data_) owner_->deallocate(data_, bytes_);
+  if (!owner_ || !data_) return;
+  if (!stream_) {
+    owner_->deallocate(data_, bytes_);
+    return;
+  }
+  // A destructor must not throw: a failing wait or free (a device already
+  // in error) leaks the block rather than taking the process down.
+  try {
+    for (auto& e : uses_) stream_->wait(*e);
+    owner_->deallocate_async(data_, bytes_, *stream_);
+  } catch (...) {
+  }
 }
 
 }  // namespace twinfer

@@ -25,6 +25,15 @@ Tensor Tensor::empty(DType dtype, Shape shape, Device device) {
   return t;
 }
 
+Tensor Tensor::empty_on(DType dtype, Shape shape, Device device, std::shared_ptr<Stream> stream) {
+  check_shape(shape);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.storage_ = Storage::allocate_on(allocator_for(device), t.bytes(), std::move(stream));
+  return t;
+}
+
 Tensor Tensor::borrow(void* data, DType dtype, Shape shape, Device device,
                       std::shared_ptr<void> keep_alive) {
   check_shape(shape);

@@ -14,6 +14,7 @@
 namespace twinfer {
 
 struct TensorList;
+class Event;
 
 struct TensorView {
   void* data = nullptr;
@@ -34,6 +35,8 @@ class Tensor {
   Tensor() = default;
   // A new, uninitialised tensor from the allocator of `device`.
   static Tensor empty(DType dtype, Shape shape, Device device = Device::cpu());
+  // A new device tensor ordered with `stream` (Storage::allocate_on).
+  static Tensor empty_on(DType dtype, Shape shape, Device device, std::shared_ptr<Stream> stream);
   // A tensor over memory someone else owns; `keep_alive` holds that owner.
   static Tensor borrow(void* data, DType dtype, Shape shape, Device device,
                        std::shared_ptr<void> keep_alive);
@@ -54,6 +57,12 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   TensorView view() const { return TensorView{data(), dtype_, shape_}; }
 
+  // Device tensors are written asynchronously: the event after which the
+  // data is valid (null: valid now). Consumers on another stream wait on it
+  // (Tensor.__dlpack__(stream=...)), the host synchronises on it.
+  const std::shared_ptr<Event>& ready_event() const { return ready_; }
+  void set_ready_event(std::shared_ptr<Event> e) { ready_ = std::move(e); }
+
   // Same data, another shape with the same element count.
   Tensor reshaped(Shape shape) const;
   // The items of a sequence/optional; throws kDType for an array.
@@ -70,6 +79,7 @@ class Tensor {
   size_t offset_ = 0;
   DType dtype_ = DType::kUndefined;
   Shape shape_;
+  std::shared_ptr<Event> ready_;
 };
 
 // What a sequence or optional value holds. Items are never written after the

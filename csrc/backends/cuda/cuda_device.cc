@@ -1,0 +1,314 @@
+// The device layer (core/device_api.h) on CUDA: a thin layer over the runtime
+// API. Memory from the device's stream-ordered pool (cudaMallocAsync), kept
+// cached by the pool so steady-state runs do not go to the driver; pinned
+// host memory from cudaHostAlloc; non-blocking streams with priorities;
+// events without timing; thread-local graph capture, so other threads' models
+// are undisturbed while one captures.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "core/device_api.h"
+
+namespace twinfer::cuda {
+
+namespace {
+
+// Makes `index` the calling thread's current device for the guard's life
+// (the static runtime keeps its own per-thread current device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index) {
+    cudaGetDevice(&prev_);
+    if (prev_ != index) check(cudaSetDevice(index), "cudaSetDevice");
+    index_ = index;
+  }
+  ~DeviceGuard() {
+    if (prev_ != index_) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = 0, index_ = 0;
+};
+
+void throw_oom(int index, size_t bytes) {
+  throw Error(ErrorKind::kOutOfMemory,
+              "out of memory on cuda:" + std::to_string(index) + " allocating " + std::to_string(bytes) + " bytes");
+}
+
+class CudaEvent final : public Event {
+ public:
+  explicit CudaEvent(int index) : index_(index) {
+    DeviceGuard g(index);
+    check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
+  ~CudaEvent() override { cudaEventDestroy(e_); }
+  void synchronize() override { check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
+  bool ready() override {
+    const cudaError_t r = cudaEventQuery(e_);
+    if (r == cudaErrorNotReady) return false;
+    check(r, "cudaEventQuery");
+    return true;
+  }
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  int index_;
+  cudaEvent_t e_ = nullptr;
+};
+
+cudaEvent_t native(Event& e) {
+  auto* ce = dynamic_cast<CudaEvent*>(&e);
+  if (!ce) throw Error(ErrorKind::kDevice, "an event of another device used on a CUDA stream");
+  return ce->get();
+}
+
+class CudaGraph final : public GraphExec {
+ public:
+  CudaGraph(cudaGraphExec_t exec, size_t nodes) : exec_(exec), nodes_(nodes) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  void launch(Stream& s) override {
+    check(cudaGraphLaunch(exec_, reinterpret_cast<cudaStream_t>(s.handle())), "cudaGraphLaunch");
+  }
+  size_t num_nodes() const override { return nodes_; }
+
+ private:
+  cudaGraphExec_t exec_;
+  size_t nodes_;
+};
+
+class CudaStream final : public Stream {
+ public:
+  // Owned: a new non-blocking stream (it never syncs with the legacy default stream).
+  CudaStream(int index, int priority) : index_(index), priority_(priority), owned_(true) {
+    DeviceGuard g(index);
+    check(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority), "cudaStreamCreateWithPriority");
+  }
+  // Borrowed: a caller's stream. 0 and 1 are the legacy default stream, 2 the
+  // per-thread one: the values of cudaStreamLegacy / cudaStreamPerThread.
+  CudaStream(int index, uintptr_t handle) : index_(index), owned_(false) {
+    s_ = reinterpret_cast<cudaStream_t>(handle);
+    if (handle > 2) {
+      int p = 0;
+      if (cudaStreamGetPriority(s_, &p) == cudaSuccess) priority_ = p;
+      else cudaGetLastError();
+    }
+  }
+  ~CudaStream() override {
+    if (owned_) cudaStreamDestroy(s_);  // pending work still completes
+  }
+  Device device() const override { return Device::cuda(index_); }
+  uintptr_t handle() const override { return reinterpret_cast<uintptr_t>(s_); }
+  int priority() const override { return priority_; }
+
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (!bytes) return;
+    DeviceGuard g(index_);
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s_), "cudaMemcpyAsync");
+  }
+  void memset(void* dst, int value, size_t bytes) override {
+    if (!bytes) return;
+    DeviceGuard g(index_);
+    check(cudaMemsetAsync(dst, value, bytes, s_), "cudaMemsetAsync");
+  }
+  void host_task(std::function<void()> fn, Accesses) override {
+    auto* f = new std::function<void()>(std::move(fn));
+    DeviceGuard g(index_);
+    const cudaError_t r = cudaLaunchHostFunc(s_, &CudaStream::trampoline, f);
+    if (r != cudaSuccess) delete f;
+    check(r, "cudaLaunchHostFunc");
+  }
+  void record(Event& e) override { check(cudaEventRecord(native(e), s_), "cudaEventRecord"); }
+  void wait(Event& e) override { check(cudaStreamWaitEvent(s_, native(e), 0), "cudaStreamWaitEvent"); }
+  void synchronize() override { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
+
+  void begin_capture() override {
+    DeviceGuard g(index_);
+    check(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  }
+  std::unique_ptr<GraphExec> end_capture() override {
+    DeviceGuard g(index_);
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(s_, &graph), "cudaStreamEndCapture");
+    size_t nodes = 0;
+    cudaGraphGetNodes(graph, nullptr, &nodes);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t r = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUpload);
+    cudaGraphDestroy(graph);
+    check(r, "cudaGraphInstantiate");
+    return std::make_unique<CudaGraph>(exec, nodes);
+  }
+  bool capturing() const override {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s_, &st) != cudaSuccess) cudaGetLastError();
+    return st == cudaStreamCaptureStatusActive;
+  }
+
+ private:
+  static void CUDART_CB trampoline(void* p) {
+    std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(p));
+    try {
+      (*f)();
+    } catch (...) {
+      // A host function cannot report an error to the stream; the tasks the
+      // runtime enqueues this way do not throw.
+    }
+  }
+
+  int index_;
+  int priority_ = 0;
+  bool owned_;
+  cudaStream_t s_ = nullptr;
+};
+
+cudaStream_t native(Stream& s) { return reinterpret_cast<cudaStream_t>(s.handle()); }
+
+class DeviceAllocator final : public Allocator {
+ public:
+  explicit DeviceAllocator(int index) : index_(index) {
+    DeviceGuard g(index);
+    // Freed blocks stay in the pool (no release threshold): after the first
+    // run at a shape, allocations are served without the driver.
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, index) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    cudaGetLastError();
+  }
+  void* allocate(size_t bytes) override {
+    DeviceGuard g(index_);
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw_oom(index_, bytes);
+    }
+    check(e, "cudaMalloc");
+    return p;
+  }
+  void deallocate(void* p, size_t) override {
+    DeviceGuard g(index_);
+    cudaFree(p);
+  }
+  void* allocate_async(size_t bytes, Stream& s) override {
+    DeviceGuard g(index_);
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, native(s));
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw_oom(index_, bytes);
+    }
+    check(e, "cudaMallocAsync");
+    return p;
+  }
+  void deallocate_async(void* p, size_t, Stream& s) override {
+    DeviceGuard g(index_);
+    if (cudaFreeAsync(p, native(s)) != cudaSuccess) cudaGetLastError();
+  }
+  Device device() const override { return Device::cuda(index_); }
+
+ private:
+  int index_;
+};
+
+class PinnedAllocator final : public Allocator {
+ public:
+  explicit PinnedAllocator(int index) : index_(index) {}
+  void* allocate(size_t bytes) override {
+    DeviceGuard g(index_);
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw Error(ErrorKind::kOutOfMemory, "out of page-locked host memory allocating " + std::to_string(bytes) +
+                                               " bytes");
+    }
+    check(e, "cudaHostAlloc");
+    return p;
+  }
+  void deallocate(void* p, size_t) override { cudaFreeHost(p); }
+  Device device() const override { return Device::cpu(); }
+
+ private:
+  int index_;
+};
+
+class CudaDevice final : public DeviceApi {
+ public:
+  explicit CudaDevice(int index) : index_(index), alloc_(index), pinned_(index) {
+    DeviceGuard g(index);
+    check(cudaDeviceGetStreamPriorityRange(&least_, &greatest_), "cudaDeviceGetStreamPriorityRange");
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, index) == cudaSuccess) name_ = p.name;
+    cudaGetLastError();
+  }
+  Device device() const override { return Device::cuda(index_); }
+  std::string name() const override { return name_; }
+  Allocator& allocator() override { return alloc_; }
+  Allocator& pinned_allocator() override { return pinned_; }
+  std::shared_ptr<Stream> create_stream(int priority) override {
+    priority = std::min(std::max(priority, greatest_), least_);
+    return std::make_shared<CudaStream>(index_, priority);
+  }
+  std::shared_ptr<Stream> borrow_stream(uintptr_t handle) override {
+    return std::make_shared<CudaStream>(index_, handle);
+  }
+  std::shared_ptr<Event> create_event() override { return std::make_shared<CudaEvent>(index_); }
+  std::pair<int, int> priority_range() const override { return {least_, greatest_}; }
+  MemorySpace space_of(const void* p) const override {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();
+      return MemorySpace::kHost;
+    }
+    switch (a.type) {
+      case cudaMemoryTypeDevice:
+      case cudaMemoryTypeManaged: return MemorySpace::kDevice;
+      case cudaMemoryTypeHost: return MemorySpace::kPinned;
+      default: return MemorySpace::kHost;
+    }
+  }
+  void host_access(const MemoryRange&, bool, const char*) override {}
+  bool kernels_run_on_host() const override { return false; }
+  void synchronize() override {
+    DeviceGuard g(index_);
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+
+ private:
+  int index_;
+  int least_ = 0, greatest_ = 0;
+  std::string name_;
+  DeviceAllocator alloc_;
+  PinnedAllocator pinned_;
+};
+
+DeviceApi& cuda_device(int index) {
+  static std::mutex m;
+  static std::vector<CudaDevice*> devices;  // never destroyed: blocks may outlive static destruction
+  std::lock_guard<std::mutex> lock(m);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    count = 0;
+  }
+  if (index < 0 || index >= count)
+    throw Error(ErrorKind::kDevice,
+                "no CUDA device cuda:" + std::to_string(index) + " (" + std::to_string(count) + " visible)");
+  if (devices.size() < static_cast<size_t>(count)) devices.resize(count, nullptr);
+  if (!devices[index]) devices[index] = new CudaDevice(index);
+  return *devices[index];
+}
+
+struct Registrar {
+  Registrar() { register_device_api(DeviceType::kCUDA, cuda_device); }
+} registrar;
+
+}  // namespace
+
+}  // namespace twinfer::cuda

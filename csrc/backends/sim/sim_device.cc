@@ -1,0 +1,309 @@
+// The simulated device itself: memory blocks, the enqueue path with its
+// ordering checks, host synchronisation, and registration as "sim:N".
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "backends/sim/sim_internal.h"
+#include "core/error.h"
+
+namespace twinfer::sim {
+
+// ---- configuration ----------------------------------------------------------
+
+namespace {
+std::atomic<int> g_max_delay_us{50};
+std::atomic<uint64_t> g_seed{0};
+std::atomic<bool> g_check_order{true};
+std::atomic<uint64_t> g_memory_limit{0};
+}  // namespace
+
+SimConfig sim_config() {
+  SimConfig c;
+  c.max_delay_us = g_max_delay_us.load(std::memory_order_relaxed);
+  c.seed = g_seed.load(std::memory_order_relaxed);
+  c.check_order = g_check_order.load(std::memory_order_relaxed);
+  c.memory_limit = g_memory_limit.load(std::memory_order_relaxed);
+  return c;
+}
+
+void set_sim_config(const SimConfig& c) {
+  g_max_delay_us = c.max_delay_us < 0 ? 0 : c.max_delay_us;
+  g_seed = c.seed;
+  g_check_order = c.check_order;
+  g_memory_limit = c.memory_limit;
+}
+
+// ---- allocators -------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kBlockAlignment = 256;  // cudaMalloc's guarantee
+
+class SimAllocator final : public Allocator {
+ public:
+  SimAllocator(SimDevice& d, MemorySpace space) : dev_(d), space_(space) {}
+  void* allocate(size_t bytes) override { return dev_.allocate_block(bytes, space_); }
+  void deallocate(void* p, size_t) override { dev_.free_block_now(p); }
+  void* allocate_async(size_t bytes, Stream& s) override {
+    void* p = dev_.allocate_block(bytes, space_);
+    // The block is born in `s`'s order: another stream must wait before using it.
+    Item it;
+    it.what = "a stream-ordered allocation";
+    it.acc.writes.push_back({p, bytes});
+    dev_.enqueue(sim_stream(s), std::move(it));
+    return p;
+  }
+  void deallocate_async(void* p, size_t, Stream& s) override { dev_.free_block_on(p, sim_stream(s)); }
+  Device device() const override { return dev_.device(); }
+
+ private:
+  SimStream& sim_stream(Stream& s) {
+    auto* ss = dynamic_cast<SimStream*>(&s);
+    if (!ss) throw Error(ErrorKind::kDevice, "a stream of another device given to " + dev_.name());
+    return *ss;
+  }
+  SimDevice& dev_;
+  MemorySpace space_;
+};
+
+}  // namespace
+
+// ---- SimDevice --------------------------------------------------------------
+
+SimDevice::SimDevice(int index)
+    : index_(index),
+      device_alloc_(std::make_unique<SimAllocator>(*this, MemorySpace::kDevice)),
+      pinned_alloc_(std::make_unique<SimAllocator>(*this, MemorySpace::kPinned)) {
+  host_clock_.assign(1, 0);
+}
+
+SimDevice::~SimDevice() = default;
+
+void SimDevice::throw_deferred() {
+  if (deferred_.empty()) return;
+  std::string msg;
+  msg.swap(deferred_);
+  throw Error(ErrorKind::kRuntime, msg);
+}
+
+std::shared_ptr<Stream> SimDevice::create_stream(int priority) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto range = priority_range();
+  priority = std::min(std::max(priority, range.second), range.first);
+  const int id = next_stream_id_++;
+  const uint64_t base = sim_config().seed;
+  const uint64_t seed = base ? base * 1000003u + static_cast<uint64_t>(id) : std::random_device{}();
+  auto s = std::make_shared<SimStream>(*this, id, priority, seed);
+  streams_[id] = s;
+  return s;
+}
+
+std::shared_ptr<Stream> SimDevice::borrow_stream(uintptr_t handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int id = handle >= 16 ? static_cast<int>(handle - 15) : -1;
+  auto it = streams_.find(id);
+  std::shared_ptr<SimStream> s = it == streams_.end() ? nullptr : it->second.lock();
+  if (!s)
+    throw Error(ErrorKind::kInvalidArgument,
+                "no stream with handle " + std::to_string(handle) + " is alive on " + device().str());
+  return s;
+}
+
+void SimDevice::forget_stream(int id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.erase(id);
+}
+
+MemorySpace SimDevice::space_of(const void* p) const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mutex_));
+  return order_.space_of(p);
+}
+
+void SimDevice::check_not_capturing(const char* what) {
+  if (thread_is_capturing())
+    throw Error(ErrorKind::kRuntime, std::string("simulated device: ") + what +
+                                         " on a thread that is capturing a graph (CUDA forbids it there)");
+}
+
+uint64_t SimDevice::enqueue(SimStream& s, Item item) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_deferred();
+  if (s.capturing_) {
+    if (item.frees)
+      throw Error(ErrorKind::kRuntime, "simulated device: a block freed on a stream that is being captured");
+    s.captured.push_back(std::move(item));
+    return 0;
+  }
+  Clock& vc = s.clock;
+  clock_join(vc, host_clock_);  // work enqueued now comes after what the host did so far
+  if (vc.size() <= static_cast<size_t>(s.id())) vc.resize(s.id() + 1, 0);
+  ++vc[s.id()];
+  if (item.wait && item.wait->worker) clock_join(vc, item.wait->clock);
+  if (sim_config().check_order) {
+    try {
+      order_.access(s.id(), vc, item.acc, item.what);
+    } catch (const Error& e) {
+      // A free runs from a destructor, which cannot throw: keep the error for
+      // the next synchronisation or enqueue (and leak the block).
+      if (!item.frees) throw;
+      deferred_ = e.what();
+      return s.worker()->pushed();
+    }
+  }
+  if (item.frees) order_.mark_freed(item.frees);
+  const uint64_t index = s.worker()->pushed();
+  if (item.record) {
+    item.record->worker = s.worker();
+    item.record->target = index + 1;
+    item.record->clock = vc;
+  }
+  std::function<void()> task;
+  if (item.wait && item.wait->worker) {
+    std::shared_ptr<Worker> w = item.wait->worker;
+    const uint64_t t = item.wait->target;
+    task = [w, t] { w->wait_done(t); };
+  } else if (item.frees) {
+    void* p = const_cast<void*>(item.frees);
+    task = [this, p] { release_block(p); };
+  } else {
+    task = std::move(item.run);
+  }
+  s.worker()->push(std::move(task));
+  return index;
+}
+
+void SimDevice::host_learns(const Clock& c) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  clock_join(host_clock_, c);
+}
+
+Clock SimDevice::stream_clock(const SimStream& s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return s.clock;
+}
+
+void SimDevice::host_access(const MemoryRange& r, bool write, const char* what) {
+  if (!r.ptr || !r.bytes) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_deferred();
+  const MemoryOrder::Block* b = order_.find(r.ptr);
+  if (!b) return;  // pageable host memory: not the device's business
+  if (b->space == MemorySpace::kDevice)
+    throw Error(ErrorKind::kRuntime, std::string("simulated device: the host ") + (write ? "writes" : "reads") +
+                                         " device memory directly: " + what + " (a copy is missing)");
+  if (!sim_config().check_order) return;
+  ++host_clock_[kHostAgent];
+  Accesses acc;
+  (write ? acc.writes : acc.reads).push_back(r);
+  order_.access(kHostAgent, host_clock_, acc, what);
+}
+
+void SimDevice::synchronize() {
+  std::vector<std::shared_ptr<SimStream>> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& kv : streams_)
+      if (auto s = kv.second.lock()) live.push_back(s);
+  }
+  std::exception_ptr first;
+  for (auto& s : live) {
+    const uint64_t target = s->worker()->pushed();
+    Clock c = stream_clock(*s);
+    s->worker()->wait_done(target);
+    host_learns(c);
+    if (auto e = s->worker()->take_error())
+      if (!first) first = e;
+  }
+  if (first) std::rethrow_exception(first);
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_deferred();
+}
+
+void* SimDevice::allocate_block(size_t bytes, MemorySpace space) {
+  check_not_capturing(space == MemorySpace::kDevice ? "allocating device memory" : "allocating pinned memory");
+  const size_t size = (std::max<size_t>(bytes, 1) + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment;
+  const uint64_t limit = sim_config().memory_limit;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (space == MemorySpace::kDevice && limit && device_bytes_ + size > limit)
+      throw Error(ErrorKind::kOutOfMemory, "out of memory on " + device().str() + " allocating " +
+                                               std::to_string(bytes) + " bytes (" + std::to_string(device_bytes_) +
+                                               " of " + std::to_string(limit) + " in use)");
+    if (space == MemorySpace::kDevice) device_bytes_ += size;
+  }
+  void* p = std::aligned_alloc(kBlockAlignment, size);
+  if (!p) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (space == MemorySpace::kDevice) device_bytes_ -= size;
+    throw Error(ErrorKind::kOutOfMemory, "out of host memory for " + device().str() + " allocating " +
+                                             std::to_string(bytes) + " bytes");
+  }
+  // Never-written memory reads as NaN (0xFF bytes), not as plausible zeros.
+  std::memset(p, 0xFF, size);
+  std::lock_guard<std::mutex> lock(mutex_);
+  order_.add_block(p, size, space);
+  return p;
+}
+
+void SimDevice::release_block(void* p) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uintptr_t base = 0;
+    const MemoryOrder::Block* b = order_.find(p, &base);
+    if (b && b->space == MemorySpace::kDevice) device_bytes_ -= b->bytes;
+    order_.remove_block(p);
+  }
+  std::free(p);
+}
+
+void SimDevice::free_block_now(void* p) {
+  // cudaFree and cudaFreeHost wait for the whole device first.
+  try {
+    synchronize();
+  } catch (...) {
+    // The error belongs to whoever synchronises next; the block goes anyway.
+  }
+  release_block(p);
+}
+
+void SimDevice::free_block_on(void* p, SimStream& s) {
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const MemoryOrder::Block* b = order_.find(p);
+    if (b) bytes = b->bytes;
+  }
+  Item it;
+  it.what = "a stream-ordered free";
+  it.frees = p;
+  it.acc.writes.push_back({p, bytes});
+  enqueue(s, std::move(it));
+}
+
+// ---- registration -----------------------------------------------------------
+
+namespace {
+
+constexpr int kMaxSimDevices = 4;
+
+DeviceApi& sim_device(int index) {
+  static std::mutex m;
+  // Never destroyed: streams and blocks may outlive static destruction.
+  static SimDevice* devices[kMaxSimDevices] = {};
+  if (index < 0 || index >= kMaxSimDevices)
+    throw Error(ErrorKind::kDevice, "no simulated device sim:" + std::to_string(index) + " (sim:0 to sim:" +
+                                        std::to_string(kMaxSimDevices - 1) + " exist)");
+  std::lock_guard<std::mutex> lock(m);
+  if (!devices[index]) devices[index] = new SimDevice(index);
+  return *devices[index];
+}
+
+struct Registrar {
+  Registrar() { register_device_api(DeviceType::kSim, sim_device); }
+} registrar;
+
+}  // namespace
+
+}  // namespace twinfer::sim

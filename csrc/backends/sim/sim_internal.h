@@ -1,0 +1,175 @@
+// The simulated device's pieces (see sim_device.h for what it models):
+// Worker (one stream's queue and thread), SimStream, SimEvent, SimGraph and
+// SimDevice, which owns the memory map, the clocks and the one mutex that
+// orders all bookkeeping. Lock order: SimDevice::mutex_ before a Worker's;
+// a worker never takes the device mutex while holding its own.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/sim/sim_device.h"
+#include "backends/sim/sim_order.h"
+#include "core/device_api.h"
+
+namespace twinfer::sim {
+
+class SimDevice;
+
+// A queue run in order by one thread, each task after a random delay. Tasks
+// that throw keep the first error for the next synchronisation and the queue
+// goes on, as a GPU's does after a failed kernel.
+class Worker {
+ public:
+  Worker(int id, uint64_t seed);
+  ~Worker();
+  void push(std::function<void()> task);  // caller holds the device mutex (orders pushes with ticks)
+  uint64_t pushed() const;
+  uint64_t done() const;
+  void wait_done(uint64_t target);  // blocks until the first `target` tasks ran
+  std::exception_ptr take_error();
+  int id() const { return id_; }
+  static Worker* current();  // the worker running the calling thread, if any
+
+ private:
+  void loop();
+
+  const int id_;
+  mutable std::mutex m_;
+  std::condition_variable cv_work_, cv_done_;
+  std::deque<std::function<void()>> queue_;
+  uint64_t pushed_ = 0, done_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::mt19937_64 rng_;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+class SimEvent final : public Event, public std::enable_shared_from_this<SimEvent> {
+ public:
+  explicit SimEvent(SimDevice& d) : dev_(d) {}
+  void synchronize() override;
+  bool ready() override;
+
+  // Set when a record is enqueued (under the device mutex).
+  std::shared_ptr<Worker> worker;
+  uint64_t target = 0;
+  Clock clock;
+
+ private:
+  SimDevice& dev_;
+};
+
+// What a stream is asked to do, kept as data so a capture can hold it and a
+// replay enqueue it again.
+struct Item {
+  std::string what;
+  Accesses acc;
+  std::function<void()> run;               // the work (may be empty)
+  std::shared_ptr<SimEvent> record, wait;  // event bookkeeping
+  const void* frees = nullptr;             // a stream-ordered free of this block
+};
+
+class SimStream final : public Stream, public std::enable_shared_from_this<SimStream> {
+ public:
+  SimStream(SimDevice& d, int id, int priority, uint64_t seed);
+  ~SimStream() override;
+  Device device() const override;
+  uintptr_t handle() const override { return handle_of(id_); }
+  int priority() const override { return priority_; }
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void memset(void* dst, int value, size_t bytes) override;
+  void host_task(std::function<void()> fn, Accesses acc) override;
+  void record(Event& e) override;
+  void wait(Event& e) override;
+  void synchronize() override;
+  void begin_capture() override;
+  std::unique_ptr<GraphExec> end_capture() override;
+  bool capturing() const override;
+
+  static uintptr_t handle_of(int id) { return static_cast<uintptr_t>(id) + 15; }  // above DLPack's 1/2
+  int id() const { return id_; }
+  const std::shared_ptr<Worker>& worker() const { return worker_; }
+
+  // Under the device mutex.
+  Clock clock;
+  bool capturing_ = false;
+  std::thread::id capture_thread;
+  std::vector<Item> captured;
+
+ private:
+  SimDevice& dev_;
+  const int id_;
+  const int priority_;
+  std::shared_ptr<Worker> worker_;
+};
+
+bool thread_is_capturing();  // the calling thread has a capture open
+
+class SimGraph final : public GraphExec {
+ public:
+  SimGraph(SimDevice& d, std::vector<Item> items) : dev_(d), items_(std::move(items)) {}
+  void launch(Stream& s) override;
+  size_t num_nodes() const override { return items_.size(); }
+
+ private:
+  SimDevice& dev_;
+  std::vector<Item> items_;
+};
+
+class SimDevice final : public DeviceApi {
+ public:
+  explicit SimDevice(int index);
+  ~SimDevice() override;
+  Device device() const override { return Device::sim(index_); }
+  std::string name() const override { return "simulated device " + std::to_string(index_); }
+  Allocator& allocator() override { return *device_alloc_; }
+  Allocator& pinned_allocator() override { return *pinned_alloc_; }
+  std::shared_ptr<Stream> create_stream(int priority) override;
+  std::shared_ptr<Stream> borrow_stream(uintptr_t handle) override;
+  std::shared_ptr<Event> create_event() override { return std::make_shared<SimEvent>(*this); }
+  std::pair<int, int> priority_range() const override { return {0, -5}; }  // like CUDA's on an H100
+  MemorySpace space_of(const void* p) const override;
+  void host_access(const MemoryRange& r, bool write, const char* what) override;
+  bool kernels_run_on_host() const override { return true; }
+  void synchronize() override;
+
+  // Enqueues `item` on `s` (or records it while `s` is capturing), after the
+  // ordering checks; returns the task's index in the worker (for waits).
+  uint64_t enqueue(SimStream& s, Item item);
+  // The host has waited for `c` (a stream's or an event's clock).
+  void host_learns(const Clock& c);
+  Clock stream_clock(const SimStream& s);
+  void check_not_capturing(const char* what);  // the calling thread must not be capturing
+
+  // Memory blocks (the allocators').
+  void* allocate_block(size_t bytes, MemorySpace space);
+  void free_block_now(void* p);  // synchronises the device first, as cudaFree does
+  void free_block_on(void* p, SimStream& s);
+  void release_block(void* p);  // unregister and free (a worker's free task)
+  void forget_stream(int id);
+
+  std::mutex mutex_;
+
+ private:
+  void throw_deferred();  // under mutex_: an error a free could not raise
+
+  const int index_;
+  MemoryOrder order_;
+  std::string deferred_;
+  size_t device_bytes_ = 0;
+  Clock host_clock_;
+  int next_stream_id_ = 1;
+  std::map<int, std::weak_ptr<SimStream>> streams_;
+  std::unique_ptr<Allocator> device_alloc_, pinned_alloc_;
+};
+
+}  // namespace twinfer::sim

@@ -1,0 +1,116 @@
+// Devices and streams for Python: parsing device names, streams (for
+// run(stream=...) and the tests), the simulated device's knobs, and the
+// host side of the device index math (tests/test_index_math.py).
+#include <pybind11/stl.h>
+
+#include "backends/sim/sim_device.h"
+#include "bindings/bindings.h"
+#include "core/device_api.h"
+#include "core/error.h"
+#include "ops/elementwise/broadcast_offsets.h"
+#include "runtime/faults.h"
+
+namespace py = pybind11;
+
+namespace twinfer::bindings {
+
+Device parse_device(const std::string& s) {
+  auto indexed = [&](const char* prefix) -> bool {
+    const std::string p(prefix);
+    return s == p || s.rfind(p + ":", 0) == 0;
+  };
+  auto index_of = [&](size_t skip) {
+    if (s.size() <= skip) return 0;
+    try {
+      size_t used = 0;
+      const int i = std::stoi(s.substr(skip + 1), &used);
+      if (used == s.size() - skip - 1 && i >= 0) return i;
+    } catch (const std::exception&) {
+    }
+    throw Error(ErrorKind::kInvalidArgument, "unknown device '" + s + "' (expected 'cpu', 'cuda', 'cuda:N' or 'sim')");
+  };
+  if (s == "cpu") return Device::cpu();
+  if (indexed("cuda")) return Device::cuda(index_of(4));
+  if (indexed("sim")) return Device::sim(index_of(3));
+  throw Error(ErrorKind::kInvalidArgument, "unknown device '" + s + "' (expected 'cpu', 'cuda', 'cuda:N' or 'sim')");
+}
+
+void bind_device(py::module_& m) {
+  py::class_<Stream, std::shared_ptr<Stream>>(m, "Stream", "A device stream (twinfer's own or a caller's).")
+      .def_property_readonly("handle", &Stream::handle,
+                             "cudaStream_t as an int (what run(stream=...) and DLPack take); an id on 'sim'.")
+      .def_property_readonly("priority", &Stream::priority)
+      .def_property_readonly("device", [](const Stream& s) { return s.device().str(); })
+      .def("synchronize",
+           [](Stream& s) {
+             py::gil_scoped_release nogil;
+             s.synchronize();
+           },
+           "Block until the work enqueued so far has finished (raises a device task's error).")
+      .def("__repr__", [](const Stream& s) {
+        return "twinfer.Stream(device=" + s.device().str() + ", handle=" + std::to_string(s.handle()) +
+               ", priority=" + std::to_string(s.priority()) + ")";
+      });
+
+  m.def("create_stream",
+        [](const std::string& device, int priority) { return device_api(parse_device(device)).create_stream(priority); },
+        py::arg("device"), py::arg("priority") = 0);
+  m.def("stream_priority_range",
+        [](const std::string& device) { return device_api(parse_device(device)).priority_range(); },
+        py::arg("device"), "(least, greatest): numerically lower is more urgent.");
+  m.def("device_synchronize",
+        [](const std::string& device) {
+          Device d = parse_device(device);
+          py::gil_scoped_release nogil;
+          device_api(d).synchronize();
+        },
+        py::arg("device"));
+  m.def("parse_device", [](const std::string& s) { return parse_device(s).str(); }, py::arg("device"));
+
+  m.def("sim_config", [] {
+    const sim::SimConfig c = sim::sim_config();
+    py::dict d;
+    d["max_delay_us"] = c.max_delay_us;
+    d["seed"] = c.seed;
+    d["check_order"] = c.check_order;
+    d["memory_limit"] = c.memory_limit;
+    return d;
+  });
+  m.def("set_sim_config",
+        [](int max_delay_us, uint64_t seed, bool check_order, uint64_t memory_limit) {
+          sim::set_sim_config(sim::SimConfig{max_delay_us, seed, check_order, memory_limit});
+        },
+        py::arg("max_delay_us"), py::arg("seed"), py::arg("check_order"), py::arg("memory_limit"));
+
+  m.def("injected_faults", &injected_faults);
+  m.def("set_injected_faults", &set_injected_faults, py::arg("names"));
+
+  // Host side of the device index math, against NumPy in the tests.
+  m.def("_test_fast_divmod",
+        [](const std::vector<uint64_t>& divisors, const std::vector<uint64_t>& numerators) {
+          std::vector<std::pair<uint64_t, uint64_t>> out;
+          out.reserve(divisors.size());
+          for (size_t i = 0; i < divisors.size() && i < numerators.size(); ++i) {
+            ew::FastDivmod f(divisors[i]);
+            uint64_t q = 0, r = 0;
+            f.divmod(numerators[i], q, r);
+            out.emplace_back(q, r);
+          }
+          return out;
+        });
+  m.def("_test_broadcast_offsets",
+        [](const std::vector<Shape>& inputs, const Shape& out, const std::vector<uint64_t>& linear) {
+          const ew::BroadcastPlan p = ew::make_broadcast_plan(inputs, out);
+          const auto calc = ew::offset_calc_for<ew::kMaxBroadcastInputs>(p);
+          std::vector<std::vector<int64_t>> offsets;
+          offsets.reserve(linear.size());
+          for (uint64_t i : linear) {
+            int64_t o[ew::kMaxBroadcastInputs];
+            calc.get(i, o);
+            offsets.emplace_back(o, o + inputs.size());
+          }
+          return py::make_tuple(calc.rank, offsets);
+        });
+}
+
+}  // namespace twinfer::bindings

@@ -1,0 +1,133 @@
+// The device layer: what the runtime needs from a GPU, as a small interface
+// with two implementations — CUDA (backends/cuda/cuda_device.cc, a thin
+// wrapper over the runtime API) and the simulated device (backends/sim/), a
+// CPU stand-in that CI runs. No CUDA header is included here: the runtime is
+// written against this interface only, so everything around the kernels
+// (copies, stream order, events, graph capture and replay, staging) runs and
+// is tested on machines without a GPU.
+//
+// The model is CUDA's: memory in spaces (host, page-locked host, device),
+// streams that run enqueued work in order, events that order one stream
+// after another (or the host after a stream), and capture of a stream's work
+// into a graph that is replayed as a unit.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/device.h"
+
+namespace twinfer {
+
+enum class MemorySpace : uint8_t {
+  kHost,    // ordinary (pageable) host memory
+  kPinned,  // page-locked host memory: asynchronous copies to and from the device
+  kDevice,  // device memory: only device kernels and copies touch it
+};
+const char* memory_space_name(MemorySpace s);
+
+struct MemoryRange {
+  const void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// The memory an enqueued task reads and writes. The simulated device checks
+// every access against the order streams, events and the host have
+// established (a race is an error there); CUDA ignores these.
+struct Accesses {
+  std::vector<MemoryRange> reads, writes;
+};
+
+class Stream;
+
+// A point in one stream's work. Recording it on a stream marks "everything
+// enqueued so far"; other streams wait for that point, or the host does.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void synchronize() = 0;  // the host blocks until the recorded point is reached
+  virtual bool ready() = 0;        // reached (true for an event never recorded)
+};
+
+// A stream's captured work, replayed as a unit on any stream of the device.
+class GraphExec {
+ public:
+  virtual ~GraphExec() = default;
+  virtual void launch(Stream& s) = 0;
+  virtual size_t num_nodes() const = 0;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual Device device() const = 0;
+  // cudaStream_t as an integer on CUDA (what torch's Stream.cuda_stream and
+  // DLPack's stream argument carry); a stream id on the simulated device.
+  virtual uintptr_t handle() const = 0;
+  virtual int priority() const = 0;
+
+  // Asynchronous copy between any memory spaces of this device. Pageable host
+  // memory behaves as CUDA's does: a copy from it returns once the source has
+  // been read; a copy into it returns once the copy is done.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void memset(void* dst, int value, size_t bytes) = 0;
+  // Runs fn on a host thread in stream order. The simulated device runs its
+  // kernels (the CPU kernels) this way; `acc` is what fn touches.
+  virtual void host_task(std::function<void()> fn, Accesses acc) = 0;
+
+  virtual void record(Event& e) = 0;
+  virtual void wait(Event& e) = 0;  // later work on this stream waits for e
+  // The host blocks until all enqueued work is done. A task that failed on
+  // the device (a kernel's error) is raised here, as CUDA raises it at the
+  // next synchronisation; Event::synchronize raises it too.
+  virtual void synchronize() = 0;
+
+  // Capture: work enqueued by this thread between begin and end is recorded,
+  // not run; end returns it as a replayable graph. Only this thread is
+  // restricted meanwhile (no allocation, no synchronisation).
+  virtual void begin_capture() = 0;
+  virtual std::unique_ptr<GraphExec> end_capture() = 0;
+  virtual bool capturing() const = 0;
+};
+
+// One device (cuda:N or sim:N). Shared by every engine and context on it.
+class DeviceApi {
+ public:
+  virtual ~DeviceApi() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+  // Device memory. allocate_async/deallocate_async order the block with a
+  // stream (cudaMallocAsync pools; the simulated device frees in stream order).
+  virtual Allocator& allocator() = 0;
+  virtual Allocator& pinned_allocator() = 0;
+
+  // A new non-blocking stream; `priority` is clamped into priority_range().
+  virtual std::shared_ptr<Stream> create_stream(int priority = 0) = 0;
+  // A caller's stream by handle (not owned: the caller keeps it alive).
+  virtual std::shared_ptr<Stream> borrow_stream(uintptr_t handle) = 0;
+  virtual std::shared_ptr<Event> create_event() = 0;
+  // (least, greatest) priority; numerically lower is more urgent, as in CUDA.
+  virtual std::pair<int, int> priority_range() const = 0;
+
+  virtual MemorySpace space_of(const void* p) const = 0;
+  // Host code is about to read (or write) [ptr, ptr + bytes): a host kernel's
+  // operands, a copy into NumPy. The simulated device checks that the host
+  // has waited for every device task that touched the range.
+  virtual void host_access(const MemoryRange& r, bool write, const char* what) = 0;
+  // True when the device's kernels are host functions run in stream order
+  // (the simulated device); false when kernels enqueue device work (CUDA).
+  virtual bool kernels_run_on_host() const = 0;
+  virtual void synchronize() = 0;  // the whole device, for tests and shutdown
+};
+
+// The device API of `d` (throws kDevice when the build or machine lacks it).
+DeviceApi& device_api(Device d);
+void register_device_api(DeviceType type, std::function<DeviceApi&(int index)> get);
+bool has_device_api(DeviceType type);
+
+}  // namespace twinfer

@@ -1,0 +1,71 @@
+// Index math for kernels that walk an output in linear order and read
+// broadcast (or strided) operands: each output index is split into
+// coordinates by divisions that are multiplications (FastDivmod), and the
+// coordinates are dotted with each operand's strides (OffsetCalc). Both are
+// __host__ __device__: the CUDA kernels run exactly this code, and the host
+// tests (tests/test_index_math.py) check it against NumPy's indexing.
+//
+// The geometry comes from the CPU's broadcast plan (broadcast.h), which has
+// already dropped size-1 output dims and merged dims every operand walks
+// contiguously, so most launches see rank 1 or 2.
+#pragma once
+#include <cstdint>
+
+#include "core/half.h"  // TWINFER_HD
+
+namespace twinfer::ew {
+
+// Unsigned division by a fixed divisor d >= 1 for dividends n < 2^63, as
+// q = (umulhi(n, mul) + n) >> shift with shift = ceil(log2 d) and
+// mul = floor(2^64 * (2^shift - d) / d) + 1 (Granlund & Montgomery; the sum
+// cannot overflow because umulhi(n, mul) <= n < 2^63).
+struct FastDivmod {
+  uint64_t divisor = 1;
+  uint64_t mul = 0;
+  uint32_t shift = 0;
+
+  FastDivmod() = default;
+  explicit FastDivmod(uint64_t d) : divisor(d) {
+    while (shift < 64 && (uint64_t(1) << shift) < d) ++shift;
+    // 2^64 * (2^shift - d) / d, in 128-bit arithmetic on the host.
+    const unsigned __int128 num = (static_cast<unsigned __int128>((shift == 64 ? 0 : (uint64_t(1) << shift)) - d)
+                                   << 64);
+    mul = d == 1 ? 0 : static_cast<uint64_t>(num / d) + 1;
+  }
+
+  TWINFER_HD static uint64_t umulhi(uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH__)
+    return __umul64hi(a, b);
+#else
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+#endif
+  }
+  TWINFER_HD uint64_t div(uint64_t n) const { return (umulhi(n, mul) + n) >> shift; }
+  TWINFER_HD void divmod(uint64_t n, uint64_t& q, uint64_t& r) const {
+    q = div(n);
+    r = n - q * divisor;
+  }
+};
+
+constexpr int kMaxOffsetDims = 8;
+
+// Element offsets of N operands for a linear output index. Dim 0 is the
+// innermost (fastest varying); strides are in elements, 0 for a broadcast dim.
+template <int N>
+struct OffsetCalc {
+  int rank = 0;
+  FastDivmod sizes[kMaxOffsetDims];
+  int64_t strides[kMaxOffsetDims][N] = {};
+
+  TWINFER_HD void get(uint64_t linear, int64_t (&off)[N]) const {
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = 0; d < rank; ++d) {
+      uint64_t q, r;
+      sizes[d].divmod(linear, q, r);
+      for (int k = 0; k < N; ++k) off[k] += static_cast<int64_t>(r) * strides[d][k];
+      linear = q;
+    }
+  }
+};
+
+}  // namespace twinfer::ew

@@ -1,0 +1,31 @@
+// Weights on a device: each constant is uploaded once per engine, the first
+// time a plan reads it there, and shared by every plan and context after
+// (plans of other shapes reuse the same weights).
+#pragma once
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "core/tensor.h"
+
+namespace twinfer {
+
+class ConstantStore {
+ public:
+  explicit ConstantStore(Device device) : device_(device) {}
+  // The device copy of host tensor `host` (uploaded synchronously on first use).
+  Tensor device_copy(const Tensor& host);
+  size_t bytes() const;  // uploaded so far
+
+ private:
+  struct Entry {
+    Tensor host;    // held, so its address cannot be reused by another constant
+    Tensor device;
+  };
+  Device device_;
+  mutable std::mutex mutex_;
+  std::map<std::pair<const void*, size_t>, Entry> entries_;  // (host data, bytes) -> copy
+  size_t bytes_ = 0;
+};
+
+}  // namespace twinfer

@@ -1,0 +1,40 @@
+#include "runtime/transfer.h"
+
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace twinfer {
+
+std::shared_ptr<Stream> transfer_stream(Device d) {
+  static std::mutex m;
+  static auto* streams = new std::map<std::pair<int, int>, std::shared_ptr<Stream>>();  // never destroyed
+  std::lock_guard<std::mutex> lock(m);
+  auto& s = (*streams)[{static_cast<int>(d.type), d.index}];
+  if (!s) s = device_api(d).create_stream(0);
+  return s;
+}
+
+Tensor to_host(const Tensor& t) {
+  if (!t.device().is_accelerator() || dtype_is_container(t.dtype())) return t;
+  if (t.ready_event()) t.ready_event()->synchronize();
+  Tensor h = Tensor::empty(t.dtype(), t.shape(), Device::cpu());
+  // Into pageable memory the copy returns once it is done (and, on the
+  // simulated device, the host is then ordered after it).
+  transfer_stream(t.device())->copy(h.data(), t.data(), t.bytes());
+  return h;
+}
+
+Tensor to_device(const Tensor& t, Device d) {
+  if (t.device() == d) return t;
+  if (t.device().is_accelerator())
+    throw Error(ErrorKind::kDevice, "copy from " + t.device().str() + " to " + d.str() + " is not supported");
+  Tensor out = Tensor::empty(t.dtype(), t.shape(), d);
+  auto s = transfer_stream(d);
+  s->copy(out.data(), t.data(), t.bytes());
+  s->synchronize();
+  return out;
+}
+
+}  // namespace twinfer
