@@ -7,8 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/backend.h"
+#include "core/tensor.h"
 #include "graph/ir.h"
-#include "runtime/kernel.h"
 
 namespace twinfer {
 

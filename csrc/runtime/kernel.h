@@ -8,17 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/tensor.h"
 #include "graph/ir.h"
 
 namespace twinfer {
-
-enum class Backend { kCPU, kCUDA };
-const char* backend_name(Backend b);
-
-enum class Precision { kFP32, kTF32, kFP16, kBF16, kINT8 };
-const char* precision_name(Precision p);
-Precision precision_from_name(const std::string& s);
 
 // What a kernel factory sees: the node, and its inputs/outputs with concrete
 // shapes and dtypes (after shape inference), including constant inputs.

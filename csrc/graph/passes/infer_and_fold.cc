@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ops/schema.h"
+#include "runtime/kernel.h"
 
 namespace twinfer::passes {
 
