@@ -6,7 +6,6 @@
 #include <map>
 #include <set>
 
-#include "backends/cpu/layout.h"
 #include "graph/passes/blocked_layout.h"
 #include "graph/passes/eliminate_identity.h"
 #include "graph/passes/fold_conv_bn.h"
@@ -20,6 +19,7 @@
 #include "graph/passes/int8_channels_last.h"
 #include "graph/passes/int8_movement.h"
 #include "graph/passes/weight_only_int8.h"
+#include "ops/channel_block.h"
 #include "ops/schema.h"
 #include "runtime/arena_planner.h"
 #include "runtime/evaluate.h"
@@ -339,7 +339,7 @@ std::unique_ptr<Plan> Engine::build_plan(const std::vector<Shape>& shapes) const
     // Concrete shapes prove what symbolic ones could not (a residual Add of
     // two [batch, C, h, w] maps), so fusion gets a second chance first.
     if (passes::fuse_all(g, pc)) g.remove_dead();
-    blocked = passes::blocked_layout(g, pc, cpu::channel_block());
+    blocked = passes::blocked_layout(g, pc, channel_block(Backend::kCPU));
   }
 
   // Homes of values.

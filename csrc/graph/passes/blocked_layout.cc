@@ -5,8 +5,8 @@
 #include <string>
 
 #include "graph/passes/rewrite_util.h"
+#include "ops/kernel.h"
 #include "ops/nn/conv.h"  // kBlockedDomain
-#include "runtime/kernel.h"
 
 namespace twinfer::passes {
 namespace {

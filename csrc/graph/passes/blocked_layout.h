@@ -46,7 +46,7 @@ struct BlockedLayout {
   int reorders = 0;           // ToBlocked + FromBlocked nodes added
 };
 
-// `block`: the backend's channel block (cpu::channel_block()). Off when the
+// `block`: the backend's channel block (ops/channel_block.h). Off when the
 // environment says TWINFER_BLOCKED_LAYOUT=0 as the plan is built (for
 // measuring the difference; not a production switch).
 BlockedLayout blocked_layout(graph::Graph& g, const PassContext& ctx, int64_t block);

@@ -1,7 +1,7 @@
 #include "graph/passes/fuse.h"
 
 #include "graph/passes/rewrite_util.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::passes {
 

@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "graph/passes/rewrite_util.h"
+#include "ops/kernel.h"
 #include "ops/quant/qlinear_fused.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::passes {
 

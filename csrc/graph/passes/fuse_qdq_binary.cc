@@ -4,8 +4,8 @@
 
 #include "graph/passes/qdq_util.h"
 #include "graph/passes/rewrite_util.h"
+#include "ops/kernel.h"
 #include "ops/quant/qbinary.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::passes {
 

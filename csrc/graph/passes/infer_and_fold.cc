@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::passes {
 

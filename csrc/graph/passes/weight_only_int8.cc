@@ -5,7 +5,7 @@
 #include <map>
 
 #include "graph/passes/rewrite_util.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::passes {
 

@@ -12,8 +12,8 @@
 #include "ops/elementwise/binary_functors.h"
 #include "ops/elementwise/broadcast.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::ew {
 

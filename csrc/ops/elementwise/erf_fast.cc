@@ -18,7 +18,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_clones.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::ew {
 namespace {

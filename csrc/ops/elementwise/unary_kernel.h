@@ -14,8 +14,8 @@
 #include "backends/cpu/parallel.h"
 #include "ops/elementwise/functors.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::ew {
 

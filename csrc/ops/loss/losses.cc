@@ -15,8 +15,8 @@
 
 #include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::loss {
 namespace {

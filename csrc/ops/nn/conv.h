@@ -8,9 +8,9 @@
 #include <cstdint>
 
 #include "core/shape.h"
+#include "ops/kernel.h"
 #include "ops/nn/activation.h"
 #include "ops/nn/window.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
 

@@ -17,10 +17,10 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_clones.h"
 #include "core/dispatch.h"
+#include "ops/kernel.h"
 #include "ops/nn/conv.h"  // kBlockedDomain
 #include "ops/nn/pool.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
 namespace {

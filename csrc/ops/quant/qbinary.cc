@@ -11,10 +11,10 @@
 #include "core/dispatch.h"
 #include "ops/elementwise/binary_kernel.h"  // plan_for_node
 #include "ops/elementwise/broadcast.h"
+#include "ops/kernel.h"
 #include "ops/nn/conv.h"  // kTwinferDomain
 #include "ops/quant/quant_util.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::quant {
 namespace {

@@ -13,9 +13,9 @@
 
 #include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "ops/kernel.h"
 #include "ops/nn/norm_stats.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::vision {
 namespace {

@@ -18,9 +18,9 @@
 #include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
 #include "ops/tensor/tensor_util.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::vision {
 namespace {

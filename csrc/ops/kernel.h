@@ -3,6 +3,9 @@
 // priority; the planner takes the highest-priority kernel that supports the
 // node. A kernel is built for concrete input shapes and is immutable after
 // creation, so many execution contexts (threads) may run it at once.
+//
+// It lives in ops/ because ops and backends register here and passes ask it
+// whether a fused op has a kernel; the runtime (planner) only selects from it.
 #pragma once
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 #include <algorithm>
 #include <map>
