@@ -113,7 +113,7 @@ class CastKernel final : public Kernel {
       using From = typename decltype(tf)::type;
       const From* src = x.as<const From>();
       if (dtype_is_float8(to_) || dtype_is_subbyte(to_)) {
-        cpu::parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
           store_from(src + b, e - b, y, b);
         });
         return;
@@ -121,7 +121,7 @@ class CastKernel final : public Kernel {
       dispatch_typeset<kAllTypes>(to_, [&](auto tt) {
         using To = typename decltype(tt)::type;
         To* dst = y.as<To>();
-        cpu::parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) dst[i] = cast_value<To>(src[i]);
         });
       });
@@ -133,7 +133,7 @@ class CastKernel final : public Kernel {
   template <typename V, typename Dec>
   void decode_then_store(const TensorView& x, const TensorView& y, KernelContext& ctx, Dec dec) const {
     const uint8_t* src = x.as<const uint8_t>();
-    cpu::parallel_for(x.numel(), ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+    parallel_for(x.numel(), ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
       V tmp[256];
       for (int64_t i = b; i < e; i += 256) {
         const int64_t m = std::min<int64_t>(256, e - i);

@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_clones.h"
+#include "core/parallel.h"
 #include "ops/kernel.h"
 
 namespace twinfer::ew {
@@ -109,8 +109,8 @@ class FastErfKernel final : public Kernel {
   void run(KernelContext& ctx) const override {
     const float* x = ctx.inputs[0].as<const float>();
     float* y = ctx.outputs[0].as<float>();
-    cpu::parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
-                      [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b); });
+    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
+                 [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b); });
   }
 };
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <type_traits>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/functors.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/kernel.h"
@@ -35,7 +35,7 @@ struct UnaryTraits {
 // y[i] = store(f(load(x[i]))) over n elements.
 template <typename S, typename O, typename F>
 void unary_apply(const S* x, O* y, int64_t n, const F& f, int threads, int64_t grain) {
-  cpu::parallel_for(n, threads, grain, [&](int64_t b, int64_t e) {
+  parallel_for(n, threads, grain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = store<O>(f(load(x[i])));
   });
 }

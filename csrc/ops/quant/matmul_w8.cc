@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_common.h"
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/nn/conv.h"  // kTwinferDomain
 #include "ops/schema.h"
 
@@ -117,7 +117,7 @@ class MatMulW8Kernel final : public Kernel {
     const int threads = std::max(1, ctx.num_threads);
     const int64_t row_blocks = std::min<int64_t>(m_, std::max<int64_t>(1, (threads + tiles - 1) / tiles));
     const int64_t rows_per = (m_ + row_blocks - 1) / row_blocks;
-    cpu::parallel_for(tiles * row_blocks, threads, 1, [&](int64_t lo, int64_t hi) {
+    parallel_for(tiles * row_blocks, threads, 1, [&](int64_t lo, int64_t hi) {
       float* buf = thread_tile(static_cast<size_t>(cols_ * kc_));
       for (int64_t item = lo; item < hi; ++item) {
         const int64_t t = item % tiles, rb = item / tiles;

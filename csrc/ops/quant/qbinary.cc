@@ -6,9 +6,9 @@
 #include <limits>
 #include <utility>
 
-#include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_clones.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
 #include "ops/elementwise/binary_kernel.h"  // plan_for_node
 #include "ops/elementwise/broadcast.h"
 #include "ops/kernel.h"

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <memory>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/nn/window.h"
 #include "ops/quant/qgemm.h"
 #include "ops/quant/quant_util.h"
@@ -133,7 +133,7 @@ template <typename T>
 void im2col(const Geom& g, const T* x, int64_t img, int64_t grp, T pad, T* col, int threads) {
   const int64_t ks = g.k[0] * g.k[1] * g.k[2];
   const int64_t in_sz = g.in[0] * g.in[1] * g.in[2];
-  cpu::parallel_for(g.K, threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.P)), [&](int64_t lo, int64_t hi) {
+  parallel_for(g.K, threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.P)), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t c = r / ks, kk = r % ks;
       const int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
@@ -285,8 +285,8 @@ class QLinearConvKernel final : public Kernel {
     auto requant = [&](auto tag) {
       using Y = typename decltype(tag)::type;
       Y* y = ctx.outputs[0].as<Y>();
-      cpu::parallel_for(g.N * g.M, ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.P)),
-                        [&](int64_t lo, int64_t hi) {
+      parallel_for(g.N * g.M, ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.P)),
+                   [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r) {
           const int64_t m = r % g.M;
           const double mult = static_cast<double>(xs * ws[ws_row_ ? m : 0] / ys);

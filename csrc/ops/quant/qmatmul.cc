@@ -9,7 +9,7 @@
 #include <cmath>
 #include <memory>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/quant/qgemm.h"
 #include "ops/quant/quant_util.h"
 
@@ -187,8 +187,8 @@ class QLinearMatMulKernel final : public Kernel {
     auto requant = [&](auto tag) {
       using Y = typename decltype(tag)::type;
       Y* y = ctx.outputs[0].as<Y>();
-      cpu::parallel_for(y_n_ / std::max<int64_t>(1, n), ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
-                        [&](int64_t lo, int64_t hi) {
+      parallel_for(y_n_ / std::max<int64_t>(1, n), ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
+                   [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r) {
           const int64_t i = r % m;
           const float a = sa[a_row_ ? i : 0];
