@@ -1,5 +1,5 @@
 // Erf and GELU (approximate="none") on float32 in loops the compiler
-// vectorises (multiversioned for AVX-512/AVX2, backends/cpu/simd_clones.h);
+// vectorises (multiversioned for AVX-512/AVX2, core/simd_clones.h);
 // libm's erff is a call per element and ran ~8x slower than onnxruntime.
 //
 //   |x| < 1:  the Maclaurin series 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)),
@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/simd_clones.h"
 #include "core/parallel.h"
+#include "core/simd_clones.h"
 #include "ops/kernel.h"
 
 namespace twinfer::ew {

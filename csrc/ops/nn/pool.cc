@@ -14,9 +14,9 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/simd_clones.h"
 #include "core/dispatch.h"
 #include "core/parallel.h"
+#include "core/simd_clones.h"
 #include "ops/kernel.h"
 #include "ops/nn/conv.h"  // kBlockedDomain
 #include "ops/nn/pool.h"
@@ -107,7 +107,7 @@ DimTable make_table(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, in
 }
 
 // Row kernels of the separable float32 path, multiversioned
-// (backends/cpu/simd_clones.h): these loops are where the pooling time goes.
+// (core/simd_clones.h): these loops are where the pooling time goes.
 
 TWINFER_SIMD_CLONES void row_add(const float* __restrict src, float* __restrict acc, int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] += src[i];

@@ -6,9 +6,9 @@
 #include <limits>
 #include <utility>
 
-#include "backends/cpu/simd_clones.h"
 #include "core/dispatch.h"
 #include "core/parallel.h"
+#include "core/simd_clones.h"
 #include "ops/elementwise/binary_kernel.h"  // plan_for_node
 #include "ops/elementwise/broadcast.h"
 #include "ops/kernel.h"
@@ -98,7 +98,7 @@ inline __attribute__((always_inline)) void run_loop(const QA* a, bool a_step, co
   }
 }
 
-// Built for AVX-512 / AVX2 / baseline (backends/cpu/simd_clones.h), one per
+// Built for AVX-512 / AVX2 / baseline (core/simd_clones.h), one per
 // combination of integer types: a, b, y (s = int8, u = uint8). A residual
 // Add in precision="int8" reads a signed convolution output and an unsigned
 // ReLU output and writes unsigned.

@@ -14,8 +14,8 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/simd_clones.h"
 #include "core/parallel.h"
+#include "core/simd_clones.h"
 #include "ops/quant/quant_util.h"
 #include "ops/quant/quantize_fast.h"
 
@@ -68,7 +68,7 @@ int32_t zero_point(const KernelContext& ctx) {
   return z;
 }
 
-// The element loops, multiversioned (backends/cpu/simd_clones.h): without
+// The element loops, multiversioned (core/simd_clones.h): without
 // AVX2 the division, rounding and narrowing ran 4 wide and Q took ~4x
 // onnxruntime's time.
 //
