@@ -1,4 +1,4 @@
-#include "ops/quant/qgemm.h"
+#include "backends/cpu/onednn_qgemm.h"
 
 #include "core/parallel.h"
 
