@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "graph/domains.h"
 #include "graph/passes/blocked_layout.h"
 #include "graph/passes/eliminate_identity.h"
 #include "graph/passes/fold_conv_bn.h"
@@ -56,7 +57,7 @@ void check_opsets(const graph::Model& m) {
     bad.push_back("ai.onnx opset " + std::to_string(v) + " (supported: " + std::to_string(kMinOpset) +
                   " to " + std::to_string(kMaxOpset) + ")");
   for (const auto& kv : m.opsets) {
-    if (kv.first.empty() || kv.first == "ai.onnx" || kv.first == "com.twinfer") continue;
+    if (kv.first.empty() || kv.first == "ai.onnx" || kv.first == kTwinferDomain) continue;
     // Other domains are fine as long as no node uses an op we lack; that is
     // reported by the unsupported-op check with the node names.
   }

@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "backends/cpu/onednn_qlinear.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "graph/domains.h"
 #include "ops/nn/window.h"
 
 namespace twinfer::quant {
@@ -177,6 +177,6 @@ bool qconv_supports(const KernelBuildInfo& info, std::string* why) {
 
 }  // namespace
 
-TWINFER_REGISTER_KERNEL(kQConvOp, Backend::kCPU, 10, qconv_supports, make_kernel<QConvKernel>, nn::kTwinferDomain);
+TWINFER_REGISTER_KERNEL(kQConvOp, Backend::kCPU, 10, qconv_supports, make_kernel<QConvKernel>, kTwinferDomain);
 
 }  // namespace twinfer::quant

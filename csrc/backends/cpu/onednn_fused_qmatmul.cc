@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "backends/cpu/onednn_qlinear.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "graph/domains.h"
 
 namespace twinfer::quant {
 namespace {
@@ -140,6 +140,6 @@ bool qmatmul_supports(const KernelBuildInfo& info, std::string* why) {
 }  // namespace
 
 TWINFER_REGISTER_KERNEL(kQMatMulOp, Backend::kCPU, 10, qmatmul_supports, make_kernel<QMatMulKernel>,
-                        nn::kTwinferDomain);
+                        kTwinferDomain);
 
 }  // namespace twinfer::quant

@@ -22,7 +22,7 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/parallel.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "graph/domains.h"
 
 namespace twinfer::quant {
 namespace {
@@ -164,6 +164,6 @@ class MatMulW8Kernel final : public Kernel {
 
 }  // namespace
 
-TWINFER_REGISTER_KERNEL("MatMulW8", Backend::kCPU, 10, nullptr, make_kernel<MatMulW8Kernel>, nn::kTwinferDomain);
+TWINFER_REGISTER_KERNEL("MatMulW8", Backend::kCPU, 10, nullptr, make_kernel<MatMulW8Kernel>, kTwinferDomain);
 
 }  // namespace twinfer::quant

@@ -6,7 +6,7 @@
 // a whole block. Reordering from and to plain NCHW around every convolution
 // costs about as much as a 1x1 convolution itself, so this pass finds regions
 // of ops that can all work on blocked memory and rewrites them into the
-// com.twinfer.blocked domain (nn::kBlockedDomain):
+// com.twinfer.blocked domain (kBlockedDomain, graph/domains.h):
 //
 //   Conv, com.twinfer::Conv          -> blocked Conv (weights constant; groups
 //                                       depthwise or whole blocks). Its x may

@@ -17,8 +17,8 @@
 #include "core/dispatch.h"
 #include "core/parallel.h"
 #include "core/simd_clones.h"
+#include "graph/domains.h"
 #include "ops/kernel.h"
-#include "ops/nn/conv.h"  // kBlockedDomain
 #include "ops/nn/pool.h"
 #include "ops/schema.h"
 

@@ -2,7 +2,7 @@
 // CPU kernel (oneDNN int8 convolution) is backends/cpu/onednn_fused_qconv.cc.
 #include <vector>
 
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "graph/domains.h"
 #include "ops/nn/window.h"
 #include "ops/quant/qlinear_fused.h"
 #include "ops/schema.h"
@@ -47,6 +47,6 @@ void qconv_infer(InferContext& c) {
 
 }  // namespace
 
-TWINFER_REGISTER_SCHEMA(kQConvOp, qconv_infer, nn::kTwinferDomain);
+TWINFER_REGISTER_SCHEMA(kQConvOp, qconv_infer, kTwinferDomain);
 
 }  // namespace twinfer::quant

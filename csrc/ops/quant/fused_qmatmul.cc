@@ -1,6 +1,6 @@
 // com.twinfer::QMatMul (see qlinear_fused.h): the shape and type rule. The
 // CPU kernel (oneDNN int8 matmul) is backends/cpu/onednn_fused_qmatmul.cc.
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "graph/domains.h"
 #include "ops/quant/qlinear_fused.h"
 #include "ops/schema.h"
 
@@ -39,6 +39,6 @@ void qmatmul_infer(InferContext& c) {
 
 }  // namespace
 
-TWINFER_REGISTER_SCHEMA(kQMatMulOp, qmatmul_infer, nn::kTwinferDomain);
+TWINFER_REGISTER_SCHEMA(kQMatMulOp, qmatmul_infer, kTwinferDomain);
 
 }  // namespace twinfer::quant

@@ -7,7 +7,7 @@
 //
 // The weights stay int8 in the engine; the CPU kernel, which expands them
 // tile by tile inside a oneDNN sgemm, is backends/cpu/onednn_matmul_w8.cc.
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "graph/domains.h"
 #include "ops/schema.h"
 
 namespace twinfer::quant {
@@ -30,6 +30,6 @@ void matmul_w8_infer(InferContext& c) {
 
 }  // namespace
 
-TWINFER_REGISTER_SCHEMA("MatMulW8", matmul_w8_infer, nn::kTwinferDomain);
+TWINFER_REGISTER_SCHEMA("MatMulW8", matmul_w8_infer, kTwinferDomain);
 
 }  // namespace twinfer::quant

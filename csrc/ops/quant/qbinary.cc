@@ -9,10 +9,10 @@
 #include "core/dispatch.h"
 #include "core/parallel.h"
 #include "core/simd_clones.h"
+#include "graph/domains.h"
 #include "ops/elementwise/binary_kernel.h"  // plan_for_node
 #include "ops/elementwise/broadcast.h"
 #include "ops/kernel.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
 #include "ops/quant/quant_util.h"
 #include "ops/schema.h"
 
@@ -180,8 +180,8 @@ bool qbinary_supports(const KernelBuildInfo& info, std::string* why) {
 
 }  // namespace
 
-TWINFER_REGISTER_SCHEMA(kQBinaryOp, qbinary_infer, nn::kTwinferDomain);
+TWINFER_REGISTER_SCHEMA(kQBinaryOp, qbinary_infer, kTwinferDomain);
 TWINFER_REGISTER_KERNEL(kQBinaryOp, Backend::kCPU, 10, qbinary_supports, make_kernel<QBinaryKernel>,
-                        nn::kTwinferDomain);
+                        kTwinferDomain);
 
 }  // namespace twinfer::quant
