@@ -69,10 +69,10 @@ E8M0Round parse_round_mode(const graph::Node& n) {
 // An 8-bit float source as float (exact).
 float float8_value(DType dt, uint8_t b) {
   switch (dt) {
-    case DType::kFloat8E4M3FN: return float8_to_float(b, Float8Traits<float8_e4m3fn_t>::fmt);
-    case DType::kFloat8E4M3FNUZ: return float8_to_float(b, Float8Traits<float8_e4m3fnuz_t>::fmt);
-    case DType::kFloat8E5M2: return float8_to_float(b, Float8Traits<float8_e5m2_t>::fmt);
-    case DType::kFloat8E5M2FNUZ: return float8_to_float(b, Float8Traits<float8_e5m2fnuz_t>::fmt);
+    case DType::kFloat8E4M3FN: return float8_to_float(b, Float8Traits<float8_e4m3fn_t>::fmt());
+    case DType::kFloat8E4M3FNUZ: return float8_to_float(b, Float8Traits<float8_e4m3fnuz_t>::fmt());
+    case DType::kFloat8E5M2: return float8_to_float(b, Float8Traits<float8_e5m2_t>::fmt());
+    case DType::kFloat8E5M2FNUZ: return float8_to_float(b, Float8Traits<float8_e5m2fnuz_t>::fmt());
     default: return e8m0_to_float(b);
   }
 }
@@ -169,7 +169,7 @@ class CastKernel final : public Kernel {
       return;
     }
     dispatch_float8(to_, [&](auto t8) {
-      constexpr Float8Format fmt = Float8Traits<typename decltype(t8)::type>::fmt;
+      constexpr Float8Format fmt = Float8Traits<typename decltype(t8)::type>::fmt();
       for (int64_t i = 0; i < m; ++i) dst[i] = float_to_float8(static_cast<double>(load(src[i])), fmt, saturate_);
     });
   }
