@@ -104,8 +104,10 @@ struct KernelRegistrar {
 #define TWINFER_KCONCAT_INNER(a, b) a##b
 #define TWINFER_KCONCAT(a, b) TWINFER_KCONCAT_INNER(a, b)
 // TWINFER_REGISTER_KERNEL("Relu", Backend::kCPU, 0, supports_fn_or_nullptr, make_kernel<ReluKernel>)
+// (__COUNTER__, not __LINE__: an op list such as TWINFER_UNARY_OPS expands
+// many registrations on one line.)
 #define TWINFER_REGISTER_KERNEL(op, backend, priority, supports, create, ...)          \
-  static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __LINE__)(            \
+  static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __COUNTER__)(         \
       op, backend, priority, supports, create, ##__VA_ARGS__)
 
 }  // namespace twinfer

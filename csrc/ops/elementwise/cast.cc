@@ -15,14 +15,10 @@
 
 #include "core/subbyte.h"
 #include "ops/elementwise/binary_kernel.h"
+#include "ops/elementwise/cast_ops.h"
 
 namespace twinfer::ew {
 namespace {
-
-DType cast_target(const graph::Node& n) {
-  const graph::Attribute& a = n.required_attr("to");
-  return dtype_from_onnx(static_cast<int32_t>(a.i));
-}
 
 void cast_infer(InferContext& c) {
   DType to = cast_target(c.node());
@@ -44,8 +40,6 @@ void castlike_infer(InferContext& c) {
     c.set_output_rank_unknown(0, to);
 }
 
-bool castable(DType t) { return in_typeset(kAllTypes, t) || dtype_is_float8(t) || dtype_is_subbyte(t); }
-
 bool cast_supports(const KernelBuildInfo& info, std::string* why) {
   DType from = info.input_dtype(0), to = info.output(0).dtype;
   if (!castable(from)) {
@@ -55,26 +49,6 @@ bool cast_supports(const KernelBuildInfo& info, std::string* why) {
   if (castable(to)) return true;
   if (why) *why = std::string("Cast to ") + dtype_name(to) + " is not supported";
   return false;
-}
-
-E8M0Round parse_round_mode(const graph::Node& n) {
-  const std::string m = n.attr_string("round_mode", "up");
-  if (m == "up") return E8M0Round::kUp;
-  if (m == "down") return E8M0Round::kDown;
-  if (m == "nearest") return E8M0Round::kNearest;
-  throw Error(ErrorKind::kInvalidArgument, "round_mode must be 'up', 'down' or 'nearest', got '" + m + "'",
-              n.name, n.op_type);
-}
-
-// An 8-bit float source as float (exact).
-float float8_value(DType dt, uint8_t b) {
-  switch (dt) {
-    case DType::kFloat8E4M3FN: return float8_to_float(b, Float8Traits<float8_e4m3fn_t>::fmt());
-    case DType::kFloat8E4M3FNUZ: return float8_to_float(b, Float8Traits<float8_e4m3fnuz_t>::fmt());
-    case DType::kFloat8E5M2: return float8_to_float(b, Float8Traits<float8_e5m2_t>::fmt());
-    case DType::kFloat8E5M2FNUZ: return float8_to_float(b, Float8Traits<float8_e5m2fnuz_t>::fmt());
-    default: return e8m0_to_float(b);
-  }
 }
 
 class CastKernel final : public Kernel {
