@@ -4,7 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
-#include "runtime/device_info.h"
+#include "core/device_info.h"
 #include "ops/schema.h"
 
 namespace py = pybind11;

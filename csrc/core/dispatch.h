@@ -73,7 +73,7 @@ void dispatch_numeric(DType dt, F&& f) {
 }
 
 // The four sign/exponent/mantissa 8-bit floats (not E8M0, which has its own
-// rounding modes): f(TypeTag<float8_e4m3fn_t>{}) etc.; Float8Traits<T>::fmt
+// rounding modes): f(TypeTag<float8_e4m3fn_t>{}) etc.; Float8Traits<T>::fmt()
 // gives the format for float8_to_float / float_to_float8.
 template <typename F>
 void dispatch_float8(DType dt, F&& f) {

@@ -41,19 +41,21 @@ struct Float8Format {
   uint8_t nan_code;  // positive NaN code (FNUZ: 0x80)
 };
 
-// The format of each storage type (by value, so device code can use it).
+// The format of each storage type. A function, not a static data member:
+// nvcc treats a constexpr static member of class type as a host variable that
+// device code may not read.
 template <typename T> struct Float8Traits;
 template <> struct Float8Traits<float8_e4m3fn_t> {
-  static constexpr Float8Format fmt{3, 7, false, false, 0x7E, 0x7F};
+  static constexpr TWINFER_HD Float8Format fmt() { return {3, 7, false, false, 0x7E, 0x7F}; }
 };
 template <> struct Float8Traits<float8_e4m3fnuz_t> {
-  static constexpr Float8Format fmt{3, 8, true, false, 0x7F, 0x80};
+  static constexpr TWINFER_HD Float8Format fmt() { return {3, 8, true, false, 0x7F, 0x80}; }
 };
 template <> struct Float8Traits<float8_e5m2_t> {
-  static constexpr Float8Format fmt{2, 15, false, true, 0x7B, 0x7E};
+  static constexpr TWINFER_HD Float8Format fmt() { return {2, 15, false, true, 0x7B, 0x7E}; }
 };
 template <> struct Float8Traits<float8_e5m2fnuz_t> {
-  static constexpr Float8Format fmt{2, 16, true, false, 0x7F, 0x80};
+  static constexpr TWINFER_HD Float8Format fmt() { return {2, 16, true, false, 0x7F, 0x80}; }
 };
 template <typename T>
 constexpr bool is_float8_v = std::is_same<T, float8_e4m3fn_t>::value || std::is_same<T, float8_e4m3fnuz_t>::value ||

@@ -70,7 +70,7 @@ struct SchemaRegistrar {
 #define TWINFER_CONCAT_INNER(a, b) a##b
 #define TWINFER_CONCAT(a, b) TWINFER_CONCAT_INNER(a, b)
 #define TWINFER_REGISTER_SCHEMA(op, fn, ...) \
-  static ::twinfer::SchemaRegistrar TWINFER_CONCAT(schema_reg_, __LINE__)(op, fn, ##__VA_ARGS__)
+  static ::twinfer::SchemaRegistrar TWINFER_CONCAT(schema_reg_, __COUNTER__)(op, fn, ##__VA_ARGS__)
 
 // Common rules.
 void infer_same_as_input0(InferContext& c);      // one output: dtype and shape of input 0

@@ -6,20 +6,8 @@
 #include <map>
 #include <set>
 
-#include "backends/cpu/layout.h"
-#include "graph/passes/blocked_layout.h"
-#include "graph/passes/eliminate_identity.h"
-#include "graph/passes/fold_conv_bn.h"
-#include "graph/passes/fold_pad_conv.h"
-#include "graph/passes/fuse.h"
-#include "graph/passes/fuse_gelu.h"
-#include "graph/passes/fuse_qdq.h"
-#include "graph/passes/fuse_qdq_binary.h"
-#include "graph/passes/infer_and_fold.h"
-#include "graph/passes/insert_qdq.h"
-#include "graph/passes/int8_channels_last.h"
-#include "graph/passes/int8_movement.h"
-#include "graph/passes/weight_only_int8.h"
+#include "graph/domains.h"
+#include "graph/passes/pipeline.h"
 #include "ops/schema.h"
 #include "runtime/arena_planner.h"
 #include "runtime/evaluate.h"
@@ -56,7 +44,7 @@ void check_opsets(const graph::Model& m) {
     bad.push_back("ai.onnx opset " + std::to_string(v) + " (supported: " + std::to_string(kMinOpset) +
                   " to " + std::to_string(kMaxOpset) + ")");
   for (const auto& kv : m.opsets) {
-    if (kv.first.empty() || kv.first == "ai.onnx" || kv.first == "com.twinfer") continue;
+    if (kv.first.empty() || kv.first == "ai.onnx" || kv.first == kTwinferDomain) continue;
     // Other domains are fine as long as no node uses an op we lack; that is
     // reported by the unsupported-op check with the node names.
   }
@@ -83,21 +71,6 @@ void check_value_type(const std::string& what, const std::vector<DType>& want, c
   for (size_t k = 0; k < items.size(); ++k)
     check_value_type(what + (t.dtype() == DType::kSequence ? " item " + std::to_string(k) : " value"), rest, items[k],
                      device);
-}
-
-// Calibration keys values by the original model's names; where a pass made a
-// Conv read another value (a folded zero Pad's input), that value takes the
-// settings. Zero padding changes neither |x|'s maximum nor the sign, and the
-// padded value's channel means are what the Conv (now padding itself) sees.
-void follow_renames(const std::map<std::string, std::string>& renamed, passes::QuantizeSpec* qs) {
-  for (const auto& [from, to] : renamed) {
-    auto a = qs->activation_amax.find(from);
-    if (a == qs->activation_amax.end() || qs->activation_amax.count(to)) continue;
-    qs->activation_amax[to] = a->second;
-    if (qs->unsigned_activations.count(from)) qs->unsigned_activations.insert(to);
-    auto m = qs->activation_channel_mean.find(from);
-    if (m != qs->activation_channel_mean.end()) qs->activation_channel_mean[to] = m->second;
-  }
 }
 
 std::string signature_str(const std::vector<Shape>& shapes) {
@@ -156,43 +129,11 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   pc.backend = Backend::kCPU;
   pc.precision = options.precision;
   pc.log = &e->pass_log_;
-  const bool fold = options.optimize;
-  // A model quantized by another tool (QDQ): fuse its int8 patterns before
-  // constant folding turns DequantizeLinear(int8 weights) back into floats.
-  const bool imported_qdq = options.optimize && passes::has_dequantize(g);
-  if (imported_qdq) {
-    passes::infer_and_fold(g, pc, false);
-    passes::int8_movement(g, pc);
-    passes::fuse_qdq(g, pc);
-    passes::fuse_qdq_binary(g, pc);  // before folding turns DQ(quantized bias) into a float constant
-  }
-  int folded = passes::infer_and_fold(g, pc, fold);
-  if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
-  if (imported_qdq) passes::int8_movement(g, pc);  // again: a Pad's fill, DQ(Q(0)), is a constant only now
-  std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
-  if (options.optimize) {
-    passes::eliminate_identity(g, pc);
-    passes::fold_pad_into_conv(g, pc, &renamed);
-    passes::fold_conv_bn(g, pc);  // before quantizing: the folded weights are what int8 must hold
-    passes::fuse_gelu(g, pc);
-  }
-  if (options.precision == Precision::kINT8) {
-    passes::QuantizeSpec qs{options.int8_amax, options.int8_unsigned, options.int8_channel_mean, options.keep_float};
-    follow_renames(renamed, &qs);
-    passes::insert_qdq(g, qs, pc);
-    passes::infer_and_fold(g, pc, false);  // types for the new Q/DQ values
-    if (options.optimize) {
-      passes::fuse_qdq(g, pc);
-      passes::fuse_qdq_binary(g, pc);  // residual Adds whose inputs insert_qdq quantized
-    }
-  }
-  if (options.optimize) passes::fuse_all(g, pc);
-  if (options.optimize) passes::int8_channels_last(g, pc);
-  if (options.int8_weights) passes::quantize_weights_int8(g, pc);
-  if (options.optimize || options.int8_weights) {
-    g.remove_dead();
-    passes::infer_and_fold(g, pc, fold);
-  }
+  passes::LoadPassOptions lo;
+  lo.optimize = options.optimize;
+  lo.int8 = {options.int8_amax, options.int8_unsigned, options.int8_channel_mean, options.keep_float};
+  lo.int8_weights = options.int8_weights;
+  passes::run_load_passes(g, lo, pc);
 
   e->finish(std::move(g));
   return e;
@@ -314,32 +255,23 @@ std::unique_ptr<Plan> Engine::build_plan(const std::vector<Shape>& shapes) const
   pc.opset = opset_;
   pc.backend = Backend::kCPU;
   pc.precision = options_.precision;
-  passes::infer_and_fold(g, pc, options_.optimize);
-  g.remove_dead();
-
-  for (const auto& n : g.nodes)
-    for (int o : n.outputs)
-      if (o >= 0 && (!g.values[o].has_shape || !sym_shape_known(g.values[o].shape))) {
-        if (options_.device.type != DeviceType::kCPU)
-          throw Error(ErrorKind::kUnsupportedOp,
-                      "output '" + g.values[o].name + "' has a shape that depends on input values (inputs " +
-                          signature_str(shapes) + "); the " + options_.device.str() +
-                          " backend needs shapes known from input shapes",
-                      n.name, n.op_type);
-        plan->value_dependent = true;
-        plan->value_dependent_reason = "node '" + n.name + "' (" + n.op_type + "): shape of '" +
-                                       g.values[o].name + "' depends on input values";
-        return plan;
-      }
-
-  // Activations between convolutions stay in the CPU's channel-blocked
-  // layout; the flagged values are sized with their channel padding below.
-  passes::BlockedLayout blocked;
-  if (options_.optimize && options_.precision == Precision::kFP32) {
-    // Concrete shapes prove what symbolic ones could not (a residual Add of
-    // two [batch, C, h, w] maps), so fusion gets a second chance first.
-    if (passes::fuse_all(g, pc)) g.remove_dead();
-    blocked = passes::blocked_layout(g, pc, cpu::channel_block());
+  passes::PlanPassOptions po;
+  po.optimize = options_.optimize;
+  const passes::PlanPassResult passed = passes::run_plan_passes(g, po, pc);
+  const passes::BlockedLayout& blocked = passed.blocked;
+  if (passed.unknown_node >= 0) {
+    const graph::Node& n = g.nodes[passed.unknown_node];
+    const graph::Value& v = g.values[passed.unknown_value];
+    if (options_.device.type != DeviceType::kCPU)
+      throw Error(ErrorKind::kUnsupportedOp,
+                  "output '" + v.name + "' has a shape that depends on input values (inputs " +
+                      signature_str(shapes) + "); the " + options_.device.str() +
+                      " backend needs shapes known from input shapes",
+                  n.name, n.op_type);
+    plan->value_dependent = true;
+    plan->value_dependent_reason =
+        "node '" + n.name + "' (" + n.op_type + "): shape of '" + v.name + "' depends on input values";
+    return plan;
   }
 
   // Homes of values.

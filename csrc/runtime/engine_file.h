@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "graph/ir.h"
-#include "runtime/kernel.h"
 
 namespace twinfer {
 

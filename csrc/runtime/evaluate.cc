@@ -8,6 +8,9 @@ namespace twinfer {
 
 namespace {
 
+// If / Loop / Scan (ops/control) evaluate their bodies through this.
+const bool kRegistered = (set_subgraph_evaluator(evaluate_graph), true);
+
 void bind(graph::Value& v, const Tensor& t) {
   v.dtype = t.dtype();
   if (dtype_is_container(t.dtype())) {  // sequences/optionals have no shape

@@ -7,20 +7,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/tensor.h"
 #include "graph/ir.h"
-#include "runtime/kernel.h"
+#include "ops/control/subgraph_eval.h"  // EvalOptions
 
 namespace twinfer {
 
-struct EvalOptions {
-  int64_t opset = 17;
-  Precision precision = Precision::kFP32;
-  int num_threads = 1;
-};
-
-// inputs: one per g.inputs, in order. outer: values the graph reads by name
-// that it does not define (subgraph free variables). Returns one tensor per
-// graph output; outputs never alias an input, an outer value or a weight.
+// The contract of SubgraphEvaluator (ops/control/subgraph_eval.h); this is
+// the implementation registered there for If / Loop / Scan bodies.
 std::vector<Tensor> evaluate_graph(const graph::Graph& g, const std::vector<Tensor>& inputs,
                                    const std::vector<std::pair<std::string, Tensor>>& outer,
                                    const EvalOptions& options);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 #include "runtime/plan.h"
 
 namespace twinfer {

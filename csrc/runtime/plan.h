@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "graph/ir.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer {
 

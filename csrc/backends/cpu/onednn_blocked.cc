@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/nn/conv.h"  // kBlockedDomain
+#include "graph/domains.h"
 #include "ops/schema.h"
 
 namespace twinfer::cpu::onednn {
@@ -33,7 +33,6 @@ namespace {
 
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
-using nn::kBlockedDomain;
 
 // One primitive (and its scratchpad size) per thread budget; see onednn_common.h.
 struct Prim {

@@ -1,10 +1,10 @@
 #include "backends/cpu/onednn_common.h"
 
-#include "backends/cpu/layout.h"
-
 #include <omp.h>
 
 #include <cstdlib>
+
+#include "ops/channel_block.h"
 
 namespace twinfer::cpu::onednn {
 
@@ -169,5 +169,6 @@ char* run_scratch(const KernelContext& ctx, size_t declared, size_t needed) {
 }  // namespace twinfer::cpu::onednn
 
 namespace twinfer::cpu {
-int64_t channel_block() { return onednn::channel_block(); }
+// The planner sizes blocked buffers with this block (ops/channel_block.h).
+static const ChannelBlockRegistrar channel_block_reg(Backend::kCPU, onednn::channel_block);
 }  // namespace twinfer::cpu

@@ -25,8 +25,8 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "ops/kernel.h"
 #include "ops/nn/activation.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::cpu::onednn {
 
@@ -46,7 +46,7 @@ inline dnnl::memory::desc plain_desc(const Shape& s, DType t = DType::kFloat32) 
 
 // Channel block of oneDNN's blocked activation layouts on this CPU (16 with
 // AVX-512, else 8); the same number the planner pads channels to (see
-// backends/cpu/layout.h).
+// ops/channel_block.h).
 int64_t channel_block();
 // nCw16c / nChw16c / nCdhw16c (or the 8c forms) for a rank-3..5 tensor.
 dnnl::memory::format_tag blocked_tag(size_t rank);

@@ -93,7 +93,7 @@ class OnednnConv final : public Kernel {
     if (empty_) return;
     x_plain_ = plain_desc(spec_.x);
     y_plain_ = plain_desc(spec_.y);
-    blocked_io_ = info.node().domain == nn::kBlockedDomain;
+    blocked_io_ = info.node().domain == kBlockedDomain;
     x_user_ = blocked_io_ && !info.node().attr_int("plain_input", 0) ? blocked_desc(spec_.x) : x_plain_;
     y_user_ = blocked_io_ ? blocked_desc(spec_.y) : y_plain_;
     Shape wdims = spec_.w;
@@ -362,8 +362,8 @@ bool supports_blocked(const KernelBuildInfo& info, std::string* why) {
 }
 
 TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>);
-TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>, nn::kTwinferDomain);
-TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnConv>, nn::kBlockedDomain);
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>, kTwinferDomain);
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnConv>, kBlockedDomain);
 
 }  // namespace
 }  // namespace twinfer::cpu::onednn

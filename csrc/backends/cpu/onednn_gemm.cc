@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_matmul.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "graph/domains.h"
 #include "ops/nn/matmul.h"
 
 namespace twinfer::cpu::onednn {
@@ -114,7 +114,7 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
 }
 
 TWINFER_REGISTER_KERNEL("Gemm", Backend::kCPU, 10, supports, make_kernel<OnednnGemm>);
-TWINFER_REGISTER_KERNEL("Gemm", Backend::kCPU, 10, supports, make_kernel<OnednnGemm>, nn::kTwinferDomain);
+TWINFER_REGISTER_KERNEL("Gemm", Backend::kCPU, 10, supports, make_kernel<OnednnGemm>, kTwinferDomain);
 
 }  // namespace
 }  // namespace twinfer::cpu::onednn

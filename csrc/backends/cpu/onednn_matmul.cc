@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "backends/cpu/onednn_matmul.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "graph/domains.h"
 #include "ops/nn/matmul.h"
 
 namespace twinfer::cpu::onednn {
@@ -78,7 +78,7 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
 }
 
 TWINFER_REGISTER_KERNEL("MatMul", Backend::kCPU, 10, supports, make_kernel<OnednnMatMul>);
-TWINFER_REGISTER_KERNEL("MatMul", Backend::kCPU, 10, supports, make_kernel<OnednnMatMul>, nn::kTwinferDomain);
+TWINFER_REGISTER_KERNEL("MatMul", Backend::kCPU, 10, supports, make_kernel<OnednnMatMul>, kTwinferDomain);
 
 }  // namespace
 }  // namespace twinfer::cpu::onednn

@@ -17,7 +17,7 @@
 #include <unordered_map>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/nn/conv.h"  // kBlockedDomain
+#include "graph/domains.h"
 #include "ops/nn/pool.h"
 
 namespace twinfer::cpu::onednn {
@@ -62,7 +62,7 @@ class OnednnPool final : public Kernel {
         node_(info.node().name),
         op_(info.node().op_type) {
     if (shape_numel(ps_.y) == 0) return;
-    const bool blocked = info.node().domain == nn::kBlockedDomain;
+    const bool blocked = info.node().domain == kBlockedDomain;
     x_md_ = blocked ? blocked_desc(ps_.x) : plain_desc(ps_.x);
     y_md_ = blocked ? blocked_desc(ps_.y) : plain_desc(ps_.y);
     guarded(node_, op_, [&] {
@@ -166,13 +166,13 @@ bool supports_blocked(const KernelBuildInfo& info, std::string* why) {
 
 TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 10, supports, make_kernel<OnednnPool>);
 TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCPU, 10, supports, make_kernel<OnednnPool>);
-TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnPool>, nn::kBlockedDomain);
+TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnPool>, kBlockedDomain);
 TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnPool>,
-                        nn::kBlockedDomain);
+                        kBlockedDomain);
 TWINFER_REGISTER_KERNEL("GlobalAveragePool", Backend::kCPU, 10, supports_global_blocked, make_kernel<OnednnPool>,
-                        nn::kBlockedDomain);
+                        kBlockedDomain);
 TWINFER_REGISTER_KERNEL("GlobalMaxPool", Backend::kCPU, 10, supports_global_blocked, make_kernel<OnednnPool>,
-                        nn::kBlockedDomain);
+                        kBlockedDomain);
 
 }  // namespace
 }  // namespace twinfer::cpu::onednn

@@ -2,7 +2,7 @@
 // machines without a driver and simply reports no devices there).
 #include <cuda_runtime_api.h>
 
-#include "runtime/device_info.h"
+#include "core/device_info.h"
 
 namespace twinfer {
 

@@ -4,14 +4,13 @@
 #include <numeric>
 #include <string>
 
+#include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
-#include "ops/nn/conv.h"  // kBlockedDomain
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::passes {
 namespace {
 
-using nn::kBlockedDomain;
 
 // Read each time a plan is built, so one process can compare both settings.
 bool enabled() {
@@ -83,7 +82,7 @@ bool unary_as_activation(const graph::Graph& g, const graph::Node& n, graph::Nod
 }
 
 bool is_conv(const graph::Node& n) {
-  return n.op_type == "Conv" && (n.domain.empty() || n.domain == nn::kTwinferDomain);
+  return n.op_type == "Conv" && (n.domain.empty() || n.domain == kTwinferDomain);
 }
 
 // The node's blocked form, when it is an op the blocked domain has and its

@@ -6,7 +6,7 @@
 // a whole block. Reordering from and to plain NCHW around every convolution
 // costs about as much as a 1x1 convolution itself, so this pass finds regions
 // of ops that can all work on blocked memory and rewrites them into the
-// com.twinfer.blocked domain (nn::kBlockedDomain):
+// com.twinfer.blocked domain (kBlockedDomain, graph/domains.h):
 //
 //   Conv, com.twinfer::Conv          -> blocked Conv (weights constant; groups
 //                                       depthwise or whole blocks). Its x may
@@ -46,7 +46,7 @@ struct BlockedLayout {
   int reorders = 0;           // ToBlocked + FromBlocked nodes added
 };
 
-// `block`: the backend's channel block (cpu::channel_block()). Off when the
+// `block`: the backend's channel block (ops/channel_block.h). Off when the
 // environment says TWINFER_BLOCKED_LAYOUT=0 as the plan is built (for
 // measuring the difference; not a production switch).
 BlockedLayout blocked_layout(graph::Graph& g, const PassContext& ctx, int64_t block);

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/quant/qlinear_fused.h"
 
@@ -71,7 +72,7 @@ bool qconv_x_zero(const graph::Graph& g, const graph::Node& c, int64_t* zero) {
   return true;
 }
 
-bool is_qconv(const graph::Node& n) { return n.domain == "com.twinfer" && n.op_type == quant::kQConvOp; }
+bool is_qconv(const graph::Node& n) { return n.domain == kTwinferDomain && n.op_type == quant::kQConvOp; }
 
 }  // namespace
 

@@ -1,13 +1,12 @@
 #include "graph/passes/fuse.h"
 
+#include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::passes {
 
 namespace {
-
-constexpr const char* kFusedDomain = "com.twinfer";
 
 struct Matcher {
   graph::Graph& g;
@@ -105,7 +104,7 @@ void set_activation(graph::Node& n, const std::string& name, const std::vector<f
 bool is_f32(const graph::Graph& g, int v) { return v >= 0 && g.values[v].dtype == DType::kFloat32; }
 
 int fuse_conv(Matcher& m, const PassContext& ctx) {
-  if (!any_kernel_for(kFusedDomain, "Conv", ctx.backend)) return 0;
+  if (!any_kernel_for(kTwinferDomain, "Conv", ctx.backend)) return 0;
   int fused = 0;
   for (size_t i = 0; i < m.g.nodes.size(); ++i) {
     if (m.dead[i] || !is_default(m.g.nodes[i], "Conv") || !is_f32(m.g, m.g.nodes[i].outputs[0])) continue;
@@ -134,7 +133,7 @@ int fuse_conv(Matcher& m, const PassContext& ctx) {
     int act_idx = match_activation(m, tail, &act, &params, &out, &extra);
     if (add_idx < 0 && act_idx < 0) continue;
     graph::Node& conv = m.g.nodes[i];
-    conv.domain = kFusedDomain;
+    conv.domain = kTwinferDomain;
     set_activation(conv, act_idx >= 0 ? act : "", params);
     if (residual >= 0) {
       conv.inputs.resize(3, -1);
@@ -153,7 +152,7 @@ int fuse_conv(Matcher& m, const PassContext& ctx) {
 }
 
 int fuse_matmul_bias(Matcher& m, const PassContext& ctx) {
-  if (!any_kernel_for(kFusedDomain, "MatMul", ctx.backend)) return 0;
+  if (!any_kernel_for(kTwinferDomain, "MatMul", ctx.backend)) return 0;
   int fused = 0;
   for (size_t i = 0; i < m.g.nodes.size(); ++i) {
     graph::Node& mm = m.g.nodes[i];
@@ -171,7 +170,7 @@ int fuse_matmul_bias(Matcher& m, const PassContext& ctx) {
     std::vector<float> params;
     int out = add->outputs[0], extra = -1;
     int act_idx = match_activation(m, add->outputs[0], &act, &params, &out, &extra);
-    mm.domain = kFusedDomain;
+    mm.domain = kTwinferDomain;
     mm.inputs.push_back(other);
     set_activation(mm, act_idx >= 0 ? act : "", params);
     m.dead[ui] = 1;
@@ -187,7 +186,7 @@ int fuse_matmul_bias(Matcher& m, const PassContext& ctx) {
 }
 
 int fuse_gemm_activation(Matcher& m, const PassContext& ctx) {
-  if (!any_kernel_for(kFusedDomain, "Gemm", ctx.backend)) return 0;
+  if (!any_kernel_for(kTwinferDomain, "Gemm", ctx.backend)) return 0;
   int fused = 0;
   for (size_t i = 0; i < m.g.nodes.size(); ++i) {
     graph::Node& gm = m.g.nodes[i];
@@ -197,7 +196,7 @@ int fuse_gemm_activation(Matcher& m, const PassContext& ctx) {
     int out = gm.outputs[0], extra = -1;
     int act_idx = match_activation(m, gm.outputs[0], &act, &params, &out, &extra);
     if (act_idx < 0) continue;
-    gm.domain = kFusedDomain;
+    gm.domain = kTwinferDomain;
     set_activation(gm, act, params);
     m.dead[act_idx] = 1;
     if (extra >= 0) m.dead[extra] = 1;

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "graph/passes/rewrite_util.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::passes {
 

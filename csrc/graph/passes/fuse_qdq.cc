@@ -3,9 +3,10 @@
 #include <cmath>
 #include <limits>
 
+#include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
+#include "ops/kernel.h"
 #include "ops/quant/qlinear_fused.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::passes {
 
@@ -13,7 +14,6 @@ namespace {
 
 using graph::Graph;
 using graph::Node;
-constexpr const char* kDomain = "com.twinfer";
 
 bool is_default(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 bool is_q8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
@@ -263,7 +263,7 @@ struct Rewriter {
 
     Node f;
     f.name = n.name;
-    f.domain = kDomain;
+    f.domain = kTwinferDomain;
     f.op_type = conv ? quant::kQConvOp : quant::kQMatMulOp;
     if (conv) f.attrs = n.attrs;
     else if (trans_b) f.attrs["trans_b"] = int_attr(1);
@@ -326,8 +326,8 @@ bool has_dequantize(const graph::Graph& g) {
 }
 
 int fuse_qdq(graph::Graph& g, const PassContext& ctx) {
-  if (!ctx.allow_fusion || !any_kernel_for(kDomain, quant::kQMatMulOp, ctx.backend) ||
-      !any_kernel_for(kDomain, quant::kQConvOp, ctx.backend))
+  if (!ctx.allow_fusion || !any_kernel_for(kTwinferDomain, quant::kQMatMulOp, ctx.backend) ||
+      !any_kernel_for(kTwinferDomain, quant::kQConvOp, ctx.backend))
     return 0;
   Rewriter r(g, ctx);
   int fused = 0, convs = 0, quantized = 0;

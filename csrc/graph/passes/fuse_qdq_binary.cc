@@ -2,15 +2,16 @@
 
 #include <vector>
 
+#include "graph/domains.h"
 #include "graph/passes/qdq_util.h"
 #include "graph/passes/rewrite_util.h"
+#include "ops/kernel.h"
 #include "ops/quant/qbinary.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::passes {
 
 int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
-  if (!ctx.allow_fusion || !any_kernel_for("com.twinfer", quant::kQBinaryOp, ctx.backend)) return 0;
+  if (!ctx.allow_fusion || !any_kernel_for(kTwinferDomain, quant::kQBinaryOp, ctx.backend)) return 0;
   const std::vector<std::vector<int>> users = value_users(g);
   std::vector<char> dead(g.nodes.size(), 0);
   std::vector<graph::Node> added;
@@ -49,7 +50,7 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
     const graph::Node& q0 = g.nodes[users[out][0]];
     graph::Node f;
     f.name = n.name;
-    f.domain = "com.twinfer";
+    f.domain = kTwinferDomain;
     f.op_type = quant::kQBinaryOp;
     graph::Attribute op;
     op.type = graph::Attribute::Type::kString;

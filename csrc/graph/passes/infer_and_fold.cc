@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/kernel.h"
 #include "ops/schema.h"
 
 namespace twinfer::passes {

@@ -1,5 +1,6 @@
 #include "graph/passes/int8_channels_last.h"
 
+#include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/quant/qlinear_fused.h"
 
@@ -7,7 +8,7 @@ namespace twinfer::passes {
 
 namespace {
 
-bool is_qconv(const graph::Node& n) { return n.domain == "com.twinfer" && n.op_type == quant::kQConvOp; }
+bool is_qconv(const graph::Node& n) { return n.domain == kTwinferDomain && n.op_type == quant::kQConvOp; }
 
 void set_flag(graph::Node& n, const char* name) {
   graph::Attribute a;

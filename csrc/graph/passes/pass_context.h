@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/kernel.h"
+#include "core/backend.h"
 
 namespace twinfer::passes {
 

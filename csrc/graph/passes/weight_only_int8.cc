@@ -4,20 +4,20 @@
 #include <cmath>
 #include <map>
 
+#include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::passes {
 
 namespace {
 
-constexpr const char* kDomain = "com.twinfer";
 constexpr const char* kOp = "MatMulW8";
 // Smaller weights are not worth a tiled kernel (and save next to nothing).
 constexpr int64_t kMinWeights = 4096;
 
 bool is_op(const graph::Node& n, const char* op) {
-  return n.op_type == op && (n.domain.empty() || n.domain == kDomain);
+  return n.op_type == op && (n.domain.empty() || n.domain == kTwinferDomain);
 }
 
 // w as [K, N] (trans = false) or [N, K] (trans = true) -> q [N, K], scale [N].
@@ -54,7 +54,7 @@ bool bias_vector(const graph::Graph& g, int v, int64_t n, Tensor* out) {
 }  // namespace
 
 int quantize_weights_int8(graph::Graph& g, const PassContext& ctx) {
-  if (!any_kernel_for(kDomain, kOp, ctx.backend)) return 0;
+  if (!any_kernel_for(kTwinferDomain, kOp, ctx.backend)) return 0;
   std::map<std::pair<int, bool>, std::pair<int, int>> done;  // (weight, transposed) -> (q, scale): shared weights
   int rewritten = 0;
   size_t before = 0, after = 0;
@@ -100,7 +100,7 @@ int quantize_weights_int8(graph::Graph& g, const PassContext& ctx) {
     if (bias.defined()) inputs.push_back(add_constant(g, n.name + "_bias", std::move(bias)));
     graph::Node r;
     r.name = n.name;
-    r.domain = kDomain;
+    r.domain = kTwinferDomain;
     r.op_type = kOp;
     r.inputs = std::move(inputs);
     r.outputs = n.outputs;

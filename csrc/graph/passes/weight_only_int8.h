@@ -2,7 +2,7 @@
 // weights of MatMul / Gemm (plain, or the fused com.twinfer forms with bias
 // and activation) become int8 per output channel (symmetric, scale =
 // max|w| / 127) and the node becomes com.twinfer::MatMulW8, which
-// dequantizes them inside its GEMM (ops/quant/matmul_w8.cc). Activations
+// dequantizes them inside its GEMM (backends/cpu/onednn_matmul_w8.cc). Activations
 // stay float32. Run after fuse_all, so bias and activation come along.
 #pragma once
 #include "graph/ir.h"

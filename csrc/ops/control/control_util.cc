@@ -105,7 +105,7 @@ std::vector<Tensor> Body::run(const std::vector<Tensor>& inputs, const KernelCon
     outer.emplace_back(outer_names_[k], borrow_view(ctx.inputs[outer_first_ + k]));
   EvalOptions o = options_;
   o.num_threads = ctx.num_threads;
-  return evaluate_graph(*graph_, inputs, outer, o);
+  return evaluate_subgraph(*graph_, inputs, outer, o);
 }
 
 Tensor borrow_view(const TensorView& v) {

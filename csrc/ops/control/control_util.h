@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "graph/subgraph.h"
+#include "ops/control/subgraph_eval.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/evaluate.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::control {
 

@@ -1,54 +1,24 @@
 // Binary arithmetic with numpy broadcasting: Add, Sub, Mul, Div, Mod, Pow,
-// PRelu, BitShift, BitwiseAnd/Or/Xor. Arithmetic in binary_functors.h.
+// PRelu, BitShift, BitwiseAnd/Or/Xor. Arithmetic in binary_functors.h, each
+// op's dtypes and attribute rules in binary_ops.h; here the CPU kernels.
 #include "ops/elementwise/binary_kernel.h"
+#include "ops/elementwise/binary_ops.h"
 
 namespace twinfer::ew {
 namespace {
 
-// ---- Mod: fmod=1 is C's fmod (any numeric type); fmod=0 is the remainder
-// with the divisor's sign (numpy.mod), for integers and floats.
-bool mod_fmod(const KernelBuildInfo& i) { return i.node().attr_int("fmod", 0) != 0; }
-
-using FModOp = BinaryTraits<FMod, kNumericTypes>;
-using IntModOp = BinaryTraits<Mod, kNumericTypes>;
-
-bool mod_supports(const KernelBuildInfo& info, std::string* why) {
-  if (mod_fmod(info)) return binary_supports<FModOp>(info, why);
-  return binary_supports<IntModOp>(info, why);
-}
 std::unique_ptr<Kernel> make_mod(const KernelBuildInfo& info) {
   if (mod_fmod(info)) return std::make_unique<ChosenKernel>(make_kernel<BinaryKernel<FModOp>>(info));
   return std::make_unique<ChosenKernel>(make_kernel<BinaryKernel<IntModOp>>(info));
 }
 
-// ---- BitShift: direction LEFT/RIGHT, unsigned and (opset 28) signed integers.
-using ShlOp = BinaryTraits<BitShiftLeft, kIntTypes>;
-using ShrOp = BinaryTraits<BitShiftRight, kIntTypes>;
-
-bool bitshift_supports(const KernelBuildInfo& info, std::string* why) {
-  std::string d = info.node().attr_string("direction", "");
-  if (d != "LEFT" && d != "RIGHT") {
-    if (why) *why = "BitShift direction must be 'LEFT' or 'RIGHT', got '" + d + "'";
-    return false;
-  }
-  return binary_supports<ShlOp>(info, why);
-}
 std::unique_ptr<Kernel> make_bitshift(const KernelBuildInfo& info) {
-  if (info.node().attr_string("direction", "") == "LEFT")
-    return std::make_unique<ChosenKernel>(make_kernel<BinaryKernel<ShlOp>>(info));
+  if (bitshift_left(info)) return std::make_unique<ChosenKernel>(make_kernel<BinaryKernel<ShlOp>>(info));
   return std::make_unique<ChosenKernel>(make_kernel<BinaryKernel<ShrOp>>(info));
 }
 
-// ---- PRelu: slope broadcasts to X (one direction); output has X's shape.
+// PRelu's output has X's shape (the slope broadcasts one way).
 void prelu_infer(InferContext& c) { infer_same_as_input0(c); }
-using PReluOp = BinaryTraits<PRelu, kFloatTypes | kI32 | kI64 | kU32 | kU64>;
-
-// ---- Pow: base T (floats, int32, int64), exponent of any numeric type.
-constexpr unsigned kPowBase = kFloatTypes | kI32 | kI64;
-
-bool pow_supports(const KernelBuildInfo& info, std::string* why) {
-  return check_input_dtype(info, 0, kPowBase, why) && check_input_dtype(info, 1, kNumericTypes, why);
-}
 
 class PowKernel final : public Kernel {
  public:
@@ -90,13 +60,9 @@ class PowKernel final : public Kernel {
 
 }  // namespace
 
-TWINFER_REGISTER_BINARY("Add", BinaryTraits<Add, kNumericTypes>);
-TWINFER_REGISTER_BINARY("Sub", BinaryTraits<Sub, kNumericTypes>);
-TWINFER_REGISTER_BINARY("Mul", BinaryTraits<Mul, kNumericTypes>);
-TWINFER_REGISTER_BINARY("Div", BinaryTraits<Div, kNumericTypes>);
-TWINFER_REGISTER_BINARY("BitwiseAnd", BinaryTraits<BitwiseAnd, kIntTypes>);
-TWINFER_REGISTER_BINARY("BitwiseOr", BinaryTraits<BitwiseOr, kIntTypes>);
-TWINFER_REGISTER_BINARY("BitwiseXor", BinaryTraits<BitwiseXor, kIntTypes>);
+#define TWINFER_EW_REGISTER(op, Traits) TWINFER_REGISTER_BINARY(op, Traits);
+TWINFER_BINARY_OPS(TWINFER_EW_REGISTER)
+#undef TWINFER_EW_REGISTER
 
 TWINFER_REGISTER_SCHEMA("Mod", infer_broadcast);
 TWINFER_REGISTER_KERNEL("Mod", Backend::kCPU, 0, mod_supports, make_mod);

@@ -196,7 +196,10 @@ struct BitShiftLeft {
 };
 struct BitShiftRight {
   template <typename T> TWINFER_HD T operator()(T a, T b) const {
-    if (shift_out_of_range(b)) return a < T(0) ? T(-1) : T(0);  // a < 0 is never true when unsigned
+    if (shift_out_of_range(b)) {
+      if constexpr (std::is_signed<T>::value) return a < T(0) ? T(-1) : T(0);
+      return T(0);
+    }
     return static_cast<T>(a >> b);
   }
 };

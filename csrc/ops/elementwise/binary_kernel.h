@@ -1,41 +1,19 @@
 // The CPU kernel shared by the binary elementwise ops (arithmetic,
 // comparisons, logic, bitwise): a broadcast plan built once for the node's
 // shapes (broadcast.h) and the op's functor (binary_functors.h) lifted from
-// compute types to storage types. One line registers an op:
+// compute types to storage types (Lift2). An op is described by its traits
+// (binary_traits.h; every op's in binary_ops.h / compare_ops.h) and
+// registered with one line:
 //
-//   TWINFER_REGISTER_BINARY("Add", BinaryTraits<ew::Add, kNumericTypes>);
+//   TWINFER_REGISTER_BINARY("Add", AddOp);
 #pragma once
 #include <memory>
-#include <string>
 #include <type_traits>
 
-#include "ops/elementwise/binary_functors.h"
+#include "ops/elementwise/binary_traits.h"
 #include "ops/elementwise/broadcast.h"
-#include "ops/elementwise/typeset.h"
-#include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::ew {
-
-// Storage in, storage out: loads 16-bit floats into float, applies f, rounds
-// the result into Out.
-template <typename Out, typename F>
-struct Lift2 {
-  F f;
-  template <typename A, typename B> TWINFER_HD Out operator()(A a, B b) const {
-    return store<Out>(f(load(a), load(b)));
-  }
-};
-
-template <typename F, unsigned Types, bool BoolOut = false, int64_t Grain = kGrainCheap>
-struct BinaryTraits {
-  using Functor = F;
-  static constexpr unsigned kTypes = Types;
-  static constexpr bool kBoolOut = BoolOut;
-  static constexpr int64_t kGrain = Grain;
-  static F make(const KernelBuildInfo&) { return F{}; }
-  static bool check(const KernelBuildInfo&, std::string*) { return true; }
-};
 
 // Builds the plan for the node's inputs `ins` broadcast to output 0, turning
 // a shape mismatch into an error that names the node.
@@ -64,20 +42,6 @@ class BinaryKernel final : public Kernel {
   DType dtype_;
   BroadcastPlan plan_;
 };
-
-template <typename Op>
-bool binary_supports(const KernelBuildInfo& info, std::string* why) {
-  return check_same_dtype(info, {0, 1}, why) && check_input_dtype(info, 0, Op::kTypes, why) &&
-         Op::check(info, why);
-}
-
-template <typename Op>
-void binary_infer(InferContext& c) {
-  if (Op::kBoolOut)
-    infer_broadcast_bool(c);
-  else
-    infer_broadcast(c);
-}
 
 // A kernel that picks one of two implementations from the node's attributes
 // when it is built (e.g. Mod's fmod), keeping the choice out of the loop.

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "core/shape.h"
 
 namespace twinfer::ew {
@@ -40,7 +40,7 @@ template <typename Fn>
 void broadcast_for_each(const BroadcastPlan& p, int threads, int64_t grain, Fn&& fn) {
   const int rank = static_cast<int>(p.outer.size());
   const int nin = p.num_inputs;
-  cpu::parallel_for(p.total, threads, grain, [&](int64_t begin, int64_t end) {
+  parallel_for(p.total, threads, grain, [&](int64_t begin, int64_t end) {
     // Start position: row index -> odometer over the outer dims.
     int64_t row = begin / p.inner, col = begin % p.inner;
     std::vector<int64_t> idx(rank, 0);

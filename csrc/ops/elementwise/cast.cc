@@ -15,14 +15,10 @@
 
 #include "core/subbyte.h"
 #include "ops/elementwise/binary_kernel.h"
+#include "ops/elementwise/cast_ops.h"
 
 namespace twinfer::ew {
 namespace {
-
-DType cast_target(const graph::Node& n) {
-  const graph::Attribute& a = n.required_attr("to");
-  return dtype_from_onnx(static_cast<int32_t>(a.i));
-}
 
 void cast_infer(InferContext& c) {
   DType to = cast_target(c.node());
@@ -44,8 +40,6 @@ void castlike_infer(InferContext& c) {
     c.set_output_rank_unknown(0, to);
 }
 
-bool castable(DType t) { return in_typeset(kAllTypes, t) || dtype_is_float8(t) || dtype_is_subbyte(t); }
-
 bool cast_supports(const KernelBuildInfo& info, std::string* why) {
   DType from = info.input_dtype(0), to = info.output(0).dtype;
   if (!castable(from)) {
@@ -55,26 +49,6 @@ bool cast_supports(const KernelBuildInfo& info, std::string* why) {
   if (castable(to)) return true;
   if (why) *why = std::string("Cast to ") + dtype_name(to) + " is not supported";
   return false;
-}
-
-E8M0Round parse_round_mode(const graph::Node& n) {
-  const std::string m = n.attr_string("round_mode", "up");
-  if (m == "up") return E8M0Round::kUp;
-  if (m == "down") return E8M0Round::kDown;
-  if (m == "nearest") return E8M0Round::kNearest;
-  throw Error(ErrorKind::kInvalidArgument, "round_mode must be 'up', 'down' or 'nearest', got '" + m + "'",
-              n.name, n.op_type);
-}
-
-// An 8-bit float source as float (exact).
-float float8_value(DType dt, uint8_t b) {
-  switch (dt) {
-    case DType::kFloat8E4M3FN: return float8_to_float(b, Float8Traits<float8_e4m3fn_t>::fmt);
-    case DType::kFloat8E4M3FNUZ: return float8_to_float(b, Float8Traits<float8_e4m3fnuz_t>::fmt);
-    case DType::kFloat8E5M2: return float8_to_float(b, Float8Traits<float8_e5m2_t>::fmt);
-    case DType::kFloat8E5M2FNUZ: return float8_to_float(b, Float8Traits<float8_e5m2fnuz_t>::fmt);
-    default: return e8m0_to_float(b);
-  }
 }
 
 class CastKernel final : public Kernel {
@@ -113,7 +87,7 @@ class CastKernel final : public Kernel {
       using From = typename decltype(tf)::type;
       const From* src = x.as<const From>();
       if (dtype_is_float8(to_) || dtype_is_subbyte(to_)) {
-        cpu::parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
           store_from(src + b, e - b, y, b);
         });
         return;
@@ -121,7 +95,7 @@ class CastKernel final : public Kernel {
       dispatch_typeset<kAllTypes>(to_, [&](auto tt) {
         using To = typename decltype(tt)::type;
         To* dst = y.as<To>();
-        cpu::parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) dst[i] = cast_value<To>(src[i]);
         });
       });
@@ -133,7 +107,7 @@ class CastKernel final : public Kernel {
   template <typename V, typename Dec>
   void decode_then_store(const TensorView& x, const TensorView& y, KernelContext& ctx, Dec dec) const {
     const uint8_t* src = x.as<const uint8_t>();
-    cpu::parallel_for(x.numel(), ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+    parallel_for(x.numel(), ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
       V tmp[256];
       for (int64_t i = b; i < e; i += 256) {
         const int64_t m = std::min<int64_t>(256, e - i);
@@ -169,7 +143,7 @@ class CastKernel final : public Kernel {
       return;
     }
     dispatch_float8(to_, [&](auto t8) {
-      constexpr Float8Format fmt = Float8Traits<typename decltype(t8)::type>::fmt;
+      constexpr Float8Format fmt = Float8Traits<typename decltype(t8)::type>::fmt();
       for (int64_t i = 0; i < m; ++i) dst[i] = float_to_float8(static_cast<double>(load(src[i])), fmt, saturate_);
     });
   }

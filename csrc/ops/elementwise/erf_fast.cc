@@ -1,5 +1,5 @@
 // Erf and GELU (approximate="none") on float32 in loops the compiler
-// vectorises (multiversioned for AVX-512/AVX2, backends/cpu/simd_clones.h);
+// vectorises (multiversioned for AVX-512/AVX2, core/simd_clones.h);
 // libm's erff is a call per element and ran ~8x slower than onnxruntime.
 //
 //   |x| < 1:  the Maclaurin series 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)),
@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
-#include "backends/cpu/simd_clones.h"
-#include "runtime/kernel.h"
+#include "core/parallel.h"
+#include "core/simd_clones.h"
+#include "ops/kernel.h"
 
 namespace twinfer::ew {
 namespace {
@@ -109,8 +109,8 @@ class FastErfKernel final : public Kernel {
   void run(KernelContext& ctx) const override {
     const float* x = ctx.inputs[0].as<const float>();
     float* y = ctx.outputs[0].as<float>();
-    cpu::parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
-                      [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b); });
+    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
+                 [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b); });
   }
 };
 

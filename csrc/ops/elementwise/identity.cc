@@ -4,7 +4,7 @@
 // training_mode = false.
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/schema.h"
@@ -16,8 +16,8 @@ void copy_view(const TensorView& x, const TensorView& y, int threads) {
   if (x.data == y.data) return;
   const char* src = static_cast<const char*>(x.data);
   char* dst = static_cast<char*>(y.data);
-  cpu::parallel_for(static_cast<int64_t>(x.bytes()), threads, int64_t(1) << 20,
-                    [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, e - b); });
+  parallel_for(static_cast<int64_t>(x.bytes()), threads, int64_t(1) << 20,
+               [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, e - b); });
 }
 
 class CopyKernel final : public Kernel {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/dispatch.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::ew {
 

@@ -1,28 +1,16 @@
 // Variadic broadcasting reductions over inputs: Max, Min, Sum, Mean.
 // out = f(in0, in1), then out = f(out, in_k) for the rest, each step with its
 // own broadcast plan into the (final) output shape; Mean divides at the end.
+// Traits and dtype rules in variadic_ops.h; here the CPU kernel.
 #include "ops/elementwise/binary_kernel.h"
 #include "ops/elementwise/unary_kernel.h"
+#include "ops/elementwise/variadic_ops.h"
 
 namespace twinfer::ew {
 namespace {
 
-// Mean's last step: divide by the input count (as onnxruntime does, rather
-// than multiplying by 1/n, which rounds differently).
-struct DivideBy {
-  double n;
-  template <typename T> TWINFER_HD T operator()(T x) const { return x / static_cast<T>(n); }
-};
-
 struct Identity {
   template <typename T> TWINFER_HD T operator()(T x) const { return x; }
-};
-
-template <typename F, unsigned Types, bool Mean = false>
-struct VariadicTraits {
-  using Functor = F;
-  static constexpr unsigned kTypes = Types;
-  static constexpr bool kMean = Mean;
 };
 
 template <typename Op>
@@ -105,25 +93,6 @@ class VariadicKernel final : public Kernel {
   std::vector<BroadcastPlan> plans_;
 };
 
-template <typename Op>
-bool variadic_supports(const KernelBuildInfo& info, std::string* why) {
-  size_t first = info.num_inputs();
-  for (size_t i = 0; i < info.num_inputs(); ++i) {
-    if (!info.has_input(i)) continue;
-    if (first == info.num_inputs()) {
-      first = i;
-      if (!check_input_dtype(info, i, Op::kTypes, why)) return false;
-    } else if (!check_same_dtype(info, {first, i}, why)) {
-      return false;
-    }
-  }
-  if (first == info.num_inputs()) {
-    if (why) *why = info.node().op_type + " needs at least one input";
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 #define TWINFER_REGISTER_VARIADIC(op, ...)                                     \
@@ -131,9 +100,8 @@ bool variadic_supports(const KernelBuildInfo& info, std::string* why) {
   TWINFER_REGISTER_KERNEL(op, Backend::kCPU, 0, (variadic_supports<__VA_ARGS__>), \
                           (make_kernel<VariadicKernel<__VA_ARGS__>>))
 
-TWINFER_REGISTER_VARIADIC("Max", VariadicTraits<Max, kNumericTypes>);
-TWINFER_REGISTER_VARIADIC("Min", VariadicTraits<Min, kNumericTypes>);
-TWINFER_REGISTER_VARIADIC("Sum", VariadicTraits<Add, kFloatTypes>);
-TWINFER_REGISTER_VARIADIC("Mean", VariadicTraits<Add, kFloatTypes, true>);
+#define TWINFER_EW_REGISTER(op, Traits) TWINFER_REGISTER_VARIADIC(op, Traits);
+TWINFER_VARIADIC_OPS(TWINFER_EW_REGISTER)
+#undef TWINFER_EW_REGISTER
 
 }  // namespace twinfer::ew

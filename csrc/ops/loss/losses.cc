@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::loss {
 namespace {
@@ -103,8 +103,8 @@ class LossKernel final : public Kernel {
   template <typename T>
   void log_softmax(const T* x, T* lp, int threads) const {
     const int64_t C = C_, D = D_;
-    cpu::parallel_for(N_ * D, threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, C)),
-                      [&](int64_t b, int64_t e) {
+    parallel_for(N_ * D, threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, C)),
+                 [&](int64_t b, int64_t e) {
                         for (int64_t r = b; r < e; ++r) {
                           const int64_t n = r / D, d = r - n * D;
                           const T* xp = x + n * C * D + d;

@@ -5,10 +5,10 @@
 // statistics outputs) is not supported.
 #include <cmath>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
 namespace {
@@ -91,7 +91,7 @@ class BatchNormKernel final : public Kernel {
     const int64_t plane = plane_, C = C_;
     const T eps = static_cast<T>(eps_);
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane));
-    cpu::parallel_for(planes_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(planes_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         const int64_t c = p % C;
         const T a = scale[c] / std::sqrt(var[c] + eps);

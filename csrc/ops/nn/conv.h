@@ -8,19 +8,12 @@
 #include <cstdint>
 
 #include "core/shape.h"
+#include "graph/domains.h"
+#include "ops/kernel.h"
 #include "ops/nn/activation.h"
 #include "ops/nn/window.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
-
-inline constexpr const char* kTwinferDomain = "com.twinfer";
-// Plan-time ops whose float activations live in oneDNN's channel-blocked
-// layout (nChw16c / nChw8c); graph/passes/blocked_layout.h builds them and
-// documents the convention. Their Conv has the com.twinfer Conv's inputs and
-// attributes, plus `plain_input` = 1 when x is plain NCHW (fewer channels
-// than one block, e.g. the RGB image).
-inline constexpr const char* kBlockedDomain = "com.twinfer.blocked";
 
 struct ConvSpec {
   Shape x, w, y;        // [N, C, spatial...], [M, C/group, k...], [N, M, out...]

@@ -3,9 +3,9 @@
 // A' = transA ? A^T : A, B' likewise, C unidirectionally broadcast to [M, N].
 // The fast path is backends/cpu/onednn_gemm.cc.
 #include "core/dispatch.h"
+#include "graph/domains.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
 #include "ops/nn/matmul.h"
 #include "ops/schema.h"
 

@@ -3,11 +3,11 @@
 // (two-pass statistics, vectorised, threaded over planes).
 #include <algorithm>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/nn/norm_stats.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
 namespace {
@@ -57,7 +57,7 @@ class InstanceNormKernel final : public Kernel {
     const int64_t P = plane_;
     const T eps = static_cast<T>(eps_);
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, P));
-    cpu::parallel_for(planes_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(planes_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         const int64_t c = p % C_;
         const T* xp = x + p * P;

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/nn/norm_stats.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
 namespace {
@@ -96,7 +96,7 @@ class LayerNormKernel final : public Kernel {
       else static_cast<float*>(out)[r] = static_cast<float>(v);
     };
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D));
-    cpu::parallel_for(outer_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(outer_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* xr = x + r * D;
         T* yr = y + r * D;

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "graph/domains.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
 #include "ops/schema.h"
 
 namespace twinfer::nn {

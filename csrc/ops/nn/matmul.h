@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "core/shape.h"
+#include "ops/kernel.h"
 #include "ops/nn/activation.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
 

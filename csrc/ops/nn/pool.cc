@@ -14,13 +14,13 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
-#include "backends/cpu/simd_clones.h"
 #include "core/dispatch.h"
-#include "ops/nn/conv.h"  // kBlockedDomain
+#include "core/parallel.h"
+#include "core/simd_clones.h"
+#include "graph/domains.h"
+#include "ops/kernel.h"
 #include "ops/nn/pool.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
 namespace {
@@ -107,7 +107,7 @@ DimTable make_table(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, in
 }
 
 // Row kernels of the separable float32 path, multiversioned
-// (backends/cpu/simd_clones.h): these loops are where the pooling time goes.
+// (core/simd_clones.h): these loops are where the pooling time goes.
 
 TWINFER_SIMD_CLONES void row_add(const float* __restrict src, float* __restrict acc, int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
@@ -168,7 +168,7 @@ class PoolKernel final : public Kernel {
     const DimTable &D = dims_[0], &H = dims_[1], &W = dims_[2];
     const int64_t in_plane = D.in * H.in * W.in, out_plane = D.out * H.out * W.out;
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, out_plane));
-    cpu::parallel_for(planes_, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
+    parallel_for(planes_, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
       std::vector<float> vrow(W.in), hrow(W.in);
       for (int64_t p = pb; p < pe; ++p) {
         const float* xp = x + p * in_plane;
@@ -219,7 +219,7 @@ class PoolKernel final : public Kernel {
     const DimTable &D = dims_[0], &H = dims_[1], &W = dims_[2];
     const int64_t in_plane = D.in * H.in * W.in, out_plane = D.out * H.out * W.out;
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, out_plane));
-    cpu::parallel_for(planes_, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
+    parallel_for(planes_, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
       for (int64_t p = pb; p < pe; ++p) {
         const T* xp = x + p * in_plane;
         T* yp = y + p * out_plane;
@@ -289,7 +289,7 @@ class GlobalPoolKernel final : public Kernel {
     T* y = ctx.outputs[0].as<T>();
     const int64_t plane = plane_;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane));
-    cpu::parallel_for(planes_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(planes_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         const T* xp = x + p * plane;
         if (is_max_) {

@@ -2,8 +2,8 @@
 // and the oneDNN one (backends/cpu/onednn_pool.cc).
 #pragma once
 #include "core/shape.h"
+#include "ops/kernel.h"
 #include "ops/nn/window.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::nn {
 

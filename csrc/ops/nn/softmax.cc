@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/schema.h"
 
@@ -53,7 +53,7 @@ class SoftmaxReference final : public Kernel {
     const int64_t L = g_.len, I = g_.inner;
     const int64_t rows = g_.outer * I;
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L));
-    cpu::parallel_for(rows, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(rows, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t o = r / I, j = r % I;
         const S* xp = x + o * L * I + j;

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::nn {
 

@@ -1,22 +1,11 @@
-// com.twinfer::QMatMul (see qlinear_fused.h): x [.., K] (uint8/int8) times
-// constant int8 W, as one oneDNN int8 matmul over the M = prod(x's leading
-// dims) rows. W is reordered once, at build, into the layout the primitive
-// asks for (with the compensation oneDNN needs for int8 x); the scales, zero
-// points, bias, activation and requantization run in its epilogue.
-#include <algorithm>
-#include <cmath>
-#include <memory>
-
-#include "ops/nn/conv.h"  // kTwinferDomain
-#include "ops/quant/qlinear_kernel.h"
+// com.twinfer::QMatMul (see qlinear_fused.h): the shape and type rule. The
+// CPU kernel (oneDNN int8 matmul) is backends/cpu/onednn_fused_qmatmul.cc.
+#include "graph/domains.h"
+#include "ops/quant/qlinear_fused.h"
 #include "ops/schema.h"
 
 namespace twinfer::quant {
 namespace {
-
-namespace onednn = cpu::onednn;
-using dt = dnnl::memory::data_type;
-using tag = dnnl::memory::format_tag;
 
 bool is_q8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 
@@ -48,130 +37,8 @@ void qmatmul_infer(InferContext& c) {
   c.set_output(0, out, y);
 }
 
-class QMatMulKernel final : public Kernel {
- public:
-  explicit QMatMulKernel(const KernelBuildInfo& info) : node_(info.node().name), op_(info.node().op_type) {
-    const Shape x = info.input_shape(kQX), w = info.input_shape(kQW);
-    const bool trans = info.node().attr_int("trans_b", 0) != 0;
-    k_ = trans ? w[1] : w[0];
-    n_ = trans ? w[0] : w[1];
-    if (x.back() != k_) info.fail(ErrorKind::kShape, "inner dimensions differ: x " + shape_str(x) + ", w " + shape_str(w));
-    m_ = 1;
-    for (size_t d = 0; d + 1 < x.size(); ++d) m_ *= x[d];
-    p_ = read_qlinear_params(info, n_);
-    if (m_ == 0 || n_ == 0 || k_ == 0) return;
-    onednn::guarded(node_, op_, [&] {
-      a_md_ = dnnl::memory::desc({m_, k_}, onednn::dnnl_type(p_.x_type), tag::ab);
-      // The weights as stored: [K, N] row-major, or [N, K] read transposed.
-      w_plain_ = trans ? dnnl::memory::desc({k_, n_}, dt::s8, tag::ba) : dnnl::memory::desc({k_, n_}, dt::s8, tag::ab);
-      y_md_ = dnnl::memory::desc({m_, n_}, p_.quantized_out ? onednn::dnnl_type(p_.y_type) : dt::f32, tag::ab);
-      if (!p_.bias.empty()) bias_md_ = dnnl::memory::desc({1, n_}, dt::f32, tag::ab);
-      w_const_ = info.input_constant(kQW)->data();
-      const Variant& v = variants_.get(onednn::current_threads(), [&] { return make_variant(); });
-      declared_scratch_ = v.pad_bytes;
-      impl_ = "onednn int8 matmul (" + v.impl + ")";
-      w_const_ = nullptr;  // packed now; other thread budgets reorder from the packed copy
-    });
-  }
-
-  size_t scratch_bytes() const override { return declared_scratch_; }
-  const char* impl_name() const override { return impl_.c_str(); }
-
-  void run(KernelContext& ctx) const override {
-    if (m_ == 0 || n_ == 0) return;
-    if (k_ == 0) {  // an empty sum: y is the epilogue applied to 0 (+ bias); rare, so computed plainly
-      run_empty_k(ctx);
-      return;
-    }
-    onednn::guarded(node_, op_, [&] {
-      onednn::ThreadScope threads(ctx.num_threads);
-      const Variant& v = variants_.get(threads.threads(), [&] { return make_variant(); });
-      const dnnl::engine& eng = onednn::engine();
-      auto mem = [&](const dnnl::memory::desc& md, const void* p) {
-        return dnnl::memory(md, eng, const_cast<void*>(p));
-      };
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(a_md_, ctx.inputs[kQX].data)},
-                                                 {DNNL_ARG_WEIGHTS, v.weights},
-                                                 {DNNL_ARG_DST, mem(y_md_, ctx.outputs[0].data)}};
-      if (!p_.bias.empty()) args[DNNL_ARG_BIAS] = mem(bias_md_, p_.bias.data());
-      add_qlinear_args(p_, args);
-      if (v.pad_bytes)
-        args[DNNL_ARG_SCRATCHPAD] = mem(v.pad_md, onednn::run_scratch(ctx, declared_scratch_, v.pad_bytes));
-      dnnl::stream s(eng);
-      v.prim.execute(s, args);
-      s.wait();
-    });
-  }
-
- private:
-  struct Variant {
-    dnnl::matmul prim;
-    dnnl::memory weights;
-    dnnl::memory::desc pad_md;
-    size_t pad_bytes = 0;
-    std::string impl;
-  };
-
-  Variant make_variant() const {
-    Variant v;
-    dnnl::memory::desc w_any({k_, n_}, dt::s8, tag::any);
-    dnnl::matmul::primitive_desc pd(onednn::engine(), a_md_, w_any, bias_md_, y_md_, qlinear_attr(p_, 1 << 1));
-    v.prim = dnnl::matmul(pd);
-    v.impl = pd.impl_info_str();
-    v.weights = packed_.empty() ? packed_.init(w_plain_, w_const_, pd.weights_desc()) : packed_.get(pd.weights_desc());
-    v.pad_bytes = onednn::align_up(pd.scratchpad_desc().get_size());
-    if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
-    return v;
-  }
-
-  void run_empty_k(KernelContext& ctx) const {
-    for (int64_t r = 0; r < m_; ++r)
-      for (int64_t j = 0; j < n_; ++j) {
-        const float f = p_.act.apply(p_.bias.empty() ? 0.f : p_.bias[j]);
-        const int64_t i = r * n_ + j;
-        if (!p_.quantized_out) {
-          ctx.outputs[0].as<float>()[i] = f;
-          continue;
-        }
-        int64_t lo, hi;
-        quant_int_range_of(p_.y_type, &lo, &hi);
-        const double q = std::min<double>(hi, std::max<double>(lo, std::nearbyint(f / p_.y_scale) + p_.y_zero));
-        if (p_.y_type == DType::kUInt8) ctx.outputs[0].as<uint8_t>()[i] = static_cast<uint8_t>(q);
-        else ctx.outputs[0].as<int8_t>()[i] = static_cast<int8_t>(q);
-      }
-  }
-  static void quant_int_range_of(DType t, int64_t* lo, int64_t* hi) {
-    *lo = t == DType::kUInt8 ? 0 : -128;
-    *hi = t == DType::kUInt8 ? 255 : 127;
-  }
-
-  std::string node_, op_, impl_;
-  int64_t m_ = 0, k_ = 0, n_ = 0;
-  QLinearParams p_;
-  dnnl::memory::desc a_md_, w_plain_, y_md_, bias_md_;
-  const void* w_const_ = nullptr;
-  mutable onednn::PackedWeights packed_;
-  onednn::ByThreads<Variant> variants_;
-  size_t declared_scratch_ = 0;
-};
-
-bool qmatmul_supports(const KernelBuildInfo& info, std::string* why) {
-  for (size_t i : {kQXScale, kQXZero, kQW, kQWScale, kQBias, kQYScale, kQYZero})
-    if (info.has_input(i) && !info.input_constant(i)) {
-      if (why) *why = "QMatMul needs constant weights and quantization parameters";
-      return false;
-    }
-  if (!info.input_constant(kQW)) {
-    if (why) *why = "QMatMul needs constant weights";
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
-TWINFER_REGISTER_SCHEMA(kQMatMulOp, qmatmul_infer, nn::kTwinferDomain);
-TWINFER_REGISTER_KERNEL(kQMatMulOp, Backend::kCPU, 10, qmatmul_supports, make_kernel<QMatMulKernel>,
-                        nn::kTwinferDomain);
+TWINFER_REGISTER_SCHEMA(kQMatMulOp, qmatmul_infer, kTwinferDomain);
 
 }  // namespace twinfer::quant

@@ -6,15 +6,15 @@
 #include <limits>
 #include <utility>
 
-#include "backends/cpu/parallel.h"
-#include "backends/cpu/simd_clones.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "core/simd_clones.h"
+#include "graph/domains.h"
 #include "ops/elementwise/binary_kernel.h"  // plan_for_node
 #include "ops/elementwise/broadcast.h"
-#include "ops/nn/conv.h"  // kTwinferDomain
+#include "ops/kernel.h"
 #include "ops/quant/quant_util.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::quant {
 namespace {
@@ -98,7 +98,7 @@ inline __attribute__((always_inline)) void run_loop(const QA* a, bool a_step, co
   }
 }
 
-// Built for AVX-512 / AVX2 / baseline (backends/cpu/simd_clones.h), one per
+// Built for AVX-512 / AVX2 / baseline (core/simd_clones.h), one per
 // combination of integer types: a, b, y (s = int8, u = uint8). A residual
 // Add in precision="int8" reads a signed convolution output and an unsigned
 // ReLU output and writes unsigned.
@@ -180,8 +180,8 @@ bool qbinary_supports(const KernelBuildInfo& info, std::string* why) {
 
 }  // namespace
 
-TWINFER_REGISTER_SCHEMA(kQBinaryOp, qbinary_infer, nn::kTwinferDomain);
+TWINFER_REGISTER_SCHEMA(kQBinaryOp, qbinary_infer, kTwinferDomain);
 TWINFER_REGISTER_KERNEL(kQBinaryOp, Backend::kCPU, 10, qbinary_supports, make_kernel<QBinaryKernel>,
-                        nn::kTwinferDomain);
+                        kTwinferDomain);
 
 }  // namespace twinfer::quant

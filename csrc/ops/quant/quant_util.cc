@@ -6,10 +6,10 @@ namespace twinfer::quant {
 
 float float8_bits_to_float(DType dt, uint8_t b) {
   switch (dt) {
-    case DType::kFloat8E4M3FN: return float8_to_float(b, Float8Traits<float8_e4m3fn_t>::fmt);
-    case DType::kFloat8E4M3FNUZ: return float8_to_float(b, Float8Traits<float8_e4m3fnuz_t>::fmt);
-    case DType::kFloat8E5M2: return float8_to_float(b, Float8Traits<float8_e5m2_t>::fmt);
-    case DType::kFloat8E5M2FNUZ: return float8_to_float(b, Float8Traits<float8_e5m2fnuz_t>::fmt);
+    case DType::kFloat8E4M3FN: return float8_to_float(b, Float8Traits<float8_e4m3fn_t>::fmt());
+    case DType::kFloat8E4M3FNUZ: return float8_to_float(b, Float8Traits<float8_e4m3fnuz_t>::fmt());
+    case DType::kFloat8E5M2: return float8_to_float(b, Float8Traits<float8_e5m2_t>::fmt());
+    case DType::kFloat8E5M2FNUZ: return float8_to_float(b, Float8Traits<float8_e5m2fnuz_t>::fmt());
     case DType::kFloat8E8M0: return e8m0_to_float(b);
     default: dispatch_unsupported(dt, "float8 decoding");
   }
@@ -17,10 +17,10 @@ float float8_bits_to_float(DType dt, uint8_t b) {
 
 uint8_t float_to_float8_bits(DType dt, double v, bool saturate) {
   switch (dt) {
-    case DType::kFloat8E4M3FN: return float_to_float8(v, Float8Traits<float8_e4m3fn_t>::fmt, saturate);
-    case DType::kFloat8E4M3FNUZ: return float_to_float8(v, Float8Traits<float8_e4m3fnuz_t>::fmt, saturate);
-    case DType::kFloat8E5M2: return float_to_float8(v, Float8Traits<float8_e5m2_t>::fmt, saturate);
-    case DType::kFloat8E5M2FNUZ: return float_to_float8(v, Float8Traits<float8_e5m2fnuz_t>::fmt, saturate);
+    case DType::kFloat8E4M3FN: return float_to_float8(v, Float8Traits<float8_e4m3fn_t>::fmt(), saturate);
+    case DType::kFloat8E4M3FNUZ: return float_to_float8(v, Float8Traits<float8_e4m3fnuz_t>::fmt(), saturate);
+    case DType::kFloat8E5M2: return float_to_float8(v, Float8Traits<float8_e5m2_t>::fmt(), saturate);
+    case DType::kFloat8E5M2FNUZ: return float_to_float8(v, Float8Traits<float8_e5m2fnuz_t>::fmt(), saturate);
     default: dispatch_unsupported(dt, "float8 encoding");
   }
 }

@@ -12,8 +12,8 @@
 #include "core/dispatch.h"
 #include "core/float8.h"
 #include "core/half.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::quant {
 

@@ -14,8 +14,8 @@
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
-#include "backends/cpu/simd_clones.h"
+#include "core/parallel.h"
+#include "core/simd_clones.h"
 #include "ops/quant/quant_util.h"
 #include "ops/quant/quantize_fast.h"
 
@@ -68,7 +68,7 @@ int32_t zero_point(const KernelContext& ctx) {
   return z;
 }
 
-// The element loops, multiversioned (backends/cpu/simd_clones.h): without
+// The element loops, multiversioned (core/simd_clones.h): without
 // AVX2 the division, rounding and narrowing ran 4 wide and Q took ~4x
 // onnxruntime's time.
 //
@@ -122,13 +122,13 @@ template <typename Q>
 void quantize(const float* x, Q* y, int64_t n, float scale, int32_t zp, int threads) {
   const float lo = static_cast<float>(std::numeric_limits<Q>::min() - zp);
   const float hi = static_cast<float>(std::numeric_limits<Q>::max() - zp);
-  cpu::parallel_for(n, threads, kGrain,
-                    [&](int64_t b, int64_t e) { quantize_loop(x + b, y + b, e - b, scale, lo, hi, zp); });
+  parallel_for(n, threads, kGrain,
+               [&](int64_t b, int64_t e) { quantize_loop(x + b, y + b, e - b, scale, lo, hi, zp); });
 }
 
 template <typename Q>
 void dequantize(const Q* x, float* y, int64_t n, float scale, int32_t zp, int threads) {
-  cpu::parallel_for(n, threads, kGrain, [&](int64_t b, int64_t e) { dequantize_loop(x + b, y + b, e - b, scale, zp); });
+  parallel_for(n, threads, kGrain, [&](int64_t b, int64_t e) { dequantize_loop(x + b, y + b, e - b, scale, zp); });
 }
 
 // min and max of x[0, n) together with 0 (DynamicQuantizeLinear's range).
@@ -200,7 +200,7 @@ void min_max_with_zero(const float* x, int64_t n, int threads, float* mn, float*
   const int chunks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n / kGrain)));
   std::vector<float> lo(chunks, 0.f), hi(chunks, 0.f);
   const int64_t per = (n + chunks - 1) / chunks;
-  cpu::parallel_for(chunks, chunks, 1, [&](int64_t b, int64_t e) {
+  parallel_for(chunks, chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       const int64_t start = std::min(n, c * per), stop = std::min(n, start + per);
       min_max_loop(x + start, stop - start, &lo[c], &hi[c]);

@@ -25,7 +25,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "core/subbyte.h"
 #include "ops/quant/quant_util.h"
 #include "ops/quant/quantize_fast.h"
@@ -264,7 +264,7 @@ class QuantizeKernel final : public Kernel {
     const Granularity g = g_;
     const bool blocked = g.kind == Granularity::kBlocked;
     const int bits = dtype_bits(out_);
-    cpu::parallel_for(n, ctx.num_threads, kGrain, [&](int64_t b, int64_t e) {
+    parallel_for(n, ctx.num_threads, kGrain, [&](int64_t b, int64_t e) {
       int64_t row = b / g.inner, i = b % g.inner;
       int64_t base = scale_row(g, row / g.dim, row % g.dim);
       for (int64_t k = b; k < e; ++k) {
@@ -397,7 +397,7 @@ class DequantizeKernel final : public Kernel {
       for (int b = 0; b < 256; ++b) lut[b] = float_q_value(xt_, static_cast<uint8_t>(b));
     if constexpr (std::is_same_v<X, SubIntTag>)
       for (int b = 0; b < 256; ++b) ilut[b] = subbyte_int_value(xt_, static_cast<uint8_t>(b));
-    cpu::parallel_for(n, ctx.num_threads, kGrain, [&](int64_t b, int64_t e) {
+    parallel_for(n, ctx.num_threads, kGrain, [&](int64_t b, int64_t e) {
       int64_t row = b / g.inner, i = b % g.inner;
       int64_t base = scale_row(g, row / g.dim, row % g.dim);
       for (int64_t k = b; k < e; ++k) {

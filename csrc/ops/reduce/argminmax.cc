@@ -4,11 +4,11 @@
 // best value and index on the stack while the rows stream through in order.
 #include <algorithm>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::reduce {
 namespace {
@@ -65,7 +65,7 @@ void arg_run(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, in
     // Contiguous rows, two passes over a row that stays in cache: the
     // extreme value in eight branch-free lanes (max/min instructions), then
     // the first (or last) index holding it. A NaN wins, at its first index.
-    cpu::parallel_for(outer, threads, std::max<int64_t>(1, 32768 / n), [&](int64_t b, int64_t e) {
+    parallel_for(outer, threads, std::max<int64_t>(1, 32768 / n), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         const T* xp = x + o * n;
         C lane[8];
@@ -104,7 +104,7 @@ void arg_run(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, in
   }
   const int64_t nb = (inner + kBlock - 1) / kBlock;
   const int64_t grain = std::max<int64_t>(1, 32768 / (n * std::min(inner, kBlock)));
-  cpu::parallel_for(outer * nb, threads, grain, [&](int64_t b, int64_t e) {
+  parallel_for(outer * nb, threads, grain, [&](int64_t b, int64_t e) {
     C best[kBlock];
     int64_t bi[kBlock];
     for (int64_t t = b; t < e; ++t) {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/cpu/parallel.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/shape.h"
 #include "ops/reduce/reduce_ops.h"
 #include "ops/tensor/tensor_util.h"
@@ -139,7 +139,7 @@ template <typename T, typename Op>
 void rows(const Geom& g, const T* x, T* y, int threads) {
   using A = typename Op::A;
   const int64_t n = g.n;
-  cpu::parallel_for(g.outer, threads, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(1, n)), [&](int64_t b, int64_t e) {
+  parallel_for(g.outer, threads, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(1, n)), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       const T* xp = x + o * n;
       const A s = row_shift<T, Op>(xp, n, 1);
@@ -163,7 +163,7 @@ void cols(const Geom& g, const T* x, T* y, int threads) {
   using A = typename Op::A;
   const int64_t n = g.n, inner = g.inner, nb = (inner + kColBlock - 1) / kColBlock;
   const int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(1, n * std::min(inner, kColBlock)));
-  cpu::parallel_for(g.outer * nb, threads, grain, [&](int64_t b, int64_t e) {
+  parallel_for(g.outer * nb, threads, grain, [&](int64_t b, int64_t e) {
     A acc[kColBlock], sh[kColBlock], chk[kColBlock];
     for (int64_t t = b; t < e; ++t) {
       const int64_t o = t / nb, j0 = (t % nb) * kColBlock, m = std::min(kColBlock, inner - j0);
@@ -219,7 +219,7 @@ void general(const Geom& g, const T* x, T* y, int threads) {
       if (d < 0) return;
     }
   };
-  cpu::parallel_for(g.out_numel, threads, grain, [&](int64_t b, int64_t e) {
+  parallel_for(g.out_numel, threads, grain, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       int64_t rem = o, base = 0;
       for (size_t d = nk; d-- > 0;) {

@@ -15,7 +15,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
@@ -285,8 +285,8 @@ class RecurrentKernel final : public Kernel {
       for (int64_t i = 0; i < 3 * H; ++i) pc[i] = P ? C(load(P[d * 3 * H + i])) : C(0);
       // Input projections of every step: X_t W^T + Wb (+ Rb, except GRU's h gate
       // whose Rb sits inside the reset product when linear_before_reset).
-      cpu::parallel_for(S * N, ctx.num_threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, GH * I)),
-                        [&](int64_t lo, int64_t hi) {
+      parallel_for(S * N, ctx.num_threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, GH * I)),
+                   [&](int64_t lo, int64_t hi) {
         C* xb = thread_buffer<C>(I, 1);
         for (int64_t tb = lo; tb < hi; ++tb) {
           const T* xr = x_at(tb / N, tb % N);
@@ -307,8 +307,8 @@ class RecurrentKernel final : public Kernel {
           cst[b * H + k] = C0 ? C(load(C0[state_at(d, b) + k])) : C(0);
         }
       for (int64_t step = 0; step < S; ++step) {
-        cpu::parallel_for(N, ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, GH * H)),
-                          [&](int64_t lo, int64_t hi) {
+        parallel_for(N, ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, GH * H)),
+                     [&](int64_t lo, int64_t hi) {
           C* g = thread_buffer<C>(2 * GH, 2);
           C* rh = g + GH;  // recurrent products
           for (int64_t b = lo; b < hi; ++b) {

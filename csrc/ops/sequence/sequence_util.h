@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::sequence {
 

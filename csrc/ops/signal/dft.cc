@@ -19,7 +19,7 @@
 // sums are exact enough to match the FFT-based references.
 #include <cmath>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
@@ -196,7 +196,7 @@ class DftKernel final : public Kernel {
     const int64_t cout = irfft ? 1 : 2;
     const double scale = d_.inverse ? 1.0 / static_cast<double>(n_) : 1.0;
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n_));
-    cpu::parallel_for(outer_ * inner_, threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(outer_ * inner_, threads, grain, [&](int64_t b, int64_t e) {
       std::vector<double> xr(m_), xi(m_), re(std::max(n_, bins_)), im(std::max(n_, bins_));
       for (int64_t t = b; t < e; ++t) {
         const int64_t o = t / inner_, j = t % inner_;
@@ -323,7 +323,7 @@ class StftKernel final : public Kernel {
   void go(const T* x, const T* w, T* y, int threads) const {
     using C = ew::compute_t<T>;
     const Twiddles tw(n_);
-    cpu::parallel_for(batch_ * frames_, threads, 1, [&](int64_t b, int64_t e) {
+    parallel_for(batch_ * frames_, threads, 1, [&](int64_t b, int64_t e) {
       std::vector<double> xr(n_), xi(n_), re(bins_), im(bins_);
       for (int64_t t = b; t < e; ++t) {
         const int64_t bb = t / frames_, f = t % frames_;

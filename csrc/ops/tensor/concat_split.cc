@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -105,7 +105,7 @@ class ConcatKernel final : public Kernel {
       return;
     }
     const int64_t grain = std::max<int64_t>(1, (kCopyGrain * 4) / std::max<size_t>(1, g_.total));
-    cpu::parallel_for(g_.outer, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(g_.outer, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         char* dst = y + o * g_.total;
         for (size_t i = 0; i < n; ++i) {
@@ -227,7 +227,7 @@ class SplitKernel final : public Kernel {
     const char* x = static_cast<const char*>(ctx.inputs[0].data);
     const size_t n = g_.chunk.size();
     const int64_t grain = std::max<int64_t>(1, (kCopyGrain * 4) / std::max<size_t>(1, g_.total));
-    cpu::parallel_for(g_.outer, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(g_.outer, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         const char* src = x + o * g_.total;
         for (size_t i = 0; i < n; ++i) {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -113,7 +113,7 @@ class ConstantOfShapeKernel final : public Kernel {
       T v;
       std::memcpy(&v, value_.data(), sizeof(T));
       T* p = y.as<T>();
-      cpu::parallel_for(y.numel(), ctx.num_threads, kCopyGrain, [&](int64_t b, int64_t e) {
+      parallel_for(y.numel(), ctx.num_threads, kCopyGrain, [&](int64_t b, int64_t e) {
         std::fill(p + b, p + e, v);
       });
     });

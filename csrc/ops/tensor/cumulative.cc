@@ -5,7 +5,7 @@
 // positions keeps its running values on the stack, so rows are read in order.
 #include <algorithm>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
@@ -76,7 +76,7 @@ class CumulativeKernel final : public Kernel {
     using C = ew::compute_t<T>;
     const int64_t nb = (inner + kBlock - 1) / kBlock;
     const int64_t grain = std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, n * std::min(inner, kBlock)));
-    cpu::parallel_for(outer * nb, threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(outer * nb, threads, grain, [&](int64_t b, int64_t e) {
       C acc[kBlock];
       for (int64_t t = b; t < e; ++t) {
         const int64_t o = t / nb, j0 = (t % nb) * kBlock, m = std::min(kBlock, inner - j0);

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -81,7 +81,7 @@ class GatherKernel final : public Kernel {
     auto rows = [&](auto tag) {
       using T = typename decltype(tag)::type;  // a row of one element of T, or bytes
       const int64_t grain = std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, row_));
-      cpu::parallel_for(outer_ * k, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+      parallel_for(outer_ * k, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
           const int64_t o = t / k;
           int64_t i = static_cast<int64_t>(ind[t - o * k]);
@@ -166,7 +166,7 @@ class GatherElementsKernel final : public Kernel {
     const int64_t rows = total / last;
     const int64_t ls = dstrides_[r - 1], as = dstrides_[axis_], n = n_;
     const bool axis_last = axis_ == static_cast<int64_t>(r) - 1;
-    cpu::parallel_for(rows, ctx.num_threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
+    parallel_for(rows, ctx.num_threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
         // Data offset of the row's first element, the axis coordinate left out.
         int64_t rem = row, base = 0;

@@ -3,7 +3,7 @@
 // bad one raises a twinfer::Error naming the node.
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -81,7 +81,7 @@ class GatherNDKernel final : public Kernel {
     const char* x = static_cast<const char*>(ctx.inputs[0].data);
     char* y = static_cast<char*>(ctx.outputs[0].data);
     const int64_t grain = std::max<int64_t>(1, kCopyGrain / std::max<size_t>(1, slice_bytes_));
-    cpu::parallel_for(n, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(n, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) std::memcpy(y + t * slice_bytes_, x + offs[t] * elem_, slice_bytes_);
     });
   }

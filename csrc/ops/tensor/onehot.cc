@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
@@ -75,7 +75,7 @@ class OneHotKernel final : public Kernel {
     const T off = vals[0], on = vals[1];
     const int64_t D = depth_, inner = inner_;
     const int64_t grain = std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, D * inner));
-    cpu::parallel_for(outer_, threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(outer_, threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         T* yo = y + o * D * inner;
         std::fill(yo, yo + D * inner, off);

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
@@ -215,7 +215,7 @@ class PadKernel final : public Kernel {
     int64_t j1 = j0;
     while (j1 < last && lmap[j1] == lmap[j0] + (j1 - j0)) ++j1;
     const int64_t nrows = shape_numel(out_) / last;
-    cpu::parallel_for(nrows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
+    parallel_for(nrows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
         T* yp = y + row * last;
         int64_t rem = row, off = 0;

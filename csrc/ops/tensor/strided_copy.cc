@@ -4,9 +4,9 @@
 #include <array>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "ops/tensor/tensor_util.h"
 
 #if defined(__SSE2__)
@@ -28,7 +28,7 @@ void copy_rows(const StridedPlan& p, const T* in, T* out, int threads) {
   const size_t r = p.dims.size();
   const int64_t last = p.dims[r - 1], ls = p.in_strides[r - 1];
   const int64_t rows = p.numel / last;
-  cpu::parallel_for(rows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
+  parallel_for(rows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
     std::array<int64_t, kMaxDims> idx{};
     int64_t off = p.in_offset, rem = b;
     for (size_t d = r - 1; d-- > 0;) {
@@ -111,7 +111,7 @@ void copy_tiles(const StridedPlan& p, const T* in, T* out, int threads) {
   const int64_t outer = p.numel / (K * L);
   const int64_t nkb = (K + kTile - 1) / kTile;
   const int64_t grain = std::max<int64_t>(1, kCopyGrain / (kTile * L));
-  cpu::parallel_for(outer * nkb, threads, grain, [&](int64_t b, int64_t e) {
+  parallel_for(outer * nkb, threads, grain, [&](int64_t b, int64_t e) {
     T buf[kTile * kTile];
     for (int64_t t = b; t < e; ++t) {
       int64_t o = t / nkb, kb = t % nkb;

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 
 namespace twinfer::tensor {
 
@@ -78,8 +78,8 @@ void copy_bytes(void* dst, const void* src, size_t bytes, int threads) {
   if (dst == src || bytes == 0) return;
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
-  cpu::parallel_for(static_cast<int64_t>(bytes), threads, int64_t(1) << 20,
-                    [&](int64_t b, int64_t e) { std::memcpy(d + b, s + b, e - b); });
+  parallel_for(static_cast<int64_t>(bytes), threads, int64_t(1) << 20,
+               [&](int64_t b, int64_t e) { std::memcpy(d + b, s + b, e - b); });
 }
 
 void CopyInput0Kernel::run(KernelContext& ctx) const {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::tensor {
 

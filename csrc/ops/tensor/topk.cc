@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
@@ -87,7 +87,7 @@ class TopKKernel final : public Kernel {
     const int64_t n = n_, k = k_, inner = inner_;
     const bool largest = largest_;
     const int64_t grain = std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, n));
-    cpu::parallel_for(outer_ * inner, threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(outer_ * inner, threads, grain, [&](int64_t b, int64_t e) {
       std::vector<std::pair<C, int64_t>> row(static_cast<size_t>(n));
       // a before b: a's value is "better", or equal with a lower index.
       auto better = [largest](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& bb) {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -43,7 +43,7 @@ class TriluKernel final : public Kernel {
     const int64_t total_rows = ctx.inputs[0].numel() / std::max<int64_t>(1, cols_);
     if (cols_ == 0) return;
     const size_t row_bytes = static_cast<size_t>(cols_) * elem_;
-    cpu::parallel_for(total_rows, ctx.num_threads, std::max<int64_t>(1, kCopyGrain / cols_), [&](int64_t b, int64_t e) {
+    parallel_for(total_rows, ctx.num_threads, std::max<int64_t>(1, kCopyGrain / cols_), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t i = r % rows_;
         const char* xp = x + r * row_bytes;

@@ -17,7 +17,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
@@ -261,7 +261,7 @@ class AttentionKernel final : public Kernel {
     };
     // present = concat(past, new) along the sequence.
     auto write_present = [&](T* out, const T* past, const T* cur, int64_t d) {
-      cpu::parallel_for(B * Hkv, ctx.num_threads, 1, [&](int64_t lo, int64_t hi) {
+      parallel_for(B * Hkv, ctx.num_threads, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t bh = lo; bh < hi; ++bh) {
           const int64_t b = bh / Hkv, kh = bh % Hkv;
           T* o = out + bh * S * d;
@@ -295,7 +295,7 @@ class AttentionKernel final : public Kernel {
     const int64_t rows = B * Hq * Sq;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, S * (D + Dv)));
 
-    cpu::parallel_for(rows, ctx.num_threads, grain, [&](int64_t lo, int64_t hi) {
+    parallel_for(rows, ctx.num_threads, grain, [&](int64_t lo, int64_t hi) {
       C* score = thread_buffer<C>(S, 0);
       C* bias = thread_buffer<C>(S, 1);
       C* acc = thread_buffer<C>(std::max<int64_t>(D, Dv), 2);

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
@@ -147,7 +147,7 @@ class LinearAttentionKernel final : public Kernel {
     S* present = ctx.outputs[1].as<S>();
     const int64_t Hq = Hq_, Hkv = Hkv_, Tn = T_, dk = dk_, dv = dv_, group = Hq / Hkv;
     const float scale = scale_;
-    cpu::parallel_for(B_ * Hkv, ctx.num_threads, 1, [&](int64_t lo, int64_t hi) {
+    parallel_for(B_ * Hkv, ctx.num_threads, 1, [&](int64_t lo, int64_t hi) {
       float* st = thread_buffer<float>(dk * dv, 0);
       float* kv = thread_buffer<float>(dk + 2 * dv, 1);
       float* kf = kv;
@@ -292,8 +292,8 @@ class CausalConvKernel final : public Kernel {
       T* y = ctx.outputs[0].as<T>();
       T* pres = has_present_ ? ctx.outputs[1].as<T>() : nullptr;
       const int64_t L = L_, K = K_, P = K_ - 1;
-      cpu::parallel_for(B_ * C_, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L * K)),
-                        [&](int64_t lo, int64_t hi) {
+      parallel_for(B_ * C_, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L * K)),
+                   [&](int64_t lo, int64_t hi) {
         for (int64_t bc = lo; bc < hi; ++bc) {
           const int64_t c = bc % C_;
           const T* xr = x + bc * L;

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/nn/softmax.h"
 #include "ops/transformer/tx_common.h"
 
@@ -125,7 +125,7 @@ class RMSNormKernel final : public Kernel {
     const int64_t* si = sidx_.empty() ? nullptr : sidx_.data();
     const C eps = static_cast<C>(eps_);
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D));
-    cpu::parallel_for(outer_, ctx.num_threads, grain, [&](int64_t lo, int64_t hi) {
+    parallel_for(outer_, ctx.num_threads, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         const T* xr = x + r * D;
         S* yr = y + r * D;
@@ -215,8 +215,8 @@ class LpNormKernel final : public Kernel {
       const T* x = ctx.inputs[0].as<T>();
       T* y = ctx.outputs[0].as<T>();
       const int64_t L = g_.len, I = g_.inner;
-      cpu::parallel_for(g_.outer * I, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L)),
-                        [&](int64_t lo, int64_t hi) {
+      parallel_for(g_.outer * I, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L)),
+                   [&](int64_t lo, int64_t hi) {
                           for (int64_t r = lo; r < hi; ++r) {
                             const int64_t base = (r / I) * L * I + r % I;
                             C s = 0;
@@ -350,8 +350,8 @@ class HardmaxKernel final : public Kernel {
       T* y = ctx.outputs[0].as<T>();
       const int64_t L = g_.len, I = g_.inner;
       if (L == 0) return;
-      cpu::parallel_for(g_.outer * I, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L)),
-                        [&](int64_t lo, int64_t hi) {
+      parallel_for(g_.outer * I, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L)),
+                   [&](int64_t lo, int64_t hi) {
                           for (int64_t r = lo; r < hi; ++r) {
                             const int64_t base = (r / I) * L * I + r % I;
                             int64_t best = 0;

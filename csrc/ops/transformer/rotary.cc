@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
@@ -127,8 +127,8 @@ class RotaryKernel final : public Kernel {
       if constexpr (kHalf) return load(store<T>(v));
       else return v;
     };
-    cpu::parallel_for(B * S * H, ctx.num_threads, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D)),
-                      [&](int64_t lo, int64_t hi) {
+    parallel_for(B * S * H, ctx.num_threads, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D)),
+                 [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         // r enumerates (b, s, h).
         const int64_t h = r % H, s = (r / H) % S, b = r / (H * S);

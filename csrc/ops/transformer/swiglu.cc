@@ -59,7 +59,7 @@ class SwiGLUKernel final : public Kernel {
       const T* b = ctx.inputs[1].as<T>();
       T* y = ctx.outputs[0].as<T>();
       const SwishF f{alpha_};
-      cpu::parallel_for(ctx.outputs[0].numel(), ctx.num_threads, ew::kGrainExpensive, [&](int64_t lo, int64_t hi) {
+      parallel_for(ctx.outputs[0].numel(), ctx.num_threads, ew::kGrainExpensive, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) y[i] = store<T>(f(static_cast<C>(load(a[i]))) * load(b[i]));
       });
     });

@@ -11,8 +11,8 @@
 
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::tx {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <string>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
 #include "ops/schema.h"
 
 namespace twinfer::vision {
@@ -152,7 +152,7 @@ class ConvTransposeReference final : public Kernel {
     const int64_t N = s_.x[0], C = s_.x[1], M = s_.y[1], G = s_.group, Cg = C / G, Mg = M / G;
     const int64_t in_sz = in_[0] * in_[1] * in_[2], out_sz = out_[0] * out_[1] * out_[2];
     const int64_t k_sz = k_[0] * k_[1] * k_[2];
-    cpu::parallel_for(N * M, ctx.num_threads, 1, [&](int64_t pb, int64_t pe) {
+    parallel_for(N * M, ctx.num_threads, 1, [&](int64_t pb, int64_t pe) {
       for (int64_t p = pb; p < pe; ++p) {
         const int64_t n = p / M, m = p % M, g = m / Mg, mm = m % Mg;
         T* yp = y + p * out_sz;

@@ -15,7 +15,7 @@
 
 #include "core/shape.h"
 #include "graph/ir.h"
-#include "runtime/kernel.h"
+#include "ops/kernel.h"
 
 namespace twinfer::vision {
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/nn/window.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::vision {
 namespace {
@@ -88,7 +88,7 @@ class DeformConvKernel final : public Kernel {
     const int64_t OH = y_[2], OW = y_[3], P = OH * OW, G = group_, Cg = C / G, Mg = M / G, Cog = C / og_;
     const int64_t sh = win_.stride[0], sw = win_.stride[1], dh = win_.dilation[0], dw = win_.dilation[1];
     const int64_t ph = win_.pad_begin[0], pw = win_.pad_begin[1];
-    cpu::parallel_for(N * G, ctx.num_threads, 1, [&](int64_t qb, int64_t qe) {
+    parallel_for(N * G, ctx.num_threads, 1, [&](int64_t qb, int64_t qe) {
       std::vector<T> col(static_cast<size_t>(Cg * K * P));
       for (int64_t q = qb; q < qe; ++q) {
         const int64_t n = q / G, g = q % G;

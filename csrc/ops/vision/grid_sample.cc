@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
 #include "ops/tensor/tensor_util.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::vision {
 namespace {
@@ -182,8 +182,8 @@ class GridSampleKernel final : public Kernel {
     int64_t L[3] = {1, 1, 1};
     for (size_t i = 0; i < nsp; ++i) L[3 - nsp + i] = x_[2 + i];
     const int64_t plane = L[0] * L[1] * L[2];
-    cpu::parallel_for(N * P, ctx.num_threads, std::max<int64_t>(1, 2048 / std::max<int64_t>(1, C)),
-                      [&](int64_t b, int64_t e) {
+    parallel_for(N * P, ctx.num_threads, std::max<int64_t>(1, 2048 / std::max<int64_t>(1, C)),
+                 [&](int64_t b, int64_t e) {
       std::vector<int64_t> off;
       std::vector<double> wt;
       for (int64_t r = b; r < e; ++r) {

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/nn/window.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::vision {
 namespace {
@@ -96,7 +96,7 @@ class LpPoolKernel final : public Kernel {
     const T p = static_cast<T>(p_), inv_p = static_cast<T>(1.0 / p_);
     const bool p1 = p_ == 1.0, p2 = p_ == 2.0;
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, out_plane));
-    cpu::parallel_for(planes_, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
+    parallel_for(planes_, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
       for (int64_t pl = pb; pl < pe; ++pl) {
         const T* xp = x + pl * in_plane;
         T* yp = y + pl * out_plane;

@@ -11,11 +11,11 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/nn/norm_stats.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::vision {
 namespace {
@@ -73,7 +73,7 @@ class LrnKernel final : public Kernel {
     const T a = static_cast<T>(alpha_) / static_cast<T>(size_), k = static_cast<T>(bias_), b = static_cast<T>(beta_);
     const bool b075 = beta_ == 0.75f;
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, P * size_));
-    cpu::parallel_for(N_ * C, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
+    parallel_for(N_ * C, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
       std::vector<T> acc(static_cast<size_t>(P));
       for (int64_t p = pb; p < pe; ++p) {
         const int64_t n = p / C, c = p - n * C;
@@ -161,7 +161,7 @@ class GroupNormKernel final : public Kernel {
     const int64_t cg = C_ / G_, P = P_, block = cg * P;
     const T eps = static_cast<T>(eps_);
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, block));
-    cpu::parallel_for(N_ * G_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(N_ * G_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t q = b; q < e; ++q) {
         const int64_t g = q % G_;
         const T* xp = x + q * block;

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
@@ -474,7 +474,7 @@ void pass(const S* src, D* dst, int64_t outer, int64_t inner, const Axis& ax, C 
   const uint8_t* fl = ax.fill.data();
   if (inner == 1) {
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out * n));
-    cpu::parallel_for(outer, threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(outer, threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const S* s = src + r * in;
         D* d = dst + r * out;
@@ -496,7 +496,7 @@ void pass(const S* src, D* dst, int64_t outer, int64_t inner, const Axis& ax, C 
     return;
   }
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, inner * n));
-  cpu::parallel_for(outer * out, threads, grain, [&](int64_t b, int64_t e) {
+  parallel_for(outer * out, threads, grain, [&](int64_t b, int64_t e) {
     C* acc = std::is_same_v<D, C> ? nullptr : tl_get<C>(2, static_cast<size_t>(inner));
     for (int64_t r = b; r < e; ++r) {
       const int64_t o2 = r / out, o = r - o2 * out;
@@ -588,7 +588,7 @@ void run_interpolate(const Plan& pl, const T* x, T* y, double fill_d, int thread
   if (planes >= threads || threads <= 1) {
     // Whole blocks per thread: buffers stay in cache.
     const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, out_block));
-    cpu::parallel_for(planes, threads, grain, [&](int64_t b, int64_t e) {
+    parallel_for(planes, threads, grain, [&](int64_t b, int64_t e) {
       C* b0 = tl_get<C>(0, static_cast<size_t>(inter));
       C* b1 = tl_get<C>(1, static_cast<size_t>(inter));
       for (int64_t p = b; p < e; ++p)
@@ -678,7 +678,7 @@ void run_nearest(const Plan& pl, const void* xv, void* yv, size_t esize, const v
     }
   };
   const int64_t grain = std::max<int64_t>(1, tensor::kCopyGrain / std::max<int64_t>(1, static_cast<int64_t>(row_bytes)));
-  cpu::parallel_for(rows, threads, grain, [&](int64_t b, int64_t e) {
+  parallel_for(rows, threads, grain, [&](int64_t b, int64_t e) {
     int64_t prev_src = -2;
     const char* prev_row = nullptr;
     for (int64_t r0 = b; r0 < e; ++r0) {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::vision {
 namespace {
@@ -91,7 +91,7 @@ class RoiAlignKernel final : public Kernel {
       bidx[r] = b;
     }
     const int64_t C = x_[1], H = x_[2], W = x_[3], OH = oh_, OW = ow_;
-    cpu::parallel_for(R_, ctx.num_threads, 1, [&](int64_t rb, int64_t re) {
+    parallel_for(R_, ctx.num_threads, 1, [&](int64_t rb, int64_t re) {
       std::vector<Sample> samples;
       for (int64_t r = rb; r < re; ++r) {
         const T* roi = rois + r * 4;

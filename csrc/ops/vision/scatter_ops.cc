@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/parallel.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
 #include "ops/tensor/tensor_util.h"
-#include "runtime/kernel.h"
 
 namespace twinfer::vision {
 namespace {
@@ -122,7 +122,7 @@ class Col2ImKernel final : public Kernel {
     const size_t nsp = g_.image.size();
     const int64_t img = shape_numel(Shape(g_.image.begin(), g_.image.end()));
     const int64_t K = g_.K, L = g_.L;
-    cpu::parallel_for(N_ * C_, ctx.num_threads, 1, [&](int64_t b, int64_t e) {
+    parallel_for(N_ * C_, ctx.num_threads, 1, [&](int64_t b, int64_t e) {
       std::vector<int64_t> kk(nsp), ll(nsp);
       for (int64_t p = b; p < e; ++p) {
         T* yp = y + p * img;
@@ -211,8 +211,8 @@ class CenterCropPadKernel final : public Kernel {
     const Shape xs = tensor_strides(x_);
     const int64_t W = y_[r - 1], rows = shape_numel(y_) / W;
     const int64_t lo = std::max<int64_t>(0, -off_[r - 1]), hi = std::min<int64_t>(W, x_[r - 1] - off_[r - 1]);
-    cpu::parallel_for(rows, ctx.num_threads, std::max<int64_t>(1, tensor::kCopyGrain / std::max<int64_t>(1, W)),
-                      [&](int64_t b, int64_t e) {
+    parallel_for(rows, ctx.num_threads, std::max<int64_t>(1, tensor::kCopyGrain / std::max<int64_t>(1, W)),
+                 [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
         char* dst = y + row * W * static_cast<int64_t>(es);
         int64_t rem = row, src = 0;

@@ -110,9 +110,9 @@ def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
 def _quantized_layers(model, calibration: Calibration) -> list[tuple[str, str, str, list[str]]]:
     """(node, op, output, activation inputs) of the nodes an int8 engine quantizes (mirrors insert_qdq)."""
     from .. import _core
-    from ..engine import _model_source
+    from .._source import model_source
 
-    source, is_path, base_dir = _model_source(model)
+    source, is_path, base_dir = model_source(model)
     info = _core.read_model_info(source, is_path, base_dir)
     layers = []
     for (name, op, domain), (ins, outs) in zip(info["nodes"], info["node_io"]):
@@ -140,7 +140,8 @@ def analyze(model, calibration, data: Iterable | None = None, calibrator: str = 
         raise InvalidArgumentError("rank must be 'alone' or 'sqnr'")
     from tqdm.auto import tqdm
 
-    from ..engine import load
+    from .._engine import Engine, open_engine
+    from .._source import model_source
 
     if isinstance(calibration, Calibration):
         cal = calibration
@@ -162,14 +163,15 @@ def analyze(model, calibration, data: Iterable | None = None, calibrator: str = 
     taps = [l[2] for l in layers]
     acts = sorted({a for l in layers for a in l[3]})
 
-    ref_engine = load(model, device="cpu", num_threads=num_threads, extra_outputs=taps + acts)
+    source = model_source(model)
+    ref_engine = Engine(open_engine(source, "cpu", num_threads=num_threads, extra_outputs=taps + acts))
     model_outputs = [s.name for s in ref_engine.outputs][: len(ref_engine.outputs) - len(taps) - len(acts)]
     feeds = [_feeds(s, ref_engine.inputs) for s in samples]
     ref = [{k: v.numpy().copy() for k, v in ref_engine.run(f).items()} for f in feeds]
 
     def engine(keep):
-        return load(model, device="cpu", precision="int8", calibration=cal, keep_float=keep,
-                    num_threads=num_threads, extra_outputs=taps)
+        return Engine(open_engine(source, "cpu", "int8", calibration=cal, keep_float=keep, num_threads=num_threads,
+                                  extra_outputs=taps))
 
     def output_cosine(eng) -> float:
         got, want = [], []

@@ -85,9 +85,9 @@ def _activation_channel_axes(model) -> dict[str, int | None]:
     with the axis its reader contracts over (Conv: 1, Gemm/MatMul input A: -1),
     or None when its readers disagree or it is a MatMul's B."""
     from .. import _core
-    from ..engine import _model_source
+    from .._source import model_source
 
-    source, is_path, base_dir = _model_source(model)
+    source, is_path, base_dir = model_source(model)
     info = _core.read_model_info(source, is_path, base_dir)
     axes: dict[str, int | None] = {}
     nodes = [(op, ins, outs) for (_, op, domain), (ins, outs) in zip(info["nodes"], info["node_io"])
@@ -137,7 +137,8 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
     (|x| at ``percentile``) or "entropy" (KL divergence, as TensorRT)."""
     from tqdm.auto import tqdm
 
-    from ..engine import load
+    from .._engine import Engine, open_engine
+    from .._source import model_source
 
     if calibrator not in CALIBRATORS:
         raise InvalidArgumentError(f"calibrator must be one of {CALIBRATORS}, got {calibrator!r}")
@@ -145,7 +146,7 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
     names = list(axes)
     if not names:
         raise InvalidArgumentError("the model has no Conv / ConvTranspose / Gemm / MatMul with activation inputs")
-    engine = load(model, device="cpu", num_threads=num_threads, extra_outputs=names)
+    engine = Engine(open_engine(model_source(model), "cpu", num_threads=num_threads, extra_outputs=names))
     observers = {n: (MinMaxObserver() if calibrator == "minmax" else HistogramObserver(bins)) for n in names}
     means = {n: ChannelMeanObserver(a) for n, a in axes.items() if a is not None}
     count = 0

@@ -3,22 +3,19 @@
 // priority; the planner takes the highest-priority kernel that supports the
 // node. A kernel is built for concrete input shapes and is immutable after
 // creation, so many execution contexts (threads) may run it at once.
+//
+// It lives in ops/ because ops and backends register here and passes ask it
+// whether a fused op has a kernel; the runtime (planner) only selects from it.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/tensor.h"
 #include "graph/ir.h"
 
 namespace twinfer {
-
-enum class Backend { kCPU, kCUDA };
-const char* backend_name(Backend b);
-
-enum class Precision { kFP32, kTF32, kFP16, kBF16, kINT8 };
-const char* precision_name(Precision p);
-Precision precision_from_name(const std::string& s);
 
 // What a kernel factory sees: the node, and its inputs/outputs with concrete
 // shapes and dtypes (after shape inference), including constant inputs.
@@ -107,8 +104,10 @@ struct KernelRegistrar {
 #define TWINFER_KCONCAT_INNER(a, b) a##b
 #define TWINFER_KCONCAT(a, b) TWINFER_KCONCAT_INNER(a, b)
 // TWINFER_REGISTER_KERNEL("Relu", Backend::kCPU, 0, supports_fn_or_nullptr, make_kernel<ReluKernel>)
+// (__COUNTER__, not __LINE__: an op list such as TWINFER_UNARY_OPS expands
+// many registrations on one line.)
 #define TWINFER_REGISTER_KERNEL(op, backend, priority, supports, create, ...)          \
-  static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __LINE__)(            \
+  static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __COUNTER__)(         \
       op, backend, priority, supports, create, ##__VA_ARGS__)
 
 }  // namespace twinfer

@@ -1,11 +1,10 @@
-// What the QMatMul and QConv kernels share (ops in qlinear_fused.h): the
-// constant quantization parameters read once at build, the oneDNN
-// attributes that apply them, and the per-run arguments that carry them.
+// The constant quantization parameters of a QMatMul / QConv node (ops in
+// qlinear_fused.h), read and checked once when a kernel is built. Backend
+// neutral: the CPU kernels hand them to oneDNN (backends/cpu/onednn_qlinear.h).
 #pragma once
-#include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/onednn_common.h"
+#include "ops/kernel.h"
 #include "ops/nn/activation.h"
 #include "ops/quant/qlinear_fused.h"
 
@@ -26,13 +25,5 @@ struct QLinearParams {
 // Reads and checks the node's constant inputs; `channels` is N (QMatMul) or
 // M (QConv). Throws naming the node when an input is not what the op needs.
 QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels);
-
-// Attributes: user scratchpad, weight scales with `weight_mask`, the
-// zero points and destination scale in use, the activation as a post-op.
-dnnl::primitive_attr qlinear_attr(const QLinearParams& p, int weight_mask);
-
-// Adds the runtime scale / zero point arguments qlinear_attr declared; the
-// memories point into `p`, which must outlive the run.
-void add_qlinear_args(const QLinearParams& p, std::unordered_map<int, dnnl::memory>& args);
 
 }  // namespace twinfer::quant

@@ -6,7 +6,7 @@
 
 #include <omp.h>
 
-namespace twinfer::cpu {
+namespace twinfer {
 
 // Calls fn(begin, end) on disjoint ranges covering [0, n). Work below
 // `grain` items per thread stays on the calling thread.
@@ -28,4 +28,4 @@ void parallel_for(int64_t n, int num_threads, int64_t grain, F&& fn) {
   }
 }
 
-}  // namespace twinfer::cpu
+}  // namespace twinfer

@@ -1,6 +1,6 @@
-#include "ops/quant/qgemm.h"
+#include "backends/cpu/onednn_qgemm.h"
 
-#include "backends/cpu/parallel.h"
+#include "core/parallel.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -206,8 +206,8 @@ void QGemm::run(const KernelContext& ctx, const void* a, const void* b, const in
     cols = c;
   }
   const uint32_t kk = static_cast<uint32_t>(k_);
-  cpu::parallel_for(y_batches_ * m_, ctx.num_threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n_)),
-                    [&](int64_t lo, int64_t hi) {
+  parallel_for(y_batches_ * m_, ctx.num_threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n_)),
+               [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t t = r / m_, i = r % m_;
       const uint32_t zai = za_at(i);

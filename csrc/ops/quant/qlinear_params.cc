@@ -1,12 +1,8 @@
-#include "ops/quant/qlinear_kernel.h"
+#include "ops/quant/qlinear_params.h"
 
 #include "ops/quant/quant_util.h"
 
 namespace twinfer::quant {
-
-namespace onednn = cpu::onednn;
-using dt = dnnl::memory::data_type;
-using tag = dnnl::memory::format_tag;
 
 namespace {
 
@@ -43,8 +39,6 @@ std::vector<float> per_channel(const KernelBuildInfo& info, size_t i, int64_t ch
   return v;
 }
 
-dnnl::memory::desc vec_desc(int64_t n, dt type) { return dnnl::memory::desc({n}, type, tag::a); }
-
 }  // namespace
 
 QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels) {
@@ -69,34 +63,6 @@ QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels)
   }
   p.act = nn::parse_activation(info.node());
   return p;
-}
-
-dnnl::primitive_attr qlinear_attr(const QLinearParams& p, int weight_mask) {
-  dnnl::primitive_attr attr = onednn::base_attr();
-  attr.set_scales_mask(DNNL_ARG_WEIGHTS, weight_mask);
-  if (p.x_zero != 0) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
-  if (p.quantized_out) {
-    attr.set_scales_mask(DNNL_ARG_DST, 0);
-    if (p.y_zero != 0) attr.set_zero_points_mask(DNNL_ARG_DST, 0);
-  }
-  dnnl::post_ops po;
-  onednn::append_activation(po, p.act);
-  attr.set_post_ops(po);
-  return attr;
-}
-
-void add_qlinear_args(const QLinearParams& p, std::unordered_map<int, dnnl::memory>& args) {
-  const dnnl::engine& eng = onednn::engine();
-  auto mem = [&](const dnnl::memory::desc& md, const void* ptr) {
-    return dnnl::memory(md, eng, const_cast<void*>(ptr));
-  };
-  args[DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS] =
-      mem(vec_desc(static_cast<int64_t>(p.scales.size()), dt::f32), p.scales.data());
-  if (p.x_zero != 0) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = mem(vec_desc(1, dt::s32), &p.x_zero);
-  if (p.quantized_out) {
-    args[DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST] = mem(vec_desc(1, dt::f32), &p.y_scale);
-    if (p.y_zero != 0) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = mem(vec_desc(1, dt::s32), &p.y_zero);
-  }
 }
 
 }  // namespace twinfer::quant

@@ -1,7 +1,7 @@
 // Device facts for a build without the CUDA backend (CMake leaves this file
 // out when it builds csrc/backends/cuda).
 
-#include "runtime/device_info.h"
+#include "core/device_info.h"
 
 namespace twinfer {
 bool cuda_compiled() { return false; }

@@ -1,0 +1,258 @@
+// ConvInteger and QLinearConv (1-3 spatial dims, groups, dilations, pads,
+// auto_pad): per image and group an im2col of x, then QGemm (oneDNN int8
+// matmul with zero point corrections) with the weights as A ([M/g, K]) and
+// the columns as B ([K, P]). Padding positions hold x's zero point, so they
+// contribute 0 after the correction, as zero-padding (x - x_zero_point) does.
+// QLinearConv then requantizes as the ONNX reference:
+//   y = clip(round_half_even((conv + bias) * (x_scale * w_scale[m] / y_scale) + y_zero_point))
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "backends/cpu/onednn_qgemm.h"
+#include "core/parallel.h"
+#include "ops/nn/window.h"
+#include "ops/quant/qconv.h"
+#include "ops/quant/quant_util.h"
+
+namespace twinfer::quant {
+namespace {
+
+// The geometry of one node, spatial dims padded to 3 (leading 1s).
+struct Geom {
+  int64_t N = 1, C = 1, M = 1, G = 1, Cg = 1, Mg = 1, K = 1, P = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1},
+          p[3] = {0, 0, 0};
+};
+
+Geom conv_geom(const KernelBuildInfo& info, const ConvIO& io) {
+  const graph::Node& n = info.node();
+  const Shape x = info.input_shape(io.x), w = info.input_shape(io.w), y = info.output_shape(0);
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
+    info.fail(ErrorKind::kShape, "input " + shape_str(x) + " and weights " + shape_str(w) +
+                                     " do not fit a 1-3 D convolution");
+  Geom g;
+  const size_t nsp = x.size() - 2;
+  g.N = x[0];
+  g.C = x[1];
+  g.M = w[0];
+  g.G = n.attr_int("group", 1);
+  if (g.G < 1 || g.C != w[1] * g.G || g.M % g.G != 0)
+    info.fail(ErrorKind::kShape, "input " + shape_str(x) + ", weights " + shape_str(w) + " and group " +
+                                     std::to_string(g.G) + " do not fit");
+  g.Cg = g.C / g.G;
+  g.Mg = g.M / g.G;
+  std::vector<int64_t> wk(w.begin() + 2, w.end());
+  nn::Window win = nn::parse_window(n, nsp, &wk, nn::WindowOptions{true, false});
+  if (win.kernel != wk)
+    info.fail(ErrorKind::kShape, "kernel_shape differs from the weights' spatial dims " + shape_str(w));
+  nn::resolve_pads(win, Shape(x.begin() + 2, x.end()));
+  Shape expect{g.N, g.M};
+  for (size_t i = 0; i < nsp; ++i) expect.push_back(nn::window_output_size(win, i, x[2 + i], n));
+  if (expect != y)
+    info.fail(ErrorKind::kShape, "output shape " + shape_str(y) + " differs from the expected " + shape_str(expect));
+  const size_t off = 3 - nsp;
+  for (size_t i = 0; i < nsp; ++i) {
+    g.in[off + i] = x[2 + i];
+    g.out[off + i] = y[2 + i];
+    g.k[off + i] = win.kernel[i];
+    g.s[off + i] = win.stride[i];
+    g.d[off + i] = win.dilation[i];
+    g.p[off + i] = win.pad_begin[i];
+  }
+  g.K = g.Cg * g.k[0] * g.k[1] * g.k[2];
+  g.P = g.out[0] * g.out[1] * g.out[2];
+  return g;
+}
+
+// col[K, P] of image `img`, group `grp`; padding positions get `pad`.
+template <typename T>
+void im2col(const Geom& g, const T* x, int64_t img, int64_t grp, T pad, T* col, int threads) {
+  const int64_t ks = g.k[0] * g.k[1] * g.k[2];
+  const int64_t in_sz = g.in[0] * g.in[1] * g.in[2];
+  parallel_for(g.K, threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.P)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t c = r / ks, kk = r % ks;
+      const int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
+      const T* xp = x + ((img * g.C) + grp * g.Cg + c) * in_sz;
+      T* out = col + r * g.P;
+      for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+        const int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+        for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+          const int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+          const bool row_ok = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1];
+          const T* xr = xp + (i0 * g.in[1] + i1) * g.in[2];
+          for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+            const int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
+            *out++ = row_ok && i2 >= 0 && i2 < g.in[2] ? xr[i2] : pad;
+          }
+        }
+      }
+    }
+  });
+}
+
+// The shared part: im2col + QGemm per image and group into int32 [N, M, P].
+class QConvCore {
+ public:
+  QConvCore(const KernelBuildInfo& info, const ConvIO& io) : g_(conv_geom(info, io)), xt_(info.input_dtype(io.x)) {
+    QGemmDesc d;
+    d.a = {g_.Mg, g_.K};
+    d.b = {g_.K, g_.P};
+    d.a_type = info.input_dtype(io.w);
+    d.b_type = xt_;
+    gemm_ = std::make_unique<QGemm>(d, info.node().name, info.node().op_type);
+  }
+  const Geom& geom() const { return g_; }
+  size_t scratch_bytes() const {
+    return gemm_->scratch_bytes() + cpu::onednn::align_up(static_cast<size_t>(g_.K * g_.P));
+  }
+
+  // wzp: M values (per channel) or one; xzp: one (nullptr = 0). y: int32 [N, M, P].
+  void run(const KernelContext& ctx, const void* x, const void* w, const int32_t* xzp, const int32_t* wzp,
+           bool wzp_per_channel, int32_t* y) const {
+    void* col = static_cast<char*>(ctx.scratch) + gemm_->scratch_bytes();
+    const int64_t wsz = g_.Mg * g_.K;
+    for (int64_t img = 0; img < g_.N; ++img)
+      for (int64_t grp = 0; grp < g_.G; ++grp) {
+        if (xt_ == DType::kUInt8)
+          im2col(g_, static_cast<const uint8_t*>(x), img, grp, static_cast<uint8_t>(xzp ? *xzp : 0),
+                 static_cast<uint8_t*>(col), ctx.num_threads);
+        else
+          im2col(g_, static_cast<const int8_t*>(x), img, grp, static_cast<int8_t>(xzp ? *xzp : 0),
+                 static_cast<int8_t*>(col), ctx.num_threads);
+        const void* wg = static_cast<const char*>(w) + grp * wsz;
+        const int32_t* za = wzp ? (wzp_per_channel ? wzp + grp * g_.Mg : wzp) : nullptr;
+        gemm_->run(ctx, wg, col, za, wzp_per_channel, xzp, false, y + (img * g_.M + grp * g_.Mg) * g_.P);
+      }
+  }
+
+ private:
+  Geom g_;
+  DType xt_;
+  std::unique_ptr<QGemm> gemm_;
+};
+
+// One element or M (one per output channel).
+bool per_channel(const KernelBuildInfo& info, size_t i, int64_t m, const char* what) {
+  const Shape s = info.input_shape(i);
+  const int64_t n = shape_numel(s);
+  if (n == 1) return false;
+  if (n == m && s.size() == 1) return true;
+  info.fail(ErrorKind::kShape, std::string(what) + " has shape " + shape_str(s) + "; it must have one element or [" +
+                                   std::to_string(m) + "] (one per output channel)");
+}
+
+void scalar_only(const KernelBuildInfo& info, size_t i, const char* what) {
+  if (info.has_input(i) && shape_numel(info.input_shape(i)) != 1)
+    info.fail(ErrorKind::kShape, std::string(what) + " must have one element, got shape " + shape_str(info.input_shape(i)));
+}
+
+// ---- ConvInteger --------------------------------------------------------------------
+
+class ConvIntegerKernel final : public Kernel {
+ public:
+  explicit ConvIntegerKernel(const KernelBuildInfo& info) : core_(info, kConvInteger) {
+    scalar_only(info, 2, "x_zero_point");
+    if (info.has_input(3)) wzp_row_ = per_channel(info, 3, core_.geom().M, "w_zero_point");
+  }
+  size_t scratch_bytes() const override {
+    return core_.scratch_bytes() + (static_cast<size_t>(core_.geom().M) + 1) * sizeof(int32_t);
+  }
+  const char* impl_name() const override { return "im2col + onednn int8 matmul"; }
+
+  void run(KernelContext& ctx) const override {
+    int32_t* z = reinterpret_cast<int32_t*>(static_cast<char*>(ctx.scratch) + core_.scratch_bytes());
+    const bool has_x = ctx.inputs.size() > 2 && ctx.inputs[2].data;
+    const bool has_w = ctx.inputs.size() > 3 && ctx.inputs[3].data;
+    if (has_x) load_int32s(ctx.inputs[2], z);
+    if (has_w) load_int32s(ctx.inputs[3], z + 1);
+    core_.run(ctx, ctx.inputs[0].data, ctx.inputs[1].data, has_x ? z : nullptr, has_w ? z + 1 : nullptr, wzp_row_,
+              ctx.outputs[0].as<int32_t>());
+  }
+
+ private:
+  QConvCore core_;
+  bool wzp_row_ = false;
+};
+
+// ---- QLinearConv ---------------------------------------------------------------------
+// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, [B].
+
+class QLinearConvKernel final : public Kernel {
+ public:
+  explicit QLinearConvKernel(const KernelBuildInfo& info) : core_(info, kQLinearConv), out_(info.input_dtype(7)) {
+    const int64_t m = core_.geom().M;
+    scalar_only(info, 1, "x_scale");
+    scalar_only(info, 2, "x_zero_point");
+    scalar_only(info, 6, "y_scale");
+    scalar_only(info, 7, "y_zero_point");
+    ws_row_ = per_channel(info, 4, m, "w_scale");
+    wz_row_ = per_channel(info, 5, m, "w_zero_point");
+    if (info.has_input(8) && info.input_shape(8) != Shape{m})
+      info.fail(ErrorKind::kShape, "bias must have shape [" + std::to_string(m) + "], got " +
+                                       shape_str(info.input_shape(8)));
+    quant_int_range(out_, &lo_, &hi_);
+    const Geom& g = core_.geom();
+    y_n_ = g.N * g.M * g.P;
+  }
+  size_t scratch_bytes() const override {
+    return core_.scratch_bytes() + static_cast<size_t>(y_n_) * sizeof(int32_t) +
+           (2 * static_cast<size_t>(core_.geom().M) + 4) * sizeof(int32_t);
+  }
+  const char* impl_name() const override { return "im2col + onednn int8 matmul"; }
+
+  void run(KernelContext& ctx) const override {
+    const Geom& g = core_.geom();
+    int32_t* acc = reinterpret_cast<int32_t*>(static_cast<char*>(ctx.scratch) + core_.scratch_bytes());
+    int32_t* wz = acc + y_n_;
+    float* ws = reinterpret_cast<float*>(wz + g.M);
+    int32_t* misc = reinterpret_cast<int32_t*>(ws + g.M);  // x zp, y zp
+    float* fs = reinterpret_cast<float*>(misc + 2);        // x scale, y scale
+    load_int32s(ctx.inputs[2], misc);
+    load_int32s(ctx.inputs[7], misc + 1);
+    load_int32s(ctx.inputs[5], wz);
+    load_floats(ctx.inputs[4], ws);
+    load_floats(ctx.inputs[1], fs);
+    load_floats(ctx.inputs[6], fs + 1);
+    core_.run(ctx, ctx.inputs[0].data, ctx.inputs[3].data, misc, wz, wz_row_, acc);
+    const int32_t* bias = ctx.inputs.size() > 8 && ctx.inputs[8].data ? ctx.inputs[8].as<const int32_t>() : nullptr;
+    const float xs = fs[0], ys = fs[1];
+    const double yz = misc[1];
+    auto requant = [&](auto tag) {
+      using Y = typename decltype(tag)::type;
+      Y* y = ctx.outputs[0].as<Y>();
+      parallel_for(g.N * g.M, ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.P)),
+                   [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const int64_t m = r % g.M;
+          const double mult = static_cast<double>(xs * ws[ws_row_ ? m : 0] / ys);
+          const uint32_t b = bias ? static_cast<uint32_t>(bias[m]) : 0;
+          for (int64_t p = 0; p < g.P; ++p) {
+            const int32_t c = static_cast<int32_t>(static_cast<uint32_t>(acc[r * g.P + p]) + b);
+            double v = static_cast<double>(c) * mult + yz;
+            v = v != v ? 0.0 : std::min<double>(hi_, std::max<double>(lo_, v));
+            y[r * g.P + p] = static_cast<Y>(round_even(v));
+          }
+        }
+      });
+    };
+    if (out_ == DType::kInt8)
+      requant(TypeTag<int8_t>{});
+    else
+      requant(TypeTag<uint8_t>{});
+  }
+
+ private:
+  QConvCore core_;
+  DType out_;
+  bool ws_row_ = false, wz_row_ = false;
+  int64_t lo_ = 0, hi_ = 0, y_n_ = 0;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("ConvInteger", Backend::kCPU, 0, nullptr, make_kernel<ConvIntegerKernel>);
+TWINFER_REGISTER_KERNEL("QLinearConv", Backend::kCPU, 0, nullptr, make_kernel<QLinearConvKernel>);
+
+}  // namespace twinfer::quant

@@ -1,0 +1,19 @@
+// The ONNX domains twinfer defines, spelled once: passes build nodes in
+// them, ops and backends register shape rules and kernels under them, and
+// the engine accepts models (and saved engines) that use them.
+#pragma once
+
+namespace twinfer {
+
+// Ops the load-time passes create: fused Conv / MatMul / Gemm with their
+// epilogues, the int8 QConv / QMatMul / QBinary, weight-only MatMulW8.
+inline constexpr const char* kTwinferDomain = "com.twinfer";
+
+// Plan-time ops whose float activations live in oneDNN's channel-blocked
+// layout (nChw16c / nChw8c); graph/passes/blocked_layout.h builds them and
+// documents the convention. Their Conv has the com.twinfer Conv's inputs and
+// attributes, plus `plain_input` = 1 when x is plain NCHW (fewer channels
+// than one block, e.g. the RGB image).
+inline constexpr const char* kBlockedDomain = "com.twinfer.blocked";
+
+}  // namespace twinfer

@@ -1,0 +1,105 @@
+#include "graph/passes/pipeline.h"
+
+#include <map>
+#include <string>
+
+#include "graph/passes/eliminate_identity.h"
+#include "graph/passes/fold_conv_bn.h"
+#include "graph/passes/fold_pad_conv.h"
+#include "graph/passes/fuse.h"
+#include "graph/passes/fuse_gelu.h"
+#include "graph/passes/fuse_qdq.h"
+#include "graph/passes/fuse_qdq_binary.h"
+#include "graph/passes/infer_and_fold.h"
+#include "graph/passes/int8_channels_last.h"
+#include "graph/passes/int8_movement.h"
+#include "graph/passes/weight_only_int8.h"
+#include "ops/channel_block.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+// Calibration keys values by the original model's names; where a pass made a
+// Conv read another value (a folded zero Pad's input), that value takes the
+// settings. Zero padding changes neither |x|'s maximum nor the sign, and the
+// padded value's channel means are what the Conv (now padding itself) sees.
+void follow_renames(const std::map<std::string, std::string>& renamed, QuantizeSpec* qs) {
+  for (const auto& [from, to] : renamed) {
+    auto a = qs->activation_amax.find(from);
+    if (a == qs->activation_amax.end() || qs->activation_amax.count(to)) continue;
+    qs->activation_amax[to] = a->second;
+    if (qs->unsigned_activations.count(from)) qs->unsigned_activations.insert(to);
+    auto m = qs->activation_channel_mean.find(from);
+    if (m != qs->activation_channel_mean.end()) qs->activation_channel_mean[to] = m->second;
+  }
+}
+
+}  // namespace
+
+void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContext& pc) {
+  const bool fold = options.optimize;
+  // A model quantized by another tool (QDQ): fuse its int8 patterns before
+  // constant folding turns DequantizeLinear(int8 weights) back into floats.
+  const bool imported_qdq = options.optimize && has_dequantize(g);
+  if (imported_qdq) {
+    infer_and_fold(g, pc, false);
+    int8_movement(g, pc);
+    fuse_qdq(g, pc);
+    fuse_qdq_binary(g, pc);  // before folding turns DQ(quantized bias) into a float constant
+  }
+  int folded = infer_and_fold(g, pc, fold);
+  if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
+  if (imported_qdq) int8_movement(g, pc);  // again: a Pad's fill, DQ(Q(0)), is a constant only now
+  std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
+  if (options.optimize) {
+    eliminate_identity(g, pc);
+    fold_pad_into_conv(g, pc, &renamed);
+    fold_conv_bn(g, pc);  // before quantizing: the folded weights are what int8 must hold
+    fuse_gelu(g, pc);
+  }
+  if (pc.precision == Precision::kINT8) {
+    QuantizeSpec qs = options.int8;
+    follow_renames(renamed, &qs);
+    insert_qdq(g, qs, pc);
+    infer_and_fold(g, pc, false);  // types for the new Q/DQ values
+    if (options.optimize) {
+      fuse_qdq(g, pc);
+      fuse_qdq_binary(g, pc);  // residual Adds whose inputs insert_qdq quantized
+    }
+  }
+  if (options.optimize) fuse_all(g, pc);
+  if (options.optimize) int8_channels_last(g, pc);
+  if (options.int8_weights) quantize_weights_int8(g, pc);
+  if (options.optimize || options.int8_weights) {
+    g.remove_dead();
+    infer_and_fold(g, pc, fold);
+  }
+}
+
+PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, PassContext& pc) {
+  PlanPassResult r;
+  // Concrete input shapes: Shape -> Gather -> Concat -> Reshape chains fold.
+  infer_and_fold(g, pc, options.optimize);
+  g.remove_dead();
+
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int o : g.nodes[i].outputs)
+      if (o >= 0 && (!g.values[o].has_shape || !sym_shape_known(g.values[o].shape))) {
+        r.unknown_node = static_cast<int>(i);
+        r.unknown_value = o;
+        return r;
+      }
+
+  // Activations between convolutions stay in the CPU's channel-blocked
+  // layout; the planner sizes the flagged values with their channel padding.
+  if (options.optimize && pc.precision == Precision::kFP32) {
+    // Concrete shapes prove what symbolic ones could not (a residual Add of
+    // two [batch, C, h, w] maps), so fusion gets a second chance first.
+    if (fuse_all(g, pc)) g.remove_dead();
+    r.blocked = blocked_layout(g, pc, channel_block(pc.backend));
+  }
+  return r;
+}
+
+}  // namespace twinfer::passes

@@ -1,0 +1,42 @@
+// The order the passes run in, in one place (docs/architecture.md draws it).
+//
+//   run_load_passes: once per engine, on the model's graph with symbolic
+//     shapes (folding, fusion, int8 rewrites).
+//   run_plan_passes: once per plan, on a copy of that graph whose inputs have
+//     concrete shapes (folding again, then fusion and the blocked layout that
+//     only concrete shapes allow).
+//
+// Both take the PassContext the caller set up (opset, backend, precision,
+// the pass log) and change nothing else.
+#pragma once
+#include "graph/ir.h"
+#include "graph/passes/blocked_layout.h"
+#include "graph/passes/insert_qdq.h"
+#include "graph/passes/pass_context.h"
+
+namespace twinfer::passes {
+
+struct LoadPassOptions {
+  bool optimize = true;       // folding, fusion; off: shape inference only
+  QuantizeSpec int8;          // pc.precision == kINT8: the calibrated ranges insert_qdq uses
+  bool int8_weights = false;  // weights="int8": MatMul/Gemm weights stored as int8 rows
+};
+
+void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContext& pc);
+
+struct PlanPassOptions {
+  bool optimize = true;
+};
+
+struct PlanPassResult {
+  // A node with an output whose shape is still unknown once the input shapes
+  // are (it needs input values: the plan is evaluated eagerly), or -1; the
+  // later passes do not run then.
+  int unknown_node = -1;
+  int unknown_value = -1;
+  BlockedLayout blocked;  // values stored channel-blocked (block 0: none)
+};
+
+PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, PassContext& pc);
+
+}  // namespace twinfer::passes

@@ -1,0 +1,22 @@
+#include "ops/control/subgraph_eval.h"
+
+#include "core/error.h"
+
+namespace twinfer {
+
+namespace {
+// Constant-initialised (null) before any static initialiser runs, so the
+// runtime's registration holds whatever the order of initialisation.
+SubgraphEvaluator g_evaluator = nullptr;
+}  // namespace
+
+void set_subgraph_evaluator(SubgraphEvaluator fn) { g_evaluator = fn; }
+
+std::vector<Tensor> evaluate_subgraph(const graph::Graph& g, const std::vector<Tensor>& inputs,
+                                      const std::vector<std::pair<std::string, Tensor>>& outer,
+                                      const EvalOptions& options) {
+  if (!g_evaluator) throw Error(ErrorKind::kRuntime, "no graph evaluator is registered to run subgraphs");
+  return g_evaluator(g, inputs, outer, options);
+}
+
+}  // namespace twinfer
