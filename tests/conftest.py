@@ -22,6 +22,29 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# Model-level tests take the `device` fixture: every one runs on the CPU and on
+# the simulated device (a GPU stand-in that checks stream order, copies and
+# graph replay; twinfer.testing) in CI, and on CUDA where a GPU is present.
+DEVICES = ["cpu", "sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+def rel_err(got, want) -> float:
+    """||got - want|| / ||want|| in float64 (NaN positions must match to be finite)."""
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        raise AssertionError(f"shape {got.shape} != {want.shape}")
+    if not np.array_equal(np.isnan(got), np.isnan(want)):
+        return float("inf")
+    ok = ~np.isnan(want)
+    return float(np.linalg.norm(got[ok] - want[ok]) / max(np.linalg.norm(want[ok]), 1e-30))
+
+
 @pytest.fixture
 def rng(request):
     # Fresh data every run, but reproducible from the printed seed on failure.

@@ -64,7 +64,7 @@ def test_bias_correction_removes_the_weight_rounding_shift(rng, make):
     assert not any("bias-corrected" in p for p in plain.stats()["passes"])
     # The correction rides in the bias: the fused int8 kernel still runs alone.
     for e in (corrected, plain):
-        ops = [op for _, op, _ in e.kernel_report({"x": (3,) + shape})]
+        ops = [r.op for r in e.kernel_report({"x": (3,) + shape})]
         assert ops == ["QuantizeLinear", "com.twinfer::QConv" if make is depthwise else "com.twinfer::QMatMul"], ops
     x = batch(1024)  # enough rows that int8 noise averages out of the per-channel means
     want = run_ort(model, {"x": x})[0]

@@ -37,7 +37,7 @@ def _check_close(got, expected, what):
 
 
 def _ops(engine, shapes):
-    return [op for _, op, _ in engine.kernel_report(shapes)]
+    return [r.op for r in engine.kernel_report(shapes)]
 
 
 # --- torchvision CNNs ---------------------------------------------------------

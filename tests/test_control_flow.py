@@ -44,9 +44,9 @@ def if_model(same_shapes: bool):
 
 
 @pytest.mark.parametrize("same_shapes", [True, False])
-def test_if_matches_onnxruntime(rng, same_shapes):
+def test_if_matches_onnxruntime(rng, same_shapes, device):
     m = if_model(same_shapes)
-    engine = twinfer.load(m.SerializeToString(), device="cpu")
+    engine = twinfer.load(m.SerializeToString(), device=device)
     for n, sign in [(3, 1), (3, -1), (7, 1), (1, -1)]:  # both branches, several batch sizes
         x = rng.standard_normal((n, 13)).astype(np.float32)
         y = (sign * np.abs(rng.standard_normal((n, 13)))).astype(np.float32)
@@ -75,9 +75,9 @@ def loop_model():
                          vi("limit", F, [])], [vi("acc", F, None), vi("parts", F, None)], inits)
 
 
-def test_loop_matches_onnxruntime(rng):
+def test_loop_matches_onnxruntime(rng, device):
     m = loop_model()
-    engine = twinfer.load(m.SerializeToString(), device="cpu")
+    engine = twinfer.load(m.SerializeToString(), device=device)
     for n, trips, limit in [(3, 7, 1e9), (3, 7, 10.0), (2, 0, 1e9), (5, 11, 40.0)]:
         feeds = {"M": np.array(trips, np.int64), "cond": np.array(True), "x": rng.standard_normal((n, 5)).astype(np.float32),
                  "limit": np.array(limit, np.float32)}

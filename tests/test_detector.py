@@ -47,10 +47,10 @@ def detector(tmp_path_factory):
     return path
 
 
-def test_detector_head_matches_onnxruntime(detector, rng):
+def test_detector_head_matches_onnxruntime(detector, rng, device):
     import onnxruntime as ort
 
-    engine = twinfer.load(detector, device="cpu")
+    engine = twinfer.load(detector, device=device)
     sess = ort.InferenceSession(str(detector), providers=["CPUExecutionProvider"])
     for h, w in [(61, 83), (47, 129), (61, 83)]:
         image = rng.standard_normal((1, 3, h, w)).astype(np.float32)

@@ -146,7 +146,7 @@ def test_onnxruntime_qdq_model_runs_on_int8_kernels(rng, tmp_path, make, fused_o
     engine = twinfer.load(str(qp), device="cpu")
     report = engine.kernel_report({"x": shape})
     counts = {}
-    for _, op, impl in report:
+    for _, op, impl, *_ in report:
         counts[op] = counts.get(op, 0) + 1
         if op in ("com.twinfer::QConv", "com.twinfer::QMatMul"):
             assert "onednn int8" in impl and "ref" not in impl.split("(")[-1], impl
@@ -184,12 +184,12 @@ def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):
     fused = twinfer.load(model, device="cpu", precision="int8", calibration=cal)
     plain = twinfer.load(model, device="cpu", precision="int8", calibration=cal, optimize=False)
     report = fused.kernel_report({"x": shape})
-    assert [op for _, op, _ in report].count("com.twinfer::QConv") == 3, report
+    assert [r.op for r in report].count("com.twinfer::QConv") == 3, report
     assert any("2 with int8 output" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
     # Those two int8 values pass QConv to QConv in NHWC (no reorders); the
     # comparison below checks that layout too.
     assert any("int8_channels_last: 2 QConv" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
-    graph_ops = [op for _, op, _ in plain.kernel_report({"x": shape})]
+    graph_ops = [r.op for r in plain.kernel_report({"x": shape})]
     assert "Conv" in graph_ops and "com.twinfer::QConv" not in graph_ops
     x = rng.standard_normal((5,) + shape[1:]).astype(np.float32)
     got = fused.run({"x": x})["y"].numpy()
@@ -238,7 +238,7 @@ def test_weight_only_int8_matches_numpy_and_shrinks_constants(rng, k):
         # and it is not simply the float32 model
         assert np.abs(e32.run({"x": x})["y"].numpy() - got).max() > 1e-5
     report = e8.kernel_report({"x": (2, 3, k)})
-    assert [op for _, op, _ in report].count("com.twinfer::MatMulW8") == 2, report
+    assert [r.op for r in report].count("com.twinfer::MatMulW8") == 2, report
     b8 = e8.memory_report({"x": (2, 3, k)})["constant_bytes"]
     b32 = e32.memory_report({"x": (2, 3, k)})["constant_bytes"]
     weights32 = w1.nbytes + w2.nbytes
@@ -248,7 +248,7 @@ def test_weight_only_int8_matches_numpy_and_shrinks_constants(rng, k):
 def test_weight_only_int8_transformer_block_stays_close(rng):
     model, shape = transformer_block(rng, d=64, ff=160)
     e8 = twinfer.load(model, device="cpu", weights="int8")
-    ops = [op for _, op, _ in e8.kernel_report({"x": shape})]
+    ops = [r.op for r in e8.kernel_report({"x": shape})]
     assert ops.count("com.twinfer::MatMulW8") == 6, ops
     x = rng.standard_normal(shape).astype(np.float32)
     want = ort_run_model(model, {"x": x})
@@ -303,7 +303,7 @@ def test_movement_ops_between_qdq_pairs_run_on_int8(rng, qtype):
                           [numpy_helper.from_array(np.asarray(v), n) for n, v in inits.items()])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     engine = twinfer.load(model.SerializeToString(), device="cpu")
-    ops = [op for _, op, _ in engine.kernel_report({"x": (2, 6, 5, 7), "x2": (2, 4, 6)})]
+    ops = [r.op for r in engine.kernel_report({"x": (2, 6, 5, 7), "x2": (2, 4, 6)})]
     # Left: quantizing the two float inputs, MaxPool's pair (it runs in float:
     # faster than its int8 loop), and dequantizing the result.
     assert ops.count("QuantizeLinear") == 3 and ops.count("DequantizeLinear") == 2, ops
@@ -345,8 +345,8 @@ def test_elementwise_between_qdq_pairs_runs_as_one_int8_kernel(rng, op, case):
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     engine = twinfer.load(model.SerializeToString(), device="cpu")
     report = engine.kernel_report({"a": sa, "b": sb})
-    impls = [impl for _, op_, impl in report if op_ == "com.twinfer::QBinary"]
-    assert len(impls) == 1 and op not in [op_ for _, op_, _ in report], report
+    impls = [r.kernel for r in report if r.op == "com.twinfer::QBinary"]
+    assert len(impls) == 1 and op not in [r.op for r in report], report
     assert impls[0].endswith("(vectorised)"), impls
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -428,7 +428,7 @@ def test_int8_zero_padding_folds_into_the_int8_convolution(rng, qtype):
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     engine = twinfer.load(model.SerializeToString(), device="cpu")
     assert any("fold_pad_conv: 1 Pad" in p for p in engine.stats()["passes"]), engine.stats()["passes"]
-    ops = [op for _, op, _ in engine.kernel_report({"x": (2, 4, 7, 9)})]
+    ops = [r.op for r in engine.kernel_report({"x": (2, 4, 7, 9)})]
     assert "Pad" not in ops and "com.twinfer::QConv" in ops, ops
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -468,7 +468,7 @@ def test_int8_residual_add_runs_as_one_int8_pass(rng):
     assert {"c2", "r0"} <= set(cal.amax)  # the Add's inputs are calibrated
     fused = twinfer.load(model, device="cpu", precision="int8", calibration=cal)
     plain = twinfer.load(model, device="cpu", precision="int8", calibration=cal, optimize=False)
-    ops = [op for _, op, _ in fused.kernel_report({"x": shape})]
+    ops = [r.op for r in fused.kernel_report({"x": shape})]
     assert ops.count("com.twinfer::QBinary") == 1 and "Add" not in ops and "Relu" not in ops, ops
     x = rng.standard_normal((3,) + shape[1:]).astype(np.float32)
     got = fused.run({"x": x})["y"].numpy()

@@ -26,11 +26,11 @@ def reference():
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
-def test_minilm_matches_onnxruntime_and_sentence_transformers(reference, dynamo, rng, tmp_path):
+def test_minilm_matches_onnxruntime_and_sentence_transformers(reference, dynamo, rng, tmp_path, device):
     import onnxruntime as ort
 
     path = minilm.export_onnx(reference, tmp_path / "minilm.onnx", dynamo=dynamo)
-    engine = twinfer.load(path, device="cpu")
+    engine = twinfer.load(path, device=device)
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for batch in (1, 5, 8):  # dynamic batch and sequence: several plans from one engine
         sentences = random_sentences(rng, batch)

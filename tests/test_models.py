@@ -36,10 +36,10 @@ def _rel_err(a, b):
 
 @pytest.mark.parametrize("exporter", EXPORTERS)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_family_matches_onnxruntime(family, exporter, exported, rng):
+def test_family_matches_onnxruntime(family, exporter, exported, rng, device):
     path = exported(family, exporter)
-    engine = twinfer.load(path, device="cpu")
-    for batch in (1, 3):
+    engine = twinfer.load(path, device=device)
+    for batch in (1, 3, 3, 3):  # the repeats replay a captured graph on a GPU (and the simulated one)
         feeds = random_feeds(family, rng, batch)
         (expected,) = _ort(path, feeds)
         out = engine.run(feeds)

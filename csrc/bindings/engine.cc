@@ -53,9 +53,33 @@ std::shared_ptr<void> hold(py::object o) {
   });
 }
 
-std::vector<Tensor> run_engine(const Engine& e, ExecutionContext* ctx, const std::vector<Tensor>& inputs) {
+// stream: None (the context's own), or a stream handle (an int: cudaStream_t,
+// or a simulated device's stream id).
+RunOptions run_options(const Engine& e, const py::object& stream, bool host_outputs) {
+  RunOptions o;
+  o.host_outputs = host_outputs;
+  if (!stream.is_none()) {
+    if (!e.device().is_accelerator())
+      throw Error(ErrorKind::kInvalidArgument, "stream= is for device engines; this one runs on the CPU");
+    o.stream = device_api(e.device()).borrow_stream(stream.cast<uintptr_t>());
+  }
+  return o;
+}
+
+std::vector<Tensor> run_engine(const Engine& e, ExecutionContext* ctx, const std::vector<Tensor>& inputs,
+                               const py::object& stream, bool host_outputs) {
+  RunOptions o = run_options(e, stream, host_outputs);
   py::gil_scoped_release nogil;
-  return ctx ? e.run(*ctx, inputs) : e.run(inputs);
+  return ctx ? e.run(*ctx, inputs, o) : e.run(inputs, o);
+}
+
+void set_device_options(EngineOptions& opt, const std::string& device, bool allow_cpu_fallback, bool cuda_graphs,
+                        int stream_priority, const std::string& sim_coverage) {
+  opt.device = parse_device(device);
+  opt.allow_cpu_fallback = allow_cpu_fallback;
+  opt.cuda_graphs = cuda_graphs;
+  opt.stream_priority = stream_priority;
+  opt.sim_coverage = sim_coverage_from_name(sim_coverage);
 }
 
 }  // namespace
@@ -65,6 +89,24 @@ void bind_engine(py::module_& m) {
                                "Per-run state (arena, thread budget); use one per thread.")
       .def_property("num_threads", &ExecutionContext::num_threads, &ExecutionContext::set_num_threads)
       .def_property_readonly("arena_bytes", &ExecutionContext::arena_bytes)
+      .def_property_readonly("device_arena_bytes", &ExecutionContext::device_arena_bytes)
+      .def_property_readonly("stream", &ExecutionContext::stream, "The context's own stream (None on the CPU).")
+      .def("synchronize",
+           [](ExecutionContext& c) {
+             py::gil_scoped_release nogil;
+             c.synchronize();
+           },
+           "Block until this context's last run has finished on the device.")
+      .def("graph_stats",
+           [](const ExecutionContext& c) {
+             const auto s = c.graph_stats();
+             py::dict d;
+             d["captures"] = s.captures;
+             d["replays"] = s.replays;
+             d["cached"] = s.cached;
+             return d;
+           },
+           "CUDA graphs of this context: captures, replays, graphs held.")
       .def_property_readonly("device", [](const ExecutionContext& c) { return c.device().str(); })
       .def_property("profiling", &ExecutionContext::profiling, &ExecutionContext::set_profiling,
                     "Time every step of the runs in this context (resets the times).")
@@ -84,16 +126,32 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("device", [](const Engine& e) { return e.device().str(); })
       .def_property_readonly("precision", [](const Engine& e) { return std::string(precision_name(e.precision())); })
       .def_property_readonly("num_threads", &Engine::default_threads)
-      .def("run", [](const Engine& e, const std::vector<Tensor>& inputs) { return run_engine(e, nullptr, inputs); },
-           py::arg("inputs"))
-      .def("run_in", [](const Engine& e, ExecutionContext& ctx, const std::vector<Tensor>& inputs) {
-             return run_engine(e, &ctx, inputs);
-           }, py::arg("context"), py::arg("inputs"))
-      .def("create_context",
-           [](const Engine& e, int threads) {
-             return std::make_unique<ExecutionContext>(e.device(), threads > 0 ? threads : e.default_threads());
+      .def("run",
+           [](const Engine& e, const std::vector<Tensor>& inputs, py::object stream, bool host_outputs) {
+             return run_engine(e, nullptr, inputs, stream, host_outputs);
            },
-           py::arg("num_threads") = 0, py::keep_alive<0, 1>())
+           py::arg("inputs"), py::arg("stream") = py::none(), py::arg("host_outputs") = false)
+      .def("run_in",
+           [](const Engine& e, ExecutionContext& ctx, const std::vector<Tensor>& inputs, py::object stream,
+              bool host_outputs) { return run_engine(e, &ctx, inputs, stream, host_outputs); },
+           py::arg("context"), py::arg("inputs"), py::arg("stream") = py::none(), py::arg("host_outputs") = false)
+      .def("create_context",
+           [](const Engine& e, int threads, py::object priority) {
+             return e.create_context(threads, priority.is_none() ? Engine::kEnginePriority : priority.cast<int>());
+           },
+           py::arg("num_threads") = 0, py::arg("priority") = py::none(), py::keep_alive<0, 1>())
+      .def_property_readonly("host_fallback_reason", &Engine::host_fallback_reason,
+                             "Why a device engine ran a plan through the host evaluator ('' if it never did).")
+      .def_property_readonly("options",
+                             [](const Engine& e) {
+                               const auto& o = e.options();
+                               py::dict d;
+                               d["allow_cpu_fallback"] = o.allow_cpu_fallback;
+                               d["cuda_graphs"] = o.cuda_graphs;
+                               d["stream_priority"] = o.stream_priority;
+                               d["sim_coverage"] = sim_coverage_name(o.sim_coverage);
+                               return d;
+                             })
       .def("stats",
            [](const Engine& e) {
              EngineStats s = e.stats();
@@ -118,14 +176,25 @@ void bind_engine(py::module_& m) {
              d["arena_bytes"] = r.arena_bytes;
              d["naive_bytes"] = r.naive_bytes;
              d["constant_bytes"] = r.constant_bytes;
+             d["device_arena_bytes"] = r.device_arena_bytes;
+             d["device_naive_bytes"] = r.device_naive_bytes;
+             d["device_constant_bytes"] = r.device_constant_bytes;
              d["steps"] = r.num_steps;
+             d["host_steps"] = r.host_steps;
+             d["copy_steps"] = r.copy_steps;
              return d;
            })
       .def("kernel_report",
            [](const Engine& e, const py::list& shapes) {
              std::vector<Shape> sh = shapes_from_py(shapes);
-             py::gil_scoped_release nogil;
-             return e.kernel_report(sh);
+             std::vector<KernelReportRow> rows;
+             {
+               py::gil_scoped_release nogil;
+               rows = e.kernel_report(sh);
+             }
+             py::list out;
+             for (const auto& r : rows) out.append(py::make_tuple(r.node, r.op, r.kernel, r.where, r.note));
+             return out;
            })
       .def(
           "save",
@@ -145,9 +214,10 @@ void bind_engine(py::module_& m) {
   m.def("is_engine_file", &is_engine_file, py::arg("path"), "True when `path` starts like a twinfer engine file.");
   m.def(
       "load_engine",
-      [](const std::string& path, const std::string& device, int num_threads) {
+      [](const std::string& path, const std::string& device, int num_threads, bool allow_cpu_fallback,
+         bool cuda_graphs, int stream_priority, const std::string& sim_coverage) {
         EngineOptions opt;
-        opt.device = parse_device(device);
+        set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage);
         opt.num_threads = num_threads;
         SavedEngineInfo info;
         std::shared_ptr<Engine> e;
@@ -157,7 +227,8 @@ void bind_engine(py::module_& m) {
         }
         return py::make_tuple(e, info.metadata);
       },
-      py::arg("path"), py::arg("device") = "cpu", py::arg("num_threads") = 0,
+      py::arg("path"), py::arg("device") = "cpu", py::arg("num_threads") = 0, py::arg("allow_cpu_fallback") = true,
+      py::arg("cuda_graphs") = true, py::arg("stream_priority") = 0, py::arg("sim_coverage") = "all",
       "(Engine, metadata) from a saved engine file: no load-time pass runs.");
 
   m.def(
@@ -165,15 +236,16 @@ void bind_engine(py::module_& m) {
       [](py::object source, bool is_path, const std::string& device, const std::string& precision,
          int num_threads, bool optimize, const std::string& base_dir, std::vector<std::string> extra_outputs,
          std::map<std::string, float> int8_amax, std::set<std::string> keep_float, bool int8_weights, std::set<std::string> int8_unsigned,
-         std::map<std::string, std::vector<float>> int8_channel_mean) {
+         std::map<std::string, std::vector<float>> int8_channel_mean, bool allow_cpu_fallback, bool cuda_graphs,
+         int stream_priority, const std::string& sim_coverage) {
         EngineOptions opt;
+        set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage);
         opt.int8_channel_mean = std::move(int8_channel_mean);
         opt.int8_unsigned = std::move(int8_unsigned);
         opt.int8_weights = int8_weights;
         opt.extra_outputs = std::move(extra_outputs);
         opt.int8_amax = std::move(int8_amax);
         opt.keep_float = std::move(keep_float);
-        opt.device = parse_device(device);
         opt.precision = precision_from_name(precision);
         opt.num_threads = num_threads;
         opt.optimize = optimize;
@@ -195,7 +267,9 @@ void bind_engine(py::module_& m) {
       py::arg("extra_outputs") = std::vector<std::string>{}, py::arg("int8_amax") = std::map<std::string, float>{},
       py::arg("keep_float") = std::set<std::string>{}, py::arg("int8_weights") = false,
       py::arg("int8_unsigned") = std::set<std::string>{},
-      py::arg("int8_channel_mean") = std::map<std::string, std::vector<float>>{});
+      py::arg("int8_channel_mean") = std::map<std::string, std::vector<float>>{},
+      py::arg("allow_cpu_fallback") = true, py::arg("cuda_graphs") = true, py::arg("stream_priority") = 0,
+      py::arg("sim_coverage") = "all");
 }
 
 }  // namespace twinfer::bindings

@@ -8,7 +8,9 @@
 #include "bindings/bindings.h"
 #include "bindings/tensor_convert.h"
 #include "core/dlpack_abi.h"
+#include "core/device_api.h"
 #include "core/error.h"
+#include "runtime/transfer.h"
 
 namespace py = pybind11;
 
@@ -81,14 +83,51 @@ DType from_dl_dtype(dlpack::DataType d) {
                                      std::to_string(d.bits) + " bits)");
 }
 
+// The simulated device travels as DLPack's "extension device" (kDLExtDev):
+// NumPy and the frameworks refuse it, as they must refuse memory the host
+// may not read; twinfer takes it back.
+constexpr int32_t kDLExtDev = 12;
+
 Device from_dl_device(dlpack::Device d) {
   if (d.device_type == dlpack::kCPU || d.device_type == dlpack::kCUDAHost) return Device::cpu();
   if (d.device_type == dlpack::kCUDA) return Device::cuda(d.device_id);
+  if (d.device_type == kDLExtDev) return Device::sim(d.device_id);
   throw Error(ErrorKind::kDevice, "unsupported DLPack device type " + std::to_string(d.device_type));
 }
 
 dlpack::Device to_dl_device(Device d) {
-  return d.is_cpu() ? dlpack::Device{dlpack::kCPU, 0} : dlpack::Device{dlpack::kCUDA, d.index};
+  switch (d.type) {
+    case DeviceType::kCPU: return dlpack::Device{dlpack::kCPU, 0};
+    case DeviceType::kCUDA: return dlpack::Device{dlpack::kCUDA, d.index};
+    case DeviceType::kSim: return dlpack::Device{kDLExtDev, d.index};
+  }
+  return dlpack::Device{dlpack::kCPU, 0};
+}
+
+// DLPack's stream protocol, producer side: make the consumer's `stream` wait
+// until `t` is ready. CUDA values: None -> the legacy default stream,
+// -1 -> no synchronisation, 1 / 2 -> the legacy / per-thread default
+// stream, anything else a cudaStream_t. The simulated device has no default
+// stream: None makes the host wait.
+void make_ready_for(const Tensor& t, const py::object& stream) {
+  const auto& ev = t.ready_event();
+  if (!ev || !t.device().is_accelerator()) return;
+  if (stream.is_none()) {
+    if (t.device().is_cuda()) {
+      device_api(t.device()).borrow_stream(1)->wait(*ev);
+    } else {
+      py::gil_scoped_release nogil;
+      ev->synchronize();
+    }
+    return;
+  }
+  const long long h = stream.cast<long long>();
+  if (h == -1) return;
+  if (h == 0 && t.device().is_cuda()) {  // ambiguous in the spec; treat as the legacy default stream
+    device_api(t.device()).borrow_stream(1)->wait(*ev);
+    return;
+  }
+  device_api(t.device()).borrow_stream(static_cast<uintptr_t>(h))->wait(*ev);
 }
 
 // Copies a strided host array into a compact one, element by element.
@@ -243,9 +282,13 @@ Tensor tensor_from_capsule(py::capsule cap) {
   throw Error(ErrorKind::kInvalidArgument, "object is not an unused DLPack capsule");
 }
 
-py::object tensor_to_numpy(const Tensor& t) {
-  if (!t.device().is_cpu())
-    throw Error(ErrorKind::kDevice, "tensor is on " + t.device().str() + "; copy it to the host first");
+py::object tensor_to_numpy(const Tensor& in) {
+  Tensor t = in;
+  if (t.device().is_accelerator()) {
+    // A device tensor: wait until it is ready, copy it to the host.
+    py::gil_scoped_release nogil;
+    t = to_host(in);
+  }
   auto* keep = new Tensor(t);
   py::capsule base(keep, [](void* p) { delete static_cast<Tensor*>(p); });
   py::dtype dt = numpy_dtype(t.dtype());
@@ -264,7 +307,23 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("size", &Tensor::numel)
       .def_property_readonly("nbytes", &Tensor::bytes)
       .def_property_readonly("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
-      .def("numpy", &tensor_to_numpy, "A NumPy view of the same memory (no copy).")
+      .def("numpy", &tensor_to_numpy,
+           "A NumPy view of the same memory (no copy) for a host tensor; for a device tensor a host copy, "
+           "made once the device has written it.")
+      .def("cpu", [](const Tensor& t) {
+             py::gil_scoped_release nogil;
+             return to_host(t);
+           },
+           "The tensor on the host (itself if it is there already; a device tensor is waited for and copied).")
+      .def("synchronize",
+           [](const Tensor& t) {
+             if (!t.ready_event()) return;
+             py::gil_scoped_release nogil;
+             t.ready_event()->synchronize();
+           },
+           "Block until a device tensor has been written (raises the error of a failed run).")
+      .def_property_readonly("ready", [](const Tensor& t) { return !t.ready_event() || t.ready_event()->ready(); },
+                             "False while the device is still writing this tensor.")
       .def("__array__",
            [](const Tensor& t, py::object dtype, py::object copy) {
              py::object a = tensor_to_numpy(t);
@@ -275,7 +334,7 @@ void bind_tensor(py::module_& m) {
            py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack__",
            [](const Tensor& t, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
-             (void)stream;  // host memory needs no stream ordering
+             make_ready_for(t, stream);  // device tensors: the consumer's stream waits until ours wrote it
              if (!dl_device.is_none()) {
                auto dev = dl_device.cast<std::pair<int, int>>();
                auto ours = to_dl_device(t.device());
@@ -285,6 +344,8 @@ void bind_tensor(py::module_& m) {
              bool versioned = false;
              if (!max_version.is_none()) versioned = max_version.cast<std::pair<int, int>>().first >= 1;
              const bool want_copy = !copy.is_none() && copy.cast<bool>();
+             if (want_copy && t.device().is_accelerator())
+               throw py::buffer_error("twinfer.Tensor cannot copy device memory on export (copy=True)");
              return export_capsule(want_copy ? t.clone() : t, versioned);
            },
            py::arg("stream") = py::none(), py::arg("max_version") = py::none(),

@@ -130,6 +130,10 @@ std::shared_ptr<Storage> Storage::allocate_on(Allocator& a, size_t bytes, std::s
 void Storage::record_use(std::shared_ptr<Event> e) {
   if (!e) return;
   std::lock_guard<std::mutex> lock(uses_mutex_);
+  // One event per user (a context re-records its own each run): waiting on
+  // its latest record covers every earlier one.
+  for (const auto& u : uses_)
+    if (u == e) return;
   uses_.push_back(std::move(e));
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/device_api.h"
 #include "core/tensor.h"
 #include "graph/ir.h"
 
@@ -55,7 +56,10 @@ struct KernelContext {
   std::vector<TensorView> outputs;
   void* scratch = nullptr;        // scratch_bytes() bytes, from the context's arena
   int num_threads = 1;            // CPU: threads this run may use
-  void* backend_state = nullptr;  // CUDA: the context's stream and library handles
+  // Device kernels: the stream to enqueue on (CUDA kernels launch there; the
+  // simulated device runs the CPU kernels in its order). Null on the host.
+  Stream* stream = nullptr;
+  void* backend_state = nullptr;  // CUDA: the context's library handles and workspace
 };
 
 class Kernel {

@@ -5,9 +5,9 @@
 
 namespace twinfer {
 
-static size_t align_up(size_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-ArenaLayout plan_arena(const std::vector<BufferRequest>& requests) {
+ArenaLayout plan_arena(const std::vector<BufferRequest>& requests, size_t alignment) {
   ArenaLayout layout;
   const size_t n = requests.size();
   layout.offsets.assign(n, 0);
@@ -21,7 +21,7 @@ ArenaLayout plan_arena(const std::vector<BufferRequest>& requests) {
   placed.reserve(n);
   for (size_t idx : order) {
     const auto& r = requests[idx];
-    const size_t bytes = align_up(std::max<size_t>(r.bytes, 1));
+    const size_t bytes = align_up(std::max<size_t>(r.bytes, 1), alignment);
     layout.naive_bytes += bytes;
     // Buffers alive at the same time, sorted by offset; take the first gap that fits.
     std::vector<const Placed*> overlapping;

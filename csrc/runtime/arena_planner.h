@@ -20,8 +20,9 @@ struct ArenaLayout {
   size_t naive_bytes = 0;       // sum of all requests (what no reuse would need)
 };
 
-constexpr size_t kArenaAlignment = 64;
+constexpr size_t kArenaAlignment = 64;         // host: AVX-512 and oneDNN's preference
+constexpr size_t kDeviceArenaAlignment = 256;  // device: what cudaMalloc guarantees
 
-ArenaLayout plan_arena(const std::vector<BufferRequest>& requests);
+ArenaLayout plan_arena(const std::vector<BufferRequest>& requests, size_t alignment = kArenaAlignment);
 
 }  // namespace twinfer

@@ -9,10 +9,11 @@
 #include "graph/domains.h"
 #include "graph/passes/pipeline.h"
 #include "ops/schema.h"
-#include "runtime/arena_planner.h"
-#include "runtime/evaluate.h"
 #include "graph/subgraph.h"
+#include "runtime/evaluate.h"
 #include "runtime/execution_context.h"
+#include "runtime/plan_builder.h"
+#include "runtime/transfer.h"
 
 namespace twinfer {
 
@@ -63,7 +64,7 @@ void check_value_type(const std::string& what, const std::vector<DType>& want, c
   if (t.dtype() != want[0])
     throw Error(ErrorKind::kDType, what + " expects " + type_str(want[0], rest) + ", got " + t.type_name());
   if (!dtype_is_container(t.dtype())) {
-    if (t.device() != device)
+    if (t.device() != device && !t.device().is_cpu())
       throw Error(ErrorKind::kDevice, what + " is on " + t.device().str() + " but the engine runs on " + device.str());
     return;
   }
@@ -84,16 +85,16 @@ std::string signature_str(const std::vector<Shape>& shapes) {
 std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& options) {
   std::shared_ptr<Engine> e(new Engine());
   e->options_ = options;
-  if (options.device.is_cuda())
-    throw Error(ErrorKind::kDevice, "the CUDA backend has no kernels in this build yet; use device='cpu'");
+  e->prepare_device();
   if (options.precision == Precision::kINT8 && options.int8_amax.empty())
     throw Error(ErrorKind::kInvalidArgument,
                 "precision 'int8' needs calibrated activation ranges (twinfer.load(..., precision='int8', "
                 "calibration=data))");
   if (options.precision != Precision::kFP32 && options.precision != Precision::kINT8)
     throw Error(ErrorKind::kInvalidArgument,
-                std::string("precision '") + precision_name(options.precision) +
-                    "' is not supported on the CPU backend (it computes in fp32)");
+                std::string("precision '") + precision_name(options.precision) + "' is not supported on " +
+                    (options.device.is_cpu() ? std::string("the CPU backend (it computes in fp32)")
+                                             : options.device.str() + " yet (fp32 and int8 are)"));
   check_opsets(model);
   e->opset_ = model.opset("");
   e->opsets_ = model.opsets;
@@ -126,7 +127,9 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   }
   passes::PassContext pc;
   pc.opset = e->opset_;
-  pc.backend = Backend::kCPU;
+  // Fusions are decided for the backend that runs the nodes: a fused op the
+  // device has no kernel for would drag its neighbours onto the CPU.
+  pc.backend = e->passes_backend();
   pc.precision = options.precision;
   pc.log = &e->pass_log_;
   passes::LoadPassOptions lo;
@@ -134,9 +137,37 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   lo.int8 = {options.int8_amax, options.int8_unsigned, options.int8_channel_mean, options.keep_float};
   lo.int8_weights = options.int8_weights;
   passes::run_load_passes(g, lo, pc);
+  e->check_fallback(g);
 
   e->finish(std::move(g));
   return e;
+}
+
+void Engine::prepare_device() {
+  const Device d = options_.device;
+  if (!d.is_accelerator()) return;
+  device_api(d);  // throws DeviceError when the build or the machine lacks it
+  constants_ = std::make_unique<ConstantStore>(d);
+}
+
+Backend Engine::passes_backend() const {
+  return options_.device.is_accelerator() ? placement_backend(options_.device, options_.sim_coverage) : Backend::kCPU;
+}
+
+void Engine::check_fallback(const graph::Graph& g) const {
+  if (!options_.device.is_accelerator() || options_.allow_cpu_fallback) return;
+  const auto missing = nodes_without_device_kernel(g, options_.device, options_.sim_coverage);
+  if (missing.empty()) return;
+  std::string msg = "allow_cpu_fallback=False but " + std::to_string(missing.size()) + " node" +
+                    (missing.size() > 1 ? "s have" : " has") + " no " + options_.device.str() + " kernel: ";
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (i == 20) {
+      msg += ", ... " + std::to_string(missing.size() - 20) + " more";
+      break;
+    }
+    msg += (i ? ", " : "") + missing[i];
+  }
+  throw Error(ErrorKind::kUnsupportedOp, msg);
 }
 
 std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngineInfo& info,
@@ -145,8 +176,7 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
   e->options_ = options;
   e->options_.precision = info.precision;
   e->options_.optimize = info.optimize;
-  if (options.device.is_cuda())
-    throw Error(ErrorKind::kDevice, "the CUDA backend has no kernels in this build yet; use device='cpu'");
+  e->prepare_device();
   check_opsets(model);
   e->opset_ = model.opset("");
   e->opsets_ = model.opsets;
@@ -162,6 +192,7 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
     for (const auto& kv : missing) msg += kv.first + " ";
     throw Error(ErrorKind::kUnsupportedOp, msg + "(load the ONNX model again)");
   }
+  e->check_fallback(model.graph);
   e->finish(std::move(model.graph));
   return e;
 }
@@ -199,6 +230,9 @@ void Engine::save(const std::string& path, const std::map<std::string, std::stri
   info.pass_log = pass_log_;
   info.nodes_in_model = nodes_in_model_;
   info.metadata = metadata;
+  // Which backend the load-time passes fused for: a CPU engine's fused ops
+  // may have no device kernel (they then run on the CPU), and the reverse.
+  info.metadata["backend"] = backend_name(passes_backend());
   write_engine_file(path, m, info);
 }
 
@@ -228,144 +262,11 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) c
     }
   }
   ++plan_misses_;
-  std::shared_ptr<const Plan> p = build_plan(shapes);
+  const PlanSource src{graph_, opset_, options_, constants_.get()};
+  std::shared_ptr<const Plan> p = build_plan(src, shapes);
   plans_.emplace_front(shapes, p);
   while (plans_.size() > std::max<size_t>(1, options_.max_cached_plans)) plans_.pop_back();
   return p;
-}
-
-std::unique_ptr<Plan> Engine::build_plan(const std::vector<Shape>& shapes) const {
-  auto plan = std::make_unique<Plan>();
-  graph::Graph& g = plan->graph;
-  g = graph_;  // constants share storage with the engine's graph
-  // Sequences and optionals live only in the eager evaluator: they have no
-  // bytes an arena could hold (see core/tensor.h).
-  for (const auto& v : g.values)
-    if (dtype_is_container(v.dtype)) {
-      plan->value_dependent = true;
-      plan->value_dependent_reason = "'" + v.name + "' is a " + type_str(v.dtype, v.elem_type);
-      return plan;
-    }
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    auto& v = g.values[g.inputs[i]];
-    v.has_shape = true;
-    v.shape = sym_shape_from(shapes[i]);
-  }
-  passes::PassContext pc;
-  pc.opset = opset_;
-  pc.backend = Backend::kCPU;
-  pc.precision = options_.precision;
-  passes::PlanPassOptions po;
-  po.optimize = options_.optimize;
-  const passes::PlanPassResult passed = passes::run_plan_passes(g, po, pc);
-  const passes::BlockedLayout& blocked = passed.blocked;
-  if (passed.unknown_node >= 0) {
-    const graph::Node& n = g.nodes[passed.unknown_node];
-    const graph::Value& v = g.values[passed.unknown_value];
-    if (options_.device.type != DeviceType::kCPU)
-      throw Error(ErrorKind::kUnsupportedOp,
-                  "output '" + v.name + "' has a shape that depends on input values (inputs " +
-                      signature_str(shapes) + "); the " + options_.device.str() +
-                      " backend needs shapes known from input shapes",
-                  n.name, n.op_type);
-    plan->value_dependent = true;
-    plan->value_dependent_reason =
-        "node '" + n.name + "' (" + n.op_type + "): shape of '" + v.name + "' depends on input values";
-    return plan;
-  }
-
-  // Homes of values.
-  plan->values.assign(g.values.size(), PlannedValue{});
-  auto set_meta = [&](int v) {
-    auto& pv = plan->values[v];
-    pv.dtype = g.values[v].dtype;
-    pv.shape = sym_shape_values(g.values[v].shape);
-  };
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    int v = g.inputs[i];
-    set_meta(v);
-    plan->values[v].home = ValueHome::kInput;
-    plan->values[v].io_index = static_cast<int>(i);
-  }
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].is_constant()) {
-      auto& pv = plan->values[v];
-      pv.home = ValueHome::kConstant;
-      pv.constant = g.values[v].constant;
-      pv.dtype = pv.constant.dtype();
-      pv.shape = pv.constant.shape();
-    }
-  for (size_t o = 0; o < g.outputs.size(); ++o) {
-    int v = g.outputs[o];
-    const auto& val = g.values[v];
-    if (!val.has_shape || !sym_shape_known(val.shape))
-      throw Error(ErrorKind::kShape, "shape of output '" + val.name + "' could not be inferred");
-    plan->output_shapes.push_back(sym_shape_values(val.shape));
-    plan->output_dtypes.push_back(val.dtype);
-    if (val.producer >= 0 && plan->values[v].home == ValueHome::kUnused) {
-      set_meta(v);
-      plan->values[v].home = ValueHome::kOutput;
-      plan->values[v].io_index = static_cast<int>(o);
-    }
-  }
-
-  // Kernels, and lifetimes of intermediates.
-  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
-  for (size_t s = 0; s < g.nodes.size(); ++s) {
-    const auto& n = g.nodes[s];
-    KernelBuildInfo info(g, n, opset_, Backend::kCPU, options_.precision);
-    std::string why;
-    const KernelDef* def = select_kernel(info, &why);
-    if (!def) throw Error(ErrorKind::kUnsupportedOp, why, n.name, n.op_type);
-    PlannedStep st;
-    st.node = &n;
-    st.kernel = def->create(info);
-    st.inputs = n.inputs;
-    st.outputs = n.outputs;
-    for (int in : n.inputs)
-      if (in >= 0) last[in] = static_cast<int>(s);
-    for (int o : n.outputs)
-      if (o >= 0) {
-        first[o] = static_cast<int>(s);
-        if (last[o] < 0) last[o] = static_cast<int>(s);
-        if (plan->values[o].home == ValueHome::kUnused) {
-          set_meta(o);
-          plan->values[o].home = ValueHome::kArena;
-        }
-      }
-    plan->steps.push_back(std::move(st));
-  }
-
-  for (size_t v = 0; v < blocked.blocked.size(); ++v)
-    if (blocked.blocked[v]) {
-      if (plan->values[v].home != ValueHome::kArena)
-        throw Error(ErrorKind::kRuntime, "blocked value '" + g.values[v].name + "' is not an intermediate");
-      plan->values[v].channel_block = blocked.block;
-    }
-
-  std::vector<BufferRequest> requests;
-  std::vector<int> request_value;  // value id, or -(step+1) for a step's scratch
-  for (size_t v = 0; v < g.values.size(); ++v) {
-    if (plan->values[v].home != ValueHome::kArena) continue;
-    const auto& pv = plan->values[v];
-    requests.push_back({planned_bytes(pv), first[v], std::max(first[v], last[v])});
-    request_value.push_back(static_cast<int>(v));
-  }
-  for (size_t s = 0; s < plan->steps.size(); ++s) {
-    size_t b = plan->steps[s].kernel->scratch_bytes();
-    if (!b) continue;
-    requests.push_back({b, static_cast<int>(s), static_cast<int>(s)});
-    request_value.push_back(-static_cast<int>(s) - 1);
-  }
-  ArenaLayout layout = plan_arena(requests);
-  for (size_t r = 0; r < requests.size(); ++r) {
-    int id = request_value[r];
-    if (id >= 0) plan->values[id].offset = layout.offsets[r];
-    else plan->steps[-id - 1].scratch_offset = layout.offsets[r];
-  }
-  plan->arena_bytes = layout.arena_bytes;
-  plan->naive_bytes = layout.naive_bytes;
-  return plan;
 }
 
 MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
@@ -373,19 +274,35 @@ MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
   MemoryReport r;
   r.arena_bytes = p->arena_bytes;
   r.naive_bytes = p->naive_bytes;
+  r.device_arena_bytes = p->device_arena_bytes;
+  r.device_naive_bytes = p->device_naive_bytes;
   r.num_steps = p->steps.size();
+  r.host_steps = p->device.is_accelerator() ? p->host_steps : p->steps.size();
+  r.copy_steps = p->copy_steps;
   std::set<const void*> seen;
   for (const auto& v : p->values)
-    if (v.home == ValueHome::kConstant && seen.insert(v.constant.data()).second) r.constant_bytes += v.constant.bytes();
+    if (v.home == ValueHome::kConstant && seen.insert(v.constant.data()).second)
+      (v.space == MemorySpace::kDevice ? r.device_constant_bytes : r.constant_bytes) += v.constant.bytes();
   return r;
 }
 
-std::vector<std::array<std::string, 3>> Engine::kernel_report(const std::vector<Shape>& shapes) const {
+std::vector<KernelReportRow> Engine::kernel_report(const std::vector<Shape>& shapes) const {
   auto p = plan_for(shapes);
-  std::vector<std::array<std::string, 3>> r;
+  std::vector<KernelReportRow> r;
+  const std::string dev = p->device.is_cuda() ? "cuda" : p->device.is_sim() ? "sim" : "cpu";
   for (const auto& st : p->steps) {
-    std::string op = st.node->domain.empty() ? st.node->op_type : st.node->domain + "::" + st.node->op_type;
-    r.push_back({st.node->name, op, st.kernel->impl_name()});
+    KernelReportRow row;
+    row.node = st.node->name;
+    row.op = st.node->domain.empty() ? st.node->op_type : st.node->domain + "::" + st.node->op_type;
+    switch (st.kind) {
+      case StepKind::kHost: row.where = "cpu"; break;
+      case StepKind::kDevice: row.where = dev; break;
+      case StepKind::kCopyToDevice:
+      case StepKind::kCopyToHost: row.where = "copy"; break;
+    }
+    row.kernel = st.kernel ? st.kernel->impl_name() : step_kind_name(st.kind);
+    row.note = st.note;
+    r.push_back(std::move(row));
   }
   return r;
 }
@@ -405,7 +322,8 @@ void Engine::check_inputs(const std::vector<Tensor>& inputs) const {
       check_value_type("input '" + spec.name + "'", want, t, options_.device);
       continue;
     }
-    if (t.device() != options_.device)
+    // A device engine also takes host inputs (staged to the device).
+    if (t.device() != options_.device && !t.device().is_cpu())
       throw Error(ErrorKind::kDevice, "input '" + spec.name + "' is on " + t.device().str() +
                                           " but the engine runs on " + options_.device.str());
     if (t.dtype() != spec.dtype)
@@ -434,14 +352,26 @@ void Engine::check_inputs(const std::vector<Tensor>& inputs) const {
   }
 }
 
-std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>& inputs) const {
+std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>& inputs,
+                                const RunOptions& options) const {
+  if (ctx.device() != options_.device)
+    throw Error(ErrorKind::kInvalidArgument, "a context for " + ctx.device().str() + " given to an engine on " +
+                                                 options_.device.str());
   check_inputs(inputs);
   std::vector<Shape> shapes;
   shapes.reserve(inputs.size());
   for (const auto& t : inputs) shapes.push_back(t.shape());
   auto plan = plan_for(shapes);
-  if (plan->value_dependent) return run_eager(inputs, ctx.num_threads());
-  return ctx.execute(plan, inputs);
+  if (plan->value_dependent) {
+    if (options_.device.is_accelerator()) {
+      std::lock_guard<std::mutex> lock(fallback_mutex_);
+      if (host_fallback_.empty()) host_fallback_ = plan->value_dependent_reason;
+    }
+    return run_on_host(inputs, ctx.num_threads(), options);
+  }
+  RunOptions o = options;
+  o.cuda_graphs = o.cuda_graphs && options_.cuda_graphs;
+  return ctx.execute(plan, inputs, o);
 }
 
 std::vector<Tensor> Engine::run_eager(const std::vector<Tensor>& inputs, int threads) const {
@@ -452,7 +382,34 @@ std::vector<Tensor> Engine::run_eager(const std::vector<Tensor>& inputs, int thr
   return evaluate_graph(graph_, inputs, {}, eo);
 }
 
-std::vector<Tensor> Engine::run(const std::vector<Tensor>& inputs) const {
+// The host evaluator for a plan no device can run (shapes that depend on
+// values): device inputs come to the host, outputs go back unless the
+// caller wants them on the host.
+std::vector<Tensor> Engine::run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const {
+  if (!options_.device.is_accelerator()) return run_eager(inputs, threads);
+  if (o.stream) o.stream->synchronize();  // inputs produced on the caller's stream
+  std::vector<Tensor> host;
+  host.reserve(inputs.size());
+  for (const auto& t : inputs) host.push_back(to_host(t));
+  std::vector<Tensor> out = run_eager(host, threads);
+  if (o.host_outputs) return out;
+  for (auto& t : out)
+    if (!dtype_is_container(t.dtype())) t = to_device(t, options_.device);
+  return out;
+}
+
+std::string Engine::host_fallback_reason() const {
+  std::lock_guard<std::mutex> lock(fallback_mutex_);
+  return host_fallback_;
+}
+
+std::unique_ptr<ExecutionContext> Engine::create_context(int num_threads, int stream_priority) const {
+  return std::make_unique<ExecutionContext>(options_.device, num_threads > 0 ? num_threads : default_threads(),
+                                            stream_priority == kEnginePriority ? options_.stream_priority
+                                                                               : stream_priority);
+}
+
+std::vector<Tensor> Engine::run(const std::vector<Tensor>& inputs, const RunOptions& options) const {
   std::unique_ptr<ExecutionContext> ctx;
   {
     std::lock_guard<std::mutex> lock(pool_mutex_);
@@ -461,10 +418,10 @@ std::vector<Tensor> Engine::run(const std::vector<Tensor>& inputs) const {
       pool_.pop_back();
     }
   }
-  if (!ctx) ctx = std::make_unique<ExecutionContext>(options_.device, default_threads());
+  if (!ctx) ctx = create_context();
   std::vector<Tensor> out;
   try {
-    out = run(*ctx, inputs);
+    out = run(*ctx, inputs, options);
   } catch (...) {
     std::lock_guard<std::mutex> lock(pool_mutex_);
     pool_.push_back(std::move(ctx));

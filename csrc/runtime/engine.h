@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <list>
 #include <map>
 #include <memory>
@@ -14,34 +15,13 @@
 
 #include "core/device.h"
 #include "graph/ir.h"
+#include "runtime/constant_store.h"
 #include "runtime/engine_file.h"
+#include "runtime/engine_options.h"
+#include "runtime/execution_context.h"
 #include "runtime/plan.h"
 
 namespace twinfer {
-
-class ExecutionContext;
-
-struct EngineOptions {
-  Device device = Device::cpu();
-  Precision precision = Precision::kFP32;
-  int num_threads = 0;            // CPU threads per run; 0 = all the process may use
-  bool optimize = true;           // run the rewrite passes (folding, fusion)
-  size_t max_cached_plans = 16;   // per-shape plans kept (least recently used dropped)
-  // Intermediate values to return as extra outputs, after the model's own
-  // (calibration and per-layer accuracy reports read activations this way).
-  std::vector<std::string> extra_outputs;
-  // precision int8: calibrated activation ranges (value name -> amax), and
-  // nodes to keep in float (the accuracy fallback). Activations in
-  // int8_unsigned were never negative in calibration: they run as uint8.
-  std::map<std::string, float> int8_amax;
-  std::set<std::string> int8_unsigned;
-  // Per-channel activation means for bias correction (QuantizeSpec).
-  std::map<std::string, std::vector<float>> int8_channel_mean;
-  std::set<std::string> keep_float;
-  // weights="int8": MatMul/Gemm constant weights stored int8 per output
-  // channel and dequantized inside the GEMM (activations stay float32).
-  bool int8_weights = false;
-};
 
 struct IOSpec {
   std::string name;
@@ -58,13 +38,25 @@ struct EngineStats {
   std::vector<std::string> pass_log;
 };
 
-// Memory of one plan: what the arena holds at peak vs. what all
-// intermediates would take without reuse, plus weights.
+// Memory of one plan: what the arenas hold at peak vs. what all
+// intermediates would take without reuse, plus weights. Device plans have a
+// host arena (page-locked: host values and staging) and a device arena.
 struct MemoryReport {
-  size_t arena_bytes = 0;
+  size_t arena_bytes = 0;  // host
   size_t naive_bytes = 0;
-  size_t constant_bytes = 0;
+  size_t constant_bytes = 0;         // weights the plan reads on the host
+  size_t device_arena_bytes = 0;
+  size_t device_naive_bytes = 0;
+  size_t device_constant_bytes = 0;  // weights the plan reads on the device (uploaded once per engine)
   size_t num_steps = 0;
+  size_t host_steps = 0, copy_steps = 0;
+};
+
+// One step of a plan, for kernel_report: node, op, kernel, where it runs
+// ("cpu", "cuda", "sim", or "copy"), and why a node of a device plan runs
+// on the host ("" otherwise).
+struct KernelReportRow {
+  std::string node, op, kernel, where, note;
 };
 
 class Engine {
@@ -89,16 +81,24 @@ class Engine {
   // The plan for these input shapes, built on first use and cached.
   std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& input_shapes) const;
   MemoryReport memory_report(const std::vector<Shape>& input_shapes) const;
-  // Per step: node name, op, kernel implementation (for reports).
-  std::vector<std::array<std::string, 3>> kernel_report(const std::vector<Shape>& input_shapes) const;
+  std::vector<KernelReportRow> kernel_report(const std::vector<Shape>& input_shapes) const;
 
   // Validate the inputs (count, dtype, rank, dims, device) and run in `ctx`.
-  std::vector<Tensor> run(ExecutionContext& ctx, const std::vector<Tensor>& inputs) const;
+  // A device engine takes inputs on its device or on the host.
+  std::vector<Tensor> run(ExecutionContext& ctx, const std::vector<Tensor>& inputs,
+                          const RunOptions& options = {}) const;
   // Same, with a context borrowed from the engine's pool (one per concurrent caller).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const RunOptions& options = {}) const;
   // Evaluates the graph node by node with the input values known (plans
-  // whose shapes depend on values).
+  // whose shapes depend on values), on the host.
   std::vector<Tensor> run_eager(const std::vector<Tensor>& inputs, int threads) const;
+  // A new context for this engine (device, threads, stream priority;
+  // kEnginePriority: the engine's stream_priority option).
+  static constexpr int kEnginePriority = INT32_MIN;
+  std::unique_ptr<ExecutionContext> create_context(int num_threads = 0, int stream_priority = kEnginePriority) const;
+  // A device engine whose plans need the host evaluator (shapes that depend
+  // on values, sequences): why, once such a run happened ("" otherwise).
+  std::string host_fallback_reason() const;
 
   int default_threads() const;
 
@@ -106,7 +106,10 @@ class Engine {
   Engine() = default;
   void check_inputs(const std::vector<Tensor>& inputs) const;
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
-  std::unique_ptr<Plan> build_plan(const std::vector<Shape>& shapes) const;
+  std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
+  void prepare_device();                            // device engines: check the device, the constant store
+  Backend passes_backend() const;                   // the backend load-time fusions target
+  void check_fallback(const graph::Graph& g) const;  // allow_cpu_fallback=False: every node has a device kernel
 
   EngineOptions options_;
   int64_t opset_ = 0;
@@ -116,6 +119,9 @@ class Engine {
   std::vector<IOSpec> inputs_, outputs_;
   std::vector<std::string> pass_log_;
   size_t nodes_in_model_ = 0;
+  std::unique_ptr<ConstantStore> constants_;  // device engines: weights uploaded once, shared by all plans
+  mutable std::mutex fallback_mutex_;
+  mutable std::string host_fallback_;
 
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<std::vector<Shape>, std::shared_ptr<const Plan>>> plans_;  // MRU first

@@ -1,3 +1,5 @@
+// The context's shared parts and the host path (a plan whose steps all run
+// on the CPU). The device path is runtime/device_execution.cc.
 #include "runtime/execution_context.h"
 
 #include <algorithm>
@@ -6,15 +8,28 @@
 
 namespace twinfer {
 
-ExecutionContext::ExecutionContext(Device device, int num_threads)
-    : device_(device), num_threads_(num_threads > 0 ? num_threads : 1) {}
-
-ExecutionContext::~ExecutionContext() = default;
+ExecutionContext::ExecutionContext(Device device, int num_threads, int stream_priority)
+    : device_(device), num_threads_(num_threads > 0 ? num_threads : 1) {
+  if (device.is_accelerator()) {
+    api_ = &device_api(device);
+    stream_ = api_->create_stream(stream_priority);
+    capture_stream_ = api_->create_stream(stream_priority);
+    done_ = api_->create_event();
+    alloc_done_ = api_->create_event();
+    staging_done_ = api_->create_event();
+  }
+}
 
 void ExecutionContext::prepare(const std::shared_ptr<const Plan>& plan) {
   if (prepared_for_ == plan) return;
-  if (!arena_ || arena_->bytes() < plan->arena_bytes)
-    arena_ = Storage::allocate(allocator_for(device_), std::max<size_t>(plan->arena_bytes, 64));
+  if (!arena_ || arena_->bytes() < plan->arena_bytes) {
+    // Host values of a device plan are copied to and from the device
+    // asynchronously: page-locked memory. The old arena may still be read by
+    // a copy in flight.
+    if (api_ && arena_) synchronize();
+    Allocator& a = api_ ? api_->pinned_allocator() : allocator_for(device_);
+    arena_ = Storage::allocate(a, std::max<size_t>(plan->arena_bytes, 64));
+  }
   // Argument blocks carry shapes and dtypes once; each run only patches pointers.
   step_args_.assign(plan->steps.size(), KernelContext{});
   for (size_t s = 0; s < plan->steps.size(); ++s) {
@@ -43,15 +58,44 @@ std::vector<ExecutionContext::StepTime> ExecutionContext::step_times() const {
   for (size_t s = 0; s < prepared_for_->steps.size(); ++s) {
     const auto& st = prepared_for_->steps[s];
     const std::string op = st.node->domain.empty() ? st.node->op_type : st.node->domain + "::" + st.node->op_type;
-    r.push_back({st.node->name, op, st.kernel->impl_name(), step_ms_[s], step_runs_[s]});
+    r.push_back({st.node->name, op, st.kernel ? st.kernel->impl_name() : step_kind_name(st.kind), step_ms_[s],
+                 step_runs_[s]});
   }
   return r;
 }
 
-std::vector<Tensor> ExecutionContext::execute(const std::shared_ptr<const Plan>& plan_ptr,
-                                              const std::vector<Tensor>& inputs) {
-  prepare(plan_ptr);
-  const Plan& plan = *plan_ptr;
+std::vector<Tensor> ExecutionContext::execute(const std::shared_ptr<const Plan>& plan,
+                                              const std::vector<Tensor>& inputs, const RunOptions& options) {
+  if (plan->device.is_accelerator()) {
+    if (!api_) throw Error(ErrorKind::kDevice, "a " + plan->device.str() + " plan given to a CPU context");
+    return execute_device(plan, inputs, options);
+  }
+  prepare(plan);
+  return execute_host(*plan, inputs);
+}
+
+// Runs step `index` with its argument block on this thread, timing it when
+// profiling, and names the node in any error.
+void ExecutionContext::run_step(const Plan& plan, size_t index, KernelContext& a) {
+  const auto& st = plan.steps[index];
+  try {
+    if (profiling_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      st.kernel->run(a);
+      step_ms_[index] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      ++step_runs_[index];
+    } else {
+      st.kernel->run(a);
+    }
+  } catch (const Error& e) {
+    if (!e.node().empty()) throw;
+    throw Error(e.kind(), e.what(), st.node->name, st.node->op_type);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kRuntime, e.what(), st.node->name, st.node->op_type);
+  }
+}
+
+std::vector<Tensor> ExecutionContext::execute_host(const Plan& plan, const std::vector<Tensor>& inputs) {
   char* arena = static_cast<char*>(arena_->data());
 
   // Outputs produced by kernels are written straight into fresh tensors.
@@ -77,21 +121,7 @@ std::vector<Tensor> ExecutionContext::execute(const std::shared_ptr<const Plan>&
     for (size_t i = 0; i < st.outputs.size(); ++i) a.outputs[i].data = st.outputs[i] < 0 ? nullptr : value_ptrs_[st.outputs[i]];
     a.scratch = arena + st.scratch_offset;
     a.num_threads = num_threads_;
-    try {
-      if (profiling_) {
-        const auto t0 = std::chrono::steady_clock::now();
-        st.kernel->run(a);
-        step_ms_[s] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        ++step_runs_[s];
-      } else {
-        st.kernel->run(a);
-      }
-    } catch (const Error& e) {
-      if (!e.node().empty()) throw;
-      throw Error(e.kind(), e.what(), st.node->name, st.node->op_type);
-    } catch (const std::exception& e) {
-      throw Error(ErrorKind::kRuntime, e.what(), st.node->name, st.node->op_type);
-    }
+    run_step(plan, s, a);
   }
 
   // Engine outputs that no step writes (inputs or constants passed through,

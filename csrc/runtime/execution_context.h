@@ -1,32 +1,62 @@
-// Everything that changes per run: the arena for intermediates, the per-step
-// argument blocks, the thread budget (and, on CUDA, the stream and handles).
-// One context runs one thing at a time; use one per thread.
+// Everything that changes per run: the arenas for intermediates, the
+// per-step argument blocks, the thread budget, and on a device the stream,
+// the events that order runs, and the captured graphs. One context runs one
+// thing at a time; use one per thread.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/device_api.h"
 #include "core/tensor.h"
 #include "ops/kernel.h"
 #include "runtime/plan.h"
 
 namespace twinfer {
 
+// How one run of a device plan goes.
+struct RunOptions {
+  // Run on this (a caller's) stream; null: the context's own. Inputs on the
+  // device must be ready on it (or carry a ready event, which it waits for).
+  std::shared_ptr<Stream> stream;
+  // Outputs come back as host tensors and the run is waited for (NumPy in,
+  // NumPy out); otherwise they are device tensors with a ready event.
+  bool host_outputs = false;
+  // Capture the run into a graph per plan after its first run, replay after.
+  bool cuda_graphs = true;
+};
+
 class ExecutionContext {
  public:
-  explicit ExecutionContext(Device device, int num_threads);
+  // On a device, the context owns a non-blocking stream of `stream_priority`.
+  ExecutionContext(Device device, int num_threads, int stream_priority = 0);
   ~ExecutionContext();
+  ExecutionContext(const ExecutionContext&) = delete;
+  ExecutionContext& operator=(const ExecutionContext&) = delete;
 
   int num_threads() const { return num_threads_; }
   void set_num_threads(int n) { num_threads_ = n > 0 ? n : 1; }
   Device device() const { return device_; }
   size_t arena_bytes() const { return arena_ ? arena_->bytes() : 0; }
+  size_t device_arena_bytes() const { return device_arena_ ? device_arena_->bytes() : 0; }
+  // The context's own stream (null on the CPU).
+  const std::shared_ptr<Stream>& stream() const { return stream_; }
 
   // Run `plan` on `inputs` (already validated); returns the engine's outputs.
-  std::vector<Tensor> execute(const std::shared_ptr<const Plan>& plan, const std::vector<Tensor>& inputs);
+  std::vector<Tensor> execute(const std::shared_ptr<const Plan>& plan, const std::vector<Tensor>& inputs,
+                              const RunOptions& options = {});
+  // Blocks until this context's last run has finished on the device.
+  void synchronize();
 
-  // Per-step timing (host clock around each kernel; on the CPU a kernel has
-  // finished when run() returns). Off by default: two clock reads per step.
+  struct GraphStats {
+    size_t captures = 0;  // graphs captured
+    size_t replays = 0;   // runs that replayed one
+    size_t cached = 0;    // graphs held now
+  };
+  GraphStats graph_stats() const;
+
+  // Per-step timing (host clock around each kernel; on a device each step is
+  // waited for, so profiling serialises the run). Off by default.
   struct StepTime {
     std::string node, op, impl;
     double total_ms = 0;
@@ -38,17 +68,47 @@ class ExecutionContext {
   std::vector<StepTime> step_times() const;
 
  private:
-  void prepare(const std::shared_ptr<const Plan>& plan);  // arena and argument blocks for this plan
+  // A captured graph of one plan, replayed by later runs at its shapes.
+  struct GraphEntry {
+    std::shared_ptr<const Plan> plan;  // held: a freed plan's address could be reused
+    const void* arena = nullptr;       // the device arena it was captured with
+    std::unique_ptr<GraphExec> exec;   // null until captured
+    int runs = 0;
+    uint64_t last_use = 0;
+  };
+
+  void prepare(const std::shared_ptr<const Plan>& plan);  // arenas and argument blocks for this plan
+  std::vector<Tensor> execute_host(const Plan& plan, const std::vector<Tensor>& inputs);
+  std::vector<Tensor> execute_device(const std::shared_ptr<const Plan>& plan, const std::vector<Tensor>& inputs,
+                                     const RunOptions& options);
+  // Enqueues (or runs, for host steps) every step of `plan` on `s`.
+  void enqueue_steps(const Plan& plan, Stream& s, char* device_arena, char* host_arena);
+  void run_step(const Plan& plan, size_t index, KernelContext& a);
+  GraphEntry* graph_for(const std::shared_ptr<const Plan>& plan, const void* arena);
 
   Device device_;
   int num_threads_;
-  std::shared_ptr<Storage> arena_;
+  std::shared_ptr<Storage> arena_;  // host values (page-locked for device plans)
   std::shared_ptr<const Plan> prepared_for_;  // held, so its address cannot be reused under us
   std::vector<KernelContext> step_args_;
   std::vector<void*> value_ptrs_;
   bool profiling_ = false;
   std::vector<double> step_ms_;
   std::vector<int64_t> step_runs_;
+
+  // Device state.
+  DeviceApi* api_ = nullptr;
+  std::shared_ptr<Stream> stream_;          // our own: outputs are allocated (and freed) in its order
+  std::shared_ptr<Stream> capture_stream_;  // graphs are captured here, never on a stream others free on
+  std::shared_ptr<Event> done_;             // end of the latest run: its outputs' ready event
+  std::shared_ptr<Event> alloc_done_;       // outputs allocated on stream_, used on a caller's stream
+  std::shared_ptr<Event> staging_done_;     // the latest run's input staging copies
+  uintptr_t last_stream_ = 0;               // handle of the latest run's stream
+  bool ran_ = false, staging_pending_ = false;
+  std::shared_ptr<Storage> device_arena_;
+  std::vector<std::unique_ptr<GraphEntry>> graphs_;
+  GraphStats gstats_;
+  uint64_t run_counter_ = 0;
 };
 
 }  // namespace twinfer

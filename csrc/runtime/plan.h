@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "core/device_api.h"
 #include "graph/ir.h"
 #include "ops/kernel.h"
+#include "runtime/placement.h"
 
 namespace twinfer {
 
@@ -29,6 +31,10 @@ struct PlannedValue {
   // > 0: stored in the CPU's channel-blocked layout (graph/passes/blocked_layout.h),
   // channels padded up to a multiple of this block. Only ever kArena.
   int64_t channel_block = 0;
+  // Device plans: where the value lives (kArena: which of the two arenas;
+  // kConstant: the device copy from the engine's constant store, or the host
+  // tensor). Host plans: always kHost.
+  MemorySpace space = MemorySpace::kHost;
 };
 
 // Bytes a value occupies: its logical size, or with the channel padding of
@@ -44,7 +50,9 @@ inline size_t planned_bytes(const PlannedValue& v) {
 
 struct PlannedStep {
   const graph::Node* node = nullptr;  // points into Plan::graph
-  std::unique_ptr<Kernel> kernel;
+  StepKind kind = StepKind::kHost;    // device plans: where and how it runs
+  std::string note;                   // why a node of a device plan runs on the host
+  std::unique_ptr<Kernel> kernel;     // none for copies
   std::vector<int> inputs;   // value ids, -1 for a missing optional
   std::vector<int> outputs;
   size_t scratch_offset = 0;
@@ -52,10 +60,24 @@ struct PlannedStep {
 
 struct Plan {
   graph::Graph graph;                // specialised for these shapes
+  Device device;                     // cpu: every step runs on the host; else a device plan
   std::vector<PlannedValue> values;  // by value id of `graph`
   std::vector<PlannedStep> steps;
-  size_t arena_bytes = 0;            // peak memory for intermediates (+ scratch)
+  size_t arena_bytes = 0;            // peak memory for intermediates (+ scratch); device plans: the host arena
   size_t naive_bytes = 0;            // what they would need without reuse
+
+  // Device plans. The device arena holds the device values, and for the
+  // whole run one buffer per input and per output (input_slots /
+  // output_slots): host inputs are staged into them, and a captured graph
+  // reads and writes only those, so a replay never sees another run's
+  // addresses. The host arena (page-locked) holds host values and the
+  // staging buffers host inputs and outputs pass through.
+  size_t device_arena_bytes = 0;
+  size_t device_naive_bytes = 0;
+  std::vector<size_t> input_slots, output_slots;      // device arena offsets
+  std::vector<size_t> input_staging, output_staging;  // host arena offsets
+  bool capturable = false;  // no host step: one CUDA graph can hold the whole run
+  size_t host_steps = 0, copy_steps = 0;
   std::vector<Shape> output_shapes;  // per engine output
   std::vector<DType> output_dtypes;
   // Some shape depends on input values (a shape fed as an input, NonZero...):

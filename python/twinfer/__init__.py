@@ -35,6 +35,17 @@ def cuda_available() -> bool:
     return bool(_core.cuda_available())
 
 
+def stream_priority_range(device: str = "cuda") -> tuple[int, int]:
+    """(least, greatest) stream priority on ``device``; numerically lower is more
+    urgent, as in CUDA (``load(..., stream_priority=)``, ``create_context(priority=)``)."""
+    return tuple(_core.stream_priority_range(device))
+
+
+def create_stream(device: str = "cuda", priority: int = 0) -> "_core.Stream":
+    """A new non-blocking stream on ``device``, for ``Engine.run(..., stream=)``."""
+    return _core.create_stream(device, priority)
+
+
 def build_info() -> dict:
     """What this build contains: CUDA compiled in, cuBLAS/cuDNN versions, the CPU BLAS, ops."""
     info = dict(_core.build_info())
@@ -54,6 +65,8 @@ __all__ = [
     "from_dlpack",
     "cuda_available",
     "build_info",
+    "stream_priority_range",
+    "create_stream",
     "Error",
     "ModelFormatError",
     "UnsupportedOpError",

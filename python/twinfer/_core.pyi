@@ -1,11 +1,32 @@
 """Types of twinfer's C++ core (private; use the twinfer package). Generated with
 pybind11-stubgen (pip install pybind11-stubgen; pybind11-stubgen twinfer._core), then
-typing_extensions.CapsuleType written as typing.Any. tests/test_typing.py checks it names
+typing.Any written as typing.Any. tests/test_typing.py checks it names
 every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'ExecutionContext', 'Tensor', 'build_info', 'cuda_available', 'is_engine_file', 'load_engine', 'load_model', 'read_model_info']
+__all__: list[str] = ['Engine', 'ExecutionContext', 'Stream', 'Tensor', 'build_info', 'create_stream', 'cuda_available', 'device_synchronize', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
+class Stream:
+    """
+    A device stream (twinfer's own or a caller's).
+    """
+    def __repr__(self) -> str:
+        ...
+    def synchronize(self) -> None:
+        """
+        Block until the work enqueued so far has finished (raises a device task's error).
+        """
+    @property
+    def device(self) -> str:
+        ...
+    @property
+    def handle(self) -> int:
+        """
+        cudaStream_t as an int (what run(stream=...) and DLPack take); an id on 'sim'.
+        """
+    @property
+    def priority(self) -> int:
+        ...
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -30,9 +51,17 @@ class Tensor:
         """
     def _view_as(self, dtype: str) -> Tensor:
         ...
+    def cpu(self) -> Tensor:
+        """
+        The tensor on the host (itself if it is there already; a device tensor is waited for and copied).
+        """
     def numpy(self) -> typing.Any:
         """
-        A NumPy view of the same memory (no copy).
+        A NumPy view of the same memory (no copy) for a host tensor; for a device tensor a host copy, made once the device has written it.
+        """
+    def synchronize(self) -> None:
+        """
+        Block until a device tensor has been written (raises the error of a failed run).
         """
     @property
     def data_ptr(self) -> int:
@@ -50,6 +79,11 @@ class Tensor:
     def ndim(self) -> int:
         ...
     @property
+    def ready(self) -> bool:
+        """
+        False while the device is still writing this tensor.
+        """
+    @property
     def shape(self) -> tuple:
         ...
     @property
@@ -59,15 +93,26 @@ class ExecutionContext:
     """
     Per-run state (arena, thread budget); use one per thread.
     """
+    def graph_stats(self) -> dict:
+        """
+        CUDA graphs of this context: captures, replays, graphs held.
+        """
     def step_times(self) -> list:
         """
         (node, op, kernel, total ms, runs) per step of the plan run last.
+        """
+    def synchronize(self) -> None:
+        """
+        Block until this context's last run has finished on the device.
         """
     @property
     def arena_bytes(self) -> int:
         ...
     @property
     def device(self) -> str:
+        ...
+    @property
+    def device_arena_bytes(self) -> int:
         ...
     @property
     def num_threads(self) -> int:
@@ -83,18 +128,23 @@ class ExecutionContext:
     @profiling.setter
     def profiling(self, arg1: bool) -> None:
         ...
+    @property
+    def stream(self) -> Stream:
+        """
+        The context's own stream (None on the CPU).
+        """
 class Engine:
-    def create_context(self, num_threads: typing.SupportsInt | typing.SupportsIndex = 0) -> ExecutionContext:
+    def create_context(self, num_threads: typing.SupportsInt | typing.SupportsIndex = 0, priority: typing.Any = None) -> ExecutionContext:
         ...
-    def kernel_report(self, arg0: list) -> list[typing.Annotated[list[str], "FixedSize(3)"]]:
+    def kernel_report(self, arg0: list) -> list:
         ...
     def memory_report(self, arg0: list) -> dict:
         ...
     def op_histogram(self) -> dict[str, int]:
         ...
-    def run(self, inputs: collections.abc.Sequence[Tensor]) -> list[Tensor]:
+    def run(self, inputs: collections.abc.Sequence[Tensor], stream: typing.Any = None, host_outputs: bool = False) -> list[Tensor]:
         ...
-    def run_in(self, context: ExecutionContext, inputs: collections.abc.Sequence[Tensor]) -> list[Tensor]:
+    def run_in(self, context: ExecutionContext, inputs: collections.abc.Sequence[Tensor], stream: typing.Any = None, host_outputs: bool = False) -> list[Tensor]:
         ...
     def save(self, path: str, metadata: collections.abc.Mapping[str, str] = {}) -> None:
         """
@@ -106,10 +156,18 @@ class Engine:
     def device(self) -> str:
         ...
     @property
+    def host_fallback_reason(self) -> str:
+        """
+        Why a device engine ran a plan through the host evaluator ('' if it never did).
+        """
+    @property
     def inputs(self) -> list:
         ...
     @property
     def num_threads(self) -> int:
+        ...
+    @property
+    def options(self) -> dict:
         ...
     @property
     def outputs(self) -> list:
@@ -117,21 +175,43 @@ class Engine:
     @property
     def precision(self) -> str:
         ...
+def _test_broadcast_offsets(arg0: collections.abc.Sequence[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> tuple[int, list[list[int]]]:
+    ...
+def _test_fast_divmod(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int]]:
+    ...
 def build_info() -> dict:
     ...
+def create_stream(device: str, priority: typing.SupportsInt | typing.SupportsIndex = 0) -> Stream:
+    ...
 def cuda_available() -> bool:
+    ...
+def device_synchronize(device: str) -> None:
+    ...
+def injected_faults() -> list[str]:
     ...
 def is_engine_file(path: str) -> bool:
     """
     True when `path` starts like a twinfer engine file.
     """
-def load_engine(path: str, device: str = 'cpu', num_threads: typing.SupportsInt | typing.SupportsIndex = 0) -> tuple[Engine, dict[str, str]]:
+def load_engine(path: str, device: str = 'cpu', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all') -> tuple[Engine, dict[str, str]]:
     """
     (Engine, metadata) from a saved engine file: no load-time pass runs.
     """
-def load_model(source: typing.Any, is_path: bool, device: str = 'cpu', precision: str = 'fp32', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, optimize: bool = True, base_dir: str = '', extra_outputs: collections.abc.Sequence[str] = [], int8_amax: collections.abc.Mapping[str, typing.SupportsFloat | typing.SupportsIndex] = {}, keep_float: collections.abc.Set[str] = set(), int8_weights: bool = False, int8_unsigned: collections.abc.Set[str] = set(), int8_channel_mean: collections.abc.Mapping[str, collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]] = {}) -> Engine:
+def load_model(source: typing.Any, is_path: bool, device: str = 'cpu', precision: str = 'fp32', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, optimize: bool = True, base_dir: str = '', extra_outputs: collections.abc.Sequence[str] = [], int8_amax: collections.abc.Mapping[str, typing.SupportsFloat | typing.SupportsIndex] = {}, keep_float: collections.abc.Set[str] = set(), int8_weights: bool = False, int8_unsigned: collections.abc.Set[str] = set(), int8_channel_mean: collections.abc.Mapping[str, collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]] = {}, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all') -> Engine:
+    ...
+def parse_device(device: str) -> str:
     ...
 def read_model_info(source: typing.Any, is_path: bool, base_dir: str = '') -> dict:
     """
     Parse an ONNX model (a path, or bytes) and summarise it as a dict; nothing is compiled.
+    """
+def set_injected_faults(names: collections.abc.Sequence[str]) -> None:
+    ...
+def set_sim_config(max_delay_us: typing.SupportsInt | typing.SupportsIndex, seed: typing.SupportsInt | typing.SupportsIndex, check_order: bool, memory_limit: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+def sim_config() -> dict:
+    ...
+def stream_priority_range(device: str) -> tuple[int, int]:
+    """
+    (least, greatest): numerically lower is more urgent.
     """

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import NamedTuple
 
 from . import _core
-from ._convert import Tensor, as_tensor
+from ._convert import Tensor, as_tensor, is_device_array
+from ._streams import LEGACY_DEFAULT, producer_stream, stream_handle
 from .errors import InvalidArgumentError, ShapeError
 
 
@@ -22,6 +24,19 @@ class TensorSpec(NamedTuple):
     shape: tuple
 
 
+class KernelRow(NamedTuple):
+    """One step of a plan (Engine.kernel_report): the node, its op, the kernel
+    that runs it, where ("cpu", "cuda", "sim", or "copy" for a host<->device
+    transfer placement inserted), and for a device engine's node that runs
+    on the CPU, why."""
+
+    node: str
+    op: str
+    kernel: str
+    backend: str
+    note: str
+
+
 def _inner_type(type_name: str) -> tuple[str, str]:
     """("sequence", "float32") for "sequence(float32)"; ("", name) for a tensor dtype."""
     for kind in ("sequence", "optional"):
@@ -30,12 +45,13 @@ def _inner_type(type_name: str) -> tuple[str, str]:
     return "", type_name
 
 
-def _to_value(x, type_name: str, what: str):
+def _to_value(x, type_name: str, what: str, stream: int | None = None):
     """A fed value as a core Tensor of ``type_name``: sequence inputs take a list
-    (or tuple) of arrays, optional inputs None or a value."""
+    (or tuple) of arrays, optional inputs None or a value. ``stream``: the
+    stream a device engine reads device arrays on (DLPack's stream protocol)."""
     kind, inner = _inner_type(type_name)
     if kind == "":
-        return as_tensor(x, type_name)
+        return as_tensor(x, type_name, stream)
     if isinstance(x, Tensor) and x.dtype.startswith(kind + "("):
         return x
     if kind == "sequence":
@@ -71,6 +87,15 @@ class Engine:
     def __init__(self, core: "_core.Engine", shape_ranges: dict | None = None):
         self._core = core
         self.calibration = None  # precision="int8": the twinfer.quantize.Calibration it was built with
+        self._on_device = core.device != "cpu"
+        self._output_names = [spec[0] for spec in core.outputs]
+        self._input_names = tuple(spec[0] for spec in core.inputs)
+        self._input_types = tuple(spec[1] for spec in core.inputs)
+        # The per-call fast path (plain arrays in, arrays out) needs no
+        # sequence/optional handling.
+        self._plain_io = all(_inner_type(t)[0] == "" for t in self._input_types) and \
+            all(_inner_type(spec[1])[0] == "" for spec in core.outputs)
+        self._warned_fallback = False
         self._ranges = self._check_ranges(shape_ranges or {})
         # Plans for the declared extremes now: errors surface at load, and
         # the first runs at those shapes pay nothing extra.
@@ -130,7 +155,14 @@ class Engine:
         return self._core.num_threads
 
     # -- running -----------------------------------------------------------
-    def _ordered_inputs(self, feeds: dict) -> list[Tensor]:
+    def _ordered_inputs(self, feeds: dict, stream: int | None = None) -> list[Tensor]:
+        if self._plain_io and stream is None and not self._ranges and len(feeds) == len(self._input_names):
+            # The common case, kept short: what a one-node model costs per call
+            # is mostly this (benchmarks/overhead.py).
+            try:
+                return [as_tensor(feeds[n], t) for n, t in zip(self._input_names, self._input_types)]
+            except KeyError:
+                pass  # a wrong name: the full check below says which
         specs = self.inputs
         names = {s.name for s in specs}
         unknown = [k for k in feeds if k not in names]
@@ -141,14 +173,15 @@ class Engine:
         missing = [s.name for s in specs if s.name not in feeds]
         if missing:
             raise InvalidArgumentError(f"missing input(s) {missing}")
-        tensors = [_to_value(feeds[s.name], s.dtype, f"input {s.name!r}") for s in specs]
+        tensors = [_to_value(feeds[s.name], s.dtype, f"input {s.name!r}", stream) for s in specs]
         if self._ranges:
             for s, t in zip(specs, tensors):
                 if s.name in self._ranges:
                     self._check_in_range(s.name, t.shape)
         return tensors
 
-    def run(self, feeds: dict, *, context: "_core.ExecutionContext | None" = None) -> dict[str, Tensor]:
+    def run(self, feeds: dict, *, context: "_core.ExecutionContext | None" = None, stream=None,
+            outputs: str = "auto") -> dict[str, Tensor]:
         """Run on ``feeds`` ({input name: array}) and return {output name: Tensor}.
 
         Arrays are taken without copying where their layout allows (anything
@@ -157,25 +190,79 @@ class Engine:
         outputs come back as lists of Tensors; optional inputs take None or a
         value, and an empty optional output comes back as None.
 
+        On a GPU (device engines): ``stream`` runs on a caller's stream (a
+        ``torch.cuda.Stream``, a CuPy stream, an int handle, or a twinfer
+        ``context.stream``); with none given, device arrays from torch or CuPy
+        run on their framework's current stream, anything else on the context's
+        own stream. Inputs are read in stream order (no device-wide sync).
+        ``outputs``: "auto" gives host tensors when every input was a host array
+        (NumPy in, NumPy out; the run is waited for) and device tensors
+        otherwise, which return at once and carry a ready event that
+        ``Tensor.__dlpack__(stream=...)``, ``.numpy()`` and other twinfer runs
+        wait on; "host" or "device" choose.
+
         >>> out = engine.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
         >>> out["logits"].numpy().shape
         (1, 1000)
         """
-        tensors = self._ordered_inputs(feeds)
-        outs = self._core.run_in(context, tensors) if context is not None else self._core.run(tensors)
-        return {spec.name: _from_value(t) for spec, t in zip(self.outputs, outs)}
+        if not self._on_device:
+            if stream is not None:
+                raise InvalidArgumentError(f"stream= is for device engines; this one runs on {self.device}")
+            tensors = self._ordered_inputs(feeds)
+            outs = self._core.run_in(context, tensors) if context is not None else self._core.run(tensors)
+            if self._plain_io:
+                return dict(zip(self._output_names, outs))
+            return {name: _from_value(t) for name, t in zip(self._output_names, outs)}
+        return dict(zip(self._output_names, self._run_device(feeds, context, stream, outputs)))
+
+    def _run_device(self, feeds: dict, context, stream, outputs: str) -> list:
+        if outputs not in ("auto", "host", "device"):
+            raise InvalidArgumentError(f"outputs must be 'auto', 'host' or 'device', got {outputs!r}")
+        handle = stream_handle(stream)
+        if handle is None:
+            for x in feeds.values():
+                if not isinstance(x, Tensor) and is_device_array(x):
+                    handle = producer_stream(x)
+                    break
+        # DLPack's stream 0 is ambiguous; the legacy default stream is what it means here.
+        dl_stream = LEGACY_DEFAULT if handle == 0 else handle
+        tensors = self._ordered_inputs(feeds, dl_stream if handle is not None else None)
+        host = outputs == "host" or (outputs == "auto" and all(t.device == "cpu" for t in tensors))
+        if context is not None:
+            outs = self._core.run_in(context, tensors, handle, host)
+        else:
+            outs = self._core.run(tensors, handle, host)
+        if self._plain_io:
+            outs = list(outs)
+        else:
+            outs = [_from_value(t) for t in outs]
+        if not self._warned_fallback:
+            reason = self._core.host_fallback_reason
+            if reason:
+                self._warned_fallback = True
+                warnings.warn(f"{self.device}: this model ran through the CPU evaluator ({reason}); "
+                              "its results are right but it runs at host speed", RuntimeWarning, stacklevel=3)
+        return outs
 
     def __call__(self, *inputs):
         """Positional inputs in the model's order; one output, or a tuple of them."""
         specs = self.inputs
         if len(inputs) != len(specs):
             raise InvalidArgumentError(f"expected {len(specs)} inputs, got {len(inputs)}")
-        outs = [_from_value(t) for t in self._core.run(self._ordered_inputs({s.name: x for s, x in zip(specs, inputs)}))]
+        feeds = {s.name: x for s, x in zip(specs, inputs)}
+        if self._on_device:
+            outs = self._run_device(feeds, None, None, "auto")
+        elif self._plain_io:
+            outs = self._core.run(self._ordered_inputs(feeds))
+        else:
+            outs = [_from_value(t) for t in self._core.run(self._ordered_inputs(feeds))]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def create_context(self, num_threads: int = 0) -> "_core.ExecutionContext":
-        """A private execution context (arena, thread budget) for ``run(..., context=)``."""
-        return self._core.create_context(num_threads)
+    def create_context(self, num_threads: int = 0, priority: int | None = None) -> "_core.ExecutionContext":
+        """A private execution context for ``run(..., context=)``: its arenas, thread
+        budget and, on a GPU, its own stream (``priority``: lower is more urgent,
+        see ``twinfer.stream_priority_range``; None: the engine's stream_priority)."""
+        return self._core.create_context(num_threads, priority)
 
     # -- reports -----------------------------------------------------------
     def _shapes(self, shapes) -> list[list[int]]:
@@ -196,9 +283,11 @@ class Engine:
         """Arena peak vs. the naive sum of all intermediates, and weight bytes."""
         return self._core.memory_report(self._shapes(shapes))
 
-    def kernel_report(self, shapes=None) -> list[tuple[str, str, str]]:
-        """(node, op, kernel implementation) for every step of the plan."""
-        return [tuple(r) for r in self._core.kernel_report(self._shapes(shapes))]
+    def kernel_report(self, shapes=None) -> list[KernelRow]:
+        """One KernelRow (node, op, kernel, backend, note) per step of the plan at
+        ``shapes``: on a device engine, where each node runs and, for a node on
+        the CPU, why; "copy" rows are the host<->device transfers between them."""
+        return [KernelRow(*r) for r in self._core.kernel_report(self._shapes(shapes))]
 
     def profile_ops(self, feeds: dict, iterations: int = 10, warmup: int = 2):
         """Time every kernel over ``iterations`` runs on ``feeds``: a
@@ -248,7 +337,8 @@ class Engine:
 
 def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_threads: int = 0,
                 optimize: bool = True, extra_outputs=(), calibration=None, bias_correction: bool = True,
-                keep_float=(), int8_weights: bool = False) -> "_core.Engine":
+                keep_float=(), int8_weights: bool = False, allow_cpu_fallback: bool = True,
+                cuda_graphs: bool = True, stream_priority: int = 0, sim_coverage: str = "all") -> "_core.Engine":
     """The core engine for ``source`` ((source, is_path, base_dir) from
     twinfer._source.model_source) on a concrete ``device``; for
     precision="int8", ``calibration`` is a ready twinfer.quantize.Calibration."""
@@ -258,4 +348,5 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
     int8_mean = dict(calibration.channel_mean) if calibration is not None and bias_correction else {}
     return _core.load_model(src, is_path, device, precision, num_threads, optimize, os.fspath(base_dir),
                             [str(n) for n in extra_outputs], int8_amax, set(keep_float), int8_weights,
-                            int8_unsigned, int8_mean)
+                            int8_unsigned, int8_mean, allow_cpu_fallback, cuda_graphs, stream_priority,
+                            sim_coverage)

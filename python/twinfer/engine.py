@@ -25,7 +25,8 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
 
     model: a path to an ONNX file or to a saved engine (``Engine.save``), ONNX bytes, or an
            ``onnx.ModelProto``. A saved engine takes only device= and num_threads=.
-    device: "auto" (the GPU when present, else the CPU), "cpu", "cuda" or "cuda:N".
+    device: "auto" (the GPU when present, else the CPU), "cpu", "cuda" or "cuda:N"; "sim" is the
+            simulated device, a GPU stand-in on the CPU for tests (twinfer.testing).
     precision: "fp32" (default), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU.
     options: num_threads (CPU threads per run, default all), optimize (passes, default True),
              base_dir (folder for external weights when loading from bytes),
@@ -39,7 +40,12 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              weights cause, from the calibration's per-channel means),
              progress (a bar while calibrating),
              weights ("fp32" default; "int8": MatMul/Gemm weights stored int8 per output channel and
-             dequantized inside the GEMM, activations stay float32 — a quarter of the weight bytes).
+             dequantized inside the GEMM, activations stay float32 — a quarter of the weight bytes),
+             on a GPU: allow_cpu_fallback (True: nodes without a GPU kernel run on the CPU, with
+             copies between; False: such nodes raise at load, listed), cuda_graphs (True: after the
+             first run at an input shape, runs replay a captured CUDA graph), stream_priority
+             (the engine's streams; lower is more urgent), sim_coverage (device="sim" only:
+             "all" runs every node on the simulated device, "cuda" only those CUDA has kernels for).
 
     >>> engine = twinfer.load("resnet50.onnx", device="cpu")
     """
@@ -58,10 +64,12 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     if weights not in ("fp32", "float32", "int8"):
         raise InvalidArgumentError(f"weights must be 'fp32' or 'int8', got {weights!r}")
     int8_weights = weights == "int8"
+    device_options = _device_options(options)
     if options:
         raise InvalidArgumentError(f"unknown option(s): {sorted(options)}")
     resolved = dict(num_threads=num_threads, optimize=optimize, extra_outputs=extra_outputs, calibration=calibration,
-                    bias_correction=bias_correction, keep_float=keep_float, int8_weights=int8_weights)
+                    bias_correction=bias_correction, keep_float=keep_float, int8_weights=int8_weights,
+                    **device_options)
     requested = device
     device = _resolve_device(device)
     try:
@@ -76,24 +84,43 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     return engine
 
 
+def _device_options(options: dict) -> dict:
+    """The GPU runtime's load options (popped from ``options``), checked."""
+    out = dict(allow_cpu_fallback=bool(options.pop("allow_cpu_fallback", True)),
+               cuda_graphs=bool(options.pop("cuda_graphs", True)),
+               stream_priority=int(options.pop("stream_priority", 0)),
+               sim_coverage=options.pop("sim_coverage", "all"))
+    if out["sim_coverage"] not in ("all", "cuda"):
+        raise InvalidArgumentError(f"sim_coverage must be 'all' or 'cuda', got {out['sim_coverage']!r}")
+    return out
+
+
 def _load_saved(path: str, device: str, precision: str, options: dict) -> Engine:
-    """A saved engine (Engine.save): device and num_threads are chosen now;
-    everything else was fixed when it was built."""
+    """A saved engine (Engine.save): device, num_threads and the GPU runtime's
+    options are chosen now; everything else was fixed when it was built."""
     from ._version import __version__
 
     num_threads = int(options.pop("num_threads", 0))
+    device_options = _device_options(options)
     if options:
         raise InvalidArgumentError(
-            f"{path} is a saved engine: only device= and num_threads= apply when loading it, not {sorted(options)} "
-            "(they were fixed when it was built; load the ONNX model to change them)")
+            f"{path} is a saved engine: only device=, num_threads= and the GPU options apply when loading it, not "
+            f"{sorted(options)} (they were fixed when it was built; load the ONNX model to change them)")
     requested = device
     try:
-        core, meta = _core.load_engine(path, _resolve_device(device), num_threads)
+        core, meta = _core.load_engine(path, _resolve_device(device), num_threads, **device_options)
     except DeviceError:
         if requested != "auto":
             raise
         warnings.warn("the CUDA backend cannot run this model here; using the CPU", RuntimeWarning, stacklevel=3)
-        core, meta = _core.load_engine(path, "cpu", num_threads)
+        core, meta = _core.load_engine(path, "cpu", num_threads, **device_options)
+    built_for = meta.get("backend")
+    runs_on = "cpu" if core.device == "cpu" or (core.device.startswith("sim") and
+                                                 device_options["sim_coverage"] == "all") else "cuda"
+    if built_for and built_for != runs_on:
+        warnings.warn(f"{path} was optimised for the {built_for} backend and now runs on {core.device}: fused ops "
+                      f"without a {runs_on} kernel run on the CPU (save an engine loaded on this device to avoid "
+                      "that)", RuntimeWarning, stacklevel=3)
     saved_by = meta.get("twinfer_version")
     if saved_by != __version__:
         raise ModelFormatError(f"{path} was saved by twinfer {saved_by}; this is twinfer {__version__}: "

@@ -140,7 +140,7 @@ uint64_t SimDevice::enqueue(SimStream& s, Item item) {
   clock_join(vc, host_clock_);  // work enqueued now comes after what the host did so far
   if (vc.size() <= static_cast<size_t>(s.id())) vc.resize(s.id() + 1, 0);
   ++vc[s.id()];
-  if (item.wait && item.wait->worker) clock_join(vc, item.wait->clock);
+  if (item.wait && item.wait->recorded) clock_join(vc, item.wait->clock);
   if (sim_config().check_order) {
     try {
       order_.access(s.id(), vc, item.acc, item.what);
@@ -156,14 +156,21 @@ uint64_t SimDevice::enqueue(SimStream& s, Item item) {
   const uint64_t index = s.worker()->pushed();
   if (item.record) {
     item.record->worker = s.worker();
+    item.record->recorded = true;
     item.record->target = index + 1;
     item.record->clock = vc;
   }
   std::function<void()> task;
-  if (item.wait && item.wait->worker) {
-    std::shared_ptr<Worker> w = item.wait->worker;
+  if (item.wait && item.wait->recorded) {
+    // Weak: a task must not hold its own worker alive (it would be joined
+    // from its own thread); an expired worker has finished its queue. A
+    // stream waiting on its own event needs no task: its queue is in order.
+    std::weak_ptr<Worker> w = item.wait->worker;
+    if (w.lock() == s.worker()) w.reset();
     const uint64_t t = item.wait->target;
-    task = [w, t] { w->wait_done(t); };
+    task = [w, t] {
+      if (auto p = w.lock()) p->wait_done(t);
+    };
   } else if (item.frees) {
     void* p = const_cast<void*>(item.frees);
     task = [this, p] { release_block(p); };

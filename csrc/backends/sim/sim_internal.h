@@ -59,8 +59,11 @@ class SimEvent final : public Event, public std::enable_shared_from_this<SimEven
   void synchronize() override;
   bool ready() override;
 
-  // Set when a record is enqueued (under the device mutex).
-  std::shared_ptr<Worker> worker;
+  // Set when a record is enqueued (under the device mutex). Weak: a worker
+  // ends with its stream, after finishing its queue, so an expired worker
+  // means the recorded point was reached.
+  std::weak_ptr<Worker> worker;
+  bool recorded = false;
   uint64_t target = 0;
   Clock clock;
 

@@ -101,15 +101,16 @@ void SimEvent::synchronize() {
   Clock c;
   {
     std::lock_guard<std::mutex> lock(dev_.mutex_);
-    if (!worker) return;  // never recorded: nothing to wait for
-    w = worker;
+    if (!recorded) return;  // never recorded: nothing to wait for
+    w = worker.lock();
     t = target;
     c = clock;
   }
   dev_.check_not_capturing("Event.synchronize");
-  w->wait_done(t);
+  if (w) w->wait_done(t);
   dev_.host_learns(c);
-  if (auto e = w->take_error()) std::rethrow_exception(e);
+  if (w)
+    if (auto e = w->take_error()) std::rethrow_exception(e);
 }
 
 bool SimEvent::ready() {
@@ -118,12 +119,12 @@ bool SimEvent::ready() {
   Clock c;
   {
     std::lock_guard<std::mutex> lock(dev_.mutex_);
-    if (!worker) return true;
-    w = worker;
+    if (!recorded) return true;
+    w = worker.lock();
     t = target;
     c = clock;
   }
-  if (w->done() < t) return false;
+  if (w && w->done() < t) return false;
   // A successful query orders the host after the event, as cudaEventQuery's does.
   dev_.host_learns(c);
   return true;

@@ -97,7 +97,7 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
     // Concrete shapes prove what symbolic ones could not (a residual Add of
     // two [batch, C, h, w] maps), so fusion gets a second chance first.
     if (fuse_all(g, pc)) g.remove_dead();
-    r.blocked = blocked_layout(g, pc, channel_block(pc.backend));
+    if (options.blocked_layout) r.blocked = blocked_layout(g, pc, channel_block(pc.backend));
   }
   return r;
 }

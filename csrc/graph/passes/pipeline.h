@@ -26,6 +26,9 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
 
 struct PlanPassOptions {
   bool optimize = true;
+  // The CPU's channel-blocked activations (plans that run on the CPU backend
+  // only: a device plan's kernels take plain layouts).
+  bool blocked_layout = true;
 };
 
 struct PlanPassResult {

@@ -1,0 +1,311 @@
+// Running a device plan: inputs staged into the device arena, steps enqueued
+// on one stream (host steps wait for it first), outputs with a ready event,
+// and after a plan's first run a captured graph replayed instead.
+//
+// Ordering, which the simulated device checks on every access:
+//   - a run waits for its device inputs' ready events, and for the
+//     context's previous run when that ran on another stream (the arenas are
+//     shared between runs);
+//   - a host step waits for the stream when device work was enqueued since
+//     the host last waited (its inputs arrive by copies in flight, and the
+//     bytes it overwrites may still be read by one);
+//   - host inputs go through page-locked staging, which the host overwrites
+//     only after the previous run's staging copies finished;
+//   - outputs are allocated in the order of the context's own stream (and
+//     freed there later); a caller's stream waits for the allocations and
+//     the free waits for the caller's stream.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "runtime/execution_context.h"
+#include "runtime/faults.h"
+
+namespace twinfer {
+
+namespace {
+constexpr size_t kMaxGraphs = 16;  // per context; the least recently used goes
+
+MemoryRange range_of(const TensorView& v) { return MemoryRange{v.data, v.data ? v.bytes() : 0}; }
+}  // namespace
+
+ExecutionContext::~ExecutionContext() {
+  if (!api_) return;
+  // The device may still use the arenas: wait before they go. A destructor
+  // cannot throw, and an error here belongs to a run nobody waited for.
+  try {
+    synchronize();
+  } catch (...) {
+  }
+  graphs_.clear();
+}
+
+void ExecutionContext::synchronize() {
+  if (api_ && ran_) done_->synchronize();
+}
+
+ExecutionContext::GraphStats ExecutionContext::graph_stats() const {
+  GraphStats s = gstats_;
+  s.cached = 0;
+  for (const auto& g : graphs_) s.cached += g->exec != nullptr;
+  return s;
+}
+
+ExecutionContext::GraphEntry* ExecutionContext::graph_for(const std::shared_ptr<const Plan>& plan, const void* arena) {
+  for (auto& g : graphs_)
+    if (g->plan == plan && g->arena == arena) return g.get();
+  if (graphs_.size() >= kMaxGraphs) {
+    auto lru = std::min_element(graphs_.begin(), graphs_.end(),
+                                [](const auto& a, const auto& b) { return a->last_use < b->last_use; });
+    graphs_.erase(lru);
+  }
+  graphs_.push_back(std::make_unique<GraphEntry>());
+  graphs_.back()->plan = plan;
+  graphs_.back()->arena = arena;
+  return graphs_.back().get();
+}
+
+void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_arena, char* host_arena) {
+  const bool sim = api_->kernels_run_on_host();
+  const bool skip_sync = fault_injected(Fault::kHostSync, device_);
+  bool pending = true;  // device work the host has not waited for (at least the inputs' copies)
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlannedStep& st = plan.steps[i];
+    KernelContext& a = step_args_[i];
+    for (size_t k = 0; k < st.inputs.size(); ++k) a.inputs[k].data = st.inputs[k] < 0 ? nullptr : value_ptrs_[st.inputs[k]];
+    for (size_t k = 0; k < st.outputs.size(); ++k)
+      a.outputs[k].data = st.outputs[k] < 0 ? nullptr : value_ptrs_[st.outputs[k]];
+    a.num_threads = num_threads_;
+    a.stream = &s;
+    a.scratch = (st.kind == StepKind::kDevice ? device_arena : host_arena) + st.scratch_offset;
+    const auto t0 = std::chrono::steady_clock::now();
+    switch (st.kind) {
+      case StepKind::kCopyToDevice:
+      case StepKind::kCopyToHost:
+        s.copy(a.outputs[0].data, a.inputs[0].data, a.inputs[0].bytes());
+        pending = true;
+        break;
+      case StepKind::kDevice:
+        if (sim) {
+          // The simulated device runs the CPU kernel on the stream's worker.
+          // A device kernel touches only device memory.
+          Accesses acc;
+          for (const auto* views : {&a.inputs, &a.outputs})
+            for (const TensorView& v : *views) {
+              if (!v.data || !v.bytes()) continue;
+              if (api_->space_of(v.data) != MemorySpace::kDevice)
+                throw Error(ErrorKind::kRuntime,
+                            std::string("simulated device: the device kernel reads or writes ") +
+                                memory_space_name(api_->space_of(v.data)) + " memory (a copy is missing)",
+                            st.node->name, st.node->op_type);
+              (views == &a.inputs ? acc.reads : acc.writes).push_back(range_of(v));
+            }
+          const Kernel* k = st.kernel.get();
+          const std::string node = st.node->name, op = st.node->op_type;
+          KernelContext args = a;
+          args.stream = nullptr;  // runs as host code on the worker
+          s.host_task(
+              [k, args, node, op]() mutable {
+                try {
+                  k->run(args);
+                } catch (const Error& e) {
+                  if (!e.node().empty()) throw;
+                  throw Error(e.kind(), e.what(), node, op);
+                } catch (const std::exception& e) {
+                  throw Error(ErrorKind::kRuntime, e.what(), node, op);
+                }
+              },
+              std::move(acc));
+        } else {
+          run_step(plan, i, a);
+        }
+        pending = true;
+        break;
+      case StepKind::kHost:
+        if (pending && !skip_sync) {
+          s.synchronize();
+          pending = false;
+        }
+        try {
+          for (const TensorView& v : a.inputs) api_->host_access(range_of(v), false, "a host kernel's input");
+          for (const TensorView& v : a.outputs) api_->host_access(range_of(v), true, "a host kernel's output");
+        } catch (const Error& e) {
+          throw Error(e.kind(), e.what(), st.node->name, st.node->op_type);
+        }
+        run_step(plan, i, a);
+        break;
+    }
+    if (profiling_ && st.kind != StepKind::kHost) {
+      // Device work is asynchronous: time a step by waiting for it.
+      s.synchronize();
+      step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      ++step_runs_[i];
+    }
+  }
+}
+
+std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const Plan>& pp,
+                                                     const std::vector<Tensor>& inputs, const RunOptions& ro) {
+  prepare(pp);
+  const Plan& plan = *pp;
+  if (!device_arena_ || device_arena_->bytes() < plan.device_arena_bytes) {
+    graphs_.clear();  // they point into the old arena
+    if (device_arena_) synchronize();
+    device_arena_.reset();
+    device_arena_ = Storage::allocate(api_->allocator(), std::max<size_t>(plan.device_arena_bytes, 256));
+  }
+  char* darena = static_cast<char*>(device_arena_->data());
+  char* harena = static_cast<char*>(arena_->data());
+  Stream& S = ro.stream ? *ro.stream : *stream_;
+  const bool own = !ro.stream || ro.stream->handle() == stream_->handle();
+  const bool skip_waits = fault_injected(Fault::kEventWait, device_);
+  const bool skip_sync = fault_injected(Fault::kHostSync, device_);
+  const bool stale_graph = fault_injected(Fault::kGraphInput, device_);
+
+  // The arenas are this context's: a run on another stream waits for the last.
+  if (ran_ && last_stream_ != S.handle() && !skip_waits) S.wait(*done_);
+
+  GraphEntry* ge = nullptr;
+  bool replay = false, capture = false;
+  if (ro.cuda_graphs && plan.capturable && !profiling_) {
+    ge = graph_for(pp, darena);
+    ge->last_use = ++run_counter_;
+    replay = ge->exec != nullptr;
+    capture = !replay && ge->runs >= 1;  // the first run at a shape warms up (lazy setup stays out of the graph)
+    ++ge->runs;
+  }
+  const bool graph_mode = replay || capture;
+  // Outputs go to the plan's output slots when a graph writes them or they
+  // are copied to the host anyway; otherwise straight into fresh tensors.
+  const bool use_slots = graph_mode || ro.host_outputs;
+
+  // Inputs.
+  std::vector<std::shared_ptr<Storage>> foreign;  // device inputs other streams may still use after us
+  bool staged = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const int v = plan.graph.inputs[i];
+    char* slot = darena + plan.input_slots[i];
+    const size_t bytes = t.bytes();
+    if (t.device() == device_) {
+      if (t.ready_event() && !skip_waits) S.wait(*t.ready_event());
+      if (graph_mode) {
+        if (!(replay && stale_graph)) S.copy(slot, t.data(), bytes);
+        value_ptrs_[v] = slot;
+      } else {
+        value_ptrs_[v] = t.data();
+      }
+      if (t.storage()) foreign.push_back(t.storage());
+    } else {
+      // Host memory: through page-locked staging, so the copy is asynchronous.
+      if (!staged && staging_pending_ && !skip_sync) staging_done_->synchronize();
+      char* st = harena + plan.input_staging[i];
+      api_->host_access({st, bytes}, true, "staging an input");
+      if (bytes) std::memcpy(st, t.data(), bytes);
+      if (!(replay && stale_graph)) S.copy(slot, st, bytes);
+      value_ptrs_[v] = slot;
+      staged = true;
+    }
+  }
+  if (staged) {
+    S.record(*staging_done_);
+    staging_pending_ = true;
+  }
+
+  // Every other value's address; outputs into fresh tensors or slots.
+  std::vector<Tensor> outputs(plan.output_shapes.size());
+  bool allocated = false;
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    const auto& pv = plan.values[v];
+    switch (pv.home) {
+      case ValueHome::kArena:
+        value_ptrs_[v] = (pv.space == MemorySpace::kDevice ? darena : harena) + pv.offset;
+        break;
+      case ValueHome::kConstant: value_ptrs_[v] = pv.constant.data(); break;
+      case ValueHome::kOutput:
+        if (use_slots) {
+          value_ptrs_[v] = darena + plan.output_slots[pv.io_index];
+        } else {
+          outputs[pv.io_index] = Tensor::empty_on(pv.dtype, pv.shape, device_, stream_);
+          value_ptrs_[v] = outputs[pv.io_index].data();
+          allocated = true;
+        }
+        break;
+      case ValueHome::kInput:
+      case ValueHome::kUnused: break;
+    }
+  }
+  // Outputs no step writes (an input or a constant passed through), and
+  // outputs a graph writes into its slots, are copied into fresh tensors.
+  std::vector<std::pair<size_t, const void*>> copy_out;
+  if (!ro.host_outputs)
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (outputs[o].defined()) continue;
+      const int v = plan.graph.outputs[o];
+      const bool slot = plan.values[v].home == ValueHome::kOutput;
+      copy_out.emplace_back(o, slot ? darena + plan.output_slots[o] : value_ptrs_[v]);
+      outputs[o] = Tensor::empty_on(plan.output_dtypes[o], plan.output_shapes[o], device_, stream_);
+      allocated = true;
+    }
+  if (allocated && !own && !skip_waits) {
+    stream_->record(*alloc_done_);
+    S.wait(*alloc_done_);
+  }
+
+  // The steps: a graph's replay, or enqueued one by one.
+  if (replay) {
+    ge->exec->launch(S);
+    ++gstats_.replays;
+  } else if (capture) {
+    capture_stream_->begin_capture();
+    try {
+      enqueue_steps(plan, *capture_stream_, darena, harena);
+    } catch (...) {
+      try {
+        capture_stream_->end_capture();
+      } catch (...) {
+      }
+      throw;
+    }
+    ge->exec = capture_stream_->end_capture();
+    ++gstats_.captures;
+    ge->exec->launch(S);
+  } else {
+    enqueue_steps(plan, S, darena, harena);
+  }
+  for (const auto& [o, src] : copy_out) S.copy(outputs[o].data(), src, outputs[o].bytes());
+
+  S.record(*done_);
+  last_stream_ = S.handle();
+  ran_ = true;
+  // Work on a caller's stream used blocks that are freed on their own stream
+  // (other contexts' outputs we read, our outputs when S is not ours).
+  for (auto& st : foreign) st->record_use(done_);
+  if (!own)
+    for (auto& t : outputs)
+      if (t.storage()) t.storage()->record_use(done_);
+
+  if (!ro.host_outputs) {
+    for (auto& t : outputs) t.set_ready_event(done_);
+    return outputs;
+  }
+  // NumPy out: device -> page-locked staging in stream order, one wait,
+  // then into fresh host tensors.
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const int v = plan.graph.outputs[o];
+    const size_t bytes = static_cast<size_t>(shape_numel(plan.output_shapes[o])) * dtype_size(plan.output_dtypes[o]);
+    const void* src = plan.values[v].home == ValueHome::kOutput ? darena + plan.output_slots[o] : value_ptrs_[v];
+    S.copy(harena + plan.output_staging[o], src, bytes);
+  }
+  if (!skip_sync) S.synchronize();
+  std::vector<Tensor> host(outputs.size());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    host[o] = Tensor::empty(plan.output_dtypes[o], plan.output_shapes[o], Device::cpu());
+    char* st = harena + plan.output_staging[o];
+    api_->host_access({st, host[o].bytes()}, false, "reading an output");
+    if (host[o].bytes()) std::memcpy(host[o].data(), st, host[o].bytes());
+  }
+  return host;
+}
+
+}  // namespace twinfer

@@ -1,0 +1,229 @@
+#include "runtime/plan_builder.h"
+
+#include <algorithm>
+
+#include "graph/passes/pipeline.h"
+#include "runtime/arena_planner.h"
+#include "runtime/faults.h"
+
+namespace twinfer {
+
+namespace {
+
+std::string signature_str(const std::vector<Shape>& shapes) {
+  std::string s;
+  for (const auto& sh : shapes) s += shape_str(sh);
+  return s;
+}
+
+// One arena's requests: value ids (>= 0), step scratch (-(step + 1)), or
+// reserved whole-run buffers (offsets returned through `reserved`).
+struct ArenaRequests {
+  std::vector<BufferRequest> requests;
+  std::vector<int> owner;  // value id, -(step+1) for scratch, kReserved for whole-run buffers
+  std::vector<size_t*> reserved_out;
+  static constexpr int kReserved = INT32_MIN;
+
+  void value(int v, size_t bytes, int first, int last) {
+    requests.push_back({bytes, first, std::max(first, last)});
+    owner.push_back(v);
+    reserved_out.push_back(nullptr);
+  }
+  void scratch(int step, size_t bytes) {
+    requests.push_back({bytes, step, step});
+    owner.push_back(-step - 1);
+    reserved_out.push_back(nullptr);
+  }
+  void whole_run(size_t bytes, int steps, size_t* offset) {
+    requests.push_back({bytes, -1, steps});
+    owner.push_back(kReserved);
+    reserved_out.push_back(offset);
+  }
+  // Lays the arena out; writes offsets into the plan. Returns (peak, naive).
+  std::pair<size_t, size_t> place(Plan& plan, size_t alignment) const {
+    const ArenaLayout layout = plan_arena(requests, alignment);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const int id = owner[r];
+      if (id == kReserved) *reserved_out[r] = layout.offsets[r];
+      else if (id >= 0) plan.values[id].offset = layout.offsets[r];
+      else plan.steps[-id - 1].scratch_offset = layout.offsets[r];
+    }
+    return {layout.arena_bytes, layout.naive_bytes};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>& shapes) {
+  const EngineOptions& opt = src.options;
+  const Device device = opt.device;
+  const bool on_device = device.is_accelerator();
+  auto plan = std::make_unique<Plan>();
+  plan->device = device;
+  graph::Graph& g = plan->graph;
+  g = src.graph;  // constants share storage with the engine's graph
+  // Sequences and optionals live only in the eager evaluator: they have no
+  // bytes an arena could hold (see core/tensor.h).
+  for (const auto& v : g.values)
+    if (dtype_is_container(v.dtype)) {
+      plan->value_dependent = true;
+      plan->value_dependent_reason = "'" + v.name + "' is a " + type_str(v.dtype, v.elem_type);
+      return plan;
+    }
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    auto& v = g.values[g.inputs[i]];
+    v.has_shape = true;
+    v.shape = sym_shape_from(shapes[i]);
+  }
+  passes::PassContext pc;
+  pc.opset = src.opset;
+  pc.backend = on_device ? placement_backend(device, opt.sim_coverage) : Backend::kCPU;
+  pc.precision = opt.precision;
+  passes::PlanPassOptions po;
+  po.optimize = opt.optimize;
+  po.blocked_layout = !on_device;
+  const passes::PlanPassResult passed = passes::run_plan_passes(g, po, pc);
+  if (passed.unknown_node >= 0) {
+    const graph::Node& n = g.nodes[passed.unknown_node];
+    const graph::Value& v = g.values[passed.unknown_value];
+    plan->value_dependent = true;
+    plan->value_dependent_reason = "node '" + n.name + "' (" + n.op_type + "): shape of '" + v.name +
+                                   "' depends on input values (inputs " + signature_str(shapes) + ")";
+    return plan;
+  }
+
+  // Where each node runs (device plans), with copy nodes between spaces.
+  Placement placement;
+  if (on_device) {
+    PlacementOptions po2;
+    po2.device = device;
+    po2.opset = src.opset;
+    po2.precision = opt.precision;
+    po2.sim_coverage = opt.sim_coverage;
+    po2.allow_cpu_fallback = opt.allow_cpu_fallback;
+    po2.insert_copies = !fault_injected(Fault::kCopy, device);
+    placement = place_nodes(g, po2);
+  }
+  auto space_of = [&](int v) { return on_device ? placement.value_space[v] : MemorySpace::kHost; };
+
+  // Homes of values.
+  plan->values.assign(g.values.size(), PlannedValue{});
+  auto set_meta = [&](int v) {
+    auto& pv = plan->values[v];
+    pv.dtype = g.values[v].dtype;
+    pv.shape = sym_shape_values(g.values[v].shape);
+    pv.space = space_of(v);
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    int v = g.inputs[i];
+    set_meta(v);
+    plan->values[v].home = ValueHome::kInput;
+    plan->values[v].io_index = static_cast<int>(i);
+  }
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].is_constant()) {
+      auto& pv = plan->values[v];
+      pv.home = ValueHome::kConstant;
+      pv.space = space_of(static_cast<int>(v));
+      pv.constant = pv.space == MemorySpace::kDevice ? src.constants->device_copy(g.values[v].constant)
+                                                     : g.values[v].constant;
+      pv.dtype = pv.constant.dtype();
+      pv.shape = pv.constant.shape();
+    }
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    int v = g.outputs[o];
+    const auto& val = g.values[v];
+    if (!val.has_shape || !sym_shape_known(val.shape))
+      throw Error(ErrorKind::kShape, "shape of output '" + val.name + "' could not be inferred");
+    plan->output_shapes.push_back(sym_shape_values(val.shape));
+    plan->output_dtypes.push_back(val.dtype);
+    if (val.producer >= 0 && plan->values[v].home == ValueHome::kUnused) {
+      set_meta(v);
+      plan->values[v].home = ValueHome::kOutput;
+      plan->values[v].io_index = static_cast<int>(o);
+    }
+  }
+
+  // Kernels, and lifetimes of intermediates.
+  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
+  for (size_t s = 0; s < g.nodes.size(); ++s) {
+    const auto& n = g.nodes[s];
+    PlannedStep st;
+    st.node = &n;
+    if (on_device) {
+      const NodePlacement& np = placement.nodes[s];
+      st.kind = np.kind;
+      st.note = np.note;
+      if (np.kernel) {
+        KernelBuildInfo info(g, n, src.opset, np.build_backend, opt.precision);
+        st.kernel = np.kernel->create(info);
+      }
+      plan->host_steps += st.kind == StepKind::kHost;
+      plan->copy_steps += st.kind == StepKind::kCopyToDevice || st.kind == StepKind::kCopyToHost;
+    } else {
+      KernelBuildInfo info(g, n, src.opset, Backend::kCPU, opt.precision);
+      std::string why;
+      const KernelDef* def = select_kernel(info, &why);
+      if (!def) throw Error(ErrorKind::kUnsupportedOp, why, n.name, n.op_type);
+      st.kernel = def->create(info);
+    }
+    st.inputs = n.inputs;
+    st.outputs = n.outputs;
+    for (int in : n.inputs)
+      if (in >= 0) last[in] = static_cast<int>(s);
+    for (int o : n.outputs)
+      if (o >= 0) {
+        first[o] = static_cast<int>(s);
+        if (last[o] < 0) last[o] = static_cast<int>(s);
+        if (plan->values[o].home == ValueHome::kUnused) {
+          set_meta(o);
+          plan->values[o].home = ValueHome::kArena;
+        }
+      }
+    plan->steps.push_back(std::move(st));
+  }
+  plan->capturable = on_device && plan->host_steps == 0;
+
+  for (size_t v = 0; v < passed.blocked.blocked.size(); ++v)
+    if (passed.blocked.blocked[v]) {
+      if (plan->values[v].home != ValueHome::kArena)
+        throw Error(ErrorKind::kRuntime, "blocked value '" + g.values[v].name + "' is not an intermediate");
+      plan->values[v].channel_block = passed.blocked.block;
+    }
+
+  // Memory: an arena per space, by liveness.
+  ArenaRequests host, dev;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const auto& pv = plan->values[v];
+    if (pv.home != ValueHome::kArena) continue;
+    (pv.space == MemorySpace::kDevice ? dev : host).value(static_cast<int>(v), planned_bytes(pv), first[v], last[v]);
+  }
+  for (size_t s = 0; s < plan->steps.size(); ++s) {
+    const auto& st = plan->steps[s];
+    const size_t b = st.kernel ? st.kernel->scratch_bytes() : 0;
+    if (b) (st.kind == StepKind::kDevice ? dev : host).scratch(static_cast<int>(s), b);
+  }
+  const int nsteps = static_cast<int>(plan->steps.size());
+  if (on_device) {
+    const size_t nin = g.inputs.size(), nout = g.outputs.size();
+    plan->input_slots.assign(nin, 0);
+    plan->input_staging.assign(nin, 0);
+    plan->output_slots.assign(nout, 0);
+    plan->output_staging.assign(nout, 0);
+    for (size_t i = 0; i < nin; ++i) {
+      const size_t bytes = static_cast<size_t>(shape_numel(shapes[i])) * dtype_size(g.values[g.inputs[i]].dtype);
+      dev.whole_run(bytes, nsteps, &plan->input_slots[i]);
+      host.whole_run(bytes, nsteps, &plan->input_staging[i]);
+    }
+    for (size_t o = 0; o < nout; ++o) {
+      const size_t bytes = static_cast<size_t>(shape_numel(plan->output_shapes[o])) * dtype_size(plan->output_dtypes[o]);
+      dev.whole_run(bytes, nsteps, &plan->output_slots[o]);
+      host.whole_run(bytes, nsteps, &plan->output_staging[o]);
+    }
+    std::tie(plan->device_arena_bytes, plan->device_naive_bytes) = dev.place(*plan, kDeviceArenaAlignment);
+  }
+  std::tie(plan->arena_bytes, plan->naive_bytes) = host.place(*plan, kArenaAlignment);
+  return plan;
+}
+
+}  // namespace twinfer

@@ -1,0 +1,25 @@
+// Building a plan for one set of input shapes: specialise the engine's graph
+// (plan-time passes), place its nodes (device engines: runtime/placement.h),
+// build a kernel per node, and lay out memory — one arena per memory space,
+// by liveness (runtime/arena_planner.h).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "graph/ir.h"
+#include "runtime/constant_store.h"
+#include "runtime/engine_options.h"
+#include "runtime/plan.h"
+
+namespace twinfer {
+
+struct PlanSource {
+  const graph::Graph& graph;     // the engine's optimised graph (symbolic shapes)
+  int64_t opset = 0;
+  const EngineOptions& options;
+  ConstantStore* constants = nullptr;  // device engines: where weights are uploaded
+};
+
+std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>& shapes);
+
+}  // namespace twinfer

@@ -1,0 +1,76 @@
+"""Small models for the device runtime's tests, each with a NumPy reference:
+
+- chain: Sin/Cos alternating (every node has a device kernel, so on a GPU or
+  the simulated device the whole run is one captured graph after the first);
+- mixed: Sin -> If(flag) -> Cos, where If (control flow) always runs on the
+  host, so placement puts copies on both sides of it;
+- nonzero: a value-dependent shape (NonZero), which no plan can run on a
+  device: device engines evaluate it on the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "device_test", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = min(m.ir_version, 10)
+    return m
+
+
+def chain_model(n_ops: int = 6, shape=("N", 33)):
+    nodes, prev = [], "x"
+    for i in range(n_ops):
+        nodes.append(helper.make_node("Sin" if i % 2 else "Cos", [prev], [f"t{i}"], name=f"op{i}"))
+        prev = f"t{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"], name="out"))
+    return _model(nodes, [helper.make_tensor_value_info("x", F, list(shape))],
+                  [helper.make_tensor_value_info("y", F, list(shape))])
+
+
+def chain_ref(x: np.ndarray, n_ops: int = 6) -> np.ndarray:
+    x = x.astype(np.float64)
+    for i in range(n_ops):
+        x = np.sin(x) if i % 2 else np.cos(x)
+    return x
+
+
+def mixed_model(width: int = 33):
+    one = helper.make_tensor("one", F, [], [1.0])
+    then_g = helper.make_graph([helper.make_node("Add", ["s", "one"], ["r"])], "then", [],
+                               [helper.make_tensor_value_info("r", F, ["N", width])])
+    else_g = helper.make_graph([helper.make_node("Sub", ["s", "one"], ["r2"])], "else", [],
+                               [helper.make_tensor_value_info("r2", F, ["N", width])])
+    nodes = [
+        helper.make_node("Sin", ["x"], ["s"], name="sin"),
+        helper.make_node("If", ["flag"], ["b"], then_branch=then_g, else_branch=else_g, name="branch"),
+        helper.make_node("Cos", ["b"], ["y"], name="cos"),
+    ]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, ["N", width]),
+                          helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+                  [helper.make_tensor_value_info("y", F, ["N", width])], [one])
+
+
+def mixed_ref(x: np.ndarray, flag: bool) -> np.ndarray:
+    s = np.sin(x.astype(np.float64))
+    return np.cos(s + 1 if flag else s - 1)
+
+
+def nonzero_model():
+    nodes = [
+        helper.make_node("Greater", ["x", "zero"], ["pos"]),
+        helper.make_node("NonZero", ["pos"], ["idx"]),
+        helper.make_node("Cast", ["idx"], ["y"], to=F),
+    ]
+    zero = helper.make_tensor("zero", F, [], [0.0])
+    return _model(nodes, [helper.make_tensor_value_info("x", F, ["N"])],
+                  [helper.make_tensor_value_info("y", F, [1, "K"])], [zero])
+
+
+def nonzero_ref(x: np.ndarray) -> np.ndarray:
+    return np.stack(np.nonzero(x > 0)).astype(np.float32)

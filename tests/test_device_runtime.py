@@ -1,0 +1,273 @@
+"""The GPU runtime on the simulated device (every CI run) and on CUDA (where
+a GPU is present): graphs replayed with changing data, addresses and shapes,
+streams and events between engines, the DLPack stream protocol, threads,
+running out of device memory, placement with copies, the host fallback.
+References: NumPy (device_models) and twinfer's CPU backend."""
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+from conftest import rel_err
+from device_models import chain_model, chain_ref, mixed_model, mixed_ref, nonzero_model, nonzero_ref
+
+import twinfer
+from twinfer.testing import sim_options
+
+DEVICES = ["sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(params=DEVICES)
+def gpu(request):
+    return request.param
+
+
+def test_numpy_in_numpy_out(gpu, rng):
+    e = twinfer.load(chain_model(), device=gpu)
+    x = rng.standard_normal((3, 33)).astype(np.float32)
+    y = e.run({"x": x})["y"]
+    assert y.device == "cpu"  # host arrays in: host tensors out, the run waited for
+    assert rel_err(y.numpy(), chain_ref(x)) < 1e-6
+    assert rel_err(e(x).numpy(), chain_ref(x)) < 1e-6
+
+
+def test_device_outputs_carry_a_ready_event(gpu, rng):
+    e = twinfer.load(chain_model(), device=gpu)
+    x = rng.standard_normal((257, 33)).astype(np.float32)
+    y = e.run({"x": x}, outputs="device")["y"]
+    assert y.device.split(":")[0] == gpu
+    y.synchronize()
+    assert y.ready
+    assert rel_err(y.numpy(), chain_ref(x)) < 1e-6
+    assert rel_err(y.cpu().numpy(), chain_ref(x)) < 1e-6
+
+
+def test_graph_replay_with_new_data_every_run(gpu, rng):
+    e = twinfer.load(chain_model(), device=gpu)
+    ctx = e.create_context()
+    for _ in range(6):
+        x = rng.standard_normal((31, 33)).astype(np.float32)
+        assert rel_err(e.run({"x": x}, context=ctx)["y"].numpy(), chain_ref(x)) < 1e-6
+    stats = ctx.graph_stats()
+    assert stats["captures"] == 1 and stats["replays"] == 4, stats
+
+
+def test_graph_replay_with_new_input_addresses(gpu, rng):
+    # Device inputs at a different address every run (outputs of another
+    # engine): the graph reads its own input buffers, refreshed each time.
+    producer = twinfer.load(chain_model(2), device=gpu)
+    e = twinfer.load(chain_model(), device=gpu)
+    ctx = e.create_context()
+    addresses = set()
+    for _ in range(5):
+        x = rng.standard_normal((8, 33)).astype(np.float32)
+        mid = producer.run({"x": x}, outputs="device")["y"]
+        addresses.add(mid.data_ptr)
+        got = e.run({"x": mid}, context=ctx, outputs="device")["y"]
+        assert rel_err(got.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
+        del mid
+    assert ctx.graph_stats()["replays"] >= 3
+
+
+def test_graph_per_input_shape(gpu, rng):
+    e = twinfer.load(chain_model(), device=gpu)
+    ctx = e.create_context()
+    # Largest first: a larger arena later moves every buffer, and graphs
+    # captured before then are dropped (the next runs capture again).
+    for n in (9, 4, 9, 4, 9, 4, 9, 4):
+        x = rng.standard_normal((n, 33)).astype(np.float32)
+        assert rel_err(e.run({"x": x}, context=ctx)["y"].numpy(), chain_ref(x)) < 1e-6
+    stats = ctx.graph_stats()
+    assert stats["captures"] == 2 and stats["replays"] == 4 and stats["cached"] == 2, stats
+    x = rng.standard_normal((50, 33)).astype(np.float32)  # a bigger arena: no stale graph survives
+    for _ in range(3):
+        assert rel_err(e.run({"x": x}, context=ctx)["y"].numpy(), chain_ref(x)) < 1e-6
+    x = rng.standard_normal((4, 33)).astype(np.float32)
+    for _ in range(3):
+        assert rel_err(e.run({"x": x}, context=ctx)["y"].numpy(), chain_ref(x)) < 1e-6
+
+
+def test_cuda_graphs_off(gpu, rng):
+    e = twinfer.load(chain_model(), device=gpu, cuda_graphs=False)
+    ctx = e.create_context()
+    for _ in range(4):
+        x = rng.standard_normal((5, 33)).astype(np.float32)
+        assert rel_err(e.run({"x": x}, context=ctx)["y"].numpy(), chain_ref(x)) < 1e-6
+    assert ctx.graph_stats() == {"captures": 0, "replays": 0, "cached": 0}
+
+
+def test_capture_while_another_thread_runs(gpu, rng):
+    busy = twinfer.load(chain_model(8), device=gpu)
+    fresh = twinfer.load(chain_model(), device=gpu)
+    xs = [rng.standard_normal((64, 33)).astype(np.float32) for _ in range(8)]
+    stop = threading.Event()
+    errors = []
+
+    def hammer():
+        ctx = busy.create_context()
+        i = 0
+        while not stop.is_set():
+            x = xs[i % len(xs)]
+            if rel_err(busy.run({"x": x}, context=ctx)["y"].numpy(), chain_ref(x, 8)) > 1e-6:
+                errors.append(i)
+            i += 1
+
+    t = threading.Thread(target=hammer)
+    t.start()
+    try:
+        ctx = fresh.create_context()
+        for x in xs:  # the second run captures while `hammer` is running
+            assert rel_err(fresh.run({"x": x}, context=ctx)["y"].numpy(), chain_ref(x)) < 1e-6
+        assert ctx.graph_stats()["captures"] == 1
+    finally:
+        stop.set()
+        t.join()
+    assert not errors
+
+
+def test_eight_threads_on_one_engine(gpu, rng):
+    e = twinfer.load(chain_model(), device=gpu)
+    inputs = [rng.standard_normal((1 + i % 5, 33)).astype(np.float32) for i in range(32)]
+    results = [None] * len(inputs)
+
+    def work(k):
+        for i in range(k, len(inputs), 8):
+            results[i] = e.run({"x": inputs[i]})["y"].numpy()
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x, y in zip(inputs, results):
+        assert rel_err(y, chain_ref(x)) < 1e-6
+
+
+def test_stream_order_between_engines_without_sync(gpu, rng):
+    a = twinfer.load(chain_model(), device=gpu)
+    b = twinfer.load(chain_model(3), device=gpu)
+    ca, cb = a.create_context(), b.create_context()
+    for _ in range(4):
+        x = rng.standard_normal((128, 33)).astype(np.float32)
+        y = a.run({"x": x}, context=ca, outputs="device")["y"]       # stream of ca
+        z = b.run({"x": y}, context=cb, outputs="device")["y"]       # stream of cb, waits for y's event
+        assert rel_err(z.numpy(), chain_ref(chain_ref(x), 3)) < 1e-6
+
+
+def test_run_on_a_callers_stream(gpu, rng):
+    s = twinfer.create_stream(gpu, priority=0)
+    a = twinfer.load(chain_model(), device=gpu)
+    b = twinfer.load(chain_model(3), device=gpu)
+    x = rng.standard_normal((17, 33)).astype(np.float32)
+    y = a.run({"x": x}, stream=s, outputs="device")["y"]
+    z = b.run({"x": y}, stream=s, outputs="device")["y"]  # same stream: ordered by it
+    assert rel_err(z.numpy(), chain_ref(chain_ref(x), 3)) < 1e-6
+    z2 = b.run({"x": y}, stream=s.handle, outputs="host")["y"]  # an int handle works too
+    assert rel_err(z2.numpy(), chain_ref(chain_ref(x), 3)) < 1e-6
+
+
+def test_dlpack_stream_protocol(gpu, rng):
+    a = twinfer.load(chain_model(), device=gpu)
+    b = twinfer.load(chain_model(3), device=gpu)
+    cb = b.create_context()
+    x = rng.standard_normal((96, 33)).astype(np.float32)
+    y = a.run({"x": x}, outputs="device")["y"]
+    # The consumer names its stream; the producer makes that stream wait.
+    imported = twinfer._core.Tensor._from_capsule(y.__dlpack__(stream=cb.stream.handle))
+    assert imported.data_ptr == y.data_ptr
+    z = b.run({"x": imported}, context=cb, outputs="host")["y"]
+    assert rel_err(z.numpy(), chain_ref(chain_ref(x), 3)) < 1e-6
+
+
+def test_priorities(gpu):
+    least, greatest = twinfer.stream_priority_range(gpu)
+    assert greatest <= least
+    e = twinfer.load(chain_model(), device=gpu, stream_priority=greatest)
+    assert e.create_context().stream.priority == greatest
+    assert e.create_context(priority=least).stream.priority == least
+    assert twinfer.create_stream(gpu, priority=greatest - 100).priority == greatest  # clamped
+
+
+def test_placement_puts_copies_around_host_nodes(gpu, rng):
+    e = twinfer.load(mixed_model(), device=gpu)
+    rows = e.kernel_report({"x": (6, 33), "flag": ()})
+    where = {r.node: r.backend for r in rows}
+    assert where["sin"] == gpu and where["cos"] == gpu
+    assert where["branch"] == "cpu"
+    assert [r.note for r in rows if r.node == "branch"] == ["control flow runs on the host"]
+    copies = [r for r in rows if r.backend == "copy"]
+    # sin's output and the flag go to the host for If; If's output comes back.
+    assert sorted(r.op for r in copies) == ["com.twinfer::MemcpyToDevice", "com.twinfer::MemcpyToHost",
+                                             "com.twinfer::MemcpyToHost"]
+    report = e.memory_report({"x": (6, 33), "flag": ()})
+    assert report["host_steps"] == 1 and report["copy_steps"] == 3 and report["device_arena_bytes"] > 0
+    for flag in (True, False, True):
+        x = rng.standard_normal((6, 33)).astype(np.float32)
+        assert rel_err(e.run({"x": x, "flag": np.array(flag)})["y"].numpy(), mixed_ref(x, flag)) < 1e-6
+
+
+def test_allow_cpu_fallback_false_lists_the_nodes(gpu):
+    with pytest.raises(twinfer.UnsupportedOpError, match="'branch' \\(If\\)"):
+        twinfer.load(mixed_model(), device=gpu, allow_cpu_fallback=False)
+    twinfer.load(chain_model(), device=gpu, allow_cpu_fallback=False)  # every node has a kernel
+
+
+def test_value_dependent_shapes_run_on_the_host_with_a_warning(gpu, rng):
+    e = twinfer.load(nonzero_model(), device=gpu)
+    x = rng.standard_normal(37).astype(np.float32)
+    with pytest.warns(RuntimeWarning, match="CPU evaluator"):
+        y = e.run({"x": x})["y"]
+    np.testing.assert_array_equal(y.numpy(), nonzero_ref(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per engine
+        x = rng.standard_normal(11).astype(np.float32)
+        np.testing.assert_array_equal(e.run({"x": x}, outputs="device")["y"].numpy(), nonzero_ref(x))
+
+
+def test_weights_upload_once_and_are_shared_by_plans(gpu, rng):
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = rng.standard_normal((33,)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 33])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 33])],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    e = twinfer.load(m, device=gpu)
+    r1 = e.memory_report({"x": (2, 33)})
+    r2 = e.memory_report({"x": (7, 33)})
+    assert r1["device_constant_bytes"] == r2["device_constant_bytes"] == w.nbytes
+    for n in (2, 7):
+        x = rng.standard_normal((n, 33)).astype(np.float32)
+        assert rel_err(e.run({"x": x})["y"].numpy(), x * w) < 1e-6
+
+
+def test_out_of_memory_leaves_the_engine_usable(gpu, rng):
+    from onnx import TensorProto, helper, numpy_helper
+
+    # y = sum over 2^20 rows of x broadcast: an intermediate of 2^20 * N floats,
+    # which no device holds for N = 2^18 (1 TiB).
+    g = helper.make_graph([helper.make_node("Expand", ["x", "rows"], ["big"]),
+                           helper.make_node("ReduceSum", ["big", "axis"], ["y"], keepdims=0)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "N"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])],
+                          [numpy_helper.from_array(np.array([1 << 20, 1], np.int64), "rows"),
+                           numpy_helper.from_array(np.array([0], np.int64), "axis")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    e = twinfer.load(m, device=gpu)
+    with sim_options(memory_limit=(1 << 30) if gpu == "sim" else 0):
+        with pytest.raises(twinfer.OutOfMemoryError, match="out of memory on " + gpu):
+            e.run({"x": np.ones((1, 1 << 18), np.float32)})
+        x = rng.standard_normal((1, 5)).astype(np.float32)
+        assert rel_err(e.run({"x": x})["y"].numpy(), x[0] * (1 << 20)) < 1e-5
+
+
+def test_saved_engine_records_the_backend(tmp_path, rng):
+    e = twinfer.load(chain_model(), device="sim", sim_coverage="cuda")
+    path = tmp_path / "chain.twinfer"
+    e.save(path)
+    with pytest.warns(RuntimeWarning, match="optimised for the cuda backend"):
+        again = twinfer.load(path, device="cpu")
+    x = rng.standard_normal((3, 33)).astype(np.float32)
+    assert rel_err(again.run({"x": x})["y"].numpy(), chain_ref(x)) < 1e-6
