@@ -1,5 +1,7 @@
 """The package imports, reports its build, and runs a small model correctly."""
 
+import re
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -35,6 +37,27 @@ def test_build_info_reports_the_build():
     assert isinstance(info["cuda_compiled"], bool)
     assert "Conv" in info["ops"] and "MatMul" in info["ops"]
     assert twinfer.cuda_available() in (True, False)
+    # cuBLASLt / cuDNN: a version when their wheels are installed (they answer
+    # without a GPU), else None with the reason; never an import failure.
+    for lib, key in (("cublasLt", "cublaslt"), ("cudnn", "cudnn")):
+        if info[key] is None:
+            assert info["cuda_libraries"][lib]
+        else:
+            assert re.fullmatch(r"\d+\.\d+\.\d+", info[key]) and lib not in info["cuda_libraries"]
+    if info["cuda_compiled"]:
+        assert {"Add", "Cast", "Relu", "Where"} <= set(info["cuda_ops"])
+    else:
+        assert info["cuda_ops"] == [] and info["cublaslt"] is None
+
+
+def test_the_simulated_device_runs_a_model(rng):
+    # In every build (the CPU-only one too): the GPU runtime's stand-in.
+    model, (w1, b1, w2) = _mlp(rng)
+    engine = twinfer.load(model, device="sim")
+    x = rng.standard_normal((3, 13)).astype(np.float32)
+    for _ in range(3):
+        y = engine.run({"x": x})["y"].numpy()
+        np.testing.assert_allclose(y, np.maximum(x @ w1 + b1, 0) @ w2, rtol=1e-4, atol=1e-4)
 
 
 def test_mlp_matches_numpy(rng):

@@ -5,6 +5,7 @@
 
 #include "bindings/bindings.h"
 #include "core/device_info.h"
+#include "ops/kernel.h"
 #include "ops/schema.h"
 
 namespace py = pybind11;
@@ -13,6 +14,9 @@ namespace twinfer::bindings {
 
 void bind_build_info(py::module_& m) {
   m.def("cuda_available", [] { return cuda_device_count() > 0; });
+  m.def("build_info_cuda_compiled", &cuda_compiled, "Whether this build has the CUDA backend (no driver call).");
+  m.def("set_cuda_library_path", &set_cuda_library_path, py::arg("name"), py::arg("path"),
+        "Where cuBLASLt / cuDNN are (twinfer/_libs.py finds NVIDIA's wheels); opened on first use.");
   m.def("build_info", [] {
     py::dict d;
     const dnnl_version_t* v = dnnl_version();
@@ -22,8 +26,17 @@ void bind_build_info(py::module_& m) {
     py::list names;
     for (int i = 0; i < cuda_device_count(); ++i) names.append(cuda_device_name(i));
     d["cuda_device_names"] = names;
-    d["cublas"] = py::none();  // set once the cuBLAS backend is linked
-    d["cudnn"] = py::none();
+    // Opened on first use from NVIDIA's wheels (never linked); None with the
+    // reason in cuda_libraries when a library is missing.
+    py::dict why;
+    for (const char* lib : {"cublasLt", "cudnn"}) {
+      std::string reason;
+      const std::string v = cuda_compiled() ? cuda_library_version(lib, &reason) : "";
+      d[lib == std::string("cublasLt") ? "cublaslt" : "cudnn"] = v.empty() ? py::object(py::none()) : py::object(py::str(v));
+      if (v.empty()) why[lib] = cuda_compiled() ? reason : "built without the CUDA backend";
+    }
+    d["cuda_libraries"] = why;
+    d["cuda_ops"] = ops_with_kernels(Backend::kCUDA);
     d["cpu_blas"] = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                     std::to_string(v->patch) + std::string(" (") + (v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "threads") + ")";
     d["cpu_threads"] = omp_get_max_threads();

@@ -7,4 +7,11 @@ bool cuda_compiled();
 int cuda_device_count();              // 0 when no driver/GPU (never throws)
 std::string cuda_runtime_version();   // "" when not compiled
 std::string cuda_device_name(int i);  // "" when unavailable
+
+// The CUDA libraries from NVIDIA's wheels (cuBLASLt, cuDNN), opened with
+// dlopen on first use, never linked: the module imports without them, a GPU
+// or a driver. Python hands in where the wheels put them (twinfer/_libs.py).
+void set_cuda_library_path(const std::string& name, const std::string& path);  // "cublasLt", "cudnn"
+// "13.1.1" etc., or "" with *why set when the library cannot be opened.
+std::string cuda_library_version(const std::string& name, std::string* why);
 }  // namespace twinfer

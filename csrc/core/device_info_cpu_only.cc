@@ -8,5 +8,10 @@ bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_runtime_version() { return ""; }
 std::string cuda_device_name(int) { return ""; }
+void set_cuda_library_path(const std::string&, const std::string&) {}
+std::string cuda_library_version(const std::string&, std::string* why) {
+  if (why) *why = "built without the CUDA backend";
+  return "";
+}
 }  // namespace twinfer
 

@@ -74,6 +74,16 @@ bool any_kernel_for(const std::string& domain, const std::string& op_type, Backe
   return false;
 }
 
+std::vector<std::string> ops_with_kernels(Backend backend) {
+  std::vector<std::string> r;
+  for (const auto& kv : kernels())
+    if (kv.second.backend == backend) {
+      std::string name = kv.first.first.empty() ? kv.first.second : kv.first.first + "::" + kv.first.second;
+      if (r.empty() || r.back() != name) r.push_back(std::move(name));
+    }
+  return r;
+}
+
 std::vector<Tensor> Kernel::run_dynamic(KernelContext&) const {
   throw Error(ErrorKind::kRuntime, "this kernel has no dynamic-output mode");
 }

@@ -92,6 +92,8 @@ void register_kernel(const KernelDef& def);
 // The best kernel for the node on this backend, or nullptr (why_not says why).
 const KernelDef* select_kernel(const KernelBuildInfo& info, std::string* why_not);
 bool any_kernel_for(const std::string& domain, const std::string& op_type, Backend backend);
+// Every op with a kernel on `backend` ("Add", "com.twinfer::Conv"), sorted.
+std::vector<std::string> ops_with_kernels(Backend backend);
 
 template <typename K>
 std::unique_ptr<Kernel> make_kernel(const KernelBuildInfo& info) {

@@ -14,6 +14,8 @@ from . import _libs
 _libs.preload()
 
 from . import _core  # noqa: E402
+
+_libs.register_cuda_libraries(_core)
 from ._convert import Tensor, as_tensor, from_dlpack  # noqa: E402
 from .engine import Engine, TensorSpec, load  # noqa: E402
 from .concurrency import Parallel, Pipeline  # noqa: E402

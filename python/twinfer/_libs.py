@@ -48,3 +48,37 @@ def preload() -> None:
     path = _find_dnnl()
     if path:
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
+# cuBLASLt and cuDNN come from NVIDIA's wheels (the `cuda` extra, or torch's
+# dependencies): distribution, the file in it. The core opens them with
+# dlopen when the CUDA backend first needs them, never at import, so twinfer
+# imports on machines without them, a GPU or a driver.
+_CUDA_LIBRARIES = {
+    "cublasLt": (("nvidia-cublas", "nvidia-cublas-cu13"), "libcublasLt.so.13"),
+    "cudnn": (("nvidia-cudnn-cu13",), "libcudnn.so.9"),
+}
+
+
+def _find_in_distribution(dists: tuple[str, ...], filename: str) -> str | None:
+    for name in dists:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for f in dist.files or ():
+            if f.name == filename:
+                path = str(dist.locate_file(f))
+                if os.path.exists(path):
+                    return path
+    return None
+
+
+def register_cuda_libraries(core) -> None:
+    """Tell the core where the CUDA libraries are (cheap: file lists only)."""
+    if not core.build_info_cuda_compiled():
+        return
+    for lib, (dists, filename) in _CUDA_LIBRARIES.items():
+        path = _find_in_distribution(dists, filename)
+        if path:
+            core.set_cuda_library_path(lib, path)

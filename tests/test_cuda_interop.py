@@ -1,0 +1,84 @@
+"""Stream order with PyTorch on a GPU, with no synchronisation between the
+steps: a producer on a side stream feeding twinfer, twinfer feeding a
+consumer on another stream, the torch drop-in on torch's current stream.
+The producer's stream is kept busy first (torch.cuda._sleep) so that a
+missing wait would read unwritten memory. References: NumPy."""
+
+import numpy as np
+import pytest
+from conftest import rel_err
+from device_models import chain_model, chain_ref
+
+import twinfer
+
+pytestmark = pytest.mark.cuda
+torch = pytest.importorskip("torch")
+
+BUSY_CYCLES = 50_000_000  # ~30 ms of a spinning kernel on an H100
+
+
+def test_side_stream_producer_and_consumer(rng):
+    e = twinfer.load(chain_model(), device="cuda")
+    x_np = rng.standard_normal((512, 33)).astype(np.float32)
+    host = torch.from_numpy(x_np).pin_memory()
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    for _ in range(4):  # eager, capture, replays
+        with torch.cuda.stream(s1):
+            torch.cuda._sleep(BUSY_CYCLES)
+            x = host.to("cuda", non_blocking=True) * 1.0  # ready only after the sleep
+            y = e.run({"x": x})["y"]  # no stream given: torch's current stream (s1)
+        with torch.cuda.stream(s2):
+            z = torch.from_dlpack(y) * 2.0  # waits for y's ready event on s2
+        got = z.cpu().numpy()
+        assert rel_err(got, 2 * chain_ref(x_np)) < 1e-6
+
+
+def test_explicit_stream_and_other_stream_consumer(rng):
+    e = twinfer.load(chain_model(), device="cuda")
+    s = torch.cuda.Stream()
+    x_np = rng.standard_normal((64, 33)).astype(np.float32)
+    x = torch.from_numpy(x_np).cuda()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(BUSY_CYCLES)
+    y = e.run({"x": x}, stream=s)["y"]  # behind the sleep on s
+    out = torch.empty(64, 33, device="cuda")
+    out.copy_(torch.from_dlpack(y))  # current (default) stream waits for y
+    assert rel_err(out.cpu().numpy(), chain_ref(x_np)) < 1e-6
+
+
+def test_drop_in_runs_on_the_current_stream(rng):
+    import twinfer.torch as tt
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(33))
+
+        def forward(self, x):
+            return torch.sin(torch.cos(x) * self.w) + self.w
+
+    net = Net().cuda().eval()
+    x = torch.randn(17, 33, device="cuda")
+    compiled = tt.compile(net, (x,))
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s), torch.no_grad():
+        for _ in range(3):
+            torch.cuda._sleep(BUSY_CYCLES // 5)
+            xi = torch.randn(17, 33, device="cuda")
+            got = compiled(xi)
+            want = net(xi)
+            assert rel_err(got.cpu().numpy(), want.cpu().numpy()) < 1e-5
+    assert compiled.engine.device.startswith("cuda")
+
+
+def test_torch_cuda_tensors_out_keep_their_memory(rng):
+    e = twinfer.load(chain_model(), device="cuda")
+    x = torch.randn(8, 33, device="cuda")
+    y = e.run({"x": x})["y"]
+    assert y.device == "cuda:0"
+    t = torch.from_dlpack(y)
+    assert t.data_ptr() == y.data_ptr and t.device.type == "cuda"
+    del y
+    torch.cuda.synchronize()
+    assert rel_err(t.cpu().numpy(), chain_ref(x.cpu().numpy())) < 1e-6

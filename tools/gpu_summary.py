@@ -1,0 +1,73 @@
+"""The short table at the end of tools/gpu_check.sh: per test file passed /
+failed / skipped (with the first failures), the sanitizer's verdict, and the
+benchmarks' tables. Reads the folder gpu_check.sh wrote.
+
+    python tools/gpu_summary.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def junit(path: Path) -> tuple[int, int, int, list[str]]:
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError:
+        return 0, 1, 0, [f"{path.name}: unreadable JUnit file (the process died?)"]
+    passed = failed = skipped = 0
+    first: list[str] = []
+    for case in root.iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+            node = case.find("failure") if case.find("failure") is not None else case.find("error")
+            msg = (node.get("message") or "").splitlines()[0][:160] if node is not None else ""
+            if len(first) < 5:
+                first.append(f"{case.get('classname')}::{case.get('name')}: {msg}")
+        elif case.find("skipped") is not None:
+            skipped += 1
+        else:
+            passed += 1
+    return passed, failed, skipped, first
+
+
+def main(out: Path) -> int:
+    print((out / "env.txt").read_text().strip() if (out / "env.txt").exists() else "env: missing")
+    rows, failures = [], []
+    totals = [0, 0, 0]
+    for xml in sorted(out.glob("test_*.xml")):
+        p, f, s, first = junit(xml)
+        rows.append((xml.stem, p, f, s))
+        totals = [totals[0] + p, totals[1] + f, totals[2] + s]
+        failures += first
+    logs = {x.stem for x in out.glob("test_*.xml")}
+    for log in sorted(out.glob("test_*.log")):
+        if log.stem not in logs:  # a process killed before writing its JUnit file
+            rows.append((log.stem, 0, 1, 0))
+            totals[1] += 1
+            failures.append(f"{log.stem}: no JUnit file; log tail: {log.read_text()[-300:]!r}")
+    if rows:
+        print(f"\n{'cuda tests':<28} {'passed':>7} {'failed':>7} {'skipped':>8}")
+        for name, p, f, s in rows:
+            print(f"{name:<28} {p:>7} {f:>7} {s:>8}")
+        print(f"{'total':<28} {totals[0]:>7} {totals[1]:>7} {totals[2]:>8}")
+    for line in failures:
+        print("  FAILED", line)
+    san = out / "memcheck.log"
+    if san.exists():
+        text = san.read_text()
+        m = re.search(r"ERROR SUMMARY: (\d+) errors?", text)
+        print(f"\ncompute-sanitizer memcheck: {m.group(0) if m else 'no summary line (see memcheck.log)'}")
+    for bench in sorted(out.glob("bench_*.log")):
+        lines = [ln for ln in bench.read_text().splitlines() if ln and not ln.startswith("{")]
+        print(f"\n{bench.stem}:")
+        print("\n".join(lines[-14:]))
+    print(f"\nTOTAL cuda tests: {totals[0]} passed, {totals[1]} failed")
+    return 1 if totals[1] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else "gpu-check-out")))
