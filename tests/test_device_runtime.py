@@ -271,3 +271,31 @@ def test_saved_engine_records_the_backend(tmp_path, rng):
         again = twinfer.load(path, device="cpu")
     x = rng.standard_normal((3, 33)).astype(np.float32)
     assert rel_err(again.run({"x": x})["y"].numpy(), chain_ref(x)) < 1e-6
+
+
+def test_an_output_listed_twice(gpu, rng):
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5]),
+                           helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    e = twinfer.load(m, device=gpu)
+    for outputs in ("host", "device", "device", "device"):  # eager, capture, replays
+        x = rng.standard_normal((3, 5)).astype(np.float32)
+        ys = e._core.run([twinfer.as_tensor(x)], None, outputs == "host")
+        assert len(ys) == 2
+        for y in ys:
+            np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
+
+
+def test_profiling_times_every_step_once(gpu, rng):
+    e = twinfer.load(chain_model(), device=gpu)
+    prof = e.profile_ops({"x": rng.standard_normal((9, 33)).astype(np.float32)}, iterations=3, warmup=1)
+    assert len(prof.steps) == 7 and all(s.ms_per_run > 0 for s in prof.steps)
+    ctx = e.create_context()
+    ctx.profiling = True
+    for _ in range(3):
+        e.run({"x": rng.standard_normal((9, 33)).astype(np.float32)}, context=ctx)
+    assert {t[4] for t in ctx.step_times()} == {3}  # runs counted once per step

@@ -67,3 +67,23 @@ def test_broadcast_offsets_large_dims_use_64_bit_offsets():
     n = (1 << 31) + 3
     rank, got = _core._test_broadcast_offsets([[2, n], [n]], [2, n], [n - 1, n, 2 * n - 1])
     assert [list(g) for g in got] == [[n - 1, n - 1], [n, 0], [2 * n - 1, n - 1]]
+
+
+def test_empty_broadcasts_do_not_divide_by_zero():
+    # A size-0 dim (an empty batch plus a bias): nothing to index, no crash.
+    rank, offsets = _core._test_broadcast_offsets([[0, 3], [3]], [0, 3], [])
+    assert rank == 1 and offsets == []
+    assert _core._test_fast_divmod([0], [5]) == [(5, 0)]  # a zero divisor counts as 1
+
+
+def test_launch_config_covers_every_element():
+    from twinfer import _core as c
+
+    for n, threads, blocks in c._test_launch_configs([0, 1, 255, 256, 257, 1 << 20, (1 << 31) + 3, 1 << 40]):
+        if n == 0:
+            assert blocks == 0
+            continue
+        assert 0 < threads <= 1024 and threads % 32 == 0
+        assert 0 < blocks <= (1 << 31) - 1
+        # One element per thread while that fits, a bounded grid after (the loop strides).
+        assert blocks == min((n + threads - 1) // threads, 1 << 20)

@@ -89,10 +89,11 @@ def qdq_model_by_hand(weights, amax, data):
 
 
 @pytest.mark.parametrize("calibrator", ["minmax", "percentile", "entropy"])
-def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tmp_path):
+def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tmp_path, device):
     model, weights = float_model(rng)
     data = [{"x": rng.standard_normal((3, 3, 5, 7)).astype(np.float32)} for _ in range(4)]
-    e8 = twinfer.load(model, device="cpu", precision="int8", calibration=data, calibrator=calibrator, progress=False)
+    e8 = twinfer.load(model, device=device, precision="int8", calibration=data, calibrator=calibrator,
+                      progress=False)
     cal = e8.calibration
     assert set(cal.amax) == {"x", "f"} and cal.method == calibrator
     assert cal.unsigned() == {"f"}
@@ -108,7 +109,7 @@ def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tm
     # Reuse without the data: from the object and from its JSON file.
     cal.save(tmp_path / "cal.json")
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
-    again = twinfer.load(model, device="cpu", precision="int8", calibration=str(tmp_path / "cal.json"))
+    again = twinfer.load(model, device=device, precision="int8", calibration=str(tmp_path / "cal.json"))
     np.testing.assert_array_equal(again.run({"x": x})["y"].numpy(), e8.run({"x": x})["y"].numpy())
 
 

@@ -19,12 +19,12 @@ from test_int8_kernels import cnn
 import twinfer
 
 
-def test_float_cnn_round_trips(rng, tmp_path):
+def test_float_cnn_round_trips(rng, tmp_path, device):
     model, shape = cnn(rng)
-    engine = twinfer.load(model, device="cpu")
+    engine = twinfer.load(model, device=device)
     path = tmp_path / "cnn.twinfer"
     engine.save(path)
-    again = twinfer.load(path, device="cpu")
+    again = twinfer.load(path, device=device)
     assert again.stats()["passes"] == engine.stats()["passes"]  # the build's log, read from the file
     assert [(s.name, s.dtype, s.shape) for s in again.inputs] == [(s.name, s.dtype, s.shape) for s in engine.inputs]
     for n in (1, 5):  # the batch dim stays symbolic

@@ -8,6 +8,7 @@
 #include "core/device_api.h"
 #include "core/error.h"
 #include "ops/elementwise/broadcast_offsets.h"
+#include "ops/elementwise/launch_config.h"
 #include "runtime/faults.h"
 
 namespace py = pybind11;
@@ -98,6 +99,14 @@ void bind_device(py::module_& m) {
           }
           return out;
         });
+  m.def("_test_launch_configs", [](const std::vector<int64_t>& sizes) {
+    std::vector<std::tuple<int64_t, uint32_t, uint32_t>> out;
+    for (int64_t n : sizes) {
+      const auto c = ew::elementwise_launch(n);
+      out.emplace_back(n, c.threads, c.blocks);
+    }
+    return out;
+  });
   m.def("_test_broadcast_offsets",
         [](const std::vector<Shape>& inputs, const Shape& out, const std::vector<uint64_t>& linear) {
           const ew::BroadcastPlan p = ew::make_broadcast_plan(inputs, out);

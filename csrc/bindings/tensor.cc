@@ -109,25 +109,30 @@ dlpack::Device to_dl_device(Device d) {
 // -1 -> no synchronisation, 1 / 2 -> the legacy / per-thread default
 // stream, anything else a cudaStream_t. The simulated device has no default
 // stream: None makes the host wait.
-void make_ready_for(const Tensor& t, const py::object& stream) {
+// Returns the consumer's stream (null when the host is the consumer or the
+// caller asked for no synchronisation).
+std::shared_ptr<Stream> make_ready_for(const Tensor& t, const py::object& stream) {
+  if (!t.device().is_accelerator()) return nullptr;
   const auto& ev = t.ready_event();
-  if (!ev || !t.device().is_accelerator()) return;
+  std::shared_ptr<Stream> consumer;
   if (stream.is_none()) {
     if (t.device().is_cuda()) {
-      device_api(t.device()).borrow_stream(1)->wait(*ev);
+      consumer = device_api(t.device()).borrow_stream(1);
     } else {
-      py::gil_scoped_release nogil;
-      ev->synchronize();
+      if (ev) {
+        py::gil_scoped_release nogil;
+        ev->synchronize();
+      }
+      return nullptr;
     }
-    return;
+  } else {
+    const long long h = stream.cast<long long>();
+    if (h == -1) return nullptr;
+    // 0 is ambiguous in the spec: the legacy default stream.
+    consumer = device_api(t.device()).borrow_stream(h == 0 && t.device().is_cuda() ? 1 : static_cast<uintptr_t>(h));
   }
-  const long long h = stream.cast<long long>();
-  if (h == -1) return;
-  if (h == 0 && t.device().is_cuda()) {  // ambiguous in the spec; treat as the legacy default stream
-    device_api(t.device()).borrow_stream(1)->wait(*ev);
-    return;
-  }
-  device_api(t.device()).borrow_stream(static_cast<uintptr_t>(h))->wait(*ev);
+  if (ev) consumer->wait(*ev);
+  return consumer;
 }
 
 // Copies a strided host array into a compact one, element by element.
@@ -190,11 +195,26 @@ struct ExportHolder {
   Tensor tensor;
   Shape shape;
   Shape strides;
+  // A device tensor exported to a consumer's stream: when the consumer lets
+  // go, its stream's work so far may still read the memory, so the block's
+  // stream-ordered free waits for an event recorded there then.
+  std::shared_ptr<Stream> consumer;
+
+  ~ExportHolder() {
+    if (!consumer || !tensor.storage()) return;
+    try {
+      auto ev = device_api(tensor.device()).create_event();
+      consumer->record(*ev);
+      tensor.storage()->record_use(std::move(ev));
+    } catch (...) {
+      // A stream destroyed before its tensor: nothing left to wait for.
+    }
+  }
 };
 
 template <typename M>
-M* make_managed(const Tensor& t) {
-  auto* h = new ExportHolder{t, t.shape(), contiguous_strides(t.shape())};
+M* make_managed(const Tensor& t, std::shared_ptr<Stream> consumer) {
+  auto* h = new ExportHolder{t, t.shape(), contiguous_strides(t.shape()), std::move(consumer)};
   auto* m = new M{};
   m->manager_ctx = h;
   m->deleter = [](M* self) {
@@ -212,9 +232,9 @@ M* make_managed(const Tensor& t) {
   return m;
 }
 
-py::capsule export_capsule(const Tensor& t, bool versioned) {
+py::capsule export_capsule(const Tensor& t, bool versioned, std::shared_ptr<Stream> consumer = nullptr) {
   if (versioned) {
-    auto* m = make_managed<dlpack::ManagedTensorVersioned>(t);
+    auto* m = make_managed<dlpack::ManagedTensorVersioned>(t, consumer);
     m->version = {1, 0};
     m->flags = 0;
     return py::capsule(m, "dltensor_versioned", [](PyObject* cap) {
@@ -224,7 +244,7 @@ py::capsule export_capsule(const Tensor& t, bool versioned) {
       }
     });
   }
-  auto* m = make_managed<dlpack::ManagedTensor>(t);
+  auto* m = make_managed<dlpack::ManagedTensor>(t, consumer);
   return py::capsule(m, "dltensor", [](PyObject* cap) {
     if (PyCapsule_IsValid(cap, "dltensor")) {
       auto* mt = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
@@ -334,7 +354,8 @@ void bind_tensor(py::module_& m) {
            py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack__",
            [](const Tensor& t, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
-             make_ready_for(t, stream);  // device tensors: the consumer's stream waits until ours wrote it
+             // Device tensors: the consumer's stream waits until ours wrote it.
+             std::shared_ptr<Stream> consumer = make_ready_for(t, stream);
              if (!dl_device.is_none()) {
                auto dev = dl_device.cast<std::pair<int, int>>();
                auto ours = to_dl_device(t.device());
@@ -346,7 +367,7 @@ void bind_tensor(py::module_& m) {
              const bool want_copy = !copy.is_none() && copy.cast<bool>();
              if (want_copy && t.device().is_accelerator())
                throw py::buffer_error("twinfer.Tensor cannot copy device memory on export (copy=True)");
-             return export_capsule(want_copy ? t.clone() : t, versioned);
+             return export_capsule(want_copy ? t.clone() : t, versioned, std::move(consumer));
            },
            py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
            py::arg("dl_device") = py::none(), py::arg("copy") = py::none())

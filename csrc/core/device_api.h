@@ -122,7 +122,10 @@ class DeviceApi {
   // True when the device's kernels are host functions run in stream order
   // (the simulated device); false when kernels enqueue device work (CUDA).
   virtual bool kernels_run_on_host() const = 0;
-  virtual void synchronize() = 0;  // the whole device, for tests and shutdown
+  virtual void synchronize() = 0;
+  // Makes this the calling thread's current device until the returned guard
+  // goes (CUDA keeps a current device per thread; null where there is none).
+  virtual std::shared_ptr<void> make_current() { return nullptr; }  // the whole device, for tests and shutdown
 };
 
 // The device API of `d` (throws kDevice when the build or machine lacks it).

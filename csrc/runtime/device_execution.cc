@@ -117,7 +117,7 @@ void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_a
               },
               std::move(acc));
         } else {
-          run_step(plan, i, a);
+          run_kernel(plan, i, a);  // enqueues on s (timed below when profiling)
         }
         pending = true;
         break;
@@ -144,10 +144,23 @@ void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_a
   }
 }
 
+void ExecutionContext::release_finished_inputs() {
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (!it->done->ready()) {
+      ++it;
+      continue;
+    }
+    spare_events_.push_back(std::move(it->done));
+    it = in_flight_.erase(it);  // releases the inputs (a borrowed tensor goes back to its owner)
+  }
+}
+
 std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const Plan>& pp,
                                                      const std::vector<Tensor>& inputs, const RunOptions& ro) {
+  const std::shared_ptr<void> current = api_->make_current();  // cuda:N is the calling thread's device meanwhile
   prepare(pp);
   const Plan& plan = *pp;
+  release_finished_inputs();
   if (!device_arena_ || device_arena_->bytes() < plan.device_arena_bytes) {
     graphs_.clear();  // they point into the old arena
     if (device_arena_) synchronize();
@@ -161,151 +174,213 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
   const bool skip_waits = fault_injected(Fault::kEventWait, device_);
   const bool skip_sync = fault_injected(Fault::kHostSync, device_);
   const bool stale_graph = fault_injected(Fault::kGraphInput, device_);
+  // A caller capturing its own graph (torch.cuda.graph) on S: we add our
+  // work to it, allocating nothing and synchronising nothing; outputs are
+  // views of the context's buffers, as a captured graph's outputs are.
+  const bool outer_capture = !own && S.capturing();
+  if (outer_capture && (ro.host_outputs || plan.host_steps))
+    throw Error(ErrorKind::kInvalidArgument,
+                "this run is being captured into a graph on the caller's stream, which cannot hold host " +
+                    std::string(plan.host_steps ? "steps (nodes without a device kernel)" : "outputs") +
+                    "; ask for device outputs (outputs='device')");
 
-  // The arenas are this context's: a run on another stream waits for the last.
-  if (ran_ && last_stream_ != S.handle() && !skip_waits) S.wait(*done_);
-
-  GraphEntry* ge = nullptr;
-  bool replay = false, capture = false;
-  if (ro.cuda_graphs && plan.capturable && !profiling_) {
-    ge = graph_for(pp, darena);
-    ge->last_use = ++run_counter_;
-    replay = ge->exec != nullptr;
-    capture = !replay && ge->runs >= 1;  // the first run at a shape warms up (lazy setup stays out of the graph)
-    ++ge->runs;
-  }
-  const bool graph_mode = replay || capture;
-  // Outputs go to the plan's output slots when a graph writes them or they
-  // are copied to the host anyway; otherwise straight into fresh tensors.
-  const bool use_slots = graph_mode || ro.host_outputs;
-
-  // Inputs.
-  std::vector<std::shared_ptr<Storage>> foreign;  // device inputs other streams may still use after us
-  bool staged = false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    const int v = plan.graph.inputs[i];
-    char* slot = darena + plan.input_slots[i];
-    const size_t bytes = t.bytes();
-    if (t.device() == device_) {
-      if (t.ready_event() && !skip_waits) S.wait(*t.ready_event());
-      if (graph_mode) {
-        if (!(replay && stale_graph)) S.copy(slot, t.data(), bytes);
-        value_ptrs_[v] = slot;
-      } else {
-        value_ptrs_[v] = t.data();
-      }
-      if (t.storage()) foreign.push_back(t.storage());
-    } else {
-      // Host memory: through page-locked staging, so the copy is asynchronous.
-      if (!staged && staging_pending_ && !skip_sync) staging_done_->synchronize();
-      char* st = harena + plan.input_staging[i];
-      api_->host_access({st, bytes}, true, "staging an input");
-      if (bytes) std::memcpy(st, t.data(), bytes);
-      if (!(replay && stale_graph)) S.copy(slot, st, bytes);
-      value_ptrs_[v] = slot;
-      staged = true;
+  bool enqueued = false;
+  try {
+    // The arenas are this context's: a run on another stream waits for the last.
+    if (ran_ && last_stream_ != S.handle() && !skip_waits) {
+      S.wait(*done_);
+      enqueued = true;
     }
-  }
-  if (staged) {
-    S.record(*staging_done_);
-    staging_pending_ = true;
-  }
 
-  // Every other value's address; outputs into fresh tensors or slots.
-  std::vector<Tensor> outputs(plan.output_shapes.size());
-  bool allocated = false;
-  for (size_t v = 0; v < plan.values.size(); ++v) {
-    const auto& pv = plan.values[v];
-    switch (pv.home) {
-      case ValueHome::kArena:
-        value_ptrs_[v] = (pv.space == MemorySpace::kDevice ? darena : harena) + pv.offset;
-        break;
-      case ValueHome::kConstant: value_ptrs_[v] = pv.constant.data(); break;
-      case ValueHome::kOutput:
-        if (use_slots) {
-          value_ptrs_[v] = darena + plan.output_slots[pv.io_index];
+    GraphEntry* ge = nullptr;
+    bool replay = false, capture = false;
+    if (ro.cuda_graphs && plan.capturable && !profiling_ && !outer_capture) {
+      ge = graph_for(pp, darena);
+      ge->last_use = ++run_counter_;
+      replay = ge->exec != nullptr;
+      // The first run at a shape warms up (lazy library setup stays out of
+      // the graph); a plan whose capture failed once runs without one.
+      capture = !replay && ge->runs >= 1 && !ge->failed;
+      ++ge->runs;
+    }
+    const bool graph_mode = replay || capture;
+    // Outputs go to the plan's output slots when a graph writes them, they
+    // are copied to the host anyway, or nothing may be allocated; otherwise
+    // straight into fresh tensors.
+    const bool use_slots = graph_mode || ro.host_outputs || outer_capture;
+
+    // Inputs.
+    std::vector<std::shared_ptr<Storage>> device_inputs;
+    bool staged = false;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      const int v = plan.graph.inputs[i];
+      char* slot = darena + plan.input_slots[i];
+      const size_t bytes = t.bytes();
+      if (t.device() == device_) {
+        if (t.ready_event() && !skip_waits) S.wait(*t.ready_event());
+        if (graph_mode) {
+          if (!(replay && stale_graph)) S.copy(slot, t.data(), bytes);
+          value_ptrs_[v] = slot;
         } else {
-          outputs[pv.io_index] = Tensor::empty_on(pv.dtype, pv.shape, device_, stream_);
-          value_ptrs_[v] = outputs[pv.io_index].data();
-          allocated = true;
+          value_ptrs_[v] = t.data();
         }
-        break;
-      case ValueHome::kInput:
-      case ValueHome::kUnused: break;
+        if (t.storage()) device_inputs.push_back(t.storage());
+      } else {
+        if (outer_capture)
+          throw Error(ErrorKind::kInvalidArgument, "input '" + plan.graph.values[v].name +
+                                                       "' is host memory, which a graph captured on the caller's "
+                                                       "stream cannot read; pass a device tensor");
+        // Host memory: through page-locked staging, so the copy is asynchronous.
+        if (!staged && staging_pending_ && !skip_sync) staging_done_->synchronize();
+        char* st = harena + plan.input_staging[i];
+        api_->host_access({st, bytes}, true, "staging an input");
+        if (bytes) std::memcpy(st, t.data(), bytes);
+        if (!(replay && stale_graph)) S.copy(slot, st, bytes);
+        value_ptrs_[v] = slot;
+        staged = true;
+      }
+      enqueued = true;
     }
-  }
-  // Outputs no step writes (an input or a constant passed through), and
-  // outputs a graph writes into its slots, are copied into fresh tensors.
-  std::vector<std::pair<size_t, const void*>> copy_out;
-  if (!ro.host_outputs)
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      if (outputs[o].defined()) continue;
-      const int v = plan.graph.outputs[o];
-      const bool slot = plan.values[v].home == ValueHome::kOutput;
-      copy_out.emplace_back(o, slot ? darena + plan.output_slots[o] : value_ptrs_[v]);
-      outputs[o] = Tensor::empty_on(plan.output_dtypes[o], plan.output_shapes[o], device_, stream_);
-      allocated = true;
+    if (staged) {
+      S.record(*staging_done_);
+      staging_pending_ = true;
     }
-  if (allocated && !own && !skip_waits) {
-    stream_->record(*alloc_done_);
-    S.wait(*alloc_done_);
-  }
 
-  // The steps: a graph's replay, or enqueued one by one.
-  if (replay) {
-    ge->exec->launch(S);
-    ++gstats_.replays;
-  } else if (capture) {
-    capture_stream_->begin_capture();
-    try {
-      enqueue_steps(plan, *capture_stream_, darena, harena);
-    } catch (...) {
+    // Every other value's address; outputs into fresh tensors or slots.
+    std::vector<Tensor> outputs(plan.output_shapes.size());
+    bool allocated = false;
+    for (size_t v = 0; v < plan.values.size(); ++v) {
+      const auto& pv = plan.values[v];
+      switch (pv.home) {
+        case ValueHome::kArena:
+          value_ptrs_[v] = (pv.space == MemorySpace::kDevice ? darena : harena) + pv.offset;
+          break;
+        case ValueHome::kConstant: value_ptrs_[v] = pv.constant.data(); break;
+        case ValueHome::kOutput:
+          if (use_slots) {
+            value_ptrs_[v] = darena + plan.output_slots[pv.io_index];
+          } else {
+            outputs[pv.io_index] = Tensor::empty_on(pv.dtype, pv.shape, device_, stream_);
+            value_ptrs_[v] = outputs[pv.io_index].data();
+            allocated = true;
+          }
+          break;
+        case ValueHome::kInput:
+        case ValueHome::kUnused: break;
+      }
+    }
+    // Outputs no step writes into a tensor of their own (an input or a
+    // constant passed through, a value listed twice, outputs in slots) are
+    // copied out of wherever the value is; during a caller's capture they
+    // stay views of the context's buffers.
+    std::vector<std::pair<size_t, const void*>> copy_out;
+    if (!ro.host_outputs)
+      for (size_t o = 0; o < outputs.size(); ++o) {
+        if (outputs[o].defined()) continue;
+        const int v = plan.graph.outputs[o];
+        if (outer_capture && plan.values[v].home == ValueHome::kOutput) {
+          outputs[o] = Tensor::from_storage(device_arena_, plan.output_slots[plan.values[v].io_index],
+                                            plan.output_dtypes[o], plan.output_shapes[o]);
+          continue;
+        }
+        if (outer_capture)
+          throw Error(ErrorKind::kInvalidArgument,
+                      "output " + std::to_string(o) + " is an input or a constant, which a graph captured on the "
+                      "caller's stream cannot copy into a new tensor");
+        copy_out.emplace_back(o, value_ptrs_[v]);
+        outputs[o] = Tensor::empty_on(plan.output_dtypes[o], plan.output_shapes[o], device_, stream_);
+        allocated = true;
+      }
+    if (allocated && !own && !skip_waits) {
+      stream_->record(*alloc_done_);
+      S.wait(*alloc_done_);
+    }
+
+    // The steps: a graph's replay, or enqueued one by one.
+    if (capture) {
+      capture_stream_->begin_capture();
       try {
-        capture_stream_->end_capture();
+        enqueue_steps(plan, *capture_stream_, darena, harena);
+        ge->exec = capture_stream_->end_capture();
+        ++gstats_.captures;
+      } catch (const std::exception&) {
+        // A capture the device refused (an API a kernel uses is not
+        // capturable): end it, remember, run this plan without a graph.
+        try {
+          if (capture_stream_->capturing()) capture_stream_->end_capture();
+        } catch (...) {
+        }
+        ge->failed = true;
+        ge->exec.reset();
+      }
+    }
+    if (ge && ge->exec) {
+      ge->exec->launch(S);
+      gstats_.replays += replay;
+    } else {
+      enqueue_steps(plan, S, darena, harena);
+    }
+    enqueued = true;
+    for (const auto& [o, src] : copy_out) S.copy(outputs[o].data(), src, outputs[o].bytes());
+
+    S.record(*done_);
+    last_stream_ = S.handle();
+    ran_ = true;
+    // Blocks others free on their own stream after every stream that used
+    // them: other contexts' outputs we read, our outputs when S is not ours.
+    for (auto& st : device_inputs) st->record_use(done_);
+    if (!own && !outer_capture)
+      for (auto& t : outputs)
+        if (t.storage()) t.storage()->record_use(done_);
+    // And we keep the device inputs referenced until the device is done
+    // with them (a borrowed tensor's owner may reuse its memory at once).
+    if (!device_inputs.empty() && !outer_capture) {
+      std::shared_ptr<Event> ev;
+      if (!spare_events_.empty()) {
+        ev = std::move(spare_events_.back());
+        spare_events_.pop_back();
+      } else {
+        ev = api_->create_event();
+      }
+      S.record(*ev);
+      in_flight_.push_back(InFlight{std::move(ev), std::move(device_inputs)});
+    }
+
+    if (!ro.host_outputs) {
+      for (auto& t : outputs) t.set_ready_event(done_);
+      return outputs;
+    }
+    // NumPy out: device -> page-locked staging in stream order, one wait,
+    // then into fresh host tensors.
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const int v = plan.graph.outputs[o];
+      const size_t bytes =
+          static_cast<size_t>(shape_numel(plan.output_shapes[o])) * dtype_size(plan.output_dtypes[o]);
+      S.copy(harena + plan.output_staging[o], value_ptrs_[v], bytes);
+    }
+    if (!skip_sync) S.synchronize();
+    std::vector<Tensor> host(outputs.size());
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      host[o] = Tensor::empty(plan.output_dtypes[o], plan.output_shapes[o], Device::cpu());
+      char* st = harena + plan.output_staging[o];
+      api_->host_access({st, host[o].bytes()}, false, "reading an output");
+      if (host[o].bytes()) std::memcpy(host[o].data(), st, host[o].bytes());
+    }
+    return host;
+  } catch (...) {
+    // Whatever this run enqueued before failing still runs: the next run
+    // (on any stream) must be ordered after it, as after a whole run.
+    if (enqueued) {
+      try {
+        S.record(*done_);
+        last_stream_ = S.handle();
+        ran_ = true;
       } catch (...) {
       }
-      throw;
     }
-    ge->exec = capture_stream_->end_capture();
-    ++gstats_.captures;
-    ge->exec->launch(S);
-  } else {
-    enqueue_steps(plan, S, darena, harena);
+    throw;
   }
-  for (const auto& [o, src] : copy_out) S.copy(outputs[o].data(), src, outputs[o].bytes());
-
-  S.record(*done_);
-  last_stream_ = S.handle();
-  ran_ = true;
-  // Work on a caller's stream used blocks that are freed on their own stream
-  // (other contexts' outputs we read, our outputs when S is not ours).
-  for (auto& st : foreign) st->record_use(done_);
-  if (!own)
-    for (auto& t : outputs)
-      if (t.storage()) t.storage()->record_use(done_);
-
-  if (!ro.host_outputs) {
-    for (auto& t : outputs) t.set_ready_event(done_);
-    return outputs;
-  }
-  // NumPy out: device -> page-locked staging in stream order, one wait,
-  // then into fresh host tensors.
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    const int v = plan.graph.outputs[o];
-    const size_t bytes = static_cast<size_t>(shape_numel(plan.output_shapes[o])) * dtype_size(plan.output_dtypes[o]);
-    const void* src = plan.values[v].home == ValueHome::kOutput ? darena + plan.output_slots[o] : value_ptrs_[v];
-    S.copy(harena + plan.output_staging[o], src, bytes);
-  }
-  if (!skip_sync) S.synchronize();
-  std::vector<Tensor> host(outputs.size());
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    host[o] = Tensor::empty(plan.output_dtypes[o], plan.output_shapes[o], Device::cpu());
-    char* st = harena + plan.output_staging[o];
-    api_->host_access({st, host[o].bytes()}, false, "reading an output");
-    if (host[o].bytes()) std::memcpy(host[o].data(), st, host[o].bytes());
-  }
-  return host;
 }
 
 }  // namespace twinfer

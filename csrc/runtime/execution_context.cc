@@ -22,6 +22,9 @@ ExecutionContext::ExecutionContext(Device device, int num_threads, int stream_pr
 
 void ExecutionContext::prepare(const std::shared_ptr<const Plan>& plan) {
   if (prepared_for_ == plan) return;
+  // Another plan lays the host arena out differently: a copy of the last run
+  // may still read bytes this plan stages into.
+  if (api_ && ran_) synchronize();
   if (!arena_ || arena_->bytes() < plan->arena_bytes) {
     // Host values of a device plan are copied to and from the device
     // asynchronously: page-locked memory. The old arena may still be read by
@@ -74,25 +77,27 @@ std::vector<Tensor> ExecutionContext::execute(const std::shared_ptr<const Plan>&
   return execute_host(*plan, inputs);
 }
 
-// Runs step `index` with its argument block on this thread, timing it when
-// profiling, and names the node in any error.
-void ExecutionContext::run_step(const Plan& plan, size_t index, KernelContext& a) {
+// Runs step `index`'s kernel with its argument block on this thread and
+// names the node in any error.
+void ExecutionContext::run_kernel(const Plan& plan, size_t index, KernelContext& a) {
   const auto& st = plan.steps[index];
   try {
-    if (profiling_) {
-      const auto t0 = std::chrono::steady_clock::now();
-      st.kernel->run(a);
-      step_ms_[index] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      ++step_runs_[index];
-    } else {
-      st.kernel->run(a);
-    }
+    st.kernel->run(a);
   } catch (const Error& e) {
     if (!e.node().empty()) throw;
     throw Error(e.kind(), e.what(), st.node->name, st.node->op_type);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kRuntime, e.what(), st.node->name, st.node->op_type);
   }
+}
+
+// run_kernel, timed when profiling (a host kernel has finished when it returns).
+void ExecutionContext::run_step(const Plan& plan, size_t index, KernelContext& a) {
+  if (!profiling_) return run_kernel(plan, index, a);
+  const auto t0 = std::chrono::steady_clock::now();
+  run_kernel(plan, index, a);
+  step_ms_[index] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ++step_runs_[index];
 }
 
 std::vector<Tensor> ExecutionContext::execute_host(const Plan& plan, const std::vector<Tensor>& inputs) {

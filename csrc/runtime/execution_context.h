@@ -75,6 +75,7 @@ class ExecutionContext {
     std::unique_ptr<GraphExec> exec;   // null until captured
     int runs = 0;
     uint64_t last_use = 0;
+    bool failed = false;  // capture failed once: this plan runs without a graph
   };
 
   void prepare(const std::shared_ptr<const Plan>& plan);  // arenas and argument blocks for this plan
@@ -83,7 +84,12 @@ class ExecutionContext {
                                      const RunOptions& options);
   // Enqueues (or runs, for host steps) every step of `plan` on `s`.
   void enqueue_steps(const Plan& plan, Stream& s, char* device_arena, char* host_arena);
-  void run_step(const Plan& plan, size_t index, KernelContext& a);
+  void run_step(const Plan& plan, size_t index, KernelContext& a);    // timed when profiling
+  void run_kernel(const Plan& plan, size_t index, KernelContext& a);  // untimed
+  // Device inputs stay referenced until the run that read them has
+  // finished (a borrowed torch tensor must not return to torch's allocator
+  // while our stream still reads it).
+  void release_finished_inputs();
   GraphEntry* graph_for(const std::shared_ptr<const Plan>& plan, const void* arena);
 
   Device device_;
@@ -109,6 +115,12 @@ class ExecutionContext {
   std::vector<std::unique_ptr<GraphEntry>> graphs_;
   GraphStats gstats_;
   uint64_t run_counter_ = 0;
+  struct InFlight {
+    std::shared_ptr<Event> done;  // a fresh event per run that kept inputs
+    std::vector<std::shared_ptr<Storage>> inputs;
+  };
+  std::vector<InFlight> in_flight_;
+  std::vector<std::shared_ptr<Event>> spare_events_;
 };
 
 }  // namespace twinfer

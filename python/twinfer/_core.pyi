@@ -5,7 +5,7 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'ExecutionContext', 'Stream', 'Tensor', 'build_info', 'create_stream', 'cuda_available', 'device_synchronize', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'ExecutionContext', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_stream', 'cuda_available', 'device_synchronize', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
 class Stream:
     """
     A device stream (twinfer's own or a caller's).
@@ -179,8 +179,14 @@ def _test_broadcast_offsets(arg0: collections.abc.Sequence[collections.abc.Seque
     ...
 def _test_fast_divmod(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int]]:
     ...
+def _test_launch_configs(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int, int]]:
+    ...
 def build_info() -> dict:
     ...
+def build_info_cuda_compiled() -> bool:
+    """
+    Whether this build has the CUDA backend (no driver call).
+    """
 def create_stream(device: str, priority: typing.SupportsInt | typing.SupportsIndex = 0) -> Stream:
     ...
 def cuda_available() -> bool:
@@ -204,6 +210,10 @@ def parse_device(device: str) -> str:
 def read_model_info(source: typing.Any, is_path: bool, base_dir: str = '') -> dict:
     """
     Parse an ONNX model (a path, or bytes) and summarise it as a dict; nothing is compiled.
+    """
+def set_cuda_library_path(name: str, path: str) -> None:
+    """
+    Where cuBLASLt / cuDNN are (twinfer/_libs.py finds NVIDIA's wheels); opened on first use.
     """
 def set_injected_faults(names: collections.abc.Sequence[str]) -> None:
     ...

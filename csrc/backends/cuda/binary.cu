@@ -53,9 +53,18 @@ void launch2(const Geometry& g, const A* a, const B* b, O* y, const F& f, cudaSt
   check_launch("elementwise kernel launch");
 }
 
+// The broadcast fits the kernel's index math (at most kMaxOffsetDims dims
+// once merged); beyond, the node runs on the CPU.
+bool broadcast_fits(const KernelBuildInfo& info, std::initializer_list<size_t> ins, std::string* why) {
+  if (offset_calc_fits(plan_for_node(info, ins))) return true;
+  if (why) *why = "a broadcast of more than " + std::to_string(kMaxOffsetDims) + " dims has no CUDA kernel";
+  return false;
+}
+
 template <typename Op>
 bool supports(const KernelBuildInfo& info, std::string* why) {
-  return binary_supports<Op>(info, why) && check_input_dtype(info, 0, Op::kTypes & kCudaElementwiseTypes, why);
+  return binary_supports<Op>(info, why) && check_input_dtype(info, 0, Op::kTypes & kCudaElementwiseTypes, why) &&
+         broadcast_fits(info, {0, 1}, why);
 }
 
 template <typename Op>
@@ -101,7 +110,7 @@ constexpr unsigned kPowBaseCuda = kPowBase & kCudaElementwiseTypes;
 constexpr unsigned kPowExpCuda = kNumericTypes & kCudaElementwiseTypes;
 bool pow_cuda(const KernelBuildInfo& info, std::string* why) {
   return pow_supports(info, why) && check_input_dtype(info, 0, kPowBaseCuda, why) &&
-         check_input_dtype(info, 1, kPowExpCuda, why);
+         check_input_dtype(info, 1, kPowExpCuda, why) && broadcast_fits(info, {0, 1}, why);
 }
 class PowKernel final : public Kernel {
  public:
@@ -131,7 +140,7 @@ struct Select {
 };
 bool where_cuda(const KernelBuildInfo& info, std::string* why) {
   return check_input_dtype(info, 0, kBool, why) && check_input_dtype(info, 1, kAllTypes, why) &&
-         check_same_dtype(info, {1, 2}, why);
+         check_same_dtype(info, {1, 2}, why) && broadcast_fits(info, {0, 1, 2}, why);
 }
 class WhereKernel final : public Kernel {
  public:

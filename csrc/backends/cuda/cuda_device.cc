@@ -116,6 +116,11 @@ class CudaStream final : public Stream {
     check(cudaMemsetAsync(dst, value, bytes, s_), "cudaMemsetAsync");
   }
   void host_task(std::function<void()> fn, Accesses) override {
+    // The trampoline frees its function after one call: a graph replaying it
+    // would call freed memory. (CUDA kernels never need host tasks; only the
+    // simulated device runs its kernels this way.)
+    if (capturing())
+      throw Error(ErrorKind::kRuntime, "a host task cannot be captured into a CUDA graph");
     auto* f = new std::function<void()>(std::move(fn));
     DeviceGuard g(index_);
     const cudaError_t r = cudaLaunchHostFunc(s_, &CudaStream::trampoline, f);
@@ -137,9 +142,13 @@ class CudaStream final : public Stream {
     size_t nodes = 0;
     cudaGraphGetNodes(graph, nullptr, &nodes);
     cudaGraphExec_t exec = nullptr;
-    const cudaError_t r = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUpload);
+    // Flags 0: cudaGraphInstantiateFlagUpload is for cudaGraphInstantiateWithParams
+    // only. Uploading now, on this (idle, capture-only) stream, keeps that
+    // work out of the first launch.
+    const cudaError_t r = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     check(r, "cudaGraphInstantiate");
+    if (cudaGraphUpload(exec, s_) != cudaSuccess) cudaGetLastError();  // an optimisation only
     return std::make_unique<CudaGraph>(exec, nodes);
   }
   bool capturing() const override {
@@ -167,23 +176,34 @@ class CudaStream final : public Stream {
 
 cudaStream_t native(Stream& s) { return reinterpret_cast<cudaStream_t>(s.handle()); }
 
+// Device memory. Stream-ordered blocks (outputs) come from a pool of our own
+// that keeps freed memory (no release threshold: after the first run at a
+// shape, allocations never reach the driver) without touching the device's
+// default pool, which other libraries in the process use. Arenas and weights
+// are plain cudaMalloc. When the device is full, what our pool keeps is given
+// back and the allocation tried once more.
 class DeviceAllocator final : public Allocator {
  public:
   explicit DeviceAllocator(int index) : index_(index) {
     DeviceGuard g(index);
-    // Freed blocks stay in the pool (no release threshold): after the first
-    // run at a shape, allocations are served without the driver.
-    cudaMemPool_t pool = nullptr;
-    if (cudaDeviceGetDefaultMemPool(&pool, index) == cudaSuccess) {
-      uint64_t keep = UINT64_MAX;
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    }
-    cudaGetLastError();
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = index;
+    check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
+    uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
   }
   void* allocate(size_t bytes) override {
     DeviceGuard g(index_);
     void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      trim();
+      e = cudaMalloc(&p, bytes ? bytes : 1);
+    }
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       throw_oom(index_, bytes);
@@ -198,12 +218,17 @@ class DeviceAllocator final : public Allocator {
   void* allocate_async(size_t bytes, Stream& s) override {
     DeviceGuard g(index_);
     void* p = nullptr;
-    const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, native(s));
+    cudaError_t e = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, pool_, native(s));
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      trim();
+      e = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, pool_, native(s));
+    }
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       throw_oom(index_, bytes);
     }
-    check(e, "cudaMallocAsync");
+    check(e, "cudaMallocFromPoolAsync");
     return p;
   }
   void deallocate_async(void* p, size_t, Stream& s) override {
@@ -213,7 +238,14 @@ class DeviceAllocator final : public Allocator {
   Device device() const override { return Device::cuda(index_); }
 
  private:
+  // Gives back what the pool keeps once pending frees have happened.
+  void trim() {
+    cudaDeviceSynchronize();
+    cudaMemPoolTrimTo(pool_, 0);
+    cudaGetLastError();
+  }
   int index_;
+  cudaMemPool_t pool_ = nullptr;  // never destroyed: blocks may outlive static destruction
 };
 
 class PinnedAllocator final : public Allocator {
@@ -275,6 +307,7 @@ class CudaDevice final : public DeviceApi {
   }
   void host_access(const MemoryRange&, bool, const char*) override {}
   bool kernels_run_on_host() const override { return false; }
+  std::shared_ptr<void> make_current() override { return std::make_shared<DeviceGuard>(index_); }
   void synchronize() override {
     DeviceGuard g(index_);
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");

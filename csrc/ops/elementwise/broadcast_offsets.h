@@ -11,6 +11,10 @@ template <int N>
 OffsetCalc<N> offset_calc_for(const BroadcastPlan& p) {
   static_assert(N <= kMaxBroadcastInputs, "more operands than a broadcast plan has");
   OffsetCalc<N> c;
+  if (p.total == 0) {  // an empty output (a dim of size 0): nothing is indexed
+    c.rank = 1;
+    return c;
+  }
   c.rank = static_cast<int>(p.outer.size()) + 1;
   TWINFER_CHECK(c.rank <= kMaxOffsetDims, ErrorKind::kUnsupportedOp,
                 "broadcast of rank " + std::to_string(c.rank) + " after merging dims (at most " +
@@ -23,6 +27,12 @@ OffsetCalc<N> offset_calc_for(const BroadcastPlan& p) {
     for (int k = 0; k < N; ++k) c.strides[d][k] = p.outer_stride[o][k];
   }
   return c;
+}
+
+// Whether a device kernel can walk this plan (at most kMaxOffsetDims dims
+// once merged); for supports(), so a node beyond it runs on the CPU.
+inline bool offset_calc_fits(const BroadcastPlan& p) {
+  return p.total == 0 || static_cast<int>(p.outer.size()) + 1 <= kMaxOffsetDims;
 }
 
 }  // namespace twinfer::ew

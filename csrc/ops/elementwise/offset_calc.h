@@ -25,7 +25,10 @@ struct FastDivmod {
   uint32_t shift = 0;
 
   FastDivmod() = default;
-  explicit FastDivmod(uint64_t d) : divisor(d) {
+  // d >= 1 (a size-0 dim has nothing to index: callers map it to 1, see
+  // broadcast_offsets.h); d = 0 is treated as 1 rather than divide by zero.
+  explicit FastDivmod(uint64_t d) : divisor(d ? d : 1) {
+    d = divisor;
     while (shift < 64 && (uint64_t(1) << shift) < d) ++shift;
     // 2^64 * (2^shift - d) / d, in 128-bit arithmetic on the host.
     const unsigned __int128 num = (static_cast<unsigned __int128>((shift == 64 ? 0 : (uint64_t(1) << shift)) - d)

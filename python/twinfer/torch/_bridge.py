@@ -87,8 +87,9 @@ class TorchRunner:
             x = x.contiguous()
         if stream is None:
             return twinfer.from_dlpack(x)
-        # Tell torch the consumer's stream, so it orders its pending work before ours.
-        return twinfer.Tensor._from_capsule(x.__dlpack__(stream=stream.cuda_stream))
+        # Tell torch the consumer's stream, so it orders its pending work before
+        # ours (DLPack's stream 0 is ambiguous: the default stream is 1).
+        return twinfer.Tensor._from_capsule(x.__dlpack__(stream=stream.cuda_stream or 1))
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         if len(inputs) != len(self.input_names):
@@ -103,7 +104,7 @@ class TorchRunner:
             name: self._to_twinfer(x, dt, stream) for name, x, dt in zip(self.input_names, inputs, self.input_dtypes)
         }
         if stream is not None and self._stream_arg:
-            out = self.engine.run(feeds, stream=stream.cuda_stream)
+            out = self.engine.run(feeds, stream=stream.cuda_stream or 1)
         else:
             if stream is not None:
                 stream.synchronize()
