@@ -82,3 +82,17 @@ def test_torch_cuda_tensors_out_keep_their_memory(rng):
     del y
     torch.cuda.synchronize()
     assert rel_err(t.cpu().numpy(), chain_ref(x.cpu().numpy())) < 1e-6
+
+
+def test_torch_compile_backend_on_a_cuda_module(rng):
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(torch.sin(x) * 2.0) - x
+
+    net = Net().cuda()
+    compiled = torch.compile(net, backend="twinfer")
+    for n in (5, 5, 9):
+        x = torch.randn(n, 33, device="cuda")
+        got = compiled(x)
+        assert got.device.type == "cuda"
+        assert rel_err(got.cpu().numpy(), net(x).cpu().numpy()) < 1e-6

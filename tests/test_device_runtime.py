@@ -299,3 +299,14 @@ def test_profiling_times_every_step_once(gpu, rng):
     for _ in range(3):
         e.run({"x": rng.standard_normal((9, 33)).astype(np.float32)}, context=ctx)
     assert {t[4] for t in ctx.step_times()} == {3}  # runs counted once per step
+
+
+def test_onnx_backend_on_the_device(gpu, rng):
+    import twinfer.backend as backend
+
+    assert backend.supports_device(gpu.upper())
+    rep = backend.prepare(chain_model(), gpu.upper())
+    assert rep.engine.device.startswith(gpu)
+    x = rng.standard_normal((4, 33)).astype(np.float32)
+    (y,) = rep.run([x])
+    assert rel_err(y, chain_ref(x)) < 1e-6
