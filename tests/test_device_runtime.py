@@ -310,3 +310,25 @@ def test_onnx_backend_on_the_device(gpu, rng):
     x = rng.standard_normal((4, 33)).astype(np.float32)
     (y,) = rep.run([x])
     assert rel_err(y, chain_ref(x)) < 1e-6
+
+
+def test_runs_inside_a_callers_graph_capture(gpu, rng):
+    producer = twinfer.load(chain_model(2), device=gpu)
+    e = twinfer.load(chain_model(), device=gpu)
+    ctx = e.create_context()
+    x = rng.standard_normal((12, 33)).astype(np.float32)
+    x_dev = producer.run({"x": x}, outputs="device")["y"]
+    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()  # warm-up: buffers allocated
+    s = twinfer.create_stream(gpu)
+    s.begin_capture()
+    try:
+        y = e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"]
+        with pytest.raises(twinfer.InvalidArgumentError, match="host memory"):
+            e.run({"x": x}, context=ctx, stream=s, outputs="device")
+    finally:
+        graph = s.end_capture()
+    assert graph.num_nodes > 0
+    for _ in range(2):
+        graph.launch(s)
+        s.synchronize()
+        assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6

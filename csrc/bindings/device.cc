@@ -37,6 +37,11 @@ Device parse_device(const std::string& s) {
 }
 
 void bind_device(py::module_& m) {
+  py::class_<GraphExec>(m, "Graph", "A stream's captured work (Stream.end_capture), replayed by launch().")
+      .def("launch", [](GraphExec& g, Stream& s) { g.launch(s); }, py::arg("stream"),
+           "Enqueue the captured work on `stream`.")
+      .def_property_readonly("num_nodes", &GraphExec::num_nodes);
+
   py::class_<Stream, std::shared_ptr<Stream>>(m, "Stream", "A device stream (twinfer's own or a caller's).")
       .def_property_readonly("handle", &Stream::handle,
                              "cudaStream_t as an int (what run(stream=...) and DLPack take); an id on 'sim'.")
@@ -48,6 +53,11 @@ void bind_device(py::module_& m) {
              s.synchronize();
            },
            "Block until the work enqueued so far has finished (raises a device task's error).")
+      .def("begin_capture", &Stream::begin_capture,
+           "Record this thread's work on the stream instead of running it (CUDA graph capture, thread-local "
+           "mode). Engine runs on the stream during a capture allocate nothing: warm each context up first.")
+      .def("end_capture", &Stream::end_capture, "End the capture: the recorded work as a Graph.")
+      .def_property_readonly("capturing", &Stream::capturing)
       .def("__repr__", [](const Stream& s) {
         return "twinfer.Stream(device=" + s.device().str() + ", handle=" + std::to_string(s.handle()) +
                ", priority=" + std::to_string(s.priority()) + ")";

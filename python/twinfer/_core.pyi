@@ -5,17 +5,39 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'ExecutionContext', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_stream', 'cuda_available', 'device_synchronize', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'ExecutionContext', 'Graph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_stream', 'cuda_available', 'device_synchronize', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
+class Graph:
+    """
+    A stream's captured work (Stream.end_capture), replayed by launch().
+    """
+    def launch(self, stream: ...) -> None:
+        """
+        Enqueue the captured work on `stream`.
+        """
+    @property
+    def num_nodes(self) -> int:
+        ...
 class Stream:
     """
     A device stream (twinfer's own or a caller's).
     """
     def __repr__(self) -> str:
         ...
+    def begin_capture(self) -> None:
+        """
+        Record this thread's work on the stream instead of running it (CUDA graph capture, thread-local mode). Engine runs on the stream during a capture allocate nothing: warm each context up first.
+        """
+    def end_capture(self) -> Graph:
+        """
+        End the capture: the recorded work as a Graph.
+        """
     def synchronize(self) -> None:
         """
         Block until the work enqueued so far has finished (raises a device task's error).
         """
+    @property
+    def capturing(self) -> bool:
+        ...
     @property
     def device(self) -> str:
         ...
