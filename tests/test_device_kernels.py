@@ -157,3 +157,79 @@ def test_more_than_two_to_the_31_elements(rng):
     y = e.run({"a": a, "b": np.array([7], np.uint8)})["y"].numpy()
     assert y[-1] == np.uint8(a[-1] + 7) and y[(1 << 31) + 1] == np.uint8(a[(1 << 31) + 1] + 7)
     np.testing.assert_array_equal(y[::4099], (a[::4099] + 7).astype(np.uint8))
+
+
+def _rel(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shapes", [((7,), (7, 5)), ((3, 7), (7,)), ((2, 3, 5, 7), (7, 9)), ((2, 3, 5, 7), (2, 3, 7, 9)),
+                                    ((1, 5, 7), (4, 7, 9)), ((33, 65), (65, 17))])
+def test_matmul(device, shapes, rng):
+    a_shape, b_shape = shapes
+    y_shape = np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape
+    for t, tol in ((TensorProto.FLOAT, 1e-5), (TensorProto.FLOAT16, 1e-2)):
+        m = _model(helper.make_node("MatMul", ["a", "b"], ["y"]), [_vi("a", t, a_shape), _vi("b", t, b_shape)],
+                   [_vi("y", t, y_shape)])
+        feeds = {"a": rng.standard_normal(a_shape).astype(NP[t]), "b": rng.standard_normal(b_shape).astype(NP[t])}
+        want, got = _run_both(m, feeds, device)
+        assert got["y"].shape == want["y"].shape and _rel(got["y"], want["y"]) < tol
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_batch_broadcast_both_ways_falls_back_with_a_reason(device, rng):
+    m = _model(helper.make_node("MatMul", ["a", "b"], ["y"], name="mm"),
+               [_vi("a", TensorProto.FLOAT, (2, 1, 5, 7)), _vi("b", TensorProto.FLOAT, (1, 3, 7, 4))],
+               [_vi("y", TensorProto.FLOAT, (2, 3, 5, 4))])
+    e = twinfer.load(m, device=device, sim_coverage="cuda")
+    (row,) = [r for r in e.kernel_report({"a": (2, 1, 5, 7), "b": (1, 3, 7, 4)}) if r.node == "mm"]
+    assert row.backend == "cpu" and "batch broadcast" in row.note
+    a, b = rng.standard_normal((2, 1, 5, 7)).astype(np.float32), rng.standard_normal((1, 3, 7, 4)).astype(np.float32)
+    assert _rel(e.run({"a": a, "b": b})["y"].numpy(), a @ b) < 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("act", ["", "Relu", "Gelu", "Sigmoid", "Tanh"])
+def test_fused_matmul_bias_activation(device, act, rng):
+    K, N = 40, 24
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "bias"], ["z" if act else "y"])]
+    if act:
+        nodes.append(helper.make_node(act, ["z"], ["y"]))
+    w = helper.make_tensor("w", TensorProto.FLOAT, (K, N), rng.standard_normal((K, N)).astype(np.float32).ravel())
+    bias = helper.make_tensor("bias", TensorProto.FLOAT, (N,), rng.standard_normal(N).astype(np.float32))
+    g = helper.make_graph(nodes, "fused", [_vi("x", TensorProto.FLOAT, ("B", 9, K))], [_vi("y", TensorProto.FLOAT, ("B", 9, N))],
+                          [w, bias])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    m.ir_version = 10
+    x = rng.standard_normal((3, 9, K)).astype(np.float32)
+    want, got = _run_both(m, {"x": x}, device)
+    assert _rel(got["y"], want["y"]) < 1e-5
+    e = twinfer.load(m, device=device, sim_coverage="cuda")
+    ops = [r.op for r in e.kernel_report({"x": (3, 9, K)})]
+    assert "com.twinfer::MatMul" in ops, ops  # fused for the device too (it has the kernel)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("c_shape,beta", [(None, 1.0), ((11,), 1.0), ((11,), 0.5), ((6, 11), 2.0), ((6, 1), 1.0),
+                                          ((1,), -1.0)])
+def test_gemm(device, trans_a, trans_b, c_shape, beta, rng):
+    M, K, N = 6, 13, 11
+    a_shape = (K, M) if trans_a else (M, K)
+    b_shape = (N, K) if trans_b else (K, N)
+    inputs = [_vi("a", TensorProto.FLOAT, a_shape), _vi("b", TensorProto.FLOAT, b_shape)]
+    feeds = {"a": rng.standard_normal(a_shape).astype(np.float32), "b": rng.standard_normal(b_shape).astype(np.float32)}
+    names = ["a", "b"]
+    if c_shape is not None:
+        inputs.append(_vi("c", TensorProto.FLOAT, c_shape))
+        feeds["c"] = rng.standard_normal(c_shape).astype(np.float32)
+        names.append("c")
+    node = helper.make_node("Gemm", names, ["y"], transA=trans_a, transB=trans_b, alpha=0.75, beta=beta)
+    m = _model(node, inputs, [_vi("y", TensorProto.FLOAT, (M, N))])
+    want, got = _run_both(m, feeds, device)
+    ref = 0.75 * ((feeds["a"].T if trans_a else feeds["a"]) @ (feeds["b"].T if trans_b else feeds["b"]))
+    if c_shape is not None:
+        ref = ref + beta * feeds["c"]
+    assert _rel(got["y"], ref) < 1e-5 and _rel(want["y"], ref) < 1e-5

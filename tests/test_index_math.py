@@ -87,3 +87,31 @@ def test_launch_config_covers_every_element():
         assert 0 < blocks <= (1 << 31) - 1
         # One element per thread while that fits, a bounded grid after (the loop strides).
         assert blocks == min((n + threads - 1) // threads, 1 << 20)
+
+
+def _colmajor(buf, rows, cols, ld):
+    """The matrix a column-major BLAS sees in `buf` (element [i, j] at i + j*ld)."""
+    idx = np.arange(rows)[:, None] + np.arange(cols)[None, :] * ld
+    return buf[idx]
+
+
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_row_major_gemm_as_a_column_major_blas_call(rng, trans_a, trans_b):
+    # What the CUDA GEMM asks cuBLASLt for (ops/nn/colmajor_gemm.h), played by
+    # a column-major BLAS written in NumPy, must be the row-major product.
+    for M, N, K in [(1, 1, 1), (3, 5, 7), (33, 1, 17), (1, 64, 9), (12, 7, 1)]:
+        A = rng.standard_normal((K, M) if trans_a else (M, K))
+        B = rng.standard_normal((N, K) if trans_b else (K, N))
+        m, n, k, x, w, ld_d = _core._test_colmajor_gemm(M, N, K, trans_a, trans_b)
+        X = _colmajor(B.reshape(-1), x[1], x[2], x[3])  # the BLAS's first operand is B's bytes
+        W = _colmajor(A.reshape(-1), w[1], w[2], w[3])
+        X = X.T if x[0] else X
+        W = W.T if w[0] else W
+        assert X.shape == (m, k) and W.shape == (k, n)
+        D = X @ W
+        out = np.zeros(ld_d * n)
+        for j in range(n):
+            out[j * ld_d: j * ld_d + m] = D[:, j]
+        want = (A.T if trans_a else A) @ (B.T if trans_b else B)
+        np.testing.assert_allclose(out.reshape(M, N), want, rtol=1e-12, atol=1e-12)

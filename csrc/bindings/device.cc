@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "ops/elementwise/broadcast_offsets.h"
 #include "ops/elementwise/launch_config.h"
+#include "ops/nn/colmajor_gemm.h"
 #include "runtime/faults.h"
 
 namespace py = pybind11;
@@ -109,6 +110,11 @@ void bind_device(py::module_& m) {
           }
           return out;
         });
+  m.def("_test_colmajor_gemm", [](int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b) {
+    const nn::ColMajorGemm g = nn::colmajor_gemm(M, N, K, trans_a, trans_b);
+    auto op = [](const nn::ColMajorOperand& o) { return py::make_tuple(o.trans, o.rows, o.cols, o.ld); };
+    return py::make_tuple(g.m, g.n, g.k, op(g.x), op(g.w), g.ld_d);
+  });
   m.def("_test_launch_configs", [](const std::vector<int64_t>& sizes) {
     std::vector<std::tuple<int64_t, uint32_t, uint32_t>> out;
     for (int64_t n : sizes) {

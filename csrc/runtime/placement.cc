@@ -87,7 +87,11 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o) {
     NodePlacement& d = decided[i];
     std::string why;
     const KernelDef* dev = nullptr;
-    if (is_control_flow(n)) {
+    d.source = static_cast<int>(i);
+    auto forced = o.forced_host.find(static_cast<int>(i));
+    if (forced != o.forced_host.end()) {
+      d.note = forced->second;
+    } else if (is_control_flow(n)) {
       d.note = "control flow runs on the host";
     } else if (has_strings(g, n)) {
       d.note = "strings stay on the host";

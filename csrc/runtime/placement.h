@@ -10,6 +10,7 @@
 // chains computed from host values (shape arithmetic the folder could not
 // fold) stay on the host by choice.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct PlacementOptions {
   SimCoverage sim_coverage = SimCoverage::kAll;
   bool allow_cpu_fallback = true;
   bool insert_copies = true;  // false only for the simulated device's "copy" fault (runtime/faults.h)
+  // Nodes (by index in the graph given to place_nodes) that must run on the
+  // host, with why: a device kernel that supported the node but could not
+  // be built for it (no cuBLASLt algorithm, say) sends it back here.
+  std::map<int, std::string> forced_host;
 };
 
 enum class StepKind : uint8_t {
@@ -46,6 +51,7 @@ enum class StepKind : uint8_t {
 const char* step_kind_name(StepKind k);
 
 struct NodePlacement {
+  int source = -1;  // index of the node in the graph before placement (-1: an inserted copy)
   StepKind kind = StepKind::kHost;
   const KernelDef* kernel = nullptr;      // what to build (none for copies)
   Backend build_backend = Backend::kCPU;  // the backend KernelBuildInfo names

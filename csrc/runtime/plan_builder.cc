@@ -58,6 +58,9 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   const EngineOptions& opt = src.options;
   const Device device = opt.device;
   const bool on_device = device.is_accelerator();
+  // Device kernels are built for the current device (library handles,
+  // algorithm choice): make the engine's device current meanwhile.
+  const std::shared_ptr<void> current = on_device ? device_api(device).make_current() : nullptr;
   auto plan = std::make_unique<Plan>();
   plan->device = device;
   graph::Graph& g = plan->graph;
@@ -92,8 +95,12 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     return plan;
   }
 
-  // Where each node runs (device plans), with copy nodes between spaces.
+  // Where each node runs (device plans), with copy nodes between spaces,
+  // and the device kernels built now: one that supports a node but cannot
+  // be built for it sends the node back to the host, and placement runs
+  // again (a device's limits must never make a loadable model fail).
   Placement placement;
+  std::vector<std::unique_ptr<Kernel>> device_kernels;
   if (on_device) {
     PlacementOptions po2;
     po2.device = device;
@@ -102,7 +109,29 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     po2.sim_coverage = opt.sim_coverage;
     po2.allow_cpu_fallback = opt.allow_cpu_fallback;
     po2.insert_copies = !fault_injected(Fault::kCopy, device);
-    placement = place_nodes(g, po2);
+    const graph::Graph unplaced = g;
+    for (;;) {
+      placement = place_nodes(g, po2);
+      device_kernels.clear();
+      device_kernels.resize(g.nodes.size());
+      int failed = -1;
+      std::string why;
+      for (size_t s = 0; s < g.nodes.size() && failed < 0; ++s) {
+        const NodePlacement& np = placement.nodes[s];
+        if (np.kind != StepKind::kDevice) continue;
+        try {
+          device_kernels[s] = np.kernel->create(KernelBuildInfo(g, g.nodes[s], src.opset, np.build_backend,
+                                                                opt.precision));
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::kUnsupportedOp || !opt.allow_cpu_fallback) throw;
+          failed = np.source;
+          why = e.what();
+        }
+      }
+      if (failed < 0) break;
+      po2.forced_host[failed] = why;
+      g = unplaced;
+    }
   }
   auto space_of = [&](int v) { return on_device ? placement.value_space[v] : MemorySpace::kHost; };
 
@@ -154,7 +183,9 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
       const NodePlacement& np = placement.nodes[s];
       st.kind = np.kind;
       st.note = np.note;
-      if (np.kernel) {
+      if (np.kind == StepKind::kDevice) {
+        st.kernel = std::move(device_kernels[s]);
+      } else if (np.kernel) {
         KernelBuildInfo info(g, n, src.opset, np.build_backend, opt.precision);
         st.kernel = np.kernel->create(info);
       }

@@ -1,0 +1,80 @@
+#include "backends/cuda/cublaslt.h"
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <vector>
+
+#include "backends/cuda/libraries.h"
+#include "core/error.h"
+
+namespace twinfer::cuda {
+
+namespace {
+
+template <typename F>
+void resolve(F& fn, const char* symbol) {
+  fn = reinterpret_cast<F>(library_symbol("cublasLt", symbol));
+  if (!fn) {
+    const Library& lib = library("cublasLt");
+    throw Error(ErrorKind::kDevice, lib.handle ? std::string("cuBLASLt at ") + lib.path + " lacks " + symbol
+                                               : lib.why);
+  }
+}
+
+}  // namespace
+
+const CublasLtApi& cublaslt() {
+  static std::mutex m;
+  static CublasLtApi api;
+  static bool ready = false;
+  std::lock_guard<std::mutex> lock(m);
+  if (ready) return api;
+  resolve(api.create, "cublasLtCreate");
+  resolve(api.destroy, "cublasLtDestroy");
+  resolve(api.status_string, "cublasLtGetStatusString");
+  resolve(api.desc_create, "cublasLtMatmulDescCreate");
+  resolve(api.desc_destroy, "cublasLtMatmulDescDestroy");
+  resolve(api.desc_set, "cublasLtMatmulDescSetAttribute");
+  resolve(api.layout_create, "cublasLtMatrixLayoutCreate");
+  resolve(api.layout_destroy, "cublasLtMatrixLayoutDestroy");
+  resolve(api.layout_set, "cublasLtMatrixLayoutSetAttribute");
+  resolve(api.pref_create, "cublasLtMatmulPreferenceCreate");
+  resolve(api.pref_destroy, "cublasLtMatmulPreferenceDestroy");
+  resolve(api.pref_set, "cublasLtMatmulPreferenceSetAttribute");
+  resolve(api.heuristic, "cublasLtMatmulAlgoGetHeuristic");
+  resolve(api.matmul, "cublasLtMatmul");
+  ready = true;
+  return api;
+}
+
+void check_cublas(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  const char* msg = nullptr;
+  try {
+    msg = cublaslt().status_string(s);
+  } catch (...) {
+  }
+  throw Error(s == CUBLAS_STATUS_ALLOC_FAILED ? ErrorKind::kOutOfMemory : ErrorKind::kRuntime,
+              std::string(what) + ": " + (msg ? msg : "cuBLASLt status " + std::to_string(static_cast<int>(s))));
+}
+
+cublasLtHandle_t cublaslt_handle(int device) {
+  static std::mutex m;
+  static std::vector<cublasLtHandle_t>* handles = new std::vector<cublasLtHandle_t>();  // never destroyed
+  std::lock_guard<std::mutex> lock(m);
+  if (device < 0) throw Error(ErrorKind::kDevice, "no CUDA device " + std::to_string(device));
+  if (handles->size() <= static_cast<size_t>(device)) handles->resize(device + 1, nullptr);
+  cublasLtHandle_t& h = (*handles)[device];
+  if (!h) {
+    int prev = 0;
+    cudaGetDevice(&prev);
+    cudaSetDevice(device);
+    const cublasStatus_t s = cublaslt().create(&h);
+    cudaSetDevice(prev);
+    check_cublas(s, "cublasLtCreate");
+  }
+  return h;
+}
+
+}  // namespace twinfer::cuda

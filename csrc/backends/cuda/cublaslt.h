@@ -1,0 +1,37 @@
+// cuBLASLt through a table of entry points resolved with dlsym from the
+// library libraries.cc opened (never linked), and the library state twinfer
+// keeps per device: a handle. Only the GEMM files include this (it pulls in
+// cublasLt.h from NVIDIA's wheel; see CMakeLists.txt).
+#pragma once
+#include <cublasLt.h>
+
+#include <string>
+
+namespace twinfer::cuda {
+
+struct CublasLtApi {
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtDestroy) destroy = nullptr;
+  decltype(&cublasLtGetStatusString) status_string = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+};
+
+// The table (throws Error(kDevice) naming the library and the missing symbol).
+const CublasLtApi& cublaslt();
+// One handle per device, created on first use (cuBLASLt handles are safe to
+// share between threads; the workspace and stream come with each call).
+cublasLtHandle_t cublaslt_handle(int device);
+// Throws Error(kRuntime) "what: <cuBLASLt status>" unless s is success.
+void check_cublas(cublasStatus_t s, const char* what);
+
+}  // namespace twinfer::cuda

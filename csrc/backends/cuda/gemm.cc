@@ -1,0 +1,294 @@
+// MatMul and Gemm (and their fused com.twinfer forms) on cuBLASLt. The row-
+// major problem becomes a column-major cuBLASLt call (ops/nn/colmajor_gemm.h,
+// tested on the CPU); the descriptors and the algorithm are made when the plan
+// is built (one algorithm for 16-byte aligned pointers, one for any), so a run
+// only sets pointers and enqueues: capturable into a CUDA graph. Bias and
+// ReLU ride on cuBLASLt's epilogue; other activations run after it
+// (gemm_epilogue.cu). float32 computes in exact fp32 (CUBLAS_COMPUTE_32F, no
+// TF32); float16 / bfloat16 accumulate in fp32.
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <mutex>
+
+#include "backends/cuda/cublaslt.h"
+#include "backends/cuda/gemm_epilogue.h"
+#include "backends/cuda/kernel_util.h"
+#include "graph/domains.h"
+#include "ops/nn/colmajor_gemm.h"
+#include "ops/nn/matmul.h"
+
+namespace twinfer::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceLimit = size_t(32) << 20;  // what cuBLASLt's fastest Hopper kernels ask at most
+
+bool cuda_float(DType t, cudaDataType_t* out) {
+  switch (t) {
+    case DType::kFloat32: *out = CUDA_R_32F; return true;
+    case DType::kFloat16: *out = CUDA_R_16F; return true;
+    case DType::kBFloat16: *out = CUDA_R_16BF; return true;
+    default: return false;
+  }
+}
+
+int current_device() {
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+// One configured cuBLASLt matmul (D = alpha * op(X) op(W) + beta * C, C = D).
+class LtMatmul {
+ public:
+  struct Config {
+    cudaDataType_t type = CUDA_R_32F;
+    nn::ColMajorGemm g;
+    int batch = 1;
+    int64_t stride_x = 0, stride_w = 0, stride_d = 0;  // elements; 0: the operand is shared by every batch
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    float alpha = 1.f, beta = 0.f;
+    size_t elem_bytes = 4;
+  };
+
+  explicit LtMatmul(const Config& c) : c_(c), api_(cublaslt()), handle_(cublaslt_handle(current_device())) {
+    check_cublas(api_.desc_create(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t tx = c.g.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tw = c.g.w.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    set_desc(CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof(tx));
+    set_desc(CUBLASLT_MATMUL_DESC_TRANSB, &tw, sizeof(tw));
+    set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epilogue, sizeof(c.epilogue));
+    if (has_bias()) set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c.type, sizeof(c.type));
+    x_ = layout(c.g.x.rows, c.g.x.cols, c.g.x.ld, c.stride_x);
+    w_ = layout(c.g.w.rows, c.g.w.cols, c.g.w.ld, c.stride_w);
+    d_ = layout(c.g.m, c.g.n, c.g.ld_d, c.stride_d);
+    // Algorithms for 16-byte aligned operands and for merely element-aligned ones.
+    for (int k = 0; k < 2; ++k) {
+      const uint32_t align = k == 0 ? 16u : static_cast<uint32_t>(c.elem_bytes);
+      algos_[k] = heuristic(align);
+      workspace_ = std::max(workspace_, algos_[k].workspaceSize);
+    }
+  }
+
+  ~LtMatmul() {
+    for (auto l : {x_, w_, d_})
+      if (l) api_.layout_destroy(l);
+    if (desc_) api_.desc_destroy(desc_);
+  }
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+
+  size_t workspace_bytes() const { return workspace_; }
+  bool has_bias() const {
+    return c_.epilogue == CUBLASLT_EPILOGUE_BIAS || c_.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+  }
+
+  void run(const void* x, const void* w, void* d, const void* bias, void* workspace, cudaStream_t s) const {
+    const bool aligned = is_aligned(x) && is_aligned(w) && is_aligned(d) && (!bias || is_aligned(bias));
+    const cublasLtMatmulHeuristicResult_t& r = algos_[aligned ? 0 : 1];
+    // The bias pointer is an attribute of the shared descriptor: set it and
+    // enqueue under one lock (several contexts may run this kernel at once).
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (has_bias() && bias != bias_set_) {
+      check_cublas(api_.desc_set(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                   "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+      bias_set_ = bias;
+    }
+    check_cublas(api_.matmul(handle_, desc_, &c_.alpha, x, x_, w, w_, &c_.beta, d, d_, d, d_, &r.algo, workspace,
+                             r.workspaceSize, s),
+                 "cublasLtMatmul");
+  }
+
+ private:
+  static bool is_aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+  void set_desc(cublasLtMatmulDescAttributes_t a, const void* v, size_t n) {
+    check_cublas(api_.desc_set(desc_, a, v, n), "cublasLtMatmulDescSetAttribute");
+  }
+
+  cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+    cublasLtMatrixLayout_t l = nullptr;
+    check_cublas(api_.layout_create(&l, c_.type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+                 "cublasLtMatrixLayoutCreate");
+    if (c_.batch > 1) {
+      const int32_t count = c_.batch;
+      check_cublas(api_.layout_set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+                   "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+      check_cublas(api_.layout_set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+                   "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+    }
+    return l;
+  }
+
+  cublasLtMatmulHeuristicResult_t heuristic(uint32_t align) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_cublas(api_.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+    const uint64_t ws = kWorkspaceLimit;
+    api_.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    for (auto a : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      api_.pref_set(pref, a, &align, sizeof(align));
+    cublasLtMatmulHeuristicResult_t r{};
+    int found = 0;
+    const cublasStatus_t s = api_.heuristic(handle_, desc_, x_, w_, d_, d_, pref, 1, &r, &found);
+    api_.pref_destroy(pref);
+    check_cublas(s, "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0 || r.state != CUBLAS_STATUS_SUCCESS)
+      throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no algorithm for this GEMM (" + std::to_string(c_.g.m) +
+                                                 "x" + std::to_string(c_.g.n) + "x" + std::to_string(c_.g.k) + ")");
+    return r;
+  }
+
+  Config c_;
+  const CublasLtApi& api_;
+  cublasLtHandle_t handle_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t x_ = nullptr, w_ = nullptr, d_ = nullptr;
+  std::array<cublasLtMatmulHeuristicResult_t, 2> algos_{};
+  size_t workspace_ = 0;
+  mutable std::mutex mutex_;
+  mutable const void* bias_set_ = nullptr;
+};
+
+// The epilogue cuBLASLt applies, and the activation left for our kernel.
+cublasLtEpilogue_t epilogue_for(bool bias, const nn::Activation& act, nn::Activation* rest) {
+  *rest = act;
+  if (act.kind == nn::ActKind::kRelu) {
+    *rest = nn::Activation{};
+    return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  }
+  return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// ---- MatMul / com.twinfer MatMul -------------------------------------------
+
+// Batches cuBLASLt can stride through: each operand's batch dims are the
+// output's (stride one matrix) or all 1 (the same matrix for every batch).
+bool batch_strides(const nn::MatMulGeom& g, int64_t* sa, int64_t* sb) {
+  const bool a_full = g.a_batch == g.y_batch, a_one = shape_numel(g.a_batch) == 1;
+  const bool b_full = g.b_batch == g.y_batch, b_one = shape_numel(g.b_batch) == 1;
+  if (!(a_full || a_one) || !(b_full || b_one)) return false;
+  *sa = a_one ? 0 : g.M * g.K;
+  *sb = b_one ? 0 : g.K * g.N;
+  return true;
+}
+
+bool matmul_supports(const KernelBuildInfo& info, std::string* why) {
+  cudaDataType_t t;
+  if (!cuda_float(info.input_dtype(0), &t)) {
+    if (why) *why = std::string("cuBLASLt MatMul takes float32, float16, bfloat16, not ") + dtype_name(info.input_dtype(0));
+    return false;
+  }
+  const nn::MatMulGeom g = nn::matmul_geom(info);
+  int64_t sa, sb;
+  if (!batch_strides(g, &sa, &sb)) {
+    if (why) *why = "MatMul batch broadcast " + shape_str(g.a_batch) + " x " + shape_str(g.b_batch) +
+                    " has no CUDA kernel (one side's batch dims must be all 1)";
+    return false;
+  }
+  if (g.K == 0 || shape_numel(g.y_batch) > INT32_MAX) {
+    if (why) *why = "MatMul with K = 0 or more than 2^31 batches has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaMatMul final : public Kernel {
+ public:
+  explicit CudaMatMul(const KernelBuildInfo& info) : g_(nn::matmul_geom(info)), dtype_(info.input_dtype(0)) {
+    int64_t sa = 0, sb = 0;
+    batch_strides(g_, &sa, &sb);
+    LtMatmul::Config c;
+    cuda_float(dtype_, &c.type);
+    c.elem_bytes = dtype_size(dtype_);
+    c.g = nn::colmajor_gemm(g_.M, g_.N, g_.K, false, false);
+    c.batch = static_cast<int>(shape_numel(g_.y_batch));
+    c.stride_x = sb;  // the BLAS's first operand is our B
+    c.stride_w = sa;
+    c.stride_d = g_.M * g_.N;
+    c.epilogue = epilogue_for(g_.has_bias, g_.act, &rest_);
+    mm_ = std::make_unique<LtMatmul>(c);
+  }
+  size_t scratch_bytes() const override { return mm_->workspace_bytes(); }
+  void run(KernelContext& ctx) const override {
+    if (ctx.outputs[0].numel() == 0) return;
+    const cudaStream_t s = stream_of(ctx);
+    const void* bias = g_.has_bias ? ctx.inputs[2].data : nullptr;
+    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, ctx.outputs[0].data, bias, ctx.scratch, s);
+    apply_activation(ctx.outputs[0].data, ctx.outputs[0].numel(), dtype_, rest_, s);
+  }
+  const char* impl_name() const override { return "cublasLt matmul"; }
+
+ private:
+  nn::MatMulGeom g_;
+  DType dtype_;
+  nn::Activation rest_;
+  std::unique_ptr<LtMatmul> mm_;
+};
+
+// ---- Gemm / com.twinfer Gemm -------------------------------------------------
+
+bool gemm_supports(const KernelBuildInfo& info, std::string* why) {
+  cudaDataType_t t;
+  if (!cuda_float(info.input_dtype(0), &t)) {
+    if (why) *why = std::string("cuBLASLt Gemm takes float32, float16, bfloat16, not ") + dtype_name(info.input_dtype(0));
+    return false;
+  }
+  const nn::GemmGeom g = nn::gemm_geom(info);
+  if (g.K == 0) {
+    if (why) *why = "Gemm with K = 0 has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaGemm final : public Kernel {
+ public:
+  explicit CudaGemm(const KernelBuildInfo& info) : g_(nn::gemm_geom(info)), dtype_(info.input_dtype(0)) {
+    LtMatmul::Config c;
+    cuda_float(dtype_, &c.type);
+    c.elem_bytes = dtype_size(dtype_);
+    c.g = nn::colmajor_gemm(g_.M, g_.N, g_.K, g_.trans_a, g_.trans_b);
+    c.alpha = g_.alpha;
+    bool bias = false;
+    if (g_.has_c && g_.beta != 0.f) {
+      c2_ = nn::gemm_c_2d(g_.c);
+      // C as a row vector with beta 1 is a bias; otherwise C is broadcast
+      // into the output first and accumulated with beta.
+      bias = c2_[0] == 1 && c2_[1] == g_.N && g_.beta == 1.f;
+      broadcast_c_ = !bias;
+      if (broadcast_c_) c.beta = g_.beta;
+    }
+    c.epilogue = epilogue_for(bias, g_.act, &rest_);
+    mm_ = std::make_unique<LtMatmul>(c);
+  }
+  size_t scratch_bytes() const override { return mm_->workspace_bytes(); }
+  void run(KernelContext& ctx) const override {
+    if (ctx.outputs[0].numel() == 0) return;
+    const cudaStream_t s = stream_of(ctx);
+    void* y = ctx.outputs[0].data;
+    if (broadcast_c_) broadcast_2d(ctx.inputs[2].data, c2_[0], c2_[1], y, g_.M, g_.N, dtype_size(dtype_), s);
+    const void* bias = mm_->has_bias() ? ctx.inputs[2].data : nullptr;
+    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, y, bias, ctx.scratch, s);
+    apply_activation(y, ctx.outputs[0].numel(), dtype_, rest_, s);
+  }
+  const char* impl_name() const override { return "cublasLt gemm"; }
+
+ private:
+  nn::GemmGeom g_;
+  DType dtype_;
+  Shape c2_;
+  bool broadcast_c_ = false;
+  nn::Activation rest_;
+  std::unique_ptr<LtMatmul> mm_;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("MatMul", Backend::kCUDA, 10, matmul_supports, make_kernel<CudaMatMul>);
+TWINFER_REGISTER_KERNEL("MatMul", Backend::kCUDA, 10, matmul_supports, make_kernel<CudaMatMul>, kTwinferDomain);
+TWINFER_REGISTER_KERNEL("Gemm", Backend::kCUDA, 10, gemm_supports, make_kernel<CudaGemm>);
+TWINFER_REGISTER_KERNEL("Gemm", Backend::kCUDA, 10, gemm_supports, make_kernel<CudaGemm>, kTwinferDomain);
+
+}  // namespace twinfer::cuda

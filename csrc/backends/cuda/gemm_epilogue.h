@@ -1,0 +1,22 @@
+// What the GEMM kernels do around cuBLASLt that its epilogues do not: the
+// fused op's activation when cuBLASLt has no matching epilogue, and Gemm's C
+// broadcast into the output before a beta-scaled accumulate. Host-callable
+// launchers; the kernels are in gemm_epilogue.cu.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "ops/nn/activation.h"
+
+namespace twinfer::cuda {
+
+// y[i] = act(y[i]) over n elements of `dtype` (float32, float16, bfloat16).
+void apply_activation(void* y, int64_t n, DType dtype, const nn::Activation& act, cudaStream_t s);
+
+// y[M, N] = c broadcast, c being [rows, cols] with rows in {1, M}, cols in {1, N}.
+void broadcast_2d(const void* c, int64_t rows, int64_t cols, void* y, int64_t M, int64_t N, size_t elem_bytes,
+                  cudaStream_t s);
+
+}  // namespace twinfer::cuda

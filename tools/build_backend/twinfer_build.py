@@ -1,0 +1,43 @@
+"""twinfer's PEP 517 build backend: scikit-build-core, plus NVIDIA's cuBLAS
+wheel as a build requirement when the CUDA backend will be built (nvcc
+present, TWINFER_CUDA not OFF). Its headers (cublasLt.h) are what the CUDA
+GEMM compiles against; the library itself is opened at run time from the
+user's environment (csrc/backends/cuda/libraries.cc), never linked. A CPU-only
+build does not download the 400 MB wheel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from scikit_build_core import build as _skb
+from scikit_build_core.build import (  # noqa: F401  (re-exported hooks)
+    build_editable,
+    build_sdist,
+    build_wheel,
+    get_requires_for_build_sdist,
+    prepare_metadata_for_build_editable,
+    prepare_metadata_for_build_wheel,
+)
+
+CUDA_BUILD_REQUIRES = ["nvidia-cublas>=13,<14"]
+
+
+def _cuda_backend_wanted() -> bool:
+    mode = os.environ.get("TWINFER_CUDA", "AUTO").upper()
+    if mode == "OFF":
+        return False
+    if mode == "ON":
+        return True
+    # Where CMake's CUDA detection looks too (CMakeLists.txt: check_language(CUDA)).
+    return bool(os.environ.get("CUDACXX") or shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"))
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    extra = CUDA_BUILD_REQUIRES if _cuda_backend_wanted() else []
+    return list(_skb.get_requires_for_build_wheel(config_settings)) + extra
+
+
+def get_requires_for_build_editable(config_settings=None):
+    extra = CUDA_BUILD_REQUIRES if _cuda_backend_wanted() else []
+    return list(_skb.get_requires_for_build_editable(config_settings)) + extra
