@@ -233,3 +233,160 @@ def test_gemm(device, trans_a, trans_b, c_shape, beta, rng):
     if c_shape is not None:
         ref = ref + beta * feeds["c"]
     assert _rel(got["y"], ref) < 1e-5 and _rel(want["y"], ref) < 1e-5
+
+
+def _check(device, node, inputs, outputs, feeds, tol=1e-5, opset=20, inits=()):
+    g = helper.make_graph([node], "k", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    want, got = _run_both(m, feeds, device)
+    for k in want:
+        if np.issubdtype(want[k].dtype, np.floating):
+            assert got[k].shape == want[k].shape and _rel(got[k], want[k]) <= tol, k
+        else:
+            np.testing.assert_array_equal(got[k], want[k])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_data_movement(device, rng):
+    F = TensorProto.FLOAT
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    for perm in ([0, 2, 1, 3], [3, 2, 1, 0], [0, 2, 3, 1], [1, 0, 2, 3]):
+        _check(device, helper.make_node("Transpose", ["x"], ["y"], perm=perm), [_vi("x", F, x.shape)],
+               [_vi("y", F, [x.shape[p] for p in perm])], {"x": x})
+    starts, ends, axes, steps = [1, -1, 0], [3, -6, 7], [1, 2, 3], [1, -2, 3]
+    y_shape = x[:, 1:3, -1:-6:-2, 0:7:3].shape
+    inits = [helper.make_tensor(n, TensorProto.INT64, [3], v) for n, v in
+             (("s", starts), ("e", ends), ("a", axes), ("p", steps))]
+    _check(device, helper.make_node("Slice", ["x", "s", "e", "a", "p"], ["y"]), [_vi("x", F, x.shape)],
+           [_vi("y", F, y_shape)], {"x": x}, inits=inits)
+    _check(device, helper.make_node("Expand", ["x", "shape"], ["y"]), [_vi("x", F, (3, 1, 7))], [_vi("y", F, (2, 3, 5, 7))],
+           {"x": rng.standard_normal((3, 1, 7)).astype(np.float32)},
+           inits=[helper.make_tensor("shape", TensorProto.INT64, [4], [2, 3, 5, 7])])
+    _check(device, helper.make_node("Tile", ["x", "r"], ["y"]), [_vi("x", F, (3, 2))], [_vi("y", F, (6, 6))],
+           {"x": rng.standard_normal((3, 2)).astype(np.float32)},
+           inits=[helper.make_tensor("r", TensorProto.INT64, [2], [2, 3])])
+    for axis in (0, 1, -1):
+        shapes = [list(x.shape) for _ in range(3)]
+        for k, s in enumerate(shapes):
+            s[axis] += k
+        ins = {f"i{k}": rng.standard_normal(s).astype(np.float32) for k, s in enumerate(shapes)}
+        out = np.concatenate(list(ins.values()), axis=axis)
+        _check(device, helper.make_node("Concat", list(ins), ["y"], axis=axis),
+               [_vi(k, F, v.shape) for k, v in ins.items()], [_vi("y", F, out.shape)], ins)
+        parts = np.split(out, [shapes[0][axis], shapes[0][axis] + shapes[1][axis]], axis=axis)
+        _check(device, helper.make_node("Split", ["y", "sizes"], ["p0", "p1", "p2"], axis=axis), [_vi("y", F, out.shape)],
+               [_vi(f"p{k}", F, p.shape) for k, p in enumerate(parts)], {"y": out},
+               inits=[helper.make_tensor("sizes", TensorProto.INT64, [3], [s[axis] for s in shapes])])
+    d = rng.standard_normal((2, 8, 3, 5)).astype(np.float32)
+    _check(device, helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD"), [_vi("x", F, d.shape)],
+           [_vi("y", F, (2, 2, 6, 10))], {"x": d})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gather_and_gather_nd(device, rng):
+    F = TensorProto.FLOAT
+    data = rng.standard_normal((5, 7, 3)).astype(np.float32)
+    for axis in (0, 1, 2, -1):
+        n = data.shape[axis]
+        for it, npt in ((TensorProto.INT64, np.int64), (TensorProto.INT32, np.int32)):
+            idx = rng.integers(-n, n, (4, 2)).astype(npt)
+            out = np.take(data, np.where(idx < 0, idx + n, idx), axis=axis)
+            _check(device, helper.make_node("Gather", ["d", "i"], ["y"], axis=axis),
+                   [_vi("d", F, data.shape), _vi("i", it, idx.shape)], [_vi("y", F, out.shape)], {"d": data, "i": idx})
+    ind = np.stack([rng.integers(0, 5, 6), rng.integers(-7, 7, 6)], axis=1).astype(np.int64).reshape(2, 3, 2)
+    _check(device, helper.make_node("GatherND", ["d", "i"], ["y"]), [_vi("d", F, data.shape), _vi("i", TensorProto.INT64, ind.shape)],
+           [_vi("y", F, (2, 3, 3))], {"d": data, "i": ind})
+
+
+@pytest.mark.cuda
+def test_gather_index_out_of_range_is_an_error_and_the_engine_recovers(rng):
+    g = helper.make_graph([helper.make_node("Gather", ["d", "i"], ["y"])], "g",
+                          [_vi("d", TensorProto.FLOAT, (5, 3)), _vi("i", TensorProto.INT64, (2,))],
+                          [_vi("y", TensorProto.FLOAT, (2, 3))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    e = twinfer.load(m, device="cuda", allow_cpu_fallback=False)
+    d = rng.standard_normal((5, 3)).astype(np.float32)
+    with pytest.raises(twinfer.InvalidArgumentError, match="out of range"):
+        e.run({"d": d, "i": np.array([1, 9], np.int64)})
+    np.testing.assert_array_equal(e.run({"d": d, "i": np.array([4, -1], np.int64)})["y"].numpy(), d[[4, -1]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rows_softmax_layernorm_reductions(device, rng):
+    F = TensorProto.FLOAT
+    for shape in ((3, 17), (2, 4, 1023), (5, 1)):
+        x = (rng.standard_normal(shape) * 4).astype(np.float32)
+        for op in ("Softmax", "LogSoftmax"):
+            _check(device, helper.make_node(op, ["x"], ["y"], axis=-1), [_vi("x", F, shape)], [_vi("y", F, shape)], {"x": x})
+        d = shape[-1]
+        ln_inits = [helper.make_tensor("s", F, [d], rng.standard_normal(d).astype(np.float32)),
+                    helper.make_tensor("b", F, [d], rng.standard_normal(d).astype(np.float32))]
+        _check(device, helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5),
+               [_vi("x", F, shape)], [_vi("y", F, shape)], {"x": x}, tol=1e-5, inits=ln_inits)
+        for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"):
+            _check(device, helper.make_node(op, ["x", "ax"], ["y"], keepdims=1), [_vi("x", F, shape)],
+                   [_vi("y", F, shape[:-1] + (1,))], {"x": x},
+                   inits=[helper.make_tensor("ax", TensorProto.INT64, [1], [-1])])
+    x = rng.standard_normal((2, 5, 3, 7)).astype(np.float32)
+    _check(device, helper.make_node("Softmax", ["x"], ["y"], axis=1), [_vi("x", F, x.shape)], [_vi("y", F, x.shape)],
+           {"x": x}, opset=11)  # opset < 13: rows of everything from the axis on
+    for op in ("GlobalAveragePool", "GlobalMaxPool"):
+        _check(device, helper.make_node(op, ["x"], ["y"]), [_vi("x", F, x.shape)], [_vi("y", F, (2, 5, 1, 1))], {"x": x})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pooling(device, op, rng):
+    F = TensorProto.FLOAT
+    x = rng.standard_normal((2, 3, 11, 13)).astype(np.float32)
+    cases = [dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             dict(kernel_shape=[2, 3], strides=[1, 2], pads=[0, 1, 1, 0], ceil_mode=1),
+             dict(kernel_shape=[3, 3], strides=[1, 1], dilations=[2, 1])]
+    for attrs in cases:
+        if op == "AveragePool":
+            attrs = dict(attrs, count_include_pad=1)
+        node = helper.make_node(op, ["x"], ["y"], **attrs)
+        g = helper.make_graph([node], "p", [_vi("x", F, x.shape)], [helper.make_tensor_value_info("y", F, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+        m.ir_version = 10
+        want, got = _run_both(m, {"x": x}, device)
+        assert _rel(got["y"], want["y"]) < 1e-6
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("group,dilation,stride", [(1, 1, 1), (1, 2, 2), (3, 1, 1), (6, 1, 2)])
+def test_conv(device, group, dilation, stride, rng):
+    F = TensorProto.FLOAT
+    x = rng.standard_normal((2, 6, 13, 11)).astype(np.float32)
+    w = helper.make_tensor("w", F, [12, 6 // group, 3, 3], rng.standard_normal((12, 6 // group, 3, 3)).astype(np.float32).ravel())
+    b = helper.make_tensor("b", F, [12], rng.standard_normal(12).astype(np.float32))
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=group, dilations=[dilation] * 2, strides=[stride] * 2,
+                            pads=[1, 1, 1, 1])
+    g = helper.make_graph([node, helper.make_node("Relu", ["y"], ["z"])], "c", [_vi("x", F, x.shape)],
+                          [helper.make_tensor_value_info("z", F, None)], [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    want, got = _run_both(m, {"x": x}, device)
+    assert _rel(got["z"], want["z"]) < 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv_with_asymmetric_pads_falls_back_with_a_reason(device, rng):
+    F = TensorProto.FLOAT
+    w = helper.make_tensor("w", F, [4, 3, 2, 2], rng.standard_normal(48).astype(np.float32))
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 0, 1, 1], name="conv")
+    g = helper.make_graph([node], "c", [_vi("x", F, (1, 3, 8, 8))], [_vi("y", F, (1, 4, 8, 8))], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    e = twinfer.load(m, device=device, sim_coverage="cuda")
+    (row,) = [r for r in e.kernel_report({"x": (1, 3, 8, 8)}) if r.node == "conv"]
+    assert row.backend == "cpu" and "asymmetric" in row.note
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clip_with_constant_bounds(device, rng):
+    F = TensorProto.FLOAT
+    x = (rng.standard_normal((4, 33)) * 5).astype(np.float32)
+    inits = [helper.make_tensor("lo", F, [], [-1.5]), helper.make_tensor("hi", F, [], [2.0])]
+    _check(device, helper.make_node("Clip", ["x", "lo", "hi"], ["y"]), [_vi("x", F, x.shape)], [_vi("y", F, x.shape)],
+           {"x": x}, inits=inits)

@@ -65,3 +65,17 @@ def test_passes_shrink_resnet(exported):
     hist = engine.op_histogram()
     assert "Identity" not in hist and "Relu" not in hist, hist
     assert stats["nodes_optimized"] < stats["nodes_in_model"] // 2, stats
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_node_has_a_cuda_kernel(family, exported, rng):
+    # Placement as cuda:0 would do it (the simulated device with CUDA's
+    # coverage): no node falls back to the CPU, so no copies in the run.
+    path = exported(family, "torchscript")
+    engine = twinfer.load(path, device="sim", sim_coverage="cuda", allow_cpu_fallback=False)
+    feeds = random_feeds(family, rng, 2)
+    rows = engine.kernel_report({k: v.shape for k, v in feeds.items()})
+    assert all(r.backend == "sim" for r in rows), [r for r in rows if r.backend != "sim"][:5]
+    (expected,) = _ort(path, feeds)
+    (got,) = [t.numpy() for t in engine.run(feeds).values()]
+    assert _rel_err(got, expected) < 2e-4

@@ -46,6 +46,9 @@ def test_build_info_reports_the_build():
             assert re.fullmatch(r"\d+\.\d+\.\d+", info[key]) and lib not in info["cuda_libraries"]
     if info["cuda_compiled"]:
         assert {"Add", "Cast", "Relu", "Where"} <= set(info["cuda_ops"])
+        if info["cublaslt"] and info["cudnn"]:
+            # Every entry point the kernels take from the libraries resolves (no GPU needed).
+            assert twinfer._core.cuda_symbol_problems() == []
     else:
         assert info["cuda_ops"] == [] and info["cublaslt"] is None
 

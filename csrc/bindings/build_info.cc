@@ -15,6 +15,8 @@ namespace twinfer::bindings {
 void bind_build_info(py::module_& m) {
   m.def("cuda_available", [] { return cuda_device_count() > 0; });
   m.def("build_info_cuda_compiled", &cuda_compiled, "Whether this build has the CUDA backend (no driver call).");
+  m.def("cuda_symbol_problems", &cuda_symbol_problems,
+        "Resolve every cuBLASLt / cuDNN entry point the CUDA kernels use (no GPU needed): problems found.");
   m.def("set_cuda_library_path", &set_cuda_library_path, py::arg("name"), py::arg("path"),
         "Where cuBLASLt / cuDNN are (twinfer/_libs.py finds NVIDIA's wheels); opened on first use.");
   m.def("build_info", [] {

@@ -123,6 +123,11 @@ class DeviceApi {
   // (the simulated device); false when kernels enqueue device work (CUDA).
   virtual bool kernels_run_on_host() const = 0;
   virtual void synchronize() = 0;
+  // Raises (and clears) an error a kernel reported through the device's
+  // error flag (an index out of range): called where the host has waited
+  // for the device. Kernels cannot throw, and a device-side trap would end
+  // the whole CUDA context.
+  virtual void check_kernel_errors() {}
   // Makes this the calling thread's current device until the returned guard
   // goes (CUDA keeps a current device per thread; null where there is none).
   virtual std::shared_ptr<void> make_current() { return nullptr; }  // the whole device, for tests and shutdown

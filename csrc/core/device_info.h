@@ -1,6 +1,7 @@
 // What the build and the machine offer, for build_info() / cuda_available().
 #pragma once
 #include <string>
+#include <vector>
 
 namespace twinfer {
 bool cuda_compiled();
@@ -14,4 +15,10 @@ std::string cuda_device_name(int i);  // "" when unavailable
 void set_cuda_library_path(const std::string& name, const std::string& path);  // "cublasLt", "cudnn"
 // "13.1.1" etc., or "" with *why set when the library cannot be opened.
 std::string cuda_library_version(const std::string& name, std::string* why);
+// Resolves every entry point the CUDA kernels take from those libraries (no
+// GPU needed): the problems found, one line each; empty when all resolve.
+std::vector<std::string> cuda_symbol_problems();
+// Registers one library's resolution for cuda_symbol_problems (the GEMM and
+// convolution files do, at static init).
+void register_cuda_symbol_check(void (*resolve_all)());
 }  // namespace twinfer

@@ -13,5 +13,7 @@ std::string cuda_library_version(const std::string&, std::string* why) {
   if (why) *why = "built without the CUDA backend";
   return "";
 }
+std::vector<std::string> cuda_symbol_problems() { return {}; }
+void register_cuda_symbol_check(void (*)()) {}
 }  // namespace twinfer
 

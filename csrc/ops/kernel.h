@@ -25,6 +25,9 @@ class KernelBuildInfo {
   KernelBuildInfo(const graph::Graph& g, const graph::Node& n, int64_t opset, Backend b, Precision p)
       : graph_(g), node_(n), opset_(opset), backend_(b), precision_(p) {}
   const graph::Node& node() const { return node_; }
+  // The same node as another backend sees it (a device kernel that reuses a
+  // CPU kernel's plan builds that kernel from this).
+  KernelBuildInfo for_backend(Backend b) const { return KernelBuildInfo(graph_, node_, opset_, b, precision_); }
   int64_t opset() const { return opset_; }
   Backend backend() const { return backend_; }
   Precision precision() const { return precision_; }

@@ -41,7 +41,9 @@ ExecutionContext::~ExecutionContext() {
 }
 
 void ExecutionContext::synchronize() {
-  if (api_ && ran_) done_->synchronize();
+  if (!api_ || !ran_) return;
+  done_->synchronize();
+  api_->check_kernel_errors();
 }
 
 ExecutionContext::GraphStats ExecutionContext::graph_stats() const {
@@ -124,6 +126,7 @@ void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_a
       case StepKind::kHost:
         if (pending && !skip_sync) {
           s.synchronize();
+          api_->check_kernel_errors();
           pending = false;
         }
         try {
@@ -359,7 +362,10 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
           static_cast<size_t>(shape_numel(plan.output_shapes[o])) * dtype_size(plan.output_dtypes[o]);
       S.copy(harena + plan.output_staging[o], value_ptrs_[v], bytes);
     }
-    if (!skip_sync) S.synchronize();
+    if (!skip_sync) {
+      S.synchronize();
+      api_->check_kernel_errors();
+    }
     std::vector<Tensor> host(outputs.size());
     for (size_t o = 0; o < outputs.size(); ++o) {
       host[o] = Tensor::empty(plan.output_dtypes[o], plan.output_shapes[o], Device::cpu());

@@ -209,10 +209,32 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o) {
 
 std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c) {
   const Backend b = placement_backend(d, c);
+  // Shape arithmetic folds into constants once a plan knows the input
+  // shapes (Shape -> Gather -> Concat -> Reshape): nodes computed only from
+  // constants and Shape / Size are never run, on any device.
+  std::vector<char> shape_only(g.values.size(), 0);
+  for (size_t v = 0; v < g.values.size(); ++v) shape_only[v] = g.values[v].is_constant();
+  std::vector<char> folds(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& n = g.nodes[i];
+    bool f = n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size");
+    if (!f && !is_control_flow(n)) {
+      f = true;
+      for (int in : n.inputs)
+        if (in >= 0 && !shape_only[in]) f = false;
+    }
+    folds[i] = f;
+    if (f)
+      for (int out : n.outputs)
+        if (out >= 0) shape_only[out] = 1;
+  }
   std::vector<std::string> r;
-  for (const auto& n : g.nodes)
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& n = g.nodes[i];
+    if (folds[i]) continue;
     if (is_control_flow(n) || !any_kernel_for(n.domain, n.op_type, b))
       r.push_back("'" + n.name + "' (" + (n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type) + ")");
+  }
   return r;
 }
 

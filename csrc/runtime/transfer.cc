@@ -23,6 +23,7 @@ Tensor to_host(const Tensor& t) {
   // Into pageable memory the copy returns once it is done (and, on the
   // simulated device, the host is then ordered after it).
   transfer_stream(t.device())->copy(h.data(), t.data(), t.bytes());
+  device_api(t.device()).check_kernel_errors();
   return h;
 }
 

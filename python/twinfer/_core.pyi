@@ -5,7 +5,7 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'ExecutionContext', 'Graph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_stream', 'cuda_available', 'device_synchronize', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'ExecutionContext', 'Graph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_synchronize', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
 class Graph:
     """
     A stream's captured work (Stream.end_capture), replayed by launch().
@@ -199,6 +199,8 @@ class Engine:
         ...
 def _test_broadcast_offsets(arg0: collections.abc.Sequence[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> tuple[int, list[list[int]]]:
     ...
+def _test_colmajor_gemm(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: bool, arg4: bool) -> tuple[int, int, int, tuple[bool, int, int, int], tuple[bool, int, int, int], int]:
+    ...
 def _test_fast_divmod(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int]]:
     ...
 def _test_launch_configs(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int, int]]:
@@ -213,6 +215,10 @@ def create_stream(device: str, priority: typing.SupportsInt | typing.SupportsInd
     ...
 def cuda_available() -> bool:
     ...
+def cuda_symbol_problems() -> list[str]:
+    """
+    Resolve every cuBLASLt / cuDNN entry point the CUDA kernels use (no GPU needed): problems found.
+    """
 def device_synchronize(device: str) -> None:
     ...
 def injected_faults() -> list[str]:

@@ -1,9 +1,10 @@
 """twinfer's PEP 517 build backend: scikit-build-core, plus NVIDIA's cuBLAS
-wheel as a build requirement when the CUDA backend will be built (nvcc
-present, TWINFER_CUDA not OFF). Its headers (cublasLt.h) are what the CUDA
-GEMM compiles against; the library itself is opened at run time from the
-user's environment (csrc/backends/cuda/libraries.cc), never linked. A CPU-only
-build does not download the 400 MB wheel."""
+and cuDNN wheels as build requirements when the CUDA backend will be built
+(nvcc present, TWINFER_CUDA not OFF). Their headers (cublasLt.h, cudnn.h) are
+what the CUDA GEMM and convolution compile against; the libraries themselves
+are opened at run time from the user's environment
+(csrc/backends/cuda/libraries.cc), never linked. A CPU-only build does not
+download the ~1 GB of wheels."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from scikit_build_core.build import (  # noqa: F401  (re-exported hooks)
     prepare_metadata_for_build_wheel,
 )
 
-CUDA_BUILD_REQUIRES = ["nvidia-cublas>=13,<14"]
+CUDA_BUILD_REQUIRES = ["nvidia-cublas>=13,<14", "nvidia-cudnn-cu13>=9,<10"]
 
 
 def _cuda_backend_wanted() -> bool:

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cuda/libraries.h"
+#include "core/device_info.h"
 #include "core/error.h"
 
 namespace twinfer::cuda {
@@ -76,5 +77,11 @@ cublasLtHandle_t cublaslt_handle(int device) {
   }
   return h;
 }
+
+namespace {
+struct SymbolCheck {
+  SymbolCheck() { register_cuda_symbol_check([] { cublaslt(); }); }
+} symbol_check;
+}  // namespace
 
 }  // namespace twinfer::cuda

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/error_flag.h"
 #include "core/device_api.h"
 
 namespace twinfer::cuda {
@@ -308,6 +309,7 @@ class CudaDevice final : public DeviceApi {
   void host_access(const MemoryRange&, bool, const char*) override {}
   bool kernels_run_on_host() const override { return false; }
   std::shared_ptr<void> make_current() override { return std::make_shared<DeviceGuard>(index_); }
+  void check_kernel_errors() override { cuda::check_kernel_errors(index_); }
   void synchronize() override {
     DeviceGuard g(index_);
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "core/device_info.h"
 
@@ -86,6 +87,27 @@ std::string cuda_library_version(const std::string& name, std::string* why) {
   const size_t v = fn();
   // cuBLASLt: major*10000 + minor*100 + patch; cuDNN 9: major*10000 + minor*100 + patch.
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+namespace {
+std::vector<void (*)()>& symbol_checks() {
+  static auto* v = new std::vector<void (*)()>();
+  return *v;
+}
+}  // namespace
+
+void register_cuda_symbol_check(void (*resolve_all)()) { symbol_checks().push_back(resolve_all); }
+
+std::vector<std::string> cuda_symbol_problems() {
+  std::vector<std::string> r;
+  for (auto check : symbol_checks()) {
+    try {
+      check();
+    } catch (const std::exception& e) {
+      r.push_back(e.what());
+    }
+  }
+  return r;
 }
 
 }  // namespace twinfer

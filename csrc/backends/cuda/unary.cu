@@ -1,6 +1,7 @@
 // CUDA kernels of the unary math ops and the activations: the shared
 // functors (ops/elementwise/functors.h) in one grid-stride kernel, one
 // registration line per op list.
+#include <limits>
 #include <type_traits>
 
 #include "backends/cuda/elementwise_kernels.cuh"
@@ -57,6 +58,54 @@ std::unique_ptr<Kernel> make_gelu(const KernelBuildInfo& info) {
   return make_kernel<UnaryKernel<GeluOp>>(info);
 }
 
+// ---- Clip: the bounds are read when the kernel is built, so they must be
+// constants (a computed bound runs on the CPU, which reads it per run).
+bool clip_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!check_input_dtype(info, 0, kNumericTypes & kCudaElementwiseTypes, why) || !check_same_dtype(info, {0, 1, 2}, why))
+    return false;
+  for (size_t i = 1; i <= 2; ++i)
+    if (info.has_input(i) && (!info.input_constant(i) || info.input_constant(i)->numel() != 1)) {
+      if (why) *why = std::string("Clip ") + (i == 1 ? "min" : "max") + " must be a constant scalar on CUDA";
+      return false;
+    }
+  return true;
+}
+
+class ClipKernel final : public Kernel {
+ public:
+  explicit ClipKernel(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
+    dispatch_typeset<kNumericTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      using C = compute_t<S>;
+      lo_ = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<double>::infinity()
+                                                 : static_cast<double>(std::numeric_limits<C>::lowest());
+      hi_ = std::numeric_limits<C>::has_infinity ? std::numeric_limits<double>::infinity()
+                                                 : static_cast<double>(std::numeric_limits<C>::max());
+      if (const Tensor* t = info.input_constant(1)) lo_ = static_cast<double>(load(*t->data_as<S>()));
+      if (const Tensor* t = info.input_constant(2)) hi_ = static_cast<double>(load(*t->data_as<S>()));
+    });
+  }
+  void run(KernelContext& ctx) const override {
+    const int64_t n = ctx.inputs[0].numel();
+    const LaunchConfig lc = elementwise_launch(n);
+    if (!lc.blocks) return;
+    const cudaStream_t s = stream_of(ctx);
+    dispatch_typeset<kNumericTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      using C = compute_t<S>;
+      const Clip<C> f{static_cast<C>(lo_), static_cast<C>(hi_)};
+      twinfer_gpu::unary_flat<<<lc.blocks, lc.threads, 0, s>>>(n, ctx.inputs[0].as<const S>(), ctx.outputs[0].as<S>(),
+                                                               Lift1<S, Clip<C>>{f});
+    });
+    check_launch("Clip kernel launch");
+  }
+  const char* impl_name() const override { return "cuda elementwise"; }
+
+ private:
+  DType dtype_;
+  double lo_ = 0, hi_ = 0;
+};
+
 }  // namespace
 
 #define TWINFER_CUDA_UNARY(op, Traits) \
@@ -65,5 +114,6 @@ TWINFER_UNARY_OPS(TWINFER_CUDA_UNARY)
 TWINFER_ACTIVATION_OPS(TWINFER_CUDA_UNARY)
 #undef TWINFER_CUDA_UNARY
 TWINFER_REGISTER_KERNEL("Gelu", Backend::kCUDA, 0, gelu_supports, make_gelu);
+TWINFER_REGISTER_KERNEL("Clip", Backend::kCUDA, 0, clip_supports, make_kernel<ClipKernel>);
 
 }  // namespace twinfer::cuda

@@ -12,12 +12,12 @@
 //                                    dim (vectorisable across it)
 //   general anything else            per-output odometer over reduced dims
 #include "ops/elementwise/typeset.h"
+#include "ops/reduce/reduce_axes.h"
 #include "ops/reduce/reduce_walks.h"
 
 namespace twinfer::reduce {
 namespace {
 
-using tensor::axes_attr_or_input;
 using tensor::normalize_axes;
 
 constexpr unsigned kSumTypes = ew::kFloatTypes | ew::kI32 | ew::kI64 | ew::kU32 | ew::kU64;
@@ -25,28 +25,6 @@ constexpr unsigned kMinMaxTypes = kSumTypes | ew::kI8 | ew::kU8 | ew::kBool;  //
 
 bool is_minmax(const std::string& op) { return op == "ReduceMax" || op == "ReduceMin"; }
 unsigned types_of(const std::string& op) { return is_minmax(op) ? kMinMaxTypes : kSumTypes; }
-
-// The opset from which axes are an input.
-int64_t axes_input_since(const std::string& op) { return op == "ReduceSum" ? 13 : 18; }
-
-// Which dims are reduced; empty when the op is a no-op (empty axes with
-// noop_with_empty_axes). Axes that are not constant set *known = false.
-template <typename Ctx>
-std::vector<char> reduced_dims(const Ctx& c, int64_t rank, bool* noop, bool* known) {
-  const std::string& op = c.node().op_type;
-  const int64_t since = axes_input_since(op);
-  bool present = false;
-  std::vector<int64_t> axes = axes_attr_or_input(c, 1, since, known, &present);
-  *noop = false;
-  if (!*known) return {};
-  if (axes.empty()) {
-    *noop = c.opset() >= since && c.node().attr_int("noop_with_empty_axes", 0) != 0;
-    return std::vector<char>(rank, *noop ? 0 : 1);
-  }
-  std::vector<char> red(rank, 0);
-  for (int64_t a : normalize_axes(c, axes, rank)) red[a] = 1;
-  return red;
-}
 
 void reduce_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);

@@ -55,9 +55,9 @@ void depth_space_infer(InferContext& c) {
   c.set_output(0, dt, out);
 }
 
-class DepthSpaceKernel final : public Kernel {
+class DepthSpaceKernel final : public StridedCopyKernel {
  public:
-  explicit DepthSpaceKernel(const KernelBuildInfo& info) : elem_(dtype_size(info.input_dtype(0))) {
+  explicit DepthSpaceKernel(const KernelBuildInfo& info) : StridedCopyKernel(dtype_size(info.input_dtype(0))) {
     const int64_t b = block_size(info);
     const Shape in = info.input_shape(0);
     const int64_t N = in[0], C = in[1], H = in[2], W = in[3];
@@ -85,13 +85,6 @@ class DepthSpaceKernel final : public Kernel {
     }
     plan_ = make_strided_plan(out, strides, 0);
   }
-  void run(KernelContext& ctx) const override {
-    strided_copy(plan_, elem_, ctx.inputs[0].data, ctx.outputs[0].data, ctx.num_threads);
-  }
-
- private:
-  size_t elem_;
-  StridedPlan plan_;
 };
 
 bool depth_space_supports(const KernelBuildInfo& info, std::string* why) { return check_movable(info, 0, why); }

@@ -56,9 +56,9 @@ void expand_infer(InferContext& c) {
   c.set_output(0, dt, out);
 }
 
-class ExpandKernel final : public Kernel {
+class ExpandKernel final : public StridedCopyKernel {
  public:
-  explicit ExpandKernel(const KernelBuildInfo& info) : elem_(dtype_size(info.input_dtype(0))) {
+  explicit ExpandKernel(const KernelBuildInfo& info) : StridedCopyKernel(dtype_size(info.input_dtype(0))) {
     const Shape out = info.output_shape(0);
     Shape in = info.input_shape(0);
     in.insert(in.begin(), out.size() - in.size(), 1);
@@ -67,13 +67,6 @@ class ExpandKernel final : public Kernel {
     for (size_t d = 0; d < out.size(); ++d) strides[d] = in[d] == out[d] ? st[d] : 0;
     plan_ = make_strided_plan(out, strides, 0);
   }
-  void run(KernelContext& ctx) const override {
-    strided_copy(plan_, elem_, ctx.inputs[0].data, ctx.outputs[0].data, ctx.num_threads);
-  }
-
- private:
-  size_t elem_;
-  StridedPlan plan_;
 };
 
 // ---- Tile --------------------------------------------------------------------
@@ -100,9 +93,9 @@ void tile_infer(InferContext& c) {
   c.set_output(0, dt, out);
 }
 
-class TileKernel final : public Kernel {
+class TileKernel final : public StridedCopyKernel {
  public:
-  explicit TileKernel(const KernelBuildInfo& info) : elem_(dtype_size(info.input_dtype(0))) {
+  explicit TileKernel(const KernelBuildInfo& info) : StridedCopyKernel(dtype_size(info.input_dtype(0))) {
     const Shape in = info.input_shape(0), out = info.output_shape(0);
     const Shape st = contiguous_strides(in);
     Shape dims;
@@ -115,13 +108,6 @@ class TileKernel final : public Kernel {
     }
     plan_ = make_strided_plan(dims, strides, 0);
   }
-  void run(KernelContext& ctx) const override {
-    strided_copy(plan_, elem_, ctx.inputs[0].data, ctx.outputs[0].data, ctx.num_threads);
-  }
-
- private:
-  size_t elem_;
-  StridedPlan plan_;
 };
 
 }  // namespace

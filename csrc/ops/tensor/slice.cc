@@ -129,10 +129,10 @@ void slice_infer(InferContext& c) {
   c.set_output(0, dt, out);
 }
 
-class SliceKernel final : public Kernel {
+class SliceKernel final : public StridedCopyKernel {
  public:
   explicit SliceKernel(const KernelBuildInfo& info)
-      : elem_(dtype_size(info.input_dtype(0))), in_(info.input_shape(0)), has_axes_(info.has_input(3)),
+      : StridedCopyKernel(dtype_size(info.input_dtype(0))), in_(info.input_shape(0)), has_axes_(info.has_input(3)),
         has_steps_(info.has_input(4)) {
     SliceArgs a;
     if (const_args(info, &a)) {
@@ -140,6 +140,8 @@ class SliceKernel final : public Kernel {
       constant_ = true;
     }
   }
+
+  bool fixed_plan() const override { return constant_; }
 
   void run(KernelContext& ctx) const override {
     if (constant_) return strided_copy(plan_, elem_, ctx.inputs[0].data, ctx.outputs[0].data, ctx.num_threads);
@@ -182,11 +184,9 @@ class SliceKernel final : public Kernel {
     return make_strided_plan(out, in_strides, offset);
   }
 
-  size_t elem_;
   Shape in_;
   bool has_axes_, has_steps_;
   bool constant_ = false;
-  StridedPlan plan_;
 };
 
 bool slice_supports(const KernelBuildInfo& info, std::string* why) {

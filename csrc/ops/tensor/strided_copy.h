@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/shape.h"
+#include "ops/kernel.h"
 
 namespace twinfer::tensor {
 
@@ -35,5 +36,26 @@ StridedPlan make_strided_plan(const Shape& out_dims, const std::vector<int64_t>&
 
 // Copies elements of `elem_size` bytes (1, 2, 4, 8 or any other width).
 void strided_copy(const StridedPlan& plan, size_t elem_size, const void* in, void* out, int threads);
+
+// The CPU kernel of an op whose whole work is one strided copy of input 0
+// with a plan fixed when the kernel is built. Another backend runs the same
+// copy from plan() (backends/cuda/movement.cu), so each op's index
+// arithmetic is written once.
+class StridedCopyKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) const override {
+    strided_copy(plan_, elem_, ctx.inputs[0].data, ctx.outputs[0].data, ctx.num_threads);
+  }
+  // False when the plan depends on run-time values (a Slice with computed
+  // starts): then plan() is not the copy.
+  virtual bool fixed_plan() const { return true; }
+  const StridedPlan& plan() const { return plan_; }
+  size_t elem_size() const { return elem_; }
+
+ protected:
+  explicit StridedCopyKernel(size_t elem) : elem_(elem) {}
+  size_t elem_;
+  StridedPlan plan_;
+};
 
 }  // namespace twinfer::tensor

@@ -37,9 +37,9 @@ void transpose_infer(InferContext& c) {
   c.set_output(0, dt, out);
 }
 
-class TransposeKernel final : public Kernel {
+class TransposeKernel final : public StridedCopyKernel {
  public:
-  explicit TransposeKernel(const KernelBuildInfo& info) : elem_(dtype_size(info.input_dtype(0))) {
+  explicit TransposeKernel(const KernelBuildInfo& info) : StridedCopyKernel(dtype_size(info.input_dtype(0))) {
     const Shape in = info.input_shape(0);
     const std::vector<int64_t> perm = transpose_perm(info, static_cast<int64_t>(in.size()));
     const Shape strides = contiguous_strides(in);
@@ -51,13 +51,6 @@ class TransposeKernel final : public Kernel {
     }
     plan_ = make_strided_plan(out, in_strides, 0);
   }
-  void run(KernelContext& ctx) const override {
-    strided_copy(plan_, elem_, ctx.inputs[0].data, ctx.outputs[0].data, ctx.num_threads);
-  }
-
- private:
-  size_t elem_;
-  StridedPlan plan_;
 };
 
 bool transpose_supports(const KernelBuildInfo& info, std::string* why) { return check_movable(info, 0, why); }

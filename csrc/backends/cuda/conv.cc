@@ -1,0 +1,165 @@
+// Conv and the fused com.twinfer Conv on cuDNN (NCHW, 1-3 spatial dims,
+// grouped and dilated, symmetric pads): descriptors and the algorithm chosen
+// when the plan is built (cuDNN's heuristics, within a workspace limit), a
+// run enqueues cudnnConvolutionForward and, for bias / residual / activation,
+// one pass of our own (conv_epilogue.cu). float32 uses FMA math only (no
+// TF32, like the GEMM); float16 / bfloat16 use tensor cores, fp32 compute.
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <vector>
+
+#include "backends/cuda/conv_epilogue.h"
+#include "backends/cuda/cudnn_api.h"
+#include "backends/cuda/kernel_util.h"
+#include "graph/domains.h"
+#include "ops/nn/conv.h"
+
+namespace twinfer::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceLimit = size_t(256) << 20;
+
+bool cudnn_type(DType t, cudnnDataType_t* out) {
+  switch (t) {
+    case DType::kFloat32: *out = CUDNN_DATA_FLOAT; return true;
+    case DType::kFloat16: *out = CUDNN_DATA_HALF; return true;
+    case DType::kBFloat16: *out = CUDNN_DATA_BFLOAT16; return true;
+    default: return false;
+  }
+}
+
+std::vector<int> ints(const Shape& s) { return std::vector<int>(s.begin(), s.end()); }
+
+bool conv_supports(const KernelBuildInfo& info, std::string* why) {
+  cudnnDataType_t t;
+  if (!cudnn_type(info.input_dtype(0), &t)) {
+    if (why) *why = std::string("cuDNN Conv takes float32, float16, bfloat16, not ") + dtype_name(info.input_dtype(0));
+    return false;
+  }
+  const nn::ConvSpec c = nn::conv_spec(info);
+  if (c.x.size() < 3 || c.x.size() > 5) {
+    if (why) *why = "cuDNN Conv takes 1 to 3 spatial dims";
+    return false;
+  }
+  for (size_t i = 0; i < c.win.nsp; ++i)
+    if (c.win.pad_begin[i] != c.win.pad_end[i]) {
+      if (why) *why = "asymmetric padding has no cuDNN kernel (pads must be equal at both ends)";
+      return false;
+    }
+  for (int64_t d : c.x)
+    if (d > INT32_MAX) {
+      if (why) *why = "a dim beyond 2^31 has no cuDNN kernel";
+      return false;
+    }
+  return true;
+}
+
+class CudnnConv final : public Kernel {
+ public:
+  explicit CudnnConv(const KernelBuildInfo& info) : c_(nn::conv_spec(info)), dtype_(info.input_dtype(0)), api_(cudnn()) {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    handle_ = cudnn_handle(device);
+    cudnnDataType_t t;
+    cudnn_type(dtype_, &t);
+    // A 1-d convolution is a 2-d one with a height of 1 (cuDNN wants >= 4-d).
+    Shape x = c_.x, w = c_.w, y = c_.y;
+    std::vector<int> pad, stride, dil;
+    for (size_t i = 0; i < c_.win.nsp; ++i) {
+      pad.push_back(static_cast<int>(c_.win.pad_begin[i]));
+      stride.push_back(static_cast<int>(c_.win.stride[i]));
+      dil.push_back(static_cast<int>(c_.win.dilation[i]));
+    }
+    if (c_.win.nsp == 1) {
+      x.insert(x.begin() + 2, 1);
+      w.insert(w.begin() + 2, 1);
+      y.insert(y.begin() + 2, 1);
+      pad.insert(pad.begin(), 0);
+      stride.insert(stride.begin(), 1);
+      dil.insert(dil.begin(), 1);
+    }
+    check_cudnn(api_.tensor_create(&xd_), "cudnnCreateTensorDescriptor");
+    check_cudnn(api_.tensor_create(&yd_), "cudnnCreateTensorDescriptor");
+    check_cudnn(api_.filter_create(&wd_), "cudnnCreateFilterDescriptor");
+    check_cudnn(api_.conv_create(&cd_), "cudnnCreateConvolutionDescriptor");
+    const std::vector<int> xs = ints(x), ys = ints(y), ws = ints(w);
+    const std::vector<int> xst = ints(contiguous_strides(x)), yst = ints(contiguous_strides(y));
+    check_cudnn(api_.tensor_set(xd_, t, static_cast<int>(xs.size()), xs.data(), xst.data()), "cudnnSetTensorNdDescriptor(x)");
+    check_cudnn(api_.tensor_set(yd_, t, static_cast<int>(ys.size()), ys.data(), yst.data()), "cudnnSetTensorNdDescriptor(y)");
+    check_cudnn(api_.filter_set(wd_, t, CUDNN_TENSOR_NCHW, static_cast<int>(ws.size()), ws.data()),
+                "cudnnSetFilterNdDescriptor");
+    check_cudnn(api_.conv_set(cd_, static_cast<int>(pad.size()), pad.data(), stride.data(), dil.data(),
+                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                "cudnnSetConvolutionNdDescriptor");
+    check_cudnn(api_.conv_groups(cd_, static_cast<int>(c_.group)), "cudnnSetConvolutionGroupCount");
+    check_cudnn(api_.conv_math(cd_, dtype_ == DType::kFloat32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+                "cudnnSetConvolutionMathType");
+    choose_algorithm();
+  }
+
+  ~CudnnConv() override {
+    if (cd_) api_.conv_destroy(cd_);
+    if (wd_) api_.filter_destroy(wd_);
+    if (yd_) api_.tensor_destroy(yd_);
+    if (xd_) api_.tensor_destroy(xd_);
+  }
+
+  size_t scratch_bytes() const override { return workspace_; }
+
+  void run(KernelContext& ctx) const override {
+    if (ctx.outputs[0].numel() == 0) return;
+    const cudaStream_t s = stream_of(ctx);
+    const float one = 1.f, zero = 0.f;
+    {
+      // The handle is bound to one stream at a time.
+      static std::mutex handle_mutex;
+      std::lock_guard<std::mutex> lock(handle_mutex);
+      check_cudnn(api_.set_stream(handle_, s), "cudnnSetStream");
+      check_cudnn(api_.fwd(handle_, &one, xd_, ctx.inputs[0].data, wd_, ctx.inputs[1].data, cd_, algo_, ctx.scratch,
+                           workspace_, &zero, yd_, ctx.outputs[0].data),
+                  "cudnnConvolutionForward");
+    }
+    const int64_t spatial = shape_numel(Shape(c_.y.begin() + 2, c_.y.end()));
+    conv_epilogue(ctx.outputs[0].data, c_.has_bias ? ctx.inputs[2].data : nullptr,
+                  c_.has_residual ? ctx.inputs[3].data : nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s);
+  }
+  const char* impl_name() const override { return "cudnn conv"; }
+
+ private:
+  void choose_algorithm() {
+    constexpr int kMax = 16;
+    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
+    int n = 0;
+    check_cudnn(api_.fwd_algos(handle_, xd_, wd_, cd_, yd_, kMax, &n, perf), "cudnnGetConvolutionForwardAlgorithm_v7");
+    for (int i = 0; i < n; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceLimit) continue;
+      // fp32 stays exact: an algorithm whose math is not FMA-only is skipped.
+      if (dtype_ == DType::kFloat32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
+        continue;
+      algo_ = perf[i].algo;
+      workspace_ = perf[i].memory;
+      return;
+    }
+    throw Error(ErrorKind::kUnsupportedOp, "cuDNN has no forward algorithm for this convolution within " +
+                                               std::to_string(kWorkspaceLimit >> 20) + " MiB of workspace");
+  }
+
+  nn::ConvSpec c_;
+  DType dtype_;
+  const CudnnApi& api_;
+  cudnnHandle_t handle_ = nullptr;
+  cudnnTensorDescriptor_t xd_ = nullptr, yd_ = nullptr;
+  cudnnFilterDescriptor_t wd_ = nullptr;
+  cudnnConvolutionDescriptor_t cd_ = nullptr;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace_ = 0;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCUDA, 10, conv_supports, make_kernel<CudnnConv>);
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCUDA, 10, conv_supports, make_kernel<CudnnConv>, kTwinferDomain);
+
+}  // namespace twinfer::cuda

@@ -1,0 +1,444 @@
+// Data movement on CUDA: one strided copy for every op the CPU runs as a
+// strided plan (Transpose, Expand, Tile, Slice with constant arguments,
+// DepthToSpace, SpaceToDepth: the plan is taken from the CPU kernel, so each
+// op's index arithmetic exists once), Concat and Split as strided copies per
+// operand, and Gather with its indices checked on the device (an index out of
+// range sets the kernel error flag, error_flag.h).
+#include <memory>
+
+#include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/error_flag.h"
+#include "backends/cuda/kernel_util.h"
+#include "ops/elementwise/offset_calc.h"
+#include "ops/tensor/strided_copy.h"
+
+namespace twinfer_gpu {
+
+// out[i] = in[base + src(i)]: the output walked in order, the input strided.
+template <typename U>
+__global__ void gather_copy(int64_t n, twinfer::ew::OffsetCalc<1> src, int64_t base, const U* __restrict__ in,
+                            U* __restrict__ out) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    int64_t o[1];
+    src.get(static_cast<uint64_t>(i), o);
+    out[i] = in[base + o[0]];
+  }
+}
+
+// out[dst(i)] = in[i]: the input walked in order, the output strided.
+template <typename U>
+__global__ void scatter_copy(int64_t n, twinfer::ew::OffsetCalc<1> dst, const U* __restrict__ in,
+                             U* __restrict__ out) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    int64_t o[1];
+    dst.get(static_cast<uint64_t>(i), o);
+    out[o[0]] = in[i];
+  }
+}
+
+// Gather along an axis: output [outer, J, inner] from data [outer, A, inner].
+template <typename U, typename I>
+__global__ void gather_rows(int64_t n, twinfer::ew::FastDivmod inner, twinfer::ew::FastDivmod count, int64_t A,
+                            const U* __restrict__ data, const I* __restrict__ idx, U* __restrict__ out, int* error) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    uint64_t t, r, o, j;
+    inner.divmod(static_cast<uint64_t>(i), t, r);
+    count.divmod(t, o, j);
+    int64_t k = static_cast<int64_t>(idx[j]);
+    if (k < 0) k += A;
+    if (k < 0 || k >= A) {
+      *error = twinfer::cuda::kIndexOutOfRange;
+      out[i] = U{};
+      continue;
+    }
+    out[i] = data[(static_cast<int64_t>(o) * A + k) * static_cast<int64_t>(inner.divisor) + static_cast<int64_t>(r)];
+  }
+}
+
+// GatherND: each of `rows` index rows (k int64 entries) picks a block of
+// `inner` elements; rows are grouped `per_batch` to a batch of `batch_stride`.
+struct GatherNDGeom {
+  int64_t k = 0, inner = 1, per_batch = 1, batch_stride = 0;
+  int64_t dims[8] = {}, strides[8] = {};  // the k indexed dims of data
+};
+
+template <typename U>
+__global__ void gather_nd(int64_t n, GatherNDGeom g, twinfer::ew::FastDivmod inner, const U* __restrict__ data,
+                          const int64_t* __restrict__ idx, U* __restrict__ out, int* error) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    uint64_t t, r;
+    inner.divmod(static_cast<uint64_t>(i), t, r);
+    const int64_t* row = idx + static_cast<int64_t>(t) * g.k;
+    int64_t off = (static_cast<int64_t>(t) / g.per_batch) * g.batch_stride + static_cast<int64_t>(r);
+    bool bad = false;
+    for (int q = 0; q < g.k; ++q) {
+      int64_t v = row[q];
+      if (v < 0) v += g.dims[q];
+      bad = bad || v < 0 || v >= g.dims[q];
+      off += v * g.strides[q];
+    }
+    if (bad) {
+      *error = twinfer::cuda::kIndexOutOfRange;
+      out[i] = U{};
+    } else {
+      out[i] = data[off];
+    }
+  }
+}
+
+}  // namespace twinfer_gpu
+
+namespace twinfer::cuda {
+namespace {
+
+using ew::OffsetCalc;
+
+// Dims (outermost first) and one stride each as an OffsetCalc (innermost first).
+bool offsets_for(const Shape& dims, const std::vector<int64_t>& strides, OffsetCalc<1>* c) {
+  if (dims.size() > static_cast<size_t>(ew::kMaxOffsetDims)) return false;
+  c->rank = dims.empty() ? 1 : static_cast<int>(dims.size());
+  if (dims.empty()) c->sizes[0] = ew::FastDivmod(1);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const size_t from = dims.size() - 1 - d;
+    c->sizes[d] = ew::FastDivmod(static_cast<uint64_t>(dims[from] > 0 ? dims[from] : 1));
+    c->strides[d][0] = strides[from];
+  }
+  return true;
+}
+
+template <typename F>
+void by_width(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
+    case 4: f(uint32_t{}); return;
+    case 8: f(uint64_t{}); return;
+    default: throw Error(ErrorKind::kDType, "no CUDA copy for elements of " + std::to_string(bytes) + " bytes");
+  }
+}
+
+bool width_ok(size_t bytes) { return bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8; }
+
+// ---- strided copies planned by the CPU kernel --------------------------------
+
+std::unique_ptr<tensor::StridedCopyKernel> cpu_copy_kernel(const KernelBuildInfo& info, std::string* why) {
+  const KernelBuildInfo cpu = info.for_backend(Backend::kCPU);
+  const KernelDef* def = select_kernel(cpu, why);
+  if (!def) return nullptr;
+  std::unique_ptr<Kernel> k = def->create(cpu);
+  auto* copy = dynamic_cast<tensor::StridedCopyKernel*>(k.get());
+  if (!copy) {
+    if (why) *why = "no strided-copy plan for this node";
+    return nullptr;
+  }
+  k.release();
+  return std::unique_ptr<tensor::StridedCopyKernel>(copy);
+}
+
+bool strided_supports(const KernelBuildInfo& info, std::string* why) {
+  auto k = cpu_copy_kernel(info, why);
+  if (!k) return false;
+  if (!k->fixed_plan()) {
+    if (why) *why = "arguments computed at run time (the CUDA copy needs constants)";
+    return false;
+  }
+  if (!width_ok(k->elem_size()) || k->plan().dims.size() > static_cast<size_t>(ew::kMaxOffsetDims)) {
+    if (why) *why = "a copy of this element size or rank has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaStridedCopy final : public Kernel {
+ public:
+  explicit CudaStridedCopy(const KernelBuildInfo& info) {
+    std::string why;
+    auto k = cpu_copy_kernel(info, &why);
+    if (!k) info.fail(ErrorKind::kUnsupportedOp, why);
+    const tensor::StridedPlan& p = k->plan();
+    n_ = p.numel;
+    base_ = p.in_offset;
+    elem_ = k->elem_size();
+    offsets_for(p.dims, p.in_strides, &src_);
+  }
+  void run(KernelContext& ctx) const override {
+    const ew::LaunchConfig lc = ew::elementwise_launch(n_);
+    if (!lc.blocks) return;
+    const cudaStream_t s = stream_of(ctx);
+    by_width(elem_, [&](auto tag) {
+      using U = decltype(tag);
+      twinfer_gpu::gather_copy<<<lc.blocks, lc.threads, 0, s>>>(n_, src_, base_, ctx.inputs[0].as<const U>(),
+                                                                ctx.outputs[0].as<U>());
+    });
+    check_launch("strided copy launch");
+  }
+  const char* impl_name() const override { return "cuda strided copy"; }
+
+ private:
+  int64_t n_ = 0, base_ = 0;
+  size_t elem_ = 4;
+  OffsetCalc<1> src_;
+};
+
+// ---- Concat / Split: one strided copy per operand ----------------------------
+
+struct AxisView {
+  int64_t outer = 1, inner = 1, total = 0;  // total: the axis' size in the concatenated tensor
+};
+
+AxisView axis_view(const Shape& whole, int64_t axis) {
+  AxisView v;
+  for (int64_t d = 0; d < axis; ++d) v.outer *= whole[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < whole.size(); ++d) v.inner *= whole[d];
+  v.total = whole[axis];
+  return v;
+}
+
+int64_t concat_axis(const KernelBuildInfo& info, const Shape& shape) {
+  int64_t a = info.node().attr_int("axis", info.node().op_type == "Split" ? 0 : 0);
+  const int64_t r = static_cast<int64_t>(shape.size());
+  if (a < 0) a += r;
+  if (a < 0 || a >= r) info.fail(ErrorKind::kShape, "axis out of range");
+  return a;
+}
+
+bool concat_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!width_ok(dtype_size(info.output(0).dtype)) || info.output(0).dtype == DType::kString) {
+    if (why) *why = "a concatenation of this dtype has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaConcat final : public Kernel {
+ public:
+  explicit CudaConcat(const KernelBuildInfo& info) : elem_(dtype_size(info.output(0).dtype)) {
+    const Shape out = info.output_shape(0);
+    const int64_t axis = concat_axis(info, out);
+    const AxisView v = axis_view(out, axis);
+    int64_t at = 0;
+    for (size_t i = 0; i < info.num_inputs(); ++i) {
+      const int64_t a = info.has_input(i) ? info.input_shape(i)[axis] : 0;
+      Part p;
+      p.n = v.outer * a * v.inner;
+      p.dst_base = at * v.inner;
+      // Input rows of a*inner contiguous elements land every total*inner.
+      offsets_for(Shape{v.outer, a * v.inner}, {v.total * v.inner, 1}, &p.dst);
+      parts_.push_back(p);
+      at += a;
+    }
+  }
+  void run(KernelContext& ctx) const override {
+    const cudaStream_t s = stream_of(ctx);
+    by_width(elem_, [&](auto tag) {
+      using U = decltype(tag);
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        const ew::LaunchConfig lc = ew::elementwise_launch(parts_[i].n);
+        if (!lc.blocks) continue;
+        twinfer_gpu::scatter_copy<<<lc.blocks, lc.threads, 0, s>>>(
+            parts_[i].n, parts_[i].dst, ctx.inputs[i].as<const U>(), ctx.outputs[0].as<U>() + parts_[i].dst_base);
+      }
+    });
+    check_launch("Concat copy launch");
+  }
+  const char* impl_name() const override { return "cuda strided copy"; }
+
+ private:
+  struct Part {
+    int64_t n = 0, dst_base = 0;
+    OffsetCalc<1> dst;
+  };
+  size_t elem_;
+  std::vector<Part> parts_;
+};
+
+class CudaSplit final : public Kernel {
+ public:
+  explicit CudaSplit(const KernelBuildInfo& info) : elem_(dtype_size(info.input_dtype(0))) {
+    const Shape in = info.input_shape(0);
+    const int64_t axis = concat_axis(info, in);
+    const AxisView v = axis_view(in, axis);
+    int64_t at = 0;
+    for (size_t o = 0; o < info.num_outputs(); ++o) {
+      const int64_t a = info.has_output(o) ? info.output_shape(o)[axis] : 0;
+      Part p;
+      p.n = info.has_output(o) ? v.outer * a * v.inner : 0;
+      p.src_base = at * v.inner;
+      offsets_for(Shape{v.outer, a * v.inner}, {v.total * v.inner, 1}, &p.src);
+      parts_.push_back(p);
+      at += a;
+    }
+  }
+  void run(KernelContext& ctx) const override {
+    const cudaStream_t s = stream_of(ctx);
+    by_width(elem_, [&](auto tag) {
+      using U = decltype(tag);
+      for (size_t o = 0; o < parts_.size(); ++o) {
+        const ew::LaunchConfig lc = ew::elementwise_launch(parts_[o].n);
+        if (!lc.blocks || !ctx.outputs[o].data) continue;
+        twinfer_gpu::gather_copy<<<lc.blocks, lc.threads, 0, s>>>(parts_[o].n, parts_[o].src, parts_[o].src_base,
+                                                                  ctx.inputs[0].as<const U>(), ctx.outputs[o].as<U>());
+      }
+    });
+    check_launch("Split copy launch");
+  }
+  const char* impl_name() const override { return "cuda strided copy"; }
+
+ private:
+  struct Part {
+    int64_t n = 0, src_base = 0;
+    OffsetCalc<1> src;
+  };
+  size_t elem_;
+  std::vector<Part> parts_;
+};
+
+bool split_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!width_ok(dtype_size(info.input_dtype(0))) || info.input_dtype(0) == DType::kString) {
+    if (why) *why = "a split of this dtype has no CUDA kernel";
+    return false;
+  }
+  for (size_t o = 0; o < info.num_outputs(); ++o)
+    if (info.has_output(o)) info.output_shape(o);  // throws when not concrete
+  return true;
+}
+
+// ---- Gather ------------------------------------------------------------------
+
+bool gather_supports(const KernelBuildInfo& info, std::string* why) {
+  const DType it = info.input_dtype(1);
+  if (it != DType::kInt32 && it != DType::kInt64) {
+    if (why) *why = std::string("Gather indices of ") + dtype_name(it) + " have no CUDA kernel";
+    return false;
+  }
+  if (!width_ok(dtype_size(info.input_dtype(0))) || info.input_dtype(0) == DType::kString) {
+    if (why) *why = "Gather of this dtype has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaGather final : public Kernel {
+ public:
+  explicit CudaGather(const KernelBuildInfo& info)
+      : elem_(dtype_size(info.input_dtype(0))), index_(info.input_dtype(1)) {
+    const Shape data = info.input_shape(0);
+    int64_t axis = info.node().attr_int("axis", 0);
+    const int64_t r = static_cast<int64_t>(data.size());
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) info.fail(ErrorKind::kShape, "Gather axis out of range for rank " + std::to_string(r));
+    const AxisView v = axis_view(data, axis);
+    A_ = v.total;
+    J_ = shape_numel(info.input_shape(1));
+    inner_ = v.inner;
+    n_ = v.outer * J_ * v.inner;
+  }
+  void run(KernelContext& ctx) const override {
+    const ew::LaunchConfig lc = ew::elementwise_launch(n_);
+    if (!lc.blocks) return;
+    const cudaStream_t s = stream_of(ctx);
+    int device = 0;
+    cudaGetDevice(&device);
+    int* error = kernel_error_flag(device);
+    const ew::FastDivmod inner(static_cast<uint64_t>(inner_)), count(static_cast<uint64_t>(J_));
+    by_width(elem_, [&](auto tag) {
+      using U = decltype(tag);
+      if (index_ == DType::kInt64)
+        twinfer_gpu::gather_rows<<<lc.blocks, lc.threads, 0, s>>>(n_, inner, count, A_, ctx.inputs[0].as<const U>(),
+                                                                  ctx.inputs[1].as<const int64_t>(),
+                                                                  ctx.outputs[0].as<U>(), error);
+      else
+        twinfer_gpu::gather_rows<<<lc.blocks, lc.threads, 0, s>>>(n_, inner, count, A_, ctx.inputs[0].as<const U>(),
+                                                                  ctx.inputs[1].as<const int32_t>(),
+                                                                  ctx.outputs[0].as<U>(), error);
+    });
+    check_launch("Gather launch");
+  }
+  const char* impl_name() const override { return "cuda gather"; }
+
+ private:
+  size_t elem_;
+  DType index_;
+  int64_t A_ = 0, J_ = 0, inner_ = 1, n_ = 0;
+};
+
+// ---- GatherND ----------------------------------------------------------------
+
+bool gather_nd_supports(const KernelBuildInfo& info, std::string* why) {
+  if (info.input_dtype(1) != DType::kInt64) {
+    if (why) *why = "GatherND indices must be int64";
+    return false;
+  }
+  if (!width_ok(dtype_size(info.input_dtype(0))) || info.input_dtype(0) == DType::kString) {
+    if (why) *why = "GatherND of this dtype has no CUDA kernel";
+    return false;
+  }
+  const Shape ind = info.input_shape(1);
+  if (ind.empty() || ind.back() > 8) {
+    if (why) *why = "GatherND with more than 8 indexed dims has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaGatherND final : public Kernel {
+ public:
+  explicit CudaGatherND(const KernelBuildInfo& info) : elem_(dtype_size(info.input_dtype(0))) {
+    const Shape data = info.input_shape(0), ind = info.input_shape(1);
+    const size_t b = static_cast<size_t>(info.node().attr_int("batch_dims", 0));
+    g_.k = ind.back();
+    if (b + static_cast<size_t>(g_.k) > data.size()) info.fail(ErrorKind::kShape, "GatherND indexes past data's rank");
+    const Shape st = contiguous_strides(data);
+    for (int64_t q = 0; q < g_.k; ++q) {
+      g_.dims[q] = data[b + q];
+      g_.strides[q] = st[b + q];
+    }
+    for (size_t d = b + g_.k; d < data.size(); ++d) g_.inner *= data[d];
+    g_.per_batch = 1;
+    for (size_t d = b; d + 1 < ind.size(); ++d) g_.per_batch *= ind[d];
+    g_.batch_stride = 1;
+    for (size_t d = b; d < data.size(); ++d) g_.batch_stride *= data[d];
+    if (g_.per_batch == 0) g_.per_batch = 1;
+    n_ = shape_numel(info.output_shape(0));
+  }
+  void run(KernelContext& ctx) const override {
+    const ew::LaunchConfig lc = ew::elementwise_launch(n_);
+    if (!lc.blocks) return;
+    const cudaStream_t s = stream_of(ctx);
+    int device = 0;
+    cudaGetDevice(&device);
+    int* error = kernel_error_flag(device);
+    const ew::FastDivmod inner(static_cast<uint64_t>(g_.inner > 0 ? g_.inner : 1));
+    by_width(elem_, [&](auto tag) {
+      using U = decltype(tag);
+      twinfer_gpu::gather_nd<<<lc.blocks, lc.threads, 0, s>>>(n_, g_, inner, ctx.inputs[0].as<const U>(),
+                                                              ctx.inputs[1].as<const int64_t>(), ctx.outputs[0].as<U>(),
+                                                              error);
+    });
+    check_launch("GatherND launch");
+  }
+  const char* impl_name() const override { return "cuda gather"; }
+
+ private:
+  size_t elem_;
+  twinfer_gpu::GatherNDGeom g_;
+  int64_t n_ = 0;
+};
+
+}  // namespace
+
+#define TWINFER_CUDA_STRIDED(op) \
+  TWINFER_REGISTER_KERNEL(op, Backend::kCUDA, 0, strided_supports, make_kernel<CudaStridedCopy>);
+TWINFER_CUDA_STRIDED("Transpose")
+TWINFER_CUDA_STRIDED("Expand")
+TWINFER_CUDA_STRIDED("Tile")
+TWINFER_CUDA_STRIDED("Slice")
+TWINFER_CUDA_STRIDED("DepthToSpace")
+TWINFER_CUDA_STRIDED("SpaceToDepth")
+#undef TWINFER_CUDA_STRIDED
+TWINFER_REGISTER_KERNEL("Concat", Backend::kCUDA, 0, concat_supports, make_kernel<CudaConcat>);
+TWINFER_REGISTER_KERNEL("Split", Backend::kCUDA, 0, split_supports, make_kernel<CudaSplit>);
+TWINFER_REGISTER_KERNEL("Gather", Backend::kCUDA, 0, gather_supports, make_kernel<CudaGather>);
+TWINFER_REGISTER_KERNEL("GatherND", Backend::kCUDA, 0, gather_nd_supports, make_kernel<CudaGatherND>);
+
+}  // namespace twinfer::cuda

@@ -1,0 +1,144 @@
+// MaxPool / AveragePool on CUDA (NCHW, 1-3 spatial dims, without MaxPool's
+// Indices output): one thread per output element walks its window, with the
+// CPU kernel's rules (ops/nn/pool.cc): windows clipped to the input; with
+// count_include_pad the divisor is the window clipped to the padded extent;
+// a max keeps the first NaN it meets.
+#include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/kernel_util.h"
+#include "ops/nn/pool.h"
+
+namespace twinfer_gpu {
+
+struct PoolDim {
+  int64_t in = 1, out = 1, kernel = 1, stride = 1, dil = 1, pad_begin = 0, pad_end = 0;
+};
+
+struct PoolGeom {
+  PoolDim d[3];  // depth, height, width (missing dims are 1)
+  int64_t planes = 0;
+  bool is_max = true, include_pad = false;
+};
+
+// The window of output position o along dim `p`: first input index, taps
+// inside the input, taps inside the padded extent.
+__device__ __forceinline__ void window(const PoolDim& p, int64_t o, int64_t* first, int64_t* taps,
+                                       int64_t* padded) {
+  const int64_t start = o * p.stride - p.pad_begin;
+  int64_t f = -1, n = 0, np = 0;
+  for (int64_t k = 0; k < p.kernel; ++k) {
+    const int64_t i = start + k * p.dil;
+    if (i >= -p.pad_begin && i < p.in + p.pad_end) ++np;
+    if (i >= 0 && i < p.in) {
+      if (f < 0) f = i;
+      ++n;
+    }
+  }
+  *first = f;
+  *taps = n;
+  *padded = np;
+}
+
+template <typename T>
+__global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* __restrict__ y) {
+  const PoolDim &D = g.d[0], &H = g.d[1], &W = g.d[2];
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    int64_t r = i;
+    const int64_t ow = r % W.out;
+    r /= W.out;
+    const int64_t oh = r % H.out;
+    r /= H.out;
+    const int64_t od = r % D.out;
+    const int64_t plane = r / D.out;
+    int64_t fd, td, pd, fh, th, ph, fw, tw, pw;
+    window(D, od, &fd, &td, &pd);
+    window(H, oh, &fh, &th, &ph);
+    window(W, ow, &fw, &tw, &pw);
+    const T* xp = x + plane * D.in * H.in * W.in;
+    if (g.is_max) {
+      float best = 0.f;
+      bool have = false;
+      for (int64_t kd = 0; kd < td; ++kd)
+        for (int64_t kh = 0; kh < th; ++kh)
+          for (int64_t kw = 0; kw < tw; ++kw) {
+            const float v = twinfer::ew::load(
+                xp[((fd + kd * D.dil) * H.in + fh + kh * H.dil) * W.in + fw + kw * W.dil]);
+            if (!have || v > best) {
+              best = v;
+              have = true;
+            }
+          }
+      y[i] = twinfer::ew::store<T>(have ? best : -INFINITY);
+    } else {
+      float sum = 0.f;
+      for (int64_t kd = 0; kd < td; ++kd)
+        for (int64_t kh = 0; kh < th; ++kh)
+          for (int64_t kw = 0; kw < tw; ++kw)
+            sum += twinfer::ew::load(xp[((fd + kd * D.dil) * H.in + fh + kh * H.dil) * W.in + fw + kw * W.dil]);
+      const int64_t cnt = g.include_pad ? pd * ph * pw : td * th * tw;
+      y[i] = twinfer::ew::store<T>(cnt > 0 ? sum / static_cast<float>(cnt) : 0.f);
+    }
+  }
+}
+
+}  // namespace twinfer_gpu
+
+namespace twinfer::cuda {
+namespace {
+
+constexpr unsigned kPoolTypes = ew::kF32 | ew::kF16 | ew::kBF16;
+
+bool pool_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!ew::check_input_dtype(info, 0, kPoolTypes, why)) return false;
+  const nn::PoolSpec ps = nn::pool_spec(info);
+  if (ps.want_indices) {
+    if (why) *why = "MaxPool's Indices output has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaPool final : public Kernel {
+ public:
+  explicit CudaPool(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
+    const nn::PoolSpec ps = nn::pool_spec(info);
+    g_.is_max = ps.is_max;
+    g_.include_pad = ps.include_pad;
+    g_.planes = ps.x[0] * ps.x[1];
+    const size_t off = 3 - ps.win.nsp;
+    for (size_t j = 0; j < ps.win.nsp; ++j) {
+      twinfer_gpu::PoolDim& p = g_.d[off + j];
+      p.in = ps.x[2 + j];
+      p.out = ps.y[2 + j];
+      p.kernel = ps.win.kernel[j];
+      p.stride = ps.win.stride[j];
+      p.dil = ps.win.dilation[j];
+      p.pad_begin = ps.win.pad_begin[j];
+      p.pad_end = ps.win.pad_end[j];
+    }
+    total_ = g_.planes * g_.d[0].out * g_.d[1].out * g_.d[2].out;
+  }
+  void run(KernelContext& ctx) const override {
+    const ew::LaunchConfig lc = ew::elementwise_launch(total_);
+    if (!lc.blocks) return;
+    const cudaStream_t s = stream_of(ctx);
+    ew::dispatch_typeset<kPoolTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::pool_nd<<<lc.blocks, lc.threads, 0, s>>>(total_, g_, ctx.inputs[0].as<const T>(),
+                                                            ctx.outputs[0].as<T>());
+    });
+    check_launch("pooling launch");
+  }
+  const char* impl_name() const override { return "cuda pool"; }
+
+ private:
+  DType dtype_;
+  twinfer_gpu::PoolGeom g_;
+  int64_t total_ = 0;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCUDA, 0, pool_supports, make_kernel<CudaPool>);
+TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCUDA, 0, pool_supports, make_kernel<CudaPool>);
+
+}  // namespace twinfer::cuda

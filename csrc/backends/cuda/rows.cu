@@ -1,0 +1,313 @@
+// Row kernels on CUDA: Softmax / LogSoftmax, LayerNormalization, the Reduce
+// ops over trailing axes, GlobalAveragePool / GlobalMaxPool. One block per
+// row (a grid-stride loop over rows), the row's elements strided over the
+// block's threads, statistics accumulated in fp32 (sums in fp64, as the CPU
+// kernels do), block reductions by warp shuffles: every thread of the block
+// reaches every reduction (no early return; CUDA_GUIDE.md section 3).
+#include <cfloat>
+
+#include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/kernel_util.h"
+#include "ops/nn/softmax.h"
+#include "ops/reduce/reduce_axes.h"
+
+namespace twinfer_gpu {
+
+constexpr int kRowThreads = 256;
+
+// Reduces v over the block with op; `identity` fills the lanes of the last
+// step that hold no warp's partial result.
+template <typename A, typename F>
+__device__ A block_reduce(A v, F op, A* shared, A identity) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // `shared` may still be read by the previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = threadIdx.x < warps ? shared[threadIdx.x] : identity;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x == 0) shared[0] = v;
+  __syncthreads();
+  return shared[0];
+}
+
+struct SumOp {
+  template <typename A> __device__ A operator()(A a, A b) const { return a + b; }
+};
+struct MaxOp {  // NaN is ignored, as std::max(m, NaN) keeps m on the CPU
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct MinOp {
+  __device__ float operator()(float a, float b) const { return fminf(a, b); }
+};
+
+// Softmax over `len` elements `inner` apart, rows = outer * inner.
+template <typename T>
+__global__ void softmax_rows(int64_t rows, int64_t len, int64_t inner, const T* __restrict__ x, T* __restrict__ y,
+                             bool log) {
+  __shared__ float sf[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t o = r / inner, j = r - o * inner;
+    const T* xr = x + o * len * inner + j;
+    T* yr = y + o * len * inner + j;
+    float m = -INFINITY;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) m = fmaxf(m, twinfer::ew::load(xr[i * inner]));
+    m = block_reduce(m, MaxOp{}, sf, -INFINITY);
+    float s = 0.f;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) s += expf(twinfer::ew::load(xr[i * inner]) - m);
+    s = block_reduce(s, SumOp{}, sf, 0.f);
+    const float ls = m + logf(s), inv = 1.f / s;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+      const float v = twinfer::ew::load(xr[i * inner]);
+      yr[i * inner] = twinfer::ew::store<T>(log ? v - ls : expf(v - m) * inv);
+    }
+  }
+}
+
+// LayerNormalization of contiguous rows of `d`: two passes (mean, then the
+// squared deviations), as the CPU's norm_stats.h.
+template <typename T>
+__global__ void layernorm_rows(int64_t rows, int64_t d, const T* __restrict__ x, const T* __restrict__ scale,
+                               const T* __restrict__ bias, float eps, T* __restrict__ y, float* __restrict__ mean_out,
+                               float* __restrict__ inv_out) {
+  __shared__ float sf[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    float s = 0.f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) s += twinfer::ew::load(xr[i]);
+    const float mean = block_reduce(s, SumOp{}, sf, 0.f) / static_cast<float>(d);
+    float q = 0.f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+      const float t = twinfer::ew::load(xr[i]) - mean;
+      q += t * t;
+    }
+    const float inv = rsqrtf(block_reduce(q, SumOp{}, sf, 0.f) / static_cast<float>(d) + eps);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+      float v = (twinfer::ew::load(xr[i]) - mean) * inv * twinfer::ew::load(scale[i]);
+      if (bias) v += twinfer::ew::load(bias[i]);
+      yr[i] = twinfer::ew::store<T>(v);
+    }
+    if (threadIdx.x == 0) {
+      if (mean_out) mean_out[r] = mean;
+      if (inv_out) inv_out[r] = inv;
+    }
+  }
+}
+
+// Reductions of contiguous rows of `len`. kind: 0 sum, 1 mean, 2 max, 3 min.
+template <typename T>
+__global__ void reduce_rows(int64_t rows, int64_t len, const T* __restrict__ x, T* __restrict__ y, int kind) {
+  __shared__ double sd[32];
+  __shared__ float sf[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * len;
+    if (kind <= 1) {
+      double s = 0.0;
+      for (int64_t i = threadIdx.x; i < len; i += blockDim.x) s += static_cast<double>(twinfer::ew::load(xr[i]));
+      s = block_reduce(s, SumOp{}, sd, 0.0);
+      if (threadIdx.x == 0) y[r] = twinfer::ew::store<T>(kind == 1 ? s / static_cast<double>(len) : s);
+    } else {
+      // NaN propagates through Max / Min, as the CPU's reduce_ops.h does.
+      float m = kind == 2 ? -INFINITY : INFINITY;
+      bool nan = false;
+      for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+        const float v = twinfer::ew::load(xr[i]);
+        nan = nan || v != v;
+        m = kind == 2 ? fmaxf(m, v) : fminf(m, v);
+      }
+      m = kind == 2 ? block_reduce(m, MaxOp{}, sf, -INFINITY) : block_reduce(m, MinOp{}, sf, INFINITY);
+      const float any_nan = block_reduce(nan ? 1.f : 0.f, MaxOp{}, sf, 0.f);
+      if (threadIdx.x == 0) y[r] = twinfer::ew::store<T>(any_nan > 0.f ? NAN : m);
+    }
+  }
+}
+
+}  // namespace twinfer_gpu
+
+namespace twinfer::cuda {
+namespace {
+
+constexpr unsigned kRowTypes = ew::kF32 | ew::kF16 | ew::kBF16;
+
+uint32_t row_blocks(int64_t rows) { return static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(rows, 1), 1 << 20)); }
+
+bool row_dtype_ok(const KernelBuildInfo& info, std::string* why) {
+  return ew::check_input_dtype(info, 0, kRowTypes, why);
+}
+
+// ---- Softmax / LogSoftmax ----------------------------------------------------
+
+class CudaSoftmax final : public Kernel {
+ public:
+  explicit CudaSoftmax(const KernelBuildInfo& info) : g_(nn::softmax_geom(info)), dtype_(info.input_dtype(0)) {}
+  void run(KernelContext& ctx) const override {
+    const int64_t rows = g_.outer * g_.inner;
+    if (rows == 0 || g_.len == 0) return;
+    const cudaStream_t s = stream_of(ctx);
+    ew::dispatch_typeset<kRowTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::softmax_rows<<<row_blocks(rows), twinfer_gpu::kRowThreads, 0, s>>>(
+          rows, g_.len, g_.inner, ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>(), g_.log);
+    });
+    check_launch("Softmax launch");
+  }
+  const char* impl_name() const override { return "cuda rows"; }
+
+ private:
+  nn::SoftmaxGeom g_;
+  DType dtype_;
+};
+
+// ---- LayerNormalization ------------------------------------------------------
+
+struct LayerNormGeom {
+  int64_t rows = 1, d = 1;
+  float eps = 1e-5f;
+};
+
+LayerNormGeom layernorm_geom(const KernelBuildInfo& info) {
+  const Shape x = info.input_shape(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = info.node().attr_int("axis", -1);
+  if (rank < 1 || axis < -rank || axis >= rank) info.fail(ErrorKind::kShape, "axis out of range");
+  if (axis < 0) axis += rank;
+  LayerNormGeom g;
+  for (int64_t i = 0; i < axis; ++i) g.rows *= x[i];
+  for (int64_t i = axis; i < rank; ++i) g.d *= x[i];
+  g.eps = info.node().attr_float("epsilon", 1e-5f);
+  return g;
+}
+
+bool layernorm_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!row_dtype_ok(info, why)) return false;
+  const LayerNormGeom g = layernorm_geom(info);
+  for (size_t i = 1; i < 3; ++i)
+    if (info.has_input(i) && shape_numel(info.input_shape(i)) != g.d) {
+      if (why) *why = "LayerNormalization scale/bias broadcast has no CUDA kernel (they must hold one value per element)";
+      return false;
+    }
+  if (info.node().attr_int("stash_type", 1) != 1) {
+    if (why) *why = "LayerNormalization stash_type other than float32 has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaLayerNorm final : public Kernel {
+ public:
+  explicit CudaLayerNorm(const KernelBuildInfo& info)
+      : g_(layernorm_geom(info)), dtype_(info.input_dtype(0)), has_bias_(info.has_input(2)) {}
+  void run(KernelContext& ctx) const override {
+    if (g_.rows == 0 || g_.d == 0) return;
+    const cudaStream_t s = stream_of(ctx);
+    float* mean = ctx.outputs.size() > 1 ? ctx.outputs[1].as<float>() : nullptr;
+    float* inv = ctx.outputs.size() > 2 ? ctx.outputs[2].as<float>() : nullptr;
+    ew::dispatch_typeset<kRowTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::layernorm_rows<<<row_blocks(g_.rows), twinfer_gpu::kRowThreads, 0, s>>>(
+          g_.rows, g_.d, ctx.inputs[0].as<const T>(), ctx.inputs[1].as<const T>(),
+          has_bias_ ? ctx.inputs[2].as<const T>() : nullptr, g_.eps, ctx.outputs[0].as<T>(), mean, inv);
+    });
+    check_launch("LayerNormalization launch");
+  }
+  const char* impl_name() const override { return "cuda rows"; }
+
+ private:
+  LayerNormGeom g_;
+  DType dtype_;
+  bool has_bias_;
+};
+
+// ---- Reduce* over trailing axes, global pools ---------------------------------
+
+int reduce_kind(const std::string& op) {
+  if (op == "ReduceSum") return 0;
+  if (op == "ReduceMean" || op == "GlobalAveragePool") return 1;
+  if (op == "ReduceMax" || op == "GlobalMaxPool") return 2;
+  if (op == "ReduceMin") return 3;
+  return -1;
+}
+
+// rows x len when the reduced dims are a trailing block (after dropping size-1 dims).
+bool trailing_rows(const KernelBuildInfo& info, int64_t* rows, int64_t* len, std::string* why) {
+  const Shape in = info.input_shape(0);
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<char> red(rank, 0);
+  const std::string& op = info.node().op_type;
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    for (int64_t d = 2; d < rank; ++d) red[d] = 1;
+  } else {
+    bool noop = false, known = true;
+    red = reduce::reduced_dims(info, rank, &noop, &known);
+    if (!known || noop) {
+      if (why) *why = known ? "a no-op reduction" : "axes computed at run time";
+      return false;
+    }
+  }
+  *rows = 1;
+  *len = 1;
+  bool in_reduced = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (in[d] == 1) continue;
+    if (red[d]) {
+      in_reduced = true;
+      *len *= in[d];
+    } else {
+      if (in_reduced) {
+        if (why) *why = "a reduction over dims that are not the trailing ones has no CUDA kernel";
+        return false;
+      }
+      *rows *= in[d];
+    }
+  }
+  return true;
+}
+
+bool reduce_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!row_dtype_ok(info, why)) return false;
+  if (reduce_kind(info.node().op_type) < 0) return false;
+  int64_t rows, len;
+  return trailing_rows(info, &rows, &len, why);
+}
+
+class CudaReduce final : public Kernel {
+ public:
+  explicit CudaReduce(const KernelBuildInfo& info)
+      : dtype_(info.input_dtype(0)), kind_(reduce_kind(info.node().op_type)) {
+    std::string why;
+    if (!trailing_rows(info, &rows_, &len_, &why)) info.fail(ErrorKind::kUnsupportedOp, why);
+  }
+  void run(KernelContext& ctx) const override {
+    if (rows_ == 0) return;
+    const cudaStream_t s = stream_of(ctx);
+    ew::dispatch_typeset<kRowTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::reduce_rows<<<row_blocks(rows_), twinfer_gpu::kRowThreads, 0, s>>>(
+          rows_, len_, ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>(), kind_);
+    });
+    check_launch("reduction launch");
+  }
+  const char* impl_name() const override { return "cuda rows"; }
+
+ private:
+  DType dtype_;
+  int kind_;
+  int64_t rows_ = 0, len_ = 0;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("Softmax", Backend::kCUDA, 0, row_dtype_ok, make_kernel<CudaSoftmax>);
+TWINFER_REGISTER_KERNEL("LogSoftmax", Backend::kCUDA, 0, row_dtype_ok, make_kernel<CudaSoftmax>);
+TWINFER_REGISTER_KERNEL("LayerNormalization", Backend::kCUDA, 0, layernorm_supports, make_kernel<CudaLayerNorm>);
+TWINFER_REGISTER_KERNEL("ReduceSum", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceMean", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceMax", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceMin", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("GlobalAveragePool", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("GlobalMaxPool", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+
+}  // namespace twinfer::cuda
