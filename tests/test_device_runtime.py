@@ -332,3 +332,34 @@ def test_runs_inside_a_callers_graph_capture(gpu, rng):
         graph.launch(s)
         s.synchronize()
         assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
+
+
+@pytest.mark.parametrize("precision,tol", [("fp16", 2e-3), ("bf16", 1.5e-2), ("tf32", 2e-3)])
+def test_lower_precisions_keep_the_models_dtypes(gpu, rng, precision, tol):
+    from onnx import TensorProto, helper, numpy_helper
+
+    # MatMul -> Add -> Gelu -> LayerNorm -> Softmax: GEMM, elementwise and row kernels.
+    K, N = 48, 40
+    w = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["h2"]),
+             helper.make_node("Gelu", ["h2"], ["g"]),
+             helper.make_node("LayerNormalization", ["g", "s", "b"], ["n"], axis=-1),
+             helper.make_node("Softmax", ["n"], ["y"], axis=-1)]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "b"),
+             numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "s")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", K])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", N])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    x = rng.standard_normal((7, K)).astype(np.float32)
+    want = twinfer.load(m, device="cpu").run({"x": x})["y"].numpy()
+    e = twinfer.load(m, device=gpu, precision=precision)
+    assert e.precision == precision
+    for _ in range(3):
+        y = e.run({"x": x})["y"]
+        assert y.dtype == "float32"  # the model's inputs and outputs keep their dtypes
+        assert rel_err(y.numpy(), want) < tol
+    if precision != "tf32":
+        ops = [r.op for r in e.kernel_report({"x": (7, K)})]
+        assert ops[0] == "Cast" and ops[-1] == "Cast", ops  # the input cast down, the output cast back up
+        if gpu == "cuda":  # every node has a 16-bit CUDA kernel (the simulated device's CPU kernels do not)
+            assert ops.count("Cast") == 2, ops

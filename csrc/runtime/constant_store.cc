@@ -1,5 +1,7 @@
 #include "runtime/constant_store.h"
 
+#include "core/error.h"
+#include "core/half.h"
 #include "runtime/transfer.h"
 
 namespace twinfer {
@@ -14,6 +16,24 @@ Tensor ConstantStore::device_copy(const Tensor& host) {
   entries_[key] = Entry{host, dev};
   bytes_ += host.bytes();
   return dev;
+}
+
+Tensor ConstantStore::converted(const Tensor& f32, DType to) {
+  if (f32.dtype() != DType::kFloat32 || (to != DType::kFloat16 && to != DType::kBFloat16))
+    throw Error(ErrorKind::kDType, std::string("cannot convert ") + dtype_name(f32.dtype()) + " weights to " +
+                                       dtype_name(to));
+  const auto key = std::make_tuple(static_cast<const void*>(f32.data()), f32.bytes(), to);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = conversions_.find(key);
+  if (it != conversions_.end())
+    return Tensor::from_storage(it->second.device.storage(), 0, to, f32.shape());
+  Tensor out = Tensor::empty(to, f32.shape());
+  const float* src = f32.data_as<float>();
+  uint16_t* dst = static_cast<uint16_t*>(out.data());
+  const int64_t n = f32.numel();
+  for (int64_t i = 0; i < n; ++i) dst[i] = to == DType::kFloat16 ? float_to_half(src[i]) : float_to_bf16(src[i]);
+  conversions_[key] = Entry{f32, out};
+  return out;
 }
 
 size_t ConstantStore::bytes() const {

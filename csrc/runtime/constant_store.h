@@ -3,6 +3,7 @@
 // (plans of other shapes reuse the same weights).
 #pragma once
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <utility>
 
@@ -15,6 +16,9 @@ class ConstantStore {
   explicit ConstantStore(Device device) : device_(device) {}
   // The device copy of host tensor `host` (uploaded synchronously on first use).
   Tensor device_copy(const Tensor& host);
+  // Float32 host tensor `f32` as `to` (float16 / bfloat16), converted once
+  // (precision="fp16" / "bf16" lowers weights through this).
+  Tensor converted(const Tensor& f32, DType to);
   size_t bytes() const;  // uploaded so far
 
  private:
@@ -25,6 +29,7 @@ class ConstantStore {
   Device device_;
   mutable std::mutex mutex_;
   std::map<std::pair<const void*, size_t>, Entry> entries_;  // (host data, bytes) -> copy
+  std::map<std::tuple<const void*, size_t, DType>, Entry> conversions_;  // (f32 data, bytes, to) -> converted
   size_t bytes_ = 0;
 };
 

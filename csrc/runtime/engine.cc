@@ -90,11 +90,10 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
     throw Error(ErrorKind::kInvalidArgument,
                 "precision 'int8' needs calibrated activation ranges (twinfer.load(..., precision='int8', "
                 "calibration=data))");
-  if (options.precision != Precision::kFP32 && options.precision != Precision::kINT8)
-    throw Error(ErrorKind::kInvalidArgument,
-                std::string("precision '") + precision_name(options.precision) + "' is not supported on " +
-                    (options.device.is_cpu() ? std::string("the CPU backend (it computes in fp32)")
-                                             : options.device.str() + " yet (fp32 and int8 are)"));
+  if (options.precision != Precision::kFP32 && options.precision != Precision::kINT8 &&
+      !options.device.is_accelerator())
+    throw Error(ErrorKind::kInvalidArgument, std::string("precision '") + precision_name(options.precision) +
+                                                 "' is not supported on the CPU backend (it computes in fp32)");
   check_opsets(model);
   e->opset_ = model.opset("");
   e->opsets_ = model.opsets;

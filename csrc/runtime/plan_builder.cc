@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "graph/passes/lower_precision.h"
 #include "graph/passes/pipeline.h"
 #include "runtime/arena_planner.h"
 #include "runtime/faults.h"
@@ -93,6 +94,23 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     plan->value_dependent_reason = "node '" + n.name + "' (" + n.op_type + "): shape of '" + v.name +
                                    "' depends on input values (inputs " + signature_str(shapes) + ")";
     return plan;
+  }
+
+  // precision="fp16" / "bf16": float32 values the device kernels can take in
+  // the lower type become it (graph/passes/lower_precision.h).
+  if (on_device && (opt.precision == Precision::kFP16 || opt.precision == Precision::kBF16)) {
+    passes::LowerPrecisionOptions lo;
+    lo.to = opt.precision == Precision::kFP16 ? DType::kFloat16 : DType::kBFloat16;
+    const Backend kb = placement_backend(device, opt.sim_coverage);
+    lo.supports = [&](const graph::Graph& mini, const graph::Node& n) {
+      std::string why;
+      // The simulated device runs CPU kernels: they must take the type too.
+      if (device.is_sim() && !select_kernel(KernelBuildInfo(mini, n, src.opset, Backend::kCPU, opt.precision), &why))
+        return false;
+      return select_kernel(KernelBuildInfo(mini, n, src.opset, kb, opt.precision), &why) != nullptr;
+    };
+    lo.convert = [&](const Tensor& t) { return src.constants->converted(t, lo.to); };
+    passes::lower_precision(g, lo, pc);
   }
 
   // Where each node runs (device plans), with copy nodes between spaces,

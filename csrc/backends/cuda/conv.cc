@@ -58,7 +58,10 @@ bool conv_supports(const KernelBuildInfo& info, std::string* why) {
 
 class CudnnConv final : public Kernel {
  public:
-  explicit CudnnConv(const KernelBuildInfo& info) : c_(nn::conv_spec(info)), dtype_(info.input_dtype(0)), api_(cudnn()) {
+  explicit CudnnConv(const KernelBuildInfo& info)
+      : c_(nn::conv_spec(info)), dtype_(info.input_dtype(0)), exact_(dtype_ == DType::kFloat32 &&
+                                                                   info.precision() != Precision::kTF32),
+        api_(cudnn()) {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
     handle_ = cudnn_handle(device);
@@ -94,7 +97,9 @@ class CudnnConv final : public Kernel {
                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                 "cudnnSetConvolutionNdDescriptor");
     check_cudnn(api_.conv_groups(cd_, static_cast<int>(c_.group)), "cudnnSetConvolutionGroupCount");
-    check_cudnn(api_.conv_math(cd_, dtype_ == DType::kFloat32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+    // Exact fp32: FMA math only (no TF32); precision="tf32" and 16-bit types: tensor cores.
+    check_cudnn(api_.conv_math(cd_, exact_ ? CUDNN_FMA_MATH : dtype_ == DType::kFloat32 ? CUDNN_DEFAULT_MATH
+                                                                                      : CUDNN_TENSOR_OP_MATH),
                 "cudnnSetConvolutionMathType");
     choose_algorithm();
   }
@@ -136,8 +141,7 @@ class CudnnConv final : public Kernel {
     for (int i = 0; i < n; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceLimit) continue;
       // fp32 stays exact: an algorithm whose math is not FMA-only is skipped.
-      if (dtype_ == DType::kFloat32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
-        continue;
+      if (exact_ && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
       algo_ = perf[i].algo;
       workspace_ = perf[i].memory;
       return;
@@ -148,6 +152,7 @@ class CudnnConv final : public Kernel {
 
   nn::ConvSpec c_;
   DType dtype_;
+  bool exact_;  // float32 without TF32
   const CudnnApi& api_;
   cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t xd_ = nullptr, yd_ = nullptr;

@@ -5,7 +5,7 @@
 // only sets pointers and enqueues: capturable into a CUDA graph. Bias and
 // ReLU ride on cuBLASLt's epilogue; other activations run after it
 // (gemm_epilogue.cu). float32 computes in exact fp32 (CUBLAS_COMPUTE_32F, no
-// TF32); float16 / bfloat16 accumulate in fp32.
+// TF32) unless precision="tf32"; float16 / bfloat16 accumulate in fp32.
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -44,6 +44,8 @@ class LtMatmul {
  public:
   struct Config {
     cudaDataType_t type = CUDA_R_32F;
+    // Exact fp32 by default; precision="tf32" lets float32 use TF32 tensor cores.
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     nn::ColMajorGemm g;
     int batch = 1;
     int64_t stride_x = 0, stride_w = 0, stride_d = 0;  // elements; 0: the operand is shared by every batch
@@ -53,7 +55,7 @@ class LtMatmul {
   };
 
   explicit LtMatmul(const Config& c) : c_(c), api_(cublaslt()), handle_(cublaslt_handle(current_device())) {
-    check_cublas(api_.desc_create(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check_cublas(api_.desc_create(&desc_, c.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const cublasOperation_t tx = c.g.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tw = c.g.w.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     set_desc(CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof(tx));
@@ -151,6 +153,11 @@ class LtMatmul {
   mutable const void* bias_set_ = nullptr;
 };
 
+cublasComputeType_t compute_for(const KernelBuildInfo& info, DType t) {
+  return info.precision() == Precision::kTF32 && t == DType::kFloat32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                      : CUBLAS_COMPUTE_32F;
+}
+
 // The epilogue cuBLASLt applies, and the activation left for our kernel.
 cublasLtEpilogue_t epilogue_for(bool bias, const nn::Activation& act, nn::Activation* rest) {
   *rest = act;
@@ -201,6 +208,7 @@ class CudaMatMul final : public Kernel {
     batch_strides(g_, &sa, &sb);
     LtMatmul::Config c;
     cuda_float(dtype_, &c.type);
+    c.compute = compute_for(info, dtype_);
     c.elem_bytes = dtype_size(dtype_);
     c.g = nn::colmajor_gemm(g_.M, g_.N, g_.K, false, false);
     c.batch = static_cast<int>(shape_numel(g_.y_batch));
@@ -248,6 +256,7 @@ class CudaGemm final : public Kernel {
   explicit CudaGemm(const KernelBuildInfo& info) : g_(nn::gemm_geom(info)), dtype_(info.input_dtype(0)) {
     LtMatmul::Config c;
     cuda_float(dtype_, &c.type);
+    c.compute = compute_for(info, dtype_);
     c.elem_bytes = dtype_size(dtype_);
     c.g = nn::colmajor_gemm(g_.M, g_.N, g_.K, g_.trans_a, g_.trans_b);
     c.alpha = g_.alpha;

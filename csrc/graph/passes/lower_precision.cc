@@ -1,0 +1,148 @@
+#include "graph/passes/lower_precision.h"
+
+#include <map>
+
+#include "graph/passes/rewrite_util.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+bool has_subgraph(const graph::Node& n) {
+  for (const auto& kv : n.attrs)
+    if (kv.second.g || !kv.second.graphs.empty()) return true;
+  return false;
+}
+
+bool casts_to_float32(const graph::Node& n) {
+  return n.domain.empty() && n.op_type == "Cast" && n.attr_int("to", 0) == dtype_to_onnx(DType::kFloat32);
+}
+
+// The node as it would be in `to`: a one-node graph with the lowered types,
+// converted constants, and Cast's target rewritten.
+graph::Node lowered_copy(const graph::Graph& g, const graph::Node& n, DType to,
+                         const std::function<Tensor(const Tensor&)>& convert, graph::Graph* mini) {
+  graph::Node copy = n;
+  auto remap = [&](int v) -> int {
+    if (v < 0) return v;
+    graph::Value val = g.values[v];
+    val.producer = -1;
+    if (val.dtype == DType::kFloat32) {
+      val.dtype = to;
+      if (val.is_constant()) val.constant = convert(val.constant);
+    }
+    const int id = static_cast<int>(mini->values.size());
+    mini->values.push_back(std::move(val));
+    return id;
+  };
+  for (int& v : copy.inputs) v = remap(v);
+  for (int& v : copy.outputs) v = remap(v);
+  if (casts_to_float32(n)) copy.attrs["to"].i = dtype_to_onnx(to);
+  return copy;
+}
+
+graph::Node cast_node(const std::string& name, int in, int out, DType to) {
+  graph::Node c;
+  c.name = name;
+  c.op_type = "Cast";
+  c.inputs = {in};
+  c.outputs = {out};
+  graph::Attribute a;
+  a.type = graph::Attribute::Type::kInt;
+  a.i = dtype_to_onnx(to);
+  c.attrs["to"] = a;
+  return c;
+}
+
+}  // namespace
+
+int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext& pc) {
+  const DType F = DType::kFloat32, T = o.to;
+  auto is_f32 = [&](int v) { return v >= 0 && g.values[v].dtype == F; };
+
+  // 1. Which nodes compute in `to`: those touching float32 that have a kernel
+  // for the lowered types.
+  std::vector<char> low(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Node& n = g.nodes[i];
+    bool touches = false;
+    for (int v : n.inputs) touches = touches || is_f32(v);
+    for (int v : n.outputs) touches = touches || is_f32(v);
+    if (!touches || has_subgraph(n)) continue;
+    graph::Graph mini;
+    const graph::Node copy = lowered_copy(g, n, T, o.convert, &mini);
+    mini.nodes.push_back(copy);
+    low[i] = o.supports(mini, mini.nodes.back());
+  }
+
+  // 2. Rewrite, in order: a lowered node reads lowered values (float32
+  // operands cast, constants converted); any other reader of a lowered value
+  // gets a cast back to float32.
+  std::map<int, int> as_low, as_f32;  // value -> its twin in `to` / back in float32
+  std::vector<graph::Node> nodes;
+  nodes.reserve(g.nodes.size() * 2);
+  auto lowered_twin = [&](int v) -> int {
+    auto it = as_low.find(v);
+    if (it != as_low.end()) return it->second;
+    int id;
+    if (g.values[v].is_constant()) {
+      id = add_constant(g, g.values[v].name + "@" + dtype_name(T), o.convert(g.values[v].constant));
+    } else {
+      id = add_value(g, g.values[v].name + "@" + dtype_name(T));
+      g.values[id].dtype = T;
+      g.values[id].has_shape = g.values[v].has_shape;
+      g.values[id].shape = g.values[v].shape;
+      nodes.push_back(cast_node(g.values[id].name, v, id, T));
+    }
+    as_low[v] = id;
+    return id;
+  };
+  auto float_twin = [&](int v) -> int {
+    auto it = as_f32.find(v);
+    if (it != as_f32.end()) return it->second;
+    const int id = add_value(g, g.values[v].name + "@float32");
+    g.values[id].dtype = F;
+    g.values[id].has_shape = g.values[v].has_shape;
+    g.values[id].shape = g.values[v].shape;
+    nodes.push_back(cast_node(g.values[id].name, v, id, F));
+    as_f32[v] = id;
+    return id;
+  };
+  std::vector<char> lowered(g.values.size(), 0);  // produced in `to` by a lowered node
+  int count = 0;
+  const std::vector<graph::Node> old = g.nodes;
+  for (size_t i = 0; i < old.size(); ++i) {
+    graph::Node n = old[i];
+    if (low[i]) {
+      for (int& v : n.inputs)
+        if (v >= 0 && !lowered[v] && g.values[v].dtype == F) v = lowered_twin(v);
+      for (int v : n.outputs)
+        if (v >= 0 && g.values[v].dtype == F) {
+          g.values[v].dtype = T;
+          lowered.resize(g.values.size(), 0);
+          lowered[v] = 1;
+        }
+      if (casts_to_float32(n)) n.attrs["to"].i = dtype_to_onnx(T);
+      ++count;
+    } else {
+      for (int& v : n.inputs)
+        if (v >= 0 && v < static_cast<int>(lowered.size()) && lowered[v]) v = float_twin(v);
+    }
+    lowered.resize(g.values.size(), 0);
+    nodes.push_back(std::move(n));
+  }
+  for (int& out : g.outputs)
+    if (out >= 0 && out < static_cast<int>(lowered.size()) && lowered[out]) out = float_twin(out);
+  g.nodes = std::move(nodes);
+  for (auto& v : g.values) v.producer = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int out : g.nodes[i].outputs)
+      if (out >= 0) g.values[out].producer = static_cast<int>(i);
+  if (count)
+    pc.note(std::string(dtype_name(T)) + ": " + std::to_string(count) + " nodes compute in " + dtype_name(T) + ", " +
+            std::to_string(as_low.size()) + " values converted, " + std::to_string(as_f32.size()) +
+            " cast back to float32");
+  return count;
+}
+
+}  // namespace twinfer::passes
