@@ -69,6 +69,9 @@ if has bench; then
   stamp "benchmarks"
   timeout 200 $PY benchmarks/overhead.py --devices cpu cuda > "$OUT/bench_overhead.log" 2>&1
   timeout 300 $PY benchmarks/gpu_runtime.py > "$OUT/bench_gpu_runtime.log" 2>&1
+  # The full comparison with torch.compile takes longer: run it on its own
+  # (python benchmarks/gpu_vs_torch.py); here the eager peers only.
+  timeout 400 $PY benchmarks/gpu_vs_torch.py --no-compile --iterations 20 > "$OUT/bench_gpu_vs_torch.log" 2>&1
 fi
 
 stamp "summary"
