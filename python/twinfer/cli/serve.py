@@ -67,11 +67,12 @@ def run(args) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("uvicorn").setLevel(max(logging.WARNING, logging.getLogger().level))
-    server = Server(args.model_repository, host=args.host, http_port=_port(args.http_port),
-                    grpc_port=_port(args.grpc_port), metrics_port=_port(args.metrics_port),
-                    control_mode=args.model_control_mode, load_models=args.load_model, gpu_device=args.gpu_device,
-                    max_request_bytes=args.max_request_size, drain_timeout=args.drain_timeout)
     try:
+        server = Server(args.model_repository, host=args.host, http_port=_port(args.http_port),
+                        grpc_port=_port(args.grpc_port), metrics_port=_port(args.metrics_port),
+                        control_mode=args.model_control_mode, load_models=args.load_model,
+                        gpu_device=args.gpu_device, max_request_bytes=args.max_request_size,
+                        drain_timeout=args.drain_timeout)
         server.start()
     except OSError as e:
         print(f"twinfer serve: {e}", file=sys.stderr)

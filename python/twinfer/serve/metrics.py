@@ -25,12 +25,15 @@ _BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 # (model, version, device, kind, bytes) rows
 MemoryRows = Iterable[tuple[str, str, str, str, int]]
+# (model, version, requests waiting) rows
+QueueRows = Iterable[tuple[str, str, int]]
 
 
 class ServerMetrics:
     """The server's counters and histograms, and the registry they live in."""
 
-    def __init__(self, memory_source: Callable[[], MemoryRows] | None = None):
+    def __init__(self, memory_source: Callable[[], MemoryRows] | None = None,
+                 queue_source: Callable[[], QueueRows] | None = None):
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("twinfer_inference_requests", "Inference requests answered, by outcome",
@@ -48,8 +51,8 @@ class ServerMetrics:
                                          buckets=_SECONDS, registry=r)
         self.batch_size = Histogram("twinfer_batch_size", "Samples per executed batch", _LABELS, buckets=_BATCH,
                                     registry=r)
-        if memory_source is not None:
-            r.register(_MemoryCollector(memory_source))
+        if memory_source is not None or queue_source is not None:
+            r.register(_LoadedModelsCollector(memory_source, queue_source))
 
     def observe_request(self, model: str, version: str, ok: bool, seconds: float) -> None:
         self.requests.labels(model, version, "success" if ok else "failure").inc()
@@ -68,23 +71,32 @@ class ServerMetrics:
             queue.observe(ns / 1e9)
 
 
-class _MemoryCollector:
-    """twinfer_model_memory_bytes, read from the loaded engines at scrape time."""
+class _LoadedModelsCollector:
+    """Gauges read from the loaded models when Prometheus scrapes:
+    twinfer_model_memory_bytes and twinfer_pending_requests."""
 
-    def __init__(self, source: Callable[[], MemoryRows]):
-        self._source = source
+    def __init__(self, memory: Callable[[], MemoryRows] | None, queue: Callable[[], QueueRows] | None):
+        self._memory = memory
+        self._queue = queue
 
     def describe(self):
         return []  # collected lazily: nothing to check when registering
 
     def collect(self):
-        family = GaugeMetricFamily("twinfer_model_memory_bytes",
-                                   "Bytes a loaded model holds by its memory plan (weights per engine, arenas per "
-                                   "instance at the largest batch run so far)",
-                                   labels=["model", "version", "device", "kind"])
-        try:
-            for model, version, device, kind, nbytes in self._source():
-                family.add_metric([model, version, device, kind], float(nbytes))
-        except Exception:  # noqa: BLE001 - a scrape must not fail because one engine could not report
-            log.exception("memory metrics could not be read")
-        yield family
+        if self._memory is not None:
+            family = GaugeMetricFamily("twinfer_model_memory_bytes",
+                                       "Bytes a loaded model holds by its memory plan (weights per engine, arenas "
+                                       "per instance at the largest batch run so far)",
+                                       labels=["model", "version", "device", "kind"])
+            try:
+                for model, version, device, kind, nbytes in self._memory():
+                    family.add_metric([model, version, device, kind], float(nbytes))
+            except Exception:  # noqa: BLE001 - a scrape must not fail because one engine could not report
+                log.exception("memory metrics could not be read")
+            yield family
+        if self._queue is not None:
+            family = GaugeMetricFamily("twinfer_pending_requests", "Requests waiting in a model's queue",
+                                       labels=["model", "version"])
+            for model, version, queued in self._queue():
+                family.add_metric([model, version], float(queued))
+            yield family

@@ -203,7 +203,7 @@ class ModelRepository:
         for name in sorted(set(self.model_names()) | set(states)):
             state = states.get(name)
             if state is not None and state.versions:
-                rows += [{"name": name, "version": str(v), "state": "READY", "reason": ""}
+                rows += [{"name": name, "version": str(v), "state": "READY", "reason": state.reason}
                          for v in sorted(state.versions)]
             elif not ready_only:
                 row = {"name": name, "version": "", "state": state.state if state else "UNAVAILABLE",
@@ -214,3 +214,7 @@ class ModelRepository:
     def memory_rows(self):
         for served in self.loaded():
             yield from served.memory_rows()
+
+    def queue_rows(self):
+        for served in self.loaded():
+            yield served.name, served.version, served.batcher.stats()["queued"]

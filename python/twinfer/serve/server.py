@@ -68,7 +68,8 @@ class Server:
         self.max_request_bytes = int(max_request_bytes)
         self.drain_timeout = float(drain_timeout)
         self.load_models = list(load_models or [])
-        self.metrics = ServerMetrics(memory_source=lambda: self.repository.memory_rows())
+        self.metrics = ServerMetrics(memory_source=lambda: self.repository.memory_rows(),
+                                     queue_source=lambda: self.repository.queue_rows())
         self.repository = ModelRepository(model_repository, control_mode=control_mode, gpu_device=gpu_device,
                                           metrics=self.metrics)
         self.service = InferenceService(self.repository)
