@@ -32,7 +32,10 @@ DEFAULT_MAX_REQUEST_BYTES = 256 << 20
 
 def _listening_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that
+    # say they are TCP, and without it a response's header and body writes
+    # wait out the client's delayed ACK (40 ms per request).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
