@@ -114,8 +114,9 @@ def test_health_and_metadata(http_client, grpc_client):
 def test_model_config(http_client, grpc_client):
     config = http_client.get_model_config("mlp")
     assert config["max_batch_size"] == 8 and config["dynamic_batching"]["max_queue_delay_microseconds"] == 20000
-    assert config["instance_group"] == [{"count": 2, "kind": "KIND_CPU"}]
-    assert config["input"] == [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}]
+    assert [(g["count"], g["kind"]) for g in config["instance_group"]] == [(2, "KIND_CPU")]
+    assert [(t["name"], t["data_type"], t["dims"]) for t in config["input"]] == [("x", "TYPE_FP32", [4])]
+    assert http_client.get_model_config("pair")["max_batch_size"] == 0  # defaults are answers too
     sim = grpc_client.get_model_config("mlp_sim").config
     assert sim.instance_group[0].kind == sim.instance_group[0].KIND_GPU and sim.instance_group[0].count == 2
     pair = grpc_client.get_model_config("pair").config  # no config.pbtxt: completed from the model
@@ -354,3 +355,28 @@ def test_request_timeout_parameter(server, http_client):
     with pytest.raises(InferenceServerException, match="longer than its timeout") as e:
         http_client.infer("mlp", [i], timeout=1)
     assert e.value.status() == "408"
+
+
+def test_grpc_stream(server, repo, grpc_client, rng):
+    """ModelStreamInfer: one answer per request, in order; a bad request's
+    error comes in the stream and the stream goes on."""
+    import queue
+
+    answers: queue.Queue = queue.Queue()
+    client = tritonclient_grpc.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    xs = [rng.standard_normal((2, 4)).astype(np.float32), np.zeros((2, 5), np.float32),
+          rng.standard_normal((3, 4)).astype(np.float32)]
+    try:
+        for x in xs:
+            i = tritonclient_grpc.InferInput("x", list(x.shape), "FP32")
+            i.set_data_from_numpy(x)
+            client.async_stream_infer("mlp", [i], model_version="1")
+        got = [answers.get(timeout=30) for _ in xs]
+    finally:
+        client.stop_stream()
+    for x, (result, error) in zip(xs[::2], got[::2]):
+        assert error is None
+        np.testing.assert_allclose(result.as_numpy("y"), _reference(repo, "mlp", "1", {"x": x})["y"], rtol=1e-6,
+                                   atol=1e-6)
+    assert got[1][0] is None and "input 'x' has shape [2, 5]" in str(got[1][1])

@@ -100,3 +100,22 @@ def test_bad_repository_is_one_line(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.strip().startswith("twinfer serve:") and "is not a folder" in proc.stderr
+
+
+def test_http_app_for_other_asgi_hosts(tmp_path, rng):
+    """build_http_app: the same HTTP API under any ASGI host (Ray Serve's
+    ingress in docs/serving.md); here Starlette's in-process TestClient."""
+    from starlette.testclient import TestClient
+
+    from twinfer.serve.server import build_http_app
+
+    add_model(tmp_path, "m", MLP_CONFIG.format(name="m"), {1: mlp_model(rng)})
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    with TestClient(build_http_app(str(tmp_path))) as client:
+        assert client.get("/v2/health/ready").status_code == 200
+        r = client.post("/v2/models/m/infer", json={"inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32",
+                                                                "data": x.ravel().tolist()}]})
+        assert r.status_code == 200, r.text
+        got = np.array(r.json()["outputs"][0]["data"], np.float32).reshape(2, 3)
+    want = twinfer.load(tmp_path / "m" / "1" / "model.onnx", device="cpu").run({"x": x})["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

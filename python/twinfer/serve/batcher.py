@@ -410,4 +410,5 @@ class Batcher:
 def default_cpu_threads(cpu_instances: int) -> int:
     """Threads per CPU instance so that instances together use the cores once
     (several instances each taking every core would only fight over them)."""
-    return max(1, (os.cpu_count() or 1) // max(1, cpu_instances))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, cpu_instances))

@@ -122,8 +122,11 @@ def config_from_json(model: str, text: str) -> ModelConfig:
 
 def config_to_dict(config: ModelConfig) -> dict:
     """The JSON form Triton's HTTP API returns: field names as in the .proto,
+    fields at their defaults included (max_batch_size 0 is an answer too),
     64-bit integers as numbers (protobuf's JSON writes them as strings)."""
-    return _int64_as_numbers(config, json_format.MessageToDict(config, preserving_proto_field_name=True))
+    data = json_format.MessageToDict(config, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
+    return _int64_as_numbers(config, data)
 
 
 def _int64_as_numbers(message, data: dict) -> dict:

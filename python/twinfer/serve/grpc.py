@@ -127,6 +127,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 yield pb.ModelStreamInferResponse(infer_response=_infer_response(response))
             except ServeError as e:
                 yield pb.ModelStreamInferResponse(error_message=str(e))
+            except Exception as e:  # noqa: BLE001 - that request's failure, the stream goes on
+                log.exception("internal error in ModelStreamInfer")
+                yield pb.ModelStreamInferResponse(error_message=f"internal error: {type(e).__name__}: {e}")
 
     SystemSharedMemoryStatus = _unsupported("system shared memory")
     SystemSharedMemoryRegister = _unsupported("system shared memory")

@@ -175,3 +175,15 @@ class Server:
                 log.error("while stopping: %s: %s", type(r).__name__, r)
         await asyncio.to_thread(self.repository.close)
 
+
+
+def build_http_app(model_repository: str, *, load_models: list[str] | None = None, control_mode: str = "none",
+                   gpu_device: str = "cuda", max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+    """The KServe v2 HTTP app alone, its models loaded, for another ASGI host
+    to run: Ray Serve's ``serve.ingress`` (docs/serving.md), gunicorn with
+    uvicorn workers. No gRPC and no metrics port; the host scales it out."""
+    repository = ModelRepository(model_repository, control_mode=control_mode, gpu_device=gpu_device)
+    repository.load_startup_models(load_models)
+    service = InferenceService(repository)
+    service.ready = True
+    return http_api.create_app(service, max_request_bytes)

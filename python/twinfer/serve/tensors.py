@@ -89,7 +89,7 @@ def from_json(name: str, datatype: str, shape, data) -> np.ndarray:
     dtype = np.dtype(numpy_dtype(dtype_of(datatype)))
     dims = _checked_shape(shape)
     try:
-        array = np.asarray(data, dtype=np.float64 if dtype.kind == "V" else dtype)
+        array = np.asarray(data, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as e:
         raise InvalidRequest(f"input {name!r}: data is not a list of {datatype} values ({e})") from None
     expected = int(np.prod(dims, dtype=np.int64))
