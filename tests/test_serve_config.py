@@ -54,6 +54,7 @@ def test_broken_configs_name_model_and_field_and_others_load(tmp_path, rng):
         add_model(tmp_path, name, header + body + "\n", {1: model})
     add_model(tmp_path, "good", MLP_CONFIG.format(name="good"), {1: model})
     add_model(tmp_path, "no_version", MLP_CONFIG.format(name="no_version"), {})
+    add_model(tmp_path, "garbage", MLP_CONFIG.format(name="garbage"), {1: b"not an ONNX file"})
     repo = _repo(tmp_path, rng)
     repo.load_startup_models(["*"])
     reasons = {row["name"]: row["reason"] for row in repo.index() if row["state"] != "READY"}
@@ -61,6 +62,7 @@ def test_broken_configs_name_model_and_field_and_others_load(tmp_path, rng):
         assert reasons[name].startswith(f"model {name!r}"), reasons[name]
         assert expected in reasons[name], (name, reasons[name])
     assert "no version folder" in reasons["no_version"]
+    assert reasons["garbage"].startswith("model 'garbage' version 1: model.onnx on cpu: ModelFormatError")
     assert [r["name"] for r in repo.index(ready_only=True)] == ["good"]
     x = rng.standard_normal((2, 4)).astype(np.float32)
     want = twinfer.load(tmp_path / "good" / "1" / "model.onnx", device="cpu").run({"x": x})["y"].numpy()

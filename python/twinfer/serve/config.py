@@ -151,7 +151,7 @@ def _int64_as_numbers(message, data: dict) -> dict:
     return data
 
 
-def _tensor_configs(model: str, what: str, tensors, max_batch_size: int) -> list[TensorConfig]:
+def _tensor_configs(model: str, what: str, tensors) -> list[TensorConfig]:
     out, seen = [], set()
     for i, t in enumerate(tensors):
         where = f"{what}[{i}]"
@@ -288,8 +288,8 @@ def settings_from_config(config: ModelConfig, model_dir: Path) -> ModelSettings:
     return ModelSettings(
         name=model, platform=platform, backend=backend, model_filename=config.default_model_filename,
         max_batch_size=mbs,
-        inputs=_tensor_configs(model, "input", config.input, mbs),
-        outputs=_tensor_configs(model, "output", config.output, mbs),
+        inputs=_tensor_configs(model, "input", config.input),
+        outputs=_tensor_configs(model, "output", config.output),
         dynamic_batching=dynamic, preferred_batch_sizes=preferred,
         max_queue_delay_us=int(db.max_queue_delay_microseconds),
         default_timeout_us=int(policy.default_timeout_microseconds),

@@ -188,15 +188,13 @@ def _json_object(data: bytes, allow_empty: bool = False) -> dict:
 
 
 class _ParsedInfer:
-    def __init__(self, request: InferRequest, binary_outputs: set[str] | None, binary_default: bool):
+    def __init__(self, request: InferRequest, binary_choice: dict[str, bool], binary_default: bool):
         self.request = request
-        self.binary_outputs = binary_outputs  # names asked for in binary (None: none listed)
-        self.binary_default = binary_default
+        self.binary_choice = binary_choice  # outputs whose request says binary_data true / false
+        self.binary_default = binary_default  # the request's binary_data_output
 
     def wants_binary(self, name: str) -> bool:
-        if self.binary_outputs is not None:
-            return name in self.binary_outputs
-        return self.binary_default
+        return self.binary_choice.get(name, self.binary_default)
 
 
 def _parse_infer(body: bytes, header_length: str | None, model: str, version: str,
@@ -240,11 +238,11 @@ def _parse_infer(body: bytes, header_length: str | None, model: str, version: st
         tensors[name] = (datatype, array)
     if offset != len(binary):
         raise InvalidRequest(f"{len(binary) - offset} bytes of binary data follow the last binary input")
-    requested, binary_outputs = None, None
+    requested, binary_choice = None, {}
     if doc.get("outputs") is not None:
         if not isinstance(doc["outputs"], list):
             raise InvalidRequest("'outputs' must be a list")
-        requested, binary_outputs = [], set()
+        requested = []
         for i, item in enumerate(doc["outputs"]):
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 raise InvalidRequest(f"outputs[{i}] must be an object with a 'name'")
@@ -254,8 +252,8 @@ def _parse_infer(body: bytes, header_length: str | None, model: str, version: st
             if "shared_memory_region" in p:
                 raise InvalidRequest(f"output {item['name']!r}: shared memory is not supported by twinfer")
             requested.append(item["name"])
-            if p.get("binary_data", False):
-                binary_outputs.add(item["name"])
+            if "binary_data" in p:
+                binary_choice[item["name"]] = bool(p["binary_data"])
     timeout = params.get("timeout")
     if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
         raise InvalidRequest(f"parameters.timeout must be microseconds (an integer >= 0), got {timeout!r}")
@@ -263,7 +261,7 @@ def _parse_infer(body: bytes, header_length: str | None, model: str, version: st
     if not isinstance(request_id, str):
         raise InvalidRequest("'id' must be a string")
     request = InferRequest(model, version, request_id, tensors, requested, timeout, received_ns)
-    return _ParsedInfer(request, binary_outputs, bool(params.get("binary_data_output", False)))
+    return _ParsedInfer(request, binary_choice, bool(params.get("binary_data_output", False)))
 
 
 def _dict_field(doc: dict, key: str, what: str) -> dict:

@@ -110,7 +110,13 @@ class ModelRepository:
             if not previous:
                 state.state, state.reason = "LOADING", ""
             try:
-                loaded = self._load_versions(name, model_dir, config_json)
+                try:
+                    loaded = self._load_versions(name, model_dir, config_json)
+                except ModelLoadError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - whatever one model's files do, it is that model's failure
+                    log.exception("model %r failed to load", name)
+                    raise ModelLoadError(f"model {name!r}: {type(e).__name__}: {e}") from None
             except ModelLoadError as e:
                 if not previous:
                     state.state, state.reason = "UNAVAILABLE", str(e)
