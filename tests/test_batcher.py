@@ -51,7 +51,7 @@ def test_threads_get_their_own_rows(device, rng):
         np.testing.assert_allclose(results[i], x @ w, rtol=1e-5, atol=1e-5)
     assert stats["successes"] == len(xs) and stats["failures"] == 0
     assert stats["inferences"] == sum(len(x) for x in xs)
-    assert max(stats["batch_sizes"]) > 1, stats  # 40 threads at once: some merged
+    assert stats["batches"] < len(xs), stats  # 40 threads at once: some requests merged
     assert max(stats["batch_sizes"]) <= 8
 
 

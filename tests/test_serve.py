@@ -239,6 +239,7 @@ def test_concurrent_clients_are_batched(server, repo, rng):
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
+    before = _metrics(server)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(xs))]
     for t in threads:
         t.start()
@@ -247,21 +248,27 @@ def test_concurrent_clients_are_batched(server, repo, rng):
     assert not errors, errors
     for i in range(len(xs)):
         np.testing.assert_allclose(got[i], want[i:i + 1], rtol=1e-6, atol=1e-6)
-    metrics = _metrics(server)
-    count = _sample(metrics, "twinfer_batch_size_count", model="mlp", version="2")
-    total = _sample(metrics, "twinfer_batch_size_sum", model="mlp", version="2")
-    assert total > count, (total, count)  # some batch held more than one row
-    assert _sample(metrics, "twinfer_inference_requests_total", model="mlp", version="2", outcome="success") >= 24
+    after = _metrics(server)
+
+    def delta(name, **labels):
+        return _sample(after, name, **labels) - _sample(before, name, **labels, missing=0.0)
+
+    rows = delta("twinfer_batch_size_sum", model="mlp", version="2")
+    batches = delta("twinfer_batch_size_count", model="mlp", version="2")
+    assert rows == len(xs) and batches < len(xs), (rows, batches)  # 24 rows in fewer batches: merged
+    assert delta("twinfer_inference_requests_total", model="mlp", version="2", outcome="success") == len(xs)
 
 
 def _metrics(server) -> str:
     return urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).read().decode()
 
 
-def _sample(text: str, name: str, **labels) -> float:
+def _sample(text: str, name: str, missing: float | None = None, **labels) -> float:
     for line in text.splitlines():
         if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
+    if missing is not None:
+        return missing
     raise AssertionError(f"no {name} {labels} in the metrics")
 
 
