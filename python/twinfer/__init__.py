@@ -19,6 +19,7 @@ _libs.register_cuda_libraries(_core)
 from ._convert import Tensor, as_tensor, from_dlpack  # noqa: E402
 from .engine import Engine, TensorSpec, load  # noqa: E402
 from .concurrency import Parallel, Pipeline  # noqa: E402
+from .serve.batcher import Batcher  # noqa: E402
 from . import quantize  # noqa: E402
 from .errors import (  # noqa: E402
     DeviceError,
@@ -62,6 +63,7 @@ __all__ = [
     "TensorSpec",
     "Parallel",
     "Pipeline",
+    "Batcher",
     "Tensor",
     "as_tensor",
     "from_dlpack",

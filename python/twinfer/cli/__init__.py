@@ -1,9 +1,10 @@
-"""The twinfer command line: one module per command (bench, inspect, dual, demo).
+"""The twinfer command line: one module per command (bench, inspect, dual, demo, serve).
 
     twinfer bench MODEL ...     latency percentiles and throughput, peers side by side
     twinfer inspect MODEL       inputs, outputs, ops, parameters, FLOPs estimate, unsupported ops
     twinfer dual A B            two models at once on one device (twinfer.Parallel)
     twinfer demo                the main job: all-MiniLM-L6-v2 next to its reference
+    twinfer serve --model-repository DIR   a KServe v2 server (HTTP, gRPC, metrics), as Triton
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import bench, demo, dual, inspect
+from . import bench, demo, dual, inspect, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"twinfer {twinfer.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (bench, inspect, dual, demo):
+    for command in (bench, inspect, dual, demo, serve):
         command.add_parser(sub)
     return parser
 
