@@ -202,9 +202,9 @@ def test_member_error_is_raised_and_members_stay_usable(engines, rng):
     np.testing.assert_array_equal(out[0]["feat"].numpy(), alone(conv, {"x": x}, 1)["feat"])
 
 
-def test_priorities_and_sm_share_are_accepted_and_reported(engines, rng):
+def test_priorities_are_recorded_and_sm_share_refused_on_the_cpu(engines, rng):
     conv, mlp_e = engines["conv"], engines["mlp"]
-    par = twinfer.Parallel([(conv, {"priority": "high", "name": "vision"}), (mlp_e, {"sm_share": 0.25})], cores=2)
+    par = twinfer.Parallel([(conv, {"priority": "high", "name": "vision"}), mlp_e], cores=2)
     assert [m.priority for m in par.members] == ["high", "normal"]
     assert [m.name for m in par.members] == ["vision", "engine1"]
     par2 = twinfer.Parallel([conv, mlp_e], priorities=["low", "high"], cores=2)
@@ -212,10 +212,14 @@ def test_priorities_and_sm_share_are_accepted_and_reported(engines, rng):
     prof = par.profile([{"x": images(rng)}, {"v": rng.standard_normal((2, 8)).astype(F32)}], iterations=2)
     text = str(prof)
     assert "no effect on the CPU backend" in text and "vision=high" in text
-    assert "needs the CUDA backend" in text and "engine1=0.25" in text
     d = prof.to_dict()["members"]
-    assert d["vision"]["priority"] == "high" and d["engine1"]["sm_share"] == 0.25
+    assert d["vision"]["priority"] == "high" and d["engine1"]["sm_share"] is None
     assert "no effect on the CPU backend" in d["vision"]["priority_effect"]
+    # sm_share is a GPU partition: accepting it on the CPU would be a silent no-op.
+    with pytest.raises(twinfer.InvalidArgumentError, match="engine1.*sm_share.*CPU"):
+        twinfer.Parallel([conv, (mlp_e, {"sm_share": 0.25})], cores=2)
+    with pytest.raises(twinfer.InvalidArgumentError, match="host function takes no 'sm_share'"):
+        twinfer.Pipeline([conv, (lambda out: out, {"sm_share": 0.5})])
     for bad in ({"priority": "urgent"}, {"sm_share": 1.5}, {"colour": "red"}):
         with pytest.raises(twinfer.InvalidArgumentError):
             twinfer.Parallel([(conv, bad)])

@@ -43,11 +43,29 @@ void bind_device(py::module_& m) {
            "Enqueue the captured work on `stream`.")
       .def_property_readonly("num_nodes", &GraphExec::num_nodes);
 
+  py::class_<Event, std::shared_ptr<Event>>(m, "Event",
+                                            "A point in a stream's work (create_event; Stream.record / wait).")
+      .def("synchronize",
+           [](Event& e) {
+             py::gil_scoped_release nogil;
+             e.synchronize();
+           },
+           "Block until the recorded point is reached.")
+      .def_property_readonly("ready", &Event::ready)
+      .def_property_readonly("captured", &Event::captured, "Last recorded inside a graph capture.")
+      .def_property_readonly("timed", &Event::timed);
+
   py::class_<Stream, std::shared_ptr<Stream>>(m, "Stream", "A device stream (twinfer's own or a caller's).")
       .def_property_readonly("handle", &Stream::handle,
                              "cudaStream_t as an int (what run(stream=...) and DLPack take); an id on 'sim'.")
       .def_property_readonly("priority", &Stream::priority)
+      .def_property_readonly("sm_count", &Stream::sm_count,
+                             "SMs its kernels may use: 0 for the whole device, else its green context's.")
       .def_property_readonly("device", [](const Stream& s) { return s.device().str(); })
+      .def("record", [](Stream& s, Event& e) { s.record(e); }, py::arg("event"),
+           "Record `event` here: it marks the work enqueued so far.")
+      .def("wait", [](Stream& s, Event& e) { s.wait(e); }, py::arg("event"),
+           "Later work on this stream waits for `event`.")
       .def("synchronize",
            [](Stream& s) {
              py::gil_scoped_release nogil;
@@ -67,6 +85,20 @@ void bind_device(py::module_& m) {
   m.def("create_stream",
         [](const std::string& device, int priority) { return device_api(parse_device(device)).create_stream(priority); },
         py::arg("device"), py::arg("priority") = 0);
+  m.def("create_event",
+        [](const std::string& device, bool timing) {
+          DeviceApi& api = device_api(parse_device(device));
+          return timing ? api.create_timing_event() : api.create_event();
+        },
+        py::arg("device"), py::arg("timing") = false);
+  m.def("elapsed_ms",
+        [](const std::string& device, Event& start, Event& end) {
+          return device_api(parse_device(device)).elapsed_ms(start, end);
+        },
+        py::arg("device"), py::arg("start"), py::arg("end"),
+        "Milliseconds between two timing events (both reached), on any streams of the device.");
+  m.def("device_sm_count", [](const std::string& device) { return device_api(parse_device(device)).sm_count(); },
+        py::arg("device"), "SMs of the whole device (the simulated device reports an H100's 132).");
   m.def("stream_priority_range",
         [](const std::string& device) { return device_api(parse_device(device)).priority_range(); },
         py::arg("device"), "(least, greatest): numerically lower is more urgent.");

@@ -8,6 +8,7 @@
 #include "onnx/reader.h"
 #include "runtime/engine.h"
 #include "runtime/execution_context.h"
+#include "runtime/group_graph.h"
 
 namespace py = pybind11;
 
@@ -85,12 +86,14 @@ void set_device_options(EngineOptions& opt, const std::string& device, bool allo
 }  // namespace
 
 void bind_engine(py::module_& m) {
-  py::class_<ExecutionContext>(m, "ExecutionContext",
+  py::class_<ExecutionContext, std::shared_ptr<ExecutionContext>>(m, "ExecutionContext",
                                "Per-run state (arena, thread budget); use one per thread.")
       .def_property("num_threads", &ExecutionContext::num_threads, &ExecutionContext::set_num_threads)
       .def_property_readonly("arena_bytes", &ExecutionContext::arena_bytes)
       .def_property_readonly("device_arena_bytes", &ExecutionContext::device_arena_bytes)
       .def_property_readonly("stream", &ExecutionContext::stream, "The context's own stream (None on the CPU).")
+      .def_property_readonly("sm_count", &ExecutionContext::sm_count,
+                             "SMs its stream may use: 0 for the whole device (or the CPU), else its partition's.")
       .def("synchronize",
            [](ExecutionContext& c) {
              py::gil_scoped_release nogil;
@@ -118,6 +121,35 @@ void bind_engine(py::module_& m) {
            },
            "(node, op, kernel, total ms, runs) per step of the plan run last.");
 
+  py::class_<GroupGraph, std::shared_ptr<GroupGraph>>(
+      m, "GroupGraph", "Engines' runs captured as one graph across their contexts' streams (Parallel/Pipeline).")
+      .def(py::init([](const std::vector<std::tuple<std::shared_ptr<Engine>, std::shared_ptr<ExecutionContext>,
+                                                    std::vector<std::pair<int, int>>>>& members,
+                       size_t num_inputs) {
+             std::vector<GroupMember> ms;
+             for (const auto& [e, c, src] : members) ms.push_back(GroupMember{e, c, src});
+             return std::make_shared<GroupGraph>(std::move(ms), num_inputs);
+           }),
+           py::arg("members"), py::arg("num_inputs"),
+           "members: (engine, context, [(source member or -1, index) per input]).")
+      .def("run",
+           [](GroupGraph& g, const std::vector<Tensor>& inputs, bool host_outputs) {
+             py::gil_scoped_release nogil;
+             return g.run(inputs, host_outputs);
+           },
+           py::arg("inputs"), py::arg("host_outputs") = false)
+      .def("stats",
+           [](const GroupGraph& g) {
+             const auto s = g.stats();
+             py::dict d;
+             d["captures"] = s.captures;
+             d["replays"] = s.replays;
+             d["graphs"] = s.graphs;
+             d["nodes"] = s.nodes;
+             return d;
+           })
+      .def_property_readonly("device", [](const GroupGraph& g) { return g.device().str(); });
+
   py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
       .def_property_readonly("inputs",
                              [](const Engine& e) { return specs_to_py(e, e.inputs(), e.optimized_graph().inputs); })
@@ -136,10 +168,13 @@ void bind_engine(py::module_& m) {
               bool host_outputs) { return run_engine(e, &ctx, inputs, stream, host_outputs); },
            py::arg("context"), py::arg("inputs"), py::arg("stream") = py::none(), py::arg("host_outputs") = false)
       .def("create_context",
-           [](const Engine& e, int threads, py::object priority) {
-             return e.create_context(threads, priority.is_none() ? Engine::kEnginePriority : priority.cast<int>());
+           [](const Engine& e, int threads, py::object priority, py::object sm_share) {
+             return std::shared_ptr<ExecutionContext>(
+                 e.create_context(threads, priority.is_none() ? Engine::kEnginePriority : priority.cast<int>(),
+                                  sm_share.is_none() ? 0.0 : sm_share.cast<double>()));
            },
-           py::arg("num_threads") = 0, py::arg("priority") = py::none(), py::keep_alive<0, 1>())
+           py::arg("num_threads") = 0, py::arg("priority") = py::none(), py::arg("sm_share") = py::none(),
+           py::keep_alive<0, 1>())
       .def_property_readonly("host_fallback_reason", &Engine::host_fallback_reason,
                              "Why a device engine ran a plan through the host evaluator ('' if it never did).")
       .def_property_readonly("options",

@@ -121,7 +121,7 @@ std::shared_ptr<Stream> make_ready_for(const Tensor& t, const py::object& stream
     } else {
       if (ev) {
         py::gil_scoped_release nogil;
-        ev->synchronize();
+        host_wait(*ev);
       }
       return nullptr;
     }
@@ -131,7 +131,7 @@ std::shared_ptr<Stream> make_ready_for(const Tensor& t, const py::object& stream
     // 0 is ambiguous in the spec: the legacy default stream.
     consumer = device_api(t.device()).borrow_stream(h == 0 && t.device().is_cuda() ? 1 : static_cast<uintptr_t>(h));
   }
-  if (ev) consumer->wait(*ev);
+  if (ev) wait_across_capture(*consumer, *ev);
   return consumer;
 }
 
@@ -205,7 +205,7 @@ struct ExportHolder {
     try {
       auto ev = device_api(tensor.device()).create_event();
       consumer->record(*ev);
-      tensor.storage()->record_use(std::move(ev));
+      tensor.storage()->record_use(std::move(ev), reinterpret_cast<const void*>(consumer->handle()));
     } catch (...) {
       // A stream destroyed before its tensor: nothing left to wait for.
     }
@@ -339,10 +339,12 @@ void bind_tensor(py::module_& m) {
            [](const Tensor& t) {
              if (!t.ready_event()) return;
              py::gil_scoped_release nogil;
-             t.ready_event()->synchronize();
+             host_wait(*t.ready_event());
            },
            "Block until a device tensor has been written (raises the error of a failed run).")
-      .def_property_readonly("ready", [](const Tensor& t) { return !t.ready_event() || t.ready_event()->ready(); },
+      .def_property_readonly("ready", [](const Tensor& t) {
+                               return !t.ready_event() || t.ready_event()->captured() || t.ready_event()->ready();
+                             },
                              "False while the device is still writing this tensor.")
       .def("__array__",
            [](const Tensor& t, py::object dtype, py::object copy) {

@@ -127,14 +127,15 @@ std::shared_ptr<Storage> Storage::allocate_on(Allocator& a, size_t bytes, std::s
   return s;
 }
 
-void Storage::record_use(std::shared_ptr<Event> e) {
-  if (!e) return;
+void Storage::record_use(std::shared_ptr<Event> e, const void* user) {
+  if (!e || e->captured()) return;  // a graph's use is ordered by its launches
   std::lock_guard<std::mutex> lock(uses_mutex_);
-  // One event per user (a context re-records its own each run): waiting on
-  // its latest record covers every earlier one.
-  for (const auto& u : uses_)
-    if (u == e) return;
-  uses_.push_back(std::move(e));
+  for (auto& u : uses_)
+    if (u.second == e || (user && u.first == user)) {
+      u = {user, std::move(e)};
+      return;
+    }
+  uses_.emplace_back(user, std::move(e));
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device,
@@ -156,7 +157,7 @@ Storage::~Storage() {
   // A destructor must not throw: a failing wait or free (a device already
   // in error) leaks the block rather than taking the process down.
   try {
-    for (auto& e : uses_) stream_->wait(*e);
+    for (auto& u : uses_) stream_->wait(*u.second);
     owner_->deallocate_async(data_, bytes_, *stream_);
   } catch (...) {
   }

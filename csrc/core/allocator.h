@@ -48,8 +48,10 @@ class Storage {
                                          std::shared_ptr<void> keep_alive);
   ~Storage();
   // Work recorded by `e` (on another stream) uses this block: the
-  // stream-ordered free waits for it.
-  void record_use(std::shared_ptr<Event> e);
+  // stream-ordered free waits for it. `user` (a context, a consumer's
+  // stream) keeps one entry: its runs are in order, so its latest event
+  // covers the earlier ones.
+  void record_use(std::shared_ptr<Event> e, const void* user = nullptr);
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -66,7 +68,7 @@ class Storage {
   std::shared_ptr<void> keep_alive_;    // set when we borrow it
   std::shared_ptr<Stream> stream_;      // set for stream-ordered blocks
   std::mutex uses_mutex_;
-  std::vector<std::shared_ptr<Event>> uses_;
+  std::vector<std::pair<const void*, std::shared_ptr<Event>>> uses_;
 };
 
 }  // namespace twinfer

@@ -16,6 +16,18 @@ const char* memory_space_name(MemorySpace s) {
   return "host";
 }
 
+void wait_across_capture(Stream& s, Event& e) {
+  if (e.captured() == s.capturing()) s.wait(e);
+}
+
+void host_wait(Event& e) {
+  if (!e.captured()) e.synchronize();
+}
+
+std::shared_ptr<Stream> DeviceApi::create_partitioned_stream(int, double) {
+  throw Error(ErrorKind::kDevice, name() + " cannot run a stream on a share of its SMs (sm_share)");
+}
+
 namespace {
 std::mutex& registry_mutex() {
   static std::mutex m;

@@ -47,12 +47,30 @@ class Stream;
 
 // A point in one stream's work. Recording it on a stream marks "everything
 // enqueued so far"; other streams wait for that point, or the host does.
+//
+// Capture splits events in two (CUDA's rules, which the simulated device
+// enforces): one last recorded inside a capture is an edge of that graph
+// only — nothing outside may wait on, query or synchronise with it — and a
+// capturing stream may wait only on events recorded in the same capture.
 class Event {
  public:
   virtual ~Event() = default;
   virtual void synchronize() = 0;  // the host blocks until the recorded point is reached
   virtual bool ready() = 0;        // reached (true for an event never recorded)
+  // Last recorded on a stream that was being captured.
+  virtual bool captured() const = 0;
+  // Created with create_timing_event: DeviceApi::elapsed_ms can time it.
+  virtual bool timed() const = 0;
 };
+
+// Makes `s` wait for `e` where the capture rules allow a wait; across a
+// capture's boundary the order comes from the caller instead (work before a
+// capture is synchronised before it begins; a graph's launches are ordered
+// on the stream that launches them).
+void wait_across_capture(Stream& s, Event& e);
+// The host waits for `e`, unless it was recorded in a capture (the graph's
+// launches, not the event, say when such a value is written).
+void host_wait(Event& e);
 
 // A stream's captured work, replayed as a unit on any stream of the device.
 class GraphExec {
@@ -70,6 +88,12 @@ class Stream {
   // DLPack's stream argument carry); a stream id on the simulated device.
   virtual uintptr_t handle() const = 0;
   virtual int priority() const = 0;
+  // SMs the stream's kernels may use: 0 for the whole device, else the size
+  // of its partition (create_partitioned_stream).
+  virtual int sm_count() const { return 0; }
+  // Makes the stream's context current on the calling thread until the
+  // guard goes (a green context's; null where streams need nothing).
+  virtual std::shared_ptr<void> enter() { return nullptr; }
 
   // Asynchronous copy between any memory spaces of this device. Pageable host
   // memory behaves as CUDA's does: a copy from it returns once the source has
@@ -108,9 +132,22 @@ class DeviceApi {
 
   // A new non-blocking stream; `priority` is clamped into priority_range().
   virtual std::shared_ptr<Stream> create_stream(int priority = 0) = 0;
+  // A stream whose kernels run on a share of the device's SMs (a CUDA green
+  // context; the simulated device partitions an H100-like SM count the same
+  // way). Throws kUnsupported where the device or driver cannot.
+  virtual std::shared_ptr<Stream> create_partitioned_stream(int priority, double sm_share);
+  // Another stream on the SMs `s` runs on (its green context, if any).
+  virtual std::shared_ptr<Stream> create_stream_like(const Stream& s, int priority) { return create_stream(priority); }
+  // SMs of the whole device (the simulated device reports an H100's 132).
+  virtual int sm_count() const = 0;
   // A caller's stream by handle (not owned: the caller keeps it alive).
   virtual std::shared_ptr<Stream> borrow_stream(uintptr_t handle) = 0;
   virtual std::shared_ptr<Event> create_event() = 0;
+  // An event that can be timed (CUDA timing events cost more to record).
+  virtual std::shared_ptr<Event> create_timing_event() = 0;
+  // Milliseconds between two timing events, both recorded and reached (on
+  // any streams of this device).
+  virtual double elapsed_ms(Event& start, Event& end) = 0;
   // (least, greatest) priority; numerically lower is more urgent, as in CUDA.
   virtual std::pair<int, int> priority_range() const = 0;
 

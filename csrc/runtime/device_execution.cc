@@ -42,8 +42,19 @@ ExecutionContext::~ExecutionContext() {
 
 void ExecutionContext::synchronize() {
   if (!api_ || !ran_) return;
-  done_->synchronize();
+  host_wait(*done_);  // a run captured into a caller's graph has nothing to wait for here
   api_->check_kernel_errors();
+}
+
+void ExecutionContext::order_before(Stream& s) {
+  if (api_ && ran_) wait_across_capture(s, *done_);
+}
+
+void ExecutionContext::order_after(Stream& s, std::shared_ptr<Event> done) {
+  if (!api_) return;
+  done_ = std::move(done);
+  last_stream_ = s.handle();
+  ran_ = true;
 }
 
 ExecutionContext::GraphStats ExecutionContext::graph_stats() const {
@@ -153,14 +164,33 @@ void ExecutionContext::release_finished_inputs() {
       ++it;
       continue;
     }
-    spare_events_.push_back(std::move(it->done));
     it = in_flight_.erase(it);  // releases the inputs (a borrowed tensor goes back to its owner)
   }
+}
+
+std::shared_ptr<Event> ExecutionContext::free_event() {
+  for (const auto& e : events_)
+    if (e.use_count() == 1) return e;
+  events_.push_back(api_->create_event());
+  return events_.back();
 }
 
 std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const Plan>& pp,
                                                      const std::vector<Tensor>& inputs, const RunOptions& ro) {
   const std::shared_ptr<void> current = api_->make_current();  // cuda:N is the calling thread's device meanwhile
+  // Our own stream given by handle (a Parallel member's) is our own object:
+  // it knows its green context.
+  Stream& S = ro.stream && ro.stream->handle() != stream_->handle() ? *ro.stream : *stream_;
+  const std::shared_ptr<void> entered = S.enter();  // a green context's stream: that context, meanwhile
+  // A caller capturing a graph on S (torch.cuda.graph, or a Parallel or
+  // Pipeline captured whole, whose members' streams joined the capture): we
+  // add our work to it, allocating nothing and synchronising nothing;
+  // outputs are views of the context's buffers, as a captured graph's are.
+  const bool outer_capture = S.capturing();
+  if (outer_capture && (prepared_for_ != pp || !device_arena_ || device_arena_->bytes() < pp->device_arena_bytes))
+    throw Error(ErrorKind::kInvalidArgument,
+                "this run is being captured into a graph, which cannot set up buffers: run the engine once at "
+                "these shapes in this context before capturing");
   prepare(pp);
   const Plan& plan = *pp;
   release_finished_inputs();
@@ -172,15 +202,10 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
   }
   char* darena = static_cast<char*>(device_arena_->data());
   char* harena = static_cast<char*>(arena_->data());
-  Stream& S = ro.stream ? *ro.stream : *stream_;
   const bool own = !ro.stream || ro.stream->handle() == stream_->handle();
   const bool skip_waits = fault_injected(Fault::kEventWait, device_);
   const bool skip_sync = fault_injected(Fault::kHostSync, device_);
   const bool stale_graph = fault_injected(Fault::kGraphInput, device_);
-  // A caller capturing its own graph (torch.cuda.graph) on S: we add our
-  // work to it, allocating nothing and synchronising nothing; outputs are
-  // views of the context's buffers, as a captured graph's outputs are.
-  const bool outer_capture = !own && S.capturing();
   if (outer_capture && (ro.host_outputs || plan.host_steps))
     throw Error(ErrorKind::kInvalidArgument,
                 "this run is being captured into a graph on the caller's stream, which cannot hold host " +
@@ -189,9 +214,11 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
 
   bool enqueued = false;
   try {
-    // The arenas are this context's: a run on another stream waits for the last.
+    // The arenas are this context's: a run on another stream waits for the
+    // last. (Across a capture's boundary the caller orders them: a capture
+    // begins after a synchronisation, a graph's launches are in its stream.)
     if (ran_ && last_stream_ != S.handle() && !skip_waits) {
-      S.wait(*done_);
+      wait_across_capture(S, *done_);
       enqueued = true;
     }
 
@@ -221,7 +248,7 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
       char* slot = darena + plan.input_slots[i];
       const size_t bytes = t.bytes();
       if (t.device() == device_) {
-        if (t.ready_event() && !skip_waits) S.wait(*t.ready_event());
+        if (t.ready_event() && !skip_waits) wait_across_capture(S, *t.ready_event());
         if (graph_mode) {
           if (!(replay && stale_graph)) S.copy(slot, t.data(), bytes);
           value_ptrs_[v] = slot;
@@ -327,28 +354,19 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
     enqueued = true;
     for (const auto& [o, src] : copy_out) S.copy(outputs[o].data(), src, outputs[o].bytes());
 
+    done_ = free_event();
     S.record(*done_);
     last_stream_ = S.handle();
     ran_ = true;
     // Blocks others free on their own stream after every stream that used
     // them: other contexts' outputs we read, our outputs when S is not ours.
-    for (auto& st : device_inputs) st->record_use(done_);
+    for (auto& st : device_inputs) st->record_use(done_, this);
     if (!own && !outer_capture)
       for (auto& t : outputs)
-        if (t.storage()) t.storage()->record_use(done_);
+        if (t.storage()) t.storage()->record_use(done_, this);
     // And we keep the device inputs referenced until the device is done
     // with them (a borrowed tensor's owner may reuse its memory at once).
-    if (!device_inputs.empty() && !outer_capture) {
-      std::shared_ptr<Event> ev;
-      if (!spare_events_.empty()) {
-        ev = std::move(spare_events_.back());
-        spare_events_.pop_back();
-      } else {
-        ev = api_->create_event();
-      }
-      S.record(*ev);
-      in_flight_.push_back(InFlight{std::move(ev), std::move(device_inputs)});
-    }
+    if (!device_inputs.empty() && !outer_capture) in_flight_.push_back(InFlight{done_, std::move(device_inputs)});
 
     if (!ro.host_outputs) {
       for (auto& t : outputs) t.set_ready_event(done_);
@@ -379,6 +397,7 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
     // (on any stream) must be ordered after it, as after a whole run.
     if (enqueued) {
       try {
+        done_ = free_event();
         S.record(*done_);
         last_stream_ = S.handle();
         ran_ = true;

@@ -362,6 +362,11 @@ std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>
   for (const auto& t : inputs) shapes.push_back(t.shape());
   auto plan = plan_for(shapes);
   if (plan->value_dependent) {
+    const Stream* s = options.stream ? options.stream.get() : ctx.stream().get();
+    if (s && s->capturing())
+      throw Error(ErrorKind::kInvalidArgument, "this run is being captured into a graph, but its shapes depend on "
+                                               "values (" + plan->value_dependent_reason +
+                                               "), which only the host evaluator can run");
     if (options_.device.is_accelerator()) {
       std::lock_guard<std::mutex> lock(fallback_mutex_);
       if (host_fallback_.empty()) host_fallback_ = plan->value_dependent_reason;
@@ -402,10 +407,12 @@ std::string Engine::host_fallback_reason() const {
   return host_fallback_;
 }
 
-std::unique_ptr<ExecutionContext> Engine::create_context(int num_threads, int stream_priority) const {
+std::unique_ptr<ExecutionContext> Engine::create_context(int num_threads, int stream_priority,
+                                                         double sm_share) const {
   return std::make_unique<ExecutionContext>(options_.device, num_threads > 0 ? num_threads : default_threads(),
                                             stream_priority == kEnginePriority ? options_.stream_priority
-                                                                               : stream_priority);
+                                                                               : stream_priority,
+                                            sm_share);
 }
 
 std::vector<Tensor> Engine::run(const std::vector<Tensor>& inputs, const RunOptions& options) const {

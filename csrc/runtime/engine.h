@@ -95,7 +95,9 @@ class Engine {
   // A new context for this engine (device, threads, stream priority;
   // kEnginePriority: the engine's stream_priority option).
   static constexpr int kEnginePriority = INT32_MIN;
-  std::unique_ptr<ExecutionContext> create_context(int num_threads = 0, int stream_priority = kEnginePriority) const;
+  // sm_share > 0: the context's stream runs on that share of the GPU's SMs.
+  std::unique_ptr<ExecutionContext> create_context(int num_threads = 0, int stream_priority = kEnginePriority,
+                                                   double sm_share = 0) const;
   // A device engine whose plans need the host evaluator (shapes that depend
   // on values, sequences): why, once such a run happened ("" otherwise).
   std::string host_fallback_reason() const;

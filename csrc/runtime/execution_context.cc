@@ -8,12 +8,17 @@
 
 namespace twinfer {
 
-ExecutionContext::ExecutionContext(Device device, int num_threads, int stream_priority)
+ExecutionContext::ExecutionContext(Device device, int num_threads, int stream_priority, double sm_share)
     : device_(device), num_threads_(num_threads > 0 ? num_threads : 1) {
+  if (sm_share > 0 && !device.is_accelerator())
+    throw Error(ErrorKind::kInvalidArgument,
+                "sm_share partitions a GPU's SMs; this context runs on " + device.str() + ", which has none");
   if (device.is_accelerator()) {
     api_ = &device_api(device);
-    stream_ = api_->create_stream(stream_priority);
-    capture_stream_ = api_->create_stream(stream_priority);
+    stream_ = sm_share > 0 ? api_->create_partitioned_stream(stream_priority, sm_share)
+                           : api_->create_stream(stream_priority);
+    // Graphs are captured on the same SMs they will run on.
+    capture_stream_ = api_->create_stream_like(*stream_, stream_priority);
     done_ = api_->create_event();
     alloc_done_ = api_->create_event();
     staging_done_ = api_->create_event();

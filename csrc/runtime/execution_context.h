@@ -28,8 +28,9 @@ struct RunOptions {
 
 class ExecutionContext {
  public:
-  // On a device, the context owns a non-blocking stream of `stream_priority`.
-  ExecutionContext(Device device, int num_threads, int stream_priority = 0);
+  // On a device, the context owns a non-blocking stream of `stream_priority`,
+  // on `sm_share` of the device's SMs when that is above 0 (a green context).
+  ExecutionContext(Device device, int num_threads, int stream_priority = 0, double sm_share = 0);
   ~ExecutionContext();
   ExecutionContext(const ExecutionContext&) = delete;
   ExecutionContext& operator=(const ExecutionContext&) = delete;
@@ -41,12 +42,19 @@ class ExecutionContext {
   size_t device_arena_bytes() const { return device_arena_ ? device_arena_->bytes() : 0; }
   // The context's own stream (null on the CPU).
   const std::shared_ptr<Stream>& stream() const { return stream_; }
+  // SMs its stream may use (0: the whole device, or the CPU).
+  int sm_count() const { return stream_ ? stream_->sm_count() : 0; }
 
   // Run `plan` on `inputs` (already validated); returns the engine's outputs.
   std::vector<Tensor> execute(const std::shared_ptr<const Plan>& plan, const std::vector<Tensor>& inputs,
                               const RunOptions& options = {});
   // Blocks until this context's last run has finished on the device.
   void synchronize();
+  // Work of others on the context's buffers (a group's graph, which holds
+  // this context's runs): `s` waits for the context's latest run, and the
+  // context's next run waits for `done` (recorded on `s` after that work).
+  void order_before(Stream& s);
+  void order_after(Stream& s, std::shared_ptr<Event> done);
 
   struct GraphStats {
     size_t captures = 0;  // graphs captured
@@ -106,7 +114,10 @@ class ExecutionContext {
   DeviceApi* api_ = nullptr;
   std::shared_ptr<Stream> stream_;          // our own: outputs are allocated (and freed) in its order
   std::shared_ptr<Stream> capture_stream_;  // graphs are captured here, never on a stream others free on
-  std::shared_ptr<Event> done_;             // end of the latest run: its outputs' ready event
+  // End of the latest run (its outputs' ready event). Each run records a
+  // fresh event from events_, so a tensor of an earlier run keeps waiting
+  // for its own run, not for whatever this context ran since.
+  std::shared_ptr<Event> done_;
   std::shared_ptr<Event> alloc_done_;       // outputs allocated on stream_, used on a caller's stream
   std::shared_ptr<Event> staging_done_;     // the latest run's input staging copies
   uintptr_t last_stream_ = 0;               // handle of the latest run's stream
@@ -116,11 +127,14 @@ class ExecutionContext {
   GraphStats gstats_;
   uint64_t run_counter_ = 0;
   struct InFlight {
-    std::shared_ptr<Event> done;  // a fresh event per run that kept inputs
+    std::shared_ptr<Event> done;  // the run's event
     std::vector<std::shared_ptr<Storage>> inputs;
   };
   std::vector<InFlight> in_flight_;
-  std::vector<std::shared_ptr<Event>> spare_events_;
+  // Events for runs; one nobody else holds any more (no tensor, storage or
+  // in-flight entry) is recorded again.
+  std::vector<std::shared_ptr<Event>> events_;
+  std::shared_ptr<Event> free_event();
 };
 
 }  // namespace twinfer

@@ -18,7 +18,7 @@ std::shared_ptr<Stream> transfer_stream(Device d) {
 
 Tensor to_host(const Tensor& t) {
   if (!t.device().is_accelerator() || dtype_is_container(t.dtype())) return t;
-  if (t.ready_event()) t.ready_event()->synchronize();
+  if (t.ready_event()) host_wait(*t.ready_event());
   Tensor h = Tensor::empty(t.dtype(), t.shape(), Device::cpu());
   // Into pageable memory the copy returns once it is done (and, on the
   // simulated device, the host is then ordered after it).

@@ -258,11 +258,14 @@ class Engine:
             outs = [_from_value(t) for t in self._core.run(self._ordered_inputs(feeds))]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def create_context(self, num_threads: int = 0, priority: int | None = None) -> "_core.ExecutionContext":
+    def create_context(self, num_threads: int = 0, priority: int | None = None,
+                       sm_share: float | None = None) -> "_core.ExecutionContext":
         """A private execution context for ``run(..., context=)``: its arenas, thread
         budget and, on a GPU, its own stream (``priority``: lower is more urgent,
-        see ``twinfer.stream_priority_range``; None: the engine's stream_priority)."""
-        return self._core.create_context(num_threads, priority)
+        see ``twinfer.stream_priority_range``; None: the engine's stream_priority;
+        ``sm_share``: run on that fraction of the GPU's SMs, a CUDA green context
+        whose size is ``context.sm_count``)."""
+        return self._core.create_context(num_threads, priority, sm_share)
 
     # -- reports -----------------------------------------------------------
     def _shapes(self, shapes) -> list[list[int]]:

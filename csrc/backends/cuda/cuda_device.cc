@@ -1,9 +1,10 @@
 // The device layer (core/device_api.h) on CUDA: a thin layer over the runtime
 // API. Memory from the device's stream-ordered pool (cudaMallocAsync), kept
 // cached by the pool so steady-state runs do not go to the driver; pinned
-// host memory from cudaHostAlloc; non-blocking streams with priorities;
-// events without timing; thread-local graph capture, so other threads' models
-// are undisturbed while one captures.
+// host memory from cudaHostAlloc; non-blocking streams with priorities, and
+// on green contexts (sm_share); events without timing unless asked;
+// thread-local graph capture, so other threads' models are undisturbed while
+// one captures.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/error_flag.h"
+#include "backends/cuda/green_context.h"
 #include "core/device_api.h"
 
 namespace twinfer::cuda {
@@ -43,9 +45,10 @@ void throw_oom(int index, size_t bytes) {
 
 class CudaEvent final : public Event {
  public:
-  explicit CudaEvent(int index) : index_(index) {
+  CudaEvent(int index, bool timing) : index_(index), timing_(timing) {
     DeviceGuard g(index);
-    check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming),
+          "cudaEventCreateWithFlags");
   }
   ~CudaEvent() override { cudaEventDestroy(e_); }
   void synchronize() override { check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
@@ -55,18 +58,24 @@ class CudaEvent final : public Event {
     check(r, "cudaEventQuery");
     return true;
   }
+  bool captured() const override { return captured_; }
+  bool timed() const override { return timing_; }
   cudaEvent_t get() const { return e_; }
+  void set_captured(bool c) { captured_ = c; }
 
  private:
   int index_;
+  bool timing_;
+  bool captured_ = false;  // CUDA cannot be asked; the stream that records it says
   cudaEvent_t e_ = nullptr;
 };
 
-cudaEvent_t native(Event& e) {
+CudaEvent& cuda_event(Event& e) {
   auto* ce = dynamic_cast<CudaEvent*>(&e);
   if (!ce) throw Error(ErrorKind::kDevice, "an event of another device used on a CUDA stream");
-  return ce->get();
+  return *ce;
 }
+cudaEvent_t native(Event& e) { return cuda_event(e).get(); }
 
 class CudaGraph final : public GraphExec {
  public:
@@ -89,6 +98,12 @@ class CudaStream final : public Stream {
     DeviceGuard g(index);
     check(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority), "cudaStreamCreateWithPriority");
   }
+  // Owned, on a green context's share of the SMs.
+  CudaStream(int index, int priority, std::shared_ptr<GreenContext> green)
+      : index_(index), priority_(priority), owned_(true), green_(std::move(green)) {
+    DeviceGuard g(index);
+    s_ = green_->create_stream(priority);
+  }
   // Borrowed: a caller's stream. 0 and 1 are the legacy default stream, 2 the
   // per-thread one: the values of cudaStreamLegacy / cudaStreamPerThread.
   CudaStream(int index, uintptr_t handle) : index_(index), owned_(false) {
@@ -100,11 +115,17 @@ class CudaStream final : public Stream {
     }
   }
   ~CudaStream() override {
-    if (owned_) cudaStreamDestroy(s_);  // pending work still completes
+    // Pending work still completes; a green context goes after its stream,
+    // so that stream's work is waited for first.
+    if (green_ && cudaStreamSynchronize(s_) != cudaSuccess) cudaGetLastError();
+    if (owned_) cudaStreamDestroy(s_);
   }
   Device device() const override { return Device::cuda(index_); }
   uintptr_t handle() const override { return reinterpret_cast<uintptr_t>(s_); }
   int priority() const override { return priority_; }
+  int sm_count() const override { return green_ ? green_->sm_count() : 0; }
+  std::shared_ptr<void> enter() override { return green_ ? green_->enter() : nullptr; }
+  const std::shared_ptr<GreenContext>& green() const { return green_; }
 
   void copy(void* dst, const void* src, size_t bytes) override {
     if (!bytes) return;
@@ -128,7 +149,11 @@ class CudaStream final : public Stream {
     if (r != cudaSuccess) delete f;
     check(r, "cudaLaunchHostFunc");
   }
-  void record(Event& e) override { check(cudaEventRecord(native(e), s_), "cudaEventRecord"); }
+  void record(Event& e) override {
+    CudaEvent& ce = cuda_event(e);
+    check(cudaEventRecord(ce.get(), s_), "cudaEventRecord");
+    ce.set_captured(capturing());
+  }
   void wait(Event& e) override { check(cudaStreamWaitEvent(s_, native(e), 0), "cudaStreamWaitEvent"); }
   void synchronize() override { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
 
@@ -172,6 +197,7 @@ class CudaStream final : public Stream {
   int index_;
   int priority_ = 0;
   bool owned_;
+  std::shared_ptr<GreenContext> green_;
   cudaStream_t s_ = nullptr;
 };
 
@@ -288,10 +314,28 @@ class CudaDevice final : public DeviceApi {
     priority = std::min(std::max(priority, greatest_), least_);
     return std::make_shared<CudaStream>(index_, priority);
   }
+  std::shared_ptr<Stream> create_partitioned_stream(int priority, double sm_share) override {
+    priority = std::min(std::max(priority, greatest_), least_);
+    DeviceGuard g(index_);
+    return std::make_shared<CudaStream>(index_, priority, GreenContext::create(index_, sm_share));
+  }
+  std::shared_ptr<Stream> create_stream_like(const Stream& s, int priority) override {
+    const auto* cs = dynamic_cast<const CudaStream*>(&s);
+    if (!cs || !cs->green()) return create_stream(priority);
+    priority = std::min(std::max(priority, greatest_), least_);
+    return std::make_shared<CudaStream>(index_, priority, cs->green());
+  }
+  int sm_count() const override { return device_sm_count(index_); }
   std::shared_ptr<Stream> borrow_stream(uintptr_t handle) override {
     return std::make_shared<CudaStream>(index_, handle);
   }
-  std::shared_ptr<Event> create_event() override { return std::make_shared<CudaEvent>(index_); }
+  std::shared_ptr<Event> create_event() override { return std::make_shared<CudaEvent>(index_, false); }
+  std::shared_ptr<Event> create_timing_event() override { return std::make_shared<CudaEvent>(index_, true); }
+  double elapsed_ms(Event& start, Event& end) override {
+    float ms = 0.f;
+    check(cudaEventElapsedTime(&ms, native(start), native(end)), "cudaEventElapsedTime");
+    return ms;
+  }
   std::pair<int, int> priority_range() const override { return {least_, greatest_}; }
   MemorySpace space_of(const void* p) const override {
     cudaPointerAttributes a{};

@@ -2,14 +2,18 @@
 // major problem becomes a column-major cuBLASLt call (ops/nn/colmajor_gemm.h,
 // tested on the CPU); the descriptors and the algorithm are made when the plan
 // is built (one algorithm for 16-byte aligned pointers, one for any), so a run
-// only sets pointers and enqueues: capturable into a CUDA graph. Bias and
+// only sets pointers and enqueues: capturable into a CUDA graph. On a stream
+// of a green context (sm_share) the descriptor is told the partition's SM
+// count, and its algorithm chosen for it, the first time. Bias and
 // ReLU ride on cuBLASLt's epilogue; other activations run after it
 // (gemm_epilogue.cu). float32 computes in exact fp32 (CUBLAS_COMPUTE_32F, no
 // TF32) unless precision="tf32"; float16 / bfloat16 accumulate in fp32.
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "backends/cuda/cublaslt.h"
 #include "backends/cuda/gemm_epilogue.h"
@@ -55,28 +59,18 @@ class LtMatmul {
   };
 
   explicit LtMatmul(const Config& c) : c_(c), api_(cublaslt()), handle_(cublaslt_handle(current_device())) {
-    check_cublas(api_.desc_create(&desc_, c.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
-    const cublasOperation_t tx = c.g.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t tw = c.g.w.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    set_desc(CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof(tx));
-    set_desc(CUBLASLT_MATMUL_DESC_TRANSB, &tw, sizeof(tw));
-    set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epilogue, sizeof(c.epilogue));
-    if (has_bias()) set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c.type, sizeof(c.type));
     x_ = layout(c.g.x.rows, c.g.x.cols, c.g.x.ld, c.stride_x);
     w_ = layout(c.g.w.rows, c.g.w.cols, c.g.w.ld, c.stride_w);
     d_ = layout(c.g.m, c.g.n, c.g.ld_d, c.stride_d);
-    // Algorithms for 16-byte aligned operands and for merely element-aligned ones.
-    for (int k = 0; k < 2; ++k) {
-      const uint32_t align = k == 0 ? 16u : static_cast<uint32_t>(c.elem_bytes);
-      algos_[k] = heuristic(align);
-      workspace_ = std::max(workspace_, algos_[k].workspaceSize);
-    }
+    variants_.push_back(make_variant(0));
+    for (const auto& r : variants_[0]->algos) workspace_ = std::max(workspace_, r.workspaceSize);
   }
 
   ~LtMatmul() {
     for (auto l : {x_, w_, d_})
       if (l) api_.layout_destroy(l);
-    if (desc_) api_.desc_destroy(desc_);
+    for (auto& v : variants_)
+      if (v->desc) api_.desc_destroy(v->desc);
   }
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
@@ -86,27 +80,73 @@ class LtMatmul {
     return c_.epilogue == CUBLASLT_EPILOGUE_BIAS || c_.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
   }
 
-  void run(const void* x, const void* w, void* d, const void* bias, void* workspace, cudaStream_t s) const {
+  // `sm_count`: the SMs of the stream's partition (0: the whole device).
+  void run(const void* x, const void* w, void* d, const void* bias, void* workspace, cudaStream_t s,
+           int sm_count = 0) const {
     const bool aligned = is_aligned(x) && is_aligned(w) && is_aligned(d) && (!bias || is_aligned(bias));
-    const cublasLtMatmulHeuristicResult_t& r = algos_[aligned ? 0 : 1];
     // The bias pointer is an attribute of the shared descriptor: set it and
     // enqueue under one lock (several contexts may run this kernel at once).
     std::lock_guard<std::mutex> lock(mutex_);
-    if (has_bias() && bias != bias_set_) {
-      check_cublas(api_.desc_set(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+    Variant& v = variant(sm_count);
+    const cublasLtMatmulHeuristicResult_t& r = v.algos[aligned ? 0 : 1];
+    if (has_bias() && bias != v.bias_set) {
+      check_cublas(api_.desc_set(v.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
                    "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-      bias_set_ = bias;
+      v.bias_set = bias;
     }
-    check_cublas(api_.matmul(handle_, desc_, &c_.alpha, x, x_, w, w_, &c_.beta, d, d_, d, d_, &r.algo, workspace,
-                             r.workspaceSize, s),
+    // A partition's algorithm may want more workspace than the plan gave: the
+    // whole-device one (which fits) runs then.
+    const cublasLtMatmulHeuristicResult_t& use = r.workspaceSize <= workspace_ ? r : variants_[0]->algos[aligned ? 0 : 1];
+    check_cublas(api_.matmul(handle_, v.desc, &c_.alpha, x, x_, w, w_, &c_.beta, d, d_, d, d_, &use.algo, workspace,
+                             use.workspaceSize, s),
                  "cublasLtMatmul");
   }
 
  private:
+  // The descriptor and algorithms for one SM count: cuBLASLt sizes its grid
+  // for the SMs a green context leaves the stream (SM_COUNT_TARGET).
+  struct Variant {
+    int sm_count = 0;
+    cublasLtMatmulDesc_t desc = nullptr;
+    std::array<cublasLtMatmulHeuristicResult_t, 2> algos{};  // 16-byte aligned operands, element-aligned ones
+    const void* bias_set = nullptr;
+  };
+
+  std::unique_ptr<Variant> make_variant(int sm_count) const {
+    auto v = std::make_unique<Variant>();
+    v->sm_count = sm_count;
+    check_cublas(api_.desc_create(&v->desc, c_.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    try {
+      const cublasOperation_t tx = c_.g.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+      const cublasOperation_t tw = c_.g.w.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+      set_desc(v->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof(tx));
+      set_desc(v->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tw, sizeof(tw));
+      set_desc(v->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c_.epilogue, sizeof(c_.epilogue));
+      if (has_bias()) set_desc(v->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c_.type, sizeof(c_.type));
+      if (sm_count > 0) {
+        const int32_t n = sm_count;
+        set_desc(v->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &n, sizeof(n));
+      }
+      for (int k = 0; k < 2; ++k) v->algos[k] = heuristic(v->desc, k == 0 ? 16u : static_cast<uint32_t>(c_.elem_bytes));
+    } catch (...) {
+      api_.desc_destroy(v->desc);
+      throw;
+    }
+    return v;
+  }
+
+  // Under mutex_.
+  Variant& variant(int sm_count) const {
+    for (auto& v : variants_)
+      if (v->sm_count == sm_count) return *v;
+    variants_.push_back(make_variant(sm_count));
+    return *variants_.back();
+  }
+
   static bool is_aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-  void set_desc(cublasLtMatmulDescAttributes_t a, const void* v, size_t n) {
-    check_cublas(api_.desc_set(desc_, a, v, n), "cublasLtMatmulDescSetAttribute");
+  void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t a, const void* v, size_t n) const {
+    check_cublas(api_.desc_set(desc, a, v, n), "cublasLtMatmulDescSetAttribute");
   }
 
   cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
@@ -123,7 +163,7 @@ class LtMatmul {
     return l;
   }
 
-  cublasLtMatmulHeuristicResult_t heuristic(uint32_t align) {
+  cublasLtMatmulHeuristicResult_t heuristic(cublasLtMatmulDesc_t desc, uint32_t align) const {
     cublasLtMatmulPreference_t pref = nullptr;
     check_cublas(api_.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t ws = kWorkspaceLimit;
@@ -133,7 +173,7 @@ class LtMatmul {
       api_.pref_set(pref, a, &align, sizeof(align));
     cublasLtMatmulHeuristicResult_t r{};
     int found = 0;
-    const cublasStatus_t s = api_.heuristic(handle_, desc_, x_, w_, d_, d_, pref, 1, &r, &found);
+    const cublasStatus_t s = api_.heuristic(handle_, desc, x_, w_, d_, d_, pref, 1, &r, &found);
     api_.pref_destroy(pref);
     check_cublas(s, "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0 || r.state != CUBLAS_STATUS_SUCCESS)
@@ -145,12 +185,10 @@ class LtMatmul {
   Config c_;
   const CublasLtApi& api_;
   cublasLtHandle_t handle_;
-  cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t x_ = nullptr, w_ = nullptr, d_ = nullptr;
-  std::array<cublasLtMatmulHeuristicResult_t, 2> algos_{};
+  mutable std::vector<std::unique_ptr<Variant>> variants_;  // [0]: the whole device, made at plan build
   size_t workspace_ = 0;
   mutable std::mutex mutex_;
-  mutable const void* bias_set_ = nullptr;
 };
 
 cublasComputeType_t compute_for(const KernelBuildInfo& info, DType t) {
@@ -223,7 +261,7 @@ class CudaMatMul final : public Kernel {
     if (ctx.outputs[0].numel() == 0) return;
     const cudaStream_t s = stream_of(ctx);
     const void* bias = g_.has_bias ? ctx.inputs[2].data : nullptr;
-    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, ctx.outputs[0].data, bias, ctx.scratch, s);
+    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, ctx.outputs[0].data, bias, ctx.scratch, s, ctx.stream->sm_count());
     apply_activation(ctx.outputs[0].data, ctx.outputs[0].numel(), dtype_, rest_, s);
   }
   const char* impl_name() const override { return "cublasLt matmul"; }
@@ -279,7 +317,7 @@ class CudaGemm final : public Kernel {
     void* y = ctx.outputs[0].data;
     if (broadcast_c_) broadcast_2d(ctx.inputs[2].data, c2_[0], c2_[1], y, g_.M, g_.N, dtype_size(dtype_), s);
     const void* bias = mm_->has_bias() ? ctx.inputs[2].data : nullptr;
-    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, y, bias, ctx.scratch, s);
+    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, y, bias, ctx.scratch, s, ctx.stream->sm_count());
     apply_activation(y, ctx.outputs[0].numel(), dtype_, rest_, s);
   }
   const char* impl_name() const override { return "cublasLt gemm"; }

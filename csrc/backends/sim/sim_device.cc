@@ -1,6 +1,8 @@
 // The simulated device itself: memory blocks, the enqueue path with its
 // ordering checks, host synchronisation, and registration as "sim:N".
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -75,7 +77,9 @@ class SimAllocator final : public Allocator {
 SimDevice::SimDevice(int index)
     : index_(index),
       device_alloc_(std::make_unique<SimAllocator>(*this, MemorySpace::kDevice)),
-      pinned_alloc_(std::make_unique<SimAllocator>(*this, MemorySpace::kPinned)) {
+      pinned_alloc_(std::make_unique<SimAllocator>(*this, MemorySpace::kPinned)),
+      // CUDA's split of an H100: 16 groups of 8 SMs (4 SMs left over).
+      partitioner_("sim:" + std::to_string(index), kSimSms, std::vector<int>(kSimSms / kSimSmGroup, kSimSmGroup)) {
   host_clock_.assign(1, 0);
 }
 
@@ -88,16 +92,44 @@ void SimDevice::throw_deferred() {
   throw Error(ErrorKind::kRuntime, msg);
 }
 
-std::shared_ptr<Stream> SimDevice::create_stream(int priority) {
+std::shared_ptr<Stream> SimDevice::make_stream(int priority, int sm_count, std::vector<int> groups) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto range = priority_range();
   priority = std::min(std::max(priority, range.second), range.first);
   const int id = next_stream_id_++;
   const uint64_t base = sim_config().seed;
   const uint64_t seed = base ? base * 1000003u + static_cast<uint64_t>(id) : std::random_device{}();
-  auto s = std::make_shared<SimStream>(*this, id, priority, seed);
+  auto s = std::make_shared<SimStream>(*this, id, priority, seed, sm_count, std::move(groups));
   streams_[id] = s;
   return s;
+}
+
+std::shared_ptr<Stream> SimDevice::create_stream(int priority) { return make_stream(priority, 0, {}); }
+
+std::shared_ptr<Stream> SimDevice::create_partitioned_stream(int priority, double sm_share) {
+  SmPartitioner::Grant g = partitioner_.acquire(sm_share);
+  try {
+    return make_stream(priority, g.sms, g.groups);
+  } catch (...) {
+    partitioner_.release(g.groups);
+    throw;
+  }
+}
+
+double SimDevice::elapsed_ms(Event& start, Event& end) {
+  int64_t t[2] = {0, 0};
+  Event* ev[2] = {&start, &end};
+  for (int k = 0; k < 2; ++k) {
+    auto* se = dynamic_cast<SimEvent*>(ev[k]);
+    if (!se) throw Error(ErrorKind::kDevice, "an event of another device timed on " + name());
+    if (!se->timing)
+      throw Error(ErrorKind::kInvalidArgument, "simulated device: elapsed_ms needs timing events (create_timing_event)");
+    if (!se->ready() || se->stamp_ns.load() < 0)
+      throw Error(ErrorKind::kRuntime,
+                  "simulated device: elapsed_ms of an event not recorded or not reached yet (CUDA: cudaErrorNotReady)");
+    t[k] = se->stamp_ns.load();
+  }
+  return static_cast<double>(t[1] - t[0]) / 1e6;
 }
 
 std::shared_ptr<Stream> SimDevice::borrow_stream(uintptr_t handle) {
@@ -109,6 +141,45 @@ std::shared_ptr<Stream> SimDevice::borrow_stream(uintptr_t handle) {
     throw Error(ErrorKind::kInvalidArgument,
                 "no stream with handle " + std::to_string(handle) + " is alive on " + device().str());
   return s;
+}
+
+uint64_t SimDevice::begin_capture(SimStream& s) {
+  if (s.capture_id) throw Error(ErrorKind::kRuntime, "simulated device: the stream is already being captured");
+  const uint64_t id = next_capture_++;
+  Capture& c = captures_[id];
+  c.origin = s.id();
+  c.thread = std::this_thread::get_id();
+  c.streams.push_back(s.id());
+  s.capture_id = id;
+  s.captured_items = s.joined_upto = 0;
+  return id;
+}
+
+std::vector<Item> SimDevice::end_capture(SimStream& s) {
+  auto it = captures_.find(s.capture_id);
+  if (!s.capture_id || it == captures_.end())
+    throw Error(ErrorKind::kRuntime, "simulated device: end_capture without begin_capture");
+  if (it->second.origin != s.id())
+    throw Error(ErrorKind::kRuntime, "simulated device: end_capture on a stream that joined the capture, not the one "
+                                     "that began it (CUDA: cudaErrorStreamCaptureUnmatched)");
+  if (it->second.thread != std::this_thread::get_id())
+    throw Error(ErrorKind::kRuntime, "simulated device: a capture must end on the thread that began it");
+  Capture c = std::move(it->second);
+  captures_.erase(it);
+  // Every stream leaves the capture (CUDA invalidates it on an error too).
+  std::string unjoined;
+  for (int id : c.streams) {
+    auto si = streams_.find(id);
+    auto st = si == streams_.end() ? nullptr : si->second.lock();
+    if (!st) continue;
+    if (id != c.origin && st->captured_items > st->joined_upto) unjoined += (unjoined.empty() ? "" : ", ") + std::to_string(id);
+    st->capture_id = 0;
+  }
+  if (!unjoined.empty())
+    throw Error(ErrorKind::kRuntime, "simulated device: end_capture while stream(s) " + unjoined +
+                                         " that joined the capture have work the origin stream never waited for "
+                                         "(CUDA: cudaErrorStreamCaptureUnjoined)");
+  return std::move(c.items);
 }
 
 void SimDevice::forget_stream(int id) {
@@ -130,12 +201,45 @@ void SimDevice::check_not_capturing(const char* what) {
 uint64_t SimDevice::enqueue(SimStream& s, Item item) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_deferred();
-  if (s.capturing_) {
+  SimEvent* waits = item.wait.get();
+  if (waits && waits->capture_id) {
+    // An edge inside a capture: a stream outside it joins the capture (its
+    // later work is captured too, as CUDA does); nothing else may wait.
+    if (!capture_alive(waits->capture_id))
+      throw Error(ErrorKind::kRuntime,
+                  "simulated device: waiting on an event last recorded in a graph capture that has ended (CUDA: "
+                  "cudaErrorCapturedEvent); the graph's launches order that work");
+    if (s.capture_id == 0) {
+      s.capture_id = waits->capture_id;
+      s.captured_items = s.joined_upto = 0;
+      captures_[s.capture_id].streams.push_back(s.id());
+    } else if (s.capture_id != waits->capture_id) {
+      throw Error(ErrorKind::kRuntime, "simulated device: a stream being captured waits on an event of another capture");
+    }
+  }
+  if (s.capture_id) {
     if (item.frees)
       throw Error(ErrorKind::kRuntime, "simulated device: a block freed on a stream that is being captured");
-    s.captured.push_back(std::move(item));
+    if (waits && waits->recorded && !waits->capture_id)
+      throw Error(ErrorKind::kRuntime,
+                  "simulated device: a stream being captured waits on an event recorded outside the capture (CUDA: "
+                  "cudaErrorStreamCaptureIsolation); order that work before the capture begins");
+    Capture& c = captures_[s.capture_id];
+    ++s.captured_items;
+    if (item.record) {
+      item.record->capture_id = s.capture_id;
+      item.record->recorded_on = s.id();
+      item.record->recorded_at = s.captured_items;
+    }
+    if (waits && waits->capture_id && waits->recorded_on != s.id()) {
+      auto it = streams_.find(waits->recorded_on);
+      if (auto src = it == streams_.end() ? nullptr : it->second.lock())
+        src->joined_upto = std::max(src->joined_upto, waits->recorded_at);
+    }
+    c.items.push_back(std::move(item));
     return 0;
   }
+  if (item.record) item.record->capture_id = 0;  // recorded outside a capture again
   Clock& vc = s.clock;
   clock_join(vc, host_clock_);  // work enqueued now comes after what the host did so far
   if (vc.size() <= static_cast<size_t>(s.id())) vc.resize(s.id() + 1, 0);

@@ -4,6 +4,7 @@
 // orders all bookkeeping. Lock order: SimDevice::mutex_ before a Worker's;
 // a worker never takes the device mutex while holding its own.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -19,6 +20,7 @@
 #include "backends/sim/sim_device.h"
 #include "backends/sim/sim_order.h"
 #include "core/device_api.h"
+#include "core/sm_partition.h"
 
 namespace twinfer::sim {
 
@@ -55,9 +57,11 @@ class Worker {
 
 class SimEvent final : public Event, public std::enable_shared_from_this<SimEvent> {
  public:
-  explicit SimEvent(SimDevice& d) : dev_(d) {}
+  SimEvent(SimDevice& d, bool timing) : timing(timing), dev_(d) {}
   void synchronize() override;
   bool ready() override;
+  bool captured() const override;
+  bool timed() const override { return timing; }
 
   // Set when a record is enqueued (under the device mutex). Weak: a worker
   // ends with its stream, after finishing its queue, so an expired worker
@@ -66,6 +70,14 @@ class SimEvent final : public Event, public std::enable_shared_from_this<SimEven
   bool recorded = false;
   uint64_t target = 0;
   Clock clock;
+  // Recorded inside a capture: its id, the stream and that stream's count of
+  // captured items at the record (a later wait on it joins the stream back).
+  uint64_t capture_id = 0;
+  int recorded_on = 0;
+  size_t recorded_at = 0;
+  // Timing events: when the stream's worker reached the record (ns, steady clock).
+  const bool timing;
+  std::atomic<int64_t> stamp_ns{-1};
 
  private:
   SimDevice& dev_;
@@ -83,11 +95,13 @@ struct Item {
 
 class SimStream final : public Stream, public std::enable_shared_from_this<SimStream> {
  public:
-  SimStream(SimDevice& d, int id, int priority, uint64_t seed);
+  // `sm_groups`: the SM partition the stream holds (returned when it goes).
+  SimStream(SimDevice& d, int id, int priority, uint64_t seed, int sm_count = 0, std::vector<int> sm_groups = {});
   ~SimStream() override;
   Device device() const override;
   uintptr_t handle() const override { return handle_of(id_); }
   int priority() const override { return priority_; }
+  int sm_count() const override { return sm_count_; }
   void copy(void* dst, const void* src, size_t bytes) override;
   void memset(void* dst, int value, size_t bytes) override;
   void host_task(std::function<void()> fn, Accesses acc) override;
@@ -104,15 +118,26 @@ class SimStream final : public Stream, public std::enable_shared_from_this<SimSt
 
   // Under the device mutex.
   Clock clock;
-  bool capturing_ = false;
-  std::thread::id capture_thread;
-  std::vector<Item> captured;
+  // The capture this stream belongs to (0: none): the one it began, or one
+  // it joined by waiting on an event recorded in it, as CUDA streams do.
+  uint64_t capture_id = 0;
+  size_t captured_items = 0, joined_upto = 0;
 
  private:
   SimDevice& dev_;
   const int id_;
   const int priority_;
+  const int sm_count_;
+  const std::vector<int> sm_groups_;
   std::shared_ptr<Worker> worker_;
+};
+
+// One capture: the stream that began it, the streams that joined, the work.
+struct Capture {
+  int origin = 0;
+  std::thread::id thread;
+  std::vector<int> streams;  // origin first
+  std::vector<Item> items;
 };
 
 bool thread_is_capturing();  // the calling thread has a capture open
@@ -137,8 +162,16 @@ class SimDevice final : public DeviceApi {
   Allocator& allocator() override { return *device_alloc_; }
   Allocator& pinned_allocator() override { return *pinned_alloc_; }
   std::shared_ptr<Stream> create_stream(int priority) override;
+  std::shared_ptr<Stream> create_partitioned_stream(int priority, double sm_share) override;
+  std::shared_ptr<Stream> create_stream_like(const Stream& s, int priority) override {
+    return make_stream(priority, s.sm_count(), {});  // the partition stays the first stream's
+  }
   std::shared_ptr<Stream> borrow_stream(uintptr_t handle) override;
-  std::shared_ptr<Event> create_event() override { return std::make_shared<SimEvent>(*this); }
+  std::shared_ptr<Event> create_event() override { return std::make_shared<SimEvent>(*this, false); }
+  std::shared_ptr<Event> create_timing_event() override { return std::make_shared<SimEvent>(*this, true); }
+  double elapsed_ms(Event& start, Event& end) override;
+  int sm_count() const override { return kSimSms; }
+  SmPartitioner& partitioner() { return partitioner_; }
   std::pair<int, int> priority_range() const override { return {0, -5}; }  // like CUDA's on an H100
   MemorySpace space_of(const void* p) const override;
   void host_access(const MemoryRange& r, bool write, const char* what) override;
@@ -160,7 +193,13 @@ class SimDevice final : public DeviceApi {
   void release_block(void* p);  // unregister and free (a worker's free task)
   void forget_stream(int id);
 
+  // Captures (under mutex_).
+  uint64_t begin_capture(SimStream& s);
+  std::vector<Item> end_capture(SimStream& s);
+  bool capture_alive(uint64_t id) const { return captures_.count(id) != 0; }
+
   std::mutex mutex_;
+  static constexpr int kSimSms = 132, kSimSmGroup = 8;  // an H100's SMs and partition granularity
 
  private:
   void throw_deferred();  // under mutex_: an error a free could not raise
@@ -172,7 +211,11 @@ class SimDevice final : public DeviceApi {
   Clock host_clock_;
   int next_stream_id_ = 1;
   std::map<int, std::weak_ptr<SimStream>> streams_;
+  std::map<uint64_t, Capture> captures_;
+  uint64_t next_capture_ = 1;
   std::unique_ptr<Allocator> device_alloc_, pinned_alloc_;
+  SmPartitioner partitioner_;
+  std::shared_ptr<Stream> make_stream(int priority, int sm_count, std::vector<int> groups);
 };
 
 }  // namespace twinfer::sim

@@ -95,12 +95,25 @@ void Worker::loop() {
 
 // ---- SimEvent ---------------------------------------------------------------
 
+namespace {
+Error captured_event_error(const char* what) {
+  return Error(ErrorKind::kRuntime, std::string("simulated device: ") + what +
+                                        " an event last recorded in a graph capture (CUDA: cudaErrorCapturedEvent)");
+}
+}  // namespace
+
+bool SimEvent::captured() const {
+  std::lock_guard<std::mutex> lock(dev_.mutex_);
+  return capture_id != 0;
+}
+
 void SimEvent::synchronize() {
   std::shared_ptr<Worker> w;
   uint64_t t = 0;
   Clock c;
   {
     std::lock_guard<std::mutex> lock(dev_.mutex_);
+    if (capture_id) throw captured_event_error("synchronising with");
     if (!recorded) return;  // never recorded: nothing to wait for
     w = worker.lock();
     t = target;
@@ -119,6 +132,7 @@ bool SimEvent::ready() {
   Clock c;
   {
     std::lock_guard<std::mutex> lock(dev_.mutex_);
+    if (capture_id) throw captured_event_error("querying");
     if (!recorded) return true;
     w = worker.lock();
     t = target;
@@ -132,13 +146,19 @@ bool SimEvent::ready() {
 
 // ---- SimStream --------------------------------------------------------------
 
-SimStream::SimStream(SimDevice& d, int id, int priority, uint64_t seed)
-    : dev_(d), id_(id), priority_(priority), worker_(std::make_shared<Worker>(id, seed)) {}
+SimStream::SimStream(SimDevice& d, int id, int priority, uint64_t seed, int sm_count, std::vector<int> sm_groups)
+    : dev_(d),
+      id_(id),
+      priority_(priority),
+      sm_count_(sm_count),
+      sm_groups_(std::move(sm_groups)),
+      worker_(std::make_shared<Worker>(id, seed)) {}
 
 SimStream::~SimStream() {
   // The worker finishes what is queued (its thread joins in ~Worker once the
   // last event or wait holding it lets go).
   dev_.forget_stream(id_);
+  if (!sm_groups_.empty()) dev_.partitioner().release(sm_groups_);
 }
 
 Device SimStream::device() const { return dev_.device(); }
@@ -152,7 +172,7 @@ void SimStream::copy(void* dst, const void* src, size_t bytes) {
   }
   if (ss == MemorySpace::kHost || sd == MemorySpace::kHost) {
     std::lock_guard<std::mutex> lock(dev_.mutex_);
-    if (capturing_)
+    if (capture_id)
       throw Error(ErrorKind::kRuntime,
                   "simulated device: a copy to or from pageable host memory during graph capture (CUDA rejects it: "
                   "copy through page-locked staging)");
@@ -212,6 +232,14 @@ void SimStream::record(Event& e) {
   Item it;
   it.what = "an event record";
   it.record = as_sim_event(e, dev_);
+  if (it.record->timing) {
+    SimEvent* ev = it.record.get();  // the item holds it
+    it.run = [ev] {
+      ev->stamp_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+    };
+  }
   dev_.enqueue(*this, std::move(it));
 }
 
@@ -226,7 +254,7 @@ void SimStream::synchronize() {
   dev_.check_not_capturing("Stream.synchronize");
   {
     std::lock_guard<std::mutex> lock(dev_.mutex_);
-    if (capturing_)
+    if (capture_id)
       throw Error(ErrorKind::kRuntime, "simulated device: synchronising a stream that is being captured");
   }
   const uint64_t target = worker_->pushed();
@@ -238,11 +266,8 @@ void SimStream::synchronize() {
 
 void SimStream::begin_capture() {
   std::lock_guard<std::mutex> lock(dev_.mutex_);
-  if (capturing_) throw Error(ErrorKind::kRuntime, "simulated device: the stream is already being captured");
   if (tls_capturing) throw Error(ErrorKind::kRuntime, "simulated device: this thread is already capturing a stream");
-  capturing_ = true;
-  capture_thread = std::this_thread::get_id();
-  captured.clear();
+  dev_.begin_capture(*this);
   tls_capturing = this;
 }
 
@@ -250,11 +275,13 @@ std::unique_ptr<GraphExec> SimStream::end_capture() {
   std::vector<Item> items;
   {
     std::lock_guard<std::mutex> lock(dev_.mutex_);
-    if (!capturing_) throw Error(ErrorKind::kRuntime, "simulated device: end_capture without begin_capture");
-    if (capture_thread != std::this_thread::get_id())
-      throw Error(ErrorKind::kRuntime, "simulated device: a capture must end on the thread that began it");
-    capturing_ = false;
-    items.swap(captured);
+    const bool origin = tls_capturing == this;
+    try {
+      items = dev_.end_capture(*this);
+    } catch (...) {
+      if (origin) tls_capturing = nullptr;
+      throw;
+    }
     tls_capturing = nullptr;
   }
   return std::make_unique<SimGraph>(dev_, std::move(items));
@@ -262,7 +289,7 @@ std::unique_ptr<GraphExec> SimStream::end_capture() {
 
 bool SimStream::capturing() const {
   std::lock_guard<std::mutex> lock(dev_.mutex_);
-  return capturing_;
+  return capture_id != 0;
 }
 
 bool thread_is_capturing() { return tls_capturing != nullptr; }
@@ -272,7 +299,11 @@ bool thread_is_capturing() { return tls_capturing != nullptr; }
 void SimGraph::launch(Stream& s) {
   auto* ss = dynamic_cast<SimStream*>(&s);
   if (!ss) throw Error(ErrorKind::kDevice, "a graph of " + dev_.name() + " launched on another device's stream");
-  for (const Item& it : items_) dev_.enqueue(*ss, it);
+  // Run in capture order on one stream: a valid order of the graph (an item
+  // was captured after everything it depends on), and the captured event
+  // records and waits are the graph's edges, not events, so they go.
+  for (const Item& it : items_)
+    if (!it.record && !it.wait) dev_.enqueue(*ss, it);
 }
 
 }  // namespace twinfer::sim

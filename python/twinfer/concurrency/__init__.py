@@ -6,10 +6,12 @@ items overlapping), with ``profile()`` reports and Gantt charts.
 >>> out_a, out_b = par.run([{"x": a}, {"x": b}])
 >>> pipe = twinfer.Pipeline([detector, crop, classifier])
 >>> results = list(pipe.map(items))
+>>> g = pipe.graphed()                        # on a GPU: every stage in one graph launch
 """
 
+from .graphed import GraphedParallel, GraphedPipeline
 from .parallel import Parallel
 from .pipeline import Pipeline
 from .profile import Profile
 
-__all__ = ["Parallel", "Pipeline", "Profile"]
+__all__ = ["GraphedParallel", "GraphedPipeline", "Parallel", "Pipeline", "Profile"]

@@ -122,3 +122,39 @@ def feeds_for(members, links_per_stage, i: int, results: list, item) -> dict:
         raise InvalidArgumentError(f"stage '{members[i].name}': no source for input(s) {left}; the previous "
                                    f"stage gave {list(prev)} — add links={{...}}")
     return feeds
+
+
+def static_sources(members, links_per_stage) -> tuple[list[list[tuple[int, str]]], list[str]]:
+    """``feeds_for``'s rules resolved once from the engines' names, for a
+    pipeline of engines only (a captured graph's wiring): per stage, per
+    input, (source stage or ITEM, name); and the item entries the stages read."""
+    item_names: list[str] = []
+    out: list[list[tuple[int, str]]] = []
+    for i, m in enumerate(members):
+        names = [s.name for s in m.engine.inputs]
+        if i == 0:
+            out.append([(ITEM, n) for n in names])
+            item_names += [n for n in names if n not in item_names]
+            continue
+        prev = [s.name for s in members[i - 1].engine.outputs]
+        links = links_per_stage[i]
+        got: dict[str, tuple[int, str]] = {}
+        used, left = set(), []
+        for n in names:
+            if n in links:
+                got[n] = links[n]
+            elif n in prev:
+                got[n] = (i - 1, n)
+                used.add(n)
+            else:
+                left.append(n)
+        unused = [k for k in prev if k not in used]
+        if len(left) == 1 and len(prev) == 1 and len(unused) == 1:
+            got[left.pop()] = (i - 1, unused[0])
+        for n in left:
+            got[n] = (ITEM, n)  # the item must carry it
+        for src, name in got.values():
+            if src == ITEM and name not in item_names:
+                item_names.append(name)
+        out.append([got[n] for n in names])
+    return out, item_names

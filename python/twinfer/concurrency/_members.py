@@ -15,12 +15,11 @@ for all), ``names=[...]``, ``sm_shares=[...]``.
 from __future__ import annotations
 
 import os
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import InvalidArgumentError
+from ..errors import Error, InvalidArgumentError
 
 PRIORITIES = ("high", "normal", "low")
 OPTION_NAMES = ("name", "threads", "priority", "sm_share")
@@ -39,7 +38,8 @@ class Span:
     """One run of one member: start/end in seconds from the profile's origin.
 
     ``clock`` says where the times come from: "host" (time.perf_counter around
-    the call, the CPU backend) or, with the CUDA backend, "cuda-event"."""
+    the call: the CPU backend, host functions) or a device's timing events on
+    the member's stream: "cuda-event", "sim-event" (the simulated device)."""
 
     member: str
     item: int
@@ -75,9 +75,31 @@ class Member:
         return self.engine.device if self.engine is not None else "host"
 
     @property
+    def on_device(self) -> bool:
+        """An engine on a GPU (or the simulated device): it has its own stream."""
+        return self.engine is not None and self.engine.device != "cpu"
+
+    @property
+    def stream(self):
+        """The member's own stream (None on the CPU and for functions)."""
+        return self.context.stream if self.on_device else None
+
+    @property
     def arena_bytes(self) -> int | None:
-        """Bytes the member's context holds for intermediates (None: a host function)."""
+        """Host bytes the member's context holds for intermediates (None: a host function)."""
         return self.context.arena_bytes if self.context is not None else None
+
+    @property
+    def device_bytes(self) -> int | None:
+        """Device bytes its context holds for intermediates (None off the GPU)."""
+        return self.context.device_arena_bytes if self.on_device else None
+
+    @property
+    def sm_count(self) -> int | None:
+        """SMs its stream may use (its green context's), None for the whole device or off the GPU."""
+        if not self.on_device:
+            return None
+        return self.context.sm_count or None
 
     @property
     def priority_effect(self) -> str:
@@ -86,29 +108,35 @@ class Member:
             return "host thread (Python)"
         if self.device == "cpu":
             return "recorded; no effect on the CPU backend"
+        if self.device.startswith("sim"):
+            return "stream priority (the simulated device does not schedule by it)"
         return "stream priority"
 
     @property
     def sm_share_effect(self) -> str:
         if self.sm_share is None:
             return ""
-        if self.device == "cpu" or self.kind == "function":
-            return "recorded; needs the CUDA backend"
-        return "green context"
+        from .. import _core
+
+        total = _core.device_sm_count(self.device)
+        where = " (simulated)" if self.device.startswith("sim") else ""
+        return f"green context: {self.sm_count} of {total} SMs{where}"
 
     def submit(self, fn: Callable, *args) -> Future:
         """Run fn(*args) on this member's own worker thread (FIFO, one at a time,
         so its context is never used by two runs at once)."""
         return self._pool.submit(fn, *args)
 
-    def run_engine(self, feeds: dict, spans: list | None = None, item: int = 0,
-                   origin: float = 0.0, phase: str = "together") -> dict:
-        """engine.run in this member's context; appends a Span when ``spans`` is a list."""
-        t0 = time.perf_counter()
-        out = self.engine.run(feeds, context=self.context)
-        if spans is not None:
-            spans.append(Span(self.name, item, t0 - origin, time.perf_counter() - origin, phase))
-        return out
+    def run_engine(self, feeds: dict, outputs: str = "auto") -> dict:
+        """engine.run in this member's context, on its own stream."""
+        if self.on_device:
+            return self.engine.run(feeds, context=self.context, stream=self.context.stream, outputs=outputs)
+        return self.engine.run(feeds, context=self.context)
+
+    def synchronize(self) -> None:
+        """Wait until the member's device work so far is done (nothing on the CPU)."""
+        if self.on_device:
+            self.context.synchronize()
 
     def close(self) -> None:
         if self._pool is not None:
@@ -207,8 +235,9 @@ def parse_members(members, *, names=None, threads=None, priorities=None, sm_shar
         if _is_engine(m):
             specs.append((m, None, merged))
         elif callable(m) and allow_functions:
-            if merged["threads"] is not None:
-                raise InvalidArgumentError(f"member {i}: a host function takes no 'threads'")
+            for key in ("threads", "sm_share"):
+                if merged[key] is not None:
+                    raise InvalidArgumentError(f"member {i}: a host function takes no '{key}'")
             specs.append((None, m, merged))
         else:
             what = "an Engine or a function" if allow_functions else "an Engine"
@@ -237,8 +266,18 @@ def parse_members(members, *, names=None, threads=None, priorities=None, sm_shar
                         priority=_check_priority(o["priority"], name), sm_share=_check_share(o["sm_share"], name))
         if engine is not None:
             # The one place a member's device state is made: on a GPU the context
-            # owns a stream, whose priority the member's is (sm_share: issue 13).
-            member.context = engine.create_context(member.threads, _stream_priority(engine, member.priority))
+            # owns a stream with the member's priority, on a green context of
+            # its sm_share of the SMs.
+            if member.sm_share is not None and engine.device == "cpu":
+                raise InvalidArgumentError(f"member '{name}': sm_share partitions a GPU's SMs (green contexts); "
+                                           "this engine runs on the CPU, which has none")
+            try:
+                member.context = engine.create_context(member.threads, _stream_priority(engine, member.priority),
+                                                       sm_share=member.sm_share)
+            except Error as e:  # e.g. the SMs are all taken: name the member
+                for done in out:
+                    done.close()
+                raise type(e)(f"member '{name}': {e}") from e
         member._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"twinfer-{name}")
         out.append(member)
     return out

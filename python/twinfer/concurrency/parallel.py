@@ -4,7 +4,10 @@ context on its own worker thread, all at once.
 On the CPU every member's context gets its own share of the cores (by
 default the cores split evenly: 2 cores / 2 engines = 1 thread each); the
 engines' kernels run with the GIL released, so the members really overlap.
-With the CUDA backend each context will own a stream (same API).
+On a GPU each member's context owns a stream (with its priority, on its
+sm_share of the SMs when given): the members' work is ordered by events
+only, never by a device-wide synchronisation, and ``graphed()`` captures
+all of them as one CUDA graph.
 
 >>> par = twinfer.Parallel([detector, classifier])             # 1 thread each on 2 cores
 >>> det_out, cls_out = par.run([{"image": img}, {"x": x}])      # in member order
@@ -12,6 +15,7 @@ With the CUDA backend each context will own a stream (same API).
 >>> det_out, cls_out = await par.run_async([{"image": img}, {"x": x}])   # from asyncio
 >>> both = par.run({"x": x})          # one dict: the same feeds (no copy) to every member
 >>> print(par.profile({"x": x}, iterations=20))                 # overlap, latencies, memory
+>>> g = par.graphed(); outs = g.run([{"image": img}, {"x": x}])   # one graph launch for all members
 """
 
 from __future__ import annotations
@@ -37,10 +41,14 @@ class Parallel:
     cores: CPU cores to split between members without an explicit ``threads``
     (default: the cores this process may use); a member never gets more
     threads than its engine was loaded with.
-    priority: "high" | "normal" | "low" — a CUDA stream priority; on the CPU it
+    priority: "high" | "normal" | "low" — a CUDA stream priority (also for the
+    member's graphs and library calls, which run on its stream); on the CPU it
     is recorded and reported, with no effect (CPU threads cannot be ranked
-    portably). sm_share: fraction of the GPU's SMs (CUDA green contexts); on
-    the CPU recorded and reported as needing the CUDA backend.
+    portably). sm_share: the fraction of the GPU's SMs the member's kernels may
+    use — a CUDA green context, whole groups of SMs (8 on an H100) disjoint
+    from the other members'; refused (InvalidArgumentError) on the CPU, and
+    DeviceError where the driver cannot partition or the shares of the
+    contexts alive exceed the GPU.
 
     >>> par = twinfer.Parallel([(resnet, {"priority": "high"}), (bert, {"threads": 1})])
     >>> par.members[0].threads, par.members[0].priority, par.members[1].context.arena_bytes
@@ -86,9 +94,12 @@ class Parallel:
         return out
 
     # -- running -----------------------------------------------------------
-    def _submit(self, feeds, spans=None, item: int = 0, origin: float = 0.0) -> list[Future]:
+    def _submit(self, feeds, clock=None, item: int = 0, phase: str = "together") -> list[Future]:
         prepared = self.prepare(feeds)
-        return [m.submit(m.run_engine, f, spans, item, origin) for m, f in zip(self.members, prepared)]
+        if clock is None:
+            return [m.submit(m.run_engine, f) for m, f in zip(self.members, prepared)]
+        return [m.submit(clock.time, m, item, phase, lambda m=m, f=f: m.run_engine(f))
+                for m, f in zip(self.members, prepared)]
 
     def submit(self, feeds) -> list[Future]:
         """Start every member on its feeds; one concurrent.futures.Future per
@@ -123,11 +134,13 @@ class Parallel:
         the same threads) and together; returns a twinfer Profile with serial
         and concurrent time, overlap = serial / concurrent, per-member latency
         percentiles alone and together, memory per context and the spans
-        (``profile.plot()`` draws them).
+        (``profile.plot()`` draws them). On a GPU the times come from timing
+        events on each member's stream, not from the host clock.
 
         >>> prof = par.profile({"x": x}, iterations=20)
         >>> prof.overlap, prof.latency_ms("engine0", "together", 50)
         """
+        from ._clock import extent, make_clock
         from .profile import Profile
 
         if iterations < 1:
@@ -135,19 +148,39 @@ class Parallel:
         prepared = self.prepare(feeds)
         for _ in range(warmup):
             self.run(prepared)
-        spans: list[Span] = []
-        origin = time.perf_counter()
-        for it in range(iterations):  # alone: one member at a time, on its own worker
+        clock = make_clock(self.members)
+        t0 = time.perf_counter()
+        for it in range(iterations):  # alone: one member at a time, on its own worker, finished before the next
             for m, f in zip(self.members, prepared):
-                m.submit(m.run_engine, f, spans, it, origin, "alone").result()
-        serial = time.perf_counter() - origin
+                m.submit(clock.time, m, it, "alone", lambda m=m, f=f: m.run_engine(f)).result()
+                m.synchronize()
+        serial = time.perf_counter() - t0
         t0 = time.perf_counter()
         for it in range(iterations):
-            for fut in self._submit(prepared, spans, it, origin):
+            for fut in self._submit(prepared, clock, it):
                 fut.result()
+        for m in self.members:
+            m.synchronize()
         concurrent = time.perf_counter() - t0
+        spans = clock.spans()
+        if clock.kind != "host":  # the device's own clock, not the host's around the enqueues
+            serial, concurrent = extent(spans, "alone"), extent(spans, "together")
         return Profile(kind="parallel", members=self.members, spans=spans, serial_s=serial,
-                       concurrent_s=concurrent, count=iterations, sharing=weight_sharing(self.members))
+                       concurrent_s=concurrent, count=iterations, sharing=weight_sharing(self.members),
+                       clock=clock.kind)
+
+    def graphed(self):
+        """The members captured as one CUDA graph (a GraphedParallel): each
+        member's run on its own stream inside one capture, forked from and
+        joined back into one stream, replayed with a single launch per call.
+        Captured per input shape (the first call at a shape runs eagerly).
+
+        >>> g = par.graphed()
+        >>> out_a, out_b = g.run([{"x": a}, {"x": b}])
+        """
+        from .graphed import GraphedParallel
+
+        return GraphedParallel(self)
 
     # -- lifetime ----------------------------------------------------------
     def close(self) -> None:

@@ -7,7 +7,12 @@ engines, e.g. cropping detections). Each stage has its own worker thread, and
 each engine stage its own execution context (on the CPU: its own share of the
 cores); a function stage runs on its own host thread and holds up no engine
 while it works. Outputs are handed to the next stage as the twinfer Tensors
-the engine returned — no copy.
+the engine returned — no copy. On a GPU each engine stage runs on its own
+stream; a stage followed by an engine on the same device hands over device
+tensors, which the next stage's stream waits for by their event: no copy,
+no host wait, so stage A enqueues item k+1 while B still works on item k.
+The last stage returns host arrays for an item of host arrays, device
+tensors for an item on the device; a function stage gets host arrays.
 
 >>> pipe = twinfer.Pipeline([detector, crop, classifier], links={"pixels": "crops"})
 >>> for out in pipe.map({"image": im} for im in images):   # input order kept
@@ -42,12 +47,13 @@ import asyncio
 import inspect
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 
+from .._convert import is_device_array
 from ..errors import InvalidArgumentError
 from ._links import feeds_for, parse_links
-from ._members import Member, Span, parse_members, weight_sharing
+from ._members import Member, parse_members, weight_sharing
 
 def _takes_item(fn) -> bool:
     """True when fn has two positional parameters (previous outputs, item)."""
@@ -87,25 +93,36 @@ class Pipeline:
         self._links = parse_links(self.members, links)
 
     # -- running -----------------------------------------------------------
-    def _run_stage(self, i: int, results: list, item, spans, index: int, origin: float, phase: str):
+    def _outputs_for(self, i: int, item) -> str:
+        """Where engine stage i's outputs go: on the device when the next stage
+        is an engine on the same device; to the host for a function or another
+        device; for the last stage, where the item came from."""
         m = self.members[i]
-        t0 = time.perf_counter()
-        if m.engine is not None:
-            out = m.engine.run(feeds_for(self.members, self._links, i, results, item), context=m.context)
-        else:
-            arg = item if i == 0 else results[i - 1]
-            out = m.fn(arg, item) if self._takes_item[i] else m.fn(arg)
-        if spans is not None:
-            spans.append(Span(m.name, index, t0 - origin, time.perf_counter() - origin, phase))
-        return out
+        if i + 1 < len(self.members):
+            nxt = self.members[i + 1]
+            return "device" if nxt.on_device and nxt.device == m.device else "host"
+        on_device = isinstance(item, Mapping) and any(is_device_array(v) for v in item.values())
+        return "device" if on_device else "host"
 
-    def _submit(self, item, spans=None, origin: float = 0.0, index: int = 0) -> Future:
+    def _call_stage(self, i: int, results: list, item):
+        m = self.members[i]
+        if m.engine is not None:
+            return m.run_engine(feeds_for(self.members, self._links, i, results, item), self._outputs_for(i, item))
+        arg = item if i == 0 else results[i - 1]
+        return m.fn(arg, item) if self._takes_item[i] else m.fn(arg)
+
+    def _run_stage(self, i: int, results: list, item, clock, index: int, phase: str):
+        if clock is None:
+            return self._call_stage(i, results, item)
+        return clock.time(self.members[i], index, phase, lambda: self._call_stage(i, results, item))
+
+    def _submit(self, item, clock=None, index: int = 0) -> Future:
         final: Future = Future()
         final.set_running_or_notify_cancel()
         results: list = []
 
         def advance(i: int):
-            fut = self.members[i].submit(self._run_stage, i, results, item, spans, index, origin, "together")
+            fut = self.members[i].submit(self._run_stage, i, results, item, clock, index, "together")
             fut.add_done_callback(lambda f: done(i, f))
 
         def done(i: int, f: Future):
@@ -143,14 +160,14 @@ class Pipeline:
         If a stage fails, its error is raised at that item's turn."""
         return self._map(items, depth)
 
-    def _map(self, items, depth=None, spans=None, origin: float = 0.0):
+    def _map(self, items, depth=None, clock=None):
         depth = self.depth if depth is None else int(depth)
         if depth < 1:
             raise InvalidArgumentError("depth must be >= 1")
         pending: deque[Future] = deque()
         try:
             for k, item in enumerate(items):
-                pending.append(self._submit(item, spans, origin, k))
+                pending.append(self._submit(item, clock, k))
                 if len(pending) >= depth:
                     yield pending.popleft().result()
             while pending:
@@ -163,10 +180,12 @@ class Pipeline:
         """Measure the items alone (each through all stages, stage after stage,
         nothing overlapping) and pipelined (``map``); returns a twinfer Profile
         (serial vs pipelined time, overlap, per-stage latency percentiles alone
-        and together, memory per context, spans for ``plot()``).
+        and together, memory per context, spans for ``plot()``). On a GPU the
+        engine stages are timed by events on their streams.
 
         >>> prof = pipe.profile([{"image": im} for im in images[:16]])
         """
+        from ._clock import extent, make_clock
         from .profile import Profile
 
         items = list(items)
@@ -174,19 +193,38 @@ class Pipeline:
             raise InvalidArgumentError("profile needs at least one item")
         for item in items[:warmup]:
             self.run(item)
-        spans: list[Span] = []
-        origin = time.perf_counter()
+        clock = make_clock(self.members)
+        t0 = time.perf_counter()
         for k, item in enumerate(items):
             results: list = []
             for i, m in enumerate(self.members):
-                results.append(m.submit(self._run_stage, i, results, item, spans, k, origin, "alone").result())
-        serial = time.perf_counter() - origin
+                results.append(m.submit(self._run_stage, i, results, item, clock, k, "alone").result())
+                m.synchronize()
+        serial = time.perf_counter() - t0
         t0 = time.perf_counter()
-        for _ in self._map(items, depth, spans, origin):
+        for _ in self._map(items, depth, clock):
             pass
+        for m in self.members:
+            m.synchronize()
         together = time.perf_counter() - t0
+        spans = clock.spans()
+        if clock.kind != "host" and all(m.on_device for m in self.members):
+            serial, together = extent(spans, "alone"), extent(spans, "together")
         return Profile(kind="pipeline", members=self.members, spans=spans, serial_s=serial,
-                       concurrent_s=together, count=len(items), sharing=weight_sharing(self.members))
+                       concurrent_s=together, count=len(items), sharing=weight_sharing(self.members),
+                       clock=clock.kind)
+
+    def graphed(self):
+        """The stages captured as one CUDA graph (a GraphedPipeline): each
+        stage on its own stream inside one capture, the hand-overs as graph
+        edges, one launch per item. Engine stages on one GPU only.
+
+        >>> g = pipe.graphed()
+        >>> out = g.run({"image": im})
+        """
+        from .graphed import GraphedPipeline
+
+        return GraphedPipeline(self)
 
     # -- lifetime ----------------------------------------------------------
     def close(self) -> None:

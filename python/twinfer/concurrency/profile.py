@@ -1,8 +1,10 @@
 """What a Parallel or Pipeline did: per-member spans (start/end of each run),
 serial vs concurrent time, overlap, latency percentiles, memory per context.
 
-Spans carry their clock: "host" (time.perf_counter around each call, the CPU
-backend); CUDA-event spans fit the same record. Rendered as a text table
+Spans carry their clock: "host" (time.perf_counter around each call: the CPU
+backend, host functions) or the device's timing events on each member's
+stream ("cuda-event", "sim-event"); on a device the serial and concurrent
+times are the extents of those spans. Rendered as a text table
 (``print(profile)``), an HTML table in Jupyter, a dict (``to_dict()``, for
 JSON) and a Gantt chart (``profile.plot()``).
 
@@ -35,8 +37,10 @@ class MemberReport:
     priority_effect: str
     sm_share: float | None
     sm_share_effect: str
-    arena_bytes: int | None  # bytes held by the member's context (None: host function)
+    arena_bytes: int | None  # host bytes held by the member's context (None: host function)
     shares_weights_with: tuple[str, ...]
+    device_bytes: int | None = None  # device bytes held by its context (None off the GPU)
+    sm_count: int | None = None  # SMs of its green context (None: the whole device)
 
 
 def _bytes(n: int | None) -> str:
@@ -53,15 +57,17 @@ class Profile:
     """Timings of one profiling run; see the module docstring."""
 
     def __init__(self, kind: str, members: list[Member], spans: list[Span], serial_s: float,
-                 concurrent_s: float, count: int, sharing: dict[str, list[str]]):
+                 concurrent_s: float, count: int, sharing: dict[str, list[str]], clock: str = "host"):
         self.kind = kind  # "parallel" or "pipeline"
+        self.clock = clock  # where serial_s and concurrent_s come from
         self.spans = sorted(spans, key=lambda s: (s.phase, s.start))
         self.serial_s = serial_s  # all iterations/items, members one after another
         self.concurrent_s = concurrent_s  # the same work, members at once / pipelined
         self.count = count  # iterations (parallel) or items (pipeline)
         self.members = [
             MemberReport(m.name, m.kind, m.device, m.threads, m.priority, m.priority_effect, m.sm_share,
-                         m.sm_share_effect, m.arena_bytes, tuple(sharing.get(m.name, ())))
+                         m.sm_share_effect, m.arena_bytes, tuple(sharing.get(m.name, ())), m.device_bytes,
+                         m.sm_count)
             for m in members
         ]
 
@@ -73,8 +79,9 @@ class Profile:
 
     @property
     def memory(self) -> dict[str, int | None]:
-        """{member: bytes its context holds}."""
-        return {m.name: m.arena_bytes for m in self.members}
+        """{member: bytes its context holds} (device and host arenas together)."""
+        return {m.name: None if m.arena_bytes is None else m.arena_bytes + (m.device_bytes or 0)
+                for m in self.members}
 
     def latencies(self, member: str, phase: str = "together") -> list[float]:
         """Seconds per run of ``member`` in ``phase`` ("alone" or "together")."""
@@ -94,7 +101,7 @@ class Profile:
                 "shares_weights_with": list(m.shares_weights_with),
                 **{f"{ph}_p{q}_ms": self.latency_ms(m.name, ph, q) for ph in ("alone", "together") for q in PERCENTILES},
             }
-        return {"kind": self.kind, "count": self.count, "serial_ms": self.serial_s * 1e3,
+        return {"kind": self.kind, "count": self.count, "clock": self.clock, "serial_ms": self.serial_s * 1e3,
                 "concurrent_ms": self.concurrent_s * 1e3, "overlap": self.overlap, "members": per}
 
     # -- rendering ---------------------------------------------------------
@@ -107,8 +114,13 @@ class Profile:
         def pcts(name, phase):
             return " / ".join(f"{self.latency_ms(name, phase, q):.2f}" for q in PERCENTILES)
 
+        def memory(m):
+            if m.device_bytes is None:
+                return _bytes(m.arena_bytes)
+            return f"{_bytes(m.device_bytes)} device + {_bytes(m.arena_bytes)} host"
+
         return [[m.name, m.device, str(m.threads) if m.kind == "engine" else "-", m.priority,
-                 pcts(m.name, "alone"), pcts(m.name, "together"), _bytes(m.arena_bytes)] for m in self.members]
+                 pcts(m.name, "alone"), pcts(m.name, "together"), memory(m)] for m in self.members]
 
     _HEADER = ["member", "device", "threads", "priority", "alone ms p50/p90/p99", "together ms p50/p90/p99",
                "context memory"]
@@ -126,6 +138,8 @@ class Profile:
         notes += [f"{', '.join(g)}: the same engine (weights shared), one context each" for g in sorted(groups)]
         clocks = sorted({s.clock for s in self.spans})
         notes.append(f"spans timed with the {'/'.join(clocks)} clock")
+        if self.clock != "host":
+            notes.append(f"serial and {self._labels()[2]} times: first start to last end of the {self.clock} spans")
         return notes
 
     def _summary(self) -> list[tuple[str, str]]:

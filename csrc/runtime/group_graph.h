@@ -1,0 +1,63 @@
+// Several engines' runs captured as one graph: a Parallel's members side by
+// side or a Pipeline's stages in a chain, each on its own context's stream
+// inside one capture (forked from the group's stream and joined back into
+// it), replayed with one launch per call.
+//
+// A graph is captured per set of input shapes. The first call at a shape
+// runs the members eagerly (their buffers and the libraries get set up, and
+// its results are returned), then captures; later calls copy the inputs into
+// the graph's own input buffers, launch, and copy the outputs out.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "core/device_api.h"
+#include "core/tensor.h"
+#include "runtime/engine.h"
+#include "runtime/execution_context.h"
+
+namespace twinfer {
+
+struct GroupMember {
+  std::shared_ptr<const Engine> engine;
+  std::shared_ptr<ExecutionContext> context;  // the member's own; used by nothing else meanwhile
+  // Per engine input: {-1, k} the group's input k; {m, k} output k of member m < this one.
+  std::vector<std::pair<int, int>> sources;
+};
+
+class GroupGraph {
+ public:
+  GroupGraph(std::vector<GroupMember> members, size_t num_inputs);
+  ~GroupGraph();
+
+  // Every member's outputs: device tensors (ready when their event is), or
+  // host tensors once the run is waited for.
+  std::vector<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, bool host_outputs);
+
+  struct Stats {
+    size_t captures = 0, replays = 0, graphs = 0, nodes = 0;  // nodes: of the graph used last
+  };
+  Stats stats() const;
+  Device device() const { return device_; }
+
+ private:
+  struct Entry;
+  std::vector<std::vector<Tensor>> run_eagerly(const std::vector<Tensor>& inputs);
+  std::unique_ptr<Entry> capture(const std::vector<Tensor>& inputs);
+  std::vector<std::vector<Tensor>> replay(Entry& e, const std::vector<Tensor>& inputs, bool host_outputs);
+  std::vector<Tensor> feeds_for(size_t m, const std::vector<Tensor>& inputs,
+                                const std::vector<std::vector<Tensor>>& outputs) const;
+
+  Device device_;
+  DeviceApi* api_ = nullptr;
+  std::vector<GroupMember> members_;
+  size_t num_inputs_;
+  std::shared_ptr<Stream> stream_;  // the capture's origin; graphs launch here
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+  Stats stats_;
+};
+
+}  // namespace twinfer

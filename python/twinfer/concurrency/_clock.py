@@ -1,0 +1,91 @@
+"""Timing a Parallel's or Pipeline's runs for its profile.
+
+On the CPU a run is timed by the host clock around the call. On a GPU the
+host clock would time the enqueue, not the work: each run is bracketed by
+timing events recorded on the member's own stream, so a span is when that
+stream's work started and ended on the device ("cuda-event", or
+"sim-event" on the simulated device). Host functions between device stages
+keep the host clock, aligned with the device's at the start.
+
+>>> clock = make_clock(members)
+>>> out = clock.time(member, item=0, phase="together", run=lambda: ...)
+>>> spans = clock.spans()     # waits for the events
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from .. import _core
+from ._members import Member, Span
+
+
+class HostClock:
+    """perf_counter around each call."""
+
+    def __init__(self):
+        self.kind = "host"
+        self._origin = time.perf_counter()
+        self._spans: list[Span] = []
+
+    def time(self, member: Member, item: int, phase: str, run: Callable):
+        t0 = time.perf_counter()
+        out = run()
+        self._spans.append(Span(member.name, item, t0 - self._origin, time.perf_counter() - self._origin, phase))
+        return out
+
+    def spans(self) -> list[Span]:
+        return list(self._spans)
+
+
+class DeviceClock(HostClock):
+    """Timing events on each device member's stream (see the module docstring)."""
+
+    def __init__(self, device: str, members: list[Member]):
+        super().__init__()
+        self.device = device
+        self.kind = "sim-event" if device.startswith("sim") else "cuda-event"
+        device_members = [m for m in members if m.on_device]
+        # The streams idle, an event recorded now is reached now: the origin
+        # of both clocks.
+        for m in device_members:
+            m.synchronize()
+        self._origin_event = _core.create_event(device, True)
+        device_members[0].stream.record(self._origin_event)
+        self._origin_event.synchronize()
+        self._origin = time.perf_counter()
+        self._pending: list[tuple] = []
+
+    def time(self, member: Member, item: int, phase: str, run: Callable):
+        if not member.on_device:
+            return super().time(member, item, phase, run)
+        start, end = _core.create_event(self.device, True), _core.create_event(self.device, True)
+        member.stream.record(start)
+        out = run()
+        member.stream.record(end)
+        self._pending.append((member.name, item, phase, start, end))  # list.append: atomic across workers
+        return out
+
+    def spans(self) -> list[Span]:
+        out = super().spans()
+        for name, item, phase, start, end in self._pending:
+            end.synchronize()
+            t0 = _core.elapsed_ms(self.device, self._origin_event, start) / 1e3
+            t1 = _core.elapsed_ms(self.device, self._origin_event, end) / 1e3
+            out.append(Span(name, item, t0, t1, phase, self.kind))
+        return out
+
+
+def make_clock(members: list[Member]) -> HostClock:
+    """A device clock when engine members run on one device, else the host clock."""
+    devices = {m.device for m in members if m.on_device}
+    if len(devices) == 1:
+        return DeviceClock(devices.pop(), members)
+    return HostClock()
+
+
+def extent(spans: list[Span], phase: str) -> float:
+    """Seconds from the phase's first start to its last end."""
+    sel = [s for s in spans if s.phase == phase]
+    return max(s.end for s in sel) - min(s.start for s in sel) if sel else 0.0

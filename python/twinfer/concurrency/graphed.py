@@ -1,0 +1,137 @@
+"""A Parallel or a Pipeline captured as one CUDA graph.
+
+Each member's run is enqueued on its own stream inside one capture that
+forks from the group's stream and joins back into it; a Pipeline's
+hand-overs become the graph's edges. A call then copies the inputs into the
+graph's input buffers, launches once, and copies the outputs out: one launch
+for all members instead of one per kernel per member. The graph keeps each
+member's stream priority only as far as CUDA keeps captured priorities.
+
+A graph is captured per set of input shapes (up to 8 kept): the first call
+at a shape runs the members eagerly, returns that result, and captures;
+later calls at that shape replay. Members must be engines on one GPU (or
+the simulated device) whose plans run entirely there: a host step, a shape
+that depends on values or a function stage cannot be captured, and says so.
+
+>>> g = twinfer.Parallel([a, b]).graphed()
+>>> out_a, out_b = g.run([{"x": xa}, {"x": xb}])
+>>> g.stats()
+{'captures': 1, 'replays': 0, 'graphs': 1, 'nodes': 0}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .. import _core
+from .._convert import as_tensor, is_device_array
+from ..errors import InvalidArgumentError
+from ._links import ITEM, static_sources
+
+
+def _check_members(members) -> None:
+    for m in members:
+        if m.engine is None:
+            raise InvalidArgumentError(f"stage '{m.name}' is a host function, which a CUDA graph cannot hold; "
+                                       "graphed() takes engine stages only")
+    devices = {m.device for m in members}
+    if len(devices) != 1 or "cpu" in devices:
+        raise InvalidArgumentError(f"graphed() captures one GPU's work; the members run on {sorted(devices)}")
+
+
+def _host(values) -> bool:
+    return not any(is_device_array(v) for v in values)
+
+
+class _Graphed:
+    def __init__(self, members):
+        _check_members(members)
+        self._members = members
+        self._graphs: dict = {}
+
+    def _group(self, key, sources, num_inputs):
+        g = self._graphs.get(key)
+        if g is None:
+            spec = [(m.engine._core, m.context, src) for m, src in zip(self._members, sources)]
+            g = self._graphs[key] = _core.GroupGraph(spec, num_inputs)
+        return g
+
+    def stats(self) -> dict:
+        """Captures, replays, graphs held and the nodes of the graph used last."""
+        total = {"captures": 0, "replays": 0, "graphs": 0, "nodes": 0}
+        for g in self._graphs.values():
+            s = g.stats()
+            for k in ("captures", "replays", "graphs"):
+                total[k] += s[k]
+            total["nodes"] = max(total["nodes"], s["nodes"])
+        return total
+
+    @staticmethod
+    def _tensor(x, dtype, what: str):
+        if x is None:
+            raise InvalidArgumentError(f"missing input {what}")
+        return as_tensor(x, dtype)
+
+
+class GraphedParallel(_Graphed):
+    """``Parallel.graphed()``: every member in one graph launch.
+
+    ``run(feeds)`` takes what ``Parallel.run`` takes (one dict per member, or
+    one dict for all, which the graph then reads once) and returns one
+    {output name: Tensor} per member: host tensors for host inputs, device
+    tensors (with their ready event) otherwise."""
+
+    def __init__(self, parallel):
+        super().__init__(parallel.members)
+
+    def run(self, feeds) -> list[dict]:
+        ms = self._members
+        shared = isinstance(feeds, Mapping)
+        per = [feeds] * len(ms) if shared else list(feeds)
+        if len(per) != len(ms):
+            raise InvalidArgumentError(f"{len(per)} feed dicts for {len(ms)} members")
+        keys: list = []  # the group's inputs: an input name (shared) or (member, name)
+        owner: dict = {}  # key -> (member index, input spec) that reads it first
+        sources = []
+        for j, m in enumerate(ms):
+            if not isinstance(per[j], Mapping):
+                raise InvalidArgumentError(f"member '{m.name}': feeds must be a dict, got {type(per[j]).__name__}")
+            src = []
+            for s in m.engine.inputs:
+                key = s.name if shared else (j, s.name)
+                if key not in owner:
+                    owner[key] = (j, s)
+                    keys.append(key)
+                src.append((-1, keys.index(key)))
+            sources.append(src)
+        values = [per[j].get(s.name) for j, s in owner.values()]
+        tensors = [self._tensor(v, s.dtype, f"{s.name!r} of member '{ms[j].name}'")
+                   for v, (j, s) in zip(values, owner.values())]
+        group = self._group(("shared" if shared else "each", tuple(keys)), sources, len(keys))
+        outs = group.run(tensors, _host(values))
+        return [dict(zip((s.name for s in m.engine.outputs), o)) for m, o in zip(ms, outs)]
+
+
+class GraphedPipeline(_Graphed):
+    """``Pipeline.graphed()``: one item through every stage in one graph launch.
+
+    ``run(item)`` takes what ``Pipeline.run`` takes and returns the last
+    stage's {output name: Tensor} (host tensors for an item of host arrays)."""
+
+    def __init__(self, pipeline):
+        super().__init__(pipeline.members)
+        per_stage, self._item_names = static_sources(pipeline.members, pipeline._links)
+        index = {n: k for k, n in enumerate(self._item_names)}
+        self._sources = [[(-1, index[name]) if src == ITEM else (src, [o.name for o in pipeline.members[src]
+                                                                        .engine.outputs].index(name))
+                          for src, name in stage] for stage in per_stage]
+
+    def run(self, item) -> dict:
+        if not isinstance(item, Mapping):
+            raise InvalidArgumentError("an item must be a dict of inputs")
+        dtypes = {s.name: s.dtype for m in self._members for s in m.engine.inputs}
+        values = [item.get(n) for n in self._item_names]
+        tensors = [self._tensor(v, dtypes[n], repr(n)) for n, v in zip(self._item_names, values)]
+        group = self._group("item", self._sources, len(self._item_names))
+        outs = group.run(tensors, _host(values))
+        return dict(zip((s.name for s in self._members[-1].engine.outputs), outs[-1]))
