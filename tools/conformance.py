@@ -115,6 +115,9 @@ def _onnx_version() -> str:
     return onnx.__version__
 
 
+HAND_WRITTEN = "<!-- hand-written from here on: tools/conformance.py keeps it -->"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--include", help="regex of test names to run (default: all)")
@@ -136,7 +139,12 @@ def main() -> int:
         for c, n in collections.Counter(cause(m) for m in failed.values()).most_common(40):
             print(f"  {n:4d}  {c}")
     if args.markdown:
-        args.markdown.write_text(markdown(ran, failed, cs.load_cases(), seconds, args.device))
+        text = markdown(ran, failed, cs.load_cases(), seconds, args.device)
+        # The hand-written part after the marker (the real-model sweep) is kept.
+        old = args.markdown.read_text() if args.markdown.exists() else ""
+        if HAND_WRITTEN in old:
+            text = text.rstrip("\n") + "\n\n" + old[old.index(HAND_WRITTEN):]
+        args.markdown.write_text(text)
         print("wrote", args.markdown)
     if args.update_known:
         if args.include:

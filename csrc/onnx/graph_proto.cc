@@ -26,6 +26,11 @@ struct NodeInfo {
   std::vector<std::string> inputs, outputs;
 };
 
+// dim_params that exporters write for "unknown" rather than as a name: the
+// same name twice would otherwise claim two dims equal (Paddle's classifiers
+// declare [-1, 3, '?', '?'] and take 48 x 192 images).
+bool anonymous_dim_param(const std::string& p) { return p.empty() || p == "?" || p == "-1" || p == "None"; }
+
 void parse_dim(wire::Reader r, SymShape& shape) {
   Dim d;
   while (r.next()) {
@@ -35,7 +40,11 @@ void parse_dim(wire::Reader r, SymShape& shape) {
         d = v >= 0 ? Dim(v) : Dim();  // some exporters wrote -1 for "unknown"
         break;
       }
-      case 2: d = Dim(r.string("dim_param")); break;
+      case 2: {
+        std::string p = r.string("dim_param");
+        d = anonymous_dim_param(p) ? Dim() : Dim(std::move(p));
+        break;
+      }
       default: r.skip();  // denotation
     }
   }
@@ -129,10 +138,19 @@ NodeInfo parse_node(wire::Reader r, ParseContext& ctx) {
   return n;
 }
 
+// Whether the declaration gives no type: no TypeProto, or an empty one
+// (`type {}`), which exporters write for subgraph outputs whose type follows
+// from inference (ONNX allows it; the PyTorch exporter does it in If bodies).
+bool type_left_out(const ValueInfo& v) {
+  return !v.has_type || (!v.is_tensor && v.containers.empty() && !*v.kind);
+}
+
 // Element dtype of a declared graph input/output (of the tensor inside, for
 // sequences and optionals); tensors, sequences and optionals are supported.
+// kUndefined when the type is left out (shape inference types the value).
 DType declared_dtype(const ValueInfo& v, const char* role) {
-  if (v.has_type && (!v.is_tensor || *v.kind))
+  if (type_left_out(v)) return DType::kUndefined;
+  if (!v.is_tensor || *v.kind)
     throw Error(ErrorKind::kUnsupportedOp, std::string("graph ") + role + " '" + v.name + "' is a " +
                                                (*v.kind ? v.kind : "value of no tensor type") +
                                                "; only tensor, sequence and optional inputs and outputs are supported");
@@ -232,6 +250,10 @@ std::shared_ptr<graph::Graph> parse_graph(wire::Reader r, ParseContext& ctx, boo
       throw Error(ErrorKind::kModelFormat, "graph input '" + in.name + "' is listed twice");
     const int id = g.value_id(in.name);
     if (g.values[id].is_constant()) continue;
+    // A subgraph's inputs are typed from its node's inputs (Loop, Scan); the
+    // model's own must say what they take.
+    if (!subgraph && type_left_out(in))
+      throw Error(ErrorKind::kModelFormat, "graph input '" + in.name + "' declares no type");
     set_type(g.values[id], declared_dtype(in, "input"), in);
     g.inputs.push_back(id);
   }
@@ -272,8 +294,7 @@ std::shared_ptr<graph::Graph> parse_graph(wire::Reader r, ParseContext& ctx, boo
     const DType t = declared_dtype(out, "output");
     const int id = g.value_id(out.name);
     graph::Value& v = g.values[id];
-    if (!v.is_constant() && !input_names.count(out.name) && (out.has_type || v.dtype == DType::kUndefined))
-      set_type(v, t, out);
+    if (!v.is_constant() && !input_names.count(out.name) && !type_left_out(out)) set_type(v, t, out);
     g.outputs.push_back(id);
   }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "graph/domains.h"
+#include "graph/passes/expand_contrib.h"
 #include "graph/passes/pipeline.h"
 #include "ops/schema.h"
 #include "graph/subgraph.h"
@@ -100,6 +101,9 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   e->backing_ = model.backing;
   e->nodes_in_model_ = model.graph.nodes.size();
 
+  // onnxruntime's contrib ops in files its optimizer/quantizer saved become standard ops first.
+  const int contrib = passes::expand_contrib_ops(model.graph);
+  if (contrib) e->pass_log_.push_back("expand_contrib: " + std::to_string(contrib) + " com.microsoft ops -> standard ops");
   std::map<std::string, std::vector<std::string>> missing;
   collect_unsupported(model.graph, Backend::kCPU, &missing);
   if (!missing.empty()) {

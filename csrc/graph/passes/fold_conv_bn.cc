@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 
 namespace twinfer::passes {
@@ -69,12 +70,14 @@ int fold_conv_bn(graph::Graph& g, const PassContext& ctx) {
     g.values[bid].dtype = DType::kFloat32;
     g.values[bid].has_shape = true;
     g.values[bid].shape = sym_shape_from(b.shape());
-    conv.inputs.resize(3);
-    conv.inputs[1] = wid;
-    conv.inputs[2] = bid;
     // The conv now produces the BN's output directly.
-    int y = bn.outputs[0];
-    conv.outputs[0] = y;
+    graph::Node folded_conv = conv;
+    folded_conv.inputs.resize(3);
+    folded_conv.inputs[1] = wid;
+    folded_conv.inputs[2] = bid;
+    folded_conv.outputs[0] = bn.outputs[0];
+    if (!rewrite_fits(g, folded_conv, ctx)) continue;  // the new constants stay unused and are dropped
+    conv = std::move(folded_conv);
     dead[i] = 1;
     ++folded;
   }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "graph/domains.h"
+#include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/quant/qlinear_fused.h"
 
@@ -107,8 +108,9 @@ int fold_pad_into_conv(graph::Graph& g, const PassContext& ctx, std::map<std::st
            c.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0)).size() == 2 * spatial;
     }
     if (!ok) continue;
+    std::vector<graph::Node> padded;  // each reader with the pads folded in, committed only if all fit
     for (int u : users[y]) {
-      graph::Node& c = g.nodes[u];
+      graph::Node c = g.nodes[u];
       std::vector<int64_t> cp = c.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
       for (size_t d = 0; d < spatial; ++d) {
         cp[d] += pads[2 + d];
@@ -119,7 +121,11 @@ int fold_pad_into_conv(graph::Graph& g, const PassContext& ctx, std::map<std::st
       a.ints = cp;
       c.attrs["pads"] = a;
       c.inputs[0] = x;
+      ok = ok && rewrite_fits(g, c, ctx);
+      padded.push_back(std::move(c));
     }
+    if (!ok) continue;
+    for (size_t k = 0; k < padded.size(); ++k) g.nodes[users[y][k]] = std::move(padded[k]);
     (*renamed)[g.values[y].name] = xv.name;
     ++folded;
   }

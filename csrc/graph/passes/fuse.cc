@@ -1,6 +1,7 @@
 #include "graph/passes/fuse.h"
 
 #include "graph/domains.h"
+#include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
 
@@ -27,6 +28,15 @@ struct Matcher {
 };
 
 bool is_default(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
+// A float32 constant holding exactly one value (Clip's bounds).
+bool scalar_f32(const Matcher& m, int v, float* out) {
+  if (!m.is_const(v)) return false;
+  const Tensor& t = m.g.values[v].constant;
+  if (t.dtype() != DType::kFloat32 || t.numel() != 1) return false;
+  *out = *t.data_as<float>();
+  return true;
+}
 
 // Activation that follows `node_output`, if one can go into an epilogue.
 // Returns the activation node index, or -1. Sets name and params.
@@ -71,12 +81,10 @@ int match_activation(Matcher& m, int value, std::string* name, std::vector<float
     // Bounds must be constants (opset >= 11 passes them as inputs).
     float lo = -3.4e38f, hi = 3.4e38f;
     if (n->inputs.size() > 1 && n->inputs[1] >= 0) {
-      if (!m.is_const(n->inputs[1]) || m.g.values[n->inputs[1]].constant.dtype() != DType::kFloat32) return -1;
-      lo = *m.g.values[n->inputs[1]].constant.data_as<float>();
+      if (!scalar_f32(m, n->inputs[1], &lo)) return -1;
     }
     if (n->inputs.size() > 2 && n->inputs[2] >= 0) {
-      if (!m.is_const(n->inputs[2]) || m.g.values[n->inputs[2]].constant.dtype() != DType::kFloat32) return -1;
-      hi = *m.g.values[n->inputs[2]].constant.data_as<float>();
+      if (!scalar_f32(m, n->inputs[2], &hi)) return -1;
     }
     if (n->has_attr("min")) lo = n->attr_float("min", lo);
     if (n->has_attr("max")) hi = n->attr_float("max", hi);
@@ -105,14 +113,14 @@ bool is_f32(const graph::Graph& g, int v) { return v >= 0 && g.values[v].dtype =
 
 int fuse_conv(Matcher& m, const PassContext& ctx) {
   if (!any_kernel_for(kTwinferDomain, "Conv", ctx.backend)) return 0;
-  int fused = 0;
+  int fused = 0, kept = 0;
   for (size_t i = 0; i < m.g.nodes.size(); ++i) {
     if (m.dead[i] || !is_default(m.g.nodes[i], "Conv") || !is_f32(m.g, m.g.nodes[i].outputs[0])) continue;
     int y = m.g.nodes[i].outputs[0];
     int residual = -1, add_idx = -1;
     int ui;
     graph::Node* add = m.sole_user(y, &ui);
-    if (add && is_default(*add, "Add")) {
+    if (add && is_default(*add, "Add") && add->inputs.size() == 2) {
       int other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
       const auto& ov = m.g.values[other];
       const auto& yv = m.g.values[y];
@@ -132,78 +140,113 @@ int fuse_conv(Matcher& m, const PassContext& ctx) {
     int out = tail, extra = -1;
     int act_idx = match_activation(m, tail, &act, &params, &out, &extra);
     if (add_idx < 0 && act_idx < 0) continue;
-    graph::Node& conv = m.g.nodes[i];
-    conv.domain = kTwinferDomain;
-    set_activation(conv, act_idx >= 0 ? act : "", params);
+    graph::Node f = m.g.nodes[i];
+    f.domain = kTwinferDomain;
+    set_activation(f, act_idx >= 0 ? act : "", params);
     if (residual >= 0) {
-      conv.inputs.resize(3, -1);
-      conv.inputs.push_back(residual);
-      m.dead[add_idx] = 1;
+      f.inputs.resize(3, -1);
+      f.inputs.push_back(residual);
     }
+    f.outputs[0] = act_idx >= 0 ? out : tail;
+    if (!rewrite_fits(m.g, f, ctx)) {
+      ++kept;
+      continue;
+    }
+    m.g.nodes[i] = std::move(f);
+    if (add_idx >= 0) m.dead[add_idx] = 1;
     if (act_idx >= 0) {
       m.dead[act_idx] = 1;
       if (extra >= 0) m.dead[extra] = 1;
     }
-    conv.outputs[0] = act_idx >= 0 ? out : tail;
     ++fused;
   }
   if (fused) ctx.note("fuse: " + std::to_string(fused) + " Conv [+Add] [+activation] -> com.twinfer::Conv");
+  if (kept) ctx.note("fuse: " + std::to_string(kept) + " Conv patterns left unfused (the fused op would not fit)");
   return fused;
+}
+
+// The bias of y = x @ W + b as the fused op's [N]: b may be any constant of N
+// floats laid along its last dim ([N], [1, N], [1, 1, N] from jax2tf...), as
+// long as it does not raise y's rank (Add would broadcast y up to b's rank).
+// Returns the value id to feed (a reshaped copy when b is not 1-D), or -1.
+int bias_as_vector(Matcher& m, int b, int64_t n_out, int y) {
+  if (!m.is_const(b)) return -1;
+  const Tensor& t = m.g.values[b].constant;
+  if (t.dtype() != DType::kFloat32 || t.numel() != n_out || t.shape().empty() || t.shape().back() != n_out) return -1;
+  if (t.shape().size() == 1) return b;
+  const auto& yv = m.g.values[y];
+  if (!yv.has_shape || t.shape().size() > yv.shape.size()) return -1;
+  return add_constant(m.g, m.g.values[b].name + "/as_vector", t.reshaped({n_out}));
 }
 
 int fuse_matmul_bias(Matcher& m, const PassContext& ctx) {
   if (!any_kernel_for(kTwinferDomain, "MatMul", ctx.backend)) return 0;
-  int fused = 0;
+  int fused = 0, kept = 0;
   for (size_t i = 0; i < m.g.nodes.size(); ++i) {
-    graph::Node& mm = m.g.nodes[i];
-    if (m.dead[i] || !is_default(mm, "MatMul") || !is_f32(m.g, mm.outputs[0])) continue;
+    const graph::Node& mm = m.g.nodes[i];
+    if (m.dead[i] || !is_default(mm, "MatMul") || mm.inputs.size() != 2 || !is_f32(m.g, mm.outputs[0])) continue;
     if (!m.is_const(mm.inputs[1]) || m.g.values[mm.inputs[1]].constant.shape().size() != 2) continue;
     const int64_t n_out = m.g.values[mm.inputs[1]].constant.shape()[1];
     int ui;
     graph::Node* add = m.sole_user(mm.outputs[0], &ui);
-    if (!add || !is_default(*add, "Add")) continue;
-    int other = add->inputs[0] == mm.outputs[0] ? add->inputs[1] : add->inputs[0];
-    if (!m.is_const(other)) continue;
-    const Tensor& b = m.g.values[other].constant;
-    if (b.dtype() != DType::kFloat32 || b.numel() != n_out || b.shape().empty() || b.shape().back() != n_out) continue;
+    if (!add || !is_default(*add, "Add") || add->inputs.size() != 2) continue;
+    const int y = mm.outputs[0];
+    const int other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
+    const int add_out = add->outputs[0];
+    const int bias = other == y ? -1 : bias_as_vector(m, other, n_out, y);
+    if (bias < 0) continue;
     std::string act;
     std::vector<float> params;
-    int out = add->outputs[0], extra = -1;
-    int act_idx = match_activation(m, add->outputs[0], &act, &params, &out, &extra);
-    mm.domain = kTwinferDomain;
-    mm.inputs.push_back(other);
-    set_activation(mm, act_idx >= 0 ? act : "", params);
+    int out = add_out, extra = -1;
+    int act_idx = match_activation(m, add_out, &act, &params, &out, &extra);
+    graph::Node f = m.g.nodes[i];
+    f.domain = kTwinferDomain;
+    f.inputs.push_back(bias);
+    set_activation(f, act_idx >= 0 ? act : "", params);
+    f.outputs[0] = act_idx >= 0 ? out : add_out;
+    if (!rewrite_fits(m.g, f, ctx)) {
+      ++kept;
+      continue;
+    }
+    m.g.nodes[i] = std::move(f);
     m.dead[ui] = 1;
     if (act_idx >= 0) {
       m.dead[act_idx] = 1;
       if (extra >= 0) m.dead[extra] = 1;
     }
-    mm.outputs[0] = act_idx >= 0 ? out : m.g.nodes[ui].outputs[0];
     ++fused;
   }
   if (fused) ctx.note("fuse: " + std::to_string(fused) + " MatMul + bias [+activation] -> com.twinfer::MatMul");
+  if (kept) ctx.note("fuse: " + std::to_string(kept) + " MatMul + bias patterns left unfused (the fused op would not fit)");
   return fused;
 }
 
 int fuse_gemm_activation(Matcher& m, const PassContext& ctx) {
   if (!any_kernel_for(kTwinferDomain, "Gemm", ctx.backend)) return 0;
-  int fused = 0;
+  int fused = 0, kept = 0;
   for (size_t i = 0; i < m.g.nodes.size(); ++i) {
-    graph::Node& gm = m.g.nodes[i];
+    const graph::Node& gm = m.g.nodes[i];
     if (m.dead[i] || !is_default(gm, "Gemm") || !is_f32(m.g, gm.outputs[0])) continue;
     std::string act;
     std::vector<float> params;
     int out = gm.outputs[0], extra = -1;
     int act_idx = match_activation(m, gm.outputs[0], &act, &params, &out, &extra);
     if (act_idx < 0) continue;
-    gm.domain = kTwinferDomain;
-    set_activation(gm, act, params);
+    graph::Node f = gm;
+    f.domain = kTwinferDomain;
+    set_activation(f, act, params);
+    f.outputs[0] = out;
+    if (!rewrite_fits(m.g, f, ctx)) {
+      ++kept;
+      continue;
+    }
+    m.g.nodes[i] = std::move(f);
     m.dead[act_idx] = 1;
     if (extra >= 0) m.dead[extra] = 1;
-    gm.outputs[0] = out;
     ++fused;
   }
   if (fused) ctx.note("fuse: " + std::to_string(fused) + " Gemm + activation -> com.twinfer::Gemm");
+  if (kept) ctx.note("fuse: " + std::to_string(kept) + " Gemm + activation patterns left unfused (the fused op would not fit)");
   return fused;
 }
 

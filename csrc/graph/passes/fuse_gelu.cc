@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
 
@@ -87,6 +88,7 @@ int fuse_gelu(graph::Graph& g, const PassContext& ctx) {
     gelu.op_type = "Gelu";
     gelu.inputs = {x};
     gelu.outputs = {out};
+    if (!rewrite_fits(g, gelu, ctx)) continue;
     for (int r : remove) dead[r] = 1;
     // Reuse the Erf slot so the node order stays topological.
     g.nodes[i] = gelu;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "graph/domains.h"
+#include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
 #include "ops/quant/qlinear_fused.h"
@@ -295,13 +296,17 @@ struct Rewriter {
       f.inputs[quant::kQYScale] = q.inputs[1];
       f.inputs[quant::kQYZero] = q.inputs[2];
       f.outputs = {q.outputs[0]};
-      for (int u : quants) {
-        dead[u] = 1;
-        if (u != quants[0]) replace_uses(g, g.nodes[u].outputs[0], q.outputs[0]);
-      }
-      ++*quantized_out;
     } else {
       f.outputs = {tail};
+    }
+    if (!rewrite_fits(g, f, ctx)) return false;
+    if (!quants.empty()) {
+      const int y = g.nodes[quants[0]].outputs[0];
+      for (int u : quants) {
+        dead[u] = 1;
+        if (u != quants[0]) replace_uses(g, g.nodes[u].outputs[0], y);
+      }
+      ++*quantized_out;
     }
     for (int d : tail_dead) dead[d] = 1;
     dead[i] = 1;

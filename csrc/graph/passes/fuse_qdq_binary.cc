@@ -4,6 +4,7 @@
 
 #include "graph/domains.h"
 #include "graph/passes/qdq_util.h"
+#include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
 #include "ops/quant/qbinary.h"
@@ -61,12 +62,13 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
       act.type = graph::Attribute::Type::kString;
       act.s = "Relu";
       f.attrs["activation"] = act;
-      dead[relu] = 1;
     }
     auto zero_of = [](const graph::Node& d) { return d.inputs.size() > 2 ? d.inputs[2] : -1; };
     f.inputs = {da->inputs[0], da->inputs[1], zero_of(*da), db->inputs[0], db->inputs[1], zero_of(*db),
                 q0.inputs[1], q0.inputs[2]};
     f.outputs = {q0.outputs[0]};
+    if (!rewrite_fits(g, f, ctx)) continue;
+    if (relu >= 0) dead[relu] = 1;
     for (size_t k = 0; k < users[out].size(); ++k) {
       const int u = users[out][k];
       dead[u] = 1;

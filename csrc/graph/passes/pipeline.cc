@@ -16,6 +16,8 @@
 #include "graph/passes/weight_only_int8.h"
 #include "ops/channel_block.h"
 
+#include <utility>
+
 namespace twinfer::passes {
 
 namespace {
@@ -35,6 +37,29 @@ void follow_renames(const std::map<std::string, std::string>& renamed, QuantizeS
   }
 }
 
+// Runs one rewrite pass and keeps what it did only if the whole graph still
+// type-checks afterwards; otherwise the graph goes back to how it was and the
+// log says why. Each pass already checks the nodes it fuses
+// (rewrite_check.h); this catches what such a check cannot see, a rewrite
+// that makes some node further down fail. A rewrite never turns a loadable
+// model into an error.
+template <typename Pass>
+int keep_if_valid(graph::Graph& g, PassContext& pc, const char* name, Pass&& pass) {
+  graph::Graph before = g;
+  const size_t log_mark = pc.log ? pc.log->size() : 0;
+  const int changed = pass();
+  if (!changed) return 0;
+  try {
+    infer_and_fold(g, pc, false);
+    return changed;
+  } catch (const Error& e) {
+    g = std::move(before);
+    if (pc.log) pc.log->resize(log_mark);
+    pc.note(std::string(name) + ": undone, the rewritten graph failed to type-check (" + e.what() + ")");
+    return 0;
+  }
+}
+
 }  // namespace
 
 void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContext& pc) {
@@ -44,19 +69,24 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   const bool imported_qdq = options.optimize && has_dequantize(g);
   if (imported_qdq) {
     infer_and_fold(g, pc, false);
-    int8_movement(g, pc);
-    fuse_qdq(g, pc);
-    fuse_qdq_binary(g, pc);  // before folding turns DQ(quantized bias) into a float constant
+    keep_if_valid(g, pc, "int8_movement", [&] { return int8_movement(g, pc); });
+    keep_if_valid(g, pc, "fuse_qdq", [&] { return fuse_qdq(g, pc); });
+    // before folding turns DQ(quantized bias) into a float constant
+    keep_if_valid(g, pc, "fuse_qdq_binary", [&] { return fuse_qdq_binary(g, pc); });
   }
   int folded = infer_and_fold(g, pc, fold);
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
-  if (imported_qdq) int8_movement(g, pc);  // again: a Pad's fill, DQ(Q(0)), is a constant only now
+  if (imported_qdq)  // again: a Pad's fill, DQ(Q(0)), is a constant only now
+    keep_if_valid(g, pc, "int8_movement", [&] { return int8_movement(g, pc); });
   std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
   if (options.optimize) {
-    eliminate_identity(g, pc);
-    fold_pad_into_conv(g, pc, &renamed);
-    fold_conv_bn(g, pc);  // before quantizing: the folded weights are what int8 must hold
-    fuse_gelu(g, pc);
+    keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
+    std::map<std::string, std::string> pad_renames;
+    if (keep_if_valid(g, pc, "fold_pad_conv", [&] { return fold_pad_into_conv(g, pc, &pad_renames); }))
+      renamed = std::move(pad_renames);
+    // before quantizing: the folded weights are what int8 must hold
+    keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
+    keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
   }
   if (pc.precision == Precision::kINT8) {
     QuantizeSpec qs = options.int8;
@@ -64,13 +94,17 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
     insert_qdq(g, qs, pc);
     infer_and_fold(g, pc, false);  // types for the new Q/DQ values
     if (options.optimize) {
-      fuse_qdq(g, pc);
-      fuse_qdq_binary(g, pc);  // residual Adds whose inputs insert_qdq quantized
+      keep_if_valid(g, pc, "fuse_qdq", [&] { return fuse_qdq(g, pc); });
+      // residual Adds whose inputs insert_qdq quantized
+      keep_if_valid(g, pc, "fuse_qdq_binary", [&] { return fuse_qdq_binary(g, pc); });
     }
   }
-  if (options.optimize) fuse_all(g, pc);
-  if (options.optimize) int8_channels_last(g, pc);
-  if (options.int8_weights) quantize_weights_int8(g, pc);
+  if (options.optimize) {
+    keep_if_valid(g, pc, "fuse", [&] { return fuse_all(g, pc); });
+    keep_if_valid(g, pc, "int8_channels_last", [&] { return int8_channels_last(g, pc); });
+  }
+  if (options.int8_weights)
+    keep_if_valid(g, pc, "weights int8", [&] { return quantize_weights_int8(g, pc); });
   if (options.optimize || options.int8_weights) {
     g.remove_dead();
     infer_and_fold(g, pc, fold);
@@ -96,7 +130,7 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
   if (options.optimize && pc.precision == Precision::kFP32) {
     // Concrete shapes prove what symbolic ones could not (a residual Add of
     // two [batch, C, h, w] maps), so fusion gets a second chance first.
-    if (fuse_all(g, pc)) g.remove_dead();
+    if (keep_if_valid(g, pc, "fuse", [&] { return fuse_all(g, pc); })) g.remove_dead();
     if (options.blocked_layout) r.blocked = blocked_layout(g, pc, channel_block(pc.backend));
   }
   return r;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "graph/domains.h"
+#include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
 
@@ -106,6 +107,7 @@ int quantize_weights_int8(graph::Graph& g, const PassContext& ctx) {
     r.outputs = n.outputs;
     for (const char* a : {"activation", "activation_params"})
       if (n.has_attr(a)) r.attrs[a] = *n.attr(a);
+    if (!rewrite_fits(g, r, ctx)) continue;  // the int8 copy, if new, stays unused and is dropped
     n = std::move(r);
     ++rewritten;
   }

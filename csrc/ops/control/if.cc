@@ -26,9 +26,31 @@ void if_infer(InferContext& c) {
     for (size_t i = 0; i < types.size(); ++i) set_output_type(c, i, types[i]);
     return;
   }
-  auto a = infer_subgraph(c, *then_g.g, {});
-  auto b = infer_subgraph(c, *else_g.g, {});
-  for (size_t i = 0; i < a.size(); ++i) set_output_type(c, i, merge_types(c, a[i], b[i], i));
+  // A branch whose shapes do not work out for these inputs is not the one
+  // that will run: runtimes check only the branch they take, and exporters
+  // emit branches meant for other inputs (silero VAD's 8 kHz path cannot take
+  // a 16 kHz frame). The other branch then types the outputs; only when both
+  // fail is the node in error (and the run would fail on either path).
+  // (Only shape and dtype errors: an unsupported op stays an error at load.)
+  auto infer_branch = [&](const graph::Graph& branch, std::string* error) {
+    try {
+      return infer_subgraph(c, branch, {});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kShape && e.kind() != ErrorKind::kDType) throw;
+      *error = e.what();
+      return std::vector<ValueType>{};
+    }
+  };
+  std::string then_error, else_error;
+  const std::vector<ValueType> a = infer_branch(*then_g.g, &then_error);
+  const std::vector<ValueType> b = infer_branch(*else_g.g, &else_error);
+  if (!then_error.empty() && !else_error.empty())
+    c.fail(ErrorKind::kShape, "neither branch type-checks: then_branch: " + then_error + "; else_branch: " + else_error);
+  for (size_t i = 0; i < c.num_outputs(); ++i) {
+    if (!then_error.empty()) set_output_type(c, i, b[i]);
+    else if (!else_error.empty()) set_output_type(c, i, a[i]);
+    else set_output_type(c, i, merge_types(c, a[i], b[i], i));
+  }
 }
 
 class IfKernel final : public Kernel {

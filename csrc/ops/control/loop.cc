@@ -57,7 +57,9 @@ class LoopKernel final : public Kernel {
     carried_ = graph::explicit_input_count(info.node()) - 2;
     for (size_t k = carried_ + 1; k < body_.graph().outputs.size(); ++k) {
       const auto& v = body_.graph().values[body_.graph().outputs[k]];
-      scan_types_.push_back(v.dtype);
+      // The body may leave the type out (inference supplies it): the node's then.
+      const size_t out = carried_ + (k - (carried_ + 1));
+      scan_types_.push_back(v.dtype == DType::kUndefined && info.has_output(out) ? info.output(out).dtype : v.dtype);
       scan_shapes_.push_back(v.has_shape && sym_shape_known(v.shape) ? sym_shape_values(v.shape) : Shape{});  // unknown: stacks to [0]
     }
   }

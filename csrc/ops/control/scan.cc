@@ -92,6 +92,13 @@ class ScanKernel final : public Kernel {
  public:
   explicit ScanKernel(const KernelBuildInfo& info) : node_(info.node().name), body_(info, "body") {
     a_ = scan_attrs(info.node(), graph::explicit_input_count(info.node()), body_.graph().outputs.size());
+    // An empty scan output takes the body's declared type, or, where the
+    // body leaves it out (ONNX lets inference supply it), the node's.
+    for (size_t k = 0; k < a_.out_axes.size(); ++k) {
+      DType t = body_.graph().values[body_.graph().outputs[a_.states + k]].dtype;
+      if (t == DType::kUndefined && info.has_output(a_.states + k)) t = info.output(a_.states + k).dtype;
+      empty_types_.push_back(t);
+    }
   }
   void run(KernelContext& ctx) const override { copy_to_outputs(run_dynamic(ctx), ctx, node_, "Scan"); }
   bool dynamic_outputs() const override { return true; }
@@ -151,7 +158,7 @@ class ScanKernel final : public Kernel {
       Shape s = v.has_shape && sym_shape_known(v.shape) ? sym_shape_values(v.shape) : Shape{};
       const int64_t ax = norm_axis(a_.out_axes[k], s.size() + 1);
       s.insert(s.begin() + ax, 0);
-      return Tensor::empty(v.dtype, s);
+      return Tensor::empty(empty_types_[k], s);
     }
     Shape s = parts[0].shape();
     const int64_t ax = norm_axis(a_.out_axes[k], s.size() + 1);
@@ -173,6 +180,7 @@ class ScanKernel final : public Kernel {
   std::string node_;
   Body body_;
   ScanAttrs a_;
+  std::vector<DType> empty_types_;
 };
 
 }  // namespace

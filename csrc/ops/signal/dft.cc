@@ -273,8 +273,11 @@ void stft_infer(InferContext& c) {
   Dim batch, len, wl;
   if (c.input_has_shape(0)) {
     const SymShape& s = c.input_shape(0);
-    c.check(s.size() == 3, ErrorKind::kShape, "signal " + sym_shape_str(s) + " must be [batch, length, 1 or 2]");
-    c.check(!s[2].known() || s[2].value == 1 || s[2].value == 2, ErrorKind::kShape,
+    // [batch, length] is a real signal too: onnxruntime takes it, and
+    // PyTorch's exporter writes it for torch.stft (Kokoro's vocoder).
+    c.check(s.size() == 3 || s.size() == 2, ErrorKind::kShape,
+            "signal " + sym_shape_str(s) + " must be [batch, length, 1 or 2] or [batch, length]");
+    c.check(s.size() == 2 || !s[2].known() || s[2].value == 1 || s[2].value == 2, ErrorKind::kShape,
             "signal " + sym_shape_str(s) + " must end in 1 or 2");
     batch = s[0];
     len = s[1];
@@ -299,7 +302,7 @@ class StftKernel final : public Kernel {
     const Shape y = info.output_shape(0);
     batch_ = x[0];
     len_ = x[1];
-    cin_ = x[2];
+    cin_ = x.size() == 3 ? x[2] : 1;
     frames_ = y[1];
     bins_ = y[2];
     const Dim wl = info.has_input(2) ? Dim(info.input_shape(2)[0]) : Dim();

@@ -46,6 +46,26 @@ def _is_static(x: torch.Tensor) -> bool:
         return False
 
 
+def _is_module_setting(node: torch.fx.Node) -> bool:
+    """A Python number that Dynamo passes as a 0-d tensor (with dynamic=True it
+    does so for module attributes such as LayerNorm's eps or Dropout's p)
+    and that it read from an attribute of an object: the module's settings,
+    frozen like its parameters. A number the caller passes stays an input."""
+    arg = node.meta.get("grapharg")
+    if arg is None or not getattr(arg, "pass_arg_as_tensor", False):
+        return False
+    try:
+        from torch._dynamo.source import AttrSource
+    except ImportError:  # another torch layout: keep it an input
+        return False
+    source = getattr(arg, "source", None)
+    while source is not None:
+        if isinstance(source, AttrSource):
+            return True
+        source = getattr(source, "base", None)
+    return False
+
+
 class _Frozen(torch.nn.Module):
     """The graph with its constants bound and its SymInt inputs derived from
     tensor sizes, so it takes only the activations as inputs."""
@@ -86,7 +106,7 @@ def _plan(gm: torch.fx.GraphModule, example_inputs: list):
     symbol_home: dict[str, tuple[int, int]] = {}
     for pos, (node, x) in enumerate(zip(placeholders, example_inputs)):
         if isinstance(x, torch.Tensor):
-            if _is_static(x):
+            if _is_static(x) or _is_module_setting(node):
                 layout.append(("const", len(constants)))
                 constants.append(x)
                 continue
@@ -154,6 +174,11 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, options: dict
         steps.step("building the twinfer engine")
         engine = twinfer.load(path, device=twinfer_device(dev), precision=options.get("precision", "fp32"),
                               num_threads=int(options.get("num_threads", 0)))
+    # The exporter may drop an input whose value it fixed while tracing (a
+    # number turned into a constant): that value would then never change.
+    dropped = sorted(set(in_names) - {s.name for s in engine.inputs})
+    if dropped:
+        raise _Unsupported(f"the ONNX exporter fixed input(s) {dropped} to their example values")
     runner = TorchRunner(engine, dev)
 
     def run(*args):

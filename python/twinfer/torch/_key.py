@@ -3,8 +3,8 @@
 The key covers the weights (every state_dict tensor's bytes), the code (class
 names, and the source and bytecode of every method each module class defines
 or inherits below nn.Module; functions they call elsewhere are not followed),
-the inputs' signature (dtypes, and shapes with the batch dim generalised when
-it is dynamic) and the export options, plus the Python, torch and twinfer
+the inputs' signature (dtypes, and shapes with the batch dim and any other
+dynamic dims generalised) and the export options, plus the Python, torch and twinfer
 versions, whose bytecode, exporters and readers change between releases."""
 
 from __future__ import annotations
@@ -85,12 +85,16 @@ def _class_sources(module: torch.nn.Module) -> list[str]:
     ]
 
 
-def input_signature(args, dynamic_batch: bool) -> list[list[Any]]:
+def input_signature(args, dynamic_batch: bool, dynamic_dims: dict[int, Iterable[int]] | None = None) -> list[list[Any]]:
+    """dtypes and shapes, with the dims that are dynamic (the batch, and
+    `dynamic_dims` {input index: dims}) generalised: any size shares the key."""
     sig = []
-    for a in args:
+    for i, a in enumerate(args):
         shape: list[Any] = list(a.shape)
         if dynamic_batch and shape:
             shape[0] = "batch"
+        for d in (dynamic_dims or {}).get(i, ()):
+            shape[d] = "dynamic"
         sig.append([str(a.dtype), shape])
     return sig
 
@@ -102,6 +106,12 @@ def versions() -> dict[str, str]:
     return {"torch": torch.__version__, "twinfer": twinfer.__version__, "python": sys.version.split()[0]}
 
 
+def _dynamic_dims(options: dict[str, Any]) -> dict[int, list[int]]:
+    """{input index: dims} from the options' dynamic_axes, keyed by input name."""
+    axes = options.get("dynamic_axes") or {}
+    return {i: list(axes[n]) for i, n in enumerate(options.get("inputs", [])) if n in axes}
+
+
 def module_key(module: torch.nn.Module, args, options: dict[str, Any]) -> str:
     """Hex digest naming the ONNX export of ``module(*args)`` under ``options``."""
     h = hashlib.sha256()
@@ -109,7 +119,7 @@ def module_key(module: torch.nn.Module, args, options: dict[str, Any]) -> str:
         "kind": "module",
         "class": f"{type(module).__module__}.{type(module).__qualname__}",
         "code": _class_sources(module),
-        "inputs": input_signature(args, options.get("dynamic_batch", False)),
+        "inputs": input_signature(args, options.get("dynamic_batch", False), _dynamic_dims(options)),
         "options": options,
         "versions": versions(),
     }

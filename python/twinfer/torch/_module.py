@@ -16,17 +16,48 @@ from twinfer._cache import cache_dir
 from twinfer._progress import Steps
 from twinfer.errors import DeviceError, InvalidArgumentError
 from twinfer.torch._bridge import TorchRunner, module_device, twinfer_device
+from twinfer.torch._dynamic import normalize_dynamic_axes, probe_dynamic_dims, warn_frozen_dims
 from twinfer.torch._export import ExportError, export_onnx, export_to_cache_dir, warn_tracer_notes
 from twinfer.torch._key import module_key
 
 
-def _as_args(example_inputs: Any) -> tuple[torch.Tensor, ...]:
+def _positional_params(module: torch.nn.Module) -> list[inspect.Parameter]:
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _args_from_dict(module: torch.nn.Module, named: dict) -> tuple:
+    """{forward argument name: tensor} -> forward's positional order. The names
+    given must be a leading run of forward's parameters (the export is
+    positional); the rest must have defaults."""
+    params = _positional_params(module)
+    names = [p.name for p in params]
+    unknown = sorted(set(named) - set(names))
+    if unknown:
+        raise InvalidArgumentError(f"example_inputs names {unknown}, which {type(module).__name__}.forward does not "
+                                   f"take (its arguments: {names})")
+    k = len(named)
+    if set(names[:k]) != set(named):
+        last = max(names.index(n) for n in named)
+        missing = [n for n in names[:last] if n not in named]
+        raise InvalidArgumentError(f"example_inputs gives {sorted(named)} but not {missing} before them; the module "
+                                   "is exported with positional inputs, so give those too")
+    needed = [p.name for p in params[k:] if p.default is inspect.Parameter.empty]
+    if needed:
+        raise InvalidArgumentError(f"example_inputs lacks {needed}, which forward needs")
+    return tuple(named[n] for n in names[:k])
+
+
+def _as_args(example_inputs: Any, module: torch.nn.Module | None = None) -> tuple[torch.Tensor, ...]:
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     if isinstance(example_inputs, dict):
-        raise InvalidArgumentError(
-            "example_inputs must be a tensor or a tuple of tensors in forward's order (keyword inputs are not supported)"
-        )
+        if module is None:
+            raise InvalidArgumentError("example_inputs must be a tensor or a tuple of tensors in forward's order")
+        example_inputs = _args_from_dict(module, example_inputs)
     args = tuple(example_inputs)
     for i, a in enumerate(args):
         if not isinstance(a, torch.Tensor):
@@ -39,11 +70,7 @@ def _as_args(example_inputs: Any) -> tuple[torch.Tensor, ...]:
 
 def _input_names(module: torch.nn.Module, n: int) -> list[str]:
     """forward's own parameter names when they are plain positionals, else input_0, input_1, ..."""
-    try:
-        params = list(inspect.signature(module.forward).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    plain = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    plain = [p.name for p in _positional_params(module)]
     if len(plain) >= n and all(name.isidentifier() for name in plain[:n]):
         return plain[:n]
     return [f"input_{i}" for i in range(n)]
@@ -71,12 +98,14 @@ class CompiledModule(torch.nn.Module):
     file), ``cache_hit`` (True when the export was found in the cache and
     PyTorch's exporter was not called), ``engine_cache_hit`` (True when the
     built engine was loaded from the cache too, so no load-time pass ran),
-    ``input_names``, ``output_names``, ``dynamic_batch``.
+    ``input_names``, ``output_names``, ``dynamic_batch``, ``dynamic_axes``.
     """
 
     def __init__(self, engine: twinfer.Engine, device: torch.device, output_spec: pytree.TreeSpec, onnx_path: Path,
-                 cache_hit: bool, dynamic_batch: bool, name: str, num_threads: int = 0):
+                 cache_hit: bool, dynamic_batch: bool, name: str, num_threads: int = 0,
+                 dynamic_axes: dict | None = None):
         super().__init__()
+        self.dynamic_axes = dict(dynamic_axes or {})
         self._num_threads = num_threads
         self.engine_cache_hit = False
         self.engine = engine
@@ -128,15 +157,27 @@ class CompiledModule(torch.nn.Module):
     def cpu(self) -> "CompiledModule":
         return self.to("cpu")
 
-    def forward(self, *inputs: torch.Tensor) -> Any:
-        """Same call and same return structure as the original module's forward."""
+    def forward(self, *inputs: torch.Tensor, **named: torch.Tensor) -> Any:
+        """Same call and same return structure as the original module's forward
+        (tensors by position, or by forward's argument names)."""
+        if named:
+            names = self.input_names
+            unknown = sorted(set(named) - set(names[len(inputs):]))
+            if unknown:
+                raise InvalidArgumentError(f"unexpected or repeated input(s) {unknown}; the inputs are {names}")
+            missing = [n for n in names[len(inputs):] if n not in named]
+            if missing:
+                raise InvalidArgumentError(f"missing input(s) {missing}")
+            inputs = tuple(inputs) + tuple(named[n] for n in names[len(inputs):])
         outs = self._runner(inputs)
         return pytree.tree_unflatten(outs, self._output_spec)
 
     def extra_repr(self) -> str:
         return (
             f"{self._name}, device={self._device}, precision={self.engine.precision}, "
-            f"dynamic_batch={self.dynamic_batch}, cache_hit={self.cache_hit}"
+            f"dynamic_batch={self.dynamic_batch}, "
+            + (f"dynamic_axes={self.dynamic_axes}, " if self.dynamic_axes else "")
+            + f"cache_hit={self.cache_hit}"
         )
 
     def _repr_html_(self) -> str:
@@ -149,13 +190,20 @@ def _structure_path(onnx_path: Path) -> Path:
     return onnx_path.with_suffix(".json")
 
 
+def _write_meta(meta_path: Path, meta: dict) -> None:
+    tmp = meta_path.with_suffix(f".json.{os.getpid()}")
+    tmp.write_text(json.dumps(meta))
+    os.replace(tmp, meta_path)
+
+
 def compile(
     module: torch.nn.Module,
-    example_inputs: torch.Tensor | Sequence[torch.Tensor],
+    example_inputs: torch.Tensor | Sequence[torch.Tensor] | dict[str, torch.Tensor],
     precision: str = "fp32",
     device: str | torch.device | None = None,
     dynamic_batch: bool = True,
     *,
+    dynamic_axes: dict[str, dict[int, str] | Sequence[int]] | None = None,
     dynamo: bool = False,
     opset: int | None = None,
     num_threads: int = 0,
@@ -173,12 +221,21 @@ def compile(
 
     module: the model (its forward must take tensors and return tensors, or
         tuples/lists/dicts of them).
-    example_inputs: a tensor or a tuple of tensors, as forward takes them.
+    example_inputs: a tensor or a tuple of tensors, as forward takes them, or
+        a dict {forward argument name: tensor} (a leading run of forward's
+        arguments; the rest keep their defaults).
     precision: "fp32" (default; the CPU), "tf32", "fp16", "bf16" (GPU).
     device: where the engine runs; None follows the module (its parameters,
         else the example inputs). Inputs and outputs live on this device.
     dynamic_batch: dim 0 of every input and output becomes symbolic, so any
         batch size runs on one engine.
+    dynamic_axes: more symbolic dims, as ``torch.onnx.export`` takes them:
+        ``{"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch",
+        1: "seq"}}`` keyed by forward's argument names (``output_0``, ... for
+        outputs; those that follow from the inputs need not be given). Dims
+        with the same symbol must be equal at run time; a list of dims gives
+        each its own. One engine then serves every size of those dims (a plan
+        per distinct shape, cached).
     dynamo: False uses PyTorch's TorchScript exporter, True the torch.export one.
     progress: show a progress bar when exporting/building takes a while.
     cache: False exports afresh (and still writes the cache).
@@ -188,6 +245,9 @@ def compile(
     >>> fast = twinfer.torch.compile(model, torch.randn(2, 3, 64, 64))
     >>> fast(torch.randn(5, 3, 64, 64)).shape
     torch.Size([5, 1000])
+    >>> enc = twinfer.torch.compile(bert, {"input_ids": ids, "attention_mask": mask},   # doctest: +SKIP
+    ...     dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}})
+    >>> enc(input_ids=ids[:, :5], attention_mask=mask[:, :5])                          # doctest: +SKIP
 
     Raises twinfer.torch.ExportError (a twinfer.Error) when PyTorch cannot export
     the module, with the exporter's message and what to try instead, and
@@ -198,13 +258,16 @@ def compile(
     """
     if not isinstance(module, torch.nn.Module):
         raise InvalidArgumentError(f"twinfer.torch.compile takes an nn.Module, not a {type(module).__name__}")
-    args = _as_args(example_inputs)
+    args = _as_args(example_inputs, module)
     dev = _device_of(device, module, args)
     # Exported where the module lives (the ONNX file does not depend on it); the engine runs on `dev`.
     args = tuple(a.to(module_device(module, args)) for a in args)
     name = type(module).__name__
     input_names = _input_names(module, len(args))
+    axes = normalize_dynamic_axes(dynamic_axes, input_names, args)
     options = {"dynamic_batch": bool(dynamic_batch), "dynamo": bool(dynamo), "opset": opset, "inputs": input_names}
+    if axes:
+        options["dynamic_axes"] = axes
     key = module_key(module, args, options)
     folder = cache_dir("torch")
     stem = f"{name}-{key[:24]}"
@@ -234,6 +297,11 @@ def compile(
                 if dynamic_batch:
                     dyn = {n: {0: "batch"} for n, a in zip(input_names, args) if a.dim() > 0}
                     dyn.update({n: {0: "batch"} for n, t in zip(output_names, leaves) if t.dim() > 0})
+                for n, dims in axes.items():  # the user's dims win where both name one
+                    if n.startswith("output_") and int(n[7:]) >= len(leaves):
+                        raise InvalidArgumentError(f"dynamic_axes names '{n}', but forward returns "
+                                                   f"{len(leaves)} tensor(s)")
+                    dyn[n] = {**dyn.get(n, {}), **dims}
 
                 notes: list[str] = []
 
@@ -246,9 +314,7 @@ def compile(
                 module.train(was_training)
             meta = {"output_spec": pytree.treespec_dumps(spec), "input_names": input_names,
                     "output_names": output_names, "tracer_notes": notes}
-            tmp = meta_path.with_suffix(f".json.{os.getpid()}")
-            tmp.write_text(json.dumps(meta))
-            os.replace(tmp, meta_path)
+            _write_meta(meta_path, meta)
         # The built engine is cached too (a saved engine file per precision
         # and device type): a process that finds it skips the build's passes.
         engine_path = folder / f"{stem}-{precision}-{dev.type}.twinfer"
@@ -270,6 +336,10 @@ def compile(
     # Said again on a cache hit: the engine still carries what the tracer froze.
     warn_tracer_notes(meta.get("tracer_notes", []), name)
     spec = pytree.treespec_loads(meta["output_spec"])
-    compiled = CompiledModule(engine, dev, spec, onnx_path, bool(hit), bool(dynamic_batch), name, num_threads)
+    compiled = CompiledModule(engine, dev, spec, onnx_path, bool(hit), bool(dynamic_batch), name, num_threads, axes)
     compiled.engine_cache_hit = engine_hit
+    if axes and "frozen_dims" not in meta:  # checked once per export, remembered with it
+        meta["frozen_dims"] = probe_dynamic_dims(module, args, input_names, axes, compiled)
+        _write_meta(meta_path, meta)
+    warn_frozen_dims(meta.get("frozen_dims"), name)
     return compiled

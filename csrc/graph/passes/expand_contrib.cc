@@ -1,0 +1,195 @@
+#include "graph/passes/expand_contrib.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/passes/rewrite_util.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+using graph::Attribute;
+using graph::Graph;
+using graph::Node;
+
+bool is_contrib(const Node& n, const char* op) { return n.domain == kOnnxruntimeDomain && n.op_type == op; }
+
+Attribute string_attr(const std::string& s) {
+  Attribute a;
+  a.type = Attribute::Type::kString;
+  a.s = s;
+  return a;
+}
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.type = Attribute::Type::kInt;
+  a.i = v;
+  return a;
+}
+
+Attribute float_attr(float v) {
+  Attribute a;
+  a.type = Attribute::Type::kFloat;
+  a.f = v;
+  return a;
+}
+
+int input(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
+int output(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
+
+// Collects the replacement nodes of one contrib node, naming new values
+// after it; `out` receives them in order.
+struct Builder {
+  Graph& g;
+  const Node& from;
+  std::vector<Node>& out;
+  int step = 0;
+
+  int value(const std::string& what) {
+    return add_value(g, (from.name.empty() ? from.op_type : from.name) + "/" + what);
+  }
+  int node(const std::string& op, std::vector<int> inputs, std::vector<int> outputs,
+           std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = (from.name.empty() ? from.op_type : from.name) + "/" + op + "_" + std::to_string(step++);
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = std::move(outputs);
+    n.attrs = std::move(attrs);
+    out.push_back(std::move(n));
+    return out.back().outputs.empty() ? -1 : out.back().outputs[0];
+  }
+  // x + bias when bias is given, else x.
+  int plus(int x, int bias, const std::string& what) {
+    if (bias < 0) return x;
+    return node("Add", {x, bias}, {value(what)});
+  }
+};
+
+bool expand_gelu(Graph& g, const Node& n, std::vector<Node>& out) {
+  const bool fast = is_contrib(n, "FastGelu");
+  if (!fast && !is_contrib(n, "Gelu") && !is_contrib(n, "BiasGelu")) return false;
+  Builder b{g, n, out};
+  const int x = b.plus(input(n, 0), input(n, 1), "biased");
+  std::map<std::string, Attribute> attrs;
+  if (fast) attrs["approximate"] = string_attr("tanh");
+  b.node("Gelu", {x}, {output(n, 0)}, attrs);
+  return true;
+}
+
+bool expand_skip_layer_norm(Graph& g, const Node& n, std::vector<Node>& out) {
+  if (!is_contrib(n, "SkipLayerNormalization") && !is_contrib(n, "SkipSimplifiedLayerNormalization")) return false;
+  if (is_contrib(n, "SkipSimplifiedLayerNormalization")) return false;  // RMS form: no standard op before opset 23
+  Builder b{g, n, out};
+  // The sum is an output of its own (index 3) when a reader wants it.
+  const int sum_out = output(n, 3);
+  int sum = b.node("Add", {input(n, 0), input(n, 1)}, {input(n, 4) < 0 && sum_out >= 0 ? sum_out : b.value("sum")});
+  if (input(n, 4) >= 0) sum = b.node("Add", {sum, input(n, 4)}, {sum_out >= 0 ? sum_out : b.value("biased")});
+  std::map<std::string, Attribute> attrs{{"axis", int_attr(-1)}, {"epsilon", float_attr(n.attr_float("epsilon", 1e-12f))}};
+  std::vector<int> outs{output(n, 0), output(n, 1), output(n, 2)};
+  while (outs.size() > 1 && outs.back() < 0) outs.pop_back();
+  b.node("LayerNormalization", {sum, input(n, 2), input(n, 3)}, outs, attrs);
+  return true;
+}
+
+bool expand_fused_matmul(Graph& g, const Node& n, std::vector<Node>& out) {
+  if (!is_contrib(n, "FusedMatMul")) return false;
+  if (n.attr_int("transBatchA", 0) || n.attr_int("transBatchB", 0)) return false;
+  const bool ta = n.attr_int("transA", 0) != 0, tb = n.attr_int("transB", 0) != 0;
+  const float alpha = n.attr_float("alpha", 1.f);
+  Builder b{g, n, out};
+  const int y = alpha == 1.f ? output(n, 0) : b.value("product");
+  if (!ta && !tb) {
+    b.node("MatMul", {input(n, 0), input(n, 1)}, {y});
+  } else {
+    // Einsum transposes the last two dims whatever the rank, which is not
+    // known before shape inference.
+    const std::string eq = std::string(ta ? "...ji" : "...ij") + "," + (tb ? "...kj" : "...jk") + "->...ik";
+    b.node("Einsum", {input(n, 0), input(n, 1)}, {y}, {{"equation", string_attr(eq)}});
+  }
+  if (alpha != 1.f) {
+    Tensor a = Tensor::empty(DType::kFloat32, {});
+    *a.data_as<float>() = alpha;
+    const int alpha_value = add_constant(g, (n.name.empty() ? n.op_type : n.name) + "/alpha", std::move(a));
+    b.node("Mul", {y, alpha_value}, {output(n, 0)});
+  }
+  return true;
+}
+
+// W_q [dirs, rows, 4H] (int8/uint8) with scale/zero [dirs] or [dirs, 4H]
+// -> float W [dirs, 4H, rows], the layout the ONNX LSTM takes.
+bool dequantize_transposed(const Graph& g, int q, int scale, int zero, Tensor* w) {
+  if (q < 0 || scale < 0 || !g.values[q].is_constant() || !g.values[scale].is_constant()) return false;
+  const Tensor& qt = g.values[q].constant;
+  const Tensor& st = g.values[scale].constant;
+  const Tensor* zt = zero >= 0 && g.values[zero].is_constant() ? &g.values[zero].constant : nullptr;
+  if (zero >= 0 && !zt) return false;
+  if (qt.shape().size() != 3 || (qt.dtype() != DType::kInt8 && qt.dtype() != DType::kUInt8) ||
+      st.dtype() != DType::kFloat32)
+    return false;
+  const int64_t dirs = qt.shape()[0], rows = qt.shape()[1], cols = qt.shape()[2];
+  const bool per_column = st.numel() == dirs * cols;
+  if (!per_column && st.numel() != dirs) return false;
+  if (zt && (zt->numel() != st.numel() || zt->dtype() != qt.dtype())) return false;
+  *w = Tensor::empty(DType::kFloat32, {dirs, cols, rows});
+  float* dst = w->data_as<float>();
+  for (int64_t d = 0; d < dirs; ++d)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t k = d * rows * cols + r * cols + c;
+        const int64_t s = per_column ? d * cols + c : d;
+        const double qv = qt.dtype() == DType::kInt8 ? qt.data_as<int8_t>()[k] : qt.data_as<uint8_t>()[k];
+        const double zv = !zt ? 0.0 : zt->dtype() == DType::kInt8 ? zt->data_as<int8_t>()[s] : zt->data_as<uint8_t>()[s];
+        dst[(d * cols + c) * rows + r] = static_cast<float>((qv - zv) * st.data_as<float>()[s]);
+      }
+  return true;
+}
+
+bool expand_quantized_lstm(Graph& g, const Node& n, std::vector<Node>& out) {
+  if (!is_contrib(n, "DynamicQuantizeLSTM")) return false;
+  Tensor w, r;
+  if (!dequantize_transposed(g, input(n, 1), input(n, 8), input(n, 9), &w) ||
+      !dequantize_transposed(g, input(n, 2), input(n, 10), input(n, 11), &r))
+    return false;
+  Builder b{g, n, out};
+  const int wv = add_constant(g, g.values[input(n, 1)].name + "/dequantized", std::move(w));
+  const int rv = add_constant(g, g.values[input(n, 2)].name + "/dequantized", std::move(r));
+  std::vector<int> ins{input(n, 0), wv, rv};
+  for (size_t i = 3; i < 8; ++i) ins.push_back(input(n, i));  // B, sequence_lens, initial_h, initial_c, P
+  while (!ins.empty() && ins.back() < 0) ins.pop_back();
+  b.node("LSTM", ins, n.outputs, n.attrs);
+  return true;
+}
+
+}  // namespace
+
+int expand_contrib_ops(Graph& g) {
+  int expanded = 0;
+  for (auto& n : g.nodes)
+    for (auto& kv : n.attrs) {
+      if (kv.second.g) expanded += expand_contrib_ops(*kv.second.g);
+      for (auto& sg : kv.second.graphs) expanded += expand_contrib_ops(*sg);
+    }
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  int here = 0;
+  const std::vector<std::function<bool(Graph&, const Node&, std::vector<Node>&)>> rules{
+      expand_gelu, expand_skip_layer_norm, expand_fused_matmul, expand_quantized_lstm};
+  for (auto& n : g.nodes) {
+    bool done = false;
+    if (n.domain == kOnnxruntimeDomain)
+      for (const auto& rule : rules)
+        if ((done = rule(g, n, nodes))) break;
+    if (done) ++here;
+    else nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);  // every node was moved into `nodes`
+  if (here) g.topo_sort();
+  return expanded + here;
+}
+
+}  // namespace twinfer::passes

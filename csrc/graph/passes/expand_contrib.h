@@ -1,0 +1,29 @@
+// onnxruntime's contrib ops (domain com.microsoft) that its transformer
+// optimizer and its dynamic quantizer write into the models they save,
+// rewritten into standard ONNX ops before anything else looks at the graph,
+// so such files load and the usual folding and fusion apply to them:
+//
+//   FastGelu(x [, bias])             -> [Add] Gelu(approximate="tanh")
+//   Gelu(x), BiasGelu(x, bias)       -> [Add] Gelu
+//   SkipLayerNormalization(x, skip, gamma [, beta] [, bias])
+//                                    -> Add(x, skip) [Add bias] -> LayerNormalization(axis=-1)
+//                                       (outputs mean, inv_std_var, the sum, when read)
+//   FusedMatMul(a, b; alpha, transA, transB)
+//                                    -> MatMul, or Einsum for the transposes; Mul(alpha)
+//   DynamicQuantizeLSTM(x, W_q, R_q, ..., W_scale, W_zero, R_scale, R_zero)
+//                                    -> LSTM with W, R dequantized at load
+//
+// A node whose form is not covered (batch transposes, non-constant
+// quantized weights) stays as it is, and is reported as unsupported.
+#pragma once
+#include "graph/ir.h"
+
+namespace twinfer::passes {
+
+inline constexpr const char* kOnnxruntimeDomain = "com.microsoft";
+
+// Rewrites the covered contrib nodes of `g` and of its subgraphs; returns
+// how many. Runs before the unsupported-op check.
+int expand_contrib_ops(graph::Graph& g);
+
+}  // namespace twinfer::passes
