@@ -113,3 +113,89 @@ def test_sim_options_restore_the_settings():
     with pytest.raises(ValueError):
         with inject_faults("no_such_fault"):
             pass
+
+
+# -- CUDA's capture rules, which the simulated device enforces ------------------------
+def _fresh():
+    return twinfer._core.create_stream("sim"), twinfer._core.create_stream("sim")
+
+
+def test_a_capture_cannot_wait_on_an_event_recorded_outside_it():
+    core = twinfer._core
+    s1, s2 = _fresh()
+    outside = core.create_event("sim")
+    s2.record(outside)
+    s1.begin_capture()
+    try:
+        with pytest.raises(twinfer.Error, match="cudaErrorStreamCaptureIsolation"):
+            s1.wait(outside)
+    finally:
+        s1.end_capture()
+    assert not s1.capturing
+
+
+def test_an_event_recorded_in_a_capture_is_the_graphs_only():
+    core = twinfer._core
+    s1, s2 = _fresh()
+    inside = core.create_event("sim")
+    s1.begin_capture()
+    s1.record(inside)
+    assert inside.captured
+    with pytest.raises(twinfer.Error, match="cudaErrorCapturedEvent"):
+        inside.synchronize()
+    s1.end_capture()
+    with pytest.raises(twinfer.Error, match="cudaErrorCapturedEvent"):
+        s2.wait(inside)  # the capture has ended: nothing outside may wait on it
+    s2.record(inside)  # recorded outside again: an ordinary event
+    assert not inside.captured
+    inside.synchronize()
+
+
+def test_forked_streams_join_the_capture_and_must_join_back():
+    core = twinfer._core
+    s1, s2 = _fresh()
+    fork, join = core.create_event("sim"), core.create_event("sim")
+    # Joined back: one graph of both streams' work.
+    s1.begin_capture()
+    s1.record(fork)
+    s2.wait(fork)
+    assert s2.capturing  # waiting on a captured event pulled s2 into the capture
+    s2.record(join)
+    s1.wait(join)
+    graph = s1.end_capture()
+    assert graph.num_nodes == 4 and not s2.capturing
+    graph.launch(s1)
+    s1.synchronize()
+    # Not joined back: end_capture refuses, and both streams leave the capture.
+    s1.begin_capture()
+    s1.record(fork)
+    s2.wait(fork)
+    with pytest.raises(twinfer.Error, match="cudaErrorStreamCaptureUnjoined"):
+        s1.end_capture()
+    assert not s1.capturing and not s2.capturing
+    # Only the stream that began a capture ends it.
+    s1.begin_capture()
+    s1.record(fork)
+    s2.wait(fork)
+    with pytest.raises(twinfer.Error, match="cudaErrorStreamCaptureUnmatched"):
+        s2.end_capture()
+    s2.record(join)
+    s1.wait(join)
+    s1.end_capture()
+
+
+def test_timing_events_measure_stream_work():
+    core = twinfer._core
+    s, _ = _fresh()
+    start, end, plain = core.create_event("sim", True), core.create_event("sim", True), core.create_event("sim")
+    assert start.timed and not plain.timed
+    with pytest.raises(twinfer.Error, match="not recorded"):
+        core.elapsed_ms("sim", start, end)
+    with sim_options(max_delay_us=3000):
+        s.record(start)
+        s.record(end)  # the worker waits up to 3 ms before each task
+        s.synchronize()
+    assert 0 <= core.elapsed_ms("sim", start, end) < 1000
+    s.record(plain)
+    with pytest.raises(twinfer.InvalidArgumentError, match="timing events"):
+        core.elapsed_ms("sim", start, plain)

@@ -27,6 +27,11 @@ def stub_names() -> dict[str, set[str]]:
     return names
 
 
+def _bound(f) -> bool:
+    """A constructor the bindings define (not pybind11's slot that refuses one)."""
+    return type(f).__name__ == "instancemethod"
+
+
 def module_names() -> dict[str, set[str]]:
     names: dict[str, set[str]] = {"": {n for n in dir(_core) if not n.startswith("__")}}
     for n in list(names[""]):
@@ -34,7 +39,8 @@ def module_names() -> dict[str, set[str]]:
         if isinstance(obj, type):
             names[n] = {m for m in vars(obj) if m != "_pybind11_conduit_v1_" and (not m.startswith("__") or m in (
                 "__dlpack__", "__dlpack_device__",
-                "__array__", "__repr__"))}  # pybind11 adds the conduit to every class
+                "__array__", "__repr__") or (m == "__init__" and _bound(vars(obj)[m])))}  # pybind11 adds the conduit
+
     return names
 
 

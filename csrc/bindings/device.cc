@@ -38,10 +38,8 @@ Device parse_device(const std::string& s) {
 }
 
 void bind_device(py::module_& m) {
-  py::class_<GraphExec>(m, "Graph", "A stream's captured work (Stream.end_capture), replayed by launch().")
-      .def("launch", [](GraphExec& g, Stream& s) { g.launch(s); }, py::arg("stream"),
-           "Enqueue the captured work on `stream`.")
-      .def_property_readonly("num_nodes", &GraphExec::num_nodes);
+  // Declared first: Stream.end_capture returns a Graph, Graph.launch takes a Stream.
+  py::class_<GraphExec> graph(m, "Graph", "A stream's captured work (Stream.end_capture), replayed by launch().");
 
   py::class_<Event, std::shared_ptr<Event>>(m, "Event",
                                             "A point in a stream's work (create_event; Stream.record / wait).")
@@ -81,6 +79,11 @@ void bind_device(py::module_& m) {
         return "twinfer.Stream(device=" + s.device().str() + ", handle=" + std::to_string(s.handle()) +
                ", priority=" + std::to_string(s.priority()) + ")";
       });
+
+  graph
+      .def("launch", [](GraphExec& g, Stream& s) { g.launch(s); }, py::arg("stream"),
+           "Enqueue the captured work on `stream`.")
+      .def_property_readonly("num_nodes", &GraphExec::num_nodes);
 
   m.def("create_stream",
         [](const std::string& device, int priority) { return device_api(parse_device(device)).create_stream(priority); },

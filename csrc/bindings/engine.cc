@@ -121,35 +121,6 @@ void bind_engine(py::module_& m) {
            },
            "(node, op, kernel, total ms, runs) per step of the plan run last.");
 
-  py::class_<GroupGraph, std::shared_ptr<GroupGraph>>(
-      m, "GroupGraph", "Engines' runs captured as one graph across their contexts' streams (Parallel/Pipeline).")
-      .def(py::init([](const std::vector<std::tuple<std::shared_ptr<Engine>, std::shared_ptr<ExecutionContext>,
-                                                    std::vector<std::pair<int, int>>>>& members,
-                       size_t num_inputs) {
-             std::vector<GroupMember> ms;
-             for (const auto& [e, c, src] : members) ms.push_back(GroupMember{e, c, src});
-             return std::make_shared<GroupGraph>(std::move(ms), num_inputs);
-           }),
-           py::arg("members"), py::arg("num_inputs"),
-           "members: (engine, context, [(source member or -1, index) per input]).")
-      .def("run",
-           [](GroupGraph& g, const std::vector<Tensor>& inputs, bool host_outputs) {
-             py::gil_scoped_release nogil;
-             return g.run(inputs, host_outputs);
-           },
-           py::arg("inputs"), py::arg("host_outputs") = false)
-      .def("stats",
-           [](const GroupGraph& g) {
-             const auto s = g.stats();
-             py::dict d;
-             d["captures"] = s.captures;
-             d["replays"] = s.replays;
-             d["graphs"] = s.graphs;
-             d["nodes"] = s.nodes;
-             return d;
-           })
-      .def_property_readonly("device", [](const GroupGraph& g) { return g.device().str(); });
-
   py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
       .def_property_readonly("inputs",
                              [](const Engine& e) { return specs_to_py(e, e.inputs(), e.optimized_graph().inputs); })
@@ -305,6 +276,35 @@ void bind_engine(py::module_& m) {
       py::arg("int8_channel_mean") = std::map<std::string, std::vector<float>>{},
       py::arg("allow_cpu_fallback") = true, py::arg("cuda_graphs") = true, py::arg("stream_priority") = 0,
       py::arg("sim_coverage") = "all");
+
+  py::class_<GroupGraph, std::shared_ptr<GroupGraph>>(
+      m, "GroupGraph", "Engines' runs captured as one graph across their contexts' streams (Parallel/Pipeline).")
+      .def(py::init([](const std::vector<std::tuple<std::shared_ptr<Engine>, std::shared_ptr<ExecutionContext>,
+                                                    std::vector<std::pair<int, int>>>>& members,
+                       size_t num_inputs) {
+             std::vector<GroupMember> ms;
+             for (const auto& [e, c, src] : members) ms.push_back(GroupMember{e, c, src});
+             return std::make_shared<GroupGraph>(std::move(ms), num_inputs);
+           }),
+           py::arg("members"), py::arg("num_inputs"),
+           "members: (engine, context, [(source member or -1, index) per input]).")
+      .def("run",
+           [](GroupGraph& g, const std::vector<Tensor>& inputs, bool host_outputs) {
+             py::gil_scoped_release nogil;
+             return g.run(inputs, host_outputs);
+           },
+           py::arg("inputs"), py::arg("host_outputs") = false)
+      .def("stats",
+           [](const GroupGraph& g) {
+             const auto s = g.stats();
+             py::dict d;
+             d["captures"] = s.captures;
+             d["replays"] = s.replays;
+             d["graphs"] = s.graphs;
+             d["nodes"] = s.nodes;
+             return d;
+           })
+      .def_property_readonly("device", [](const GroupGraph& g) { return g.device().str(); });
 }
 
 }  // namespace twinfer::bindings

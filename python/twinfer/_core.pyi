@@ -5,17 +5,36 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'ExecutionContext', 'Graph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_synchronize', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
 class Graph:
     """
     A stream's captured work (Stream.end_capture), replayed by launch().
     """
-    def launch(self, stream: ...) -> None:
+    def launch(self, stream: Stream) -> None:
         """
         Enqueue the captured work on `stream`.
         """
     @property
     def num_nodes(self) -> int:
+        ...
+class Event:
+    """
+    A point in a stream's work (create_event; Stream.record / wait).
+    """
+    def synchronize(self) -> None:
+        """
+        Block until the recorded point is reached.
+        """
+    @property
+    def captured(self) -> bool:
+        """
+        Last recorded inside a graph capture.
+        """
+    @property
+    def ready(self) -> bool:
+        ...
+    @property
+    def timed(self) -> bool:
         ...
 class Stream:
     """
@@ -31,9 +50,17 @@ class Stream:
         """
         End the capture: the recorded work as a Graph.
         """
+    def record(self, event: Event) -> None:
+        """
+        Record `event` here: it marks the work enqueued so far.
+        """
     def synchronize(self) -> None:
         """
         Block until the work enqueued so far has finished (raises a device task's error).
+        """
+    def wait(self, event: Event) -> None:
+        """
+        Later work on this stream waits for `event`.
         """
     @property
     def capturing(self) -> bool:
@@ -49,6 +76,11 @@ class Stream:
     @property
     def priority(self) -> int:
         ...
+    @property
+    def sm_count(self) -> int:
+        """
+        SMs its kernels may use: 0 for the whole device, else its green context's.
+        """
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -151,12 +183,17 @@ class ExecutionContext:
     def profiling(self, arg1: bool) -> None:
         ...
     @property
+    def sm_count(self) -> int:
+        """
+        SMs its stream may use: 0 for the whole device (or the CPU), else its partition's.
+        """
+    @property
     def stream(self) -> Stream:
         """
         The context's own stream (None on the CPU).
         """
 class Engine:
-    def create_context(self, num_threads: typing.SupportsInt | typing.SupportsIndex = 0, priority: typing.Any = None) -> ExecutionContext:
+    def create_context(self, num_threads: typing.SupportsInt | typing.SupportsIndex = 0, priority: typing.Any = None, sm_share: typing.Any = None) -> ExecutionContext:
         ...
     def kernel_report(self, arg0: list) -> list:
         ...
@@ -197,6 +234,21 @@ class Engine:
     @property
     def precision(self) -> str:
         ...
+class GroupGraph:
+    """
+    Engines' runs captured as one graph across their contexts' streams (Parallel/Pipeline).
+    """
+    def __init__(self, members: collections.abc.Sequence[tuple[Engine, ExecutionContext, collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]]]], num_inputs: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        members: (engine, context, [(source member or -1, index) per input]).
+        """
+    def run(self, inputs: collections.abc.Sequence[Tensor], host_outputs: bool = False) -> list[list[Tensor]]:
+        ...
+    def stats(self) -> dict:
+        ...
+    @property
+    def device(self) -> str:
+        ...
 def _test_broadcast_offsets(arg0: collections.abc.Sequence[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> tuple[int, list[list[int]]]:
     ...
 def _test_colmajor_gemm(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: bool, arg4: bool) -> tuple[int, int, int, tuple[bool, int, int, int], tuple[bool, int, int, int], int]:
@@ -211,6 +263,8 @@ def build_info_cuda_compiled() -> bool:
     """
     Whether this build has the CUDA backend (no driver call).
     """
+def create_event(device: str, timing: bool = False) -> Event:
+    ...
 def create_stream(device: str, priority: typing.SupportsInt | typing.SupportsIndex = 0) -> Stream:
     ...
 def cuda_available() -> bool:
@@ -219,8 +273,16 @@ def cuda_symbol_problems() -> list[str]:
     """
     Resolve every cuBLASLt / cuDNN entry point the CUDA kernels use (no GPU needed): problems found.
     """
+def device_sm_count(device: str) -> int:
+    """
+    SMs of the whole device (the simulated device reports an H100's 132).
+    """
 def device_synchronize(device: str) -> None:
     ...
+def elapsed_ms(device: str, start: Event, end: Event) -> float:
+    """
+    Milliseconds between two timing events (both reached), on any streams of the device.
+    """
 def injected_faults() -> list[str]:
     ...
 def is_engine_file(path: str) -> bool:

@@ -82,7 +82,7 @@ class Member:
     @property
     def stream(self):
         """The member's own stream (None on the CPU and for functions)."""
-        return self.context.stream if self.on_device else None
+        return self.context.stream if self.on_device and self.context is not None else None
 
     @property
     def arena_bytes(self) -> int | None:
@@ -92,12 +92,12 @@ class Member:
     @property
     def device_bytes(self) -> int | None:
         """Device bytes its context holds for intermediates (None off the GPU)."""
-        return self.context.device_arena_bytes if self.on_device else None
+        return self.context.device_arena_bytes if self.on_device and self.context is not None else None
 
     @property
     def sm_count(self) -> int | None:
         """SMs its stream may use (its green context's), None for the whole device or off the GPU."""
-        if not self.on_device:
+        if not self.on_device or self.context is None:
             return None
         return self.context.sm_count or None
 
@@ -134,13 +134,17 @@ class Member:
         return self.engine.run(feeds, context=self.context)
 
     def synchronize(self) -> None:
-        """Wait until the member's device work so far is done (nothing on the CPU)."""
-        if self.on_device:
-            self.context.synchronize()
+        """Wait until everything enqueued on the member's stream is done (its
+        runs and the events timing them; nothing to do on the CPU)."""
+        if self.on_device and self.context is not None:
+            self.context.stream.synchronize()
 
     def close(self) -> None:
+        """Stop the worker (after what is queued) and let the context go: on a
+        GPU its stream, buffers and SM partition are given back."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        self.context = None
 
 
 def _is_engine(x) -> bool:

@@ -1,0 +1,260 @@
+"""twinfer.Parallel and twinfer.Pipeline on a device (the simulated one in CI,
+CUDA where there is a GPU): device hand-over between stages, random stream
+delays never changing results (many seeds, the race detector on), a fault
+that proves the detector sees a missing wait, profiles timed by device
+events, SM shares (green contexts), and the whole group captured as one
+graph. References: the same models on the CPU backend."""
+
+import numpy as np
+import pytest
+
+import twinfer
+from concurrency_models import F32, add3, alone, close, conv_head, conv_net, images, mlp
+from twinfer.testing import inject_faults, sim_options
+
+GPUS = ["sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture
+def models(rng):
+    return {"conv": conv_net(rng), "head": conv_head(rng), "mlp": mlp(rng), "add3": add3()}
+
+
+@pytest.fixture
+def cpu(models):
+    return {k: twinfer.load(m, device="cpu") for k, m in models.items()}
+
+
+def on(gpu, models):
+    return {k: twinfer.load(m, device=gpu) for k, m in models.items()}
+
+
+def pipeline_ref(cpu, x):
+    feat = alone(cpu["conv"], {"x": x}, 1)["feat"]
+    return alone(cpu["head"], {"feat_in": feat}, 1)["probs"]
+
+
+def device_tensor(x, gpu):
+    """x as a tensor in the device's memory (through a device engine: Identity)."""
+    from onnx import helper
+
+    from onnx_helpers import make_model
+
+    ident = make_model([helper.make_node("Identity", ["a"], ["b"])], [("a", F32, list(x.shape))],
+                       [("b", F32, list(x.shape))], name="ident")
+    return twinfer.load(ident, device=gpu, allow_cpu_fallback=False).run({"a": x}, outputs="device")["b"]
+
+
+# -- hand-over ---------------------------------------------------------------------
+@pytest.mark.parametrize("gpu", GPUS)
+def test_pipeline_stages_hand_over_device_tensors(models, cpu, rng, gpu):
+    dev = on(gpu, models)
+    seen = []
+    pipe = twinfer.Pipeline([dev["conv"], dev["head"], lambda out: seen.append(out["probs"]) or out],
+                            links={"feat_in": "feat"})
+    assert [pipe._outputs_for(i, {"x": np.zeros(1)}) for i in range(2)] == ["device", "host"]
+    x = images(rng)
+    out = pipe.run({"x": x})
+    assert seen[0].device == "cpu"  # a Python function gets host arrays
+    close(out["probs"].numpy(), pipeline_ref(cpu, x))
+
+    pipe2 = twinfer.Pipeline([dev["conv"], dev["head"]], links={"feat_in": "feat"})
+    host_out = pipe2.run({"x": x})["probs"]
+    assert host_out.device == "cpu"  # host arrays in, host arrays out
+    dev_out = pipe2.run({"x": device_tensor(x, gpu)})["probs"]
+    assert dev_out.device.startswith(gpu)  # a device item stays on the device
+    close(dev_out.numpy(), pipeline_ref(cpu, x))
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_parallel_fans_one_device_input_out_without_copies(models, cpu, rng, gpu):
+    dev = on(gpu, models)
+    x = images(rng)
+    xd = device_tensor(x, gpu)
+    with twinfer.Parallel([dev["conv"], dev["conv"]]) as par:
+        prepared = par.prepare({"x": xd})
+        assert prepared[0]["x"] is prepared[1]["x"] and prepared[0]["x"].data_ptr == xd.data_ptr
+        a, b = par.run({"x": xd})
+        assert a["feat"].device.startswith(gpu) and b["feat"].data_ptr != a["feat"].data_ptr
+        ref = alone(cpu["conv"], {"x": x}, 1)["feat"]
+        close(a["feat"].numpy(), ref)
+        close(b["feat"].numpy(), ref)
+
+
+# -- correctness under reordering ------------------------------------------------------
+def test_random_delays_never_change_results(models, cpu, rng):
+    """Many seeds of the simulated device's random stream delays, every access
+    checked by its race detector: Parallel and pipelined results stay the
+    CPU's, in order."""
+    xs = [images(rng, n=int(rng.integers(1, 3))) for _ in range(6)]
+    vs = [rng.standard_normal((int(rng.integers(1, 5)), 8)).astype(F32) for _ in range(6)]
+    feat_ref = [alone(cpu["conv"], {"x": x}, 1)["feat"] for x in xs]
+    scores_ref = [alone(cpu["mlp"], {"v": v}, 1)["scores"] for v in vs]
+    sum_ref = [f + f + f for f in feat_ref]  # add3(feat, feat, feat)
+    for seed in range(1, 9):
+        with sim_options(seed=seed, max_delay_us=200):
+            dev = on("sim", models)
+            with twinfer.Parallel([dev["conv"], dev["mlp"], dev["conv"]]) as par:
+                for x, v, f, s in zip(xs, vs, feat_ref, scores_ref):
+                    a, b, c = par.run([{"x": x}, {"v": v}, {"x": x}])
+                    close(a["feat"].numpy(), f)
+                    close(b["scores"].numpy(), s)
+                    close(c["feat"].numpy(), f)
+            # Three stages, links from two earlier stages and the item, 4 items in flight.
+            pipe = twinfer.Pipeline([dev["conv"], dev["head"], dev["add3"]],
+                                    links={"add3": {"p": ("conv", "feat"), "q": ("conv", "feat"), "s": ("conv", "feat")}},
+                                    names=["conv", "head", "add3"], depth=4)
+            for out, want in zip(pipe.map({"x": x} for x in xs), sum_ref):
+                close(out["r"].numpy(), want)
+            pipe.close()
+
+
+def test_the_race_detector_sees_a_pipeline_missing_its_event_wait(models, rng):
+    """The hand-over is ordered by an event only: without the wait (the
+    injected fault) the next stage reads the device tensor too early, and the
+    simulated device says so."""
+    dev = on("sim", models)
+    pipe = twinfer.Pipeline([dev["conv"], dev["head"]], links={"feat_in": "feat"})
+    with sim_options(max_delay_us=500), inject_faults("event_wait"):
+        with pytest.raises(twinfer.Error, match="simulated device"):
+            for _ in range(20):
+                list(pipe.map({"x": images(rng)} for _ in range(4)))
+    twinfer._core.device_synchronize("sim")
+
+
+# -- seeing it -----------------------------------------------------------------
+@pytest.mark.parametrize("gpu", GPUS)
+def test_device_profiles_are_timed_by_events_on_each_stream(models, rng, gpu):
+    dev = on(gpu, models)
+    clock = "sim-event" if gpu == "sim" else "cuda-event"
+    with twinfer.Parallel([dev["conv"], dev["mlp"]]) as par:
+        n = 4
+        prof = par.profile([{"x": images(rng, n=2, h=17, w=17)}, {"v": rng.standard_normal((3, 8)).astype(F32)}],
+                           iterations=n)
+    assert prof.clock == clock and {s.clock for s in prof.spans} == {clock}
+    for phase in ("alone", "together"):
+        for m in par.members:
+            spans = sorted((s for s in prof.spans if s.member == m.name and s.phase == phase), key=lambda s: s.start)
+            assert sorted(s.item for s in spans) == list(range(n))
+            assert all(0 <= s.start < s.end for s in spans)
+            assert all(a.end <= b.start + 1e-6 for a, b in zip(spans, spans[1:]))  # one stream: in order
+        sel = [s for s in prof.spans if s.phase == phase]
+        extent = max(s.end for s in sel) - min(s.start for s in sel)
+        assert extent == pytest.approx(prof.serial_s if phase == "alone" else prof.concurrent_s)
+    alone_spans = sorted((s for s in prof.spans if s.phase == "alone"), key=lambda s: s.start)
+    assert all(a.end <= b.start + 1e-6 for a, b in zip(alone_spans, alone_spans[1:]))  # alone: never overlapping
+    report = prof.to_dict()
+    assert report["clock"] == clock
+    for m in report["members"].values():
+        assert m["device_bytes"] > 0 and m["arena_bytes"] is not None
+    assert "device +" in str(prof) and clock in str(prof)
+
+    pipe = twinfer.Pipeline([dev["conv"], dev["head"]], links={"feat_in": "feat"})
+    pprof = pipe.profile([{"x": images(rng)} for _ in range(5)])
+    assert pprof.clock == clock and pprof.serial_s > 0 and pprof.concurrent_s > 0
+
+
+# -- SM shares ----------------------------------------------------------------
+def test_sm_shares_are_green_context_partitions_on_the_simulated_device(models, cpu, rng):
+    dev = on("sim", models)
+    par = twinfer.Parallel([(dev["conv"], {"sm_share": 0.5}), (dev["mlp"], {"sm_share": 0.25})])
+    # An H100's split: 16 groups of 8 SMs; shares take whole groups.
+    assert [m.context.sm_count for m in par.members] == [64, 32]
+    assert [m.context.stream.sm_count for m in par.members] == [64, 32]
+    x, v = images(rng), rng.standard_normal((3, 8)).astype(F32)
+    a, b = par.run([{"x": x}, {"v": v}])
+    close(a["feat"].numpy(), alone(cpu["conv"], {"x": x}, 1)["feat"])
+    close(b["scores"].numpy(), alone(cpu["mlp"], {"v": v}, 1)["scores"])
+    text = str(par.profile([{"x": x}, {"v": v}], iterations=2))
+    assert "green context: 64 of 132 SMs (simulated)" in text and "engine0=0.5" in text
+    # Partitions never overlap: 0.5 more does not fit while these live, and says why.
+    with pytest.raises(twinfer.DeviceError, match="engine0.*8 of sim:0's 16 SM groups.*only 4 are free"):
+        twinfer.Parallel([(dev["conv"], {"sm_share": 0.5})])
+    small = twinfer.Parallel([(dev["conv"], {"sm_share": 0.01})])  # at least one group
+    assert small.members[0].context.sm_count == 8
+    par.close()  # gives the members' contexts, and their SMs, back
+    small.close()
+    whole = twinfer.Parallel([(dev["conv"], {"sm_share": 1.0})])  # everything came back
+    assert whole.members[0].context.sm_count == 128
+    # A context of its own, outside a Parallel.
+    with pytest.raises(twinfer.DeviceError):
+        dev["mlp"].create_context(sm_share=0.1)
+    whole.close()
+    ctx = dev["mlp"].create_context(sm_share=0.1)
+    assert ctx.sm_count == 16
+    close(dev["mlp"].run({"v": v}, context=ctx)["scores"].numpy(), alone(cpu["mlp"], {"v": v}, 1)["scores"])
+
+
+@pytest.mark.cuda
+def test_sm_shares_on_cuda_run_on_green_contexts(models, cpu, rng):
+    dev = on("cuda", models)
+    total = twinfer._core.device_sm_count("cuda")
+    with twinfer.Parallel([(dev["conv"], {"sm_share": 0.5}), (dev["mlp"], {"sm_share": 0.25})]) as par:
+        counts = [m.context.sm_count for m in par.members]
+        assert 0 < counts[1] < counts[0] < total
+        for _ in range(3):
+            x, v = images(rng), rng.standard_normal((3, 8)).astype(F32)
+            a, b = par.run([{"x": x}, {"v": v}])
+            close(a["feat"].numpy(), alone(cpu["conv"], {"x": x}, 1)["feat"])
+            close(b["scores"].numpy(), alone(cpu["mlp"], {"v": v}, 1)["scores"])
+        g = par.graphed()
+        for _ in range(3):
+            a, b = g.run([{"x": x}, {"v": v}])
+            close(a["feat"].numpy(), alone(cpu["conv"], {"x": x}, 1)["feat"])
+
+
+# -- one graph for the group -------------------------------------------------------
+@pytest.mark.parametrize("gpu", GPUS)
+def test_graphed_parallel_equals_eager_runs(models, cpu, rng, gpu):
+    dev = on(gpu, models)
+    par = twinfer.Parallel([dev["conv"], dev["mlp"], dev["conv"]])
+    g = par.graphed()
+    shapes = [(2, 13, 15, 3), (1, 9, 9, 5), (2, 13, 15, 3), (2, 13, 15, 3), (1, 9, 9, 5)]
+    for n, h, w, rows in shapes:
+        x1, x2 = images(rng, n=n, h=h, w=w), images(rng, n=n, h=h, w=w)
+        v = rng.standard_normal((rows, 8)).astype(F32)
+        a, b, c = g.run([{"x": x1}, {"v": v}, {"x": x2}])
+        assert a["feat"].device == "cpu"
+        close(a["feat"].numpy(), alone(cpu["conv"], {"x": x1}, 1)["feat"])
+        close(b["scores"].numpy(), alone(cpu["mlp"], {"v": v}, 1)["scores"])
+        close(c["feat"].numpy(), alone(cpu["conv"], {"x": x2}, 1)["feat"])
+        # Eager runs of the same members in between stay ordered with the graph's.
+        e = par.run([{"x": x2}, {"v": v}, {"x": x1}])
+        close(e[2]["feat"].numpy(), alone(cpu["conv"], {"x": x1}, 1)["feat"])
+    st = g.stats()
+    assert st["captures"] == 2 and st["replays"] == 3 and st["graphs"] == 2 and st["nodes"] > 0
+    # One dict for all: the graph reads the shared input once; device inputs give device outputs.
+    x = images(rng)
+    shared = twinfer.Parallel([dev["conv"], dev["conv"]]).graphed()
+    for _ in range(3):
+        a, b = shared.run({"x": device_tensor(x, gpu)})
+        assert a["feat"].device.startswith(gpu)
+        close(a["feat"].numpy(), alone(cpu["conv"], {"x": x}, 1)["feat"])
+        close(b["feat"].numpy(), alone(cpu["conv"], {"x": x}, 1)["feat"])
+    with pytest.raises(twinfer.InvalidArgumentError, match="missing input"):
+        g.run([{"x": x}, {}, {"x": x}])
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_graphed_pipeline_equals_the_pipeline(models, cpu, rng, gpu):
+    dev = on(gpu, models)
+    pipe = twinfer.Pipeline([dev["conv"], dev["head"], dev["add3"]], names=["conv", "head", "add3"],
+                            links={"add3": {"p": ("conv", "feat"), "q": ("input", "q"), "s": ("conv", "feat")}})
+    g = pipe.graphed()
+    for k in range(4):
+        x = images(rng, n=2, h=11, w=11)
+        q = rng.standard_normal((2, 8, 1, 1)).astype(F32)
+        out = g.run({"x": x, "q": q})
+        feat = alone(cpu["conv"], {"x": x}, 1)["feat"]
+        close(out["r"].numpy(), feat + q + feat)
+        close(out["r"].numpy(), pipe.run({"x": x, "q": q})["r"].numpy())
+    assert g.stats()["captures"] == 1 and g.stats()["replays"] == 3
+
+
+def test_graphed_refuses_what_a_graph_cannot_hold(models):
+    cpu_models = {k: twinfer.load(m, device="cpu") for k, m in models.items()}
+    with pytest.raises(twinfer.InvalidArgumentError, match="one GPU"):
+        twinfer.Parallel([cpu_models["conv"]]).graphed()
+    dev = on("sim", models)
+    with pytest.raises(twinfer.InvalidArgumentError, match="host function"):
+        twinfer.Pipeline([dev["conv"], lambda o: o]).graphed()
