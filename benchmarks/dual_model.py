@@ -3,6 +3,12 @@ running the same engines one after another.
 
     python benchmarks/dual_model.py [--device cpu|cuda] [--iterations N] [--json out.json] [--only SUBSTR]
 
+On a GPU (--device cuda, the default where there is one) it measures what
+benchmarks/dual_gpu.py describes: the batch-1 pairs serially, with
+Parallel/Pipeline, as one CUDA graph, and with PyTorch on two streams (eager,
+torch.compile unless --no-compile), and a high-priority model's p99 under a
+low-priority load; --plot writes one timeline. What follows is the CPU run.
+
 Scenarios (random weights, torchvision / the bundled MiniLM):
   * resnet50 + minilm            Parallel, two different models
   * mobilenet_v2 + efficientnet_b0  Parallel
@@ -158,7 +164,25 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated substrings of scenario names")
     ap.add_argument("--json", default=None, help="default: dual_model_<device>.json")
     ap.add_argument("--cache", default=None, help="folder for exported ONNX files (default: a temp dir)")
+    gpu_opts = ap.add_argument_group("GPU run")
+    gpu_opts.add_argument("--precision", default="fp32", choices=["fp32", "tf32"])
+    gpu_opts.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile")
+    gpu_opts.add_argument("--plot", default=None, help="write the timeline of --plot-scenario here (PNG)")
+    gpu_opts.add_argument("--plot-scenario", default="resnet50 + minilm")
+    gpu_opts.add_argument("--load-batch", type=int, default=32, help="batch of the low-priority load")
+    gpu_opts.add_argument("--latency-runs", type=int, default=200, help="timed calls of the high-priority model")
     args = ap.parse_args()
+    if args.device.startswith("cuda"):
+        import dual_gpu
+
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(args.cache or tmp)
+            folder.mkdir(parents=True, exist_ok=True)
+            report = dual_gpu.run(args, folder)
+        out = Path(args.json or "dual_model_cuda.json")
+        out.write_text(json.dumps(report, indent=2, default=str))
+        print(f"\n{report['meta']}; JSON: {out}")
+        return 0
     gpu = args.device.startswith("cuda")
     size = args.image_size or (224 if gpu else 128)
     seq = args.seq or (128 if gpu else 64)

@@ -7,6 +7,7 @@
 #include "bindings/bindings.h"
 #include "core/device_api.h"
 #include "core/error.h"
+#include "core/tensor.h"
 #include "ops/elementwise/broadcast_offsets.h"
 #include "ops/elementwise/launch_config.h"
 #include "ops/nn/colmajor_gemm.h"
@@ -64,6 +65,11 @@ void bind_device(py::module_& m) {
            "Record `event` here: it marks the work enqueued so far.")
       .def("wait", [](Stream& s, Event& e) { s.wait(e); }, py::arg("event"),
            "Later work on this stream waits for `event`.")
+      .def("wait_for",
+           [](Stream& s, const Tensor& t) {
+             if (t.ready_event()) wait_across_capture(s, *t.ready_event());
+           },
+           py::arg("tensor"), "Later work on this stream waits until a device tensor has been written.")
       .def("synchronize",
            [](Stream& s) {
              py::gil_scoped_release nogil;

@@ -6,81 +6,6 @@ from __future__ import annotations
 import collections.abc
 import typing
 __all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
-class Graph:
-    """
-    A stream's captured work (Stream.end_capture), replayed by launch().
-    """
-    def launch(self, stream: Stream) -> None:
-        """
-        Enqueue the captured work on `stream`.
-        """
-    @property
-    def num_nodes(self) -> int:
-        ...
-class Event:
-    """
-    A point in a stream's work (create_event; Stream.record / wait).
-    """
-    def synchronize(self) -> None:
-        """
-        Block until the recorded point is reached.
-        """
-    @property
-    def captured(self) -> bool:
-        """
-        Last recorded inside a graph capture.
-        """
-    @property
-    def ready(self) -> bool:
-        ...
-    @property
-    def timed(self) -> bool:
-        ...
-class Stream:
-    """
-    A device stream (twinfer's own or a caller's).
-    """
-    def __repr__(self) -> str:
-        ...
-    def begin_capture(self) -> None:
-        """
-        Record this thread's work on the stream instead of running it (CUDA graph capture, thread-local mode). Engine runs on the stream during a capture allocate nothing: warm each context up first.
-        """
-    def end_capture(self) -> Graph:
-        """
-        End the capture: the recorded work as a Graph.
-        """
-    def record(self, event: Event) -> None:
-        """
-        Record `event` here: it marks the work enqueued so far.
-        """
-    def synchronize(self) -> None:
-        """
-        Block until the work enqueued so far has finished (raises a device task's error).
-        """
-    def wait(self, event: Event) -> None:
-        """
-        Later work on this stream waits for `event`.
-        """
-    @property
-    def capturing(self) -> bool:
-        ...
-    @property
-    def device(self) -> str:
-        ...
-    @property
-    def handle(self) -> int:
-        """
-        cudaStream_t as an int (what run(stream=...) and DLPack take); an id on 'sim'.
-        """
-    @property
-    def priority(self) -> int:
-        ...
-    @property
-    def sm_count(self) -> int:
-        """
-        SMs its kernels may use: 0 for the whole device, else its green context's.
-        """
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -143,6 +68,85 @@ class Tensor:
     @property
     def size(self) -> int:
         ...
+class Graph:
+    """
+    A stream's captured work (Stream.end_capture), replayed by launch().
+    """
+    def launch(self, stream: Stream) -> None:
+        """
+        Enqueue the captured work on `stream`.
+        """
+    @property
+    def num_nodes(self) -> int:
+        ...
+class Event:
+    """
+    A point in a stream's work (create_event; Stream.record / wait).
+    """
+    def synchronize(self) -> None:
+        """
+        Block until the recorded point is reached.
+        """
+    @property
+    def captured(self) -> bool:
+        """
+        Last recorded inside a graph capture.
+        """
+    @property
+    def ready(self) -> bool:
+        ...
+    @property
+    def timed(self) -> bool:
+        ...
+class Stream:
+    """
+    A device stream (twinfer's own or a caller's).
+    """
+    def __repr__(self) -> str:
+        ...
+    def begin_capture(self) -> None:
+        """
+        Record this thread's work on the stream instead of running it (CUDA graph capture, thread-local mode). Engine runs on the stream during a capture allocate nothing: warm each context up first.
+        """
+    def end_capture(self) -> Graph:
+        """
+        End the capture: the recorded work as a Graph.
+        """
+    def record(self, event: Event) -> None:
+        """
+        Record `event` here: it marks the work enqueued so far.
+        """
+    def synchronize(self) -> None:
+        """
+        Block until the work enqueued so far has finished (raises a device task's error).
+        """
+    def wait(self, event: Event) -> None:
+        """
+        Later work on this stream waits for `event`.
+        """
+    def wait_for(self, tensor: Tensor) -> None:
+        """
+        Later work on this stream waits until a device tensor has been written.
+        """
+    @property
+    def capturing(self) -> bool:
+        ...
+    @property
+    def device(self) -> str:
+        ...
+    @property
+    def handle(self) -> int:
+        """
+        cudaStream_t as an int (what run(stream=...) and DLPack take); an id on 'sim'.
+        """
+    @property
+    def priority(self) -> int:
+        ...
+    @property
+    def sm_count(self) -> int:
+        """
+        SMs its kernels may use: 0 for the whole device, else its green context's.
+        """
 class ExecutionContext:
     """
     Per-run state (arena, thread budget); use one per thread.

@@ -29,7 +29,7 @@ class HostClock:
         self._origin = time.perf_counter()
         self._spans: list[Span] = []
 
-    def time(self, member: Member, item: int, phase: str, run: Callable):
+    def time(self, member: Member, item: int, phase: str, run: Callable, inputs=()):
         t0 = time.perf_counter()
         out = run()
         self._spans.append(Span(member.name, item, t0 - self._origin, time.perf_counter() - self._origin, phase))
@@ -57,10 +57,15 @@ class DeviceClock(HostClock):
         self._origin = time.perf_counter()
         self._pending: list[tuple] = []
 
-    def time(self, member: Member, item: int, phase: str, run: Callable):
+    def time(self, member: Member, item: int, phase: str, run: Callable, inputs=()):
         if not member.on_device:
             return super().time(member, item, phase, run)
         start, end = _core.create_event(self.device, True), _core.create_event(self.device, True)
+        # A stage's span starts when its inputs are there, not while it waits
+        # for the previous stage.
+        for t in inputs:
+            if isinstance(t, _core.Tensor) and t.device != "cpu":
+                member.stream.wait_for(t)
         member.stream.record(start)
         out = run()
         member.stream.record(end)

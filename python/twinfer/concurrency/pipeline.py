@@ -104,17 +104,17 @@ class Pipeline:
         on_device = isinstance(item, Mapping) and any(is_device_array(v) for v in item.values())
         return "device" if on_device else "host"
 
-    def _call_stage(self, i: int, results: list, item):
-        m = self.members[i]
-        if m.engine is not None:
-            return m.run_engine(feeds_for(self.members, self._links, i, results, item), self._outputs_for(i, item))
-        arg = item if i == 0 else results[i - 1]
-        return m.fn(arg, item) if self._takes_item[i] else m.fn(arg)
-
     def _run_stage(self, i: int, results: list, item, clock, index: int, phase: str):
+        m = self.members[i]
+        if m.engine is None:
+            arg = item if i == 0 else results[i - 1]
+            call = (lambda: m.fn(arg, item)) if self._takes_item[i] else (lambda: m.fn(arg))
+            return call() if clock is None else clock.time(m, index, phase, call)
+        feeds = feeds_for(self.members, self._links, i, results, item)
+        outputs = self._outputs_for(i, item)
         if clock is None:
-            return self._call_stage(i, results, item)
-        return clock.time(self.members[i], index, phase, lambda: self._call_stage(i, results, item))
+            return m.run_engine(feeds, outputs)
+        return clock.time(m, index, phase, lambda: m.run_engine(feeds, outputs), feeds.values())
 
     def _submit(self, item, clock=None, index: int = 0) -> Future:
         final: Future = Future()
