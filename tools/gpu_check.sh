@@ -72,6 +72,9 @@ if has bench; then
   # The full comparison with torch.compile takes longer: run it on its own
   # (python benchmarks/gpu_vs_torch.py); here the eager peers only.
   timeout 400 $PY benchmarks/gpu_vs_torch.py --no-compile --iterations 20 > "$OUT/bench_gpu_vs_torch.log" 2>&1
+  # Two models at once (issue 13): pairs, one graph, torch two-stream, priorities; one timeline.
+  (cd benchmarks && timeout 400 $PY dual_model.py --device cuda --no-compile --iterations 50 \
+    --json "$OUT/dual_model_cuda.json" --plot "$OUT/dual_timeline.png") > "$OUT/bench_dual_model.log" 2>&1
 fi
 
 stamp "summary"
