@@ -45,4 +45,10 @@ bool is_engine_file(const std::string& path);
 // Reads a saved engine: the model (constants mapped from the file) and its info.
 graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info);
 
+// The same from bytes someone else owns (64-byte aligned, as a mapping is);
+// constants borrow from them and `keep_alive` holds their owner. `name` names
+// the engine in errors. The fuzz target (fuzz/engine_file_fuzzer.cc) enters here.
+graph::Model read_engine_bytes(const uint8_t* data, size_t size, std::shared_ptr<void> keep_alive,
+                               const std::string& name, SavedEngineInfo* info);
+
 }  // namespace twinfer
