@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "onnx/mmap_file.h"
+#include "onnx/file_snapshot.h"
 
 namespace twinfer {
 
@@ -388,7 +388,7 @@ bool is_engine_file(const std::string& path) {
 }
 
 graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info) {
-  auto file = onnx::MappedFile::open(path, ErrorKind::kInvalidArgument);
+  auto file = onnx::FileSnapshot::open(path, ErrorKind::kInvalidArgument);
   return read_engine_bytes(file->data(), file->size(), file, path, info);
 }
 
