@@ -307,3 +307,72 @@ def test_file_replaced_after_load_keeps_the_loaded_model(tmp_path):
     np.testing.assert_array_equal(e.run({"x": x})["y"].numpy(), before)
     with pytest.raises(twinfer.ModelFormatError):
         twinfer.load(str(path))
+
+
+# --------------------------------------------------------------------------
+# files that change while they are being read
+
+
+def test_file_shorter_than_its_size_is_a_change_while_reading():
+    # The reader reads a file's stat size, then compares the file's state
+    # before and after; a read that ends before that size means the file
+    # shrank meanwhile. A sysfs attribute file says 4096 bytes and holds a
+    # few: the same path, made deterministic (a writer cannot be timed to
+    # land inside the read).
+    for path in ("/sys/devices/system/cpu/online", "/sys/kernel/mm/transparent_hugepage/enabled"):
+        try:
+            if os.path.isfile(path) and os.stat(path).st_size > len(open(path, "rb").read()):
+                break
+        except OSError:
+            pass
+    else:
+        pytest.skip("no sysfs file whose size is larger than its contents")
+    with pytest.raises(twinfer.ModelFormatError, match="changed while twinfer was reading it"):
+        twinfer.load(path)
+
+
+_REWRITER = textwrap.dedent("""
+    import os, random, sys, time
+    path, stop, blobs = sys.argv[1], sys.argv[2], [open(p, "rb").read() for p in sys.argv[3:]]
+    r = random.Random(0)
+    while not os.path.exists(stop):
+        for blob in blobs:
+            # Truncated, then written (as a re-export does), or written in
+            # place and then cut to size: the file is never empty.
+            with open(path, "wb" if r.random() < 0.3 else "r+b") as f:
+                f.write(blob)
+                f.truncate(len(blob))
+            time.sleep(r.uniform(0, 0.002))
+""")
+
+
+def test_file_rewritten_while_loading_never_crashes(tmp_path):
+    # Another process re-exports two models of different sizes to one path,
+    # over and over, while this one loads it: each load is one of the two
+    # models, complete, or a ModelFormatError (cut short, empty, or changed
+    # while read); never a crash and never a mix of the two. (A process, not
+    # a thread: the load holds the GIL, so a thread could not write during it.)
+    blobs = []
+    for k, rows in enumerate((64, 128)):
+        blobs.append(tmp_path / f"{k}.onnx")
+        blobs[-1].write_bytes(add_weights_model(rows, 1024).SerializeToString())
+    path, stop = tmp_path / "m.onnx", tmp_path / "stop"
+    path.write_bytes(blobs[0].read_bytes())
+    (tmp_path / "rewriter.py").write_text(_REWRITER)
+    child = subprocess.Popen([sys.executable, str(tmp_path / "rewriter.py"), str(path), str(stop), *map(str, blobs)])
+    loaded, refused = 0, []
+    try:
+        for _ in range(300):
+            try:
+                e = twinfer.load(str(path))
+            except twinfer.ModelFormatError as err:
+                refused.append(str(err))
+                continue
+            rows = e.inputs[0].shape[0]
+            want = np.arange(rows * 1024, dtype=np.float32).reshape(rows, 1024) % 97
+            np.testing.assert_array_equal(e.run({"x": np.zeros((rows, 1024), np.float32)})["y"].numpy(), want)
+            loaded += 1
+    finally:
+        stop.touch()
+        child.wait(timeout=30)
+    assert loaded + len(refused) == 300
