@@ -99,6 +99,17 @@ def test_wrong_input_gets_a_named_error(relu_engine, feed, error, words):
         assert w in str(e.value), str(e.value)
 
 
+def test_ml_dtypes_arrays_are_still_tensors():
+    # The check that refuses object/string/void arrays must not catch
+    # ml_dtypes' bfloat16 and float8 (NumPy kind "V" too): the sanitizer run
+    # found bfloat16 feeds refused as "cannot be a tensor".
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    m = model_bytes([helper.make_node("Relu", ["x"], ["y"])], [vi("x", T.BFLOAT16, [4])], [vi("y", T.BFLOAT16, [4])])
+    x = np.array([-1, 2, -3, 4], ml_dtypes.bfloat16)
+    y = twinfer.load(m).run({"x": x})["y"].numpy()
+    np.testing.assert_array_equal(y.astype(np.float32), [0, 2, 0, 4])
+
+
 def test_missing_and_unknown_inputs(relu_engine):
     with pytest.raises(twinfer.InvalidArgumentError, match=r"missing input\(s\) \['x'\]"):
         relu_engine.run({})

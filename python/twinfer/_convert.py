@@ -72,9 +72,9 @@ def _from_numpy(a: np.ndarray) -> Tensor:
     """A NumPy array as a Tensor: zero-copy through DLPack when it is compact,
     ml_dtypes types (bfloat16, float8_*, int4, float4_e2m1fn ...) through a
     uint8/uint16 view."""
-    _check_numeric(a)
     name = _ml_dtype_name(a)
     if name is None:
+        _check_numeric(a)  # after the ml_dtypes check: bfloat16 and float8 are kind "V" too
         return Tensor._from_capsule(_capsule(a))
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
