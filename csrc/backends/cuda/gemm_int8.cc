@@ -9,8 +9,6 @@
 namespace twinfer::cuda {
 
 namespace {
-constexpr size_t kWorkspaceLimit = size_t(32) << 20;
-
 int current_device() {
   int d = 0;
   check(cudaGetDevice(&d), "cudaGetDevice");
@@ -82,21 +80,10 @@ Int8Gemm::Int8Gemm(const Config& c) : st_(std::make_unique<State>(c)) {
   s.b = s.layout(CUDA_R_8I, c.k, c.rows, c.k);
   s.d = s.layout(i8 ? CUDA_R_8I : CUDA_R_32I, c.n, c.rows, c.n);
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  check_cublas(s.api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t ws = kWorkspaceLimit;
-  s.api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  const uint32_t align = 16;  // our buffers: the arena's and the kernel's own, 256-byte aligned
-  for (auto a : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    s.api.pref_set(pref, a, &align, sizeof(align));
-  int found = 0;
-  const cublasStatus_t r = s.api.heuristic(s.handle, s.desc, s.a, s.b, s.d, s.d, pref, 1, &s.algo, &found);
-  s.api.pref_destroy(pref);
-  if (r != CUBLAS_STATUS_SUCCESS || found == 0 || s.algo.state != CUBLAS_STATUS_SUCCESS)
-    throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no int8 algorithm for " + std::to_string(c.rows) + "x" +
-                                               std::to_string(c.n) + "x" + std::to_string(c.k) +
-                                               (i8 ? " with int8 output" : " with int32 output"));
+  // 16: our buffers are the arena's and the kernel's own, 256-byte aligned.
+  s.algo = choose_algo(s.handle, s.desc, s.a, s.b, s.d, 16,
+                       "int8 " + std::to_string(c.rows) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                           (i8 ? " with int8 output" : " with int32 output"));
 }
 
 Int8Gemm::~Int8Gemm() = default;
