@@ -5,7 +5,7 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'kernel_trace_clock_ns', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'start_kernel_trace', 'stop_kernel_trace', 'stream_priority_range']
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -146,6 +146,11 @@ class Stream:
     def sm_count(self) -> int:
         """
         SMs its kernels may use: 0 for the whole device, else its green context's.
+        """
+    @property
+    def trace_key(self) -> int:
+        """
+        What stop_kernel_trace names this stream's kernels with (0 where unknown).
         """
 class ExecutionContext:
     """
@@ -301,6 +306,10 @@ def is_engine_file(path: str) -> bool:
     """
     True when `path` starts like a twinfer engine file.
     """
+def kernel_trace_clock_ns(device: str) -> int:
+    """
+    The trace clock now (the spans' time base), in ns.
+    """
 def load_engine(path: str, device: str = 'cpu', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all') -> tuple[Engine, dict[str, str]]:
     """
     (Engine, metadata) from a saved engine file: no load-time pass runs.
@@ -323,6 +332,14 @@ def set_sim_config(max_delay_us: typing.SupportsInt | typing.SupportsIndex, seed
     ...
 def sim_config() -> dict:
     ...
+def start_kernel_trace(device: str) -> None:
+    """
+    Collect every kernel's span on the device (CUPTI on CUDA); DeviceError where it cannot.
+    """
+def stop_kernel_trace(device: str) -> list:
+    """
+    Stop tracing: [(kernel name, stream key, start ns, end ns)] of the finished kernels.
+    """
 def stream_priority_range(device: str) -> tuple[int, int]:
     """
     (least, greatest): numerically lower is more urgent.
