@@ -46,7 +46,7 @@ enum class DType : uint8_t {
   kSequence,
   kOptional,
   kUndefined,
-  // An ONNX map (ai.onnx.ml: ZipMap's output, DictVectorizer's input): a
+  // An ONNX map (ai.onnx.ml: ZipMap's output, a sequence of them): a
   // host object like a sequence, holding two 1-D tensors, keys and values.
   // Last, so that the codes saved engine files hold stay what they were.
   kMap,
