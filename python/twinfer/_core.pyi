@@ -16,6 +16,11 @@ class Tensor:
     @staticmethod
     def _from_capsule(arg0: typing.Any) -> Tensor:
         ...
+    @staticmethod
+    def _from_strings(values: collections.abc.Sequence, shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> Tensor:
+        """
+        A string tensor from a flat sequence of str/bytes (row-major) and its shape.
+        """
     def __array__(self, dtype: typing.Any = None, copy: typing.Any = None) -> typing.Any:
         ...
     def __dlpack__(self, stream: typing.Any = None, max_version: typing.Any = None, dl_device: typing.Any = None, copy: typing.Any = None) -> typing.Any:
@@ -26,7 +31,7 @@ class Tensor:
         ...
     def _items(self) -> list[Tensor]:
         """
-        The items of a sequence (an optional: none or one).
+        The items of a sequence (an optional: none or one; a map: its keys and its values).
         """
     def _view_as(self, dtype: str) -> Tensor:
         ...
