@@ -16,6 +16,7 @@ void bind_tensor(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
 void bind_build_info(pybind11::module_& m);
 void bind_device(pybind11::module_& m);
+void bind_kernel_math(pybind11::module_& m);  // private _test_* helpers
 
 }  // namespace twinfer::bindings
 

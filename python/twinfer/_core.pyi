@@ -5,7 +5,7 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'kernel_trace_clock_ns', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'start_kernel_trace', 'stop_kernel_trace', 'stream_priority_range']
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -16,6 +16,11 @@ class Tensor:
     @staticmethod
     def _from_capsule(arg0: typing.Any) -> Tensor:
         ...
+    @staticmethod
+    def _from_strings(values: collections.abc.Sequence, shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> Tensor:
+        """
+        A string tensor from a flat sequence of str/bytes (row-major) and its shape.
+        """
     def __array__(self, dtype: typing.Any = None, copy: typing.Any = None) -> typing.Any:
         ...
     def __dlpack__(self, stream: typing.Any = None, max_version: typing.Any = None, dl_device: typing.Any = None, copy: typing.Any = None) -> typing.Any:
@@ -26,7 +31,7 @@ class Tensor:
         ...
     def _items(self) -> list[Tensor]:
         """
-        The items of a sequence (an optional: none or one).
+        The items of a sequence (an optional: none or one; a map: its keys and its values).
         """
     def _view_as(self, dtype: str) -> Tensor:
         ...
@@ -147,6 +152,11 @@ class Stream:
         """
         SMs its kernels may use: 0 for the whole device, else its green context's.
         """
+    @property
+    def trace_key(self) -> int:
+        """
+        What stop_kernel_trace names this stream's kernels with (0 where unknown).
+        """
 class ExecutionContext:
     """
     Per-run state (arena, thread budget); use one per thread.
@@ -253,13 +263,21 @@ class GroupGraph:
     @property
     def device(self) -> str:
         ...
+def _test_activation(arg0: str, arg1: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]) -> list[float]:
+    ...
 def _test_broadcast_offsets(arg0: collections.abc.Sequence[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> tuple[int, list[list[int]]]:
     ...
 def _test_colmajor_gemm(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: bool, arg4: bool) -> tuple[int, int, int, tuple[bool, int, int, int], tuple[bool, int, int, int], int]:
     ...
+def _test_conv_geometry(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg3: typing.SupportsInt | typing.SupportsIndex, arg4: bool, arg5: bool, arg6: typing.SupportsInt | typing.SupportsIndex) -> tuple[list[list[int]], list[list[int]]]:
+    ...
 def _test_fast_divmod(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int]]:
     ...
 def _test_launch_configs(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int, int]]:
+    ...
+def _test_qbinary(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: typing.SupportsFloat | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: typing.SupportsFloat | typing.SupportsIndex, arg5: typing.SupportsInt | typing.SupportsIndex, arg6: typing.SupportsFloat | typing.SupportsIndex, arg7: typing.SupportsInt | typing.SupportsIndex, arg8: bool, arg9: bool, arg10: bool) -> list[int]:
+    ...
+def _test_qlinear_epilogue(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: typing.SupportsInt | typing.SupportsIndex, arg2: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], arg3: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], arg4: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg5: typing.SupportsInt | typing.SupportsIndex, arg6: str, arg7: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], arg8: typing.SupportsFloat | typing.SupportsIndex, arg9: typing.SupportsInt | typing.SupportsIndex, arg10: bool) -> list[float]:
     ...
 def build_info() -> dict:
     ...
@@ -293,6 +311,10 @@ def is_engine_file(path: str) -> bool:
     """
     True when `path` starts like a twinfer engine file.
     """
+def kernel_trace_clock_ns(device: str) -> int:
+    """
+    The trace clock now (the spans' time base), in ns.
+    """
 def load_engine(path: str, device: str = 'cpu', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all') -> tuple[Engine, dict[str, str]]:
     """
     (Engine, metadata) from a saved engine file: no load-time pass runs.
@@ -315,6 +337,14 @@ def set_sim_config(max_delay_us: typing.SupportsInt | typing.SupportsIndex, seed
     ...
 def sim_config() -> dict:
     ...
+def start_kernel_trace(device: str) -> None:
+    """
+    Collect every kernel's span on the device (CUPTI on CUDA); DeviceError where it cannot.
+    """
+def stop_kernel_trace(device: str) -> list:
+    """
+    Stop tracing: [(kernel name, stream key, start ns, end ns)] of the finished kernels.
+    """
 def stream_priority_range(device: str) -> tuple[int, int]:
     """
     (least, greatest): numerically lower is more urgent.
