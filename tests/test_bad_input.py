@@ -87,9 +87,11 @@ def relu_engine():
     (np.zeros((2, 3, 1), np.float32), twinfer.ShapeError, ["input 'x'", "rank 2"]),
     (np.zeros((2, 4), np.float32), twinfer.ShapeError, ["input 'x'", "dim 1"]),
     (np.float32(1), twinfer.ShapeError, ["input 'x'", "rank 2"]),
-    # These two raised DLPack's BufferError, which names neither input nor dtype.
-    (np.array([[None] * 3] * 2), twinfer.DTypeError, ["input 'x'", "dtype object"]),
-    (np.array([["a"] * 3] * 2), twinfer.DTypeError, ["input 'x'", "dtype <U1"]),
+    # Object and str arrays are string tensors (twinfer has them): the wrong type for x.
+    (np.array([[None] * 3] * 2), twinfer.DTypeError, ["input 'x'", "str or bytes", "NoneType"]),
+    (np.array([["a"] * 3] * 2), twinfer.DTypeError, ["input 'x'", "float32", "string"]),
+    # Dates have no tensor type: this raised DLPack's BufferError, naming neither input nor dtype.
+    (np.zeros((2, 3), "datetime64[D]"), twinfer.DTypeError, ["input 'x'", "dtype datetime64[D]"]),
     (None, twinfer.InvalidArgumentError, ["NoneType"]),
 ])
 def test_wrong_input_gets_a_named_error(relu_engine, feed, error, words):
