@@ -27,10 +27,20 @@ export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:abort_on_error=1
 export UBSAN_OPTIONS="print_stacktrace=1:log_path=$logs/ubsan"
 export PYTHONPATH=$pkg
 
+# The tests that place nodes as CUDA would (sim_coverage="cuda") need the
+# CUDA backend compiled (nvcc); this build is host-only, so they are left out.
+# No -x: the suite takes about half an hour under the sanitizers, so one run
+# should list every failure.
+host_only=(--ignore=tests/test_device_kernels.py
+  --deselect=tests/test_models.py::test_every_node_has_a_cuda_kernel)
 status=0
 if [ -z "${SANITIZE_LEAKS_ONLY:-}" ]; then
   echo "[sanitize] tests under ASan + UBSan: ${*:-the fast suite}"
-  (cd "$root" && "$py" -m pytest -q -p no:cacheprovider -x "${@:-tests}") || status=$?
+  if [ $# -gt 0 ]; then
+    (cd "$root" && "$py" -m pytest -q -p no:cacheprovider "$@") || status=$?
+  else
+    (cd "$root" && "$py" -m pytest -q -p no:cacheprovider "${host_only[@]}" tests) || status=$?
+  fi
 fi
 
 echo "[sanitize] leak check (LeakSanitizer)"
