@@ -19,4 +19,17 @@ dnnl::primitive_attr qlinear_attr(const QLinearParams& p, int weight_mask);
 // memories point into `p`, which must outlive the run.
 void add_qlinear_args(const QLinearParams& p, std::unordered_map<int, dnnl::memory>& args);
 
+// A matmul of x quantized per token (p.x_per_token, ops/quant/token_quant.h)
+// over [m, n]: weight scales with `weight_mask`, then as post-ops the row
+// scales (a binary multiply by an [m, 1] tensor), the bias (a binary add of
+// [1, n]: oneDNN adds DNNL_ARG_BIAS before post-ops, where the row scale
+// would multiply it too) and the activation; the destination scale and zero
+// point as in qlinear_attr.
+dnnl::primitive_attr qlinear_token_attr(const QLinearParams& p, int weight_mask, int64_t m, int64_t n);
+
+// The runtime arguments qlinear_token_attr declared: `row_scales` (m
+// floats, filled by the run) and the memories of `p`.
+void add_qlinear_token_args(const QLinearParams& p, const float* row_scales, int64_t m, int64_t n,
+                            std::unordered_map<int, dnnl::memory>& args);
+
 }  // namespace twinfer::quant
