@@ -7,6 +7,7 @@ also as onnxruntime's quantize_dynamic file, MatMulInteger, in both runtimes).
 
     python benchmarks/quantization.py [--threads 2] [--iterations 10] [--only resnet,minilm,bert,efficientnet]
                                       [--json quantization.json]
+    python benchmarks/quantization.py --device cuda   # INT8 / FP8 against FP16 on a GPU (quantization_gpu.py)
 
 Models: ResNet-50 batch 8 (224x224, random weights), EfficientNet-Lite0
 batch 1 and 8 (its ImageNet weights), MiniLM batch 1 and 8 (seq 128,
@@ -203,7 +204,12 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated model names (resnet50, efficientnet-lite0, minilm, "
                     "bert-base)")
     ap.add_argument("--json", default="quantization.json")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = ap.parse_args()
+    if args.device == "cuda":
+        import quantization_gpu
+
+        return quantization_gpu.run(args)
     import onnxruntime as ort
 
     warnings.filterwarnings("ignore")

@@ -115,3 +115,106 @@ def test_row_major_gemm_as_a_column_major_blas_call(rng, trans_a, trans_b):
             out[j * ld_d: j * ld_d + m] = D[:, j]
         want = (A.T if trans_a else A) @ (B.T if trans_b else B)
         np.testing.assert_allclose(out.reshape(M, N), want, rtol=1e-12, atol=1e-12)
+
+
+# -- arithmetic the CUDA kernels share with the host --------------------------------
+ACTIVATIONS = {  # name, params, NumPy reference
+    "": ([], lambda x: x),
+    "Relu": ([], lambda x: np.maximum(x, 0)),
+    "LeakyRelu": ([0.07], lambda x: np.where(x >= 0, x, 0.07 * x)),
+    "Clip": ([-0.5, 1.25], lambda x: np.clip(x, -0.5, 1.25)),
+    "Sigmoid": ([], lambda x: 1 / (1 + np.exp(-x))),
+    "HardSigmoid": ([0.3, 0.4], lambda x: np.clip(0.3 * x + 0.4, 0, 1)),
+    "HardSwish": ([], lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
+    "Silu": ([], lambda x: x / (1 + np.exp(-x))),
+    "Gelu": ([], None),
+    "Tanh": ([], np.tanh),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_device_activation_functor_matches_numpy(rng, name):
+    import math
+
+    params, ref = ACTIVATIONS[name]
+    if name == "Gelu":
+        erf = np.vectorize(math.erf)
+        ref = lambda x: 0.5 * x * (1 + erf(x / np.sqrt(2)))  # noqa: E731
+    x = np.concatenate([rng.standard_normal(500) * 4, [0.0, -0.0, 1e-8, -30, 30]]).astype(np.float32)
+    got = np.array(_core._test_activation(name, params, x.tolist()), np.float32)
+    np.testing.assert_allclose(got, ref(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+    tanh_gelu = np.array(_core._test_activation("Gelu", [1.0], x.tolist()), np.float32)
+    want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
+    np.testing.assert_allclose(tanh_gelu, want, rtol=2e-6, atol=2e-6)
+
+
+def _quantize_ref(v, y_scale, y_zero, unsigned):
+    lo, hi = (0, 255) if unsigned else (-128, 127)
+    return np.clip(np.rint(v.astype(np.float32) / np.float32(y_scale)) + y_zero, lo, hi).astype(np.int64)
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_int8_epilogue_matches_numpy(rng, quantized):
+    rows, n, k = 7, 13, 21
+    x = rng.integers(0, 256, size=(rows, k))                       # uint8 activations
+    w = rng.integers(-128, 128, size=(k, n))                       # int8 weights
+    x_zero = 131
+    acc = x @ w                                                    # what the GEMM sums (x as stored)
+    scale = (rng.random(n) * 0.01 + 1e-4).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    colsum = w.sum(0)
+    y_scale, y_zero = (0.05, 3) if quantized else (0.0, 0)
+    got = np.array(_core._test_qlinear_epilogue(acc.ravel().tolist(), n, scale.tolist(), bias.tolist(),
+                                                colsum.tolist(), x_zero, "Relu", [], y_scale, y_zero, False))
+    want = np.maximum(((x - x_zero) @ w).astype(np.float32) * scale + bias, 0).ravel()
+    if quantized:
+        want = _quantize_ref(want, y_scale, y_zero, False)
+        assert np.abs(got - want).max() <= 1 and np.mean(got == want) > 0.99
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
+    # The same with the shift the GPU applies to uint8 (x - 128 as int8, zero point less 128).
+    shifted = np.array(_core._test_qlinear_epilogue(((x - 128) @ w).ravel().tolist(), n, scale.tolist(),
+                                                    bias.tolist(), colsum.tolist(), x_zero - 128, "Relu", [],
+                                                    y_scale, y_zero, False))
+    np.testing.assert_array_equal(shifted, got)
+
+
+@pytest.mark.parametrize("mul", [False, True])
+def test_qbinary_element_matches_the_qdq_graph(rng, mul):
+    a = rng.integers(0, 256, size=4000)
+    b = rng.integers(-128, 128, size=4000)
+    sa, za, sb, zb, sy, zy = 0.02, 120, 0.013, -3, 0.04 if not mul else 0.0009, 7
+    for relu in (False, True):
+        got = np.array(_core._test_qbinary(a.tolist(), b.tolist(), sa, za, sb, zb, sy, zy, True, mul, relu))
+        fa = (a - za).astype(np.float32) * np.float32(sa)
+        fb = (b - zb).astype(np.float32) * np.float32(sb)
+        r = fa * fb if mul else fa + fb
+        if relu:
+            r = np.maximum(r, 0)
+        np.testing.assert_array_equal(got, _quantize_ref(r, sy, zy, True))
+
+
+@pytest.mark.parametrize("x_last,y_last,group", [(False, False, 1), (True, True, 1), (False, True, 3)])
+def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group):
+    B, C, H, W, O = 2, 6, 9, 11, 9
+    KH, KW, SH, SW, PH, PW, DH, DW = 3, 2, 2, 1, 1, 2, 2, 1
+    OH = (H + 2 * PH - DH * (KH - 1) - 1) // SH + 1
+    OW = (W + 2 * PW - DW * (KW - 1) - 1) // SW + 1
+    x = rng.integers(-128, 128, size=(B, C, H, W))
+    stored = x.transpose(0, 2, 3, 1).ravel() if x_last else x.ravel()
+    per = C // group
+    for g in range(group):
+        cols, yoff = _core._test_conv_geometry([B, C, H, W], [O, OH, OW], [KH, KW, SH, SW, PH, PW, DH, DW], group,
+                                               x_last, y_last, g)
+        cols = np.array(cols)
+        got = np.where(cols < 0, 999, stored[np.maximum(cols, 0)])  # 999: the padding
+        padded = np.pad(x[:, g * per:(g + 1) * per], ((0, 0), (0, 0), (PH, PH), (PW, PW)), constant_values=999)
+        want = np.empty((B, OH, OW, per, KH, KW), np.int64)
+        for i in range(KH):
+            for j in range(KW):
+                win = padded[:, :, i * DH: i * DH + SH * (OH - 1) + 1: SH, j * DW: j * DW + SW * (OW - 1) + 1: SW]
+                want[:, :, :, :, i, j] = win.transpose(0, 2, 3, 1)
+        np.testing.assert_array_equal(got, want.reshape(B * OH * OW, per * KH * KW))
+    y = np.arange(B * O * OH * OW).reshape(B, O, OH, OW)
+    y_stored = y.transpose(0, 2, 3, 1).ravel() if y_last else y.ravel()
+    np.testing.assert_array_equal(y_stored[np.array(yoff)], y.transpose(0, 2, 3, 1).reshape(B * OH * OW, O))

@@ -75,6 +75,9 @@ if has bench; then
   # Two models at once (issue 13): pairs, one graph, torch two-stream, priorities; one timeline.
   (cd benchmarks && timeout 400 $PY dual_model.py --device cuda --no-compile --iterations 50 \
     --json "$OUT/dual_model_cuda.json" --plot "$OUT/dual_timeline.png") > "$OUT/bench_dual_model.log" 2>&1
+  # INT8 / FP8 against FP16 (issue 14): ResNet-50 b256, EfficientNet-Lite0, BERT-base b64, MiniLM.
+  (cd benchmarks && timeout 400 $PY quantization.py --device cuda --iterations 20 \
+    --json "$OUT/quantization_cuda.json") > "$OUT/bench_quantization.log" 2>&1
 fi
 
 stamp "summary"

@@ -64,7 +64,7 @@ def main(out: Path) -> int:
     for bench in sorted(out.glob("bench_*.log")):
         lines = [ln for ln in bench.read_text().splitlines() if ln and not ln.startswith("{")]
         print(f"\n{bench.stem}:")
-        print("\n".join(lines[-14:]))
+        print("\n".join(lines[-26:]))
     print(f"\nTOTAL cuda tests: {totals[0]} passed, {totals[1]} failed")
     return 1 if totals[1] else 0
 

@@ -17,6 +17,7 @@ void bind_tensor(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
 void bind_build_info(pybind11::module_& m);
 void bind_device(pybind11::module_& m);
+void bind_kernel_math(pybind11::module_& m);  // private _test_* helpers
 void bind_quantize_info(pybind11::module_& m);
 
 // An ONNX model from a path (is_path) or a bytes object (model_info.cc).

@@ -6,6 +6,7 @@ PYBIND11_MODULE(_core, m) {
   twinfer::bindings::bind_errors(m);
   twinfer::bindings::bind_tensor(m);  // first: device bindings take Tensors
   twinfer::bindings::bind_device(m);
+  twinfer::bindings::bind_kernel_math(m);
   twinfer::bindings::bind_engine(m);
   twinfer::bindings::bind_build_info(m);
   twinfer::bindings::bind_quantize_info(m);

@@ -13,6 +13,7 @@ const char* precision_name(Precision p) {
     case Precision::kFP16: return "fp16";
     case Precision::kBF16: return "bf16";
     case Precision::kINT8: return "int8";
+    case Precision::kFP8: return "fp8";
   }
   return "fp32";
 }
@@ -23,8 +24,9 @@ Precision precision_from_name(const std::string& s) {
   if (s == "fp16" || s == "float16") return Precision::kFP16;
   if (s == "bf16" || s == "bfloat16") return Precision::kBF16;
   if (s == "int8") return Precision::kINT8;
+  if (s == "fp8") return Precision::kFP8;
   throw Error(ErrorKind::kInvalidArgument,
-              "unknown precision '" + s + "' (expected fp32, tf32, fp16, bf16 or int8)");
+              "unknown precision '" + s + "' (expected fp32, tf32, fp16, bf16, int8 or fp8)");
 }
 
 }  // namespace twinfer

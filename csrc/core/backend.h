@@ -8,7 +8,7 @@ namespace twinfer {
 enum class Backend { kCPU, kCUDA };
 const char* backend_name(Backend b);
 
-enum class Precision { kFP32, kTF32, kFP16, kBF16, kINT8 };
+enum class Precision { kFP32, kTF32, kFP16, kBF16, kINT8, kFP8 };
 const char* precision_name(Precision p);
 Precision precision_from_name(const std::string& s);
 

@@ -140,6 +140,8 @@ class DeviceApi {
   virtual std::shared_ptr<Stream> create_stream_like(const Stream& s, int priority) { return create_stream(priority); }
   // SMs of the whole device (the simulated device reports an H100's 132).
   virtual int sm_count() const = 0;
+  // major * 10 + minor (89 = Ada, 90 = Hopper); the simulated device is a 90.
+  virtual int compute_capability() const = 0;
   // A caller's stream by handle (not owned: the caller keeps it alive).
   virtual std::shared_ptr<Stream> borrow_stream(uintptr_t handle) = 0;
   virtual std::shared_ptr<Event> create_event() = 0;

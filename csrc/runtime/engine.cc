@@ -87,14 +87,22 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   std::shared_ptr<Engine> e(new Engine());
   e->options_ = options;
   e->prepare_device();
-  if (options.precision == Precision::kINT8 && options.int8_amax.empty())
+  if ((options.precision == Precision::kINT8 || options.precision == Precision::kFP8) && options.int8_amax.empty())
     throw Error(ErrorKind::kInvalidArgument,
-                "precision 'int8' needs calibrated activation ranges (twinfer.load(..., precision='int8', "
-                "calibration=data))");
+                std::string("precision '") + precision_name(options.precision) +
+                    "' needs calibrated activation ranges (twinfer.load(..., precision='" +
+                    precision_name(options.precision) + "', calibration=data))");
   if (options.precision != Precision::kFP32 && options.precision != Precision::kINT8 &&
       !options.device.is_accelerator())
     throw Error(ErrorKind::kInvalidArgument, std::string("precision '") + precision_name(options.precision) +
                                                  "' is not supported on the CPU backend (it computes in fp32)");
+  if (options.precision == Precision::kFP8 && options.device.is_accelerator()) {
+    const int cc = device_api(options.device).compute_capability();
+    if (cc < 89)  // E4M3 tensor cores arrived with Ada (8.9) and Hopper (9.0)
+      throw Error(ErrorKind::kInvalidArgument, "precision 'fp8' needs a GPU of compute capability 8.9 or newer; " +
+                                                   options.device.str() + " is " + std::to_string(cc / 10) + "." +
+                                                   std::to_string(cc % 10));
+  }
   check_opsets(model);
   e->opset_ = model.opset("");
   e->opsets_ = model.opsets;
@@ -182,6 +190,13 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
   e->options_.precision = info.precision;
   e->options_.optimize = info.optimize;
   e->prepare_device();
+  if (options.precision == Precision::kFP8 && options.device.is_accelerator()) {
+    const int cc = device_api(options.device).compute_capability();
+    if (cc < 89)  // E4M3 tensor cores arrived with Ada (8.9) and Hopper (9.0)
+      throw Error(ErrorKind::kInvalidArgument, "precision 'fp8' needs a GPU of compute capability 8.9 or newer; " +
+                                                   options.device.str() + " is " + std::to_string(cc / 10) + "." +
+                                                   std::to_string(cc % 10));
+  }
   check_opsets(model);
   e->opset_ = model.opset("");
   e->opsets_ = model.opsets;

@@ -97,10 +97,12 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   }
 
   // precision="fp16" / "bf16": float32 values the device kernels can take in
-  // the lower type become it (graph/passes/lower_precision.h).
-  if (on_device && (opt.precision == Precision::kFP16 || opt.precision == Precision::kBF16)) {
+  // the lower type become it (graph/passes/lower_precision.h); "fp8" runs
+  // what is not an FP8 GEMM in fp16.
+  if (on_device && (opt.precision == Precision::kFP16 || opt.precision == Precision::kBF16 ||
+                    opt.precision == Precision::kFP8)) {
     passes::LowerPrecisionOptions lo;
-    lo.to = opt.precision == Precision::kFP16 ? DType::kFloat16 : DType::kBFloat16;
+    lo.to = opt.precision == Precision::kBF16 ? DType::kBFloat16 : DType::kFloat16;
     const Backend kb = placement_backend(device, opt.sim_coverage);
     lo.supports = [&](const graph::Graph& mini, const graph::Node& n) {
       std::string why;

@@ -27,15 +27,16 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
            ``onnx.ModelProto``. A saved engine takes only device= and num_threads=.
     device: "auto" (the GPU when present, else the CPU), "cpu", "cuda" or "cuda:N"; "sim" is the
             simulated device, a GPU stand-in on the CPU for tests (twinfer.testing).
-    precision: "fp32" (default), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU.
+    precision: "fp32" (default), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU; "int8" (calibrated;
+               CPU and GPU); "fp8" (GPU: calibrated E4M3 GEMMs, the rest in fp16).
     options: num_threads (CPU threads per run, default all), optimize (passes, default True),
              base_dir (folder for external weights when loading from bytes),
              shape_ranges ({input name: (min_shape, max_shape)}: plans for both are built at
              load, and a run outside the range raises twinfer.ShapeError),
              extra_outputs (names of intermediate values to return too, after the model's outputs),
-             for precision="int8": calibration (sample inputs: feed dicts or arrays; or a saved
-             twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default,
-             "percentile", "minmax"), percentile (99.99), keep_float (node names left in float),
+             for precision="int8" / "fp8": calibration (sample inputs: feed dicts or arrays; or a saved
+             twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default for
+             int8, "minmax" for fp8, "entropy"), percentile (99.99), keep_float (node names left in float),
              bias_correction (True: each layer's bias absorbs the mean shift its int8
              weights cause, from the calibration's per-channel means),
              progress (a bar while calibrating),
@@ -138,22 +139,25 @@ def _load_saved(path: str, device: str, precision: str, options: dict) -> Engine
 
 
 def _int8_calibration(model, precision: str, options: dict, num_threads: int):
-    """For precision="int8": the Calibration given, or one computed from the
-    calibration data (options calibration=, calibrator=, percentile=)."""
+    """For precision="int8" / "fp8": the Calibration given, or one computed from
+    the calibration data (options calibration=, calibrator=, percentile=)."""
     calibration = options.pop("calibration", None)
-    # Percentile by default: the entropy (KL) search clips spiky activations
-    # such as ReLU6 outputs far too hard (EfficientNet-Lite0 lost every top-1).
-    calibrator = options.pop("calibrator", "percentile")
+    # int8: percentile by default: the entropy (KL) search clips spiky
+    # activations such as ReLU6 outputs far too hard (EfficientNet-Lite0 lost
+    # every top-1). fp8: the largest value; E4M3's exponent keeps the small
+    # ones, clipping would only lose the large.
+    calibrator = options.pop("calibrator", "minmax" if precision == "fp8" else "percentile")
     percentile = float(options.pop("percentile", 99.99))
     progress = bool(options.pop("progress", True))
-    if precision != "int8":
+    if precision not in ("int8", "fp8"):
         if calibration is not None:
-            raise InvalidArgumentError("calibration= is only used with precision='int8'")
+            raise InvalidArgumentError("calibration= is only used with precision='int8' or 'fp8'")
         return None
     from .quantize import Calibration, calibrate
 
     if calibration is None:
-        raise InvalidArgumentError("precision='int8' needs calibration= (sample inputs, or a twinfer.quantize.Calibration)")
+        raise InvalidArgumentError(f"precision={precision!r} needs calibration= (sample inputs, or a "
+                                   "twinfer.quantize.Calibration)")
     if isinstance(calibration, Calibration):
         return calibration
     if isinstance(calibration, (str, os.PathLike)):

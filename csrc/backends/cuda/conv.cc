@@ -65,8 +65,8 @@ class CudnnConv final : public Kernel {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
     handle_ = cudnn_handle(device);
-    cudnnDataType_t t;
-    cudnn_type(dtype_, &t);
+    cudnnDataType_t t = CUDNN_DATA_FLOAT;
+    cudnn_type(dtype_, &t);  // supported: conv_supports checked it
     // A 1-d convolution is a 2-d one with a height of 1 (cuDNN wants >= 4-d).
     Shape x = c_.x, w = c_.w, y = c_.y;
     std::vector<int> pad, stride, dil;

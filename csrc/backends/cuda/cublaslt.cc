@@ -60,6 +60,26 @@ void check_cublas(cublasStatus_t s, const char* what) {
               std::string(what) + ": " + (msg ? msg : "cuBLASLt status " + std::to_string(static_cast<int>(s))));
 }
 
+cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                            cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d, uint32_t align,
+                                            const std::string& what) {
+  const CublasLtApi& api = cublaslt();
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_cublas(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = kCublasLtWorkspaceLimit;
+  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    api.pref_set(pref, attr, &align, sizeof(align));
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = 0;
+  const cublasStatus_t s = api.heuristic(h, desc, a, b, d, d, pref, 1, &r, &found);
+  api.pref_destroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || found == 0 || r.state != CUBLAS_STATUS_SUCCESS)
+    throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no algorithm for " + what);
+  return r;
+}
+
 cublasLtHandle_t cublaslt_handle(int device) {
   static std::mutex m;
   static std::vector<cublasLtHandle_t>* handles = new std::vector<cublasLtHandle_t>();  // never destroyed

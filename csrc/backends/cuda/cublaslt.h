@@ -34,4 +34,12 @@ cublasLtHandle_t cublaslt_handle(int device);
 // Throws Error(kRuntime) "what: <cuBLASLt status>" unless s is success.
 void check_cublas(cublasStatus_t s, const char* what);
 
+// cuBLASLt's best algorithm for the descriptor and layouts (C = D), with up
+// to 32 MiB of workspace and every operand `align`-byte aligned; throws
+// Error(kUnsupportedOp) "cuBLASLt has no algorithm for <what>" when none.
+cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                            cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d, uint32_t align,
+                                            const std::string& what);
+inline constexpr size_t kCublasLtWorkspaceLimit = size_t(32) << 20;  // what the fastest Hopper kernels ask at most
+
 }  // namespace twinfer::cuda

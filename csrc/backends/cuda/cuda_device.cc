@@ -326,6 +326,13 @@ class CudaDevice final : public DeviceApi {
     return std::make_shared<CudaStream>(index_, priority, cs->green());
   }
   int sm_count() const override { return device_sm_count(index_); }
+  int compute_capability() const override {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index_) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index_) != cudaSuccess)
+      cudaGetLastError();
+    return major * 10 + minor;
+  }
   std::shared_ptr<Stream> borrow_stream(uintptr_t handle) override {
     return std::make_shared<CudaStream>(index_, handle);
   }

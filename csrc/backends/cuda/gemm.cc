@@ -26,8 +26,6 @@ namespace twinfer::cuda {
 
 namespace {
 
-constexpr size_t kWorkspaceLimit = size_t(32) << 20;  // what cuBLASLt's fastest Hopper kernels ask at most
-
 bool cuda_float(DType t, cudaDataType_t* out) {
   switch (t) {
     case DType::kFloat32: *out = CUDA_R_32F; return true;
@@ -164,22 +162,9 @@ class LtMatmul {
   }
 
   cublasLtMatmulHeuristicResult_t heuristic(cublasLtMatmulDesc_t desc, uint32_t align) const {
-    cublasLtMatmulPreference_t pref = nullptr;
-    check_cublas(api_.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
-    const uint64_t ws = kWorkspaceLimit;
-    api_.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    for (auto a : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      api_.pref_set(pref, a, &align, sizeof(align));
-    cublasLtMatmulHeuristicResult_t r{};
-    int found = 0;
-    const cublasStatus_t s = api_.heuristic(handle_, desc, x_, w_, d_, d_, pref, 1, &r, &found);
-    api_.pref_destroy(pref);
-    check_cublas(s, "cublasLtMatmulAlgoGetHeuristic");
-    if (found == 0 || r.state != CUBLAS_STATUS_SUCCESS)
-      throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no algorithm for this GEMM (" + std::to_string(c_.g.m) +
-                                                 "x" + std::to_string(c_.g.n) + "x" + std::to_string(c_.g.k) + ")");
-    return r;
+    return choose_algo(handle_, desc, x_, w_, d_, align,
+                       "this GEMM (" + std::to_string(c_.g.m) + "x" + std::to_string(c_.g.n) + "x" +
+                           std::to_string(c_.g.k) + ")");
   }
 
   Config c_;

@@ -3,38 +3,15 @@
 #include "backends/cuda/kernel_util.h"
 #include "ops/elementwise/functors.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/nn/activation_fn.h"
 
 namespace twinfer::cuda {
 
 namespace {
 
-// nn::Activation's arithmetic in __host__ __device__ form (nn::Activation
-// itself uses <cmath>, host only), computed in float like the CPU kernels.
-struct ActFn {
-  nn::ActKind kind;
-  float alpha, beta;
-  TWINFER_HD float operator()(float x) const {
-    switch (kind) {
-      case nn::ActKind::kNone: return x;
-      case nn::ActKind::kRelu: return x > 0.f ? x : 0.f;
-      case nn::ActKind::kLeakyRelu: return x >= 0.f ? x : alpha * x;
-      case nn::ActKind::kClip: return fminf(fmaxf(x, alpha), beta);
-      case nn::ActKind::kSigmoid: return 1.f / (1.f + ew::m_exp(-x));
-      case nn::ActKind::kHardSigmoid: return fmaxf(0.f, fminf(1.f, alpha * x + beta));
-      case nn::ActKind::kHardSwish: return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
-      case nn::ActKind::kSilu: return x / (1.f + ew::m_exp(-x));
-      case nn::ActKind::kGelu: return 0.5f * x * (1.f + ew::m_erf(x * 0.70710678118654752440f));
-      case nn::ActKind::kGeluTanh:
-        return 0.5f * x * (1.f + ew::m_tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
-      case nn::ActKind::kTanh: return ew::m_tanh(x);
-    }
-    return x;
-  }
-};
-
 template <typename T>
 struct LiftAct {
-  ActFn f;
+  nn::ActFn f;
   TWINFER_HD T operator()(T v) const { return ew::store<T>(f(static_cast<float>(ew::load(v)))); }
 };
 
@@ -61,7 +38,7 @@ void apply_activation(void* y, int64_t n, DType dtype, const nn::Activation& act
   if (act.none()) return;
   const ew::LaunchConfig lc = ew::elementwise_launch(n);
   if (!lc.blocks) return;
-  const ActFn f{act.kind, act.alpha, act.beta};
+  const nn::ActFn f = nn::ActFn::of(act);
   ew::dispatch_typeset<ew::kF32 | ew::kF16 | ew::kBF16>(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     twinfer_gpu::unary_flat<<<lc.blocks, lc.threads, 0, s>>>(n, static_cast<const T*>(y), static_cast<T*>(y),

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "core/device_api.h"
+#include "core/tensor.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/kernel.h"
 
@@ -17,6 +18,18 @@ inline cudaStream_t stream_of(const KernelContext& ctx) {
 }
 
 inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+// A kernel's own constant (weights in another layout, per-channel
+// parameters), copied to the current device once when the kernel is built.
+inline Tensor device_copy(const void* host, DType dtype, Shape shape) {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  Tensor t = Tensor::empty(dtype, std::move(shape), Device::cuda(dev));
+  if (t.bytes()) check(cudaMemcpy(t.data(), host, t.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy (kernel constant)");
+  return t;
+}
+
+inline int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
 // dtypes the CUDA elementwise kernels are built for; a node of another dtype
 // runs on the CPU (placement falls back and kernel_report says why).

@@ -4,6 +4,7 @@
 #include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
+#include "ops/quant/fp8_matmul.h"
 
 namespace twinfer::passes {
 
@@ -250,6 +251,53 @@ int fuse_gemm_activation(Matcher& m, const PassContext& ctx) {
   return fused;
 }
 
+// com.twinfer::FP8MatMul, made from an FP8 QDQ model before fusion
+// (fp8_gemm.h): the Add of a constant bias and the activation after it go
+// into its epilogue, as they go into MatMul's.
+int fuse_fp8_epilogue(Matcher& m, const PassContext& ctx) {
+  int fused = 0;
+  for (size_t i = 0; i < m.g.nodes.size(); ++i) {
+    const graph::Node& mm = m.g.nodes[i];
+    if (m.dead[i] || mm.domain != kTwinferDomain || mm.op_type != quant::kFP8MatMulOp || mm.has_attr("activation") ||
+        mm.inputs.size() < quant::kF8Bias || !m.is_const(mm.inputs[quant::kF8W]) || !is_f32(m.g, mm.outputs[0]))
+      continue;
+    graph::Node f = mm;
+    const int64_t n_out = m.g.values[f.inputs[quant::kF8W]].constant.shape()[0];
+    int tail = f.outputs[0], add_idx = -1;
+    if (f.inputs.size() == quant::kF8Bias || f.inputs[quant::kF8Bias] < 0) {
+      int ui;
+      graph::Node* add = m.sole_user(tail, &ui);
+      if (add && is_default(*add, "Add") && add->inputs.size() == 2) {
+        const int other = add->inputs[0] == tail ? add->inputs[1] : add->inputs[0];
+        const int bias = other == tail ? -1 : bias_as_vector(m, other, n_out, tail);
+        if (bias >= 0) {
+          f.inputs.resize(quant::kF8Bias);
+          f.inputs.push_back(bias);
+          add_idx = ui;
+          tail = m.g.nodes[ui].outputs[0];
+        }
+      }
+    }
+    std::string act;
+    std::vector<float> params;
+    int out = tail, extra = -1;
+    const int act_idx = match_activation(m, tail, &act, &params, &out, &extra);
+    if (add_idx < 0 && act_idx < 0) continue;
+    set_activation(f, act_idx >= 0 ? act : "", params);
+    f.outputs[0] = act_idx >= 0 ? out : tail;
+    if (!rewrite_fits(m.g, f, ctx)) continue;
+    m.g.nodes[i] = std::move(f);
+    if (add_idx >= 0) m.dead[add_idx] = 1;
+    if (act_idx >= 0) {
+      m.dead[act_idx] = 1;
+      if (extra >= 0) m.dead[extra] = 1;
+    }
+    ++fused;
+  }
+  if (fused) ctx.note("fuse: " + std::to_string(fused) + " FP8MatMul + bias [+activation]");
+  return fused;
+}
+
 }  // namespace
 
 int fuse_all(graph::Graph& g, const PassContext& ctx) {
@@ -265,6 +313,7 @@ int fuse_all(graph::Graph& g, const PassContext& ctx) {
     Matcher m(g);
     int n = fuse_matmul_bias(m, ctx) ;
     n += fuse_gemm_activation(m, ctx);
+    n += fuse_fp8_epilogue(m, ctx);
     if (n) { erase_nodes(g, m.dead); g.topo_sort(); }
     total += n;
   }

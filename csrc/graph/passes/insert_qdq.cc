@@ -119,7 +119,11 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
     if (found != activation_dq.end()) return found->second;
     const graph::Value v = g.values[in];  // copy: adding values may move the vector
     const float amax = spec.activation_amax.at(v.name);
-    const bool is_unsigned = spec.unsigned_activations.count(v.name) != 0;
+    // On the GPU every activation is signed int8 with zero point 0: cuBLASLt's
+    // int8 kernels read int8 only, and zero points of 0 let a whole layer run
+    // as one call (backends/cuda/gemm_qlinear.cc); a non-negative activation
+    // then has 127 levels instead of 255.
+    const bool is_unsigned = ctx.backend != Backend::kCUDA && spec.unsigned_activations.count(v.name) != 0;
     const float levels = is_unsigned ? 255.f : 127.f;
     const float scale = amax > 0.f ? amax / levels : 1.f;
     const int sv = add_constant(g, v.name + "_scale", scalar_f32(scale));

@@ -20,7 +20,9 @@ void set_flag(graph::Node& n, const char* name) {
 }  // namespace
 
 int int8_channels_last(graph::Graph& g, const PassContext& ctx) {
-  if (ctx.backend != Backend::kCPU) return 0;
+  // oneDNN's int8 convolutions and the CUDA ones (backends/cuda/gemm_qlinear.cc,
+  // whose GEMM writes positions x channels) both read and write NHWC as it is.
+  if (ctx.backend != Backend::kCPU && ctx.backend != Backend::kCUDA) return 0;
   const auto users = value_users(g);
   int kept = 0;
   for (auto& n : g.nodes) {

@@ -2,7 +2,9 @@
 
 #include <map>
 
+#include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
+#include "ops/quant/fp8_matmul.h"
 
 namespace twinfer::passes {
 
@@ -12,6 +14,12 @@ bool has_subgraph(const graph::Node& n) {
   for (const auto& kv : n.attrs)
     if (kv.second.g || !kv.second.graphs.empty()) return true;
   return false;
+}
+
+// Inputs whose float32 is part of the op's definition, not a precision
+// choice: FP8MatMul's scales and bias (its x and y follow the precision).
+bool stays_float32(const graph::Node& n, size_t input) {
+  return n.domain == kTwinferDomain && n.op_type == quant::kFP8MatMulOp && input != quant::kF8X;
 }
 
 bool casts_to_float32(const graph::Node& n) {
@@ -35,7 +43,16 @@ graph::Node lowered_copy(const graph::Graph& g, const graph::Node& n, DType to,
     mini->values.push_back(std::move(val));
     return id;
   };
-  for (int& v : copy.inputs) v = remap(v);
+  for (size_t i = 0; i < copy.inputs.size(); ++i) {
+    const int v = copy.inputs[i];
+    if (v >= 0 && stays_float32(n, i)) {
+      copy.inputs[i] = static_cast<int>(mini->values.size());
+      mini->values.push_back(g.values[v]);
+      mini->values.back().producer = -1;
+    } else {
+      copy.inputs[i] = remap(v);
+    }
+  }
   for (int& v : copy.outputs) v = remap(v);
   if (casts_to_float32(n)) copy.attrs["to"].i = dtype_to_onnx(to);
   return copy;
@@ -114,8 +131,10 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
   for (size_t i = 0; i < old.size(); ++i) {
     graph::Node n = old[i];
     if (low[i]) {
-      for (int& v : n.inputs)
-        if (v >= 0 && !lowered[v] && g.values[v].dtype == F) v = lowered_twin(v);
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        int& v = n.inputs[k];
+        if (v >= 0 && !lowered[v] && g.values[v].dtype == F && !stays_float32(n, k)) v = lowered_twin(v);
+      }
       for (int v : n.outputs)
         if (v >= 0 && g.values[v].dtype == F) {
           g.values[v].dtype = T;

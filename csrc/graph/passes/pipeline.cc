@@ -11,6 +11,7 @@
 #include "graph/passes/fuse_qdq.h"
 #include "graph/passes/fuse_qdq_binary.h"
 #include "graph/passes/infer_and_fold.h"
+#include "graph/passes/fp8_gemm.h"
 #include "graph/passes/int8_channels_last.h"
 #include "graph/passes/int8_movement.h"
 #include "graph/passes/smooth_activations.h"
@@ -75,6 +76,7 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
     infer_and_fold(g, pc, false);
     keep_if_valid(g, pc, "int8_movement", [&] { return int8_movement(g, pc); });
     keep_if_valid(g, pc, "fuse_qdq", [&] { return fuse_qdq(g, pc); });
+    keep_if_valid(g, pc, "fuse_fp8_qdq", [&] { return fuse_fp8_qdq(g, pc); });
     // before folding turns DQ(quantized bias) into a float constant
     keep_if_valid(g, pc, "fuse_qdq_binary", [&] { return fuse_qdq_binary(g, pc); });
   }
@@ -108,6 +110,11 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
     keep_if_valid(g, pc, "fuse", [&] { return fuse_all(g, pc); });
     keep_if_valid(g, pc, "int8_channels_last", [&] { return int8_channels_last(g, pc); });
   }
+  // precision="fp8": after fusion, so a fused bias and activation go along.
+  if (pc.precision == Precision::kFP8)
+    keep_if_valid(g, pc, "fp8", [&] {
+      return fp8_gemms(g, options.int8.activation_amax, options.int8.keep_float, pc);
+    });
   if (options.int8_weights)
     keep_if_valid(g, pc, "weights int8", [&] { return quantize_weights_int8(g, pc); });
   if (options.optimize || options.int8_weights) {

@@ -45,34 +45,7 @@ void qbinary_infer(InferContext& c) {
   c.set_output(0, y, broadcast_sym_shapes(c.input_shape(kQbA), c.input_shape(kQbB)));
 }
 
-// One quantized operand: q -> (q - zero) * scale, as DequantizeLinear computes it.
-struct Operand {
-  float scale = 1.f;
-  int32_t zero = 0;
-};
-
-struct Params {
-  Operand a, b;
-  float y_scale = 1.f, lo = 0.f, hi = 0.f;  // lo/hi: y's integer range less its zero point
-  float floor = -std::numeric_limits<float>::infinity();  // 0 with a fused Relu
-  int32_t y_zero = 0;
-};
-
-// One element, in the QDQ graph's float32 order; 1.5 * 2^23 rounds half to
-// even (see quantize_fast.cc). std::min/max (not nested ?:) so it vectorises.
-template <typename QA, typename QB, typename QY, bool kMul>
-inline __attribute__((always_inline)) QY qbinary_one(QA qa, QB qb, const Params& p) {
-  constexpr float kMagic = 12582912.f;
-  const float fa = static_cast<float>(static_cast<int32_t>(qa) - p.a.zero) * p.a.scale;
-  const float fb = static_cast<float>(static_cast<int32_t>(qb) - p.b.zero) * p.b.scale;
-  float r = kMul ? fa * fb : fa + fb;
-  r = r < p.floor ? p.floor : r;  // Relu: max(r, 0); NaN passes as in the graph
-  float v = r / p.y_scale;
-  v = v == v ? v : 0.f;
-  v = std::min(std::max(v, p.lo), p.hi);
-  v = (v + kMagic) - kMagic;
-  return static_cast<QY>(static_cast<int32_t>(v) + p.y_zero);
-}
+using Params = QBinaryParams;
 
 // One contiguous run of the output: a and b each step by 1 or stay on one
 // value (stride 0), the shapes numpy broadcasting leaves after the plan
@@ -82,18 +55,18 @@ template <typename QA, typename QB, typename QY>
 inline __attribute__((always_inline)) void run_loop(const QA* a, bool a_step, const QB* b, bool b_step, QY* y,
                                                     int64_t n, bool mul, const Params& p) {
   if (a_step && b_step) {
-    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, true>(a[i], b[i], p);
-    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, false>(a[i], b[i], p);
+    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QY, true>(a[i], b[i], p);
+    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QY, false>(a[i], b[i], p);
   } else if (a_step) {
     const QB vb = *b;
-    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, true>(a[i], vb, p);
-    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, false>(a[i], vb, p);
+    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QY, true>(a[i], vb, p);
+    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QY, false>(a[i], vb, p);
   } else if (b_step) {
     const QA va = *a;
-    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, true>(va, b[i], p);
-    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QA, QB, QY, false>(va, b[i], p);
+    if (mul) for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QY, true>(va, b[i], p);
+    else for (int64_t i = 0; i < n; ++i) y[i] = qbinary_one<QY, false>(va, b[i], p);
   } else {  // both on one value: one result repeated
-    const QY v = mul ? qbinary_one<QA, QB, QY, true>(*a, *b, p) : qbinary_one<QA, QB, QY, false>(*a, *b, p);
+    const QY v = mul ? qbinary_one<QY, true>(*a, *b, p) : qbinary_one<QY, false>(*a, *b, p);
     for (int64_t i = 0; i < n; ++i) y[i] = v;
   }
 }
@@ -131,15 +104,7 @@ class QBinaryKernel final : public Kernel {
   explicit QBinaryKernel(const KernelBuildInfo& info)
       : mul_(info.node().attr_string("op", "") == "Mul"),
         a_t_(info.input_dtype(kQbA)), b_t_(info.input_dtype(kQbB)), y_t_(info.output(0).dtype),
-        plan_(ew::plan_for_node(info, {kQbA, kQbB})) {
-    p_.a = operand(info, kQbAScale, kQbAZero);
-    p_.b = operand(info, kQbBScale, kQbBZero);
-    const Operand y = operand(info, kQbYScale, kQbYZero);
-    p_.y_scale = y.scale;
-    p_.y_zero = y.zero;
-    if (info.node().attr_string("activation", "") == "Relu") p_.floor = 0.f;
-    p_.lo = static_cast<float>((y_t_ == DType::kUInt8 ? 0 : -128) - y.zero);
-    p_.hi = static_cast<float>((y_t_ == DType::kUInt8 ? 255 : 127) - y.zero);
+        plan_(ew::plan_for_node(info, {kQbA, kQbB})), p_(qbinary_params(info)) {
     run_ = run_for(a_t_, b_t_, y_t_);
   }
   const char* impl_name() const override { return "fused dequantize-op-quantize (vectorised)"; }
@@ -155,19 +120,34 @@ class QBinaryKernel final : public Kernel {
   }
 
  private:
-  static Operand operand(const KernelBuildInfo& info, size_t scale, size_t zero) {
-    Operand o;
-    o.scale = *info.input_constant(scale)->data_as<float>();
-    if (info.has_input(zero)) load_int32s(info.input_constant(zero)->view(), &o.zero);
-    return o;
-  }
-
   bool mul_;
   RunFn run_ = nullptr;
   DType a_t_, b_t_, y_t_;
   ew::BroadcastPlan plan_;
   Params p_;
 };
+
+}  // namespace
+
+QBinaryParams qbinary_params(const KernelBuildInfo& info) {
+  auto operand = [&](size_t scale, size_t zero) {
+    QOperand o;
+    o.scale = *info.input_constant(scale)->data_as<float>();
+    if (info.has_input(zero)) load_int32s(info.input_constant(zero)->view(), &o.zero);
+    return o;
+  };
+  QBinaryParams p;
+  p.a = operand(kQbAScale, kQbAZero);
+  p.b = operand(kQbBScale, kQbBZero);
+  const QOperand y = operand(kQbYScale, kQbYZero);
+  p.y_scale = y.scale;
+  p.y_zero = y.zero;
+  if (info.node().attr_string("activation", "") == "Relu") p.floor = 0.f;
+  const DType yt = info.output(0).dtype;
+  p.lo = static_cast<float>((yt == DType::kUInt8 ? 0 : -128) - y.zero);
+  p.hi = static_cast<float>((yt == DType::kUInt8 ? 255 : 127) - y.zero);
+  return p;
+}
 
 bool qbinary_supports(const KernelBuildInfo& info, std::string* why) {
   for (size_t i : {kQbAScale, kQbAZero, kQbBScale, kQbBZero, kQbYScale, kQbYZero})
@@ -177,8 +157,6 @@ bool qbinary_supports(const KernelBuildInfo& info, std::string* why) {
     }
   return true;
 }
-
-}  // namespace
 
 TWINFER_REGISTER_SCHEMA(kQBinaryOp, qbinary_infer, kTwinferDomain);
 TWINFER_REGISTER_KERNEL(kQBinaryOp, Backend::kCPU, 10, qbinary_supports, make_kernel<QBinaryKernel>,

@@ -14,11 +14,21 @@
 //         a, b, y: uint8 / int8; scales float32 and zero points one element, constant.
 // attributes: op = "Add" | "Mul"; activation = "" | "Relu" (max(r, 0) before quantizing).
 #pragma once
+#include <string>
+
+#include "ops/kernel.h"
+#include "ops/quant/quant_math.h"
 
 namespace twinfer::quant {
 
 inline constexpr const char* kQBinaryOp = "QBinary";
 
 enum QBinaryInput : int { kQbA = 0, kQbAScale, kQbAZero, kQbB, kQbBScale, kQbBZero, kQbYScale, kQbYZero, kQbNumInputs };
+
+// The node's constant scales and zero points as the element function takes
+// them (quant_math.h); every backend's kernel reads them this way.
+QBinaryParams qbinary_params(const KernelBuildInfo& info);
+// Constant scales and zero points (what every QBinary kernel needs).
+bool qbinary_supports(const KernelBuildInfo& info, std::string* why);
 
 }  // namespace twinfer::quant

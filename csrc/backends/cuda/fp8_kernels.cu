@@ -1,0 +1,35 @@
+#include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/fp8_kernels.h"
+#include "backends/cuda/kernel_util.h"
+#include "ops/quant/fp8_matmul.h"
+
+namespace twinfer_gpu {
+
+template <typename X>
+__global__ void quantize_e4m3_rows(const X* __restrict__ x, const float* __restrict__ x_scale, int64_t rows, int64_t k,
+                                   int64_t kp, uint8_t* __restrict__ out) {
+  const float s = *x_scale;
+  const int64_t total = rows * kp;
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    const int64_t r = i / kp, c = i - r * kp;
+    out[i] = c < k ? twinfer::quant::fp8_quantize(static_cast<float>(twinfer::ew::load(x[r * k + c])), s) : uint8_t(0);
+  }
+}
+
+}  // namespace twinfer_gpu
+
+namespace twinfer::cuda {
+
+void quantize_e4m3_rows(const void* x, DType xt, const float* x_scale, int64_t rows, int64_t k, int64_t kp,
+                        uint8_t* out, cudaStream_t s) {
+  const ew::LaunchConfig lc = ew::elementwise_launch(rows * kp);
+  if (!lc.blocks) return;
+  ew::dispatch_typeset<ew::kF32 | ew::kF16 | ew::kBF16>(xt, [&](auto tag) {
+    using X = typename decltype(tag)::type;
+    twinfer_gpu::quantize_e4m3_rows<<<lc.blocks, lc.threads, 0, s>>>(static_cast<const X*>(x), x_scale, rows, k, kp,
+                                                                     out);
+  });
+  check_launch("E4M3 quantize launch");
+}
+
+}  // namespace twinfer::cuda

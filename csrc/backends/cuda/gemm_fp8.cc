@@ -1,0 +1,171 @@
+// com.twinfer::FP8MatMul (ops/quant/fp8_matmul.h) on cuBLASLt's FP8 GEMM
+// (Hopper): x rounded to E4M3 rows by our kernel (fp8_kernels.cu), the
+// weights stored [N, K] E4M3, the column-major "TN" form FP8 requires
+// (CUDA_GUIDE.md section 1), float32 accumulation, the two per-tensor scales
+// as cuBLASLt's A / B scale pointers, bias and ReLU / tanh-GELU in its
+// epilogue (other activations after it), D in x's type. K and N are padded
+// to 16 (FP8's leading-dimension rule); padded output columns are dropped.
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <vector>
+
+#include "backends/cuda/cublaslt.h"
+#include "backends/cuda/fp8_kernels.h"
+#include "backends/cuda/gemm_epilogue.h"
+#include "backends/cuda/kernel_util.h"
+#include "graph/domains.h"
+#include "ops/nn/activation.h"
+#include "ops/quant/fp8_matmul.h"
+
+namespace twinfer::cuda {
+
+namespace {
+
+using namespace twinfer::quant;
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kFloat16: return CUDA_R_16F;
+    case DType::kBFloat16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+bool fp8_supports(const KernelBuildInfo& info, std::string* why) {
+  for (size_t i : {kF8XScale, kF8W, kF8WScale, kF8Bias})
+    if (info.has_input(i) && !info.input_constant(i)) {
+      if (why) *why = "FP8MatMul needs constant weights, scales and bias";
+      return false;
+    }
+  for (size_t i : {kF8XScale, kF8WScale, kF8Bias})
+    if (info.has_input(i) && info.input_dtype(i) != DType::kFloat32) {
+      if (why) *why = "FP8MatMul's scales and bias are float32";
+      return false;
+    }
+  return true;
+}
+
+class CudaFP8MatMul final : public Kernel {
+ public:
+  explicit CudaFP8MatMul(const KernelBuildInfo& info)
+      : api_(cublaslt()), xt_(info.input_dtype(kF8X)), act_(nn::parse_activation(info.node())) {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    handle_ = cublaslt_handle(device);
+    const Shape x = info.input_shape(kF8X), w = info.input_shape(kF8W);
+    n_ = w[0];
+    k_ = w[1];
+    m_ = shape_numel(x) / (k_ ? k_ : 1);
+    if (m_ == 0 || n_ == 0 || k_ == 0) info.fail(ErrorKind::kUnsupportedOp, "an empty FP8MatMul runs on the CPU");
+    kp_ = round_up(k_, 16);
+    np_ = round_up(n_, 16);
+    // Weights [np, kp] E4M3 (zero padded), the scales, the bias in D's type.
+    const uint8_t* wq = info.input_constant(kF8W)->data_as<uint8_t>();
+    std::vector<uint8_t> wp(static_cast<size_t>(np_ * kp_), 0);
+    for (int64_t r = 0; r < n_; ++r)
+      for (int64_t c = 0; c < k_; ++c) wp[r * kp_ + c] = wq[r * k_ + c];
+    w_ = device_copy(wp.data(), DType::kUInt8, {np_, kp_});
+    const float scales[2] = {*info.input_constant(kF8WScale)->data_as<float>(),
+                             *info.input_constant(kF8XScale)->data_as<float>()};
+    scales_ = device_copy(scales, DType::kFloat32, {2});
+    has_bias_ = info.has_input(kF8Bias);
+    if (has_bias_) {
+      const float* b = info.input_constant(kF8Bias)->data_as<float>();
+      std::vector<float> bf(b, b + n_);
+      bf.resize(static_cast<size_t>(np_), 0.f);
+      if (xt_ == DType::kFloat32) {
+        bias_ = device_copy(bf.data(), DType::kFloat32, {np_});
+      } else {  // cuBLASLt wants the bias in D's type
+        std::vector<uint16_t> bits(bf.size());
+        for (size_t i = 0; i < bf.size(); ++i) bits[i] = xt_ == DType::kFloat16 ? float_to_half(bf[i]) : float_to_bf16(bf[i]);
+        bias_ = device_copy(bits.data(), xt_, {np_});
+      }
+    }
+    // Which activation cuBLASLt applies (ReLU; GELU is its tanh form).
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
+    if (act_.kind == nn::ActKind::kRelu) ep = has_bias_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    else if (act_.kind == nn::ActKind::kGeluTanh) ep = has_bias_ ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    else if (has_bias_) ep = CUBLASLT_EPILOGUE_BIAS;
+    if (act_.kind == nn::ActKind::kRelu || act_.kind == nn::ActKind::kGeluTanh) rest_ = nn::Activation{};
+    else rest_ = act_;
+
+    check_cublas(api_.desc_create(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate(fp8)");
+    const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
+    set(CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+    set(CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt));
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
+    const float* sa = scales_.data_as<float>();  // A = w: w_scale; B = x: x_scale
+    const float* sb = sa + 1;
+    set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
+    if (has_bias_) {
+      const cudaDataType_t bt = cuda_type(xt_);
+      set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
+      const void* bp = bias_.data();
+      set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
+    }
+    a_ = layout(CUDA_R_8F_E4M3, kp_, np_, kp_);
+    b_ = layout(CUDA_R_8F_E4M3, kp_, m_, kp_);
+    d_ = layout(cuda_type(xt_), np_, m_, np_);
+    algo_ = choose_algo(handle_, desc_, a_, b_, d_, 16,
+                        "FP8 " + std::to_string(m_) + "x" + std::to_string(n_) + "x" + std::to_string(k_));
+  }
+  ~CudaFP8MatMul() override {
+    for (auto l : {a_, b_, d_})
+      if (l) api_.layout_destroy(l);
+    if (desc_) api_.desc_destroy(desc_);
+  }
+
+  // Scratch: [E4M3 rows of x][D when N is padded][workspace], 256-aligned.
+  size_t x_bytes() const { return align(static_cast<size_t>(m_ * kp_)); }
+  size_t d_bytes() const { return np_ != n_ ? align(static_cast<size_t>(m_ * np_) * dtype_size(xt_)) : 0; }
+  size_t scratch_bytes() const override { return x_bytes() + d_bytes() + align(algo_.workspaceSize); }
+  const char* impl_name() const override { return "cublasLt fp8 (E4M3, fp32 accumulate)"; }
+
+  void run(KernelContext& ctx) const override {
+    const cudaStream_t s = stream_of(ctx);
+    char* scratch = static_cast<char*>(ctx.scratch);
+    auto* xq = reinterpret_cast<uint8_t*>(scratch);
+    quantize_e4m3_rows(ctx.inputs[kF8X].data, xt_, scales_.data_as<float>() + 1, m_, k_, kp_, xq, s);
+    void* d = np_ != n_ ? static_cast<void*>(scratch + x_bytes()) : ctx.outputs[0].data;
+    void* workspace = scratch + x_bytes() + d_bytes();
+    const float one = 1.f, zero = 0.f;
+    check_cublas(api_.matmul(handle_, desc_, &one, w_.data(), a_, xq, b_, &zero, d, d_, d, d_, &algo_.algo, workspace,
+                             algo_.workspaceSize, s),
+                 "cublasLtMatmul(fp8)");
+    const size_t es = dtype_size(xt_);
+    if (np_ != n_)
+      check(cudaMemcpy2DAsync(ctx.outputs[0].data, n_ * es, d, np_ * es, n_ * es, m_, cudaMemcpyDeviceToDevice, s),
+            "cudaMemcpy2DAsync (FP8MatMul output)");
+    apply_activation(ctx.outputs[0].data, m_ * n_, xt_, rest_, s);
+  }
+
+ private:
+  static size_t align(size_t b) { return (b + 255) / 256 * 256; }
+  void set(cublasLtMatmulDescAttributes_t a, const void* v, size_t n) {
+    check_cublas(api_.desc_set(desc_, a, v, n), "cublasLtMatmulDescSetAttribute(fp8)");
+  }
+  cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
+    cublasLtMatrixLayout_t l = nullptr;
+    check_cublas(api_.layout_create(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+                 "cublasLtMatrixLayoutCreate(fp8)");
+    return l;
+  }
+  const CublasLtApi& api_;
+  cublasLtHandle_t handle_ = nullptr;
+  DType xt_;
+  nn::Activation act_, rest_;
+  int64_t m_ = 0, n_ = 0, k_ = 0, kp_ = 0, np_ = 0;
+  bool has_bias_ = false;
+  Tensor w_, scales_, bias_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulHeuristicResult_t algo_{};
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL(kFP8MatMulOp, Backend::kCUDA, 10, fp8_supports, make_kernel<CudaFP8MatMul>, kTwinferDomain);
+
+}  // namespace twinfer::cuda

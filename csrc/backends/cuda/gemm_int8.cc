@@ -1,0 +1,112 @@
+#include "backends/cuda/gemm_int8.h"
+
+#include <mutex>
+
+#include "backends/cuda/cublaslt.h"
+#include "backends/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace twinfer::cuda {
+
+namespace {
+int current_device() {
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+}  // namespace
+
+struct Int8Gemm::State {
+  Config c;
+  const CublasLtApi& api;
+  cublasLtHandle_t handle;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulHeuristicResult_t algo{};
+  // The bias pointer lives in the descriptor: set it and enqueue under one
+  // lock (contexts share the kernel).
+  mutable std::mutex m;
+  mutable const float* bias_set = nullptr;
+
+  State(const Config& cfg) : c(cfg), api(cublaslt()), handle(cublaslt_handle(current_device())) {}
+  ~State() {
+    for (auto l : {a, b, d})
+      if (l) api.layout_destroy(l);
+    if (desc) api.desc_destroy(desc);
+  }
+  void set(cublasLtMatmulDescAttributes_t attr, const void* v, size_t n) {
+    check_cublas(api.desc_set(desc, attr, v, n), "cublasLtMatmulDescSetAttribute");
+  }
+  cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
+    cublasLtMatrixLayout_t l = nullptr;
+    check_cublas(api.layout_create(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+                 "cublasLtMatrixLayoutCreate");
+    return l;
+  }
+};
+
+std::string Int8Gemm::unsupported(int64_t k, int64_t n) {
+  if (k % 4 != 0) return "the int8 GEMM needs K a multiple of 4, got " + std::to_string(k);
+  if (n % 4 != 0) return "the int8 GEMM needs N a multiple of 4, got " + std::to_string(n);
+  return "";
+}
+
+Int8Gemm::Int8Gemm(const Config& c) : st_(std::make_unique<State>(c)) {
+  const std::string why = unsupported(c.k, c.n);
+  if (!why.empty()) throw Error(ErrorKind::kUnsupportedOp, why);
+  State& s = *st_;
+  const bool i8 = c.out == Output::kInt8;
+  // int32 out: compute and scale int32; int8 out: scale float (alpha, bias float).
+  check_cublas(s.api.desc_create(&s.desc, CUBLAS_COMPUTE_32I, i8 ? CUDA_R_32F : CUDA_R_32I),
+               "cublasLtMatmulDescCreate(int8)");
+  const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+  s.set(CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+  s.set(CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
+  if (i8) {
+    // alpha is a device vector over D's rows (our output channels), beta 0.
+    const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
+    s.set(CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof(pm));
+    const cublasLtEpilogue_t ep = c.bias ? (c.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                         : (c.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    s.set(CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
+    if (c.bias) {
+      const cudaDataType_t bt = CUDA_R_32F;
+      s.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
+    }
+  }
+  // Column-major: A = w as (k x n) with ld k, read transposed; B = x as
+  // (k x rows) with ld k; D = (n x rows) with ld n, i.e. d[rows, n] row-major.
+  s.a = s.layout(CUDA_R_8I, c.k, c.n, c.k);
+  s.b = s.layout(CUDA_R_8I, c.k, c.rows, c.k);
+  s.d = s.layout(i8 ? CUDA_R_8I : CUDA_R_32I, c.n, c.rows, c.n);
+
+  // 16: our buffers are the arena's and the kernel's own, 256-byte aligned.
+  s.algo = choose_algo(s.handle, s.desc, s.a, s.b, s.d, 16,
+                       "int8 " + std::to_string(c.rows) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                           (i8 ? " with int8 output" : " with int32 output"));
+}
+
+Int8Gemm::~Int8Gemm() = default;
+
+size_t Int8Gemm::workspace_bytes() const { return st_->algo.workspaceSize; }
+
+void Int8Gemm::run(const int8_t* x, const int8_t* w, void* d, const float* alpha, const float* bias, void* workspace,
+                   cudaStream_t stream) const {
+  const State& s = *st_;
+  std::lock_guard<std::mutex> lock(s.m);
+  if (s.c.bias && bias != s.bias_set) {
+    check_cublas(s.api.desc_set(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                 "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+    s.bias_set = bias;
+  }
+  const int32_t one = 1, zero = 0;
+  const float fzero = 0.f;
+  const bool i8 = s.c.out == Output::kInt8;
+  const void* a = i8 ? static_cast<const void*>(alpha) : &one;
+  const void* b = i8 ? static_cast<const void*>(&fzero) : &zero;
+  check_cublas(s.api.matmul(s.handle, s.desc, a, w, s.a, x, s.b, b, d, s.d, d, s.d, &s.algo.algo, workspace,
+                            s.algo.workspaceSize, stream),
+               "cublasLtMatmul(int8)");
+}
+
+}  // namespace twinfer::cuda

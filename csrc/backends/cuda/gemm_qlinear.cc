@@ -1,0 +1,308 @@
+// com.twinfer::QMatMul and QConv (ops/quant/qlinear_fused.h) on the GPU:
+// cuBLASLt's int8 GEMM (gemm_int8.h) on operands packed as its IMMA kernels
+// read them, then the layer's epilogue.
+//
+//   QMatMul  x[M, K] -> int8 rows (uint8 shifted by -128, K padded to 4)
+//   QConv    x -> im2col rows [B*OH*OW, C*KH*KW] (same packing), group 1;
+//            grouped / depthwise convolutions take a direct kernel instead
+//
+// Weights are repacked once, at build, into [N, K] (K-major, padded), with
+// their per-channel sums for the zero point. Two ways out of the GEMM:
+//   fast     x int8 with zero point 0 (twinfer's device calibration makes
+//            every activation so), int8 output with zero point 0, ReLU or no
+//            activation: cuBLASLt scales by x_scale * w_scale[n] / y_scale per
+//            channel, adds bias / y_scale, applies ReLU and rounds: one call;
+//   general  int32 sums, then our epilogue (ops/quant/quant_math.h): any
+//            activation, float or uint8 output, a zero point.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "backends/cuda/gemm_int8.h"
+#include "backends/cuda/kernel_util.h"
+#include "backends/cuda/qlinear_kernels.h"
+#include "graph/domains.h"
+#include "ops/nn/window.h"
+#include "ops/quant/qlinear_params.h"
+
+namespace twinfer::cuda {
+
+namespace {
+
+using quant::ConvGeometry;
+using quant::LinearEpilogue;
+using quant::QLinearParams;
+
+bool constants_known(const KernelBuildInfo& info, std::string* why) {
+  for (size_t i : {quant::kQXScale, quant::kQXZero, quant::kQW, quant::kQWScale, quant::kQBias, quant::kQYScale,
+                   quant::kQYZero})
+    if (info.has_input(i) && !info.input_constant(i)) {
+      if (why) *why = "the CUDA int8 layers need constant weights and quantization parameters";
+      return false;
+    }
+  if (!info.input_constant(quant::kQW)) {
+    if (why) *why = "the CUDA int8 layers need constant weights";
+    return false;
+  }
+  return true;
+}
+
+// The epilogue of a layer with these parameters, reading device arrays.
+LinearEpilogue epilogue_for(const QLinearParams& p, const float* scale, const float* bias, const int32_t* colsum,
+                            int32_t x_zero) {
+  LinearEpilogue e;
+  e.scale = scale;
+  e.bias = bias;
+  e.colsum = colsum;
+  e.x_zero = x_zero;
+  e.act = nn::ActFn::of(p.act);
+  e.quantized = p.quantized_out;
+  if (p.quantized_out) {
+    const bool u8 = p.y_type == DType::kUInt8;
+    e.y_scale = p.y_scale;
+    e.y_zero = p.y_zero;
+    e.lo = static_cast<float>((u8 ? 0 : -128) - p.y_zero);
+    e.hi = static_cast<float>((u8 ? 255 : 127) - p.y_zero);
+  }
+  return e;
+}
+
+// The layer's constants on the device and how its GEMM output becomes y.
+class Int8Layer {
+ public:
+  // w: the weights as [n, k] int8 rows (host).
+  Int8Layer(const QLinearParams& p, const int8_t* w, int64_t n, int64_t k, bool packs_x, int64_t rows)
+      : p_(p), n_(n), k_(k), kp_(round_up(k, 4)), np_(round_up(n, 4)), rows_(rows) {
+    x_u8_ = p.x_type == DType::kUInt8;
+    x_zero_ = x_u8_ ? p.x_zero - 128 : p.x_zero;  // in the int8 the GEMM reads
+    packs_x_ = packs_x || x_u8_ || kp_ != k_;
+    std::vector<int8_t> wp(static_cast<size_t>(np_ * kp_), 0);
+    std::vector<int32_t> colsum(static_cast<size_t>(np_), 0);
+    for (int64_t r = 0; r < n_; ++r)
+      for (int64_t c = 0; c < k_; ++c) {
+        wp[r * kp_ + c] = w[r * k_ + c];
+        colsum[r] += w[r * k_ + c];
+      }
+    w_ = device_copy(wp.data(), DType::kInt8, {np_, kp_});
+    const nn::ActKind act = p.act.kind;
+    fast_ = x_zero_ == 0 && p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
+            (act == nn::ActKind::kNone || act == nn::ActKind::kRelu);
+    std::vector<float> scale(static_cast<size_t>(np_), 0.f), bias;
+    for (int64_t c = 0; c < n_; ++c) scale[c] = fast_ ? p.scales[c] / p.y_scale : p.scales[c];
+    if (!p.bias.empty()) {
+      bias.assign(static_cast<size_t>(np_), 0.f);
+      for (int64_t c = 0; c < n_; ++c) bias[c] = fast_ ? p.bias[c] / p.y_scale : p.bias[c];
+      bias_ = device_copy(bias.data(), DType::kFloat32, {np_});
+    }
+    scale_ = device_copy(scale.data(), DType::kFloat32, {np_});
+    if (x_zero_ != 0) colsum_ = device_copy(colsum.data(), DType::kInt32, {np_});
+    Int8Gemm::Config c;
+    c.rows = rows_;
+    c.n = np_;
+    c.k = kp_;
+    c.out = fast_ ? Int8Gemm::Output::kInt8 : Int8Gemm::Output::kInt32;
+    c.bias = fast_ && !p.bias.empty();
+    c.relu = fast_ && act == nn::ActKind::kRelu;
+    gemm_ = std::make_unique<Int8Gemm>(c);
+  }
+
+  int64_t kp() const { return kp_; }
+  int64_t np() const { return np_; }
+  bool fast() const { return fast_; }
+  bool x_u8() const { return x_u8_; }
+  bool packs_x() const { return packs_x_; }
+  int32_t x_zero() const { return x_zero_; }
+  const char* impl() const { return fast_ ? "cublasLt int8 (scale, bias, ReLU in its epilogue)" : "cublasLt int8 + epilogue"; }
+
+  // Scratch: [packed x][GEMM output][cuBLASLt workspace], 256-byte aligned.
+  size_t packed_bytes() const { return packs_x_ ? align(static_cast<size_t>(rows_ * kp_)) : 0; }
+  size_t out_bytes() const { return align(static_cast<size_t>(rows_ * np_) * (fast_ ? 1 : 4)); }
+  size_t scratch_bytes() const { return packed_bytes() + out_bytes() + align(gemm_->workspace_bytes()); }
+
+  LinearEpilogue epilogue() const {
+    return epilogue_for(p_, scale_.data_as<float>(), p_.bias.empty() ? nullptr : bias_.data_as<float>(),
+                        x_zero_ ? colsum_.data_as<int32_t>() : nullptr, x_zero_);
+  }
+
+  // GEMM on packed (or in-place) x rows; returns where its output is.
+  void gemm(const int8_t* x_rows, void* out, void* workspace, cudaStream_t s) const {
+    gemm_->run(x_rows, w_.data_as<int8_t>(), out, scale_.data_as<float>(),
+               p_.bias.empty() ? nullptr : bias_.data_as<float>(), workspace, s);
+  }
+  DType y_type() const { return p_.quantized_out ? p_.y_type : DType::kFloat32; }
+
+ private:
+  static size_t align(size_t b) { return (b + 255) / 256 * 256; }
+
+  QLinearParams p_;
+  int64_t n_, k_, kp_, np_, rows_;
+  bool x_u8_ = false, packs_x_ = false, fast_ = false;
+  int32_t x_zero_ = 0;
+  Tensor w_, scale_, bias_, colsum_;
+  std::unique_ptr<Int8Gemm> gemm_;
+};
+
+// ---- QMatMul ----------------------------------------------------------------
+
+class CudaQMatMul final : public Kernel {
+ public:
+  explicit CudaQMatMul(const KernelBuildInfo& info) {
+    const Shape x = info.input_shape(quant::kQX), w = info.input_shape(quant::kQW);
+    const bool trans = info.node().attr_int("trans_b", 0) != 0;
+    k_ = trans ? w[1] : w[0];
+    n_ = trans ? w[0] : w[1];
+    if (x.back() != k_) info.fail(ErrorKind::kShape, "inner dimensions differ: x " + shape_str(x) + ", w " + shape_str(w));
+    m_ = 1;
+    for (size_t d = 0; d + 1 < x.size(); ++d) m_ *= x[d];
+    const QLinearParams p = quant::read_qlinear_params(info, n_);
+    if (m_ == 0 || n_ == 0 || k_ == 0)
+      info.fail(ErrorKind::kUnsupportedOp, "an empty QMatMul runs on the CPU");
+    // The weights as [N, K] rows.
+    const int8_t* wc = info.input_constant(quant::kQW)->data_as<int8_t>();
+    std::vector<int8_t> rows(static_cast<size_t>(n_ * k_));
+    for (int64_t r = 0; r < n_; ++r)
+      for (int64_t c = 0; c < k_; ++c) rows[r * k_ + c] = trans ? wc[r * k_ + c] : wc[c * n_ + r];
+    layer_ = std::make_unique<Int8Layer>(p, rows.data(), n_, k_, false, m_);
+  }
+  size_t scratch_bytes() const override { return layer_->scratch_bytes(); }
+  const char* impl_name() const override { return layer_->impl(); }
+
+  void run(KernelContext& ctx) const override {
+    const cudaStream_t s = stream_of(ctx);
+    const Int8Layer& L = *layer_;
+    char* scratch = static_cast<char*>(ctx.scratch);
+    const int8_t* xr = ctx.inputs[quant::kQX].as<const int8_t>();
+    if (L.packs_x()) {
+      auto* packed = reinterpret_cast<int8_t*>(scratch);
+      pack_int8_rows(ctx.inputs[quant::kQX].data, L.x_u8(), m_, k_, L.kp(), packed, s);
+      xr = packed;
+    }
+    char* out = scratch + L.packed_bytes();
+    void* workspace = out + L.out_bytes();
+    const bool direct = L.fast() && L.np() == n_;  // cuBLASLt writes y itself
+    L.gemm(xr, direct ? ctx.outputs[0].data : out, workspace, s);
+    if (direct) return;
+    if (L.fast()) {  // int8 rows padded to np: drop the padding columns
+      check(cudaMemcpy2DAsync(ctx.outputs[0].data, n_, out, L.np(), n_, m_, cudaMemcpyDeviceToDevice, s),
+            "cudaMemcpy2DAsync (QMatMul output)");
+      return;
+    }
+    linear_epilogue(reinterpret_cast<const int32_t*>(out), m_, n_, L.np(), L.epilogue(), ctx.outputs[0].data,
+                    L.y_type(), nullptr, s);
+  }
+
+ private:
+  int64_t m_ = 0, k_ = 0, n_ = 0;
+  std::unique_ptr<Int8Layer> layer_;
+};
+
+bool qmatmul_supports(const KernelBuildInfo& info, std::string* why) { return constants_known(info, why); }
+
+// ---- QConv -----------------------------------------------------------------
+
+ConvGeometry geometry_of(const KernelBuildInfo& info) {
+  const graph::Node& n = info.node();
+  const Shape x = info.input_shape(quant::kQX), w = info.input_shape(quant::kQW), y = info.output_shape(0);
+  const size_t nsp = x.size() - 2;
+  std::vector<int64_t> wk(w.begin() + 2, w.end());
+  nn::Window win = nn::parse_window(n, nsp, &wk, nn::WindowOptions{true, false});
+  nn::resolve_pads(win, Shape(x.begin() + 2, x.end()));
+  ConvGeometry g;
+  g.batch = x[0];
+  g.channels = x[1];
+  g.out_channels = w[0];
+  g.group = n.attr_int("group", 1);
+  const bool two = nsp == 2;  // 1-D: height 1
+  g.height = two ? x[2] : 1;
+  g.width = x.back();
+  g.out_height = two ? y[2] : 1;
+  g.out_width = y.back();
+  g.kernel_h = two ? win.kernel[0] : 1;
+  g.kernel_w = win.kernel.back();
+  g.stride_h = two ? win.stride[0] : 1;
+  g.stride_w = win.stride.back();
+  g.dil_h = two ? win.dilation[0] : 1;
+  g.dil_w = win.dilation.back();
+  g.pad_h = two ? win.pad_begin[0] : 0;
+  g.pad_w = win.pad_begin.back();
+  g.x_channels_last = n.attr_int("x_channels_last", 0) != 0;
+  g.y_channels_last = n.attr_int("y_channels_last", 0) != 0;
+  return g;
+}
+
+bool qconv_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!constants_known(info, why)) return false;
+  const size_t rank = info.input_shape(quant::kQX).size();
+  if (rank != 3 && rank != 4) {
+    if (why) *why = "the CUDA QConv takes 1-D and 2-D convolutions";
+    return false;
+  }
+  return true;
+}
+
+class CudaQConv final : public Kernel {
+ public:
+  explicit CudaQConv(const KernelBuildInfo& info) : g_(geometry_of(info)) {
+    const QLinearParams p = quant::read_qlinear_params(info, g_.out_channels);
+    if (g_.positions() == 0 || g_.out_channels == 0)
+      info.fail(ErrorKind::kUnsupportedOp, "an empty QConv runs on the CPU");
+    const Tensor& w = *info.input_constant(quant::kQW);
+    x_u8_ = p.x_type == DType::kUInt8;
+    x_zero_ = p.x_zero;
+    if (g_.group == 1) {
+      layer_ = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions());
+      return;
+    }
+    // Grouped: the direct kernel reads the weights as they are.
+    w_ = device_copy(w.data(), DType::kInt8, w.shape());
+    scale_ = device_copy(p.scales.data(), DType::kFloat32, {g_.out_channels});
+    if (!p.bias.empty()) bias_ = device_copy(p.bias.data(), DType::kFloat32, {g_.out_channels});
+    e_ = epilogue_for(p, scale_.data_as<float>(), p.bias.empty() ? nullptr : bias_.data_as<float>(), nullptr, 0);
+    y_type_ = p.quantized_out ? p.y_type : DType::kFloat32;
+  }
+  size_t scratch_bytes() const override { return layer_ ? layer_->scratch_bytes() : 0; }
+  const char* impl_name() const override { return layer_ ? layer_->impl() : "direct int8 convolution (grouped)"; }
+
+  void run(KernelContext& ctx) const override {
+    const cudaStream_t s = stream_of(ctx);
+    const void* x = ctx.inputs[quant::kQX].data;
+    void* y = ctx.outputs[0].data;
+    if (!layer_) {
+      qconv_direct(x, x_u8_, x_zero_, w_.data_as<int8_t>(), g_, e_, y, y_type_, s);
+      return;
+    }
+    const Int8Layer& L = *layer_;
+    char* scratch = static_cast<char*>(ctx.scratch);
+    auto* cols = reinterpret_cast<int8_t*>(scratch);
+    im2col_int8(x, L.x_u8(), g_, static_cast<int8_t>(L.x_zero()), L.kp(), cols, s);
+    char* out = scratch + L.packed_bytes();
+    void* workspace = out + L.out_bytes();
+    // cuBLASLt's rows are the output positions: NHWC order.
+    const bool direct = L.fast() && g_.y_channels_last && L.np() == g_.out_channels;
+    L.gemm(cols, direct ? y : out, workspace, s);
+    if (direct) return;
+    if (L.fast()) {
+      scatter_conv_output(reinterpret_cast<const int8_t*>(out), L.np(), g_, static_cast<int8_t*>(y), s);
+      return;
+    }
+    linear_epilogue(reinterpret_cast<const int32_t*>(out), g_.positions(), g_.out_channels, L.np(), L.epilogue(), y,
+                    L.y_type(), &g_, s);
+  }
+
+ private:
+  ConvGeometry g_;
+  bool x_u8_ = false;
+  int32_t x_zero_ = 0;
+  std::unique_ptr<Int8Layer> layer_;  // group 1
+  Tensor w_, scale_, bias_;           // grouped
+  LinearEpilogue e_;
+  DType y_type_ = DType::kFloat32;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL(quant::kQMatMulOp, Backend::kCUDA, 10, qmatmul_supports, make_kernel<CudaQMatMul>,
+                        kTwinferDomain);
+TWINFER_REGISTER_KERNEL(quant::kQConvOp, Backend::kCUDA, 10, qconv_supports, make_kernel<CudaQConv>, kTwinferDomain);
+
+}  // namespace twinfer::cuda

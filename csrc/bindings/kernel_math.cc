@@ -1,0 +1,120 @@
+// Host runs of the arithmetic the CUDA kernels share with the host
+// (__host__ __device__ code): the fused activations, the int8 epilogue,
+// QBinary's element and the int8 convolution's index math. Private (_test_*)
+// helpers for tests/test_index_math.py, which checks them against NumPy.
+#include <pybind11/stl.h>
+
+#include "bindings/bindings.h"
+#include "graph/ir.h"
+#include "ops/nn/activation_fn.h"
+#include "ops/quant/conv_geometry.h"
+#include "ops/quant/quant_math.h"
+
+namespace py = pybind11;
+
+namespace twinfer::bindings {
+
+namespace {
+
+nn::ActFn activation(const std::string& name, const std::vector<float>& params) {
+  graph::Node n;
+  n.name = "test";
+  graph::Attribute a;
+  a.type = graph::Attribute::Type::kString;
+  a.s = name;
+  n.attrs["activation"] = a;
+  graph::Attribute p;
+  p.type = graph::Attribute::Type::kFloats;
+  p.floats = params;
+  n.attrs["activation_params"] = p;
+  return nn::ActFn::of(nn::parse_activation(n));
+}
+
+}  // namespace
+
+void bind_kernel_math(py::module_& m) {
+  m.def("_test_activation", [](const std::string& name, const std::vector<float>& params, const std::vector<float>& x) {
+    const nn::ActFn f = activation(name, params);
+    std::vector<float> y;
+    for (float v : x) y.push_back(f(v));
+    return y;
+  });
+
+  // y for acc [rows, n]: floats, or the quantized integers when y_scale > 0.
+  m.def("_test_qlinear_epilogue",
+        [](const std::vector<int32_t>& acc, int64_t n, const std::vector<float>& scale, const std::vector<float>& bias,
+           const std::vector<int32_t>& colsum, int32_t x_zero, const std::string& act,
+           const std::vector<float>& act_params, float y_scale, int32_t y_zero, bool y_unsigned) {
+          quant::LinearEpilogue e;
+          e.scale = scale.data();
+          e.bias = bias.empty() ? nullptr : bias.data();
+          e.colsum = colsum.data();
+          e.x_zero = x_zero;
+          e.act = activation(act, act_params);
+          e.quantized = y_scale > 0.f;
+          e.y_scale = y_scale;
+          e.y_zero = y_zero;
+          e.lo = static_cast<float>((y_unsigned ? 0 : -128) - y_zero);
+          e.hi = static_cast<float>((y_unsigned ? 255 : 127) - y_zero);
+          std::vector<double> out;
+          for (size_t i = 0; i < acc.size(); ++i) {
+            const float v = e.value(acc[i], static_cast<int64_t>(i) % n);
+            out.push_back(e.quantized ? e.quantize(v) : v);
+          }
+          return out;
+        });
+
+  m.def("_test_qbinary",
+        [](const std::vector<int32_t>& a, const std::vector<int32_t>& b, float a_scale, int32_t a_zero, float b_scale,
+           int32_t b_zero, float y_scale, int32_t y_zero, bool y_unsigned, bool mul, bool relu) {
+          quant::QBinaryParams p;
+          p.a = {a_scale, a_zero};
+          p.b = {b_scale, b_zero};
+          p.y_scale = y_scale;
+          p.y_zero = y_zero;
+          if (relu) p.floor = 0.f;
+          p.lo = static_cast<float>((y_unsigned ? 0 : -128) - y_zero);
+          p.hi = static_cast<float>((y_unsigned ? 255 : 127) - y_zero);
+          std::vector<int32_t> out;
+          for (size_t i = 0; i < a.size(); ++i)
+            out.push_back(mul ? quant::qbinary_one<int32_t, true>(a[i], b[i], p)
+                              : quant::qbinary_one<int32_t, false>(a[i], b[i], p));
+          return out;
+        });
+
+  // (cols [positions, taps] of group g as source offsets, -1 in the padding;
+  //  y offsets [positions, out_channels]).
+  m.def("_test_conv_geometry", [](const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+                                  const std::vector<int64_t>& window, int64_t group, bool x_last, bool y_last,
+                                  int64_t g) {
+    // x: B, C, H, W; y: O, OH, OW; window: KH, KW, SH, SW, PH, PW, DH, DW
+    quant::ConvGeometry c;
+    c.batch = x.at(0);
+    c.channels = x.at(1);
+    c.height = x.at(2);
+    c.width = x.at(3);
+    c.out_channels = y.at(0);
+    c.out_height = y.at(1);
+    c.out_width = y.at(2);
+    c.kernel_h = window.at(0);
+    c.kernel_w = window.at(1);
+    c.stride_h = window.at(2);
+    c.stride_w = window.at(3);
+    c.pad_h = window.at(4);
+    c.pad_w = window.at(5);
+    c.dil_h = window.at(6);
+    c.dil_w = window.at(7);
+    c.group = group;
+    c.x_channels_last = x_last;
+    c.y_channels_last = y_last;
+    std::vector<std::vector<int64_t>> cols(static_cast<size_t>(c.positions()));
+    std::vector<std::vector<int64_t>> ys(static_cast<size_t>(c.positions()));
+    for (int64_t p = 0; p < c.positions(); ++p) {
+      for (int64_t k = 0; k < c.taps(); ++k) cols[p].push_back(c.source(p, k, g));
+      for (int64_t o = 0; o < c.out_channels; ++o) ys[p].push_back(c.y_offset(p, o));
+    }
+    return py::make_tuple(cols, ys);
+  });
+}
+
+}  // namespace twinfer::bindings

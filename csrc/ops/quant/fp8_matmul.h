@@ -1,0 +1,31 @@
+// com.twinfer::FP8MatMul: a MatMul / Gemm with float8 E4M3 operands and
+// float32 accumulation (precision="fp8", and FP8 QDQ models; both built by
+// graph/passes/fp8_gemm.cc):
+//
+//   xq = e4m3(x / x_scale)          per element, round to nearest even, saturated to +-448
+//   y  = act(sum_k xq[.., k] * w[n, k] * (x_scale * w_scale) + bias[n])
+//
+// inputs: 0 x        float32 / float16 / bfloat16 [.., K] (y has its type)
+//         1 x_scale  float32, one element (constant)
+//         2 w        float8e4m3fn [N, K] (constant: K-major, the layout
+//                    cuBLASLt's FP8 kernels read)
+//         3 w_scale  float32, one element (constant)
+//         4 bias     float32 [N] (optional, constant)
+// attributes: activation / activation_params (ops/nn/activation.h).
+#pragma once
+#include <cstdint>
+
+#include "core/float8.h"
+
+namespace twinfer::quant {
+
+inline constexpr const char* kFP8MatMulOp = "FP8MatMul";
+
+enum FP8MatMulInput : int { kF8X = 0, kF8XScale, kF8W, kF8WScale, kF8Bias, kF8NumInputs };
+
+// x / x_scale as E4M3 bits, the way every FP8MatMul kernel rounds it.
+TWINFER_HD uint8_t fp8_quantize(float x, float x_scale) {
+  return float_to_float8(static_cast<double>(x / x_scale), Float8Traits<float8_e4m3fn_t>::fmt(), true);
+}
+
+}  // namespace twinfer::quant
