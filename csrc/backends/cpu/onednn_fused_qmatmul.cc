@@ -6,7 +6,11 @@
 //
 // With x_per_token, x arrives as float32: each run quantizes its rows into
 // int8 scratch with one scale per row (ops/quant/token_quant.h), and the row
-// scales join the epilogue as a binary post-op ahead of the bias.
+// scales join the epilogue as a binary post-op ahead of the bias. That
+// matmul is described as 3-D, [1, M, K] x [1, K, N]: oneDNN 3.2's brgemm
+// kernels broadcast a binary operand of [1, M, 1] (dim 1, the "channel" of
+// a 3-D tensor), while [M, 1] against a 2-D [M, N] has no optimized
+// broadcast and fell back to its reference matmul (~100x slower).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -36,11 +40,18 @@ class QMatMulKernel final : public Kernel {
     if (m_ == 0 || n_ == 0 || k_ == 0) return;
     if (p_.x_per_token) token_bytes_ = onednn::align_up(static_cast<size_t>(m_ * k_)) + onednn::align_up(m_ * sizeof(float));
     onednn::guarded(node_, op_, [&] {
-      a_md_ = dnnl::memory::desc({m_, k_}, p_.x_per_token ? dt::s8 : onednn::dnnl_type(p_.x_type), tag::ab);
-      // The weights as stored: [K, N] row-major, or [N, K] read transposed.
-      w_plain_ = trans ? dnnl::memory::desc({k_, n_}, dt::s8, tag::ba) : dnnl::memory::desc({k_, n_}, dt::s8, tag::ab);
-      y_md_ = dnnl::memory::desc({m_, n_}, p_.quantized_out ? onednn::dnnl_type(p_.y_type) : dt::f32, tag::ab);
-      if (!p_.bias.empty() && !p_.x_per_token) bias_md_ = dnnl::memory::desc({1, n_}, dt::f32, tag::ab);
+      const dt y_type = p_.quantized_out ? onednn::dnnl_type(p_.y_type) : dt::f32;
+      if (p_.x_per_token) {  // 3-D, see the top of the file
+        a_md_ = dnnl::memory::desc({1, m_, k_}, dt::s8, tag::abc);
+        w_plain_ = dnnl::memory::desc({1, k_, n_}, dt::s8, trans ? tag::acb : tag::abc);
+        y_md_ = dnnl::memory::desc({1, m_, n_}, y_type, tag::abc);
+      } else {
+        a_md_ = dnnl::memory::desc({m_, k_}, onednn::dnnl_type(p_.x_type), tag::ab);
+        // The weights as stored: [K, N] row-major, or [N, K] read transposed.
+        w_plain_ = dnnl::memory::desc({k_, n_}, dt::s8, trans ? tag::ba : tag::ab);
+        y_md_ = dnnl::memory::desc({m_, n_}, y_type, tag::ab);
+        if (!p_.bias.empty()) bias_md_ = dnnl::memory::desc({1, n_}, dt::f32, tag::ab);
+      }
       w_const_ = info.input_constant(kQW)->data();
       const Variant& v = variants_.get(onednn::current_threads(), [&] { return make_variant(); });
       declared_scratch_ = v.pad_bytes;
@@ -108,8 +119,9 @@ class QMatMulKernel final : public Kernel {
 
   Variant make_variant() const {
     Variant v;
-    dnnl::memory::desc w_any({k_, n_}, dt::s8, tag::any);
-    const dnnl::primitive_attr attr = p_.x_per_token ? qlinear_token_attr(p_, 1 << 1, m_, n_) : qlinear_attr(p_, 1 << 1);
+    const dnnl::memory::desc w_any = p_.x_per_token ? dnnl::memory::desc({1, k_, n_}, dt::s8, tag::any)
+                                                    : dnnl::memory::desc({k_, n_}, dt::s8, tag::any);
+    const dnnl::primitive_attr attr = p_.x_per_token ? qlinear_token_attr(p_, m_, n_) : qlinear_attr(p_, 1 << 1);
     dnnl::matmul::primitive_desc pd(onednn::engine(), a_md_, w_any, bias_md_, y_md_, attr);
     v.prim = dnnl::matmul(pd);
     v.impl = pd.impl_info_str();

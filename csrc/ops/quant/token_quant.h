@@ -23,6 +23,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/quant/quant_math.h"
+
 namespace twinfer::quant {
 
 inline constexpr float kTokenLevels = 127.f;
@@ -30,21 +32,15 @@ inline constexpr float kTokenLevels = 127.f;
 // The scale of a row whose largest |x| is `amax` (NaN-free). An all-zero row
 // gets 1, so it quantizes to zeros without dividing by zero; an infinite
 // |x| is taken as float's largest, so the row's other values stay finite.
-inline float token_scale(float amax) {
+TWINFER_QHD float token_scale(float amax) {
   if (!(amax > 0.f)) return 1.f;
   return (amax < 3.4e38f ? amax : 3.4e38f) / kTokenLevels;
 }
 
-// One element: x / scale rounded half to even and clamped to [-127, 127];
-// NaN quantizes to 0, as QuantizeLinear's fast path does. 1.5 * 2^23 rounds a
-// float below 2^22 in magnitude to the nearest integer in the default FP mode.
-inline int8_t token_quantize(float x, float scale) {
-  constexpr float kMagic = 12582912.f;
-  float v = x / scale;
-  v = v == v ? v : 0.f;
-  v = v < -kTokenLevels ? -kTokenLevels : (v > kTokenLevels ? kTokenLevels : v);
-  v = (v + kMagic) - kMagic;
-  return static_cast<int8_t>(static_cast<int32_t>(v));
+// One element: x / scale rounded half to even and clamped to [-127, 127],
+// NaN to 0: QuantizeLinear's arithmetic (quant_math.h) with zero point 0.
+TWINFER_QHD int8_t token_quantize(float x, float scale) {
+  return static_cast<int8_t>(requantize(x, scale, -kTokenLevels, kTokenLevels, 0));
 }
 
 // Rows [row_begin, row_end) of x [rows, k] (row-major): q and one scale per
