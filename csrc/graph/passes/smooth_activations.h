@@ -9,8 +9,9 @@
 //
 // while the range moves from the activation (quantized per tensor) into the
 // weights (quantized per output channel, where a large row costs little).
-// The factors come from calibration (twinfer/quantize/smoothing.py chooses
-// them per activation by measuring each layer's int8 error); this pass only
+// The factors come from calibration (python/twinfer/quantize/smoothing.py:
+// s[k] = max|x_k|^alpha / max|w_k|^(1 - alpha), the weight side from
+// smoothing_weight_amax below) and are saved with it; this pass only
 // applies them, so every backend quantizes the same smoothed graph.
 //
 // For each activation x with factors (QuantizeSpec::smoothing), the MatMul /

@@ -15,11 +15,12 @@
 // insert_qdq writes, quantize then dequantize, the reference) and QMatMul
 // with x_per_token = 1 (qlinear_fused.h; the CPU kernel quantizes the rows
 // into scratch and runs oneDNN's int8 matmul with the row scales as a
-// post-op). A device kernel takes the same form: one block per row reduces
-// |x| to its maximum and writes q and scale (the functions below are plain
-// inline arithmetic so a .cu file can include them), an int8 GEMM with int32
-// accumulation, and an epilogue that multiplies by scale[r] * w_scale[n]
-// before the bias and activation.
+// post-op). The CUDA kernels (backends/cuda/token_quant.cu) take the same
+// form: one block per row reduces |x| to its maximum and writes q and scale
+// with the functions below (__host__ __device__), then cuBLASLt's int8 GEMM
+// sums in int32 and the shared epilogue (quant_math.h, LinearEpilogue's
+// row_scale) multiplies by w_scale[n] and scale[r] before the bias and
+// activation.
 #pragma once
 #include <cstdint>
 
