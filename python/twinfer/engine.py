@@ -38,7 +38,11 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default for
              int8, "minmax" for fp8, "entropy"), percentile (99.99), keep_float (node names left in float),
              bias_correction (True: each layer's bias absorbs the mean shift its int8
-             weights cause, from the calibration's per-channel means),
+             weights cause, from the calibration's per-channel means), per_token ("auto": the
+             token sequences, activations of rank >= 3 read by MatMul/Gemm with constant weights,
+             get one int8 scale per token computed at run time; True: every MatMul/Gemm input;
+             False: none), smoothing (True: SmoothQuant's alpha 0.5 for the token sequences,
+             chosen at calibration, or an alpha in [0, 1]; False: off),
              progress (a bar while calibrating),
              weights ("fp32" default; "int8": MatMul/Gemm weights stored int8 per output channel and
              dequantized inside the GEMM, activations stay float32 — a quarter of the weight bytes),
