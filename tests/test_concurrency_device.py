@@ -154,6 +154,57 @@ def test_device_profiles_are_timed_by_events_on_each_stream(models, rng, gpu):
     assert pprof.clock == clock and pprof.serial_s > 0 and pprof.concurrent_s > 0
 
 
+@pytest.mark.parametrize("gpu", GPUS)
+def test_kernel_spans_lie_inside_their_members_runs(models, rng, gpu):
+    """profile(kernels=True): every kernel of every run, on its member's
+    stream, inside one of that member's runs; none side by side while the
+    members run one at a time."""
+    dev = on(gpu, models)
+    feeds = [{"x": images(rng, n=2, h=17, w=17)}, {"v": rng.standard_normal((3, 8)).astype(F32)}]
+    n = 3
+    with twinfer.Parallel([dev["conv"], dev["mlp"]]) as par:
+        prof = par.profile(feeds, iterations=n, kernels=True)
+        per_run = {}
+        for m, f in zip(par.members, feeds):
+            rows = m.engine.kernel_report({k: v.shape for k, v in f.items()})
+            per_run[m.name] = [r for r in rows if r.backend == gpu and r.op != "copy"]
+    assert prof.kernels is not None and "kernels traced" in str(prof)
+    for phase in ("alone", "together"):
+        for name, placed in per_run.items():
+            ks = [k for k in prof.kernels if k.member == name and k.phase == phase]
+            runs = [s for s in prof.spans if s.member == name and s.phase == phase]
+            if gpu == "sim":  # one kernel task per device node, per run
+                assert len(ks) == n * len(placed), (name, phase, len(ks), len(placed))
+                assert {k.kernel.split(" (")[-1].rstrip(")") for k in ks} <= {r.op.split("::")[-1] for r in placed}
+            else:
+                assert len(ks) >= n * len(placed)  # a node may launch several kernels
+            for k in ks:
+                assert any(r.start - 1e-4 <= k.start <= k.end <= r.end + 1e-4 for r in runs), (k, runs)
+    assert prof.kernel_overlap("alone") == 0.0
+    assert 0.0 <= prof.kernel_overlap("together") <= 1.0
+    fig = prof.plot()  # kernels drawn by default when traced
+    assert len(fig.axes[0].collections) == 2 * len(par.members)
+
+
+def test_kernel_spans_need_a_device_and_a_trace_stops_on_failure(models, rng):
+    cpu_par = twinfer.Parallel([twinfer.load(models["mlp"], device="cpu")])
+    with pytest.raises(twinfer.InvalidArgumentError, match="kernels=True"):
+        cpu_par.profile([{"v": rng.standard_normal((3, 8)).astype(F32)}], kernels=True)
+    cpu_par.close()
+    dev = on("sim", models)
+    with twinfer.Parallel([dev["mlp"]]) as par:
+        with pytest.raises(twinfer.ShapeError):
+            par.profile([{"v": rng.standard_normal((3, 5)).astype(F32)}], kernels=True)
+        prof = par.profile([{"v": rng.standard_normal((3, 8)).astype(F32)}], iterations=2, kernels=True)
+        assert prof.kernels and {k.member for k in prof.kernels} == {par.members[0].name}
+    twinfer._core.start_kernel_trace("sim")
+    try:
+        with pytest.raises(twinfer.DeviceError, match="already running"):
+            twinfer._core.start_kernel_trace("sim")
+    finally:
+        twinfer._core.stop_kernel_trace("sim")
+
+
 # -- SM shares ----------------------------------------------------------------
 def test_sm_shares_are_green_context_partitions_on_the_simulated_device(models, cpu, rng):
     dev = on("sim", models)

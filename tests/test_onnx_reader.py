@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
+import twinfer.backend
 from twinfer import _core
 
 from onnx_helpers import assert_close, run_ort
@@ -481,9 +482,23 @@ def test_unknown_data_type(code):
     expect_error(_with_initializer(t), twinfer.DTypeError, match="w_odd")
 
 
-def test_string_tensor_refused():
-    t = helper.make_tensor("w_str", TensorProto.STRING, [2], [b"a", b"b"])
-    expect_error(_with_initializer(t), twinfer.DTypeError, match="w_str.*string")
+def test_string_tensor_malformed():
+    # Strings live in string_data, one per element; a string tensor with too
+    # few of them, or one claiming raw_data, is refused naming it.
+    t = TensorProto(name="w_few", data_type=TensorProto.STRING, dims=[3], string_data=[b"a", b"b"])
+    expect_error(_with_initializer(t), twinfer.ModelFormatError, match="w_few.*2 strings")
+    t = TensorProto(name="w_raw", data_type=TensorProto.STRING, dims=[2], raw_data=b"ab")
+    expect_error(_with_initializer(t), twinfer.ModelFormatError, match="w_raw.*string_data")
+
+
+def test_string_initializer_runs():
+    # Any bytes, not only UTF-8, come back unchanged (as surrogate escapes).
+    t = helper.make_tensor("w_str", TensorProto.STRING, [2, 2], [b"a", b"", "\u00e9".encode(), b"\xff"])
+    model = model_of([helper.make_node("Identity", ["w_str"], ["y"], name="id")], [],
+                     [vi("y", TensorProto.STRING, [2, 2])], [t])
+    (y,) = twinfer.backend.prepare(model).run([])
+    assert y.dtype == object and y.shape == (2, 2)
+    assert [s.encode("utf-8", "surrogateescape") for s in y.ravel()] == [b"a", b"", "\u00e9".encode(), b"\xff"]
 
 
 def test_cycle():
@@ -511,13 +526,13 @@ def test_sparse_initializer_refused():
     expect_error(model.SerializeToString(), twinfer.UnsupportedOpError, match="sparse initializer 'sp'")
 
 
-def test_map_input_refused():
-    # Sequences and optionals are supported (tests/test_sequences.py); maps are not.
-    m = helper.make_value_info("m", helper.make_map_type_proto(TensorProto.INT64,
-                                                               helper.make_tensor_type_proto(TensorProto.FLOAT, [2])))
+def test_sparse_input_refused():
+    # Tensors, sequences, optionals and maps are supported (tests/test_sequences.py,
+    # tests/test_ops_ml.py); sparse tensors are not.
+    m = helper.make_value_info("m", helper.make_sparse_tensor_type_proto(TensorProto.FLOAT, [2]))
     model = model_of([helper.make_node("Identity", ["m"], ["y"], name="id")], [m],
                      [vi("y", TensorProto.FLOAT, [2])])
-    expect_error(model.SerializeToString(), twinfer.UnsupportedOpError, match="'m' is a map")
+    expect_error(model.SerializeToString(), twinfer.UnsupportedOpError, match="'m' is a sparse tensor")
 
 
 def test_ref_attr_name_outside_function():
@@ -531,8 +546,12 @@ def test_ref_attr_name_outside_function():
 def test_opsets():
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="r")]
     io = ([vi("x", TensorProto.FLOAT, [1])], [vi("y", TensorProto.FLOAT, [1])])
-    expect_error(model_of(nodes, *io, opsets=(("com.x", 1),)).SerializeToString(), twinfer.ModelFormatError,
-                 match="default ONNX domain")
+    # A model may import only other domains (ai.onnx.ml alone, say), but then
+    # none of its nodes may be a default-domain one.
+    no_default = model_of(nodes, *io, opsets=(("com.x", 1),))
+    _core.read_model_info(no_default.SerializeToString(), False)
+    with pytest.raises(twinfer.UnsupportedOpError, match="imports no default-domain.*opset"):
+        twinfer.backend.prepare(no_default)
     expect_error(model_of(nodes, *io, opsets=(("", 99),)).SerializeToString(), twinfer.UnsupportedOpError,
                  match="opset 99")
     expect_error(b"", twinfer.ModelFormatError, match="no graph")

@@ -541,11 +541,31 @@ def test_matmul_batch_mismatch(rng):
         run_twinfer(model, {"a": randn(rng, 2, 3, 5), "b": randn(rng, 3, 5, 4)})
 
 
-def test_maxpool_column_major_indices_unsupported(rng):
-    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], storage_order=1)
-    model = make_model([node], [("x", np.float32, [1, 1, 4, 4])], [("y", np.float32, None), ("i", np.int64, None)])
-    with pytest.raises(twinfer_error(), match="storage_order"):
-        run_twinfer(model, {"x": randn(rng, 1, 1, 4, 4)})
+@pytest.mark.parametrize("x_shape,kernel,strides", [([2, 3, 5, 7], [2, 3], [1, 2]), ([1, 2, 9], [3], [2]),
+                                                     ([1, 2, 4, 5, 3], [2, 2, 2], [1, 1, 1])])
+def test_maxpool_column_major_indices(rng, x_shape, kernel, strides):
+    # storage_order=1: Indices count the first spatial dim fastest, as onnxruntime does.
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=kernel, strides=strides, storage_order=1)
+    model = make_model([node], [("x", np.float32, x_shape)], [("y", np.float32, None), ("i", np.int64, None)])
+    feeds = {"x": randn(rng, *x_shape)}
+    for got, want in zip(run_twinfer(model, feeds), run_ort(model, feeds)):
+        assert_close(got, want)
+
+
+@pytest.mark.parametrize("case", [0, 6, 12])
+def test_conv_half_reference_kernel(rng, case):
+    # The reference kernel computes 16-bit floats in float32 and rounds once:
+    # within a half-precision step of the float32 result on the same values.
+    x_shape, m, kernel, attrs = CONV_CASES[case]
+    dtype = np.float16
+    w, b = conv_weights(rng, x_shape, m, kernel, attrs, dtype=dtype)
+    model = conv_model(x_shape, w, b, attrs)
+    x = randn(rng, *x_shape).astype(dtype)
+    got = run_twinfer(model, {"x": x})[0]
+    wide = conv_model(x_shape, w.astype(np.float32), b.astype(np.float32), attrs)
+    want = run_ort(wide, {"x": x.astype(np.float32)})[0]
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=2e-3)
 
 
 # ----------------------------------------------------------------------------- concurrency

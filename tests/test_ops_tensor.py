@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import twinfer
+import twinfer.backend
 from onnx import TensorProto, helper, numpy_helper
 from op_cases import (BOOL, F16, F32, F64, I32, I64, MOVE_DTYPES, Const, build, check, expect_error, out_shapes,
                       rand, reference, run, sym_model)
@@ -53,14 +54,20 @@ def test_constant(rng, form):
     np.testing.assert_array_equal(got, want)
 
 
-def test_constant_string_is_an_error():
-    from onnx_helpers import make_model
+def test_constant_strings_feed_shape_ops():
+    from onnx_helpers import make_model, run_ort
 
-    # The string constant feeds Size, so the graph itself has no string output.
-    node = helper.make_node("Constant", [], ["c"], name="the_node", value_strings=["a", "b"])
-    size = helper.make_node("Size", ["c"], ["y0"])
-    model = make_model([node, size], [], [("y0", I64, None)])
-    expect_error(model, {}, "string", kind=twinfer.DTypeError)
+    # String constants (value_strings, value_string) feeding Size and Shape,
+    # which read only dims; compared with onnxruntime.
+    nodes = [helper.make_node("Constant", [], ["c"], value_strings=["a", "b", "c"]),
+             helper.make_node("Constant", [], ["s"], value_string="x"),
+             helper.make_node("Size", ["c"], ["y0"]), helper.make_node("Shape", ["c"], ["y1"]),
+             helper.make_node("Shape", ["s"], ["y2"])]
+    model = make_model(nodes, [], [("y0", I64, None), ("y1", I64, None), ("y2", I64, None)])
+    got = [np.asarray(v) for v in twinfer.backend.prepare(model).run([])]
+    for g, w in zip(got, run_ort(model, {})):
+        np.testing.assert_array_equal(g, w)
+        assert g.dtype == w.dtype
 
 
 @pytest.mark.parametrize("value", [None, np.array([2.5], F32), np.array([-7], I64), np.array([True])])

@@ -35,6 +35,7 @@ def run(include: str | None, device: str):
         bt = onnx.backend.test.BackendTest(twinfer.backend, "conformance")
         for p in cs.EXCLUDED:
             bt.exclude(p)
+        cs.replace_random_cases(bt, device)
         if include:
             bt.include(include)
         suite = bt.test_suite
@@ -97,6 +98,11 @@ def markdown(ran, failed, cases, seconds: float, device: str) -> str:
         lines.append(f"| {k} | {n} | {n - f} | {f} | {100 * (n - f) / n:.1f}% |")
     lines += ["", "Excluded (training only):", ""]
     for pattern, why in cs.EXCLUDED.items():
+        lines.append(f"- `{pattern}`: {why}")
+    lines += ["", "Random outputs, checked statistically (`tests/conformance_suite.py`, `tests/statistical.py`: "
+              "the case's input repeated 4000 times, each element's frequency of ones against its probability "
+              "by a chi-square test at a false-alarm rate of 1e-6, plus the stored output's dtype and shape):", ""]
+    for pattern, why in cs.RANDOM_CASES.items():
         lines.append(f"- `{pattern}`: {why}")
     lines += ["", "## Per op (node cases; first op of the case's model)", "", "| op | pass | fail |", "|---|---:|---:|"]
     for op in sorted(per_op):

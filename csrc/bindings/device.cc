@@ -81,6 +81,9 @@ void bind_device(py::module_& m) {
            "mode). Engine runs on the stream during a capture allocate nothing: warm each context up first.")
       .def("end_capture", &Stream::end_capture, "End the capture: the recorded work as a Graph.")
       .def_property_readonly("capturing", &Stream::capturing)
+      .def_property_readonly(
+          "trace_key", [](Stream& s) { return device_api(s.device()).trace_stream_key(s); },
+          "What stop_kernel_trace names this stream's kernels with (0 where unknown).")
       .def("__repr__", [](const Stream& s) {
         return "twinfer.Stream(device=" + s.device().str() + ", handle=" + std::to_string(s.handle()) +
                ", priority=" + std::to_string(s.priority()) + ")";
@@ -119,6 +122,24 @@ void bind_device(py::module_& m) {
         },
         py::arg("device"));
   m.def("parse_device", [](const std::string& s) { return parse_device(s).str(); }, py::arg("device"));
+  // Kernel spans for concurrency profiles (core/kernel_trace.h).
+  m.def("start_kernel_trace", [](const std::string& device) { device_api(parse_device(device)).start_kernel_trace(); },
+        py::arg("device"), "Collect every kernel's span on the device (CUPTI on CUDA); DeviceError where it cannot.");
+  m.def("stop_kernel_trace",
+        [](const std::string& device) {
+          Device d = parse_device(device);
+          std::vector<KernelSpan> spans;
+          {
+            py::gil_scoped_release nogil;
+            spans = device_api(d).stop_kernel_trace();
+          }
+          py::list out;
+          for (const KernelSpan& k : spans) out.append(py::make_tuple(k.name, k.stream, k.start_ns, k.end_ns));
+          return out;
+        },
+        py::arg("device"), "Stop tracing: [(kernel name, stream key, start ns, end ns)] of the finished kernels.");
+  m.def("kernel_trace_clock_ns", [](const std::string& device) { return device_api(parse_device(device)).trace_clock_ns(); },
+        py::arg("device"), "The trace clock now (the spans' time base), in ns.");
 
   m.def("sim_config", [] {
     const sim::SimConfig c = sim::sim_config();

@@ -302,7 +302,43 @@ Tensor tensor_from_capsule(py::capsule cap) {
   throw Error(ErrorKind::kInvalidArgument, "object is not an unused DLPack capsule");
 }
 
+// A string tensor as a NumPy array of Python str objects (the form onnx and
+// onnxruntime use). Bytes that are not UTF-8 come back as surrogate escapes,
+// so feeding the result back gives the same bytes.
+py::object strings_to_numpy(const Tensor& t) {
+  py::array out(py::dtype("O"), std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()));
+  auto** slots = static_cast<PyObject**>(out.mutable_data());
+  const std::string* s = t.data_as<const std::string>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    PyObject* o = PyUnicode_DecodeUTF8(s[i].data(), static_cast<Py_ssize_t>(s[i].size()), "surrogateescape");
+    if (!o) throw py::error_already_set();
+    Py_XDECREF(slots[i]);  // NumPy fills a new object array with None
+    slots[i] = o;
+  }
+  return std::move(out);
+}
+
+// Strings (or bytes) from Python as a string tensor of `shape`.
+Tensor strings_from_py(const py::sequence& values, const Shape& shape) {
+  std::vector<std::string> v;
+  v.reserve(py::len(values));
+  for (const py::handle& h : values) {
+    if (PyUnicode_Check(h.ptr())) {
+      py::object b = py::reinterpret_steal<py::object>(PyUnicode_AsEncodedString(h.ptr(), "utf-8", "surrogateescape"));
+      if (!b) throw py::error_already_set();
+      v.emplace_back(PyBytes_AS_STRING(b.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(b.ptr())));
+    } else if (PyBytes_Check(h.ptr())) {
+      v.emplace_back(PyBytes_AS_STRING(h.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(h.ptr())));
+    } else {
+      throw Error(ErrorKind::kDType, std::string("a string tensor takes str or bytes items, not ") +
+                                         Py_TYPE(h.ptr())->tp_name);
+    }
+  }
+  return Tensor::strings(shape, std::move(v));
+}
+
 py::object tensor_to_numpy(const Tensor& in) {
+  if (in.dtype() == DType::kString) return strings_to_numpy(in);
   Tensor t = in;
   if (t.device().is_accelerator()) {
     // A device tensor: wait until it is ready, copy it to the host.
@@ -379,19 +415,22 @@ void bind_tensor(py::module_& m) {
              return py::make_tuple(d.device_type, d.device_id);
            })
       .def_static("_from_capsule", &tensor_from_capsule)
-      // Sequence / optional values (what ONNX sequence and optional inputs
-      // and outputs hold; python/twinfer/engine.py converts lists and None).
+      .def_static("_from_strings", &strings_from_py, py::arg("values"), py::arg("shape"),
+                  "A string tensor from a flat sequence of str/bytes (row-major) and its shape.")
+      // Sequence / optional / map values (what ONNX sequence, optional and
+      // map inputs and outputs hold; python/twinfer/_engine.py converts
+      // lists, None and dicts).
       .def_static("_container",
                   [](const std::string& type, std::vector<Tensor> items) {
                     // type: the container's full type, "sequence(float32)" ...
                     std::vector<DType> t = type_from_str(type);
                     if (!dtype_is_container(t[0]))
-                      throw Error(ErrorKind::kDType, "'" + type + "' is not a sequence or optional type");
+                      throw Error(ErrorKind::kDType, "'" + type + "' is not a sequence, optional or map type");
                     return Tensor::container(t[0], std::vector<DType>(t.begin() + 1, t.end()), std::move(items));
                   },
                   py::arg("type"), py::arg("items"))
       .def("_items", [](const Tensor& t) { return t.list().items; },
-           "The items of a sequence (an optional: none or one).")
+           "The items of a sequence (an optional: none or one; a map: its keys and its values).")
       .def("_view_as",
            [](const Tensor& t, const std::string& name) {
              // Same memory read as another dtype of the same width: how NumPy

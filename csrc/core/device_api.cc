@@ -28,6 +28,8 @@ std::shared_ptr<Stream> DeviceApi::create_partitioned_stream(int, double) {
   throw Error(ErrorKind::kDevice, name() + " cannot run a stream on a share of its SMs (sm_share)");
 }
 
+void DeviceApi::start_kernel_trace() { throw Error(ErrorKind::kDevice, name() + " cannot trace its kernels"); }
+
 namespace {
 std::mutex& registry_mutex() {
   static std::mutex m;

@@ -21,6 +21,7 @@
 
 #include "core/allocator.h"
 #include "core/device.h"
+#include "core/kernel_trace.h"
 
 namespace twinfer {
 
@@ -167,6 +168,19 @@ class DeviceApi {
   // for the device. Kernels cannot throw, and a device-side trap would end
   // the whole CUDA context.
   virtual void check_kernel_errors() {}
+  // Kernel tracing (core/kernel_trace.h): start collecting every kernel's
+  // span on this device; stop returns them (finished work only: synchronise
+  // first). start throws kDevice naming why where the device cannot (a
+  // build or machine without CUPTI) or a trace is already running.
+  virtual void start_kernel_trace();
+  virtual std::vector<KernelSpan> stop_kernel_trace() { return {}; }
+  // The trace clock now, in ns (spans' start_ns / end_ns are on it).
+  virtual uint64_t trace_clock_ns() { return 0; }
+  // What KernelSpan::stream holds for kernels enqueued on `s`.
+  virtual uint64_t trace_stream_key(Stream& s) { return s.handle(); }
+  // The simulated device's kernels are host tasks: the executor reports
+  // each one it ran (a no-op elsewhere, and while no trace runs).
+  virtual void note_host_kernel(const std::string& name, uint64_t stream, uint64_t start_ns, uint64_t end_ns) {}
   // Makes this the calling thread's current device until the returned guard
   // goes (CUDA keeps a current device per thread; null where there is none).
   virtual std::shared_ptr<void> make_current() { return nullptr; }  // the whole device, for tests and shutdown

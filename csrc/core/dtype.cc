@@ -29,9 +29,10 @@ size_t dtype_size(DType t) {
     case DType::kFloat4E2M1:
     case DType::kInt2:
     case DType::kUInt2: return 1;
-    case DType::kString: return sizeof(void*);
+    case DType::kString: return sizeof(std::string);
     case DType::kSequence:  // host objects, not arrays: no element bytes
     case DType::kOptional:
+    case DType::kMap:
     case DType::kUndefined: return 0;
   }
   return 0;
@@ -66,6 +67,7 @@ const char* dtype_name(DType t) {
     case DType::kString: return "string";
     case DType::kSequence: return "sequence";
     case DType::kOptional: return "optional";
+    case DType::kMap: return "map";
     case DType::kUndefined: return "undefined";
   }
   return "undefined";
@@ -169,6 +171,7 @@ int32_t dtype_to_onnx(DType t) {
     case DType::kInt2: return 26;
     case DType::kSequence:
     case DType::kOptional:
+    case DType::kMap:
     case DType::kUndefined: return 0;
   }
   return 0;
@@ -186,12 +189,17 @@ DType dtype_from_name(const std::string& n) {
   throw Error(ErrorKind::kDType, "unknown dtype name '" + n + "'");
 }
 
-bool dtype_is_container(DType t) { return t == DType::kSequence || t == DType::kOptional; }
+bool dtype_is_container(DType t) { return t == DType::kSequence || t == DType::kOptional || t == DType::kMap; }
 
 std::string type_str(DType outer, const std::vector<DType>& inner) {
   if (!dtype_is_container(outer)) return dtype_name(outer);
   std::string s = std::string(dtype_name(outer)) + "(";
   if (inner.empty()) return s + "?)";
+  if (outer == DType::kMap) {  // key type, then the value's full type
+    s += std::string(dtype_name(inner[0])) + ",";
+    if (inner.size() == 1) return s + "?)";
+    return s + type_str(inner[1], std::vector<DType>(inner.begin() + 2, inner.end())) + ")";
+  }
   s += type_str(inner[0], std::vector<DType>(inner.begin() + 1, inner.end()));
   return s + ")";
 }
@@ -203,10 +211,18 @@ std::vector<DType> type_from_str(const std::string& name) {
     const size_t open = rest.find('(');
     if (open == std::string::npos) break;
     const std::string head = rest.substr(0, open);
-    if ((head != "sequence" && head != "optional") || rest.back() != ')')
+    if ((head != "sequence" && head != "optional" && head != "map") || rest.back() != ')')
       throw Error(ErrorKind::kDType, "malformed type name '" + name + "'");
-    r.push_back(head == "sequence" ? DType::kSequence : DType::kOptional);
     rest = rest.substr(open + 1, rest.size() - open - 2);
+    if (head == "map") {  // map(KEY,VALUE): the key is a plain dtype
+      const size_t comma = rest.find(',');
+      if (comma == std::string::npos) throw Error(ErrorKind::kDType, "malformed type name '" + name + "'");
+      r.push_back(DType::kMap);
+      r.push_back(dtype_from_name(rest.substr(0, comma)));
+      rest = rest.substr(comma + 1);
+      continue;
+    }
+    r.push_back(head == "sequence" ? DType::kSequence : DType::kOptional);
   }
   r.push_back(dtype_from_name(rest));
   return r;

@@ -38,12 +38,18 @@ enum class DType : uint8_t {
   kFloat4E2M1,
   kInt2,
   kUInt2,
-  kString,  // only for constants/attributes; no kernel computes on it
+  // ONNX strings: host arrays of std::string (see core/tensor.h), met only in
+  // eagerly evaluated graphs; only kernels registered for strings see them.
+  kString,
   // ONNX sequence and optional values: not arrays but host objects (a
   // TensorList, see core/tensor.h), met only in eagerly evaluated graphs.
   kSequence,
   kOptional,
   kUndefined,
+  // An ONNX map (ai.onnx.ml: ZipMap's output, a sequence of them): a
+  // host object like a sequence, holding two 1-D tensors, keys and values.
+  // Last, so that the codes saved engine files hold stay what they were.
+  kMap,
 };
 
 size_t dtype_size(DType t);
@@ -64,10 +70,13 @@ int32_t dtype_to_onnx(DType t);
 // "float8_e4m3fn", "int4", "float4_e2m1fn" ...).
 DType dtype_from_name(const std::string& name);
 
-// Sequence and optional types. A full type is written outermost first:
-// optional(sequence(float32)) is {kOptional, kSequence, kFloat32}.
-bool dtype_is_container(DType t);  // kSequence or kOptional
-// "float32", "sequence(float32)", "optional(sequence(int64))" for {outer} + inner.
+// Sequence, optional and map types. A full type is written outermost first:
+// optional(sequence(float32)) is {kOptional, kSequence, kFloat32}; a map
+// lists its key type, then its value's full type: sequence(map(int64,
+// float32)) is {kSequence, kMap, kInt64, kFloat32}.
+bool dtype_is_container(DType t);  // kSequence, kOptional or kMap
+// "float32", "sequence(float32)", "optional(sequence(int64))",
+// "map(string,float32)" for {outer} + inner.
 std::string type_str(DType outer, const std::vector<DType>& inner = {});
 // The inverse of type_str on a whole type; throws kDType on a malformed name.
 std::vector<DType> type_from_str(const std::string& name);

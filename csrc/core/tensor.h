@@ -1,10 +1,13 @@
 // Tensor: a dense row-major array on one device, sharing its Storage.
 // TensorView: what kernels see (raw pointer, dtype, shape), never owning.
-// A sequence or optional value (DType::kSequence / kOptional) is a Tensor of
-// shape [] whose storage holds a TensorList on the host; its view's data
-// points at that list.
+// A sequence, optional or map value (DType::kSequence / kOptional / kMap) is
+// a Tensor of shape [] whose storage holds a TensorList on the host; its
+// view's data points at that list. A string tensor (DType::kString) is a host
+// array of std::string: its storage constructs and destroys them, so kernels
+// read and assign `std::string*` data, never copy its bytes.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/allocator.h"
@@ -43,8 +46,11 @@ class Tensor {
   static Tensor from_storage(std::shared_ptr<Storage> storage, size_t byte_offset, DType dtype,
                              Shape shape);
   // A sequence (kind kSequence) or optional (kOptional, zero or one item) of
-  // `items`, whose type is `elem_type` (outermost first, see type_str).
+  // `items`, whose type is `elem_type` (outermost first, see type_str); a map
+  // (kMap) holds two items, its keys and its values (1-D, equally long).
   static Tensor container(DType kind, std::vector<DType> elem_type, std::vector<Tensor> items);
+  // A string tensor holding `values` (row-major; as many as the shape has).
+  static Tensor strings(Shape shape, std::vector<std::string> values);
 
   bool defined() const { return storage_ != nullptr || dtype_ != DType::kUndefined; }
   void* data() const { return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr; }

@@ -16,4 +16,10 @@ inline constexpr const char* kTwinferDomain = "com.twinfer";
 // than one block, e.g. the RGB image).
 inline constexpr const char* kBlockedDomain = "com.twinfer.blocked";
 
+// Not ours but spelled here too: ONNX's classical machine-learning ops
+// (csrc/ops/ml: trees, linear models, SVMs, encoders, ZipMap).
+inline constexpr const char* kMlDomain = "ai.onnx.ml";
+// ONNX's preview ops (FlexAttention).
+inline constexpr const char* kPreviewDomain = "ai.onnx.preview";
+
 }  // namespace twinfer

@@ -15,7 +15,9 @@ struct ValueInfo {
   bool has_type = false;
   bool is_tensor = false;    // a tensor_type, alone or inside the containers
   const char* kind = "";     // what it is otherwise ("map", "sparse tensor", ...)
-  std::vector<DType> containers;  // sequence/optional wrapping the tensor, outermost first
+  // sequence/optional/map wrapping the tensor, outermost first (a map's key
+  // type follows it: {kSequence, kMap, kInt64} for sequence(map(int64, T)))
+  std::vector<DType> containers;
   int32_t elem_type = 0;
   bool has_shape = false;
   SymShape shape;
@@ -81,13 +83,32 @@ void parse_container(wire::Reader r, DType kind, ValueInfo& v) {
   }
 }
 
+// TypeProto.Map: key_type (an element type code) and value_type (a TypeProto).
+void parse_map(wire::Reader r, ValueInfo& v) {
+  v.containers.push_back(DType::kMap);
+  DType key = DType::kUndefined;
+  wire::Reader value;
+  bool has_value = false;
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: key = dtype_from_onnx(r.int32("key_type")); break;
+      case 2: value = r.message("value_type", "TypeProto"); has_value = true; break;
+      default: r.skip();
+    }
+  }
+  if (key != DType::kString && !dtype_is_integer(key))
+    throw Error(ErrorKind::kModelFormat, "value '" + v.name + "': a map's keys must be strings or integers");
+  v.containers.push_back(key);
+  if (has_value) parse_type(value, v);
+}
+
 void parse_type(wire::Reader r, ValueInfo& v) {
   v.has_type = true;
   while (r.next()) {
     switch (r.field()) {
       case 1: parse_tensor_type(r.message("tensor_type", "TypeProto.Tensor"), v); break;
       case 4: parse_container(r.message("sequence_type", "TypeProto.Sequence"), DType::kSequence, v); break;
-      case 5: v.kind = "map"; r.skip(); break;
+      case 5: parse_map(r.message("map_type", "TypeProto.Map"), v); break;
       case 7: v.kind = "opaque"; r.skip(); break;
       case 8: v.kind = "sparse tensor"; r.skip(); break;
       case 9: parse_container(r.message("optional_type", "TypeProto.Optional"), DType::kOptional, v); break;
@@ -156,7 +177,7 @@ DType declared_dtype(const ValueInfo& v, const char* role) {
                                                "; only tensor, sequence and optional inputs and outputs are supported");
   if (v.elem_type == 0) return DType::kUndefined;
   const DType t = dtype_from_onnx(v.elem_type);
-  if (t == DType::kUndefined || t == DType::kString)
+  if (t == DType::kUndefined)
     throw Error(ErrorKind::kDType, std::string("graph ") + role + " '" + v.name + "' has unsupported element type " +
                                        std::to_string(v.elem_type));
   return t;

@@ -28,6 +28,7 @@ struct TensorFields {
   bool has_raw = false;
   Span raw;
   std::vector<Span> f32, f64, i32, i64, u64;  // chunks of float/double/int32/int64/uint64_data
+  std::vector<Span> strings;                  // string_data, one entry per element
   bool has_segment = false;
   int32_t data_location = 0;  // 1 = EXTERNAL
   ExternalRef ext;
@@ -69,7 +70,7 @@ TensorFields gather(wire::Reader& r) {
       case 3: t.has_segment = true; r.skip(); break;
       case 4: t.f32.push_back(r.fixed_chunk("float_data", 4)); break;
       case 5: t.i32.push_back(r.varint_chunk("int32_data")); break;
-      case 6: r.bytes("string_data"); break;  // only string tensors use it (refused)
+      case 6: t.strings.push_back(r.bytes("string_data")); break;
       case 7: t.i64.push_back(r.varint_chunk("int64_data")); break;
       case 8: t.name = r.string("name"); break;
       case 9: t.raw = r.bytes("raw_data"); t.has_raw = true; break;
@@ -237,6 +238,28 @@ Tensor from_typed(const TensorFields& f, const std::string& label, DType dtype, 
   throw Error(ErrorKind::kDType, "tensor '" + label + "': no typed-data decoding for " + dtype_name(dtype));
 }
 
+// A string tensor: one string_data entry per element (ONNX strings are bytes,
+// kept as they are; raw_data and external data cannot hold strings).
+Tensor string_tensor(const TensorFields& f, const std::string& label) {
+  if (f.has_raw || f.data_location != 0)
+    throw Error(ErrorKind::kModelFormat, "tensor '" + label + "': a string tensor keeps its values in string_data");
+  int64_t numel = 1;
+  for (int64_t d : f.dims) {
+    if (d < 0 || (d > 0 && numel > kMaxElements / d))
+      throw Error(ErrorKind::kModelFormat, "tensor '" + label + "' has dims " + shape_str(f.dims) +
+                                               " (negative, or more than 2^40 elements)");
+    numel *= d;
+  }
+  if (static_cast<int64_t>(f.strings.size()) != numel)
+    throw Error(ErrorKind::kModelFormat, "tensor '" + label + "': " + std::to_string(f.strings.size()) +
+                                             " strings in string_data but dims " + shape_str(f.dims) + " hold " +
+                                             std::to_string(numel));
+  std::vector<std::string> values;
+  values.reserve(f.strings.size());
+  for (const Span& s : f.strings) values.emplace_back(reinterpret_cast<const char*>(s.data), s.size);
+  return Tensor::strings(f.dims, std::move(values));
+}
+
 }  // namespace
 
 Tensor parse_tensor(wire::Reader r, ParseContext& ctx, std::string* name, const std::string& fallback) {
@@ -245,8 +268,7 @@ Tensor parse_tensor(wire::Reader r, ParseContext& ctx, std::string* name, const 
   const std::string label = f.name.empty() ? fallback : f.name;
 
   const DType dtype = dtype_from_onnx(f.data_type);
-  if (dtype == DType::kString)
-    throw Error(ErrorKind::kDType, "tensor '" + label + "': string tensors are not supported");
+  if (dtype == DType::kString) return string_tensor(f, label);
   if (dtype == DType::kUndefined)
     throw Error(ErrorKind::kDType, "tensor '" + label + "' has unsupported data type " +
                                        std::to_string(f.data_type) + " (" + onnx_type_name(f.data_type) + ")");

@@ -42,15 +42,25 @@ std::multimap<std::pair<std::string, std::string>, KernelDef>& kernels() {
 
 void register_kernel(const KernelDef& def) { kernels().emplace(std::make_pair(def.domain, def.op_type), def); }
 
+bool node_has_strings(const KernelBuildInfo& info) {
+  for (size_t i = 0; i < info.num_inputs(); ++i)
+    if (info.has_input(i) && info.input(i).dtype == DType::kString) return true;
+  for (size_t i = 0; i < info.num_outputs(); ++i)
+    if (info.has_output(i) && info.output(i).dtype == DType::kString) return true;
+  return false;
+}
+
 const KernelDef* select_kernel(const KernelBuildInfo& info, std::string* why_not) {
   const auto& n = info.node();
   std::string domain = n.domain == "ai.onnx" ? "" : n.domain;
   auto range = kernels().equal_range({domain, n.op_type});
   const KernelDef* best = nullptr;
   std::string reasons;
+  const bool strings = node_has_strings(info);
   for (auto it = range.first; it != range.second; ++it) {
     const KernelDef& d = it->second;
     if (d.backend != info.backend()) continue;
+    if (strings && !d.strings) continue;
     std::string why;
     if (d.supports && !d.supports(info, &why)) {
       if (!why.empty()) reasons += (reasons.empty() ? "" : "; ") + why;
@@ -59,9 +69,10 @@ const KernelDef* select_kernel(const KernelBuildInfo& info, std::string* why_not
     if (!best || d.priority > best->priority) best = &d;
   }
   if (!best && why_not) {
-    *why_not = reasons.empty() ? std::string("no ") + backend_name(info.backend()) +
-                                     " kernel for op " + n.op_type
-                               : reasons;
+    *why_not = !reasons.empty() ? reasons
+               : strings        ? std::string("no ") + backend_name(info.backend()) + " kernel for op " + n.op_type +
+                               " takes string tensors"
+                                : std::string("no ") + backend_name(info.backend()) + " kernel for op " + n.op_type;
   }
   return best;
 }

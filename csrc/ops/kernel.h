@@ -89,6 +89,11 @@ struct KernelDef {
   int priority;          // higher wins among kernels that support a node
   SupportsFn supports;   // nullptr: supports every node of this op
   CreateFn create;
+  // Whether the kernel handles string tensors (std::string elements, see
+  // core/tensor.h). A node with a string input or output gets only such
+  // kernels: every other kernel copies elements as bytes, which would
+  // duplicate the strings' owners. Registered with TWINFER_REGISTER_STRING_KERNEL.
+  bool strings = false;
 };
 
 void register_kernel(const KernelDef& def);
@@ -105,10 +110,13 @@ std::unique_ptr<Kernel> make_kernel(const KernelBuildInfo& info) {
 
 struct KernelRegistrar {
   KernelRegistrar(const char* op, Backend b, int priority, SupportsFn s, CreateFn c,
-                  const char* domain = "") {
-    register_kernel(KernelDef{op, domain, b, priority, s, c});
+                  const char* domain = "", bool strings = false) {
+    register_kernel(KernelDef{op, domain, b, priority, s, c, strings});
   }
 };
+
+// Whether any present input or output of the node is a string tensor.
+bool node_has_strings(const KernelBuildInfo& info);
 
 #define TWINFER_KCONCAT_INNER(a, b) a##b
 #define TWINFER_KCONCAT(a, b) TWINFER_KCONCAT_INNER(a, b)
@@ -118,5 +126,10 @@ struct KernelRegistrar {
 #define TWINFER_REGISTER_KERNEL(op, backend, priority, supports, create, ...)          \
   static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __COUNTER__)(         \
       op, backend, priority, supports, create, ##__VA_ARGS__)
+// A CPU kernel that may see string tensors (it may also take other types;
+// its supports() decides): TWINFER_REGISTER_STRING_KERNEL("Equal", 1, supports, create[, domain])
+#define TWINFER_REGISTER_STRING_KERNEL(op, priority, supports, create, domain)          \
+  static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __COUNTER__)(         \
+      op, ::twinfer::Backend::kCPU, priority, supports, create, domain, true)
 
 }  // namespace twinfer

@@ -38,11 +38,30 @@ void collect_unsupported(const graph::Graph& g, Backend backend,
   }
 }
 
+bool uses_default_domain(const graph::Graph& g) {
+  for (const auto& n : g.nodes) {
+    if (n.domain.empty() || n.domain == "ai.onnx") return true;
+    for (const auto& kv : n.attrs) {
+      if (kv.second.g && uses_default_domain(*kv.second.g)) return true;
+      for (const auto& sg : kv.second.graphs)
+        if (uses_default_domain(*sg)) return true;
+    }
+  }
+  return false;
+}
+
+// The default-domain opset rules see. A model without one (ai.onnx.ml
+// only) has no such node, but passes may add some (a Cast): they get the newest.
+int64_t effective_opset(const graph::Model& m) { return m.opset("") ? m.opset("") : kMaxOpset; }
+
 void check_opsets(const graph::Model& m) {
   std::vector<std::string> bad;
   const int64_t v = m.opset("");
-  if (v == 0) bad.push_back("the model imports no default-domain (ai.onnx) opset");
-  else if (v < kMinOpset || v > kMaxOpset)
+  // Importing no default-domain opset is fine for a model that uses only
+  // other domains (ai.onnx.ml alone, say).
+  if (v == 0 && uses_default_domain(m.graph))
+    bad.push_back("the model imports no default-domain (ai.onnx) opset but its nodes use that domain");
+  else if (v != 0 && (v < kMinOpset || v > kMaxOpset))
     bad.push_back("ai.onnx opset " + std::to_string(v) + " (supported: " + std::to_string(kMinOpset) +
                   " to " + std::to_string(kMaxOpset) + ")");
   for (const auto& kv : m.opsets) {
@@ -104,7 +123,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
                                                    std::to_string(cc % 10));
   }
   check_opsets(model);
-  e->opset_ = model.opset("");
+  e->opset_ = effective_opset(model);
   e->opsets_ = model.opsets;
   e->backing_ = model.backing;
   e->nodes_in_model_ = model.graph.nodes.size();
@@ -198,7 +217,7 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
                                                    std::to_string(cc % 10));
   }
   check_opsets(model);
-  e->opset_ = model.opset("");
+  e->opset_ = effective_opset(model);
   e->opsets_ = model.opsets;
   e->backing_ = model.backing;
   e->nodes_in_model_ = info.nodes_in_model;
@@ -418,8 +437,8 @@ std::vector<Tensor> Engine::run_on_host(const std::vector<Tensor>& inputs, int t
   for (const auto& t : inputs) host.push_back(to_host(t));
   std::vector<Tensor> out = run_eager(host, threads);
   if (o.host_outputs) return out;
-  for (auto& t : out)
-    if (!dtype_is_container(t.dtype())) t = to_device(t, options_.device);
+  for (auto& t : out)  // strings, sequences and maps are host objects: they stay
+    if (!dtype_is_container(t.dtype()) && t.dtype() != DType::kString) t = to_device(t, options_.device);
   return out;
 }
 

@@ -166,7 +166,7 @@ class Reader {
   }
   DType dtype() {
     const uint8_t d = u8();
-    if (d > static_cast<uint8_t>(DType::kUndefined)) corrupt("unknown element type " + std::to_string(d));
+    if (d > static_cast<uint8_t>(DType::kMap)) corrupt("unknown element type " + std::to_string(d));
     return static_cast<DType>(d);
   }
   std::vector<DType> dtypes() {

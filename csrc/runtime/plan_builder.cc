@@ -66,10 +66,10 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   plan->device = device;
   graph::Graph& g = plan->graph;
   g = src.graph;  // constants share storage with the engine's graph
-  // Sequences and optionals live only in the eager evaluator: they have no
-  // bytes an arena could hold (see core/tensor.h).
+  // Sequences, optionals, maps and strings live only in the eager evaluator:
+  // an arena cannot hold them (they own host objects, see core/tensor.h).
   for (const auto& v : g.values)
-    if (dtype_is_container(v.dtype)) {
+    if (dtype_is_container(v.dtype) || v.dtype == DType::kString) {
       plan->value_dependent = true;
       plan->value_dependent_reason = "'" + v.name + "' is a " + type_str(v.dtype, v.elem_type);
       return plan;

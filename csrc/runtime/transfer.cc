@@ -29,6 +29,9 @@ Tensor to_host(const Tensor& t) {
 
 Tensor to_device(const Tensor& t, Device d) {
   if (t.device() == d) return t;
+  if (t.dtype() == DType::kString || dtype_is_container(t.dtype()))
+    throw Error(ErrorKind::kDevice, std::string(dtype_name(t.dtype())) + " values stay on the host; they cannot go to " +
+                                        d.str());
   if (t.device().is_accelerator())
     throw Error(ErrorKind::kDevice, "copy from " + t.device().str() + " to " + d.str() + " is not supported");
   Tensor out = Tensor::empty(t.dtype(), t.shape(), d);

@@ -126,6 +126,14 @@ _DLPACK_NUMPY = frozenset({np.float32, np.float64, np.float16, np.int8, np.int16
                            np.uint16, np.uint32, np.uint64, np.bool_})
 
 
+def _strings(a: np.ndarray) -> Tensor:
+    """A NumPy array of str/bytes/objects as a string tensor (copied: twinfer
+    holds strings as its own objects)."""
+    if a.dtype.kind not in "USO":
+        raise InvalidArgumentError(f"a string input takes an array of str, not {a.dtype}")
+    return Tensor._from_strings(a.ravel().tolist(), list(a.shape))
+
+
 def as_tensor(x, dtype_hint: str | None = None, stream: int | None = None) -> Tensor:
     """Any array-like as a Tensor; zero-copy for compact arrays with __dlpack__.
     ``stream``: for device arrays, the stream twinfer will read them on."""
@@ -137,6 +145,10 @@ def as_tensor(x, dtype_hint: str | None = None, stream: int | None = None) -> Te
             return Tensor._from_capsule(x.__dlpack__())
     if isinstance(x, Tensor):
         return x
+    if isinstance(x, np.ndarray) and x.dtype.kind in "USO":
+        return _strings(x)
+    if dtype_hint == "string" and isinstance(x, (str, bytes, list, tuple)):
+        return _strings(np.asarray(x, dtype=object))
     if isinstance(x, (int, float, bool, list, tuple)):
         # Plain Python values carry no dtype: take the model's.
         dt = numpy_dtype(dtype_hint) if dtype_hint else None

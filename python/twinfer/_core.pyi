@@ -5,7 +5,7 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'smoothing_weight_amax', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'kernel_trace_clock_ns', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'smoothing_weight_amax', 'start_kernel_trace', 'stop_kernel_trace', 'stream_priority_range']
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -16,6 +16,11 @@ class Tensor:
     @staticmethod
     def _from_capsule(arg0: typing.Any) -> Tensor:
         ...
+    @staticmethod
+    def _from_strings(values: collections.abc.Sequence, shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> Tensor:
+        """
+        A string tensor from a flat sequence of str/bytes (row-major) and its shape.
+        """
     def __array__(self, dtype: typing.Any = None, copy: typing.Any = None) -> typing.Any:
         ...
     def __dlpack__(self, stream: typing.Any = None, max_version: typing.Any = None, dl_device: typing.Any = None, copy: typing.Any = None) -> typing.Any:
@@ -26,7 +31,7 @@ class Tensor:
         ...
     def _items(self) -> list[Tensor]:
         """
-        The items of a sequence (an optional: none or one).
+        The items of a sequence (an optional: none or one; a map: its keys and its values).
         """
     def _view_as(self, dtype: str) -> Tensor:
         ...
@@ -146,6 +151,11 @@ class Stream:
     def sm_count(self) -> int:
         """
         SMs its kernels may use: 0 for the whole device, else its green context's.
+        """
+    @property
+    def trace_key(self) -> int:
+        """
+        What stop_kernel_trace names this stream's kernels with (0 where unknown).
         """
 class ExecutionContext:
     """
@@ -301,6 +311,10 @@ def is_engine_file(path: str) -> bool:
     """
     True when `path` starts like a twinfer engine file.
     """
+def kernel_trace_clock_ns(device: str) -> int:
+    """
+    The trace clock now (the spans' time base), in ns.
+    """
 def load_engine(path: str, device: str = 'cpu', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all') -> tuple[Engine, dict[str, str]]:
     """
     (Engine, metadata) from a saved engine file: no load-time pass runs.
@@ -326,6 +340,14 @@ def sim_config() -> dict:
 def smoothing_weight_amax(source: typing.Any, is_path: bool, base_dir: str = '', keep_float: collections.abc.Set[str] = set()) -> dict[str, list[float]]:
     """
     {activation: per contraction row, the largest |weight| over the MatMul/Gemm layers that read it (the layers int8 smoothing rescales)}.
+    """
+def start_kernel_trace(device: str) -> None:
+    """
+    Collect every kernel's span on the device (CUPTI on CUDA); DeviceError where it cannot.
+    """
+def stop_kernel_trace(device: str) -> list:
+    """
+    Stop tracing: [(kernel name, stream key, start ns, end ns)] of the finished kernels.
     """
 def stream_priority_range(device: str) -> tuple[int, int]:
     """

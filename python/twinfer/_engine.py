@@ -10,8 +10,10 @@ import os
 import warnings
 from typing import NamedTuple
 
+import numpy as np
+
 from . import _core
-from ._convert import Tensor, as_tensor, is_device_array
+from ._convert import Tensor, as_tensor, is_device_array, numpy_dtype
 from ._streams import LEGACY_DEFAULT, producer_stream, stream_handle
 from .errors import InvalidArgumentError, ShapeError
 
@@ -38,8 +40,9 @@ class KernelRow(NamedTuple):
 
 
 def _inner_type(type_name: str) -> tuple[str, str]:
-    """("sequence", "float32") for "sequence(float32)"; ("", name) for a tensor dtype."""
-    for kind in ("sequence", "optional"):
+    """("sequence", "float32") for "sequence(float32)", ("map", "int64,float32")
+    for "map(int64,float32)"; ("", name) for a tensor dtype."""
+    for kind in ("sequence", "optional", "map"):
         if type_name.startswith(kind + "(") and type_name.endswith(")"):
             return kind, type_name[len(kind) + 1 : -1]
     return "", type_name
@@ -54,6 +57,13 @@ def _to_value(x, type_name: str, what: str, stream: int | None = None):
         return as_tensor(x, type_name, stream)
     if isinstance(x, Tensor) and x.dtype.startswith(kind + "("):
         return x
+    if kind == "map":
+        if not isinstance(x, dict):
+            raise InvalidArgumentError(f"{what} is a {type_name}: feed a dict, not a {type(x).__name__}")
+        key_type, value_type = inner.split(",", 1)
+        keys = np.array(list(x.keys()), dtype=object if key_type == "string" else numpy_dtype(key_type))
+        values = np.array(list(x.values()), dtype=object if value_type == "string" else numpy_dtype(value_type))
+        return Tensor._container(type_name, [as_tensor(keys, key_type), as_tensor(values, value_type)])
     if kind == "sequence":
         if not isinstance(x, (list, tuple)):
             raise InvalidArgumentError(f"{what} is a {type_name}: feed a list of arrays, not a {type(x).__name__}")
@@ -70,10 +80,14 @@ def _to_value(x, type_name: str, what: str, stream: int | None = None):
 
 def _from_value(t):
     """A core output as the user sees it: sequences as lists, an empty optional
-    as None, anything else as the Tensor itself."""
+    as None, a map as a dict of Python scalars, anything else as the Tensor
+    itself."""
     dtype = t.dtype
     if dtype.startswith("sequence("):
         return [_from_value(v) for v in t._items()]
+    if dtype.startswith("map("):
+        keys, values = t._items()
+        return dict(zip(keys.numpy().tolist(), values.numpy().tolist()))
     if dtype.startswith("optional("):
         items = t._items()
         return _from_value(items[0]) if items else None

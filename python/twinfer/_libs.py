@@ -57,6 +57,8 @@ def preload() -> None:
 _CUDA_LIBRARIES = {
     "cublasLt": (("nvidia-cublas", "nvidia-cublas-cu13"), "libcublasLt.so.13"),
     "cudnn": (("nvidia-cudnn-cu13",), "libcudnn.so.9"),
+    # CUPTI only for kernel spans in concurrency profiles (profile(kernels=True)).
+    "cupti": (("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13"), "libcupti.so.13"),
 }
 
 

@@ -55,9 +55,10 @@ class BackendRep:
 
 
 def _numpy(value):
-    """Tensors as NumPy arrays, sequences as lists of them, None as None."""
-    if value is None:
-        return None
+    """Tensors as NumPy arrays (strings as object arrays of str), sequences as
+    lists of them, maps as dicts, None as None."""
+    if value is None or isinstance(value, dict):
+        return value
     if isinstance(value, list):
         return [_numpy(v) for v in value]
     return value.numpy()

@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/error_flag.h"
 #include "backends/cuda/green_context.h"
+#include "backends/cuda/kernel_trace.h"
 #include "core/device_api.h"
 
 namespace twinfer::cuda {
@@ -326,6 +327,16 @@ class CudaDevice final : public DeviceApi {
     return std::make_shared<CudaStream>(index_, priority, cs->green());
   }
   int sm_count() const override { return device_sm_count(index_); }
+  void start_kernel_trace() override {
+    DeviceGuard g(index_);
+    cuda::start_kernel_trace();
+  }
+  std::vector<KernelSpan> stop_kernel_trace() override { return cuda::stop_kernel_trace(); }
+  uint64_t trace_clock_ns() override { return cuda::trace_clock_ns(); }
+  uint64_t trace_stream_key(Stream& s) override {
+    DeviceGuard g(index_);
+    return cuda::trace_stream_key(reinterpret_cast<cudaStream_t>(s.handle()));
+  }
   int compute_capability() const override {
     int major = 0, minor = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index_) != cudaSuccess ||

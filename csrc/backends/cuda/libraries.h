@@ -14,7 +14,7 @@ struct Library {
   std::string why;
 };
 
-// Opens `name` ("cublasLt" or "cudnn") once; later calls return the same.
+// Opens `name` ("cublasLt", "cudnn" or "cupti") once; later calls return the same.
 const Library& library(const std::string& name);
 // A symbol of an opened library, or nullptr.
 void* library_symbol(const std::string& name, const char* symbol);

@@ -418,3 +418,37 @@ struct Registrar {
 }  // namespace
 
 }  // namespace twinfer::sim
+
+namespace twinfer::sim {
+
+// Kernel tracing: the executor notes each kernel task with the steady clock
+// (runtime/device_execution.cc), the simulated device keeps those that ran
+// while a trace was on.
+void SimDevice::start_kernel_trace() {
+  std::lock_guard<std::mutex> lock(trace_mutex_);
+  if (tracing_) throw Error(ErrorKind::kDevice, name() + ": a kernel trace is already running");
+  trace_.clear();
+  tracing_ = true;
+}
+
+std::vector<KernelSpan> SimDevice::stop_kernel_trace() {
+  std::lock_guard<std::mutex> lock(trace_mutex_);
+  tracing_ = false;
+  return std::move(trace_);
+}
+
+uint64_t SimDevice::trace_clock_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+void SimDevice::note_host_kernel(const std::string& name, uint64_t stream, uint64_t start_ns, uint64_t end_ns) {
+  if (!tracing_) return;
+  // The stream whose worker runs the task: a graph captured on one stream
+  // replays on another, as CUDA reports a graph's kernels on the launch stream.
+  if (const Worker* w = Worker::current()) stream = SimStream::handle_of(w->id());
+  std::lock_guard<std::mutex> lock(trace_mutex_);
+  if (tracing_) trace_.push_back(KernelSpan{name, stream, start_ns, end_ns});
+}
+
+}  // namespace twinfer::sim

@@ -178,6 +178,10 @@ class SimDevice final : public DeviceApi {
   void host_access(const MemoryRange& r, bool write, const char* what) override;
   bool kernels_run_on_host() const override { return true; }
   void synchronize() override;
+  void start_kernel_trace() override;
+  std::vector<KernelSpan> stop_kernel_trace() override;
+  uint64_t trace_clock_ns() override;
+  void note_host_kernel(const std::string& name, uint64_t stream, uint64_t start_ns, uint64_t end_ns) override;
 
   // Enqueues `item` on `s` (or records it while `s` is capturing), after the
   // ordering checks; returns the task's index in the worker (for waits).
@@ -217,6 +221,11 @@ class SimDevice final : public DeviceApi {
   std::unique_ptr<Allocator> device_alloc_, pinned_alloc_;
   SmPartitioner partitioner_;
   std::shared_ptr<Stream> make_stream(int priority, int sm_count, std::vector<int> groups);
+  // Kernel tracing: workers append while `tracing_` (their own mutex: a
+  // worker never takes mutex_ while running a task).
+  std::atomic<bool> tracing_{false};
+  std::mutex trace_mutex_;
+  std::vector<KernelSpan> trace_;
 };
 
 }  // namespace twinfer::sim

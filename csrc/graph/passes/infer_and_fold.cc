@@ -57,7 +57,11 @@ static bool outputs_fully_known(const graph::Graph& g, const graph::Node& n, siz
 // their own outputs (run_dynamic) can fold then.
 static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx, bool dynamic = false) {
   KernelBuildInfo info(g, n, ctx.opset, Backend::kCPU, Precision::kFP32);
-  const KernelDef* def = select_kernel(info, nullptr);
+  std::string why;
+  const KernelDef* def = select_kernel(info, &why);
+  // Evaluating eagerly, a node no kernel takes (a string input to a numeric
+  // op, say) is the run's failure: say why now rather than "not evaluated".
+  if (!def && ctx.evaluate_all) throw Error(ErrorKind::kUnsupportedOp, why, n.name, n.op_type);
   if (!def) return false;
   std::unique_ptr<Kernel> kernel = def->create(info);
   if (dynamic && !kernel->dynamic_outputs()) return false;

@@ -24,6 +24,9 @@ class BinaryKernel final : public Kernel {
  public:
   explicit BinaryKernel(const KernelBuildInfo& info)
       : f_(Op::make(info)), dtype_(info.input_dtype(0)), plan_(plan_for_node(info, {0, 1})) {}
+  // With a plan of the caller's (an op that reads its inputs' shapes its own way).
+  BinaryKernel(const KernelBuildInfo& info, BroadcastPlan plan)
+      : f_(Op::make(info)), dtype_(info.input_dtype(0)), plan_(std::move(plan)) {}
 
   void run(KernelContext& ctx) const override {
     const TensorView& a = ctx.inputs[0];

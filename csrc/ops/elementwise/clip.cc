@@ -1,7 +1,9 @@
-// Clip (opset 11+): min and max are optional scalar inputs, possibly computed
-// at run time, so the bounds are read when the kernel runs. A missing bound
-// is the type's lowest/highest value (-inf/+inf for floats).
+// Clip: min and max are optional scalar inputs (opset 11+), possibly computed
+// at run time, so the bounds are read when the kernel runs; before opset 11
+// they are float attributes. A missing bound is the type's lowest/highest
+// value (-inf/+inf for floats).
 #include <limits>
+#include <optional>
 
 #include "ops/elementwise/unary_kernel.h"
 
@@ -24,7 +26,11 @@ bool clip_supports(const KernelBuildInfo& info, std::string* why) {
 
 class ClipKernel final : public Kernel {
  public:
-  explicit ClipKernel(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {}
+  explicit ClipKernel(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
+    const graph::Node& n = info.node();
+    if (n.has_attr("min")) attr_lo_ = n.attr_float("min", 0.f);
+    if (n.has_attr("max")) attr_hi_ = n.attr_float("max", 0.f);
+  }
 
   void run(KernelContext& ctx) const override {
     const TensorView& x = ctx.inputs[0];
@@ -36,6 +42,8 @@ class ClipKernel final : public Kernel {
                                                      : std::numeric_limits<C>::lowest(),
                 std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity()
                                                      : std::numeric_limits<C>::max()};
+      if (attr_lo_) f.lo = static_cast<C>(*attr_lo_);
+      if (attr_hi_) f.hi = static_cast<C>(*attr_hi_);
       if (ctx.inputs.size() > 1 && ctx.inputs[1].data) f.lo = load(*ctx.inputs[1].as<const S>());
       if (ctx.inputs.size() > 2 && ctx.inputs[2].data) f.hi = load(*ctx.inputs[2].as<const S>());
       unary_apply(x.as<const S>(), y.as<S>(), x.numel(), f, ctx.num_threads, kGrainCheap);
@@ -44,6 +52,7 @@ class ClipKernel final : public Kernel {
 
  private:
   DType dtype_;
+  std::optional<float> attr_lo_, attr_hi_;  // opset < 11
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Conv: shape rule and the reference kernel (direct loops, float32/float64),
+// Conv: shape rule and the reference kernel (direct loops, float32/float64;
+// float16/bfloat16 computed in float32 on converted copies),
 // for ai.onnx Conv and the fused com.twinfer Conv. The fast path is
 // backends/cpu/onednn_conv.cc.
 #include "ops/nn/conv.h"
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "ops/elementwise/scalar.h"
 #include "ops/schema.h"
 
 namespace twinfer::nn {
@@ -120,20 +122,39 @@ class ConvReference final : public Kernel {
   explicit ConvReference(const KernelBuildInfo& info) : spec_(conv_spec(info)), g_(geom3(spec_)) {}
 
   void run(KernelContext& ctx) const override {
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+    const DType dt = ctx.inputs[0].dtype;
+    auto in = [&](size_t i, bool present) { return present ? ctx.inputs[i].data : nullptr; };
+    const void* b = in(2, spec_.has_bias);
+    const void* r = in(3, spec_.has_residual);
+    if (dt == DType::kFloat16) return widened<half_t>(ctx, b, r);
+    if (dt == DType::kBFloat16) return widened<bfloat16_t>(ctx, b, r);
+    dispatch_float(dt, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      compute<T>(ctx);
+      compute<T>(ctx.inputs[0].as<const T>(), ctx.inputs[1].as<const T>(), static_cast<const T*>(b),
+                 static_cast<const T*>(r), ctx.outputs[0].as<T>());
     });
   }
 
  private:
+  // 16-bit floats: the loops run on float32 copies (a reference, not a fast path).
+  template <typename H>
+  void widened(KernelContext& ctx, const void* b, const void* r) const {
+    auto wide = [](const void* p, int64_t n) {
+      std::vector<float> v(p ? static_cast<size_t>(n) : 0);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = ew::load(static_cast<const H*>(p)[i]);
+      return v;
+    };
+    const TensorView& y = ctx.outputs[0];
+    const std::vector<float> xf = wide(ctx.inputs[0].data, ctx.inputs[0].numel()),
+                             wf = wide(ctx.inputs[1].data, ctx.inputs[1].numel()),
+                             bf = wide(b, spec_.y[1]), rf = wide(r, y.numel());
+    std::vector<float> yf(static_cast<size_t>(y.numel()));
+    compute<float>(xf.data(), wf.data(), b ? bf.data() : nullptr, r ? rf.data() : nullptr, yf.data());
+    for (size_t i = 0; i < yf.size(); ++i) y.as<H>()[i] = ew::store<H>(yf[i]);
+  }
+
   template <typename T>
-  void compute(KernelContext& ctx) const {
-    const T* x = ctx.inputs[0].as<T>();
-    const T* w = ctx.inputs[1].as<T>();
-    const T* b = spec_.has_bias ? ctx.inputs[2].as<T>() : nullptr;
-    const T* r = spec_.has_residual ? ctx.inputs[3].as<T>() : nullptr;
-    T* y = ctx.outputs[0].as<T>();
+  void compute(const T* x, const T* w, const T* b, const T* r, T* y) const {
     const int64_t N = spec_.x[0], C = spec_.x[1], M = spec_.y[1], G = spec_.group;
     const int64_t Cg = C / G, Mg = M / G;
     const int64_t in_sz = g_.in[0] * g_.in[1] * g_.in[2];
@@ -178,8 +199,8 @@ class ConvReference final : public Kernel {
 
 bool reference_supports(const KernelBuildInfo& info, std::string* why) {
   DType dt = info.input_dtype(0);
-  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
-    *why = std::string("reference Conv supports float32/float64, not ") + dtype_name(dt);
+  if (dt != DType::kFloat32 && dt != DType::kFloat64 && dt != DType::kFloat16 && dt != DType::kBFloat16) {
+    *why = std::string("reference Conv supports float32/float64/float16/bfloat16, not ") + dtype_name(dt);
     return false;
   }
   return true;

@@ -9,7 +9,8 @@
 // the right padding is dropped (window.cc); AveragePool with
 // count_include_pad divides by the window clipped to the padded extent
 // [-pad_begin, in + pad_end); MaxPool's optional Indices output holds the
-// flat row-major index into X (storage_order=0 only).
+// flat index into X: row-major within each (n, c) plane, or column-major
+// (the first spatial dim fastest) with storage_order=1, as onnxruntime does.
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -30,9 +31,10 @@ enum class PoolKind { kMax, kAvg };
 PoolKind kind_of(const graph::Node& n) { return n.op_type == "MaxPool" ? PoolKind::kMax : PoolKind::kAvg; }
 
 void check_storage_order(const graph::Node& n, bool wants_indices) {
-  if (n.op_type == "MaxPool" && wants_indices && n.attr_int("storage_order", 0) != 0)
-    throw Error(ErrorKind::kUnsupportedOp, "storage_order=1 (column-major Indices) is not supported", n.name,
-                n.op_type);
+  const int64_t order = n.attr_int("storage_order", 0);
+  if (n.op_type == "MaxPool" && wants_indices && order != 0 && order != 1)
+    throw Error(ErrorKind::kInvalidArgument, "storage_order must be 0 (row-major) or 1 (column-major), got " +
+                                                 std::to_string(order), n.name, n.op_type);
 }
 
 void infer_pool(InferContext& c) {
@@ -128,6 +130,7 @@ class PoolKernel final : public Kernel {
   explicit PoolKernel(const KernelBuildInfo& info) : kind_(kind_of(info.node())) {
     PoolSpec ps = pool_spec(info);
     want_indices_ = ps.want_indices;
+    column_major_ = info.node().attr_int("storage_order", 0) == 1;
     include_pad_ = ps.include_pad;
     const Window& w = ps.win;
     const Shape &x = ps.x, &y = ps.y;
@@ -237,7 +240,7 @@ class PoolKernel final : public Kernel {
                       const T v = xp[row + iw];
                       if (v > best || best_i < 0) {
                         best = v;
-                        best_i = row + iw;
+                        best_i = column_major_ ? id + (ih + iw * H.in) * D.in : row + iw;
                       }
                     }
                   }
@@ -261,6 +264,7 @@ class PoolKernel final : public Kernel {
 
   PoolKind kind_;
   bool want_indices_ = false, include_pad_ = false;
+  bool column_major_ = false;  // storage_order=1: Indices count the first spatial dim fastest
   int64_t full_k_ = 1;  // kernel size along the innermost spatial dim
   DimTable dims_[3];
   int64_t planes_ = 0;

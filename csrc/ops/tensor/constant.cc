@@ -11,7 +11,7 @@ namespace twinfer::tensor {
 namespace {
 
 // The one tensor a Constant node stands for, built from whichever value_*
-// attribute it carries. Fails (naming the node) for strings / sparse values.
+// attribute it carries. Fails (naming the node) for sparse values.
 template <typename Ctx>
 Tensor constant_value(const Ctx& c) {
   const graph::Node& n = c.node();
@@ -27,12 +27,18 @@ Tensor constant_value(const Ctx& c) {
       form = f;
     }
   if (!a) c.fail(ErrorKind::kModelFormat, "has no value attribute");
-  if (form == "value_string" || form == "value_strings")
-    c.fail(ErrorKind::kDType, "string constants are not supported (unsupported dtype string)");
+  if (form == "value_string") {
+    if (a->type != AT::kString) c.fail(ErrorKind::kModelFormat, "attribute 'value_string' must be a string");
+    return Tensor::strings({}, {a->s});
+  }
+  if (form == "value_strings") {
+    if (a->type != AT::kStrings) c.fail(ErrorKind::kModelFormat, "attribute 'value_strings' must be strings");
+    return Tensor::strings({static_cast<int64_t>(a->strings.size())}, a->strings);
+  }
   if (form == "sparse_value") c.fail(ErrorKind::kUnsupportedOp, "sparse constants are not supported");
   if (form == "value") {
     if (a->type != AT::kTensor) c.fail(ErrorKind::kModelFormat, "attribute 'value' must be a tensor");
-    if (!is_movable_dtype(a->t.dtype()))
+    if (a->t.dtype() != DType::kString && !is_movable_dtype(a->t.dtype()))
       c.fail(ErrorKind::kDType, std::string("unsupported dtype ") + dtype_name(a->t.dtype()) + " of the constant");
     return a->t;
   }
@@ -59,6 +65,10 @@ class ConstantKernel final : public Kernel {
  public:
   explicit ConstantKernel(const KernelBuildInfo& info) : value_(constant_value(info)) {}
   void run(KernelContext& ctx) const override {
+    if (value_.dtype() == DType::kString) {  // objects: assigned, not copied as bytes
+      std::copy_n(value_.data_as<const std::string>(), value_.numel(), ctx.outputs[0].as<std::string>());
+      return;
+    }
     copy_bytes(ctx.outputs[0].data, value_.data(), value_.bytes(), ctx.num_threads);
   }
 
@@ -130,7 +140,7 @@ bool constant_of_shape_supports(const KernelBuildInfo& info, std::string* why) {
 }  // namespace
 
 TWINFER_REGISTER_SCHEMA("Constant", constant_infer);
-TWINFER_REGISTER_KERNEL("Constant", Backend::kCPU, 0, nullptr, make_kernel<ConstantKernel>);
+TWINFER_REGISTER_STRING_KERNEL("Constant", 0, nullptr, make_kernel<ConstantKernel>, "");
 TWINFER_REGISTER_SCHEMA("ConstantOfShape", constant_of_shape_infer);
 TWINFER_REGISTER_KERNEL("ConstantOfShape", Backend::kCPU, 0, constant_of_shape_supports,
                         make_kernel<ConstantOfShapeKernel>);

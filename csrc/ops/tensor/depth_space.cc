@@ -1,4 +1,5 @@
-// DepthToSpace (DCR and CRD modes) and SpaceToDepth on NCHW tensors. Each is
+// DepthToSpace and SpaceToDepth (DCR and CRD modes; SpaceToDepth has a mode
+// since opset 25, DCR before) on NCHW tensors. Each is
 // a reshape to 6 dims, a transpose and a reshape back, so the kernel is one
 // strided walk over the 6-d view of the output.
 #include "ops/tensor/strided_copy.h"
@@ -18,7 +19,6 @@ int64_t block_size(const Ctx& c) {
 
 template <typename Ctx>
 bool crd_mode(const Ctx& c) {
-  if (!is_d2s(c.node())) return false;
   const std::string m = c.node().attr_string("mode", "DCR");
   if (m != "DCR" && m != "CRD") c.fail(ErrorKind::kUnsupportedOp, "unsupported mode '" + m + "'");
   return m == "CRD";
@@ -72,9 +72,12 @@ class DepthSpaceKernel final : public StridedCopyKernel {
         view = {N, b, b, c2, H, W};
         perm = {0, 3, 4, 1, 5, 2};
       }
-    } else {                 // [N, C, H', b, W', b] -> [N, b, b, C, H', W']
+    } else {
       view = {N, C, H / b, b, W / b, b};
-      perm = {0, 3, 5, 1, 2, 4};
+      if (crd_mode(info))    // [N, C, H', b, W', b] -> [N, C, b, b, H', W']
+        perm = {0, 1, 3, 5, 2, 4};
+      else                   // DCR: [N, C, H', b, W', b] -> [N, b, b, C, H', W']
+        perm = {0, 3, 5, 1, 2, 4};
     }
     const Shape st = contiguous_strides(view);
     Shape out;

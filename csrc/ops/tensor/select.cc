@@ -90,7 +90,8 @@ int64_t compress_count(const Ctx& c, const TensorView& cond, int64_t n) {
 
 void compress_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(tensor::is_movable_dtype(dt), ErrorKind::kDType, std::string("Compress does not support ") + dtype_name(dt));
+  c.check(tensor::is_movable_dtype(dt) || dt == DType::kString, ErrorKind::kDType,
+          std::string("Compress does not support ") + dtype_name(dt));
   c.check(c.input_dtype(1) == DType::kBool, ErrorKind::kDType, "condition must be bool");
   if (c.input_has_shape(1)) c.check(c.input_shape(1).size() == 1, ErrorKind::kShape, "condition must be 1-D");
   const bool has_axis = c.node().has_attr("axis");

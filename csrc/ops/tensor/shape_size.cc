@@ -55,8 +55,9 @@ class SizeKernel final : public Kernel {
 }  // namespace
 
 TWINFER_REGISTER_SCHEMA("Shape", shape_infer);
-TWINFER_REGISTER_KERNEL("Shape", Backend::kCPU, 0, nullptr, make_kernel<ShapeKernel>);
+// Both read only dims, so they take string tensors too.
+TWINFER_REGISTER_STRING_KERNEL("Shape", 0, nullptr, make_kernel<ShapeKernel>, "");
 TWINFER_REGISTER_SCHEMA("Size", size_infer);
-TWINFER_REGISTER_KERNEL("Size", Backend::kCPU, 0, nullptr, make_kernel<SizeKernel>);
+TWINFER_REGISTER_STRING_KERNEL("Size", 0, nullptr, make_kernel<SizeKernel>, "");
 
 }  // namespace twinfer::tensor

@@ -10,6 +10,9 @@ keep the host clock, aligned with the device's at the start.
 >>> clock = make_clock(members)
 >>> out = clock.time(member, item=0, phase="together", run=lambda: ...)
 >>> spans = clock.spans()     # waits for the events
+
+With kernels=True the device also traces every kernel (CUPTI on CUDA) from
+the clock's creation to kernel_spans().
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import time
 from typing import Callable
 
 from .. import _core
-from ._members import Member, Span
+from ..errors import InvalidArgumentError
+from ._members import KernelSpan, Member, Span
 
 
 class HostClock:
@@ -38,23 +42,34 @@ class HostClock:
     def spans(self) -> list[Span]:
         return list(self._spans)
 
+    def kernel_spans(self, spans: list[Span]) -> list[KernelSpan]:
+        return []
+
+    def abort(self) -> None:
+        """A profile failed: stop any trace, keep nothing."""
+
 
 class DeviceClock(HostClock):
     """Timing events on each device member's stream (see the module docstring)."""
 
-    def __init__(self, device: str, members: list[Member]):
+    def __init__(self, device: str, members: list[Member], kernels: bool = False):
         super().__init__()
         self.device = device
         self.kind = "sim-event" if device.startswith("sim") else "cuda-event"
         device_members = [m for m in members if m.on_device]
+        self._tracing = kernels
+        if kernels:  # DeviceError naming why where the device cannot (no CUPTI)
+            _core.start_kernel_trace(device)
+            self._stream_member = {m.stream.trace_key: m.name for m in device_members}
         # The streams idle, an event recorded now is reached now: the origin
-        # of both clocks.
+        # of both clocks (and of the kernel trace's, read just after).
         for m in device_members:
             m.synchronize()
         self._origin_event = _core.create_event(device, True)
         device_members[0].stream.record(self._origin_event)
         self._origin_event.synchronize()
         self._origin = time.perf_counter()
+        self._trace_origin_ns = _core.kernel_trace_clock_ns(device) if kernels else 0
         self._pending: list[tuple] = []
 
     def time(self, member: Member, item: int, phase: str, run: Callable, inputs=()):
@@ -81,12 +96,43 @@ class DeviceClock(HostClock):
             out.append(Span(name, item, t0, t1, phase, self.kind))
         return out
 
+    def abort(self) -> None:
+        if self._tracing:
+            self._tracing = False
+            _core.stop_kernel_trace(self.device)
 
-def make_clock(members: list[Member]) -> HostClock:
-    """A device clock when engine members run on one device, else the host clock."""
+    def kernel_spans(self, spans: list[Span]) -> list[KernelSpan]:
+        """Stops the trace (the members have synchronised): each kernel with
+        its member and the phase whose runs it falls in."""
+        if not self._tracing:
+            return []
+        self._tracing = False
+        raw = _core.stop_kernel_trace(self.device)
+        extents = {}
+        for phase in ("alone", "together"):
+            sel = [s for s in spans if s.phase == phase]
+            if sel:
+                extents[phase] = (min(s.start for s in sel), max(s.end for s in sel))
+        out = []
+        for name, key, start_ns, end_ns in raw:
+            t0 = (start_ns - self._trace_origin_ns) / 1e9
+            t1 = (end_ns - self._trace_origin_ns) / 1e9
+            phase = next((p for p, (a, b) in extents.items() if a - 1e-4 <= t0 <= b + 1e-4), None)
+            if phase is None:  # warm-up, or the other side of the origin
+                continue
+            out.append(KernelSpan(self._stream_member.get(key), name, t0, t1, phase))
+        return sorted(out, key=lambda k: k.start)
+
+
+def make_clock(members: list[Member], kernels: bool = False) -> HostClock:
+    """A device clock when engine members run on one device, else the host
+    clock; kernels=True also traces the device's kernels."""
     devices = {m.device for m in members if m.on_device}
     if len(devices) == 1:
-        return DeviceClock(devices.pop(), members)
+        return DeviceClock(devices.pop(), members, kernels)
+    if kernels:
+        raise InvalidArgumentError("kernels=True traces a GPU's kernels: it needs engine members on one device "
+                                   f"(these run on {sorted({m.device for m in members})})")
     return HostClock()
 
 

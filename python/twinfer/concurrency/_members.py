@@ -53,6 +53,25 @@ class Span:
         return self.end - self.start
 
 
+@dataclass(frozen=True)
+class KernelSpan:
+    """One kernel on a member's stream (``profile(kernels=True)``): start/end
+    in seconds from the profile's origin, on the device's clock (CUPTI's
+    timestamps on CUDA, aligned with the event clock when the profile
+    starts; the simulated device's kernel tasks). ``member`` is None for a
+    kernel on a stream no member owns (a library's own stream)."""
+
+    member: str | None
+    kernel: str
+    start: float
+    end: float
+    phase: str  # "alone" or "together": the phase whose runs it falls in
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
 @dataclass
 class Member:
     """One engine (or host function) with its own context and worker thread."""

@@ -129,13 +129,16 @@ class Parallel:
         return list(results)
 
     # -- seeing it ---------------------------------------------------------
-    def profile(self, feeds, iterations: int = 20, warmup: int = 2):
+    def profile(self, feeds, iterations: int = 20, warmup: int = 2, kernels: bool = False):
         """Measure the members alone (back to back, each in its own context with
         the same threads) and together; returns a twinfer Profile with serial
         and concurrent time, overlap = serial / concurrent, per-member latency
         percentiles alone and together, memory per context and the spans
         (``profile.plot()`` draws them). On a GPU the times come from timing
-        events on each member's stream, not from the host clock.
+        events on each member's stream, not from the host clock; with
+        ``kernels=True`` every kernel is traced too (CUPTI on CUDA; the
+        simulated device's kernel tasks), ``prof.kernels`` and
+        ``prof.plot(kernels=True)`` (DeviceError where the device cannot).
 
         >>> prof = par.profile({"x": x}, iterations=20)
         >>> prof.overlap, prof.latency_ms("engine0", "together", 50)
@@ -148,26 +151,31 @@ class Parallel:
         prepared = self.prepare(feeds)
         for _ in range(warmup):
             self.run(prepared)
-        clock = make_clock(self.members)
-        t0 = time.perf_counter()
-        for it in range(iterations):  # alone: one member at a time, on its own worker, finished before the next
-            for m, f in zip(self.members, prepared):
-                m.submit(clock.time, m, it, "alone", lambda m=m, f=f: m.run_engine(f)).result()
+        clock = make_clock(self.members, kernels)
+        try:
+            t0 = time.perf_counter()
+            for it in range(iterations):  # alone: one member at a time, on its own worker, finished before the next
+                for m, f in zip(self.members, prepared):
+                    m.submit(clock.time, m, it, "alone", lambda m=m, f=f: m.run_engine(f)).result()
+                    m.synchronize()
+            serial = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for it in range(iterations):
+                for fut in self._submit(prepared, clock, it):
+                    fut.result()
+            for m in self.members:
                 m.synchronize()
-        serial = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for it in range(iterations):
-            for fut in self._submit(prepared, clock, it):
-                fut.result()
-        for m in self.members:
-            m.synchronize()
-        concurrent = time.perf_counter() - t0
-        spans = clock.spans()
+            concurrent = time.perf_counter() - t0
+            spans = clock.spans()
+            kernel_spans = clock.kernel_spans(spans)
+        except BaseException:
+            clock.abort()
+            raise
         if clock.kind != "host":  # the device's own clock, not the host's around the enqueues
             serial, concurrent = extent(spans, "alone"), extent(spans, "together")
         return Profile(kind="parallel", members=self.members, spans=spans, serial_s=serial,
                        concurrent_s=concurrent, count=iterations, sharing=weight_sharing(self.members),
-                       clock=clock.kind)
+                       clock=clock.kind, kernels=kernel_spans if kernels else None)
 
     def graphed(self):
         """The members captured as one CUDA graph (a GraphedParallel): each

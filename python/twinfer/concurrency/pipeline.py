@@ -176,12 +176,13 @@ class Pipeline:
             wait(pending)  # nothing keeps running after the caller stops reading
 
     # -- seeing it ---------------------------------------------------------
-    def profile(self, items: Iterable, warmup: int = 1, depth: int | None = None):
+    def profile(self, items: Iterable, warmup: int = 1, depth: int | None = None, kernels: bool = False):
         """Measure the items alone (each through all stages, stage after stage,
         nothing overlapping) and pipelined (``map``); returns a twinfer Profile
         (serial vs pipelined time, overlap, per-stage latency percentiles alone
         and together, memory per context, spans for ``plot()``). On a GPU the
-        engine stages are timed by events on their streams.
+        engine stages are timed by events on their streams; ``kernels=True``
+        traces every kernel too, as Parallel.profile does.
 
         >>> prof = pipe.profile([{"image": im} for im in images[:16]])
         """
@@ -193,26 +194,31 @@ class Pipeline:
             raise InvalidArgumentError("profile needs at least one item")
         for item in items[:warmup]:
             self.run(item)
-        clock = make_clock(self.members)
-        t0 = time.perf_counter()
-        for k, item in enumerate(items):
-            results: list = []
-            for i, m in enumerate(self.members):
-                results.append(m.submit(self._run_stage, i, results, item, clock, k, "alone").result())
+        clock = make_clock(self.members, kernels)
+        try:
+            t0 = time.perf_counter()
+            for k, item in enumerate(items):
+                results: list = []
+                for i, m in enumerate(self.members):
+                    results.append(m.submit(self._run_stage, i, results, item, clock, k, "alone").result())
+                    m.synchronize()
+            serial = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for _ in self._map(items, depth, clock):
+                pass
+            for m in self.members:
                 m.synchronize()
-        serial = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in self._map(items, depth, clock):
-            pass
-        for m in self.members:
-            m.synchronize()
-        together = time.perf_counter() - t0
-        spans = clock.spans()
+            together = time.perf_counter() - t0
+            spans = clock.spans()
+            kernel_spans = clock.kernel_spans(spans)
+        except BaseException:
+            clock.abort()
+            raise
         if clock.kind != "host" and all(m.on_device for m in self.members):
             serial, together = extent(spans, "alone"), extent(spans, "together")
         return Profile(kind="pipeline", members=self.members, spans=spans, serial_s=serial,
                        concurrent_s=together, count=len(items), sharing=weight_sharing(self.members),
-                       clock=clock.kind)
+                       clock=clock.kind, kernels=kernel_spans if kernels else None)
 
     def graphed(self):
         """The stages captured as one CUDA graph (a GraphedPipeline): each

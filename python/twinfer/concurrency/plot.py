@@ -1,5 +1,6 @@
 """The members' timelines as a Gantt chart (matplotlib): one row per member,
-one bar per run, colour per member, time in ms from the phase's first run.
+one bar per run, colour per member, time in ms from the phase's first run;
+with kernels, the member's traced kernels in a thin band under its runs.
 
 Uses matplotlib.figure.Figure directly (not pyplot), so it draws headless
 (Agg) and from any thread; Jupyter displays the returned Figure.
@@ -11,7 +12,7 @@ Uses matplotlib.figure.Figure directly (not pyplot), so it draws headless
 from __future__ import annotations
 
 
-def gantt(profile, phase: str = "together", ax=None):
+def gantt(profile, phase: str = "together", ax=None, kernels: bool = False):
     from matplotlib.figure import Figure
 
     if phase not in ("together", "alone"):
@@ -27,7 +28,13 @@ def gantt(profile, phase: str = "together", ax=None):
     colours = [f"C{i % 10}" for i in range(len(names))]
     for row, (name, colour) in enumerate(zip(names, colours)):
         bars = [((s.start - t0) * 1e3, s.duration * 1e3) for s in spans if s.member == name]
-        ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colour, edgecolor="white", linewidth=0.5, label=name)
+        if kernels:  # runs on top, the kernels that ran on the member's stream in a band below
+            ax.broken_barh(bars, (row - 0.4, 0.5), facecolors=colour, edgecolor="white", linewidth=0.5, label=name)
+            ks = [((k.start - t0) * 1e3, k.duration * 1e3) for k in profile.kernels
+                  if k.phase == phase and k.member == name]
+            ax.broken_barh(ks, (row + 0.15, 0.25), facecolors=colour, alpha=0.6, linewidth=0)
+        else:
+            ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colour, edgecolor="white", linewidth=0.5, label=name)
     ax.set_yticks(range(len(names)), labels=names)
     ax.set_ylim(len(names) - 0.5, -0.5)  # first member on top
     ax.set_xlabel("time (ms)")

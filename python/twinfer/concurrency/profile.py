@@ -20,7 +20,7 @@ import html
 from dataclasses import dataclass
 
 from .._timing import percentile_ms
-from ._members import Member, Span
+from ._members import KernelSpan, Member, Span
 
 PERCENTILES = (50, 90, 99)
 
@@ -57,8 +57,11 @@ class Profile:
     """Timings of one profiling run; see the module docstring."""
 
     def __init__(self, kind: str, members: list[Member], spans: list[Span], serial_s: float,
-                 concurrent_s: float, count: int, sharing: dict[str, list[str]], clock: str = "host"):
+                 concurrent_s: float, count: int, sharing: dict[str, list[str]], clock: str = "host",
+                 kernels: list[KernelSpan] | None = None):
         self.kind = kind  # "parallel" or "pipeline"
+        # Each kernel traced (profile(kernels=True)), None when not asked for.
+        self.kernels = kernels
         self.clock = clock  # where serial_s and concurrent_s come from
         self.spans = sorted(spans, key=lambda s: (s.phase, s.start))
         self.serial_s = serial_s  # all iterations/items, members one after another
@@ -140,7 +143,34 @@ class Profile:
         notes.append(f"spans timed with the {'/'.join(clocks)} clock")
         if self.clock != "host":
             notes.append(f"serial and {self._labels()[2]} times: first start to last end of the {self.clock} spans")
+        if self.kernels is not None:
+            own = sum(k.member is not None for k in self.kernels)
+            notes.append(f"{len(self.kernels)} kernels traced ({own} on the members' streams)")
         return notes
+
+    def kernel_overlap(self, phase: str = "together") -> float:
+        """Seconds during which kernels of two or more members ran at the same
+        time in ``phase``, over the seconds any member's kernel ran: 0 = the
+        GPU ran them one after another, 1 = always side by side. Needs
+        profile(kernels=True)."""
+        if self.kernels is None:
+            raise ValueError("no kernel spans: profile(..., kernels=True) traces them")
+        edges = []
+        for k in self.kernels:
+            if k.phase == phase and k.member is not None:
+                edges += [(k.start, 1, k.member), (k.end, -1, k.member)]
+        edges.sort(key=lambda e: (e[0], e[1]))
+        running: dict[str, int] = {}
+        busy = both = 0.0
+        last = None
+        for t, step, member in edges:
+            if last is not None:
+                active = sum(1 for n in running.values() if n > 0)
+                busy += (t - last) if active >= 1 else 0.0
+                both += (t - last) if active >= 2 else 0.0
+            running[member] = running.get(member, 0) + step
+            last = t
+        return both / busy if busy > 0 else 0.0
 
     def _summary(self) -> list[tuple[str, str]]:
         unit, serial, together = self._labels()
@@ -177,13 +207,17 @@ class Profile:
                 f"<table>{summary}</table><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
                 f"<ul>{notes}</ul></div>")
 
-    def plot(self, phase: str = "together", ax=None):
+    def plot(self, phase: str = "together", ax=None, kernels: bool | None = None):
         """A Gantt chart of the members' runs in ``phase`` ("together" or
-        "alone"), one row per member; returns the matplotlib Figure. Works
-        without a display (no pyplot state is touched unless ``ax`` is yours).
+        "alone"), one row per member, and with kernel spans (the default when
+        the profile traced them) each member's kernels as a thin band under
+        its runs; returns the matplotlib Figure. Works without a display (no
+        pyplot state is touched unless ``ax`` is yours).
 
         >>> prof.plot().savefig("timeline.png")
         """
         from .plot import gantt
 
-        return gantt(self, phase, ax)
+        if kernels and self.kernels is None:
+            raise ValueError("no kernel spans: profile(..., kernels=True) traces them")
+        return gantt(self, phase, ax, self.kernels is not None if kernels is None else kernels)
