@@ -10,7 +10,8 @@
 // matmul is described as 3-D, [1, M, K] x [1, K, N]: oneDNN 3.2's brgemm
 // kernels broadcast a binary operand of [1, M, 1] (dim 1, the "channel" of
 // a 3-D tensor), while [M, 1] against a 2-D [M, N] has no optimized
-// broadcast and fell back to its reference matmul (~100x slower).
+// broadcast and fell back to its reference matmul ("ref:any", minutes
+// for what takes milliseconds).
 #include <algorithm>
 #include <cmath>
 #include <memory>
