@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/shape_limits.h"
 
 namespace twinfer {
 
@@ -10,6 +11,16 @@ int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (auto d : s) n *= d;
   return n;
+}
+
+bool shape_fits(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) {
+    if (d < 0) return false;
+    if (d > 0 && n > kMaxElements / d) return false;
+    n *= d;
+  }
+  return true;
 }
 
 std::string shape_str(const Shape& s) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/shape_limits.h"
 
 namespace twinfer {
 
@@ -10,7 +11,7 @@ static void check_shape(const Shape& shape) {
   int64_t n = 1;
   for (auto d : shape) {
     if (d < 0) throw Error(ErrorKind::kShape, "negative dimension in shape " + shape_str(shape));
-    if (d > 0 && n > (int64_t(1) << 47) / d)
+    if (d > 0 && n > kMaxElements / d)
       throw Error(ErrorKind::kShape, "shape " + shape_str(shape) + " is too large");
     n *= d;
   }

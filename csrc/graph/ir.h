@@ -90,8 +90,8 @@ struct Model {
   std::string producer_name;
   std::map<std::string, int64_t> opsets;  // domain -> version ("" = ai.onnx)
   Graph graph;
-  std::shared_ptr<void> backing;          // keeps mapped weights alive
-  size_t weight_bytes_mapped = 0;         // initializer bytes borrowed from the file/buffer
+  std::shared_ptr<void> backing;          // keeps the file's bytes that weights borrow alive
+  size_t weight_bytes_mapped = 0;         // initializer bytes borrowed in place from the file/buffer
   size_t weight_bytes_copied = 0;         // initializer bytes copied (unaligned or typed fields)
   int64_t opset(const std::string& domain = "") const {
     auto it = opsets.find(domain);

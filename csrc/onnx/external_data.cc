@@ -1,5 +1,5 @@
 // External tensor data (data_location = EXTERNAL): files next to the model,
-// mapped once each and borrowed from. A model file is untrusted input, so a
+// read once each (onnx/file_snapshot.h) and borrowed from. A model file is untrusted input, so a
 // location may not leave the model's folder: no absolute paths, no '..', and
 // no symlink whose target lies outside (checked on the resolved real path).
 #include <climits>
@@ -61,7 +61,7 @@ wire::Span external_bytes(ParseContext& ctx, const ExternalRef& ref, const std::
   if (real.compare(0, prefix.size(), prefix) != 0) throw escape();
 
   auto& file = ctx.external_files[real];
-  if (!file) file = MappedFile::open(real, ErrorKind::kModelFormat);
+  if (!file) file = FileSnapshot::open(real, ErrorKind::kModelFormat);
 
   const uint64_t size = file->size();
   const uint64_t offset = static_cast<uint64_t>(ref.offset);

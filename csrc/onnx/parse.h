@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "graph/ir.h"
-#include "onnx/mmap_file.h"
+#include "onnx/file_snapshot.h"
 #include "onnx/wire.h"
 
 namespace twinfer::onnx::detail {
@@ -17,7 +17,7 @@ struct ParseContext {
   std::shared_ptr<void> keep_alive;  // owner of the model bytes
   std::string base_dir;              // folder of external data; "" = none allowed
   std::string base_real;             // realpath of base_dir, resolved on first use
-  std::map<std::string, std::shared_ptr<MappedFile>> external_files;  // by real path
+  std::map<std::string, std::shared_ptr<FileSnapshot>> external_files;  // by real path
   size_t bytes_mapped = 0;           // initializer bytes borrowed in place
   size_t bytes_copied = 0;           // initializer bytes copied (unaligned / typed fields)
 };

@@ -1,7 +1,7 @@
 // ModelProto -> graph::Model: the entry points of the ONNX reader.
 #include "onnx/reader.h"
 
-#include "onnx/mmap_file.h"
+#include "onnx/file_snapshot.h"
 #include "onnx/parse.h"
 
 namespace twinfer::onnx {
@@ -81,7 +81,7 @@ std::string folder_of(const std::string& path) {
 }  // namespace
 
 graph::Model read_model_file(const std::string& path) {
-  std::shared_ptr<MappedFile> file = MappedFile::open(path);
+  std::shared_ptr<FileSnapshot> file = FileSnapshot::open(path);
   ParseContext ctx;
   ctx.keep_alive = file;
   ctx.base_dir = folder_of(path);

@@ -1,5 +1,5 @@
 // ONNX ModelProto bytes -> graph::Model. Our own wire reader (onnx/wire.h);
-// initializer data is borrowed from the mapped file / caller's buffer when it
+// initializer data is borrowed from the file's bytes / caller's buffer when it
 // is aligned for its element type, copied once otherwise.
 #pragma once
 #include <cstddef>
@@ -10,7 +10,7 @@
 
 namespace twinfer::onnx {
 
-// Maps the file and parses it; external data is resolved inside the model's folder.
+// Reads the file once (onnx/file_snapshot.h) and parses it; external data is resolved inside the model's folder.
 graph::Model read_model_file(const std::string& path);
 
 // Parses bytes someone else owns; `keep_alive` holds their owner while weights

@@ -1,6 +1,6 @@
 // A small, bounds-checked reader of the protobuf wire format, enough for ONNX.
 // We parse ONNX ourselves instead of linking protobuf so that raw_data can be
-// borrowed straight out of a memory-mapped file, no protobuf version can clash
+// borrowed straight out of the file's bytes (no second copy), no protobuf version can clash
 // with the onnx Python package, and the build has no dependency to find.
 //
 // Every read checks the bounds; malformed bytes throw Error(kModelFormat) with

@@ -116,7 +116,7 @@ class Engine {
   EngineOptions options_;
   int64_t opset_ = 0;
   std::map<std::string, int64_t> opsets_;  // every domain's opset (saved with the engine)
-  std::shared_ptr<void> backing_;  // keeps mapped weights alive
+  std::shared_ptr<void> backing_;  // keeps the file bytes that weights borrow alive
   graph::Graph graph_;             // optimised, shapes symbolic
   std::vector<IOSpec> inputs_, outputs_;
   std::vector<std::string> pass_log_;

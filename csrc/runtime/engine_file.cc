@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "onnx/mmap_file.h"
+#include "onnx/file_snapshot.h"
 
 namespace twinfer {
 
@@ -388,11 +388,17 @@ bool is_engine_file(const std::string& path) {
 }
 
 graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info) {
-  auto file = onnx::MappedFile::open(path, ErrorKind::kInvalidArgument);
-  const uint8_t* base = file->data();
-  const size_t size = file->size();
+  auto file = onnx::FileSnapshot::open(path, ErrorKind::kInvalidArgument);
+  return read_engine_bytes(file->data(), file->size(), file, path, info);
+}
+
+graph::Model read_engine_bytes(const uint8_t* base, size_t size, std::shared_ptr<void> keep_alive,
+                               const std::string& path, SavedEngineInfo* info) {
   if (size < kHeaderBytes || std::memcmp(base, kMagic, 16) != 0)
     throw Error(ErrorKind::kModelFormat, "'" + path + "' is not a twinfer engine file");
+  if (reinterpret_cast<uintptr_t>(base) % kAlign)
+    throw Error(ErrorKind::kInvalidArgument, "saved engine '" + path + "': the bytes are not " +
+                                                 std::to_string(kAlign) + "-byte aligned");
   uint32_t version = 0;
   uint64_t meta_bytes = 0;
   std::memcpy(&version, base + 16, 4);
@@ -405,7 +411,7 @@ graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info) {
     throw Error(ErrorKind::kModelFormat, "saved engine '" + path + "' is corrupt or truncated: the metadata ends early");
   const size_t data_start = align_up(kHeaderBytes + meta_bytes);
   const size_t data_n = data_start <= size ? size - data_start : 0;
-  Reader r(base + kHeaderBytes, meta_bytes, base + std::min(data_start, size), data_n, file, path);
+  Reader r(base + kHeaderBytes, meta_bytes, base + std::min(data_start, size), data_n, keep_alive, path);
 
   graph::Model m;
   m.ir_version = r.i64();
@@ -433,7 +439,7 @@ graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info) {
   r.graph(m.graph);
   if (!r.at_end()) r.corrupt("unread bytes after the graph");
   check_consistent(m.graph, r);
-  m.backing = file;
+  m.backing = std::move(keep_alive);
   m.weight_bytes_mapped = data_n;
   return m;
 }

@@ -8,7 +8,8 @@
 //   magic "TWINFER-ENGINE\0\0" (16 bytes), u32 format version, u32 0,
 //   u64 meta bytes, then the meta section (graph, opsets, options, pass log,
 //   user metadata), then, 64-byte aligned, every constant's bytes (each
-//   64-byte aligned), which a loaded engine maps instead of copying.
+//   64-byte aligned), which a loaded engine borrows from the file's bytes
+//   (read once, onnx/file_snapshot.h) instead of copying each.
 // Every read is bounds-checked: a truncated or corrupt file is a
 // ModelFormatError naming the file, never a crash.
 #pragma once
@@ -42,7 +43,13 @@ void write_engine_file(const std::string& path, const graph::Model& model, const
 // True when the file at `path` starts with the engine file magic.
 bool is_engine_file(const std::string& path);
 
-// Reads a saved engine: the model (constants mapped from the file) and its info.
+// Reads a saved engine: the model (constants borrowed from the file's bytes) and its info.
 graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info);
+
+// The same from bytes someone else owns (64-byte aligned, as a mapping is);
+// constants borrow from them and `keep_alive` holds their owner. `name` names
+// the engine in errors. The fuzz target (fuzz/engine_file_fuzzer.cc) enters here.
+graph::Model read_engine_bytes(const uint8_t* data, size_t size, std::shared_ptr<void> keep_alive,
+                               const std::string& name, SavedEngineInfo* info);
 
 }  // namespace twinfer

@@ -4,6 +4,7 @@
 
 #include "graph/passes/lower_precision.h"
 #include "graph/passes/pipeline.h"
+#include "core/shape_limits.h"
 #include "runtime/arena_planner.h"
 #include "runtime/faults.h"
 
@@ -76,6 +77,9 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     }
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     auto& v = g.values[g.inputs[i]];
+    if (!shape_fits(shapes[i]))
+      throw Error(ErrorKind::kShape, "input '" + v.name + "' of shape " + shape_str(shapes[i]) +
+                                         " has more elements than a tensor can hold (2^47)");
     v.has_shape = true;
     v.shape = sym_shape_from(shapes[i]);
   }
@@ -95,6 +99,18 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
                                    "' depends on input values (inputs " + signature_str(shapes) + ")";
     return plan;
   }
+
+  // Shapes that folded from the model's own constants (Expand, Tile,
+  // ConstantOfShape of a huge shape) are refused before any size is
+  // computed from them: a product past int64 would wrap, not fail.
+  for (const auto& v : g.values)
+    if (v.has_shape && sym_shape_known(v.shape) && !shape_fits(sym_shape_values(v.shape))) {
+      const graph::Node* n = v.producer >= 0 ? &g.nodes[v.producer] : nullptr;
+      throw Error(ErrorKind::kShape,
+                  "value '" + v.name + "' would have shape " + shape_str(sym_shape_values(v.shape)) +
+                      ", more elements than a tensor can hold (2^47)",
+                  n ? n->name : "", n ? n->op_type : "");
+    }
 
   // precision="fp16" / "bf16": float32 values the device kernels can take in
   // the lower type become it (graph/passes/lower_precision.h); "fp8" runs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from .errors import InvalidArgumentError
+from .errors import DTypeError, InvalidArgumentError
 
 Tensor = _core.Tensor
 
@@ -61,12 +61,20 @@ def _ml_dtype_name(a: np.ndarray) -> str | None:
     return name if name in _ML_DTYPES and a.dtype.itemsize == np.dtype(_ML_DTYPES[name]).itemsize else None
 
 
+def _check_numeric(a: np.ndarray) -> None:
+    # Objects, strings, bytes, records and dates have no tensor element type:
+    # say so, instead of DLPack's BufferError.
+    if a.dtype.kind in "OUSVMm":
+        raise DTypeError(f"a NumPy array of dtype {a.dtype} cannot be a tensor (twinfer takes numbers and bools)")
+
+
 def _from_numpy(a: np.ndarray) -> Tensor:
     """A NumPy array as a Tensor: zero-copy through DLPack when it is compact,
     ml_dtypes types (bfloat16, float8_*, int4, float4_e2m1fn ...) through a
     uint8/uint16 view."""
     name = _ml_dtype_name(a)
     if name is None:
+        _check_numeric(a)  # after the ml_dtypes check: bfloat16 and float8 are kind "V" too
         return Tensor._from_capsule(_capsule(a))
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
@@ -155,6 +163,8 @@ def as_tensor(x, dtype_hint: str | None = None, stream: int | None = None) -> Te
         return _from_numpy(np.asarray(x, dtype=dt, order="C"))
     if isinstance(x, np.ndarray) and _ml_dtype_name(x) is not None:
         return _from_numpy(x)
+    if isinstance(x, np.ndarray):
+        _check_numeric(x)
     if hasattr(x, "__dlpack__"):
         if isinstance(x, np.ndarray) and not x.flags.writeable:
             # Older NumPy refuses to export read-only arrays; we only read inputs.

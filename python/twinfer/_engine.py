@@ -15,7 +15,7 @@ import numpy as np
 from . import _core
 from ._convert import Tensor, as_tensor, is_device_array, numpy_dtype
 from ._streams import LEGACY_DEFAULT, producer_stream, stream_handle
-from .errors import InvalidArgumentError, ShapeError
+from .errors import DTypeError, InvalidArgumentError, ShapeError
 
 
 class TensorSpec(NamedTuple):
@@ -54,7 +54,10 @@ def _to_value(x, type_name: str, what: str, stream: int | None = None):
     stream a device engine reads device arrays on (DLPack's stream protocol)."""
     kind, inner = _inner_type(type_name)
     if kind == "":
-        return as_tensor(x, type_name, stream)
+        try:
+            return as_tensor(x, type_name, stream)
+        except (DTypeError, InvalidArgumentError) as e:
+            raise type(e)(f"{what}: {e}") from None
     if isinstance(x, Tensor) and x.dtype.startswith(kind + "("):
         return x
     if kind == "map":
@@ -175,8 +178,8 @@ class Engine:
             # is mostly this (benchmarks/overhead.py).
             try:
                 return [as_tensor(feeds[n], t) for n, t in zip(self._input_names, self._input_types)]
-            except KeyError:
-                pass  # a wrong name: the full check below says which
+            except (KeyError, DTypeError, InvalidArgumentError):
+                pass  # a wrong name or value: the full path below says which input
         specs = self.inputs
         names = {s.name for s in specs}
         unknown = [k for k in feeds if k not in names]
@@ -330,7 +333,7 @@ class Engine:
         load-time passes left it (folded, fused, quantized), its precision,
         calibration and shape ranges. ``twinfer.load(path)`` reads it back
         without running those passes or needing calibration data; weights are
-        mapped from the file. Kernels and memory plans are made again on
+        borrowed from the file's bytes, read once. Kernels and memory plans are made again on
         load, for the CPU at hand.
 
         >>> twinfer.load("model.onnx", precision="int8", calibration=data).save("model.twinfer")

@@ -3,7 +3,10 @@
 // values, so the shape is known only when the three inputs are constants
 // (they usually are, or fold to constants once input shapes are concrete).
 #include <cmath>
+#include <cstdio>
+#include <string>
 
+#include "core/shape_limits.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
@@ -13,14 +16,36 @@ namespace {
 
 constexpr unsigned kRangeTypes = ew::kFloatTypes | ew::kI16 | ew::kI32 | ew::kI64;  // 16-bit floats computed in float
 
-template <typename T>
-int64_t range_length(T start, T limit, T delta) {
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The element count, refused (kInvalidArgument) when it cannot be one: a
+// NaN or infinite bound or step (the count would be a float-to-int cast of
+// NaN or infinity, undefined in C++), or more elements than a tensor holds.
+template <typename T, typename Ctx>
+int64_t range_length(const Ctx& c, T start, T limit, T delta) {
   if constexpr (std::is_integral_v<T>) {
-    const int64_t diff = static_cast<int64_t>(limit) - static_cast<int64_t>(start), d = delta;
-    if ((diff > 0 && d < 0) || (diff < 0 && d > 0) || diff == 0) return 0;
-    return d > 0 ? (diff + d - 1) / d : (-diff + -d - 1) / -d;
+    // In 128 bits: limit - start of two int64 may overflow int64.
+    const __int128 diff = static_cast<__int128>(limit) - static_cast<__int128>(start), d = delta;
+    if (diff == 0 || (diff > 0) != (d > 0)) return 0;
+    const __int128 count = d > 0 ? (diff + d - 1) / d : (diff + d + 1) / d;
+    if (count > kMaxElements)
+      c.fail(ErrorKind::kInvalidArgument, "the range would have more elements than a tensor can hold (2^47)");
+    return static_cast<int64_t>(count);
   } else {
-    return std::max<int64_t>(0, static_cast<int64_t>(std::ceil(static_cast<double>(limit - start) / delta)));
+    if (!std::isfinite(static_cast<double>(start)) || !std::isfinite(static_cast<double>(limit)) ||
+        !std::isfinite(static_cast<double>(delta)))
+      c.fail(ErrorKind::kInvalidArgument, "start, limit and delta must be finite, got " +
+                                              num(static_cast<double>(start)) + ", " + num(static_cast<double>(limit)) +
+                                              ", " + num(static_cast<double>(delta)));
+    const double n = std::ceil(static_cast<double>(limit - start) / static_cast<double>(delta));
+    if (!(n <= double(kMaxElements)))
+      c.fail(ErrorKind::kInvalidArgument, "the range would have " + num(n) +
+                                              " elements, more than a tensor can hold (2^47)");
+    return n > 0 ? static_cast<int64_t>(n) : 0;
   }
 }
 
@@ -33,7 +58,7 @@ int64_t range_length(const Ctx& c, const Tensor& s, const Tensor& l, const Tenso
     using C = ew::compute_t<T>;
     const C delta = ew::load(*d.data_as<T>());
     if (delta == C(0)) c.fail(ErrorKind::kInvalidArgument, "delta is 0");
-    n = range_length<C>(ew::load(*s.data_as<T>()), ew::load(*l.data_as<T>()), delta);
+    n = range_length<C>(c, ew::load(*s.data_as<T>()), ew::load(*l.data_as<T>()), delta);
   });
   return n;
 }
