@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "graph/ir.h"
 
 namespace twinfer::bindings {
 
@@ -17,6 +18,10 @@ void bind_engine(pybind11::module_& m);
 void bind_build_info(pybind11::module_& m);
 void bind_device(pybind11::module_& m);
 void bind_kernel_math(pybind11::module_& m);  // private _test_* helpers
+void bind_quantize_info(pybind11::module_& m);
+
+// An ONNX model from a path (is_path) or a bytes object (model_info.cc).
+graph::Model read_source(pybind11::object source, bool is_path, const std::string& base_dir);
 
 }  // namespace twinfer::bindings
 

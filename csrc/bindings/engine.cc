@@ -243,8 +243,12 @@ void bind_engine(py::module_& m) {
          int num_threads, bool optimize, const std::string& base_dir, std::vector<std::string> extra_outputs,
          std::map<std::string, float> int8_amax, std::set<std::string> keep_float, bool int8_weights, std::set<std::string> int8_unsigned,
          std::map<std::string, std::vector<float>> int8_channel_mean, bool allow_cpu_fallback, bool cuda_graphs,
-         int stream_priority, const std::string& sim_coverage) {
+         int stream_priority, const std::string& sim_coverage,
+         std::map<std::string, std::pair<std::vector<float>, float>> int8_smoothing,
+         std::set<std::string> int8_per_token) {
         EngineOptions opt;
+        opt.int8_smoothing = std::move(int8_smoothing);
+        opt.int8_per_token = std::move(int8_per_token);
         set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage);
         opt.int8_channel_mean = std::move(int8_channel_mean);
         opt.int8_unsigned = std::move(int8_unsigned);
@@ -275,7 +279,9 @@ void bind_engine(py::module_& m) {
       py::arg("int8_unsigned") = std::set<std::string>{},
       py::arg("int8_channel_mean") = std::map<std::string, std::vector<float>>{},
       py::arg("allow_cpu_fallback") = true, py::arg("cuda_graphs") = true, py::arg("stream_priority") = 0,
-      py::arg("sim_coverage") = "all");
+      py::arg("sim_coverage") = "all",
+      py::arg("int8_smoothing") = std::map<std::string, std::pair<std::vector<float>, float>>{},
+      py::arg("int8_per_token") = std::set<std::string>{});
 
   py::class_<GroupGraph, std::shared_ptr<GroupGraph>>(
       m, "GroupGraph", "Engines' runs captured as one graph across their contexts' streams (Parallel/Pipeline).")

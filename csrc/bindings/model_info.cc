@@ -73,27 +73,32 @@ py::dict model_to_py(const graph::Model& m) {
 
 }  // namespace
 
+namespace twinfer::bindings {
+
+graph::Model read_source(py::object source, bool is_path, const std::string& base_dir) {
+  if (is_path) {
+    const std::string path = source.cast<std::string>();
+    py::gil_scoped_release nogil;
+    return onnx::read_model_file(path);
+  }
+  // Borrow the bytes object's buffer: `source` holds it for the whole
+  // call, longer than the model lives, so the keep-alive need not own it.
+  py::bytes b = source.cast<py::bytes>();
+  char* data = nullptr;
+  py::ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(b.ptr(), &data, &size) != 0) throw py::error_already_set();
+  std::shared_ptr<void> unowned(static_cast<void*>(data), [](void*) {});
+  py::gil_scoped_release nogil;
+  return onnx::read_model_bytes(data, static_cast<size_t>(size), unowned, base_dir);
+}
+
+}  // namespace twinfer::bindings
+
 void bind_model_info(py::module_& m) {
   m.def(
       "read_model_info",
       [](py::object source, bool is_path, const std::string& base_dir) {
-        graph::Model model;
-        if (is_path) {
-          const std::string path = source.cast<std::string>();
-          py::gil_scoped_release nogil;
-          model = onnx::read_model_file(path);
-        } else {
-          // Borrow the bytes object's buffer: `source` holds it for the whole
-          // call, longer than `model` lives, so the keep-alive need not own it.
-          py::bytes b = source.cast<py::bytes>();
-          char* data = nullptr;
-          py::ssize_t size = 0;
-          if (PyBytes_AsStringAndSize(b.ptr(), &data, &size) != 0) throw py::error_already_set();
-          std::shared_ptr<void> unowned(static_cast<void*>(data), [](void*) {});
-          py::gil_scoped_release nogil;
-          model = onnx::read_model_bytes(data, static_cast<size_t>(size), unowned, base_dir);
-        }
-        return model_to_py(model);
+        return model_to_py(twinfer::bindings::read_source(source, is_path, base_dir));
       },
       py::arg("source"), py::arg("is_path"), py::arg("base_dir") = "",
       "Parse an ONNX model (a path, or bytes) and summarise it as a dict; nothing is compiled.");

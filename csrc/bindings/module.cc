@@ -9,5 +9,6 @@ PYBIND11_MODULE(_core, m) {
   twinfer::bindings::bind_kernel_math(m);
   twinfer::bindings::bind_engine(m);
   twinfer::bindings::bind_build_info(m);
+  twinfer::bindings::bind_quantize_info(m);
   bind_model_info(m);
 }

@@ -164,7 +164,9 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   pc.log = &e->pass_log_;
   passes::LoadPassOptions lo;
   lo.optimize = options.optimize;
-  lo.int8 = {options.int8_amax, options.int8_unsigned, options.int8_channel_mean, options.keep_float};
+  lo.int8 = {options.int8_amax, options.int8_unsigned, options.int8_channel_mean, options.keep_float, {},
+             options.int8_per_token};
+  for (const auto& [name, sm] : options.int8_smoothing) lo.int8.smoothing[name] = {sm.first, sm.second};
   lo.int8_weights = options.int8_weights;
   passes::run_load_passes(g, lo, pc);
   e->check_fallback(g);

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend.h"
@@ -29,6 +30,11 @@ struct EngineOptions {
   // Per-channel activation means for bias correction (QuantizeSpec).
   std::map<std::string, std::vector<float>> int8_channel_mean;
   std::set<std::string> keep_float;
+  // SmoothQuant per activation: (factors, calibrated amax of x / factors)
+  // (graph/passes/smooth_activations.h), and the activations quantized per
+  // token at run time (ops/quant/token_quant.h).
+  std::map<std::string, std::pair<std::vector<float>, float>> int8_smoothing;
+  std::set<std::string> int8_per_token;
   // weights="int8": MatMul/Gemm constant weights stored int8 per output
   // channel and dequantized inside the GEMM (activations stay float32).
   bool int8_weights = false;

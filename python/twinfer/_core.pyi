@@ -5,7 +5,7 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'kernel_trace_clock_ns', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'start_kernel_trace', 'stop_kernel_trace', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'kernel_trace_clock_ns', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'smoothing_weight_amax', 'start_kernel_trace', 'stop_kernel_trace', 'stream_priority_range']
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -319,7 +319,7 @@ def load_engine(path: str, device: str = 'cpu', num_threads: typing.SupportsInt 
     """
     (Engine, metadata) from a saved engine file: no load-time pass runs.
     """
-def load_model(source: typing.Any, is_path: bool, device: str = 'cpu', precision: str = 'fp32', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, optimize: bool = True, base_dir: str = '', extra_outputs: collections.abc.Sequence[str] = [], int8_amax: collections.abc.Mapping[str, typing.SupportsFloat | typing.SupportsIndex] = {}, keep_float: collections.abc.Set[str] = set(), int8_weights: bool = False, int8_unsigned: collections.abc.Set[str] = set(), int8_channel_mean: collections.abc.Mapping[str, collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]] = {}, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all') -> Engine:
+def load_model(source: typing.Any, is_path: bool, device: str = 'cpu', precision: str = 'fp32', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, optimize: bool = True, base_dir: str = '', extra_outputs: collections.abc.Sequence[str] = [], int8_amax: collections.abc.Mapping[str, typing.SupportsFloat | typing.SupportsIndex] = {}, keep_float: collections.abc.Set[str] = set(), int8_weights: bool = False, int8_unsigned: collections.abc.Set[str] = set(), int8_channel_mean: collections.abc.Mapping[str, collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]] = {}, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all', int8_smoothing: collections.abc.Mapping[str, tuple[collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], typing.SupportsFloat | typing.SupportsIndex]] = {}, int8_per_token: collections.abc.Set[str] = set()) -> Engine:
     ...
 def parse_device(device: str) -> str:
     ...
@@ -337,6 +337,10 @@ def set_sim_config(max_delay_us: typing.SupportsInt | typing.SupportsIndex, seed
     ...
 def sim_config() -> dict:
     ...
+def smoothing_weight_amax(source: typing.Any, is_path: bool, base_dir: str = '', keep_float: collections.abc.Set[str] = set()) -> dict[str, list[float]]:
+    """
+    {activation: per contraction row, the largest |weight| over the MatMul/Gemm layers that read it (the layers int8 smoothing rescales)}.
+    """
 def start_kernel_trace(device: str) -> None:
     """
     Collect every kernel's span on the device (CUPTI on CUDA); DeviceError where it cannot.

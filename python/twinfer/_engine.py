@@ -358,15 +358,28 @@ class Engine:
 def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_threads: int = 0,
                 optimize: bool = True, extra_outputs=(), calibration=None, bias_correction: bool = True,
                 keep_float=(), int8_weights: bool = False, allow_cpu_fallback: bool = True,
-                cuda_graphs: bool = True, stream_priority: int = 0, sim_coverage: str = "all") -> "_core.Engine":
+                cuda_graphs: bool = True, stream_priority: int = 0, sim_coverage: str = "all",
+                smoothing: bool = True, per_token="auto") -> "_core.Engine":
     """The core engine for ``source`` ((source, is_path, base_dir) from
     twinfer._source.model_source) on a concrete ``device``; for
-    precision="int8", ``calibration`` is a ready twinfer.quantize.Calibration."""
+    precision="int8", ``calibration`` is a ready twinfer.quantize.Calibration,
+    ``smoothing`` applies its smoothing factors, ``per_token`` quantizes
+    MatMul/Gemm activations per token ("auto": the calibration's token
+    sequences; True: every one; False: none)."""
     src, is_path, base_dir = source
     int8_amax = dict(calibration.amax) if calibration is not None else {}
     int8_unsigned = calibration.unsigned() if calibration is not None else set()
     int8_mean = dict(calibration.channel_mean) if calibration is not None and bias_correction else {}
+    int8_smoothing = {}
+    if calibration is not None and smoothing:
+        int8_smoothing = {n: (f, calibration.smoothed_amax[n]) for n, f in calibration.smoothing.items()
+                          if n in calibration.smoothed_amax}
+    int8_per_token = set()
+    if calibration is not None:
+        # insert_qdq applies it to MatMul/Gemm first inputs only, so every
+        # calibrated activation may be named for True.
+        int8_per_token = set(calibration.tokens) if per_token == "auto" else set(calibration.amax) if per_token else set()
     return _core.load_model(src, is_path, device, precision, num_threads, optimize, os.fspath(base_dir),
                             [str(n) for n in extra_outputs], int8_amax, set(keep_float), int8_weights,
                             int8_unsigned, int8_mean, allow_cpu_fallback, cuda_graphs, stream_priority,
-                            sim_coverage)
+                            sim_coverage, int8_smoothing, int8_per_token)

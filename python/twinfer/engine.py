@@ -38,7 +38,11 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default for
              int8, "minmax" for fp8, "entropy"), percentile (99.99), keep_float (node names left in float),
              bias_correction (True: each layer's bias absorbs the mean shift its int8
-             weights cause, from the calibration's per-channel means),
+             weights cause, from the calibration's per-channel means), per_token ("auto": the
+             token sequences, activations of rank >= 3 read by MatMul/Gemm with constant weights,
+             get one int8 scale per token computed at run time; True: every MatMul/Gemm input;
+             False: none), smoothing (True: SmoothQuant's alpha 0.5 for the token sequences,
+             chosen at calibration, or an alpha in [0, 1]; False: off),
              progress (a bar while calibrating),
              weights ("fp32" default; "int8": MatMul/Gemm weights stored int8 per output channel and
              dequantized inside the GEMM, activations stay float32 — a quarter of the weight bytes),
@@ -58,7 +62,11 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     optimize = bool(options.pop("optimize", True))
     shape_ranges = options.pop("shape_ranges", None)
     extra_outputs = [str(n) for n in options.pop("extra_outputs", ())]
-    calibration = _int8_calibration(model, precision, options, num_threads)
+    smoothing = _smoothing_alpha(options.pop("smoothing", True))
+    per_token = options.pop("per_token", "auto")
+    if per_token not in ("auto", True, False):
+        raise InvalidArgumentError(f"per_token must be 'auto', True or False, got {per_token!r}")
+    calibration = _int8_calibration(model, precision, options, num_threads, smoothing)
     bias_correction = bool(options.pop("bias_correction", True))
     keep_float = set(options.pop("keep_float", ()))
     weights = options.pop("weights", "fp32")
@@ -70,7 +78,7 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
         raise InvalidArgumentError(f"unknown option(s): {sorted(options)}")
     resolved = dict(num_threads=num_threads, optimize=optimize, extra_outputs=extra_outputs, calibration=calibration,
                     bias_correction=bias_correction, keep_float=keep_float, int8_weights=int8_weights,
-                    **device_options)
+                    smoothing=smoothing is not None, per_token=per_token, **device_options)
     requested = device
     device = _resolve_device(device)
     try:
@@ -138,7 +146,24 @@ def _load_saved(path: str, device: str, precision: str, options: dict) -> Engine
     return engine
 
 
-def _int8_calibration(model, precision: str, options: dict, num_threads: int):
+def _smoothing_alpha(value) -> float | None:
+    """smoothing=: True (SmoothQuant's alpha 0.5), an alpha in [0, 1], or False / None (off)."""
+    from .quantize.smoothing import DEFAULT_ALPHA
+
+    if value is True:
+        return DEFAULT_ALPHA
+    if value is False or value is None:
+        return None
+    try:
+        alpha = float(value)
+    except (TypeError, ValueError):
+        alpha = -1.0
+    if not 0.0 <= alpha <= 1.0:
+        raise InvalidArgumentError(f"smoothing must be True, False or an alpha in [0, 1], got {value!r}")
+    return alpha
+
+
+def _int8_calibration(model, precision: str, options: dict, num_threads: int, smoothing: float | None = None):
     """For precision="int8" / "fp8": the Calibration given, or one computed from
     the calibration data (options calibration=, calibrator=, percentile=)."""
     calibration = options.pop("calibration", None)
@@ -162,5 +187,6 @@ def _int8_calibration(model, precision: str, options: dict, num_threads: int):
         return calibration
     if isinstance(calibration, (str, os.PathLike)):
         return Calibration.load(calibration)
+    # fp8 keeps its per-tensor scales: smoothing is an int8 option.
     return calibrate(model, calibration, calibrator=calibrator, percentile=percentile, num_threads=num_threads,
-                     progress=progress)
+                     progress=progress, smoothing=smoothing if precision == "int8" else None)

@@ -3,12 +3,22 @@
 // dims) rows. W is reordered once, at build, into the layout the primitive
 // asks for (with the compensation oneDNN needs for int8 x); the scales, zero
 // points, bias, activation and requantization run in its epilogue.
+//
+// With x_per_token, x arrives as float32: each run quantizes its rows into
+// int8 scratch with one scale per row (ops/quant/token_quant.h), and the row
+// scales join the epilogue as a binary post-op ahead of the bias. That
+// matmul is described as 3-D, [1, M, K] x [1, K, N]: oneDNN 3.2's brgemm
+// kernels broadcast a binary operand of [1, M, 1] (dim 1, the "channel" of
+// a 3-D tensor), while [M, 1] against a 2-D [M, N] has no optimized
+// broadcast and fell back to its reference matmul ("ref:any", minutes
+// for what takes milliseconds).
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "backends/cpu/onednn_qlinear.h"
 #include "graph/domains.h"
+#include "ops/quant/token_quant.h"
 
 namespace twinfer::quant {
 namespace {
@@ -29,21 +39,30 @@ class QMatMulKernel final : public Kernel {
     for (size_t d = 0; d + 1 < x.size(); ++d) m_ *= x[d];
     p_ = read_qlinear_params(info, n_);
     if (m_ == 0 || n_ == 0 || k_ == 0) return;
+    if (p_.x_per_token) token_bytes_ = onednn::align_up(static_cast<size_t>(m_ * k_)) + onednn::align_up(m_ * sizeof(float));
     onednn::guarded(node_, op_, [&] {
-      a_md_ = dnnl::memory::desc({m_, k_}, onednn::dnnl_type(p_.x_type), tag::ab);
-      // The weights as stored: [K, N] row-major, or [N, K] read transposed.
-      w_plain_ = trans ? dnnl::memory::desc({k_, n_}, dt::s8, tag::ba) : dnnl::memory::desc({k_, n_}, dt::s8, tag::ab);
-      y_md_ = dnnl::memory::desc({m_, n_}, p_.quantized_out ? onednn::dnnl_type(p_.y_type) : dt::f32, tag::ab);
-      if (!p_.bias.empty()) bias_md_ = dnnl::memory::desc({1, n_}, dt::f32, tag::ab);
+      const dt y_type = p_.quantized_out ? onednn::dnnl_type(p_.y_type) : dt::f32;
+      if (p_.x_per_token) {  // 3-D, see the top of the file
+        a_md_ = dnnl::memory::desc({1, m_, k_}, dt::s8, tag::abc);
+        w_plain_ = dnnl::memory::desc({1, k_, n_}, dt::s8, trans ? tag::acb : tag::abc);
+        y_md_ = dnnl::memory::desc({1, m_, n_}, y_type, tag::abc);
+      } else {
+        a_md_ = dnnl::memory::desc({m_, k_}, onednn::dnnl_type(p_.x_type), tag::ab);
+        // The weights as stored: [K, N] row-major, or [N, K] read transposed.
+        w_plain_ = dnnl::memory::desc({k_, n_}, dt::s8, trans ? tag::ba : tag::ab);
+        y_md_ = dnnl::memory::desc({m_, n_}, y_type, tag::ab);
+        if (!p_.bias.empty()) bias_md_ = dnnl::memory::desc({1, n_}, dt::f32, tag::ab);
+      }
       w_const_ = info.input_constant(kQW)->data();
       const Variant& v = variants_.get(onednn::current_threads(), [&] { return make_variant(); });
       declared_scratch_ = v.pad_bytes;
-      impl_ = "onednn int8 matmul (" + v.impl + ")";
+      impl_ = std::string(p_.x_per_token ? "onednn int8 matmul, x per token (" : "onednn int8 matmul (") + v.impl + ")";
       w_const_ = nullptr;  // packed now; other thread budgets reorder from the packed copy
     });
   }
 
-  size_t scratch_bytes() const override { return declared_scratch_; }
+  // Per token: the int8 rows and their scales first, then oneDNN's scratchpad.
+  size_t scratch_bytes() const override { return token_bytes_ + declared_scratch_; }
   const char* impl_name() const override { return impl_.c_str(); }
 
   void run(KernelContext& ctx) const override {
@@ -59,13 +78,31 @@ class QMatMulKernel final : public Kernel {
       auto mem = [&](const dnnl::memory::desc& md, const void* p) {
         return dnnl::memory(md, eng, const_cast<void*>(p));
       };
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(a_md_, ctx.inputs[kQX].data)},
+      char* scratch = static_cast<char*>(ctx.scratch);
+      const void* src = ctx.inputs[kQX].data;
+      const float* row_scales = nullptr;
+      if (p_.x_per_token) {
+        int8_t* q = reinterpret_cast<int8_t*>(scratch);
+        float* rs = reinterpret_cast<float*>(scratch + onednn::align_up(static_cast<size_t>(m_ * k_)));
+        quantize_tokens(ctx.inputs[kQX].as<const float>(), m_, k_, q, rs, threads.threads());
+        src = q;
+        row_scales = rs;
+      }
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(a_md_, src)},
                                                  {DNNL_ARG_WEIGHTS, v.weights},
                                                  {DNNL_ARG_DST, mem(y_md_, ctx.outputs[0].data)}};
-      if (!p_.bias.empty()) args[DNNL_ARG_BIAS] = mem(bias_md_, p_.bias.data());
-      add_qlinear_args(p_, args);
-      if (v.pad_bytes)
-        args[DNNL_ARG_SCRATCHPAD] = mem(v.pad_md, onednn::run_scratch(ctx, declared_scratch_, v.pad_bytes));
+      if (p_.x_per_token) {
+        add_qlinear_token_args(p_, row_scales, m_, n_, args);
+      } else {
+        if (!p_.bias.empty()) args[DNNL_ARG_BIAS] = mem(bias_md_, p_.bias.data());
+        add_qlinear_args(p_, args);
+      }
+      if (v.pad_bytes) {
+        // After the token buffers in the context's scratch, or the thread's own.
+        char* pad = scratch && v.pad_bytes <= declared_scratch_ ? scratch + token_bytes_
+                                                                 : onednn::run_scratch(KernelContext{}, 0, v.pad_bytes);
+        args[DNNL_ARG_SCRATCHPAD] = mem(v.pad_md, pad);
+      }
       dnnl::stream s(eng);
       v.prim.execute(s, args);
       s.wait();
@@ -83,8 +120,10 @@ class QMatMulKernel final : public Kernel {
 
   Variant make_variant() const {
     Variant v;
-    dnnl::memory::desc w_any({k_, n_}, dt::s8, tag::any);
-    dnnl::matmul::primitive_desc pd(onednn::engine(), a_md_, w_any, bias_md_, y_md_, qlinear_attr(p_, 1 << 1));
+    const dnnl::memory::desc w_any = p_.x_per_token ? dnnl::memory::desc({1, k_, n_}, dt::s8, tag::any)
+                                                    : dnnl::memory::desc({k_, n_}, dt::s8, tag::any);
+    const dnnl::primitive_attr attr = p_.x_per_token ? qlinear_token_attr(p_, m_, n_) : qlinear_attr(p_, 1 << 1);
+    dnnl::matmul::primitive_desc pd(onednn::engine(), a_md_, w_any, bias_md_, y_md_, attr);
     v.prim = dnnl::matmul(pd);
     v.impl = pd.impl_info_str();
     v.weights = packed_.empty() ? packed_.init(w_plain_, w_const_, pd.weights_desc()) : packed_.get(pd.weights_desc());
@@ -122,6 +161,7 @@ class QMatMulKernel final : public Kernel {
   mutable onednn::PackedWeights packed_;
   onednn::ByThreads<Variant> variants_;
   size_t declared_scratch_ = 0;
+  size_t token_bytes_ = 0;  // per token: int8 rows + row scales at the start of scratch
 };
 
 bool qmatmul_supports(const KernelBuildInfo& info, std::string* why) {

@@ -19,4 +19,18 @@ dnnl::primitive_attr qlinear_attr(const QLinearParams& p, int weight_mask);
 // memories point into `p`, which must outlive the run.
 void add_qlinear_args(const QLinearParams& p, std::unordered_map<int, dnnl::memory>& args);
 
+// A matmul of x quantized per token (p.x_per_token, ops/quant/token_quant.h),
+// described as [1, M, K] x [1, K, N] -> [1, M, N] (the 3-D form is the one
+// oneDNN's optimized kernels broadcast a per-row operand in): weight scales
+// per N, then as post-ops the row scales (a binary multiply by [1, M, 1]),
+// the bias (a binary add of [1, 1, N]: oneDNN adds DNNL_ARG_BIAS before
+// post-ops, where the row scale would multiply it too) and the activation;
+// the destination scale and zero point as in qlinear_attr.
+dnnl::primitive_attr qlinear_token_attr(const QLinearParams& p, int64_t m, int64_t n);
+
+// The runtime arguments qlinear_token_attr declared: `row_scales` (m
+// floats, filled by the run) and the memories of `p`.
+void add_qlinear_token_args(const QLinearParams& p, const float* row_scales, int64_t m, int64_t n,
+                            std::unordered_map<int, dnnl::memory>& args);
+
 }  // namespace twinfer::quant

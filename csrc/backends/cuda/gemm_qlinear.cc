@@ -2,7 +2,9 @@
 // cuBLASLt's int8 GEMM (gemm_int8.h) on operands packed as its IMMA kernels
 // read them, then the layer's epilogue.
 //
-//   QMatMul  x[M, K] -> int8 rows (uint8 shifted by -128, K padded to 4)
+//   QMatMul  x[M, K] -> int8 rows (uint8 shifted by -128, K padded to 4);
+//            with x_per_token, float32 x quantized per row with its own
+//            scale (token_quant_kernels.h), the scales kept for the epilogue
 //   QConv    x -> im2col rows [B*OH*OW, C*KH*KW] (same packing), group 1;
 //            grouped / depthwise convolutions take a direct kernel instead
 //
@@ -13,7 +15,8 @@
 //            activation: cuBLASLt scales by x_scale * w_scale[n] / y_scale per
 //            channel, adds bias / y_scale, applies ReLU and rounds: one call;
 //   general  int32 sums, then our epilogue (ops/quant/quant_math.h): any
-//            activation, float or uint8 output, a zero point.
+//            activation, float or uint8 output, a zero point, per-token x
+//            (its row scales are known only after the rows are quantized).
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "backends/cuda/gemm_int8.h"
 #include "backends/cuda/kernel_util.h"
 #include "backends/cuda/qlinear_kernels.h"
+#include "backends/cuda/token_quant_kernels.h"
 #include "graph/domains.h"
 #include "ops/nn/window.h"
 #include "ops/quant/qlinear_params.h"
@@ -49,9 +53,10 @@ bool constants_known(const KernelBuildInfo& info, std::string* why) {
 
 // The epilogue of a layer with these parameters, reading device arrays.
 LinearEpilogue epilogue_for(const QLinearParams& p, const float* scale, const float* bias, const int32_t* colsum,
-                            int32_t x_zero) {
+                            int32_t x_zero, const float* row_scale = nullptr) {
   LinearEpilogue e;
   e.scale = scale;
+  e.row_scale = row_scale;
   e.bias = bias;
   e.colsum = colsum;
   e.x_zero = x_zero;
@@ -73,9 +78,10 @@ class Int8Layer {
   // w: the weights as [n, k] int8 rows (host).
   Int8Layer(const QLinearParams& p, const int8_t* w, int64_t n, int64_t k, bool packs_x, int64_t rows)
       : p_(p), n_(n), k_(k), kp_(round_up(k, 4)), np_(round_up(n, 4)), rows_(rows) {
-    x_u8_ = p.x_type == DType::kUInt8;
+    per_token_ = p.x_per_token;
+    x_u8_ = !per_token_ && p.x_type == DType::kUInt8;
     x_zero_ = x_u8_ ? p.x_zero - 128 : p.x_zero;  // in the int8 the GEMM reads
-    packs_x_ = packs_x || x_u8_ || kp_ != k_;
+    packs_x_ = packs_x || x_u8_ || kp_ != k_ || per_token_;
     std::vector<int8_t> wp(static_cast<size_t>(np_ * kp_), 0);
     std::vector<int32_t> colsum(static_cast<size_t>(np_), 0);
     for (int64_t r = 0; r < n_; ++r)
@@ -85,7 +91,7 @@ class Int8Layer {
       }
     w_ = device_copy(wp.data(), DType::kInt8, {np_, kp_});
     const nn::ActKind act = p.act.kind;
-    fast_ = x_zero_ == 0 && p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
+    fast_ = !per_token_ && x_zero_ == 0 && p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
             (act == nn::ActKind::kNone || act == nn::ActKind::kRelu);
     std::vector<float> scale(static_cast<size_t>(np_), 0.f), bias;
     for (int64_t c = 0; c < n_; ++c) scale[c] = fast_ ? p.scales[c] / p.y_scale : p.scales[c];
@@ -111,17 +117,22 @@ class Int8Layer {
   bool fast() const { return fast_; }
   bool x_u8() const { return x_u8_; }
   bool packs_x() const { return packs_x_; }
+  bool per_token() const { return per_token_; }
   int32_t x_zero() const { return x_zero_; }
   const char* impl() const { return fast_ ? "cublasLt int8 (scale, bias, ReLU in its epilogue)" : "cublasLt int8 + epilogue"; }
 
-  // Scratch: [packed x][GEMM output][cuBLASLt workspace], 256-byte aligned.
+  // Scratch: [packed x][row scales, per token][GEMM output][cuBLASLt
+  // workspace], 256-byte aligned.
   size_t packed_bytes() const { return packs_x_ ? align(static_cast<size_t>(rows_ * kp_)) : 0; }
+  size_t row_scale_bytes() const { return per_token_ ? align(static_cast<size_t>(rows_) * sizeof(float)) : 0; }
   size_t out_bytes() const { return align(static_cast<size_t>(rows_ * np_) * (fast_ ? 1 : 4)); }
-  size_t scratch_bytes() const { return packed_bytes() + out_bytes() + align(gemm_->workspace_bytes()); }
+  size_t scratch_bytes() const {
+    return packed_bytes() + row_scale_bytes() + out_bytes() + align(gemm_->workspace_bytes());
+  }
 
-  LinearEpilogue epilogue() const {
+  LinearEpilogue epilogue(const float* row_scale = nullptr) const {
     return epilogue_for(p_, scale_.data_as<float>(), p_.bias.empty() ? nullptr : bias_.data_as<float>(),
-                        x_zero_ ? colsum_.data_as<int32_t>() : nullptr, x_zero_);
+                        x_zero_ ? colsum_.data_as<int32_t>() : nullptr, x_zero_, row_scale);
   }
 
   // GEMM on packed (or in-place) x rows; returns where its output is.
@@ -136,7 +147,7 @@ class Int8Layer {
 
   QLinearParams p_;
   int64_t n_, k_, kp_, np_, rows_;
-  bool x_u8_ = false, packs_x_ = false, fast_ = false;
+  bool x_u8_ = false, packs_x_ = false, fast_ = false, per_token_ = false;
   int32_t x_zero_ = 0;
   Tensor w_, scale_, bias_, colsum_;
   std::unique_ptr<Int8Gemm> gemm_;
@@ -172,12 +183,19 @@ class CudaQMatMul final : public Kernel {
     const Int8Layer& L = *layer_;
     char* scratch = static_cast<char*>(ctx.scratch);
     const int8_t* xr = ctx.inputs[quant::kQX].as<const int8_t>();
-    if (L.packs_x()) {
+    const float* row_scale = nullptr;
+    if (L.per_token()) {
+      auto* packed = reinterpret_cast<int8_t*>(scratch);
+      auto* scales = reinterpret_cast<float*>(scratch + L.packed_bytes());
+      quantize_token_rows(ctx.inputs[quant::kQX].as<const float>(), m_, k_, L.kp(), packed, scales, s);
+      xr = packed;
+      row_scale = scales;
+    } else if (L.packs_x()) {
       auto* packed = reinterpret_cast<int8_t*>(scratch);
       pack_int8_rows(ctx.inputs[quant::kQX].data, L.x_u8(), m_, k_, L.kp(), packed, s);
       xr = packed;
     }
-    char* out = scratch + L.packed_bytes();
+    char* out = scratch + L.packed_bytes() + L.row_scale_bytes();
     void* workspace = out + L.out_bytes();
     const bool direct = L.fast() && L.np() == n_;  // cuBLASLt writes y itself
     L.gemm(xr, direct ? ctx.outputs[0].data : out, workspace, s);
@@ -187,8 +205,8 @@ class CudaQMatMul final : public Kernel {
             "cudaMemcpy2DAsync (QMatMul output)");
       return;
     }
-    linear_epilogue(reinterpret_cast<const int32_t*>(out), m_, n_, L.np(), L.epilogue(), ctx.outputs[0].data,
-                    L.y_type(), nullptr, s);
+    linear_epilogue(reinterpret_cast<const int32_t*>(out), m_, n_, L.np(), L.epilogue(row_scale),
+                    ctx.outputs[0].data, L.y_type(), nullptr, s);
   }
 
  private:

@@ -45,7 +45,7 @@ __global__ void linear_epilogue(const int32_t* acc, int64_t rows, int64_t channe
   const int64_t total = rows * channels;
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const int64_t r = i / channels, n = i - r * channels;
-    const float v = e.value(acc[r * ld + n], n);
+    const float v = e.value(acc[r * ld + n], n, r);
     store_out(y, conv ? g.y_offset(r, n) : i, v, e, yt);
   }
 }

@@ -8,6 +8,7 @@
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
 #include "ops/quant/qlinear_fused.h"
+#include "ops/quant/token_qdq.h"
 
 namespace twinfer::passes {
 
@@ -69,6 +70,16 @@ struct Rewriter {
     const Tensor* s = constant(n.inputs[1]);
     if (!s || s->dtype() != DType::kFloat32) return nullptr;
     if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !constant(n.inputs[2])) return nullptr;
+    return &n;
+  }
+  // The com.twinfer::TokenQDQ producing v (per-token dynamic int8), or nullptr.
+  const Node* token_qdq_of(int v) const {
+    if (v < 0 || g.values[v].dtype != DType::kFloat32) return nullptr;
+    const int p = g.values[v].producer;
+    if (p < 0 || dead[p]) return nullptr;
+    const Node& n = g.nodes[p];
+    if (n.domain != kTwinferDomain || n.op_type != quant::kTokenQDQOp || n.inputs.size() != 1 || n.inputs[0] < 0)
+      return nullptr;
     return &n;
   }
   int64_t dq_axis(const Node& n, size_t rank) const {
@@ -189,14 +200,20 @@ struct Rewriter {
     const bool conv = is_default(n, "Conv"), gemm = is_default(n, "Gemm"), matmul = is_default(n, "MatMul");
     if (!(conv || gemm || matmul) || n.inputs.size() < 2 || n.outputs.empty()) return false;
     if (g.values[n.outputs[0]].dtype != DType::kFloat32) return false;
-    // Activation: uint8/int8 per tensor.
+    // Activation: uint8/int8 per tensor, or float32 quantized per token
+    // inside the kernel (TokenQDQ; MatMul/Gemm only).
     const Node* dx = dequantize_of(n.inputs[0]);
-    if (!dx) return false;
-    const int xq = dx->inputs[0];
+    const Node* tx = dx || conv ? nullptr : token_qdq_of(n.inputs[0]);
+    if (!dx && !tx) return false;
+    const int xq = dx ? dx->inputs[0] : tx->inputs[0];
     const auto& xv = g.values[xq];
-    const Tensor* xs = constant(dx->inputs[1]);
-    const Tensor* xz = dq_zero(*dx);
-    if (!is_q8(xv.dtype) || xs->numel() != 1 || (xz && (xz->numel() != 1 || xz->dtype() != xv.dtype))) return false;
+    const Tensor* xz = dx ? dq_zero(*dx) : nullptr;
+    if (dx) {
+      const Tensor* xs = constant(dx->inputs[1]);
+      if (!is_q8(xv.dtype) || xs->numel() != 1 || (xz && (xz->numel() != 1 || xz->dtype() != xv.dtype))) return false;
+    } else if (xv.dtype != DType::kFloat32) {
+      return false;
+    }
     // Before the first constant folding a Reshape's target may be unknown:
     // then x's rank is too, and the kernel checks it once shapes are concrete.
     const size_t xrank = xv.has_shape ? xv.shape.size() : 0;
@@ -278,8 +295,12 @@ struct Rewriter {
     f.attrs["activation_params"] = ap;
     f.inputs.assign(quant::kQNumInputs, -1);
     f.inputs[quant::kQX] = xq;
-    f.inputs[quant::kQXScale] = dx->inputs[1];
-    if (xz) f.inputs[quant::kQXZero] = dx->inputs[2];
+    if (dx) {
+      f.inputs[quant::kQXScale] = dx->inputs[1];
+      if (xz) f.inputs[quant::kQXZero] = dx->inputs[2];
+    } else {
+      f.attrs["x_per_token"] = int_attr(1);
+    }
     f.inputs[quant::kQW] = dw->inputs[0];
     Tensor scales = Tensor::empty(DType::kFloat32, {channels});
     for (int64_t c = 0; c < channels; ++c)

@@ -1,7 +1,9 @@
 #include "graph/passes/insert_qdq.h"
 
+#include "graph/domains.h"
 #include "graph/passes/bias_correction.h"
 #include "graph/passes/rewrite_util.h"
+#include "ops/quant/token_qdq.h"
 
 #include <algorithm>
 #include <cmath>
@@ -105,8 +107,9 @@ bool int8_residual_add(const graph::Graph& g, const graph::Node& n, const Quanti
 
 int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx) {
   std::map<int, int> activation_dq;  // activation value -> its DequantizeLinear output (shared by readers)
+  std::map<int, int> token_dq;       // activation value -> its TokenQDQ output (shared by readers)
   std::vector<graph::Node> added;
-  int quantized = 0, corrected = 0;
+  int quantized = 0, corrected = 0, per_token = 0;
   const size_t original = g.nodes.size();
   const std::vector<std::vector<int>> users = value_users(g);
   // The DequantizeLinear output standing for activation `in` (one Q/DQ pair
@@ -130,6 +133,24 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
     added.push_back(qdq_node("QuantizeLinear", v.name, {in, sv, zv}, qv));
     added.push_back(qdq_node("DequantizeLinear", v.name, {qv, sv, zv}, dv));
     activation_dq.emplace(in, dv);
+    return dv;
+  };
+  // The TokenQDQ output standing for activation `in` quantized per token.
+  auto token_dequantized = [&](int in) {
+    auto found = token_dq.find(in);
+    if (found != token_dq.end()) return found->second;
+    const std::string name = g.values[in].name;
+    const int dv = add_value(g, name + "_token_qdq");
+    g.values[dv].dtype = DType::kFloat32;
+    graph::Node n;
+    n.name = name + "_TokenQDQ";
+    n.domain = kTwinferDomain;
+    n.op_type = quant::kTokenQDQOp;
+    n.inputs = {in};
+    n.outputs = {dv};
+    added.push_back(std::move(n));
+    token_dq.emplace(in, dv);
+    ++per_token;
     return dv;
   };
   for (size_t i = 0; i < original; ++i) {
@@ -190,6 +211,9 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
         dq.attrs["axis"] = a;
         added.push_back(std::move(dq));
         g.nodes[i].inputs[k] = out;
+      } else if (k == 0 && (n.op_type == "MatMul" || n.op_type == "Gemm") && spec.per_token.count(v.name) &&
+                 (n.op_type == "MatMul" || g.nodes[i].attr_int("transA", 0) == 0)) {
+        g.nodes[i].inputs[k] = token_dequantized(in);
       } else {
         g.nodes[i].inputs[k] = dequantized(in);
       }
@@ -199,6 +223,7 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
   for (auto& n : added) g.nodes.push_back(std::move(n));
   g.topo_sort();
   if (quantized) ctx.note("int8: quantized " + std::to_string(quantized) + " nodes (QDQ inserted)");
+  if (per_token) ctx.note("int8: " + std::to_string(per_token) + " activations quantized per token (TokenQDQ)");
   if (corrected) ctx.note("int8: bias-corrected " + std::to_string(corrected) + " nodes for weight rounding");
   return quantized;
 }

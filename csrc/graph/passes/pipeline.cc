@@ -14,6 +14,7 @@
 #include "graph/passes/fp8_gemm.h"
 #include "graph/passes/int8_channels_last.h"
 #include "graph/passes/int8_movement.h"
+#include "graph/passes/smooth_activations.h"
 #include "graph/passes/weight_only_int8.h"
 #include "ops/channel_block.h"
 
@@ -33,6 +34,9 @@ void follow_renames(const std::map<std::string, std::string>& renamed, QuantizeS
     if (a == qs->activation_amax.end() || qs->activation_amax.count(to)) continue;
     qs->activation_amax[to] = a->second;
     if (qs->unsigned_activations.count(from)) qs->unsigned_activations.insert(to);
+    if (qs->per_token.count(from)) qs->per_token.insert(to);
+    auto sm = qs->smoothing.find(from);
+    if (sm != qs->smoothing.end() && !qs->smoothing.count(to)) qs->smoothing[to] = sm->second;
     auto m = qs->activation_channel_mean.find(from);
     if (m != qs->activation_channel_mean.end()) qs->activation_channel_mean[to] = m->second;
   }
@@ -93,6 +97,7 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   if (pc.precision == Precision::kINT8) {
     QuantizeSpec qs = options.int8;
     follow_renames(renamed, &qs);
+    smooth_activations(g, qs, pc);  // SmoothQuant's scales, from calibration, into the weights
     insert_qdq(g, qs, pc);
     infer_and_fold(g, pc, false);  // types for the new Q/DQ values
     if (options.optimize) {

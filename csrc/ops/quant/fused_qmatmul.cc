@@ -20,7 +20,14 @@ bool weight_kn(const graph::Node& n, const SymShape& w, Dim* k, Dim* nn) {
 
 void qmatmul_infer(InferContext& c) {
   const DType xt = c.input_dtype(kQX);
-  c.check(is_q8(xt), ErrorKind::kDType, std::string("QMatMul x must be uint8/int8, got ") + dtype_name(xt));
+  if (c.node().attr_int("x_per_token", 0) != 0) {
+    c.check(xt == DType::kFloat32, ErrorKind::kDType,
+            std::string("QMatMul x must be float32 with x_per_token, got ") + dtype_name(xt));
+    c.check(!c.has_input(kQXScale) && !c.has_input(kQXZero), ErrorKind::kModelFormat,
+            "QMatMul with x_per_token takes no x_scale / x_zero_point (they are computed per row)");
+  } else {
+    c.check(is_q8(xt), ErrorKind::kDType, std::string("QMatMul x must be uint8/int8, got ") + dtype_name(xt));
+  }
   c.check(c.input_dtype(kQW) == DType::kInt8, ErrorKind::kDType, "QMatMul w must be int8");
   const DType out = c.has_input(kQYScale) && c.has_input(kQYZero) ? c.input_dtype(kQYZero) : DType::kFloat32;
   c.check(out == DType::kFloat32 || is_q8(out), ErrorKind::kDType, "QMatMul y_zero_point must be uint8/int8");

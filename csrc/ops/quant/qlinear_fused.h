@@ -27,6 +27,11 @@
 // attributes: activation / activation_params (ops/nn/activation.h); QMatMul
 // trans_b; QConv the Conv attributes (auto_pad, dilations, group,
 // kernel_shape, pads, strides).
+//
+// QMatMul with x_per_token = 1 takes x as float32 and no x_scale or
+// x_zero_point: the kernel quantizes each row of x with its own scale when it
+// runs (ops/quant/token_quant.h; what com.twinfer::TokenQDQ computes), and
+// the product is rescaled by that row's scale times w_scale[n].
 #pragma once
 
 namespace twinfer::quant {

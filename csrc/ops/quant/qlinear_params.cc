@@ -44,13 +44,16 @@ std::vector<float> per_channel(const KernelBuildInfo& info, size_t i, int64_t ch
 QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels) {
   QLinearParams p;
   p.x_type = info.input_dtype(kQX);
-  if (p.x_type != DType::kUInt8 && p.x_type != DType::kInt8)
-    info.fail(ErrorKind::kDType, std::string("x must be uint8 or int8, got ") + dtype_name(p.x_type));
+  p.x_per_token = info.node().attr_int("x_per_token", 0) != 0;
+  if (p.x_per_token ? p.x_type != DType::kFloat32 : (p.x_type != DType::kUInt8 && p.x_type != DType::kInt8))
+    info.fail(ErrorKind::kDType, std::string("x must be ") + (p.x_per_token ? "float32" : "uint8 or int8") +
+                                     ", got " + dtype_name(p.x_type));
   if (info.input_dtype(kQW) != DType::kInt8)
     info.fail(ErrorKind::kDType, std::string("w must be int8, got ") + dtype_name(info.input_dtype(kQW)));
   need_const(info, kQW, "w");
-  const float xs = one_float(info, kQXScale, "x_scale");
-  if (info.has_input(kQXZero)) p.x_zero = one_int(info, kQXZero, p.x_type, "x_zero_point");
+  // Per token, x's scale is a row's own and is applied at run time.
+  const float xs = p.x_per_token ? 1.f : one_float(info, kQXScale, "x_scale");
+  if (!p.x_per_token && info.has_input(kQXZero)) p.x_zero = one_int(info, kQXZero, p.x_type, "x_zero_point");
   p.scales = per_channel(info, kQWScale, channels, "w_scale");
   for (float& s : p.scales) s *= xs;
   if (info.has_input(kQBias)) p.bias = per_channel(info, kQBias, channels, "bias");

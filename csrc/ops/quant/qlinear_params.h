@@ -11,9 +11,10 @@
 namespace twinfer::quant {
 
 struct QLinearParams {
-  DType x_type = DType::kUInt8;
+  DType x_type = DType::kUInt8;  // float32 when x is quantized per token (x_per_token)
+  bool x_per_token = false;
   int32_t x_zero = 0;
-  std::vector<float> scales;  // x_scale * w_scale[c], one per output channel
+  std::vector<float> scales;  // x_scale * w_scale[c] (per token: w_scale[c]), one per output channel
   std::vector<float> bias;    // empty: none
   bool quantized_out = false;
   DType y_type = DType::kFloat32;

@@ -78,21 +78,26 @@ TWINFER_QHD QY qbinary_one(QA qa, QB qb, const QBinaryParams& p) {
 // channel n:
 //   y = act((acc - x_zero * colsum[n]) * scale[n] + bias[n])
 // with scale[n] = x_scale * w_scale[n] and colsum[n] = sum over k of w[k, n];
-// then, with a quantized output, requantize(y). Pointers are device
-// pointers in a kernel and host pointers in the host test.
+// then, with a quantized output, requantize(y). With x quantized per token
+// (token_quant.h) scale[n] is w_scale[n] and row r's own scale multiplies
+// after it: (acc * scale[n]) * row_scale[r] + bias[n], the order the CPU's
+// oneDNN post-ops use. Pointers are device pointers in a kernel and host
+// pointers in the host test.
 struct LinearEpilogue {
   const float* scale = nullptr;     // [N]
   const float* bias = nullptr;      // [N] or null
   const int32_t* colsum = nullptr;  // [N]; read only when x_zero != 0
+  const float* row_scale = nullptr; // [rows] or null: x quantized per token
   int32_t x_zero = 0;
   nn::ActFn act;
   bool quantized = false;
   float y_scale = 1.f, lo = 0.f, hi = 0.f;
   int32_t y_zero = 0;
 
-  TWINFER_HD float value(int32_t acc, int64_t n) const {
+  TWINFER_HD float value(int32_t acc, int64_t n, int64_t r = 0) const {
     const int32_t centred = x_zero != 0 ? acc - x_zero * colsum[n] : acc;
     float v = static_cast<float>(centred) * scale[n];
+    if (row_scale) v *= row_scale[r];
     if (bias) v += bias[n];
     return act(v);
   }

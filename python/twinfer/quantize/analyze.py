@@ -12,7 +12,8 @@ Per layer (each quantized Conv / ConvTranspose / Gemm / MatMul):
 * ``alone_cosine``: the model's output cosine when only this layer is int8
   (its own cost, what the fallback ranks by; NaN with rank="sqnr");
 * ``saturation``: the share of its activation inputs beyond the calibrated
-  range (clipped by int8).
+  range (clipped by int8; x / s against the smoothed range where the
+  activation is smoothed; none where it is quantized per token).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from .calibration import QUANTIZABLE, Calibration, _feeds, calibrate  # noqa: F401
+from .smoothing import DEFAULT_ALPHA
 
 
 @dataclass
@@ -128,14 +130,17 @@ def _quantized_layers(model, calibration: Calibration) -> list[tuple[str, str, s
 
 def analyze(model, calibration, data: Iterable | None = None, calibrator: str = "percentile",
             percentile: float = 99.99, accuracy_target: float | None = None, rank: str = "alone",
-            max_samples: int = 8, num_threads: int = 0, progress: bool = True) -> QuantReport:
+            max_samples: int = 8, num_threads: int = 0, progress: bool = True, smoothing: float | None = DEFAULT_ALPHA,
+            per_token="auto") -> QuantReport:
     """Per-layer int8 cost on ``data`` (default: the calibration samples);
     ``calibration`` is sample inputs or a Calibration. With
     ``accuracy_target`` (output cosine vs float32), the costliest layers are
     kept in float until the target is met: ranked by ``rank`` = "alone" (the
     output cosine with only that layer in int8: one engine build per layer)
     or "sqnr" (the layer's SQNR in the all-int8 run: no extra builds); the
-    fewest layers that meet the target are found by bisection."""
+    fewest layers that meet the target are found by bisection. ``smoothing``
+    (the alpha calibration uses, or None) and ``per_token`` are
+    twinfer.load's int8 options of the same names."""
     if rank not in ("alone", "sqnr"):
         raise InvalidArgumentError("rank must be 'alone' or 'sqnr'")
     from tqdm.auto import tqdm
@@ -151,7 +156,7 @@ def analyze(model, calibration, data: Iterable | None = None, calibrator: str = 
     else:
         calibration = list(calibration)
         cal = calibrate(model, calibration, calibrator=calibrator, percentile=percentile, num_threads=num_threads,
-                        progress=progress)
+                        progress=progress, smoothing=smoothing)
         samples = list(data) if data is not None else calibration
     samples = samples[:max_samples]
     if not samples:
@@ -160,6 +165,7 @@ def analyze(model, calibration, data: Iterable | None = None, calibrator: str = 
     if not layers:
         raise InvalidArgumentError("nothing in this model is quantized to int8")
     names = [l[0] for l in layers]
+    per_token_acts = set(cal.tokens) if per_token == "auto" else set(cal.amax) if per_token else set()
     taps = [l[2] for l in layers]
     acts = sorted({a for l in layers for a in l[3]})
 
@@ -171,7 +177,7 @@ def analyze(model, calibration, data: Iterable | None = None, calibrator: str = 
 
     def engine(keep):
         return Engine(open_engine(source, "cpu", "int8", calibration=cal, keep_float=keep, num_threads=num_threads,
-                                  extra_outputs=taps))
+                                  extra_outputs=taps, smoothing=smoothing is not None, per_token=per_token))
 
     def output_cosine(eng) -> float:
         got, want = [], []
@@ -191,9 +197,14 @@ def analyze(model, calibration, data: Iterable | None = None, calibrator: str = 
         q_cat = np.concatenate([o[out].ravel() for o in outs])
         sat_n = sat_d = 0
         for a in ins:
-            amax = cal.amax[a]
+            # Per token, a row's own largest |x| is its range: nothing clips.
+            dynamic = a in per_token_acts and op in ("MatMul", "Gemm")
+            smoothed = smoothing is not None and a in cal.smoothing and a in cal.smoothed_amax
+            amax = cal.smoothed_amax[a] if smoothed else cal.amax[a]
+            s = np.asarray(cal.smoothing[a], np.float32) if smoothed else 1.0
             for r in ref:
-                sat_n += int(np.count_nonzero(np.abs(r[a]) > amax))
+                if not dynamic:
+                    sat_n += int(np.count_nonzero(np.abs(r[a] / s) > amax))
                 sat_d += r[a].size
         alone = output_cosine(engine([n for n in names if n != node])) if rank == "alone" else float("nan")
         reports.append(LayerReport(node, op, out, _sqnr(r_cat, q_cat), _cosine(r_cat, q_cat), alone,

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .observers import ChannelMeanObserver, HistogramObserver, MinMaxObserver
+from .observers import ChannelAmaxObserver, ChannelMeanObserver, HistogramObserver, MinMaxObserver
+from .smoothing import DEFAULT_ALPHA, smoothing_factors
 
 CALIBRATORS = ("minmax", "percentile", "entropy")
 # Ops whose data inputs an INT8 engine quantizes (weights are quantized per
@@ -40,6 +41,15 @@ class Calibration:
     # the last axis): the int8 build subtracts each layer's weight-rounding
     # shift from its bias with them (bias correction).
     channel_mean: dict[str, list[float]] = field(default_factory=dict)
+    # Token sequences: activations of rank >= 3 that MatMul/Gemm layers with
+    # constant weights read (a transformer's hidden states). Their tokens
+    # differ in range, so they are quantized per token by default.
+    tokens: list[str] = field(default_factory=list)
+    # Activation smoothing (quantize/smoothing.py) of the token sequences:
+    # the factors s per channel, and the calibrated range of x / s.
+    smoothing: dict[str, list[float]] = field(default_factory=dict)
+    smoothed_amax: dict[str, float] = field(default_factory=dict)
+    smoothing_alpha: float | None = None
 
     def unsigned(self) -> set[str]:
         """The activations quantized as uint8: those calibration never saw negative."""
@@ -51,7 +61,8 @@ class Calibration:
     def to_dict(self) -> dict:
         return {"format": "twinfer.calibration/1", "method": self.method, "percentile": self.percentile,
                 "samples": self.samples, "amax": self.amax, "observed": {k: list(v) for k, v in self.observed.items()},
-                "channel_mean": self.channel_mean}
+                "channel_mean": self.channel_mean, "tokens": self.tokens, "smoothing": self.smoothing,
+                "smoothed_amax": self.smoothed_amax, "smoothing_alpha": self.smoothing_alpha}
 
     def save(self, path: str | os.PathLike) -> None:
         with open(path, "w") as f:
@@ -64,7 +75,11 @@ class Calibration:
         return cls(method=d["method"], amax={k: float(v) for k, v in d["amax"].items()},
                    observed={k: tuple(v) for k, v in d.get("observed", {}).items()},
                    samples=int(d.get("samples", 0)), percentile=d.get("percentile"),
-                   channel_mean={k: [float(x) for x in v] for k, v in d.get("channel_mean", {}).items()})
+                   channel_mean={k: [float(x) for x in v] for k, v in d.get("channel_mean", {}).items()},
+                   tokens=list(d.get("tokens", [])),
+                   smoothing={k: [float(x) for x in v] for k, v in d.get("smoothing", {}).items()},
+                   smoothed_amax={k: float(v) for k, v in d.get("smoothed_amax", {}).items()},
+                   smoothing_alpha=d.get("smoothing_alpha"))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Calibration":
@@ -72,7 +87,8 @@ class Calibration:
             return cls.from_dict(json.load(f))
 
     def __repr__(self) -> str:
-        return f"<twinfer.quantize.Calibration {self.method}, {len(self.amax)} tensors, {self.samples} samples>"
+        smooth = f", {len(self.smoothing)} smoothed (alpha {self.smoothing_alpha})" if self.smoothing else ""
+        return f"<twinfer.quantize.Calibration {self.method}, {len(self.amax)} tensors, {self.samples} samples{smooth}>"
 
 
 def quantizable_activations(model) -> list[str]:
@@ -130,51 +146,88 @@ def _feeds(sample, inputs) -> dict:
 
 
 def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile: float = 99.99, bins: int = 2048,
-              num_threads: int = 0, progress: bool = True, max_samples: int | None = None) -> Calibration:
+              num_threads: int = 0, progress: bool = True, max_samples: int | None = None,
+              smoothing: float | None = DEFAULT_ALPHA) -> Calibration:
     """Run the float32 model (on the CPU) over ``data`` — feed dicts, tuples in
     input order, or arrays for a one-input model — and choose each
     quantizable activation's range with ``calibrator``: "minmax", "percentile"
-    (|x| at ``percentile``) or "entropy" (KL divergence, as TensorRT)."""
+    (|x| at ``percentile``) or "entropy" (KL divergence, as TensorRT).
+
+    ``smoothing``: SmoothQuant's alpha for the token sequences (activations
+    of rank >= 3 read by MatMul/Gemm layers with constant weights): their
+    per-channel ranges are balanced against the weights
+    (twinfer.quantize.smoothing) and a second pass over ``data`` calibrates
+    the smoothed values; None: no smoothing."""
     from tqdm.auto import tqdm
 
+    from .. import _core
     from .._engine import Engine, open_engine
     from .._source import model_source
 
     if calibrator not in CALIBRATORS:
         raise InvalidArgumentError(f"calibrator must be one of {CALIBRATORS}, got {calibrator!r}")
+    if smoothing is not None and not 0.0 <= float(smoothing) <= 1.0:
+        raise InvalidArgumentError(f"smoothing (alpha) must be in [0, 1] or None, got {smoothing!r}")
     axes = _activation_channel_axes(model)
     names = list(axes)
     if not names:
         raise InvalidArgumentError("the model has no Conv / ConvTranspose / Gemm / MatMul with activation inputs")
-    engine = Engine(open_engine(model_source(model), "cpu", num_threads=num_threads, extra_outputs=names))
-    observers = {n: (MinMaxObserver() if calibrator == "minmax" else HistogramObserver(bins)) for n in names}
+    source = model_source(model)
+    # The activations MatMul/Gemm layers with constant weights read, and
+    # those weights' largest |w| per row (from the model as the build sees it).
+    weight_amax = {k: v for k, v in _core.smoothing_weight_amax(*source).items() if k in axes}
+    engine = Engine(open_engine(source, "cpu", num_threads=num_threads, extra_outputs=names))
+
+    def observer():
+        return MinMaxObserver() if calibrator == "minmax" else HistogramObserver(bins)
+
+    def chosen(ob) -> float:
+        if calibrator == "minmax":
+            return ob.amax
+        return ob.percentile(percentile) if calibrator == "percentile" else ob.entropy()
+
+    observers = {n: observer() for n in names}
     means = {n: ChannelMeanObserver(a) for n, a in axes.items() if a is not None}
-    count = 0
+    channel_amax = {n: ChannelAmaxObserver() for n in weight_amax}
+    samples = []  # kept for the smoothing pass: `data` may be an iterator
     total = len(data) if hasattr(data, "__len__") else None
     if max_samples is not None and total is not None:
         total = min(total, max_samples)
     with tqdm(total=total, desc="twinfer: calibrating", unit="batch", disable=not progress, leave=False) as bar:
         for sample in data:
-            if max_samples is not None and count >= max_samples:
+            if max_samples is not None and len(samples) >= max_samples:
                 break
+            samples.append(sample)
             out = engine.run(_feeds(sample, engine.inputs))
             for n in names:
                 x = out[n].numpy()
                 observers[n].update(x)
                 if n in means:
                     means[n].update(x)
-            count += 1
+                if n in channel_amax:
+                    channel_amax[n].update(x)
             bar.update(1)
-    if count == 0:
+    if not samples:
         raise InvalidArgumentError("the calibration data is empty")
-    amax = {}
-    for n, ob in observers.items():
-        if calibrator == "minmax":
-            amax[n] = ob.amax
-        elif calibrator == "percentile":
-            amax[n] = ob.percentile(percentile)
-        else:
-            amax[n] = ob.entropy()
-    return Calibration(method=calibrator, amax=amax, observed={n: (o.min, o.max) for n, o in observers.items()},
-                       samples=count, percentile=percentile if calibrator == "percentile" else None,
-                       channel_mean={n: m.mean for n, m in means.items() if m.mean is not None})
+    tokens = [n for n, ob in channel_amax.items()
+              if ob.rank >= 3 and ob.amax is not None and len(ob.amax) == len(weight_amax[n])]
+    factors = {}
+    if smoothing is not None:
+        factors = {n: smoothing_factors(channel_amax[n].amax, weight_amax[n], float(smoothing)) for n in tokens}
+    smoothed_amax = {}
+    if factors:  # second pass: the range of x / s, as the int8 build will quantize it
+        smoothed = {n: observer() for n in factors}
+        with tqdm(total=len(samples), desc="twinfer: calibrating smoothed", unit="batch", disable=not progress,
+                  leave=False) as bar:
+            for sample in samples:
+                out = engine.run(_feeds(sample, engine.inputs))
+                for n, s in factors.items():
+                    smoothed[n].update(out[n].numpy() / s)
+                bar.update(1)
+        smoothed_amax = {n: chosen(ob) for n, ob in smoothed.items()}
+    return Calibration(method=calibrator, amax={n: chosen(ob) for n, ob in observers.items()},
+                       observed={n: (o.min, o.max) for n, o in observers.items()},
+                       samples=len(samples), percentile=percentile if calibrator == "percentile" else None,
+                       channel_mean={n: m.mean for n, m in means.items() if m.mean is not None},
+                       tokens=tokens, smoothing={n: f.tolist() for n, f in factors.items()},
+                       smoothed_amax=smoothed_amax, smoothing_alpha=float(smoothing) if factors else None)

@@ -4,6 +4,8 @@ calibration data. One pass over the data; each observer sees every batch.
 * ``MinMaxObserver``: the extremes seen.
 * ``ChannelMeanObserver``: the mean of each channel along one axis (what
   bias correction needs).
+* ``ChannelAmaxObserver``: the largest |x| of each channel along the last
+  axis (what activation smoothing needs), and the largest rank seen.
 * ``HistogramObserver``: a histogram of |x| over [0, amax] whose range doubles
   when a batch exceeds it (adjacent bins merge, so no batch is seen twice);
   from it, ``percentile`` (the |x| below which that share of values lies) and
@@ -59,6 +61,23 @@ class ChannelMeanObserver:
     @property
     def mean(self) -> list[float] | None:
         return None if self.sums is None or self.count <= 0 else [float(v) for v in self.sums / self.count]
+
+
+class ChannelAmaxObserver:
+    def __init__(self):
+        self.amax = None
+        self.rank = 0
+
+    def update(self, x: np.ndarray) -> None:
+        if x.ndim == 0 or not x.size:
+            return
+        self.rank = max(self.rank, x.ndim)
+        a = np.max(np.abs(x.reshape(-1, x.shape[-1])), axis=0)
+        if self.amax is not None and a.shape != self.amax.shape:
+            self.amax = np.zeros(0, np.float32)  # the channel count changed: no statistic
+        if self.amax is not None and not self.amax.size:
+            return
+        self.amax = a if self.amax is None else np.fmax(self.amax, a)
 
 
 class HistogramObserver(MinMaxObserver):

@@ -1,0 +1,53 @@
+// The CPU loops of per-token quantization (token_quant.h).
+#include "ops/quant/token_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/parallel.h"
+#include "core/simd_clones.h"
+
+namespace twinfer::quant {
+namespace {
+
+// Sixteen independent lanes so the compiler vectorises the reduction
+// without reassociating; NaN never wins a comparison, so it is skipped.
+TWINFER_SIMD_CLONES float abs_max(const float* __restrict x, int64_t n) {
+  constexpr int kLanes = 16;
+  float m[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const float a = std::fabs(x[i + j]);
+      m[j] = a > m[j] ? a : m[j];
+    }
+  float r = 0.f;
+  for (int j = 0; j < kLanes; ++j) r = m[j] > r ? m[j] : r;
+  for (; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    r = a > r ? a : r;
+  }
+  return r;
+}
+
+TWINFER_SIMD_CLONES void quantize_row(const float* __restrict x, int8_t* __restrict q, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) q[i] = token_quantize(x[i], scale);
+}
+
+}  // namespace
+
+void quantize_token_rows(const float* x, int64_t k, int64_t row_begin, int64_t row_end, int8_t* q, float* scales) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float s = token_scale(abs_max(x + r * k, k));
+    scales[r] = s;
+    quantize_row(x + r * k, q + r * k, k, s);
+  }
+}
+
+void quantize_tokens(const float* x, int64_t rows, int64_t k, int8_t* q, float* scales, int threads) {
+  // ~16K elements per thread before splitting pays for the fork.
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k));
+  parallel_for(rows, threads, grain, [&](int64_t b, int64_t e) { quantize_token_rows(x, k, b, e, q, scales); });
+}
+
+}  // namespace twinfer::quant
