@@ -82,14 +82,15 @@ def export_minilm(folder: Path):
     return minilm.export_onnx(reference), bert_feeds, minilm.positional_encoder(reference[0].auto_model)
 
 
-def export_bert_base(folder: Path):
+def export_bert_base(folder: Path, name: str = "bert_base", **config):
+    """BERT-base with random weights, or another geometry (BertConfig's keyword arguments)."""
     import torch
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    bert = BertModel(BertConfig(), add_pooling_layer=False).eval()
+    bert = BertModel(BertConfig(**config), add_pooling_layer=False).eval()
 
-    path = folder / "bert_base.onnx"
+    path = folder / f"{name}.onnx"
     ids = torch.ones(1, 128, dtype=torch.int64)
     names = ["input_ids", "attention_mask", "token_type_ids"]
     torch.onnx.export(minilm.positional_encoder(bert), (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False,

@@ -31,7 +31,6 @@ import numpy as np
 
 import twinfer
 
-SEQ = 128
 CALIBRATION_BATCH = 8
 
 
@@ -44,8 +43,8 @@ def _models():
             path, feeds, module = q.export_minilm(folder)
             return path, feeds, module, True
         except Exception:  # the weights package is not installed: MiniLM's geometry, random weights
-            return _random_bert(folder, "minilm", dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                                                       intermediate_size=1536))
+            return (*q.export_bert_base(folder, "minilm", hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                                        intermediate_size=1536), False)
 
     def effnet(folder):
         try:
@@ -60,24 +59,6 @@ def _models():
         "bert-base": (lambda f: (*q.export_bert_base(f), False), 64, False),
         "minilm": (minilm, 64, False),
     }
-
-
-def _random_bert(folder: Path, name: str, cfg: dict):
-    import quantization as q
-    import torch
-    from transformers import BertConfig, BertModel
-
-    from twinfer.models import minilm
-
-    torch.manual_seed(0)
-    bert = minilm.positional_encoder(BertModel(BertConfig(**cfg), add_pooling_layer=False).eval())
-    path = folder / f"{name}.onnx"
-    ids = torch.ones(1, SEQ, dtype=torch.int64)
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    torch.onnx.export(bert, (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False, input_names=names,
-                      output_names=["output"], opset_version=17,
-                      dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
-    return path, q.bert_feeds, bert, False
 
 
 def _accuracy(out: np.ndarray, ref: np.ndarray, classifier: bool) -> dict:

@@ -179,8 +179,9 @@ class DeviceApi {
   // What KernelSpan::stream holds for kernels enqueued on `s`.
   virtual uint64_t trace_stream_key(Stream& s) { return s.handle(); }
   // The simulated device's kernels are host tasks: the executor reports
-  // each one it ran (a no-op elsewhere, and while no trace runs).
-  virtual void note_host_kernel(const std::string& name, uint64_t stream, uint64_t start_ns, uint64_t end_ns) {}
+  // each one it ran, named "node (op)" (a no-op elsewhere, and while no
+  // trace runs).
+  virtual void note_host_kernel(const std::string& node, const std::string& op, uint64_t start_ns, uint64_t end_ns) {}
   // Makes this the calling thread's current device until the returned guard
   // goes (CUDA keeps a current device per thread; null where there is none).
   virtual std::shared_ptr<void> make_current() { return nullptr; }  // the whole device, for tests and shutdown

@@ -118,13 +118,12 @@ void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_a
           KernelContext args = a;
           args.stream = nullptr;  // runs as host code on the worker
           DeviceApi* api = api_;
-          const uint64_t key = api_->trace_stream_key(s);
           s.host_task(
-              [k, args, node, op, api, key]() mutable {
+              [k, args, node, op, api]() mutable {
                 try {
                   const uint64_t t0 = api->trace_clock_ns();
                   k->run(args);
-                  api->note_host_kernel(node.empty() ? op : node + " (" + op + ")", key, t0, api->trace_clock_ns());
+                  api->note_host_kernel(node, op, t0, api->trace_clock_ns());
                 } catch (const Error& e) {
                   if (!e.node().empty()) throw;
                   throw Error(e.kind(), e.what(), node, op);

@@ -100,6 +100,16 @@ std::string signature_str(const std::vector<Shape>& shapes) {
   return s;
 }
 
+// FP8 GEMMs need E4M3 tensor cores: Ada (8.9) and Hopper (9.0) on.
+void check_device_precision(Precision p, Device d) {
+  if (p != Precision::kFP8 || !d.is_accelerator()) return;
+  const int cc = device_api(d).compute_capability();
+  if (cc < 89)
+    throw Error(ErrorKind::kInvalidArgument, "precision 'fp8' needs a GPU of compute capability 8.9 or newer; " +
+                                                 d.str() + " is " + std::to_string(cc / 10) + "." +
+                                                 std::to_string(cc % 10));
+}
+
 }  // namespace
 
 std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& options) {
@@ -115,13 +125,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
       !options.device.is_accelerator())
     throw Error(ErrorKind::kInvalidArgument, std::string("precision '") + precision_name(options.precision) +
                                                  "' is not supported on the CPU backend (it computes in fp32)");
-  if (options.precision == Precision::kFP8 && options.device.is_accelerator()) {
-    const int cc = device_api(options.device).compute_capability();
-    if (cc < 89)  // E4M3 tensor cores arrived with Ada (8.9) and Hopper (9.0)
-      throw Error(ErrorKind::kInvalidArgument, "precision 'fp8' needs a GPU of compute capability 8.9 or newer; " +
-                                                   options.device.str() + " is " + std::to_string(cc / 10) + "." +
-                                                   std::to_string(cc % 10));
-  }
+  check_device_precision(options.precision, options.device);
   check_opsets(model);
   e->opset_ = effective_opset(model);
   e->opsets_ = model.opsets;
@@ -209,13 +213,7 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
   e->options_.precision = info.precision;
   e->options_.optimize = info.optimize;
   e->prepare_device();
-  if (options.precision == Precision::kFP8 && options.device.is_accelerator()) {
-    const int cc = device_api(options.device).compute_capability();
-    if (cc < 89)  // E4M3 tensor cores arrived with Ada (8.9) and Hopper (9.0)
-      throw Error(ErrorKind::kInvalidArgument, "precision 'fp8' needs a GPU of compute capability 8.9 or newer; " +
-                                                   options.device.str() + " is " + std::to_string(cc / 10) + "." +
-                                                   std::to_string(cc % 10));
-  }
+  check_device_precision(info.precision, options.device);  // the saved engine's, not the caller's
   check_opsets(model);
   e->opset_ = effective_opset(model);
   e->opsets_ = model.opsets;

@@ -80,6 +80,13 @@ cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDe
   return r;
 }
 
+cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  check_cublas(cublaslt().layout_create(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+               "cublasLtMatrixLayoutCreate");
+  return l;
+}
+
 cublasLtHandle_t cublaslt_handle(int device) {
   static std::mutex m;
   static std::vector<cublasLtHandle_t>* handles = new std::vector<cublasLtHandle_t>();  // never destroyed

@@ -40,6 +40,9 @@ void check_cublas(cublasStatus_t s, const char* what);
 cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
                                             cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d, uint32_t align,
                                             const std::string& what);
+// A column-major rows x cols matrix of type t with leading dimension ld
+// (throws on failure; the caller destroys it with layout_destroy).
+cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld);
 inline constexpr size_t kCublasLtWorkspaceLimit = size_t(32) << 20;  // what the fastest Hopper kernels ask at most
 
 }  // namespace twinfer::cuda

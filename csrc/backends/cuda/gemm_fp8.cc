@@ -32,20 +32,6 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 
-bool fp8_supports(const KernelBuildInfo& info, std::string* why) {
-  for (size_t i : {kF8XScale, kF8W, kF8WScale, kF8Bias})
-    if (info.has_input(i) && !info.input_constant(i)) {
-      if (why) *why = "FP8MatMul needs constant weights, scales and bias";
-      return false;
-    }
-  for (size_t i : {kF8XScale, kF8WScale, kF8Bias})
-    if (info.has_input(i) && info.input_dtype(i) != DType::kFloat32) {
-      if (why) *why = "FP8MatMul's scales and bias are float32";
-      return false;
-    }
-  return true;
-}
-
 class CudaFP8MatMul final : public Kernel {
  public:
   explicit CudaFP8MatMul(const KernelBuildInfo& info)
@@ -105,9 +91,9 @@ class CudaFP8MatMul final : public Kernel {
       const void* bp = bias_.data();
       set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
     }
-    a_ = layout(CUDA_R_8F_E4M3, kp_, np_, kp_);
-    b_ = layout(CUDA_R_8F_E4M3, kp_, m_, kp_);
-    d_ = layout(cuda_type(xt_), np_, m_, np_);
+    a_ = make_layout(CUDA_R_8F_E4M3, kp_, np_, kp_);
+    b_ = make_layout(CUDA_R_8F_E4M3, kp_, m_, kp_);
+    d_ = make_layout(cuda_type(xt_), np_, m_, np_);
     algo_ = choose_algo(handle_, desc_, a_, b_, d_, 16,
                         "FP8 " + std::to_string(m_) + "x" + std::to_string(n_) + "x" + std::to_string(k_));
   }
@@ -142,15 +128,9 @@ class CudaFP8MatMul final : public Kernel {
   }
 
  private:
-  static size_t align(size_t b) { return (b + 255) / 256 * 256; }
+  static size_t align(size_t b) { return static_cast<size_t>(round_up(static_cast<int64_t>(b), 256)); }
   void set(cublasLtMatmulDescAttributes_t a, const void* v, size_t n) {
     check_cublas(api_.desc_set(desc_, a, v, n), "cublasLtMatmulDescSetAttribute(fp8)");
-  }
-  cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
-    cublasLtMatrixLayout_t l = nullptr;
-    check_cublas(api_.layout_create(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
-                 "cublasLtMatrixLayoutCreate(fp8)");
-    return l;
   }
   const CublasLtApi& api_;
   cublasLtHandle_t handle_ = nullptr;
@@ -166,6 +146,6 @@ class CudaFP8MatMul final : public Kernel {
 
 }  // namespace
 
-TWINFER_REGISTER_KERNEL(kFP8MatMulOp, Backend::kCUDA, 10, fp8_supports, make_kernel<CudaFP8MatMul>, kTwinferDomain);
+TWINFER_REGISTER_KERNEL(kFP8MatMulOp, Backend::kCUDA, 10, fp8_matmul_supports, make_kernel<CudaFP8MatMul>, kTwinferDomain);
 
 }  // namespace twinfer::cuda

@@ -37,12 +37,6 @@ struct Int8Gemm::State {
   void set(cublasLtMatmulDescAttributes_t attr, const void* v, size_t n) {
     check_cublas(api.desc_set(desc, attr, v, n), "cublasLtMatmulDescSetAttribute");
   }
-  cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
-    cublasLtMatrixLayout_t l = nullptr;
-    check_cublas(api.layout_create(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
-                 "cublasLtMatrixLayoutCreate");
-    return l;
-  }
 };
 
 std::string Int8Gemm::unsupported(int64_t k, int64_t n) {
@@ -76,9 +70,9 @@ Int8Gemm::Int8Gemm(const Config& c) : st_(std::make_unique<State>(c)) {
   }
   // Column-major: A = w as (k x n) with ld k, read transposed; B = x as
   // (k x rows) with ld k; D = (n x rows) with ld n, i.e. d[rows, n] row-major.
-  s.a = s.layout(CUDA_R_8I, c.k, c.n, c.k);
-  s.b = s.layout(CUDA_R_8I, c.k, c.rows, c.k);
-  s.d = s.layout(i8 ? CUDA_R_8I : CUDA_R_32I, c.n, c.rows, c.n);
+  s.a = make_layout(CUDA_R_8I, c.k, c.n, c.k);
+  s.b = make_layout(CUDA_R_8I, c.k, c.rows, c.k);
+  s.d = make_layout(i8 ? CUDA_R_8I : CUDA_R_32I, c.n, c.rows, c.n);
 
   // 16: our buffers are the arena's and the kernel's own, 256-byte aligned.
   s.algo = choose_algo(s.handle, s.desc, s.a, s.b, s.d, 16,

@@ -442,13 +442,15 @@ uint64_t SimDevice::trace_clock_ns() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-void SimDevice::note_host_kernel(const std::string& name, uint64_t stream, uint64_t start_ns, uint64_t end_ns) {
+void SimDevice::note_host_kernel(const std::string& node, const std::string& op, uint64_t start_ns,
+                                 uint64_t end_ns) {
   if (!tracing_) return;
   // The stream whose worker runs the task: a graph captured on one stream
   // replays on another, as CUDA reports a graph's kernels on the launch stream.
-  if (const Worker* w = Worker::current()) stream = SimStream::handle_of(w->id());
+  const Worker* w = Worker::current();
+  KernelSpan k{node.empty() ? op : node + " (" + op + ")", w ? SimStream::handle_of(w->id()) : 0, start_ns, end_ns};
   std::lock_guard<std::mutex> lock(trace_mutex_);
-  if (tracing_) trace_.push_back(KernelSpan{name, stream, start_ns, end_ns});
+  if (tracing_) trace_.push_back(std::move(k));
 }
 
 }  // namespace twinfer::sim

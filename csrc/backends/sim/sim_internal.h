@@ -181,7 +181,7 @@ class SimDevice final : public DeviceApi {
   void start_kernel_trace() override;
   std::vector<KernelSpan> stop_kernel_trace() override;
   uint64_t trace_clock_ns() override;
-  void note_host_kernel(const std::string& name, uint64_t stream, uint64_t start_ns, uint64_t end_ns) override;
+  void note_host_kernel(const std::string& node, const std::string& op, uint64_t start_ns, uint64_t end_ns) override;
 
   // Enqueues `item` on `s` (or records it while `s` is capturing), after the
   // ordering checks; returns the task's index in the worker (for waits).

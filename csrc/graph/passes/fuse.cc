@@ -1,5 +1,7 @@
 #include "graph/passes/fuse.h"
 
+#include <initializer_list>
+
 #include "graph/domains.h"
 #include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
@@ -112,6 +114,13 @@ void set_activation(graph::Node& n, const std::string& name, const std::vector<f
 
 bool is_f32(const graph::Graph& g, int v) { return v >= 0 && g.values[v].dtype == DType::kFloat32; }
 
+// Node i becomes the fused `f`; the nodes it absorbed (-1: none) go.
+void replace_fused(Matcher& m, size_t i, graph::Node f, std::initializer_list<int> absorbed) {
+  m.g.nodes[i] = std::move(f);
+  for (int a : absorbed)
+    if (a >= 0) m.dead[a] = 1;
+}
+
 int fuse_conv(Matcher& m, const PassContext& ctx) {
   if (!any_kernel_for(kTwinferDomain, "Conv", ctx.backend)) return 0;
   int fused = 0, kept = 0;
@@ -153,12 +162,7 @@ int fuse_conv(Matcher& m, const PassContext& ctx) {
       ++kept;
       continue;
     }
-    m.g.nodes[i] = std::move(f);
-    if (add_idx >= 0) m.dead[add_idx] = 1;
-    if (act_idx >= 0) {
-      m.dead[act_idx] = 1;
-      if (extra >= 0) m.dead[extra] = 1;
-    }
+    replace_fused(m, i, std::move(f), {add_idx, act_idx, extra});
     ++fused;
   }
   if (fused) ctx.note("fuse: " + std::to_string(fused) + " Conv [+Add] [+activation] -> com.twinfer::Conv");
@@ -209,12 +213,7 @@ int fuse_matmul_bias(Matcher& m, const PassContext& ctx) {
       ++kept;
       continue;
     }
-    m.g.nodes[i] = std::move(f);
-    m.dead[ui] = 1;
-    if (act_idx >= 0) {
-      m.dead[act_idx] = 1;
-      if (extra >= 0) m.dead[extra] = 1;
-    }
+    replace_fused(m, i, std::move(f), {ui, act_idx, extra});
     ++fused;
   }
   if (fused) ctx.note("fuse: " + std::to_string(fused) + " MatMul + bias [+activation] -> com.twinfer::MatMul");
@@ -241,9 +240,7 @@ int fuse_gemm_activation(Matcher& m, const PassContext& ctx) {
       ++kept;
       continue;
     }
-    m.g.nodes[i] = std::move(f);
-    m.dead[act_idx] = 1;
-    if (extra >= 0) m.dead[extra] = 1;
+    replace_fused(m, i, std::move(f), {act_idx, extra});
     ++fused;
   }
   if (fused) ctx.note("fuse: " + std::to_string(fused) + " Gemm + activation -> com.twinfer::Gemm");
@@ -286,12 +283,7 @@ int fuse_fp8_epilogue(Matcher& m, const PassContext& ctx) {
     set_activation(f, act_idx >= 0 ? act : "", params);
     f.outputs[0] = act_idx >= 0 ? out : tail;
     if (!rewrite_fits(m.g, f, ctx)) continue;
-    m.g.nodes[i] = std::move(f);
-    if (add_idx >= 0) m.dead[add_idx] = 1;
-    if (act_idx >= 0) {
-      m.dead[act_idx] = 1;
-      if (extra >= 0) m.dead[extra] = 1;
-    }
+    replace_fused(m, i, std::move(f), {add_idx, act_idx, extra});
     ++fused;
   }
   if (fused) ctx.note("fuse: " + std::to_string(fused) + " FP8MatMul + bias [+activation]");

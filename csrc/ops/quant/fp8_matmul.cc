@@ -104,6 +104,8 @@ class FP8MatMulKernel final : public Kernel {
   nn::Activation act_;
 };
 
+}  // namespace
+
 bool fp8_matmul_supports(const KernelBuildInfo& info, std::string* why) {
   for (size_t i : {kF8XScale, kF8W, kF8WScale, kF8Bias})
     if (info.has_input(i) && !info.input_constant(i)) {
@@ -117,8 +119,6 @@ bool fp8_matmul_supports(const KernelBuildInfo& info, std::string* why) {
     }
   return true;
 }
-
-}  // namespace
 
 TWINFER_REGISTER_SCHEMA(kFP8MatMulOp, fp8_matmul_infer, kTwinferDomain);
 TWINFER_REGISTER_KERNEL(kFP8MatMulOp, Backend::kCPU, 10, fp8_matmul_supports, make_kernel<FP8MatMulKernel>,

@@ -14,8 +14,13 @@
 // attributes: activation / activation_params (ops/nn/activation.h).
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/float8.h"
+
+namespace twinfer {
+class KernelBuildInfo;
+}
 
 namespace twinfer::quant {
 
@@ -27,5 +32,9 @@ enum FP8MatMulInput : int { kF8X = 0, kF8XScale, kF8W, kF8WScale, kF8Bias, kF8Nu
 TWINFER_HD uint8_t fp8_quantize(float x, float x_scale) {
   return float_to_float8(static_cast<double>(x / x_scale), Float8Traits<float8_e4m3fn_t>::fmt(), true);
 }
+
+// What every FP8MatMul kernel needs: constant float32 scales and bias,
+// constant weights (the CPU reference and cuBLASLt's alike).
+bool fp8_matmul_supports(const KernelBuildInfo& info, std::string* why);
 
 }  // namespace twinfer::quant
