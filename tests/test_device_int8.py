@@ -14,8 +14,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
+from conftest import SIM_AS_CUDA
 
-DEVICES = ["sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+DEVICES = [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
 F32 = np.float32
 
 

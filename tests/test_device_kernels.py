@@ -12,8 +12,9 @@ import pytest
 from onnx import TensorProto, helper
 
 import twinfer
+from conftest import SIM_AS_CUDA
 
-DEVICES = ["sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+DEVICES = [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
 
 SHAPES = [(1,), (7,), (33, 5), (2, 3, 1023), (4, 1, 9, 2)]
 

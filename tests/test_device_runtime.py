@@ -263,6 +263,7 @@ def test_out_of_memory_leaves_the_engine_usable(gpu, rng):
         assert rel_err(e.run({"x": x})["y"].numpy(), x[0] * (1 << 20)) < 1e-5
 
 
+@pytest.mark.cuda_build
 def test_saved_engine_records_the_backend(tmp_path, rng):
     e = twinfer.load(chain_model(), device="sim", sim_coverage="cuda")
     path = tmp_path / "chain.twinfer"

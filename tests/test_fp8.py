@@ -15,9 +15,11 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import twinfer
+from conftest import SIM_AS_CUDA
+from twinfer.testing import sim_options
 
 F32 = np.float32
-DEVICES = ["sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+DEVICES = [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
 E4M3_MAX = 448.0
 
 
@@ -68,6 +70,7 @@ def _fp8_gemm(x, amax, w, b):
     return _e4m3(x, xs) @ _e4m3(w, ws) + b
 
 
+@pytest.mark.cuda_build
 @pytest.mark.parametrize("gemm", [False, True])
 def test_precision_fp8_matches_an_e4m3_emulation(gemm):
     rng = np.random.default_rng(11)
@@ -102,6 +105,7 @@ def test_precision_fp8_matches_an_e4m3_emulation(gemm):
     assert cos > 0.995, cos
 
 
+@pytest.mark.cuda_build
 def test_fp8_keep_float_and_uncalibrated_layers_stay_in_float():
     rng = np.random.default_rng(3)
     m, _ = _mlp(rng, 24, 40, 8, gemm=False)
@@ -124,6 +128,50 @@ def test_fp8_needs_a_device_and_calibration():
         twinfer.load(m, device="cpu", precision="fp8", calibration=calib, progress=False)
     with pytest.raises(twinfer.InvalidArgumentError, match="calibration"):
         twinfer.load(m, device="sim", precision="fp8")
+
+
+def test_fp8_needs_ada_or_newer_and_a_saved_engine_is_checked_where_it_loads(tmp_path):
+    # The simulated device reports the compute capability it is told: 8.0 (an
+    # A100) and 8.6 have no E4M3 tensor cores, 8.9 (Ada) and 9.0 do.
+    with pytest.raises(twinfer.InvalidArgumentError, match=r"major\*10\+minor"), sim_options(compute_capability=9):
+        pass
+    rng = np.random.default_rng(3)
+    m, _ = _mlp(rng, 24, 16, 8, gemm=False)
+    calib = [rng.standard_normal((2, 3, 24)).astype(F32) for _ in range(2)]
+    kw = dict(precision="fp8", calibration=calib, progress=False)
+    with sim_options(compute_capability=80), pytest.raises(twinfer.InvalidArgumentError, match=r"8\.9.*is 8\.0"):
+        twinfer.load(m, device="sim", **kw)
+    eng = twinfer.load(m, device="sim", **kw)
+    x = rng.standard_normal((2, 5, 24)).astype(F32)
+    want = eng.run({"x": x})["y"].numpy()
+    path = tmp_path / "mlp_fp8.twinfer"
+    eng.save(path)
+    with sim_options(compute_capability=86), pytest.raises(twinfer.InvalidArgumentError, match=r"is 8\.6"):
+        twinfer.load(path, device="sim")
+    with sim_options(compute_capability=89):
+        np.testing.assert_array_equal(twinfer.load(path, device="sim").run({"x": x})["y"].numpy(), want)
+
+
+@pytest.mark.cuda_build
+def test_fp8_qdq_model_before_ada_keeps_its_qdq_and_its_fused_engine_is_refused(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(8)
+    m = _fp8_qdq_model(rng, 29, 17, gemm=False)
+    x = rng.standard_normal((9, 29)).astype(F32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    with sim_options(compute_capability=80):
+        a100 = twinfer.load(m, device="sim", sim_coverage="cuda")
+        ops = [r.op for r in a100.kernel_report({"x": x.shape})]
+        assert not any(op.endswith("FP8MatMul") for op in ops), ops
+        log = a100.stats()["passes"]
+        assert any("fuse_fp8_qdq: skipped, compute capability 8.0" in line for line in log), log
+        np.testing.assert_allclose(a100.run({"x": x})["y"].numpy(), want, rtol=1e-5, atol=1e-4)
+    h100 = twinfer.load(m, device="sim", sim_coverage="cuda")
+    assert any(r.op.endswith("FP8MatMul") for r in h100.kernel_report({"x": x.shape}))
+    path = tmp_path / "qdq_fp8.twinfer"
+    h100.save(path)
+    with sim_options(compute_capability=80), pytest.raises(twinfer.InvalidArgumentError, match=r"8\.9.*is 8\.0"):
+        twinfer.load(path, device="sim", sim_coverage="cuda")
 
 
 def _fp8_qdq_model(rng, k, n, gemm):
@@ -152,6 +200,7 @@ def _fp8_qdq_model(rng, k, n, gemm):
     return m
 
 
+@pytest.mark.cuda_build
 @pytest.mark.parametrize("gemm", [False, True])
 def test_fp8_qdq_model_matches_onnxruntime(gemm):
     ort = pytest.importorskip("onnxruntime")

@@ -67,6 +67,7 @@ def test_passes_shrink_resnet(exported):
     assert stats["nodes_optimized"] < stats["nodes_in_model"] // 2, stats
 
 
+@pytest.mark.cuda_build
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_node_has_a_cuda_kernel(family, exported, rng):
     # Placement as cuda:0 would do it (the simulated device with CUDA's

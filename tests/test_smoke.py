@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import onnx
+import pytest
 from onnx import helper, numpy_helper
 
 import twinfer
@@ -61,6 +62,19 @@ def test_the_simulated_device_runs_a_model(rng):
     for _ in range(3):
         y = engine.run({"x": x})["y"].numpy()
         np.testing.assert_allclose(y, np.maximum(x @ w1 + b1, 0) @ w2, rtol=1e-4, atol=1e-4)
+
+
+def test_sim_as_cuda_needs_the_cuda_backend(rng):
+    # sim_coverage="cuda" places nodes by the CUDA kernel registry: a CUDA build
+    # puts the MLP wholly on the device; a host-only build says why it cannot
+    # (it used to place everything on the CPU without a word).
+    model, _ = _mlp(rng)
+    if twinfer.build_info()["cuda_compiled"]:
+        engine = twinfer.load(model, device="sim", sim_coverage="cuda", allow_cpu_fallback=False)
+        assert {r.backend for r in engine.kernel_report({"x": (2, 13)})} == {"sim"}
+    else:
+        with pytest.raises(twinfer.DeviceError, match="no CUDA backend"):
+            twinfer.load(model, device="sim", sim_coverage="cuda")
 
 
 def test_mlp_matches_numpy(rng):

@@ -22,12 +22,13 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_helpers import run_ort
 
 import twinfer
+from conftest import SIM_AS_CUDA
 from twinfer.quantize import Calibration, analyze, calibrate
 from twinfer.quantize.smoothing import smoothing_factors
 
 F = TensorProto.FLOAT
 F32 = np.float32
-DEVICES = ["cpu", "sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+DEVICES = ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
 def token_quantize(x):
@@ -239,7 +240,7 @@ def test_saved_engine_keeps_smoothing_and_per_token(rng, tmp_path):
     assert any("per token" in r.kernel for r in back.kernel_report({"x": x.shape}))
 
 
-@pytest.mark.parametrize("device", ["sim", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("device", DEVICES[1:])
 def test_smoothed_per_token_block_runs_wholly_on_the_device(device, rng):
     m = outlier_block(rng)
     data = [{"x": rng.standard_normal((2, 9, 64)).astype(F32)} for _ in range(3)]

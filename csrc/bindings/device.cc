@@ -148,13 +148,18 @@ void bind_device(py::module_& m) {
     d["seed"] = c.seed;
     d["check_order"] = c.check_order;
     d["memory_limit"] = c.memory_limit;
+    d["compute_capability"] = c.compute_capability;
     return d;
   });
   m.def("set_sim_config",
-        [](int max_delay_us, uint64_t seed, bool check_order, uint64_t memory_limit) {
-          sim::set_sim_config(sim::SimConfig{max_delay_us, seed, check_order, memory_limit});
+        [](int max_delay_us, uint64_t seed, bool check_order, uint64_t memory_limit, int compute_capability) {
+          if (compute_capability < 10 || compute_capability > 199)
+            throw Error(ErrorKind::kInvalidArgument, "compute_capability is major*10+minor (e.g. 80, 90), got " +
+                                                         std::to_string(compute_capability));
+          sim::set_sim_config(sim::SimConfig{max_delay_us, seed, check_order, memory_limit, compute_capability});
         },
-        py::arg("max_delay_us"), py::arg("seed"), py::arg("check_order"), py::arg("memory_limit"));
+        py::arg("max_delay_us"), py::arg("seed"), py::arg("check_order"), py::arg("memory_limit"),
+        py::arg("compute_capability") = 90);
 
   m.def("injected_faults", &injected_faults);
   m.def("set_injected_faults", &set_injected_faults, py::arg("names"));

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/device_info.h"
 #include "graph/domains.h"
 #include "graph/passes/expand_contrib.h"
 #include "graph/passes/pipeline.h"
@@ -164,6 +165,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   // Fusions are decided for the backend that runs the nodes: a fused op the
   // device has no kernel for would drag its neighbours onto the CPU.
   pc.backend = e->passes_backend();
+  if (pc.backend == Backend::kCUDA) pc.compute_capability = device_api(options.device).compute_capability();
   pc.precision = options.precision;
   pc.log = &e->pass_log_;
   passes::LoadPassOptions lo;
@@ -183,6 +185,13 @@ void Engine::prepare_device() {
   const Device d = options_.device;
   if (!d.is_accelerator()) return;
   device_api(d);  // throws DeviceError when the build or the machine lacks it
+  // Coverage "cuda" asks the CUDA kernel registry which nodes CUDA would take;
+  // a build without the CUDA backend has no such registry, and would silently
+  // place every node on the CPU instead.
+  if (d.is_sim() && options_.sim_coverage == SimCoverage::kCuda && !cuda_compiled())
+    throw Error(ErrorKind::kDevice,
+                "sim_coverage='cuda' places nodes as the CUDA backend would, but this build has no CUDA backend "
+                "(built with TWINFER_CUDA=OFF or without nvcc); use sim_coverage='all' or a CUDA build");
   constants_ = std::make_unique<ConstantStore>(d);
 }
 
@@ -213,7 +222,14 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
   e->options_.precision = info.precision;
   e->options_.optimize = info.optimize;
   e->prepare_device();
-  check_device_precision(info.precision, options.device);  // the saved engine's, not the caller's
+  // The saved engine's precision, not the caller's; and FP8 GEMMs an FP8 QDQ
+  // model fused into on a newer GPU.
+  check_device_precision(info.precision, options.device);
+  for (const auto& n : model.graph.nodes)
+    if (n.domain == kTwinferDomain && n.op_type == "FP8MatMul") {
+      check_device_precision(Precision::kFP8, options.device);
+      break;
+    }
   check_opsets(model);
   e->opset_ = effective_opset(model);
   e->opsets_ = model.opsets;

@@ -42,18 +42,20 @@ FAULTS = {
 
 @contextlib.contextmanager
 def sim_options(*, max_delay_us: int | None = None, seed: int | None = None, check_order: bool | None = None,
-                memory_limit: int | None = None) -> Iterator[dict]:
+                memory_limit: int | None = None, compute_capability: int | None = None) -> Iterator[dict]:
     """Change the simulated device's settings inside a ``with`` block.
 
     max_delay_us: each task waits a random 0..max microseconds before it runs (default 50);
     seed: the streams' random delays (0: fresh each time);
     check_order: the race detector (default on);
-    memory_limit: device bytes before allocations raise OutOfMemoryError (0: unlimited).
+    memory_limit: device bytes before allocations raise OutOfMemoryError (0: unlimited);
+    compute_capability: what the device reports, major*10+minor (default 90, Hopper; 80
+    stands for an A100, which has no FP8).
     """
     old = _core.sim_config()
     new = dict(old)
     for key, value in (("max_delay_us", max_delay_us), ("seed", seed), ("check_order", check_order),
-                       ("memory_limit", memory_limit)):
+                       ("memory_limit", memory_limit), ("compute_capability", compute_capability)):
         if value is not None:
             new[key] = value
     _core.set_sim_config(**new)

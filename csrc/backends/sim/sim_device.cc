@@ -19,6 +19,7 @@ std::atomic<int> g_max_delay_us{50};
 std::atomic<uint64_t> g_seed{0};
 std::atomic<bool> g_check_order{true};
 std::atomic<uint64_t> g_memory_limit{0};
+std::atomic<int> g_compute_capability{90};
 }  // namespace
 
 SimConfig sim_config() {
@@ -27,6 +28,7 @@ SimConfig sim_config() {
   c.seed = g_seed.load(std::memory_order_relaxed);
   c.check_order = g_check_order.load(std::memory_order_relaxed);
   c.memory_limit = g_memory_limit.load(std::memory_order_relaxed);
+  c.compute_capability = g_compute_capability.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -35,6 +37,7 @@ void set_sim_config(const SimConfig& c) {
   g_seed = c.seed;
   g_check_order = c.check_order;
   g_memory_limit = c.memory_limit;
+  g_compute_capability = c.compute_capability;
 }
 
 // ---- allocators -------------------------------------------------------------

@@ -28,6 +28,7 @@ struct SimConfig {
   uint64_t seed = 0;       // 0: a fresh seed per stream
   bool check_order = true; // the race detector (sim_order.h)
   uint64_t memory_limit = 0;  // device bytes; 0: unlimited (tests of running out of memory)
+  int compute_capability = 90;  // major*10+minor the device reports (tests of precisions older GPUs lack)
 };
 
 SimConfig sim_config();

@@ -171,7 +171,7 @@ class SimDevice final : public DeviceApi {
   std::shared_ptr<Event> create_timing_event() override { return std::make_shared<SimEvent>(*this, true); }
   double elapsed_ms(Event& start, Event& end) override;
   int sm_count() const override { return kSimSms; }
-  int compute_capability() const override { return 90; }
+  int compute_capability() const override { return sim_config().compute_capability; }
   SmPartitioner& partitioner() { return partitioner_; }
   std::pair<int, int> priority_range() const override { return {0, -5}; }  // like CUDA's on an H100
   MemorySpace space_of(const void* p) const override;

@@ -161,6 +161,13 @@ int fuse_fp8_qdq(graph::Graph& g, const PassContext& ctx) {
   // The CPU has no FP8 arithmetic: there DQ(weights) folds to float32 and
   // oneDNN's float GEMM is both faster and as exact as FP8MatMul's reference.
   if (ctx.backend != Backend::kCUDA) return 0;
+  // Before Ada (8.9) a GPU has no E4M3 tensor cores: the Q/DQ pairs stay and
+  // the GEMM runs in float on the dequantized values, as onnxruntime would.
+  if (ctx.compute_capability < 89) {
+    ctx.note("fuse_fp8_qdq: skipped, compute capability " + std::to_string(ctx.compute_capability / 10) + "." +
+             std::to_string(ctx.compute_capability % 10) + " has no FP8 tensor cores");
+    return 0;
+  }
   std::vector<int> producer(g.values.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (int o : g.nodes[i].outputs)

@@ -12,6 +12,7 @@ struct PassContext {
   int64_t opset = 17;                   // default-domain opset of the model
   Backend backend = Backend::kCPU;      // where the graph will run
   Precision precision = Precision::kFP32;
+  int compute_capability = 0;           // backend kCUDA: the GPU's major*10+minor (0: unknown)
   bool allow_fusion = true;             // fusion passes may rewrite ops into com.twinfer ones
   size_t fold_limit_bytes = size_t(256) << 20;  // largest constant folding may create
   std::vector<std::string>* log = nullptr;      // passes append one line per rewrite kind

@@ -328,12 +328,9 @@ class Batcher:
                     self._execute(index, engine, context, [r])
                 return
             error = e
-            for r in batch:
-                r.future.set_exception(e)
-        else:
-            for r, result in zip(batch, results):
-                r.future.set_result(result)
         end = time.monotonic_ns()
+        # Counted before the callers get their answers: a caller that has its
+        # answer and asks for statistics always finds its batch in them.
         with self._cond:
             self._counts["batches"] += 1
             self._counts["inferences"] += total
@@ -346,6 +343,12 @@ class Batcher:
                 self._listener(record)
             except Exception:  # noqa: BLE001 - statistics must not fail requests
                 log.exception("%s: batch listener failed", self.name)
+        if error is not None:
+            for r in batch:
+                r.future.set_exception(error)
+        else:
+            for r, result in zip(batch, results):
+                r.future.set_result(result)
 
     def _split(self, outputs: dict, batch: list[_Request], total: int) -> list[dict]:
         if len(batch) == 1:
