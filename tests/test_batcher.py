@@ -32,7 +32,7 @@ def _rowsum_engine(device="cpu"):
     return twinfer.load(model.SerializeToString(), device=device)
 
 
-@pytest.mark.parametrize("device", ["cpu", "sim"])
+@pytest.mark.parametrize("device", ["cpu", "sim", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_threads_get_their_own_rows(device, rng):
     engine, w = _matmul_engine(rng, device)
     xs = [rng.standard_normal((int(rng.integers(1, 4)), 5)).astype(np.float32) for _ in range(40)]

@@ -387,3 +387,43 @@ def test_grpc_stream(server, repo, grpc_client, rng):
         np.testing.assert_allclose(result.as_numpy("y"), _reference(repo, "mlp", "1", {"x": x})["y"], rtol=1e-6,
                                    atol=1e-6)
     assert got[1][0] is None and "input 'x' has shape [2, 5]" in str(got[1][1])
+
+
+@pytest.mark.cuda
+def test_serving_on_the_gpu(tmp_path, rng):
+    """A KIND_GPU model on the real GPU: two instances (each its own stream),
+    16 concurrent clients over HTTP and gRPC, every answer equal to the CPU's,
+    batches merged, and the engine's device memory on the metrics page."""
+    batching = "dynamic_batching { max_queue_delay_microseconds: 20000 }\n"
+    add_model(tmp_path, "mlp_gpu", MLP_CONFIG.format(name="mlp_gpu") + batching +
+              "instance_group [ { count: 2 kind: KIND_GPU } ]\n", {1: mlp_model(rng)})
+    xs = [rng.standard_normal((1 + i % 3, 4)).astype(np.float32) for i in range(16)]
+    got: dict[int, np.ndarray] = {}
+    errors = []
+    with Server(str(tmp_path), http_port=0, grpc_port=0, metrics_port=0, gpu_device="cuda") as s:
+        barrier = threading.Barrier(len(xs))
+
+        def client(i):
+            try:
+                if i % 2:
+                    c = tritonclient_grpc.InferenceServerClient(f"127.0.0.1:{s.grpc_port}")
+                    barrier.wait()
+                    got[i] = _grpc_infer(c, "mlp_gpu", {"x": xs[i]}).as_numpy("y")
+                else:
+                    c = tritonclient_http.InferenceServerClient(f"127.0.0.1:{s.http_port}")
+                    barrier.wait()
+                    got[i] = _http_infer(c, "mlp_gpu", {"x": xs[i]}).as_numpy("y")
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(xs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        text = _metrics(s)
+    assert not errors, errors
+    for i, x in enumerate(xs):
+        np.testing.assert_allclose(got[i], _reference(tmp_path, "mlp_gpu", "1", {"x": x})["y"], rtol=1e-4, atol=1e-4)
+    assert _sample(text, "twinfer_batch_size_count", model="mlp_gpu", version="1") < len(xs)
+    assert _sample(text, "twinfer_model_memory_bytes", model="mlp_gpu", device="cuda:0", kind="weights") > 0
