@@ -53,6 +53,11 @@ bool conv_supports(const KernelBuildInfo& info, std::string* why) {
       if (why) *why = "a dim beyond 2^31 has no cuDNN kernel";
       return false;
     }
+  // The descriptors hold int strides.
+  if (shape_numel(c.x) > INT32_MAX || shape_numel(c.y) > INT32_MAX || shape_numel(c.w) > INT32_MAX) {
+    if (why) *why = "a tensor of 2^31 elements or more has no cuDNN kernel (its descriptors take int strides)";
+    return false;
+  }
   return true;
 }
 
@@ -83,33 +88,33 @@ class CudnnConv final : public Kernel {
       stride.insert(stride.begin(), 1);
       dil.insert(dil.begin(), 1);
     }
-    check_cudnn(api_.tensor_create(&xd_), "cudnnCreateTensorDescriptor");
-    check_cudnn(api_.tensor_create(&yd_), "cudnnCreateTensorDescriptor");
-    check_cudnn(api_.filter_create(&wd_), "cudnnCreateFilterDescriptor");
-    check_cudnn(api_.conv_create(&cd_), "cudnnCreateConvolutionDescriptor");
-    const std::vector<int> xs = ints(x), ys = ints(y), ws = ints(w);
-    const std::vector<int> xst = ints(contiguous_strides(x)), yst = ints(contiguous_strides(y));
-    check_cudnn(api_.tensor_set(xd_, t, static_cast<int>(xs.size()), xs.data(), xst.data()), "cudnnSetTensorNdDescriptor(x)");
-    check_cudnn(api_.tensor_set(yd_, t, static_cast<int>(ys.size()), ys.data(), yst.data()), "cudnnSetTensorNdDescriptor(y)");
-    check_cudnn(api_.filter_set(wd_, t, CUDNN_TENSOR_NCHW, static_cast<int>(ws.size()), ws.data()),
-                "cudnnSetFilterNdDescriptor");
-    check_cudnn(api_.conv_set(cd_, static_cast<int>(pad.size()), pad.data(), stride.data(), dil.data(),
-                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                "cudnnSetConvolutionNdDescriptor");
-    check_cudnn(api_.conv_groups(cd_, static_cast<int>(c_.group)), "cudnnSetConvolutionGroupCount");
-    // Exact fp32: FMA math only (no TF32); precision="tf32" and 16-bit types: tensor cores.
-    check_cudnn(api_.conv_math(cd_, exact_ ? CUDNN_FMA_MATH : dtype_ == DType::kFloat32 ? CUDNN_DEFAULT_MATH
-                                                                                      : CUDNN_TENSOR_OP_MATH),
-                "cudnnSetConvolutionMathType");
-    choose_algorithm();
+    try {
+      check_cudnn_setup(api_.tensor_create(&xd_), "cudnnCreateTensorDescriptor");
+      check_cudnn_setup(api_.tensor_create(&yd_), "cudnnCreateTensorDescriptor");
+      check_cudnn_setup(api_.filter_create(&wd_), "cudnnCreateFilterDescriptor");
+      check_cudnn_setup(api_.conv_create(&cd_), "cudnnCreateConvolutionDescriptor");
+      const std::vector<int> xs = ints(x), ys = ints(y), ws = ints(w);
+      const std::vector<int> xst = ints(contiguous_strides(x)), yst = ints(contiguous_strides(y));
+      check_cudnn_setup(api_.tensor_set(xd_, t, static_cast<int>(xs.size()), xs.data(), xst.data()), "cudnnSetTensorNdDescriptor(x)");
+      check_cudnn_setup(api_.tensor_set(yd_, t, static_cast<int>(ys.size()), ys.data(), yst.data()), "cudnnSetTensorNdDescriptor(y)");
+      check_cudnn_setup(api_.filter_set(wd_, t, CUDNN_TENSOR_NCHW, static_cast<int>(ws.size()), ws.data()),
+                  "cudnnSetFilterNdDescriptor");
+      check_cudnn_setup(api_.conv_set(cd_, static_cast<int>(pad.size()), pad.data(), stride.data(), dil.data(),
+                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                  "cudnnSetConvolutionNdDescriptor");
+      check_cudnn_setup(api_.conv_groups(cd_, static_cast<int>(c_.group)), "cudnnSetConvolutionGroupCount");
+      // Exact fp32: FMA math only (no TF32); precision="tf32" and 16-bit types: tensor cores.
+      check_cudnn_setup(api_.conv_math(cd_, exact_ ? CUDNN_FMA_MATH : dtype_ == DType::kFloat32 ? CUDNN_DEFAULT_MATH
+                                                                                        : CUDNN_TENSOR_OP_MATH),
+                  "cudnnSetConvolutionMathType");
+      choose_algorithm();
+    } catch (...) {
+      destroy();  // the destructor does not run for a throwing constructor
+      throw;
+    }
   }
 
-  ~CudnnConv() override {
-    if (cd_) api_.conv_destroy(cd_);
-    if (wd_) api_.filter_destroy(wd_);
-    if (yd_) api_.tensor_destroy(yd_);
-    if (xd_) api_.tensor_destroy(xd_);
-  }
+  ~CudnnConv() override { destroy(); }
 
   size_t scratch_bytes() const override { return workspace_; }
 
@@ -119,8 +124,7 @@ class CudnnConv final : public Kernel {
     const float one = 1.f, zero = 0.f;
     {
       // The handle is bound to one stream at a time.
-      static std::mutex handle_mutex;
-      std::lock_guard<std::mutex> lock(handle_mutex);
+      std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
       check_cudnn(api_.set_stream(handle_, s), "cudnnSetStream");
       check_cudnn(api_.fwd(handle_, &one, xd_, ctx.inputs[0].data, wd_, ctx.inputs[1].data, cd_, algo_, ctx.scratch,
                            workspace_, &zero, yd_, ctx.outputs[0].data),
@@ -133,17 +137,32 @@ class CudnnConv final : public Kernel {
   const char* impl_name() const override { return "cudnn conv"; }
 
  private:
+  void destroy() {
+    if (cd_) api_.conv_destroy(cd_);
+    if (wd_) api_.filter_destroy(wd_);
+    if (yd_) api_.tensor_destroy(yd_);
+    if (xd_) api_.tensor_destroy(xd_);
+    cd_ = nullptr, wd_ = nullptr, yd_ = nullptr, xd_ = nullptr;
+  }
+
   void choose_algorithm() {
     constexpr int kMax = 16;
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
     int n = 0;
-    check_cudnn(api_.fwd_algos(handle_, xd_, wd_, cd_, yd_, kMax, &n, perf), "cudnnGetConvolutionForwardAlgorithm_v7");
+    {
+      std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
+      check_cudnn_setup(api_.fwd_algos(handle_, xd_, wd_, cd_, yd_, kMax, &n, perf),
+                        "cudnnGetConvolutionForwardAlgorithm_v7");
+    }
     for (int i = 0; i < n; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceLimit) continue;
       // fp32 stays exact: an algorithm whose math is not FMA-only is skipped.
       if (exact_ && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
       algo_ = perf[i].algo;
       workspace_ = perf[i].memory;
+      // The heuristic's result holds for the math type it reports, which may
+      // differ from the one the descriptor asked for (frameworks set it so).
+      if (!exact_) check_cudnn_setup(api_.conv_math(cd_, perf[i].mathType), "cudnnSetConvolutionMathType");
       return;
     }
     throw Error(ErrorKind::kUnsupportedOp, "cuDNN has no forward algorithm for this convolution within " +

@@ -76,7 +76,8 @@ cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDe
   const cublasStatus_t s = api.heuristic(h, desc, a, b, d, d, pref, 1, &r, &found);
   api.pref_destroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || found == 0 || r.state != CUBLAS_STATUS_SUCCESS)
-    throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no algorithm for " + what);
+    throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no algorithm for " + what +
+                                               " (CUBLASLT_LOG_LEVEL=5 names what it refused)");
   return r;
 }
 

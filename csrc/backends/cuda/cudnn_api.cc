@@ -60,6 +60,25 @@ void check_cudnn(cudnnStatus_t s, const char* what) {
               std::string(what) + ": " + (msg ? msg : "cuDNN status " + std::to_string(static_cast<int>(s))));
 }
 
+void check_cudnn_setup(cudnnStatus_t s, const char* what) {
+  const int code = static_cast<int>(s);
+  const bool refused = (code >= CUDNN_STATUS_BAD_PARAM && code < CUDNN_STATUS_BAD_PARAM + 1000) ||
+                       (code >= CUDNN_STATUS_NOT_SUPPORTED && code < CUDNN_STATUS_NOT_SUPPORTED + 1000);
+  if (!refused) return check_cudnn(s, what);
+  const char* msg = nullptr;
+  try {
+    msg = cudnn().error_string(s);
+  } catch (...) {
+  }
+  throw Error(ErrorKind::kUnsupportedOp, std::string("cuDNN refused it: ") + what + ": " +
+                                             (msg ? msg : "status " + std::to_string(code)));
+}
+
+std::mutex& cudnn_handle_mutex() {
+  static std::mutex* m = new std::mutex();  // never destroyed: kernels may outlive static destruction
+  return *m;
+}
+
 cudnnHandle_t cudnn_handle(int device) {
   static std::mutex m;
   static std::vector<cudnnHandle_t>* handles = new std::vector<cudnnHandle_t>();  // never destroyed

@@ -6,6 +6,7 @@
 // convolutions. Only the conv files include this (it pulls in cudnn.h from
 // NVIDIA's wheel; see CMakeLists.txt).
 #pragma once
+#include <mutex>
 #include <cudnn.h>
 
 namespace twinfer::cuda {
@@ -30,9 +31,15 @@ struct CudnnApi {
 };
 
 const CudnnApi& cudnn();
-// One handle per device. A handle is bound to one stream at a time, so
-// callers hold the returned lock while they set the stream and enqueue.
+// One handle per device. A handle is bound to one stream at a time and is
+// not for two threads at once: callers hold cudnn_handle_mutex() while they
+// set its stream and enqueue, and while they query its heuristics.
 cudnnHandle_t cudnn_handle(int device);
+std::mutex& cudnn_handle_mutex();
 void check_cudnn(cudnnStatus_t s, const char* what);
+// check_cudnn for building a kernel: a status of the BAD_PARAM or
+// NOT_SUPPORTED families (a shape or combination cuDNN does not take) is
+// Error(kUnsupportedOp), so the node falls back to the CPU with the reason.
+void check_cudnn_setup(cudnnStatus_t s, const char* what);
 
 }  // namespace twinfer::cuda

@@ -125,7 +125,16 @@ class LtMatmul {
         const int32_t n = sm_count;
         set_desc(v->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &n, sizeof(n));
       }
-      for (int k = 0; k < 2; ++k) v->algos[k] = heuristic(v->desc, k == 0 ? 16u : static_cast<uint32_t>(c_.elem_bytes));
+      for (int k = 0; k < 2; ++k) {
+        const uint32_t align = k == 0 ? 16u : static_cast<uint32_t>(c_.elem_bytes);
+        if (has_bias()) {
+          // The heuristic reads the bias pointer's alignment: a stand-in with
+          // the alignment this algorithm is for (run sets the real one).
+          const void* stand_in = reinterpret_cast<const void*>(uintptr_t{k == 0 ? 256u : align});
+          set_desc(v->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &stand_in, sizeof(stand_in));
+        }
+        v->algos[k] = heuristic(v->desc, align);
+      }
     } catch (...) {
       api_.desc_destroy(v->desc);
       throw;
@@ -239,9 +248,10 @@ class CudaMatMul final : public Kernel {
     c.stride_w = sa;
     c.stride_d = g_.M * g_.N;
     c.epilogue = epilogue_for(g_.has_bias, g_.act, &rest_);
-    mm_ = std::make_unique<LtMatmul>(c);
+    // An empty output needs no GEMM (cuBLASLt refuses layouts of 0 rows).
+    if (c.batch > 0 && g_.M > 0 && g_.N > 0) mm_ = std::make_unique<LtMatmul>(c);
   }
-  size_t scratch_bytes() const override { return mm_->workspace_bytes(); }
+  size_t scratch_bytes() const override { return mm_ ? mm_->workspace_bytes() : 0; }
   void run(KernelContext& ctx) const override {
     if (ctx.outputs[0].numel() == 0) return;
     const cudaStream_t s = stream_of(ctx);
@@ -293,9 +303,9 @@ class CudaGemm final : public Kernel {
       if (broadcast_c_) c.beta = g_.beta;
     }
     c.epilogue = epilogue_for(bias, g_.act, &rest_);
-    mm_ = std::make_unique<LtMatmul>(c);
+    if (g_.M > 0 && g_.N > 0) mm_ = std::make_unique<LtMatmul>(c);  // else an empty output: nothing to run
   }
-  size_t scratch_bytes() const override { return mm_->workspace_bytes(); }
+  size_t scratch_bytes() const override { return mm_ ? mm_->workspace_bytes() : 0; }
   void run(KernelContext& ctx) const override {
     if (ctx.outputs[0].numel() == 0) return;
     const cudaStream_t s = stream_of(ctx);

@@ -30,6 +30,11 @@ __global__ void gemm_broadcast_c(const U* __restrict__ c, int64_t rows, int64_t 
     y[i] = c[(rows == 1 ? 0 : r) * cols + (cols == 1 ? 0 : k)];
   }
 }
+__global__ void bias_activation_f32(float* __restrict__ y, int64_t rows, int64_t n, const float* __restrict__ bias,
+                                    twinfer::nn::ActFn f) {
+  const int64_t total = rows * n;
+  for (int64_t i = first_index(); i < total; i += grid_stride()) y[i] = f(y[i] + bias[i % n]);
+}
 }  // namespace twinfer_gpu
 
 namespace twinfer::cuda {
@@ -45,6 +50,14 @@ void apply_activation(void* y, int64_t n, DType dtype, const nn::Activation& act
                                                              LiftAct<T>{f});
   });
   check_launch("activation kernel launch");
+}
+
+void add_bias_activation_f32(float* y, int64_t rows, int64_t n, const float* bias, const nn::Activation& act,
+                             cudaStream_t s) {
+  const ew::LaunchConfig lc = ew::elementwise_launch(rows * n);
+  if (!lc.blocks) return;
+  twinfer_gpu::bias_activation_f32<<<lc.blocks, lc.threads, 0, s>>>(y, rows, n, bias, nn::ActFn::of(act));
+  check_launch("bias + activation kernel launch");
 }
 
 void broadcast_2d(const void* c, int64_t rows, int64_t cols, void* y, int64_t M, int64_t N, size_t elem_bytes,

@@ -15,6 +15,10 @@ namespace twinfer::cuda {
 // y[i] = act(y[i]) over n elements of `dtype` (float32, float16, bfloat16).
 void apply_activation(void* y, int64_t n, DType dtype, const nn::Activation& act, cudaStream_t s);
 
+// y[r, c] = act(y[r, c] + bias[c]) over float32 y[rows, n] (bias float32[n]).
+void add_bias_activation_f32(float* y, int64_t rows, int64_t n, const float* bias, const nn::Activation& act,
+                             cudaStream_t s);
+
 // y[M, N] = c broadcast, c being [rows, cols] with rows in {1, M}, cols in {1, N}.
 void broadcast_2d(const void* c, int64_t rows, int64_t cols, void* y, int64_t M, int64_t N, size_t elem_bytes,
                   cudaStream_t s);

@@ -5,6 +5,9 @@
 // as cuBLASLt's A / B scale pointers, bias and ReLU / tanh-GELU in its
 // epilogue (other activations after it), D in x's type. K and N are padded
 // to 16 (FP8's leading-dimension rule); padded output columns are dropped.
+// A float32 D takes its bias after the GEMM, in float32: cuBLASLt's FP8
+// kernels with float32 output want a bfloat16 bias vector (cublasLt.h,
+// BIAS_DATA_TYPE), which would round the bias the reference adds exactly.
 #include <cuda_runtime_api.h>
 
 #include <mutex>
@@ -56,25 +59,28 @@ class CudaFP8MatMul final : public Kernel {
                              *info.input_constant(kF8XScale)->data_as<float>()};
     scales_ = device_copy(scales, DType::kFloat32, {2});
     has_bias_ = info.has_input(kF8Bias);
+    bias_after_ = has_bias_ && xt_ == DType::kFloat32;
     if (has_bias_) {
       const float* b = info.input_constant(kF8Bias)->data_as<float>();
       std::vector<float> bf(b, b + n_);
-      bf.resize(static_cast<size_t>(np_), 0.f);
-      if (xt_ == DType::kFloat32) {
-        bias_ = device_copy(bf.data(), DType::kFloat32, {np_});
+      if (bias_after_) {
+        bias_ = device_copy(bf.data(), DType::kFloat32, {n_});
       } else {  // cuBLASLt wants the bias in D's type
+        bf.resize(static_cast<size_t>(np_), 0.f);
         std::vector<uint16_t> bits(bf.size());
         for (size_t i = 0; i < bf.size(); ++i) bits[i] = xt_ == DType::kFloat16 ? float_to_half(bf[i]) : float_to_bf16(bf[i]);
         bias_ = device_copy(bits.data(), xt_, {np_});
       }
     }
-    // Which activation cuBLASLt applies (ReLU; GELU is its tanh form).
+    // Which activation cuBLASLt applies (ReLU; GELU is its tanh form); with
+    // the bias added after the GEMM, the activation follows it there.
+    const bool lt_bias = has_bias_ && !bias_after_;
     cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
-    if (act_.kind == nn::ActKind::kRelu) ep = has_bias_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-    else if (act_.kind == nn::ActKind::kGeluTanh) ep = has_bias_ ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    else if (has_bias_) ep = CUBLASLT_EPILOGUE_BIAS;
-    if (act_.kind == nn::ActKind::kRelu || act_.kind == nn::ActKind::kGeluTanh) rest_ = nn::Activation{};
-    else rest_ = act_;
+    const bool lt_act = !bias_after_ && (act_.kind == nn::ActKind::kRelu || act_.kind == nn::ActKind::kGeluTanh);
+    if (lt_act && act_.kind == nn::ActKind::kRelu) ep = lt_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    else if (lt_act) ep = lt_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    else if (lt_bias) ep = CUBLASLT_EPILOGUE_BIAS;
+    rest_ = lt_act ? nn::Activation{} : act_;
 
     check_cublas(api_.desc_create(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate(fp8)");
     const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
@@ -85,7 +91,7 @@ class CudaFP8MatMul final : public Kernel {
     const float* sb = sa + 1;
     set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
     set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
-    if (has_bias_) {
+    if (lt_bias) {
       const cudaDataType_t bt = cuda_type(xt_);
       set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
       const void* bp = bias_.data();
@@ -124,7 +130,10 @@ class CudaFP8MatMul final : public Kernel {
     if (np_ != n_)
       check(cudaMemcpy2DAsync(ctx.outputs[0].data, n_ * es, d, np_ * es, n_ * es, m_, cudaMemcpyDeviceToDevice, s),
             "cudaMemcpy2DAsync (FP8MatMul output)");
-    apply_activation(ctx.outputs[0].data, m_ * n_, xt_, rest_, s);
+    if (bias_after_)
+      add_bias_activation_f32(static_cast<float*>(ctx.outputs[0].data), m_, n_, bias_.data_as<float>(), rest_, s);
+    else
+      apply_activation(ctx.outputs[0].data, m_ * n_, xt_, rest_, s);
   }
 
  private:
@@ -137,7 +146,7 @@ class CudaFP8MatMul final : public Kernel {
   DType xt_;
   nn::Activation act_, rest_;
   int64_t m_ = 0, n_ = 0, k_ = 0, kp_ = 0, np_ = 0;
-  bool has_bias_ = false;
+  bool has_bias_ = false, bias_after_ = false;  // bias_after_: float32 D, bias added by our kernel
   Tensor w_, scales_, bias_;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;

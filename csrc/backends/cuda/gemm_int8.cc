@@ -1,5 +1,6 @@
 #include "backends/cuda/gemm_int8.h"
 
+#include <cstdint>
 #include <mutex>
 
 #include "backends/cuda/cublaslt.h"
@@ -57,8 +58,10 @@ Int8Gemm::Int8Gemm(const Config& c) : st_(std::make_unique<State>(c)) {
   s.set(CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
   s.set(CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n));
   if (i8) {
-    // alpha is a device vector over D's rows (our output channels), beta 0.
-    const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
+    // alpha is a device vector over D's rows (our output channels), beta a
+    // host 0: the IMMA kernels on plain (non-COL32) layouts list this mode;
+    // ALPHA_DEVICE_VECTOR_BETA_ZERO is documented for the COL32 orders only.
+    const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
     s.set(CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof(pm));
     const cublasLtEpilogue_t ep = c.bias ? (c.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                          : (c.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
@@ -66,6 +69,10 @@ Int8Gemm::Int8Gemm(const Config& c) : st_(std::make_unique<State>(c)) {
     if (c.bias) {
       const cudaDataType_t bt = CUDA_R_32F;
       s.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
+      // The heuristic reads the bias pointer's alignment: a stand-in with the
+      // alignment of the real ones (our constants are 256-byte aligned).
+      const void* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+      s.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &aligned, sizeof(aligned));
     }
   }
   // Column-major: A = w as (k x n) with ld k, read transposed; B = x as

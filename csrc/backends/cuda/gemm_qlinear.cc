@@ -76,8 +76,13 @@ LinearEpilogue epilogue_for(const QLinearParams& p, const float* scale, const fl
 class Int8Layer {
  public:
   // w: the weights as [n, k] int8 rows (host).
+  // K and N padded to 16 (zero weights): every row of either operand then
+  // starts 16-byte aligned, which cuBLASLt's IMMA kernels want (4 is the
+  // documented minimum; PyTorch's int8 GEMM asks for multiples of 8 too).
+  static constexpr int64_t kPad = 16;
+
   Int8Layer(const QLinearParams& p, const int8_t* w, int64_t n, int64_t k, bool packs_x, int64_t rows)
-      : p_(p), n_(n), k_(k), kp_(round_up(k, 4)), np_(round_up(n, 4)), rows_(rows) {
+      : p_(p), n_(n), k_(k), kp_(round_up(k, kPad)), np_(round_up(n, kPad)), rows_(rows) {
     per_token_ = p.x_per_token;
     x_u8_ = !per_token_ && p.x_type == DType::kUInt8;
     x_zero_ = x_u8_ ? p.x_zero - 128 : p.x_zero;  // in the int8 the GEMM reads
@@ -91,25 +96,21 @@ class Int8Layer {
       }
     w_ = device_copy(wp.data(), DType::kInt8, {np_, kp_});
     const nn::ActKind act = p.act.kind;
+    if (x_zero_ != 0) colsum_ = device_copy(colsum.data(), DType::kInt32, {np_});
     fast_ = !per_token_ && x_zero_ == 0 && p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
             (act == nn::ActKind::kNone || act == nn::ActKind::kRelu);
-    std::vector<float> scale(static_cast<size_t>(np_), 0.f), bias;
-    for (int64_t c = 0; c < n_; ++c) scale[c] = fast_ ? p.scales[c] / p.y_scale : p.scales[c];
-    if (!p.bias.empty()) {
-      bias.assign(static_cast<size_t>(np_), 0.f);
-      for (int64_t c = 0; c < n_; ++c) bias[c] = fast_ ? p.bias[c] / p.y_scale : p.bias[c];
-      bias_ = device_copy(bias.data(), DType::kFloat32, {np_});
+    if (fast_) {
+      try {
+        build_gemm(true);
+        return;
+      } catch (const Error& e) {
+        // cuBLASLt refused the int8-output form (its epilogue, pointer mode or
+        // this shape): the int32 GEMM and our epilogue do the same layer.
+        if (e.kind() != ErrorKind::kUnsupportedOp) throw;
+        fast_ = false;
+      }
     }
-    scale_ = device_copy(scale.data(), DType::kFloat32, {np_});
-    if (x_zero_ != 0) colsum_ = device_copy(colsum.data(), DType::kInt32, {np_});
-    Int8Gemm::Config c;
-    c.rows = rows_;
-    c.n = np_;
-    c.k = kp_;
-    c.out = fast_ ? Int8Gemm::Output::kInt8 : Int8Gemm::Output::kInt32;
-    c.bias = fast_ && !p.bias.empty();
-    c.relu = fast_ && act == nn::ActKind::kRelu;
-    gemm_ = std::make_unique<Int8Gemm>(c);
+    build_gemm(false);
   }
 
   int64_t kp() const { return kp_; }
@@ -144,6 +145,28 @@ class Int8Layer {
 
  private:
   static size_t align(size_t b) { return (b + 255) / 256 * 256; }
+
+  // The per-channel scale and bias on the device and the GEMM: `fast`
+  // folds 1 / y_scale into both for cuBLASLt's int8 output.
+  void build_gemm(bool fast) {
+    const QLinearParams& p = p_;
+    std::vector<float> scale(static_cast<size_t>(np_), 0.f), bias;
+    for (int64_t c = 0; c < n_; ++c) scale[c] = fast ? p.scales[c] / p.y_scale : p.scales[c];
+    if (!p.bias.empty()) {
+      bias.assign(static_cast<size_t>(np_), 0.f);
+      for (int64_t c = 0; c < n_; ++c) bias[c] = fast ? p.bias[c] / p.y_scale : p.bias[c];
+      bias_ = device_copy(bias.data(), DType::kFloat32, {np_});
+    }
+    scale_ = device_copy(scale.data(), DType::kFloat32, {np_});
+    Int8Gemm::Config c;
+    c.rows = rows_;
+    c.n = np_;
+    c.k = kp_;
+    c.out = fast ? Int8Gemm::Output::kInt8 : Int8Gemm::Output::kInt32;
+    c.bias = fast && !p.bias.empty();
+    c.relu = fast && p.act.kind == nn::ActKind::kRelu;
+    gemm_ = std::make_unique<Int8Gemm>(c);
+  }
 
   QLinearParams p_;
   int64_t n_, k_, kp_, np_, rows_;

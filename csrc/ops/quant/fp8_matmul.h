@@ -17,6 +17,9 @@
 #include <string>
 
 #include "core/float8.h"
+#if defined(__CUDACC__)
+#include <cuda_fp8.h>
+#endif
 
 namespace twinfer {
 class KernelBuildInfo;
@@ -30,6 +33,13 @@ enum FP8MatMulInput : int { kF8X = 0, kF8XScale, kF8W, kF8WScale, kF8Bias, kF8Nu
 
 // x / x_scale as E4M3 bits, the way every FP8MatMul kernel rounds it.
 TWINFER_HD uint8_t fp8_quantize(float x, float x_scale) {
+#if defined(__CUDA_ARCH__)
+  // The GPU's own conversion (one instruction from sm_89): the same round to
+  // nearest even and saturation as float_to_float8; NaN (whose sign the
+  // instruction may not keep) goes the portable way.
+  const float v = x / x_scale;
+  if (v == v) return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+#endif
   return float_to_float8(static_cast<double>(x / x_scale), Float8Traits<float8_e4m3fn_t>::fmt(), true);
 }
 
