@@ -9,7 +9,7 @@ kernels themselves where a GPU is present."""
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 from conftest import SIM_AS_CUDA
@@ -391,3 +391,38 @@ def test_clip_with_constant_bounds(device, rng):
     inits = [helper.make_tensor("lo", F, [], [-1.5]), helper.make_tensor("hi", F, [], [2.0])]
     _check(device, helper.make_node("Clip", ["x", "lo", "hi"], ["y"]), [_vi("x", F, x.shape)], [_vi("y", F, x.shape)],
            {"x": x}, inits=inits)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_split_with_a_missing_output_keeps_its_share(device, rng):
+    # Output 1 is omitted (""): outputs 0 and 2 are still the 1st and 3rd
+    # chunks of the axis, as NumPy slices them.
+    F = TensorProto.FLOAT
+    x = rng.standard_normal((3, 9, 5)).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array([2, 3, 4], np.int64), "sizes")]
+    node = helper.make_node("Split", ["x", "sizes"], ["a", "", "c"], axis=1)
+    g = helper.make_graph([node], "k", [_vi("x", F, x.shape)], [_vi("a", F, (3, 2, 5)), _vi("c", F, (3, 4, 5))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 10
+    want, got = _run_both(m, {"x": x}, device)
+    np.testing.assert_array_equal(got["a"], x[:, :2])
+    np.testing.assert_array_equal(got["c"], x[:, 5:])
+    np.testing.assert_array_equal(want["c"], x[:, 5:])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clip_int64_with_one_bound(device, rng):
+    # The missing bound is the type's own limit: int64's max is 2^63 - 1,
+    # which a double cannot hold.
+    I = TensorProto.INT64
+    big = np.iinfo(np.int64)
+    x = np.concatenate([rng.integers(-1000, 1000, 29), [big.max, big.max - 1, big.min, 2**53 + 1]]).astype(np.int64)
+    for bounds, want in ((["x", "lo"], np.maximum(x, -7)), (["x", "", "hi"], np.minimum(x, 2**62 + 3))):
+        inits = [numpy_helper.from_array(np.array(-7, np.int64), "lo"),
+                 numpy_helper.from_array(np.array(2**62 + 3, np.int64), "hi")]
+        g = helper.make_graph([helper.make_node("Clip", bounds, ["y"])], "k", [_vi("x", I, x.shape)],
+                              [_vi("y", I, x.shape)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 10
+        _, got = _run_both(m, {"x": x}, device)
+        np.testing.assert_array_equal(got["y"], want)

@@ -118,6 +118,16 @@ class Stream {
   virtual void begin_capture() = 0;
   virtual std::unique_ptr<GraphExec> end_capture() = 0;
   virtual bool capturing() const = 0;
+  // Ends whatever capture this stream began, a live one or one the device
+  // invalidated (CUDA: a failed or forbidden call inside it), and drops the
+  // graph; never throws. Every error path of a capture calls it: a capture
+  // left open keeps the stream, and the streams that joined it, unusable.
+  virtual void abort_capture() noexcept {
+    try {
+      if (capturing()) end_capture();
+    } catch (...) {
+    }
+  }
 };
 
 // One device (cuda:N or sim:N). Shared by every engine and context on it.

@@ -196,7 +196,7 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
                 "these shapes in this context before capturing");
   prepare(pp);
   const Plan& plan = *pp;
-  release_finished_inputs();
+  if (!outer_capture) release_finished_inputs();  // (querying events inside a capture is not allowed)
   if (!device_arena_ || device_arena_->bytes() < plan.device_arena_bytes) {
     graphs_.clear();  // they point into the old arena
     if (device_arena_) synchronize();
@@ -340,10 +340,7 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
       } catch (const std::exception&) {
         // A capture the device refused (an API a kernel uses is not
         // capturable): end it, remember, run this plan without a graph.
-        try {
-          if (capture_stream_->capturing()) capture_stream_->end_capture();
-        } catch (...) {
-        }
+        capture_stream_->abort_capture();
         ge->failed = true;
         ge->exec.reset();
       }

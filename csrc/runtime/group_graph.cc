@@ -116,16 +116,10 @@ std::unique_ptr<GroupGraph::Entry> GroupGraph::capture(const std::vector<Tensor>
     }
     e->exec = stream_->end_capture();
   } catch (const Error& err) {
-    try {
-      if (stream_->capturing()) stream_->end_capture();
-    } catch (...) {
-    }
+    stream_->abort_capture();
     throw Error(err.kind(), std::string("this group cannot be captured as one graph: ") + err.what());
   } catch (...) {
-    try {
-      if (stream_->capturing()) stream_->end_capture();
-    } catch (...) {
-    }
+    stream_->abort_capture();
     throw;
   }
   for (const auto& outs : e->outputs)

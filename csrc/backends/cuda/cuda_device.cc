@@ -32,7 +32,7 @@ class DeviceGuard {
     index_ = index;
   }
   ~DeviceGuard() {
-    if (prev_ != index_) cudaSetDevice(prev_);
+    if (prev_ != index_ && cudaSetDevice(prev_) != cudaSuccess) cudaGetLastError();
   }
 
  private:
@@ -48,14 +48,35 @@ class CudaEvent final : public Event {
  public:
   CudaEvent(int index, bool timing) : index_(index), timing_(timing) {
     DeviceGuard g(index);
-    check(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming),
-          "cudaEventCreateWithFlags");
+    create();
   }
-  ~CudaEvent() override { cudaEventDestroy(e_); }
+  ~CudaEvent() override {
+    if (cudaEventDestroy(e_) != cudaSuccess) cudaGetLastError();
+  }
+  // Remade in `ctx` (a green context's CUcontext, or null: the primary one)
+  // when it is to be recorded on a stream of another context than its own
+  // (CUDA records only on streams of the event's context). Recording
+  // replaces whatever the event held, so nothing is lost.
+  void rebind(void* ctx) {
+    if (ctx == ctx_) return;
+    const std::shared_ptr<void> in = enter_context(index_, ctx);
+    if (cudaEventDestroy(e_) != cudaSuccess) cudaGetLastError();
+    e_ = nullptr;
+    create();
+  }
   void synchronize() override { check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
   bool ready() override {
+    // A thread capturing in thread-local mode may not query events (the
+    // query would invalidate its capture): relaxed mode for this one call.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
     const cudaError_t r = cudaEventQuery(e_);
+    cudaThreadExchangeStreamCaptureMode(&mode);
     if (r == cudaErrorNotReady) return false;
+    if (r == cudaErrorCapturedEvent || r == cudaErrorStreamCaptureUnsupported) {
+      cudaGetLastError();
+      return false;  // recorded inside a capture: the graph's launches say when, not the event
+    }
     check(r, "cudaEventQuery");
     return true;
   }
@@ -65,10 +86,17 @@ class CudaEvent final : public Event {
   void set_captured(bool c) { captured_ = c; }
 
  private:
+  void create() {
+    check(cudaEventCreateWithFlags(&e_, timing_ ? cudaEventDefault : cudaEventDisableTiming),
+          "cudaEventCreateWithFlags");
+    ctx_ = current_green_context();
+  }
+
   int index_;
   bool timing_;
   bool captured_ = false;  // CUDA cannot be asked; the stream that records it says
   cudaEvent_t e_ = nullptr;
+  void* ctx_ = nullptr;  // the green context it was made in (null: the primary one)
 };
 
 CudaEvent& cuda_event(Event& e) {
@@ -119,7 +147,7 @@ class CudaStream final : public Stream {
     // Pending work still completes; a green context goes after its stream,
     // so that stream's work is waited for first.
     if (green_ && cudaStreamSynchronize(s_) != cudaSuccess) cudaGetLastError();
-    if (owned_) cudaStreamDestroy(s_);
+    if (owned_ && cudaStreamDestroy(s_) != cudaSuccess) cudaGetLastError();
   }
   Device device() const override { return Device::cuda(index_); }
   uintptr_t handle() const override { return reinterpret_cast<uintptr_t>(s_); }
@@ -152,6 +180,7 @@ class CudaStream final : public Stream {
   }
   void record(Event& e) override {
     CudaEvent& ce = cuda_event(e);
+    ce.rebind(green_ ? green_->context() : nullptr);  // a no-op unless green contexts are in play
     check(cudaEventRecord(ce.get(), s_), "cudaEventRecord");
     ce.set_captured(capturing());
   }
@@ -167,7 +196,7 @@ class CudaStream final : public Stream {
     cudaGraph_t graph = nullptr;
     check(cudaStreamEndCapture(s_, &graph), "cudaStreamEndCapture");
     size_t nodes = 0;
-    cudaGraphGetNodes(graph, nullptr, &nodes);
+    if (cudaGraphGetNodes(graph, nullptr, &nodes) != cudaSuccess) cudaGetLastError();
     cudaGraphExec_t exec = nullptr;
     // Flags 0: cudaGraphInstantiateFlagUpload is for cudaGraphInstantiateWithParams
     // only. Uploading now, on this (idle, capture-only) stream, keeps that
@@ -182,6 +211,16 @@ class CudaStream final : public Stream {
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(s_, &st) != cudaSuccess) cudaGetLastError();
     return st == cudaStreamCaptureStatusActive;
+  }
+  void abort_capture() noexcept override {
+    // capturing() says Active only; an invalidated capture must be ended too
+    // (cudaStreamIsCapturing: "must be terminated with cudaStreamEndCapture").
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s_, &st) != cudaSuccess) cudaGetLastError();
+    if (st == cudaStreamCaptureStatusNone) return;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(s_, &graph) != cudaSuccess) cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
   }
 
  private:
@@ -241,7 +280,7 @@ class DeviceAllocator final : public Allocator {
   }
   void deallocate(void* p, size_t) override {
     DeviceGuard g(index_);
-    cudaFree(p);
+    if (cudaFree(p) != cudaSuccess) cudaGetLastError();  // cleared: the next launch check would report it
   }
   void* allocate_async(size_t bytes, Stream& s) override {
     DeviceGuard g(index_);
@@ -291,7 +330,9 @@ class PinnedAllocator final : public Allocator {
     check(e, "cudaHostAlloc");
     return p;
   }
-  void deallocate(void* p, size_t) override { cudaFreeHost(p); }
+  void deallocate(void* p, size_t) override {
+    if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+  }
   Device device() const override { return Device::cpu(); }
 
  private:

@@ -28,6 +28,7 @@ struct DriverApi {
   PFN_cuCtxPushCurrent_v4000 push = nullptr;
   PFN_cuCtxPopCurrent_v4000 pop = nullptr;
   PFN_cuGetErrorString_v6000 error_string = nullptr;
+  PFN_cuDevicePrimaryCtxRetain_v7000 primary_retain = nullptr;
   std::string missing;  // the first function the driver did not give
 
   bool complete() const { return missing.empty(); }
@@ -60,6 +61,7 @@ const DriverApi& driver() {
     fetch(d, &d.push, "cuCtxPushCurrent", 4000);
     fetch(d, &d.pop, "cuCtxPopCurrent", 4000);
     fetch(d, &d.error_string, "cuGetErrorString", 6000);
+    fetch(d, &d.primary_retain, "cuDevicePrimaryCtxRetain", 7000);
     return d;
   }();
   return api;
@@ -146,13 +148,47 @@ cudaStream_t GreenContext::create_stream(int priority) {
   return reinterpret_cast<cudaStream_t>(s);
 }
 
-std::shared_ptr<void> GreenContext::enter() {
+namespace {
+thread_local void* tls_green = nullptr;  // the entered green context's CUcontext
+
+// Pushes ctx (a CUcontext) and records which green context is current.
+std::shared_ptr<void> push_context(void* ctx, void* green) {
   const DriverApi& d = driver();
-  check_cu(d.push(static_cast<CUcontext>(context_)), "cuCtxPushCurrent");
-  return std::shared_ptr<void>(context_, [&d](void*) {
+  check_cu(d.push(static_cast<CUcontext>(ctx)), "cuCtxPushCurrent");
+  void* prev = tls_green;
+  tls_green = green;
+  return std::shared_ptr<void>(ctx, [&d, prev](void*) {
     CUcontext popped = nullptr;
     d.pop(&popped);
+    tls_green = prev;
   });
+}
+}  // namespace
+
+std::shared_ptr<void> GreenContext::enter() { return push_context(context_, context_); }
+
+void* current_green_context() { return tls_green; }
+
+std::shared_ptr<void> enter_context(int device, void* ctx) {
+  if (ctx) return push_context(ctx, ctx);
+  // The primary context: retained once per device, never released (it lives
+  // as long as the process uses the device).
+  static std::mutex m;
+  static std::map<int, CUcontext>* primary = new std::map<int, CUcontext>();
+  CUcontext p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(m);
+    CUcontext& slot = (*primary)[device];
+    if (!slot) {
+      const DriverApi& d = driver();
+      if (!d.primary_retain || !d.device_get) throw Error(ErrorKind::kDevice, "the driver lacks cuDevicePrimaryCtxRetain");
+      CUdevice dev = 0;
+      check_cu(d.device_get(&dev, device), "cuDeviceGet");
+      check_cu(d.primary_retain(&slot, dev), "cuDevicePrimaryCtxRetain");
+    }
+    p = slot;
+  }
+  return push_context(p, nullptr);
 }
 
 int device_sm_count(int device) {

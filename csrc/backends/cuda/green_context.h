@@ -27,6 +27,7 @@ class GreenContext {
   // Makes the green context current on this thread until the guard goes
   // (PyTorch does the same while it enqueues on a green stream).
   std::shared_ptr<void> enter();
+  void* context() const { return context_; }  // its CUcontext
 
  private:
   GreenContext() = default;
@@ -36,6 +37,16 @@ class GreenContext {
   void* green_ = nullptr;  // CUgreenCtx
   void* context_ = nullptr;  // its CUcontext
 };
+
+// Events belong to the context current where they were created, and CUDA
+// records an event only on a stream of that same context. Green streams live
+// in their green context; every other stream in the device's primary one.
+// The CUcontext of the green context entered on this thread (GreenContext::
+// enter), or null for the primary context.
+void* current_green_context();
+// Makes `ctx` current until the guard goes: a green context's CUcontext, or
+// null for `device`'s primary context (pushed even over an entered green one).
+std::shared_ptr<void> enter_context(int device, void* ctx);
 
 // SMs of the whole device and the green-context split (for build_info).
 int device_sm_count(int device);

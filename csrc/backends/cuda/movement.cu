@@ -10,6 +10,7 @@
 #include "backends/cuda/error_flag.h"
 #include "backends/cuda/kernel_util.h"
 #include "ops/elementwise/offset_calc.h"
+#include "ops/tensor/split_sizes.h"
 #include "ops/tensor/strided_copy.h"
 
 namespace twinfer_gpu {
@@ -258,9 +259,12 @@ class CudaSplit final : public Kernel {
     const Shape in = info.input_shape(0);
     const int64_t axis = concat_axis(info, in);
     const AxisView v = axis_view(in, axis);
+    // The CPU kernel's sizes: a missing output still takes its share of the axis.
+    bool known = true;
+    const std::vector<int64_t> sizes = tensor::split_chunk_sizes(info, in[axis], &known);
     int64_t at = 0;
     for (size_t o = 0; o < info.num_outputs(); ++o) {
-      const int64_t a = info.has_output(o) ? info.output_shape(o)[axis] : 0;
+      const int64_t a = known ? sizes[o] : info.has_output(o) ? info.output_shape(o)[axis] : 0;
       Part p;
       p.n = info.has_output(o) ? v.outer * a * v.inner : 0;
       p.src_base = at * v.inner;

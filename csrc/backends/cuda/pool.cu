@@ -94,6 +94,10 @@ bool pool_supports(const KernelBuildInfo& info, std::string* why) {
     if (why) *why = "MaxPool's Indices output has no CUDA kernel";
     return false;
   }
+  if (ps.win.nsp < 1 || ps.win.nsp > 3) {  // the kernel's geometry holds 3 spatial dims
+    if (why) *why = "the CUDA pooling kernel takes 1 to 3 spatial dims, not " + std::to_string(ps.win.nsp);
+    return false;
+  }
   return true;
 }
 

@@ -1,6 +1,7 @@
 // CUDA kernels of the unary math ops and the activations: the shared
 // functors (ops/elementwise/functors.h) in one grid-stride kernel, one
 // registration line per op list.
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -74,15 +75,18 @@ bool clip_supports(const KernelBuildInfo& info, std::string* why) {
 class ClipKernel final : public Kernel {
  public:
   explicit ClipKernel(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
+    // The bounds are kept in the compute type's own bytes: through a double,
+    // int64's default max (2^63 - 1) would round to 2^63 and overflow.
     dispatch_typeset<kNumericTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
       using S = typename decltype(tag)::type;
       using C = compute_t<S>;
-      lo_ = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<double>::infinity()
-                                                 : static_cast<double>(std::numeric_limits<C>::lowest());
-      hi_ = std::numeric_limits<C>::has_infinity ? std::numeric_limits<double>::infinity()
-                                                 : static_cast<double>(std::numeric_limits<C>::max());
-      if (const Tensor* t = info.input_constant(1)) lo_ = static_cast<double>(load(*t->data_as<S>()));
-      if (const Tensor* t = info.input_constant(2)) hi_ = static_cast<double>(load(*t->data_as<S>()));
+      static_assert(sizeof(C) <= sizeof(lo_), "Clip bound wider than its store");
+      C lo = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::lowest();
+      C hi = std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity() : std::numeric_limits<C>::max();
+      if (const Tensor* t = info.input_constant(1)) lo = static_cast<C>(load(*t->data_as<S>()));
+      if (const Tensor* t = info.input_constant(2)) hi = static_cast<C>(load(*t->data_as<S>()));
+      std::memcpy(lo_, &lo, sizeof(C));
+      std::memcpy(hi_, &hi, sizeof(C));
     });
   }
   void run(KernelContext& ctx) const override {
@@ -93,7 +97,10 @@ class ClipKernel final : public Kernel {
     dispatch_typeset<kNumericTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
       using S = typename decltype(tag)::type;
       using C = compute_t<S>;
-      const Clip<C> f{static_cast<C>(lo_), static_cast<C>(hi_)};
+      C lo, hi;
+      std::memcpy(&lo, lo_, sizeof(C));
+      std::memcpy(&hi, hi_, sizeof(C));
+      const Clip<C> f{lo, hi};
       twinfer_gpu::unary_flat<<<lc.blocks, lc.threads, 0, s>>>(n, ctx.inputs[0].as<const S>(), ctx.outputs[0].as<S>(),
                                                                Lift1<S, Clip<C>>{f});
     });
@@ -103,7 +110,7 @@ class ClipKernel final : public Kernel {
 
  private:
   DType dtype_;
-  double lo_ = 0, hi_ = 0;
+  alignas(8) unsigned char lo_[8] = {}, hi_[8] = {};  // the bounds, as compute_t<S>
 };
 
 }  // namespace

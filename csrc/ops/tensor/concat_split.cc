@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/parallel.h"
+#include "ops/tensor/split_sizes.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -253,5 +254,9 @@ TWINFER_REGISTER_SCHEMA("Concat", concat_infer);
 TWINFER_REGISTER_KERNEL("Concat", Backend::kCPU, 0, concat_supports, make_kernel<ConcatKernel>);
 TWINFER_REGISTER_SCHEMA("Split", split_infer);
 TWINFER_REGISTER_KERNEL("Split", Backend::kCPU, 0, split_supports, make_kernel<SplitKernel>);
+
+std::vector<int64_t> split_chunk_sizes(const KernelBuildInfo& info, int64_t len, bool* known) {
+  return split_sizes(info, len, known);
+}
 
 }  // namespace twinfer::tensor
