@@ -58,11 +58,11 @@ if has build; then
     $PY -m pip install -q --no-index --no-deps --no-compile .whl/*.whl >> "$WORK/build.log" 2>&1
   fi
   # All cores, sm_90 only; --no-build-isolation: the machine has the build
-  # requirements installed and no network to fetch them. build-dir: a second
-  # build on a warm machine recompiles only what changed.
+  # requirements installed and no network to fetch them. pyproject's
+  # build-dir (build/, kept on a warm machine): a second build recompiles only
+  # what changed.
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) TWINFER_CUDA=ON CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90" \
-    within 540 $PY -m pip install --no-build-isolation --no-deps -v -C build-dir=/tmp/twinfer-build . \
-    >> "$WORK/build.log" 2>&1
+    within 540 $PY -m pip install --no-build-isolation --no-deps -v . >> "$WORK/build.log" 2>&1
   rc=$?
   stamp "build exit $rc"
   [ $rc -eq 0 ] || { tail -40 "$WORK/build.log"; pack; exit $rc; }
