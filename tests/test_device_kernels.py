@@ -7,6 +7,8 @@ device with sim_coverage="cuda" the same nodes are placed as CUDA would place
 them, so the test checks placement (every node on the device) in CI and the
 kernels themselves where a GPU is present."""
 
+import time
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -311,6 +313,17 @@ def test_gather_index_out_of_range_is_an_error_and_the_engine_recovers(rng):
     with pytest.raises(twinfer.InvalidArgumentError, match="out of range"):
         e.run({"d": d, "i": np.array([1, 9], np.int64)})
     np.testing.assert_array_equal(e.run({"d": d, "i": np.array([4, -1], np.int64)})["y"].numpy(), d[[4, -1]])
+    # Two contexts: the error is raised by the one whose run caused it, even
+    # when another context synchronises first.
+    a, b = e.create_context(), e.create_context()
+    bad = e.run({"d": d, "i": np.array([0, 7], np.int64)}, context=a, outputs="device")["y"]
+    while not bad.ready:  # the bad Gather has finished (an event query checks no flag)
+        time.sleep(0.001)
+    np.testing.assert_array_equal(e.run({"d": d, "i": np.array([2, 3], np.int64)}, context=b)["y"].numpy(), d[[2, 3]])
+    with pytest.raises(twinfer.InvalidArgumentError, match="out of range"):
+        a.synchronize()
+    np.testing.assert_array_equal(e.run({"d": d, "i": np.array([1], np.int64)[[0, 0]]}, context=a)["y"].numpy(),
+                                  d[[1, 1]])
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -173,11 +173,16 @@ class DeviceApi {
   // (the simulated device); false when kernels enqueue device work (CUDA).
   virtual bool kernels_run_on_host() const = 0;
   virtual void synchronize() = 0;
-  // Raises (and clears) an error a kernel reported through the device's
-  // error flag (an index out of range): called where the host has waited
-  // for the device. Kernels cannot throw, and a device-side trap would end
-  // the whole CUDA context.
-  virtual void check_kernel_errors() {}
+  // Raises (and clears) an error a kernel reported through an error flag (an
+  // index out of range): `flag` is a context's (below), null means every
+  // flag of the device (a tensor read outside its run). Called where the
+  // host has waited for the device. Kernels cannot throw, and a device-side
+  // trap would end the whole CUDA context.
+  virtual void check_kernel_errors(void* flag = nullptr) { (void)flag; }
+  // One flag per execution context, for its kernels (KernelContext::
+  // backend_state) and its checks above: the run that caused an error raises
+  // it. Null where kernels throw themselves (the simulated device's).
+  virtual std::shared_ptr<void> create_kernel_error_flag() { return nullptr; }
   // Kernel tracing (core/kernel_trace.h): start collecting every kernel's
   // span on this device; stop returns them (finished work only: synchronise
   // first). start throws kDevice naming why where the device cannot (a

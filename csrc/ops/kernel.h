@@ -62,7 +62,7 @@ struct KernelContext {
   // Device kernels: the stream to enqueue on (CUDA kernels launch there; the
   // simulated device runs the CPU kernels in its order). Null on the host.
   Stream* stream = nullptr;
-  void* backend_state = nullptr;  // CUDA: the context's library handles and workspace
+  void* backend_state = nullptr;  // CUDA: the context's kernel error flag (backends/cuda/error_flag.h)
 };
 
 class Kernel {

@@ -43,7 +43,7 @@ ExecutionContext::~ExecutionContext() {
 void ExecutionContext::synchronize() {
   if (!api_ || !ran_) return;
   host_wait(*done_);  // a run captured into a caller's graph has nothing to wait for here
-  api_->check_kernel_errors();
+  check_kernel_errors();
 }
 
 void ExecutionContext::order_before(Stream& s) {
@@ -90,6 +90,7 @@ void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_a
       a.outputs[k].data = st.outputs[k] < 0 ? nullptr : value_ptrs_[st.outputs[k]];
     a.num_threads = num_threads_;
     a.stream = &s;
+    a.backend_state = error_flag_.get();
     a.scratch = (st.kind == StepKind::kDevice ? device_arena : host_arena) + st.scratch_offset;
     const auto t0 = std::chrono::steady_clock::now();
     switch (st.kind) {
@@ -140,7 +141,7 @@ void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_a
       case StepKind::kHost:
         if (pending && !skip_sync) {
           s.synchronize();
-          api_->check_kernel_errors();
+          check_kernel_errors();
           pending = false;
         }
         try {
@@ -382,7 +383,7 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
     }
     if (!skip_sync) {
       S.synchronize();
-      api_->check_kernel_errors();
+      check_kernel_errors();
     }
     std::vector<Tensor> host(outputs.size());
     for (size_t o = 0; o < outputs.size(); ++o) {

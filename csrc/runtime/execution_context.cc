@@ -20,6 +20,7 @@ ExecutionContext::ExecutionContext(Device device, int num_threads, int stream_pr
     // Graphs are captured on the same SMs they will run on.
     capture_stream_ = api_->create_stream_like(*stream_, stream_priority);
     done_ = api_->create_event();
+    error_flag_ = api_->create_kernel_error_flag();
     alloc_done_ = api_->create_event();
     staging_done_ = api_->create_event();
   }

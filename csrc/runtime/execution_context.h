@@ -50,6 +50,11 @@ class ExecutionContext {
                               const RunOptions& options = {});
   // Blocks until this context's last run has finished on the device.
   void synchronize();
+  // Raises (and clears) an error this context's kernels reported through its
+  // error flag; the host must have waited for them.
+  void check_kernel_errors() {
+    if (api_) api_->check_kernel_errors(error_flag_.get());
+  }
   // Work of others on the context's buffers (a group's graph, which holds
   // this context's runs): `s` waits for the context's latest run, and the
   // context's next run waits for `done` (recorded on `s` after that work).
@@ -119,6 +124,7 @@ class ExecutionContext {
   // for its own run, not for whatever this context ran since.
   std::shared_ptr<Event> done_;
   std::shared_ptr<Event> alloc_done_;       // outputs allocated on stream_, used on a caller's stream
+  std::shared_ptr<void> error_flag_;        // its kernels' (DeviceApi::create_kernel_error_flag)
   std::shared_ptr<Event> staging_done_;     // the latest run's input staging copies
   uintptr_t last_stream_ = 0;               // handle of the latest run's stream
   bool ran_ = false, staging_pending_ = false;

@@ -189,7 +189,7 @@ std::vector<std::vector<Tensor>> GroupGraph::replay(Entry& e, const std::vector<
     return outs;
   }
   S.synchronize();
-  api_->check_kernel_errors();
+  for (auto& g : members_) g.context->check_kernel_errors();
   k = 0;
   for (size_t m = 0; m < e.outputs.size(); ++m)
     for (const Tensor& v : e.outputs[m]) {

@@ -3,9 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
-#include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #include "core/error.h"
@@ -13,32 +14,24 @@
 namespace twinfer::cuda {
 
 namespace {
-std::mutex g_mutex;
-std::vector<volatile int*>* g_flags = new std::vector<volatile int*>();  // never freed: kernels may still write
-}  // namespace
 
-int* kernel_error_flag(int device) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_flags->size() <= static_cast<size_t>(device)) g_flags->resize(device + 1, nullptr);
-  volatile int*& f = (*g_flags)[device];
-  if (!f) {
-    void* p = nullptr;
-    // Mapped page-locked memory: with unified addressing the host pointer is
-    // the device pointer too.
-    check(cudaHostAlloc(&p, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc(error flag)");
-    f = static_cast<volatile int*>(p);
-    *f = kNoKernelError;
-  }
-  return const_cast<int*>(f);
+std::mutex g_mutex;
+// Live flags per device, for the checks that know no context. Never freed
+// themselves: a flag may be freed while the map is read at exit.
+std::map<int, std::set<volatile int*>>* g_live = new std::map<int, std::set<volatile int*>>();
+std::map<int, volatile int*>* g_device_flag = new std::map<int, volatile int*>();  // never freed: kernels may still write
+
+volatile int* new_flag() {
+  void* p = nullptr;
+  // Mapped page-locked memory: with unified addressing the host pointer is
+  // the device pointer too.
+  check(cudaHostAlloc(&p, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc(error flag)");
+  auto* f = static_cast<volatile int*>(p);
+  *f = kNoKernelError;
+  return f;
 }
 
-void check_kernel_errors(int device) {
-  volatile int* f = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (static_cast<size_t>(device) < g_flags->size()) f = (*g_flags)[device];
-  }
-  if (!f) return;
+void raise_if_set(volatile int* f, int device) {
   const int code = *f;
   if (code == kNoKernelError) return;
   *f = kNoKernelError;
@@ -51,6 +44,43 @@ void check_kernel_errors(int device) {
       throw Error(ErrorKind::kRuntime, "a kernel on cuda:" + std::to_string(device) + " reported error " +
                                            std::to_string(code));
   }
+}
+
+}  // namespace
+
+std::shared_ptr<void> create_kernel_error_flag(int device) {
+  volatile int* f = new_flag();
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    (*g_live)[device].insert(f);
+  }
+  return std::shared_ptr<void>(const_cast<int*>(f), [device](void* p) {
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      (*g_live)[device].erase(static_cast<volatile int*>(p));
+    }
+    if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+  });
+}
+
+int* kernel_error_flag(void* backend_state, int device) {
+  if (backend_state) return static_cast<int*>(backend_state);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  volatile int*& f = (*g_device_flag)[device];
+  if (!f) {
+    f = new_flag();
+    (*g_live)[device].insert(f);
+  }
+  return const_cast<int*>(f);
+}
+
+void check_kernel_errors(int device, void* flag) {
+  if (flag) return raise_if_set(static_cast<volatile int*>(flag), device);
+  // Under the lock: a context going away frees its flag.
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live->find(device);
+  if (it == g_live->end()) return;
+  for (volatile int* f : it->second) raise_if_set(f, device);
 }
 
 }  // namespace twinfer::cuda

@@ -3,7 +3,12 @@
 // context. Kernels write a code to a page-locked, device-mapped flag
 // instead; the runtime reads it at its synchronisation points
 // (DeviceApi::check_kernel_errors) and raises a twinfer error there.
+//
+// Each execution context has its own flag (KernelContext::backend_state
+// carries it to the kernels), so the run that caused an error is the one
+// that raises it, not whichever context on the device synchronises first.
 #pragma once
+#include <memory>
 
 namespace twinfer::cuda {
 
@@ -12,9 +17,14 @@ enum KernelError : int {
   kIndexOutOfRange = 1,  // Gather
 };
 
-// The flag for kernels on `device` (a device-visible pointer).
-int* kernel_error_flag(int device);
-// Reads and clears the flag; throws Error(kInvalidArgument) if a kernel set it.
-void check_kernel_errors(int device);
+// A new flag for one execution context on `device` (freed when the last
+// reference goes; the context has synchronised by then).
+std::shared_ptr<void> create_kernel_error_flag(int device);
+// The flag a kernel writes: the context's (`backend_state`), or the
+// device's own when it runs outside a context.
+int* kernel_error_flag(void* backend_state, int device);
+// Reads and clears `flag`, or every live flag of `device` when null (a
+// tensor read outside its run); throws Error(kInvalidArgument) for a set one.
+void check_kernel_errors(int device, void* flag);
 
 }  // namespace twinfer::cuda
