@@ -103,6 +103,37 @@ def test_scan_matches_onnxruntime(rng, direction, axis):
         assert_close(g, w, what="Scan")
 
 
+@pytest.mark.parametrize("direction", [0, 1])
+@pytest.mark.parametrize("with_lens", [False, True])
+def test_scan8_batched_with_sequence_lens_matches_onnxruntime(rng, direction, with_lens):
+    # Scan-8: states [batch, ...], scan inputs [batch, seq, ...], one scan per
+    # batch item over its own length (here 6, 2 and 1 of 6).
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Tanh", ["s_out"], ["y_t"])],
+        "body", [vi("s_in", F, [5]), vi("x_t", F, [5])], [vi("s_out", F, [5]), vi("y_t", F, [5])])
+    lens = np.array([6, 2, 1], np.int64)
+    nodes = [helper.make_node("Scan", ["lens" if with_lens else "", "s0", "xs"], ["s", "ys"], body=body,
+                              num_scan_inputs=1, directions=[direction])]
+    inputs = [vi("s0", F, [3, 5]), vi("xs", F, [3, 6, 5])] + ([vi("lens", TensorProto.INT64, [3])] if with_lens else [])
+    m = model(nodes, inputs, [vi("s", F, None), vi("ys", F, None)], opset=8)
+    m.ir_version = 4
+    feeds = {"s0": rng.standard_normal((3, 5)).astype(np.float32),
+             "xs": rng.standard_normal((3, 6, 5)).astype(np.float32)}
+    if with_lens:
+        feeds["lens"] = lens
+    got, want = run_twinfer(m, feeds), run_ort(m, feeds)
+    assert_close(got[0], want[0], what="Scan-8 final states")
+    assert got[1].shape == want[1].shape == (3, 6, 5)
+    n = lens if with_lens else [6, 6, 6]
+    for b in range(3):  # past an item's length the spec leaves values undefined; ours are zeros
+        assert_close(got[1][b, :n[b]], want[1][b, :n[b]], what=f"Scan-8 outputs of item {b}")
+        assert not got[1][b, n[b]:].any()
+    if with_lens:
+        bad = dict(feeds, lens=np.array([6, 7, 1], np.int64))
+        with pytest.raises(twinfer.InvalidArgumentError, match=r"sequence_lens\[1\] is 7, outside 0..6"):
+            run_twinfer(m, bad)
+
+
 def test_if_nested_in_loop_reads_outer_values(rng):
     inner_then = helper.make_graph([helper.make_node("Add", ["v", "bias"], ["r"])], "t", [], [vi("r", F, None)])
     inner_else = helper.make_graph([helper.make_node("Sub", ["v", "bias"], ["r2"])], "e", [], [vi("r2", F, None)])

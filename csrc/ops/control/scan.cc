@@ -2,6 +2,13 @@
 // once per position along each scan input's axis (forward or reverse); the
 // parts stack along each scan output's axis. The sequence length comes from
 // the input shapes, so plans stay static.
+//
+// Scan-8 is batched: an optional sequence_lens input first, states
+// [batch, ...] and scan inputs [batch, seq, ...] (scan axis 1), one opset-9
+// scan per batch item over its own length; scan outputs are
+// [batch, max seq, ...], zero past an item's length (the spec leaves those
+// values undefined).
+#include <algorithm>
 #include <cstring>
 
 #include "ops/control/control_util.h"
@@ -14,15 +21,25 @@ struct ScanAttrs {
   std::vector<int64_t> in_axes, in_dirs, out_axes, out_dirs;
 };
 
-ScanAttrs scan_attrs(const graph::Node& n, size_t explicit_inputs, size_t body_outputs) {
+// Inputs before the states: Scan-8's sequence_lens slot.
+size_t lead_inputs(int64_t opset) { return opset < 9 ? 1 : 0; }
+
+ScanAttrs scan_attrs(const graph::Node& n, size_t explicit_inputs, size_t body_outputs, int64_t opset) {
   ScanAttrs a;
+  const size_t lead = lead_inputs(opset);
+  if (explicit_inputs < lead)
+    throw Error(ErrorKind::kModelFormat, "Scan-8 needs its sequence_lens input slot (empty when absent)", n.name,
+                n.op_type);
+  explicit_inputs -= lead;
   a.scan_in = static_cast<size_t>(n.required_attr("num_scan_inputs").i);
   if (a.scan_in > explicit_inputs)
     throw Error(ErrorKind::kModelFormat, "num_scan_inputs exceeds the inputs", n.name, n.op_type);
   a.states = explicit_inputs - a.scan_in;
   const size_t scan_out = body_outputs >= a.states ? body_outputs - a.states : 0;
+  // Scan-8: per batch item, each scan input's axis is its first; directions
+  // are "directions".
   a.in_axes = n.attr_ints("scan_input_axes", std::vector<int64_t>(a.scan_in, 0));
-  a.in_dirs = n.attr_ints("scan_input_directions", std::vector<int64_t>(a.scan_in, 0));
+  a.in_dirs = n.attr_ints(opset < 9 ? "directions" : "scan_input_directions", std::vector<int64_t>(a.scan_in, 0));
   a.out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(scan_out, 0));
   a.out_dirs = n.attr_ints("scan_output_directions", std::vector<int64_t>(scan_out, 0));
   if (a.in_axes.size() != a.scan_in || a.in_dirs.size() != a.scan_in || a.out_axes.size() != scan_out ||
@@ -40,17 +57,39 @@ int64_t norm(int64_t axis, size_t rank, const graph::Node& n) {
   return axis < 0 ? axis + r : axis;
 }
 
+// Scan-8's batch axis: dropped from an input's type, or put back in front.
+ValueType drop_batch(ValueType t) {
+  if (t.has_shape && !t.shape.empty()) t.shape.erase(t.shape.begin());
+  return t;
+}
+
 void scan_infer(InferContext& c) {
-  c.check(c.opset() >= 9, ErrorKind::kUnsupportedOp, "Scan before opset 9 (batched, with sequence_lens) is not supported");
   const auto& body = c.node().required_attr("body");
   c.check(body.g != nullptr, ErrorKind::kModelFormat, "body must be a graph");
-  const ScanAttrs a = scan_attrs(c.node(), graph::explicit_input_count(c.node()), body.g->outputs.size());
+  const int64_t opset = c.opset();
+  const bool batched = opset < 9;
+  const size_t lead = lead_inputs(opset);
+  const ScanAttrs a = scan_attrs(c.node(), graph::explicit_input_count(c.node()), body.g->outputs.size(), opset);
   std::vector<ValueType> in;
-  for (size_t i = 0; i < a.states; ++i) in.push_back(input_type(c, i));
+  Dim batch;
+  bool batch_set = false;
+  auto note_batch = [&](const ValueType& t) {
+    if (batched && !batch_set && t.has_shape && !t.shape.empty()) {
+      batch = t.shape[0];
+      batch_set = true;
+    }
+  };
+  for (size_t i = 0; i < a.states; ++i) {
+    const ValueType t = input_type(c, lead + i);
+    note_batch(t);
+    in.push_back(batched ? drop_batch(t) : t);
+  }
   Dim seq;
   bool seq_set = false;
   for (size_t j = 0; j < a.scan_in; ++j) {
-    ValueType t = input_type(c, a.states + j);
+    ValueType t = input_type(c, lead + a.states + j);
+    note_batch(t);
+    if (batched) t = drop_batch(t);
     if (t.has_shape) {
       const int64_t ax = norm(a.in_axes[j], t.shape.size(), c.node());
       if (!seq_set) {
@@ -62,14 +101,18 @@ void scan_infer(InferContext& c) {
     in.push_back(t);
   }
   auto out = infer_subgraph(c, *body.g, in);
-  for (size_t i = 0; i < a.states; ++i) set_output_type(c, i, merge_types(c, in[i], out[i], i));
+  auto with_batch = [&](ValueType t) {
+    if (batched && t.has_shape) t.shape.insert(t.shape.begin(), batch);
+    return t;
+  };
+  for (size_t i = 0; i < a.states; ++i) set_output_type(c, i, with_batch(merge_types(c, in[i], out[i], i)));
   for (size_t k = 0; k < a.out_axes.size(); ++k) {
     ValueType t = out[a.states + k];
     if (t.has_shape) {
       const int64_t ax = norm(a.out_axes[k], t.shape.size() + 1, c.node());
       t.shape.insert(t.shape.begin() + ax, seq);
     }
-    set_output_type(c, a.states + k, t);
+    set_output_type(c, a.states + k, with_batch(t));
   }
 }
 
@@ -90,8 +133,11 @@ Around around(const Shape& s, int64_t axis, DType dt) {
 
 class ScanKernel final : public Kernel {
  public:
-  explicit ScanKernel(const KernelBuildInfo& info) : node_(info.node().name), body_(info, "body") {
-    a_ = scan_attrs(info.node(), graph::explicit_input_count(info.node()), body_.graph().outputs.size());
+  explicit ScanKernel(const KernelBuildInfo& info)
+      : node_(info.node().name), body_(info, "body"), lead_(lead_inputs(info.opset())) {
+    a_ = scan_attrs(info.node(), graph::explicit_input_count(info.node()), body_.graph().outputs.size(),
+                    info.opset());
+    has_lens_ = lead_ > 0 && info.has_input(0);
     // An empty scan output takes the body's declared type, or, where the
     // body leaves it out (ONNX lets inference supply it), the node's.
     for (size_t k = 0; k < a_.out_axes.size(); ++k) {
@@ -103,27 +149,38 @@ class ScanKernel final : public Kernel {
   void run(KernelContext& ctx) const override { copy_to_outputs(run_dynamic(ctx), ctx, node_, "Scan"); }
   bool dynamic_outputs() const override { return true; }
   std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
-    std::vector<Tensor> states;
+    if (lead_) return run_batched(ctx);
+    std::vector<Tensor> states, xs;
     for (size_t i = 0; i < a_.states; ++i) states.push_back(borrow_view(ctx.inputs[i]).clone());
+    for (size_t j = 0; j < a_.scan_in; ++j) xs.push_back(borrow_view(ctx.inputs[a_.states + j]));
+    return scan(std::move(states), xs, -1, ctx);
+  }
+  const char* impl_name() const override { return "subgraph"; }
+
+ private:
+  // One scan: the states, then the scan inputs along their axes, over the
+  // first `len` positions (len < 0: all of them).
+  std::vector<Tensor> scan(std::vector<Tensor> states, const std::vector<Tensor>& xs, int64_t len,
+                           KernelContext& ctx) const {
     int64_t seq = -1;
     std::vector<int64_t> axes;
     for (size_t j = 0; j < a_.scan_in; ++j) {
-      const TensorView& x = ctx.inputs[a_.states + j];
-      const int64_t ax = norm_axis(a_.in_axes[j], x.rank());
+      const Tensor& x = xs[j];
+      const int64_t ax = norm_axis(a_.in_axes[j], x.shape().size());
       axes.push_back(ax);
-      if (seq < 0) seq = x.shape[ax];
-      if (x.shape[ax] != seq)
+      if (seq < 0) seq = x.shape()[ax];
+      if (x.shape()[ax] != seq)
         throw Error(ErrorKind::kShape, "scan inputs have different lengths (" + std::to_string(seq) + " and " +
-                                           std::to_string(x.shape[ax]) + ")", node_, "Scan");
+                                           std::to_string(x.shape()[ax]) + ")", node_, "Scan");
     }
     if (seq < 0) seq = 0;
+    if (len >= 0) seq = std::min(seq, len);
     std::vector<std::vector<Tensor>> parts(a_.out_axes.size());
     for (int64_t t = 0; t < seq; ++t) {
       std::vector<Tensor> in = states;
       for (size_t j = 0; j < a_.scan_in; ++j) {
-        const TensorView& x = ctx.inputs[a_.states + j];
         const int64_t pos = a_.in_dirs[j] ? seq - 1 - t : t;
-        in.push_back(slice(x, axes[j], pos));
+        in.push_back(slice(xs[j].view(), axes[j], pos));
       }
       std::vector<Tensor> out = body_.run(in, ctx);
       for (size_t i = 0; i < a_.states; ++i) states[i] = out[i];
@@ -133,9 +190,87 @@ class ScanKernel final : public Kernel {
     for (size_t k = 0; k < parts.size(); ++k) result.push_back(stack(parts[k], k, seq));
     return result;
   }
-  const char* impl_name() const override { return "subgraph"; }
 
- private:
+  // Scan-8: one scan per batch item over its own length; the results stacked
+  // along a new batch axis, scan outputs zero-padded to the longest length.
+  std::vector<Tensor> run_batched(KernelContext& ctx) const {
+    int64_t batch = -1, max_seq = -1;
+    auto note = [&](const TensorView& v, bool scan_input) {
+      if (v.rank() < (scan_input ? 2u : 1u))
+        throw Error(ErrorKind::kShape, std::string("Scan-8 ") + (scan_input ? "scan inputs need [batch, seq, ...]"
+                                                                            : "states need [batch, ...]"),
+                    node_, "Scan");
+      if (batch >= 0 && v.shape[0] != batch)
+        throw Error(ErrorKind::kShape, "Scan-8 inputs have different batch sizes (" + std::to_string(batch) +
+                                           " and " + std::to_string(v.shape[0]) + ")", node_, "Scan");
+      batch = v.shape[0];
+      if (scan_input) max_seq = v.shape[1];
+    };
+    for (size_t i = 0; i < a_.states + a_.scan_in; ++i) note(ctx.inputs[lead_ + i], i >= a_.states);
+    if (batch < 0) batch = 0;
+    if (max_seq < 0) max_seq = 0;
+    std::vector<int64_t> lens(static_cast<size_t>(batch), max_seq);
+    if (has_lens_) {
+      const TensorView& l = ctx.inputs[0];
+      if (l.dtype != DType::kInt64 || l.numel() != batch)
+        throw Error(ErrorKind::kShape, "sequence_lens must be int64 [" + std::to_string(batch) + "]", node_, "Scan");
+      for (int64_t b = 0; b < batch; ++b) {
+        lens[b] = static_cast<const int64_t*>(l.data)[b];
+        if (lens[b] < 0 || lens[b] > max_seq)
+          throw Error(ErrorKind::kInvalidArgument, "sequence_lens[" + std::to_string(b) + "] is " +
+                                                       std::to_string(lens[b]) + ", outside 0.." + std::to_string(max_seq),
+                      node_, "Scan");
+      }
+    }
+    std::vector<std::vector<Tensor>> per_item;  // [batch][output]
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<Tensor> states, xs;
+      for (size_t i = 0; i < a_.states; ++i) states.push_back(slice(ctx.inputs[lead_ + i], 0, b));
+      for (size_t j = 0; j < a_.scan_in; ++j) xs.push_back(slice(ctx.inputs[lead_ + a_.states + j], 0, b));
+      per_item.push_back(scan(std::move(states), xs, lens[b], ctx));
+    }
+    const size_t outputs = a_.states + a_.out_axes.size();
+    std::vector<Tensor> result;
+    for (size_t o = 0; o < outputs; ++o) {
+      const bool scan_out = o >= a_.states;
+      // One item's element shape and type (an item of length 0 has none for
+      // a scan output: another item's, or the body's declaration).
+      const Tensor* like = nullptr;
+      for (const auto& r : per_item)
+        if (!scan_out || r[o].shape()[0] > 0) {
+          like = &r[o];
+          break;
+        }
+      Shape elem;
+      DType dt = scan_out ? empty_types_[o - a_.states] : DType::kFloat32;
+      if (like) {
+        elem = like->shape();
+        if (scan_out) elem.erase(elem.begin());
+        dt = like->dtype();
+      } else if (!per_item.empty()) {
+        elem = per_item[0][o].shape();
+        if (scan_out) elem.erase(elem.begin());
+      }
+      Shape s = elem;
+      if (scan_out) s.insert(s.begin(), max_seq);
+      s.insert(s.begin(), batch);
+      Tensor out = Tensor::empty(dt, s);
+      if (out.bytes()) std::memset(out.data(), 0, out.bytes());
+      const size_t item_bytes = out.bytes() / static_cast<size_t>(std::max<int64_t>(batch, 1));
+      for (int64_t b = 0; b < batch; ++b) {
+        const Tensor& r = per_item[b][o];
+        Shape want = elem;
+        if (scan_out) want.insert(want.begin(), lens[b]);
+        if (r.shape() != want || r.dtype() != dt)
+          throw Error(ErrorKind::kShape, "Scan-8 output " + std::to_string(o) + " differs between batch items",
+                      node_, "Scan");
+        if (r.bytes()) std::memcpy(static_cast<char*>(out.data()) + b * item_bytes, r.data(), r.bytes());
+      }
+      result.push_back(std::move(out));
+    }
+    return result;
+  }
+
   int64_t norm_axis(int64_t axis, size_t rank) const {
     const int64_t r = static_cast<int64_t>(rank);
     if (axis < -r || axis >= r) throw Error(ErrorKind::kShape, "scan axis out of range", node_, "Scan");
@@ -179,6 +314,8 @@ class ScanKernel final : public Kernel {
 
   std::string node_;
   Body body_;
+  size_t lead_ = 0;        // Scan-8: sequence_lens comes first
+  bool has_lens_ = false;  // ... and is given
   ScanAttrs a_;
   std::vector<DType> empty_types_;
 };
