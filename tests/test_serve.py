@@ -217,11 +217,9 @@ def test_statistics(http_client, grpc_client, rng):
                                                                               ("pair", "1")}
 
 
-def test_concurrent_clients_are_batched(server, repo, rng):
-    """24 clients at once over HTTP and gRPC, one row each: every answer is its
-    own, and the metrics show batches of more than one row."""
-    xs = [rng.standard_normal((1, 4)).astype(np.float32) for _ in range(24)]
-    want = _reference(repo, "mlp", "2", {"x": np.concatenate(xs)})["y"]
+def _concurrent_clients(server, model, version, xs) -> dict[int, np.ndarray]:
+    """One client per x, all released at once: odd ones over gRPC, even ones
+    over HTTP; {i: its y}. Any client's error fails the test."""
     got: dict[int, np.ndarray] = {}
     errors = []
     barrier = threading.Barrier(len(xs))
@@ -231,21 +229,30 @@ def test_concurrent_clients_are_batched(server, repo, rng):
             if i % 2:
                 c = tritonclient_grpc.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
                 barrier.wait()
-                got[i] = _grpc_infer(c, "mlp", {"x": xs[i]}, "2").as_numpy("y")
+                got[i] = _grpc_infer(c, model, {"x": xs[i]}, version).as_numpy("y")
             else:
                 c = tritonclient_http.InferenceServerClient(f"127.0.0.1:{server.http_port}")
                 barrier.wait()
-                got[i] = _http_infer(c, "mlp", {"x": xs[i]}, "2").as_numpy("y")
+                got[i] = _http_infer(c, model, {"x": xs[i]}, version).as_numpy("y")
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
-    before = _metrics(server)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(xs))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert not errors, errors
+    return got
+
+
+def test_concurrent_clients_are_batched(server, repo, rng):
+    """24 clients at once over HTTP and gRPC, one row each: every answer is its
+    own, and the metrics show batches of more than one row."""
+    xs = [rng.standard_normal((1, 4)).astype(np.float32) for _ in range(24)]
+    want = _reference(repo, "mlp", "2", {"x": np.concatenate(xs)})["y"]
+    before = _metrics(server)
+    got = _concurrent_clients(server, "mlp", "2", xs)
     for i in range(len(xs)):
         np.testing.assert_allclose(got[i], want[i:i + 1], rtol=1e-6, atol=1e-6)
     after = _metrics(server)
@@ -398,31 +405,9 @@ def test_serving_on_the_gpu(tmp_path, rng):
     add_model(tmp_path, "mlp_gpu", MLP_CONFIG.format(name="mlp_gpu") + batching +
               "instance_group [ { count: 2 kind: KIND_GPU } ]\n", {1: mlp_model(rng)})
     xs = [rng.standard_normal((1 + i % 3, 4)).astype(np.float32) for i in range(16)]
-    got: dict[int, np.ndarray] = {}
-    errors = []
     with Server(str(tmp_path), http_port=0, grpc_port=0, metrics_port=0, gpu_device="cuda") as s:
-        barrier = threading.Barrier(len(xs))
-
-        def client(i):
-            try:
-                if i % 2:
-                    c = tritonclient_grpc.InferenceServerClient(f"127.0.0.1:{s.grpc_port}")
-                    barrier.wait()
-                    got[i] = _grpc_infer(c, "mlp_gpu", {"x": xs[i]}).as_numpy("y")
-                else:
-                    c = tritonclient_http.InferenceServerClient(f"127.0.0.1:{s.http_port}")
-                    barrier.wait()
-                    got[i] = _http_infer(c, "mlp_gpu", {"x": xs[i]}).as_numpy("y")
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(xs))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        got = _concurrent_clients(s, "mlp_gpu", "", xs)
         text = _metrics(s)
-    assert not errors, errors
     for i, x in enumerate(xs):
         np.testing.assert_allclose(got[i], _reference(tmp_path, "mlp_gpu", "1", {"x": x})["y"], rtol=1e-4, atol=1e-4)
     assert _sample(text, "twinfer_batch_size_count", model="mlp_gpu", version="1") < len(xs)
