@@ -81,6 +81,60 @@ def test_parallel_fans_one_device_input_out_without_copies(models, cpu, rng, gpu
         close(b["feat"].numpy(), ref)
 
 
+class FrameworkArray:
+    """A framework's device array (torch's DLPack behaviour) over a twinfer
+    tensor: __dlpack__ with no stream (or -1) synchronises nothing; with a
+    stream, that stream waits for the array's pending writes."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, stream=None, **kw):
+        return self._t.__dlpack__(stream=-1 if stream is None else stream, **kw)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def in_flight(x, gpu):
+    """x on the device as a framework array whose writes may still be
+    pending (a run left on its stream, the simulated device's delays long)."""
+    from onnx import helper
+
+    from onnx_helpers import make_model
+
+    neg = make_model([helper.make_node("Neg", ["a"], ["b"]), helper.make_node("Neg", ["b"], ["c"])],
+                     [("a", F32, list(x.shape))], [("c", F32, list(x.shape))], name="negneg")
+    return FrameworkArray(twinfer.load(neg, device=gpu).run({"a": x}, outputs="device")["c"])
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_groups_read_framework_arrays_after_their_writes(models, cpu, rng, gpu):
+    # Parallel members, a Pipeline's stages and graphed groups each run on
+    # their own streams: a framework's device array is exported for the
+    # stream that reads it, so it is read after its producer's writes.
+    dev = on(gpu, models)
+    with sim_options(max_delay_us=2000):
+        for _ in range(3):
+            x, y = images(rng), images(rng)
+            ref = {k: alone(cpu["conv"], {"x": v}, 1)["feat"] for k, v in (("x", x), ("y", y))}
+            with twinfer.Parallel([dev["conv"], dev["conv"]]) as par:
+                a, b = par.run([{"x": in_flight(x, gpu)}, {"x": in_flight(y, gpu)}])
+                close(a["feat"].numpy(), ref["x"])
+                close(b["feat"].numpy(), ref["y"])
+                shared = in_flight(x, gpu)
+                a, b = par.run({"x": shared})
+                close(a["feat"].numpy(), ref["x"])
+                close(b["feat"].numpy(), ref["x"])
+                g = par.graphed()
+                for _ in range(2):  # eager at the first call, then the graph
+                    a, b = g.run([{"x": in_flight(x, gpu)}, {"x": in_flight(y, gpu)}])
+                    close(a["feat"].numpy(), ref["x"])
+                    close(b["feat"].numpy(), ref["y"])
+            with twinfer.Pipeline([dev["conv"], dev["head"]], links={"feat_in": "feat"}) as pipe:
+                close(pipe.run({"x": in_flight(x, gpu)})["probs"].numpy(), pipeline_ref(cpu, x))
+
+
 # -- correctness under reordering ------------------------------------------------------
 def test_random_delays_never_change_results(models, cpu, rng):
     """Many seeds of the simulated device's random stream delays, every access

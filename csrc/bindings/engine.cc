@@ -302,7 +302,13 @@ void bind_engine(py::module_& m) {
            py::arg("inputs"), py::arg("host_outputs") = false)
       .def("stats",
            [](const GroupGraph& g) {
-             const auto s = g.stats();
+             GroupGraph::Stats s;
+             {
+               // Its lock is held across a whole run, which may need the GIL
+               // (a DLPack owner released): never wait for it holding the GIL.
+               py::gil_scoped_release nogil;
+               s = g.stats();
+             }
              py::dict d;
              d["captures"] = s.captures;
              d["replays"] = s.replays;
@@ -310,7 +316,9 @@ void bind_engine(py::module_& m) {
              d["nodes"] = s.nodes;
              return d;
            })
-      .def_property_readonly("device", [](const GroupGraph& g) { return g.device().str(); });
+      .def_property_readonly("device", [](const GroupGraph& g) { return g.device().str(); })
+      .def_property_readonly("stream", &GroupGraph::stream,
+                             "The group's stream: graphs launch there; inputs are read in its order.");
 }
 
 }  // namespace twinfer::bindings

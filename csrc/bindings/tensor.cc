@@ -378,6 +378,16 @@ void bind_tensor(py::module_& m) {
              host_wait(*t.ready_event());
            },
            "Block until a device tensor has been written (raises the error of a failed run).")
+      .def(
+          "_mark_ready_on",
+          [](Tensor& t, Stream& s) {
+            auto e = device_api(s.device()).create_event();
+            s.record(*e);
+            t.set_ready_event(std::move(e));
+          },
+          py::arg("stream"),
+          "Marks the tensor ready at the point `stream` has reached now: an array a framework exported for that "
+          "stream (DLPack), which runs on other streams then wait for.")
       .def_property_readonly("ready", [](const Tensor& t) {
                                return !t.ready_event() || t.ready_event()->captured() || t.ready_event()->ready();
                              },

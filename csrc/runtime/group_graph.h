@@ -41,6 +41,7 @@ class GroupGraph {
   };
   Stats stats() const;
   Device device() const { return device_; }
+  const std::shared_ptr<Stream>& stream() const { return stream_; }
 
  private:
   struct Entry;

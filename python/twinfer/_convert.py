@@ -116,6 +116,12 @@ def from_dlpack(x, stream: int | None = None) -> Tensor:
     return Tensor._from_capsule(_capsule(x, stream))
 
 
+def is_foreign_device_array(x) -> bool:
+    """A framework's (torch, CuPy, JAX...) device array, not a twinfer Tensor:
+    one whose readiness only DLPack's stream protocol can tell."""
+    return not isinstance(x, Tensor) and is_device_array(x)
+
+
 def is_device_array(x) -> bool:
     """True for an array in GPU (or simulated device) memory that exports DLPack."""
     if isinstance(x, Tensor):

@@ -33,6 +33,10 @@ class Tensor:
         """
         The items of a sequence (an optional: none or one; a map: its keys and its values).
         """
+    def _mark_ready_on(self, stream: ...) -> None:
+        """
+        Marks the tensor ready at the point `stream` has reached now: an array a framework exported for that stream (DLPack), which runs on other streams then wait for.
+        """
     def _view_as(self, dtype: str) -> Tensor:
         ...
     def cpu(self) -> Tensor:
@@ -263,6 +267,11 @@ class GroupGraph:
     @property
     def device(self) -> str:
         ...
+    @property
+    def stream(self) -> Stream:
+        """
+        The group's stream: graphs launch there; inputs are read in its order.
+        """
 def _test_activation(arg0: str, arg1: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]) -> list[float]:
     ...
 def _test_broadcast_offsets(arg0: collections.abc.Sequence[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> tuple[int, list[list[int]]]:

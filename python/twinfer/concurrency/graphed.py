@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .. import _core
-from .._convert import as_tensor, is_device_array
+from .._convert import as_tensor, is_device_array, is_foreign_device_array
+from .._streams import stream_handle
 from ..errors import InvalidArgumentError
 from ._links import ITEM, static_sources
 
@@ -67,10 +68,17 @@ class _Graphed:
         return total
 
     @staticmethod
-    def _tensor(x, dtype, what: str):
+    def _tensor(group, x, dtype, what: str):
+        """An input for `group`: a framework's device array is exported for the
+        group's stream (DLPack orders it after the producer's writes) and
+        marked ready there, for the members' streams when they run eagerly."""
         if x is None:
             raise InvalidArgumentError(f"missing input {what}")
-        return as_tensor(x, dtype)
+        if not is_foreign_device_array(x):  # host arrays; twinfer tensors carry their ready event
+            return as_tensor(x, dtype)
+        t = as_tensor(x, dtype, stream_handle(group.stream))
+        t._mark_ready_on(group.stream)
+        return t
 
 
 class GraphedParallel(_Graphed):
@@ -105,9 +113,9 @@ class GraphedParallel(_Graphed):
                 src.append((-1, keys.index(key)))
             sources.append(src)
         values = [per[j].get(s.name) for j, s in owner.values()]
-        tensors = [self._tensor(v, s.dtype, f"{s.name!r} of member '{ms[j].name}'")
-                   for v, (j, s) in zip(values, owner.values())]
         group = self._group(("shared" if shared else "each", tuple(keys)), sources, len(keys))
+        tensors = [self._tensor(group, v, s.dtype, f"{s.name!r} of member '{ms[j].name}'")
+                   for v, (j, s) in zip(values, owner.values())]
         outs = group.run(tensors, _host(values))
         return [dict(zip((s.name for s in m.engine.outputs), o)) for m, o in zip(ms, outs)]
 
@@ -131,7 +139,7 @@ class GraphedPipeline(_Graphed):
             raise InvalidArgumentError("an item must be a dict of inputs")
         dtypes = {s.name: s.dtype for m in self._members for s in m.engine.inputs}
         values = [item.get(n) for n in self._item_names]
-        tensors = [self._tensor(v, dtypes[n], repr(n)) for n, v in zip(self._item_names, values)]
         group = self._group("item", self._sources, len(self._item_names))
+        tensors = [self._tensor(group, v, dtypes[n], repr(n)) for n, v in zip(self._item_names, values)]
         outs = group.run(tensors, _host(values))
         return dict(zip((s.name for s in self._members[-1].engine.outputs), outs[-1]))

@@ -25,7 +25,8 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 
-from .._convert import as_tensor
+from .._convert import as_tensor, is_foreign_device_array
+from .._streams import stream_handle
 from ..errors import InvalidArgumentError
 from ._members import Member, Span, parse_members, weight_sharing
 
@@ -77,12 +78,17 @@ class Parallel:
         feeds = list(feeds)
         if len(feeds) != len(self.members):
             raise InvalidArgumentError(f"{len(feeds)} feed dicts for {len(self.members)} members")
-        converted: dict[int, tuple] = {}  # id(array) -> (array, tensor): the array is held, so ids stay unique
+        # (id(array), stream) -> (array, tensor): the array is held, so ids stay unique
+        converted: dict[tuple, tuple] = {}
 
-        def tensor(x, dtype):
-            hit = converted.get(id(x))
+        def tensor(x, dtype, stream):
+            # A framework's device array is exported for the stream that will
+            # read it (DLPack: its producer makes that stream wait for its
+            # pending writes), so once per member stream; host arrays once.
+            key = (id(x), stream if stream is not None and is_foreign_device_array(x) else None)
+            hit = converted.get(key)
             if hit is None:
-                hit = converted[id(x)] = (x, as_tensor(x, dtype))
+                hit = converted[key] = (x, as_tensor(x, dtype, key[1]))
             return hit[1]
 
         out = []
@@ -90,7 +96,8 @@ class Parallel:
             if not isinstance(f, Mapping):
                 raise InvalidArgumentError(f"member '{m.name}': feeds must be a dict, got {type(f).__name__}")
             dtypes = {s.name: s.dtype for s in m.engine.inputs}
-            out.append({k: tensor(v, dtypes.get(k)) for k, v in f.items()})
+            stream = stream_handle(m.stream)
+            out.append({k: tensor(v, dtypes.get(k), stream) for k, v in f.items()})
         return out
 
     # -- running -----------------------------------------------------------

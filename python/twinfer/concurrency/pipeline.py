@@ -50,7 +50,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 
-from .._convert import is_device_array
+from .._convert import as_tensor, is_device_array, is_foreign_device_array
+from .._streams import stream_handle
 from ..errors import InvalidArgumentError
 from ._links import feeds_for, parse_links
 from ._members import Member, parse_members, weight_sharing
@@ -117,6 +118,7 @@ class Pipeline:
         return clock.time(m, index, phase, lambda: m.run_engine(feeds, outputs), feeds.values())
 
     def _submit(self, item, clock=None, index: int = 0) -> Future:
+        item = self._export_device_arrays(item)
         final: Future = Future()
         final.set_running_or_notify_cancel()
         results: list = []
@@ -141,6 +143,24 @@ class Pipeline:
 
         advance(0)
         return final
+
+    def _export_device_arrays(self, item):
+        """A framework's device arrays in the item, taken here, on the caller's
+        thread, for the first stage's stream: DLPack orders that stream after
+        the producer's pending writes on *this* thread's current stream (a
+        stage's worker thread has another), and every later stage is ordered
+        after the first one."""
+        first = self.members[0]
+        if not isinstance(item, Mapping) or first.engine is None or first.stream is None:
+            return item
+        stream = stream_handle(first.stream)
+        out = {}
+        for k, v in item.items():
+            if is_foreign_device_array(v):  # (a twinfer tensor carries its own ready event)
+                v = as_tensor(v, None, stream)
+                v._mark_ready_on(first.stream)  # a later stage reading it waits for that point too
+            out[k] = v
+        return out
 
     def submit(self, item) -> Future:
         """Send one item through all stages; a Future of the last stage's result."""
