@@ -1,41 +1,52 @@
 #!/usr/bin/env bash
-# One command for a GPU machine: build with every core, run the `cuda` tests
-# (each test file in its own process, so a sticky CUDA error only ends its
-# own file), compute-sanitizer memcheck on our kernels with small shapes, the
-# GPU benchmarks, then a short table (tools/gpu_summary.py).
+# One command for a GPU machine: build with every core, check the build is a
+# working CUDA one, run the `cuda` tests (each test file in its own process,
+# so a sticky CUDA error only ends its own file), the GPU benchmarks,
+# compute-sanitizer memcheck on our kernels with small shapes, then a short
+# table (tools/gpu_summary.py).
 #
-#   tools/gpu_check.sh                 # all phases: build test sanitize bench
-#   tools/gpu_check.sh build test      # some of them (a warm machine keeps the build)
-#   phases: build test sanitize bench (= bench_runtime bench_dual bench_quant)
+#   tools/gpu_check.sh                 # all steps: build test bench sanitize
+#   tools/gpu_check.sh build bench     # some of them
+#   steps: build test bench (= bench_runtime bench_dual bench_quant) sanitize
 #
-# The device tool allows 600 s a command and brings back 8 files from $OUT:
-# the script stops starting work GPU_CHECK_BUDGET seconds (default 570) after
-# it began, cuts each step's timeout to what is left, and writes its logs to
-# $WORK (kept on a warm machine, so a second call continues the first),
-# packed after every phase into $OUT/gpu_check_logs.tar.gz beside
-# phases.log, summary.txt and the timeline. A plan for one session:
-#   run 1: tools/gpu_check.sh build test       run 2 (within 30 s): sanitize bench
+# The device tool allows 600 s a command, keeps a machine warm 30 s after a
+# call, and brings back 8 files from $OUT. So the script
+#   - stops starting work GPU_CHECK_BUDGET seconds (default 570) after it
+#     began and cuts each step's timeout to what is left;
+#   - keeps its logs in $WORK and marks each finished step ($WORK/done/):
+#     a second call on the warm machine skips what is done and goes on;
+#   - builds whenever twinfer does not import (a fresh machine), whatever
+#     steps were asked for, and refuses to go on with a build that has no
+#     working CUDA backend (every cuda test would skip: a false green);
+#   - packs the logs after every step into $OUT/gpu_check_logs.tar.gz, beside
+#     phases.log, summary.txt, env.txt and the timeline.
+# A session's plan (30 min of device time): call 1 `build test`, call 2 at
+# once `bench`, call 3 `test bench sanitize` for whatever is left.
 #
 # The GPU machine has no network: run tools/gpu_wheels.sh on the development
-# machine first and carry .whl (run(carry=[".whl"], ...)). Record the run in
-# docs/gpu-runs/ (commit, GPU, driver, the table).
+# machine first and carry .whl and .gpu_commit (run(carry=[".whl", ".gpu_commit"])).
+# Record the run in docs/gpu-runs/ (commit, GPU, driver, the table).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
 WORK=${WORK:-/tmp/gpu-check}
-mkdir -p "$OUT" "$WORK"
-export PYTHONUNBUFFERED=1
+mkdir -p "$OUT" "$WORK/done"
+export PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INDEX=1
 PY=${PYTHON:-python3}
-phases=${*:-build test sanitize bench}
+steps=${*:-build test bench sanitize}
 deadline=$(( $(date +%s) + ${GPU_CHECK_BUDGET:-570} ))
 stamp() { echo "[gpu_check] $(date +%H:%M:%S) $*" | tee -a "$WORK/phases.log"; }
-has() { [[ " $phases " == *" $1 "* ]] || { [[ $1 == bench_* ]] && [[ " $phases " == *" bench "* ]]; }; }
-# within SECONDS CMD...: CMD under `timeout`, cut to the time left before the
-# deadline (15 s kept for packing); not started at all when under 20 s are left.
+wants() { [[ " $steps " == *" $1 "* ]] || { [[ $1 == bench_* ]] && [[ " $steps " == *" bench "* ]]; }; }
+done_already() { [ -f "$WORK/done/$1" ]; }
+mark_done() { touch "$WORK/done/$1"; }
+left() { echo $(( deadline - $(date +%s) - 15 )); }  # 15 s kept for packing
+# within SECONDS CMD...: CMD under `timeout`, cut to the time left. SIGINT
+# first, so pytest still writes its JUnit file for the tests that finished.
+# Not started (exit 124, noted) when under 20 s are left.
 within() {
-  local want=$1 left=$(( deadline - $(date +%s) - 15 )); shift
-  if [ $left -lt 20 ]; then echo "skipped, out of time: $*" >> "$WORK/phases.log"; return 124; fi
-  timeout $(( want < left ? want : left )) "$@"
+  local want=$1 l; l=$(left); shift
+  if [ "$l" -lt 20 ]; then echo "skipped, out of time: $*" >> "$WORK/phases.log"; return 124; fi
+  timeout -s INT -k 15 $(( want < l ? want : l )) "$@"
 }
 # What comes back: the logs packed, and the few files read first.
 pack() {
@@ -43,6 +54,10 @@ pack() {
   for f in phases.log summary.txt env.txt dual_timeline.png; do [ -f "$WORK/$f" ] && cp "$WORK/$f" "$OUT/"; done
   return 0
 }
+# pytest's per-test limit where the image has pytest-timeout: a hung test
+# fails alone instead of eating its file's whole budget.
+pytest_limits=(-o faulthandler_timeout=60)
+$PY -c "import pytest_timeout" 2>/dev/null && pytest_limits+=(--timeout=120)
 
 {
   nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
@@ -52,70 +67,117 @@ pack() {
 } > "$WORK/env.txt" 2>&1
 cat "$WORK/env.txt"
 
-if has build; then
+# ---- build (always on a machine where twinfer does not import yet) --------------
+if wants build || ! (cd /tmp && $PY -c "import twinfer" 2>/dev/null); then
   stamp "build"
   if compgen -G ".whl/*.whl" > /dev/null; then
-    $PY -m pip install -q --no-index --no-deps --no-compile .whl/*.whl >> "$WORK/build.log" 2>&1
+    $PY -m pip install -q --no-deps --no-compile .whl/*.whl >> "$WORK/build.log" 2>&1
   fi
   # All cores, sm_90 only; --no-build-isolation: the machine has the build
   # requirements installed and no network to fetch them. pyproject's
-  # build-dir (build/, kept on a warm machine): a second build recompiles only
-  # what changed.
+  # build-dir (build/, kept on a warm machine): a rebuild compiles only what changed.
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) TWINFER_CUDA=ON CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90" \
     within 540 $PY -m pip install --no-build-isolation --no-deps -v . >> "$WORK/build.log" 2>&1
   rc=$?
   stamp "build exit $rc"
   [ $rc -eq 0 ] || { tail -40 "$WORK/build.log"; pack; exit $rc; }
-  (cd /tmp && $PY -c "import twinfer, json; print(json.dumps({k: v for k, v in twinfer.build_info().items() if k != 'ops'}))") \
-    > "$WORK/build_info.json" 2>&1
+  # A build whose CUDA backend cannot run (no GPU seen, cuBLASLt / cuDNN not
+  # found, a missing symbol) would skip every cuda test or run the models on
+  # the CPU: stop here, saying which.
+  (cd /tmp && $PY - > "$WORK/build_info.json" 2>&1) <<'EOF'
+import json, sys
+import twinfer
+from twinfer import _core
+info = {k: v for k, v in twinfer.build_info().items() if k != "ops"}
+print(json.dumps(info, default=str))
+problems = []
+if not twinfer.cuda_available():
+    problems.append("twinfer.cuda_available() is False")
+why = info.get("cuda_libraries") or {}  # why a library was not found
+for lib in ("cublaslt", "cudnn"):
+    if not info.get(lib):
+        problems.append(f"{lib} not loaded: {why.get('cublasLt' if lib == 'cublaslt' else lib, '?')}")
+for op in ("Conv", "MatMul", "Gemm"):
+    if op not in (info.get("cuda_ops") or []):
+        problems.append(f"no CUDA kernel registered for {op}")
+symbols = _core.cuda_symbol_problems()
+if symbols:
+    problems.append(f"missing CUDA symbols: {symbols}")
+for p in problems:
+    print("BUILD NOT USABLE:", p)
+sys.exit(1 if problems else 0)
+EOF
+  rc=$?
   cat "$WORK/build_info.json"
+  stamp "build check exit $rc"
+  [ $rc -eq 0 ] || { pack; exit 3; }
   pack
 fi
 
-if has test; then
+# ---- the cuda tests ---------------------------------------------------------------
+if wants test; then
   stamp "cuda tests"
-  # Every test file with a cuda test, one process each; a file with a JUnit
-  # file from an earlier call on this machine is not run again.
-  for f in $(grep -l "mark.cuda\b" tests/test_*.py); do
+  # Every file with a cuda test, as pytest sees them (the conftest `device`
+  # fixture marks its cuda param too), one process each; a file with a
+  # JUnit file from an earlier call on this machine is not run again.
+  files=$(cd . && $PY -m pytest --collect-only -q -m cuda -p no:cacheprovider tests 2>/dev/null | grep '::' \
+          | cut -d: -f1 | sort -u)
+  [ -n "$files" ] || echo "no cuda tests collected (see: pytest --collect-only -m cuda tests)" >> "$WORK/phases.log"
+  for f in $files; do
     name=$(basename "$f" .py)
     [ -f "$WORK/$name.xml" ] && continue
-    within 300 $PY -m pytest -q -m cuda -p no:cacheprovider "$f" --junitxml="$WORK/$name.xml" > "$WORK/$name.log" 2>&1
+    [ "$(left)" -lt 20 ] && { echo "skipped, out of time: $name" >> "$WORK/phases.log"; continue; }
+    # test_models exports ten models (dynamo ones too): it gets more time.
+    budget=300; [ "$name" = test_models ] && budget=540
+    within $budget $PY -m pytest -q -m cuda -p no:cacheprovider "${pytest_limits[@]}" "$f" \
+      --junitxml="$WORK/$name.xml" > "$WORK/$name.log" 2>&1
     echo "$name exit $?" >> "$WORK/phases.log"
   done
   pack
 fi
 
-if has sanitize; then
+# ---- benchmarks (each part once per machine) ---------------------------------------
+bench() {  # bench NAME SECONDS CMD...: a part, its exit code logged, done when it exits 0
+  local name=$1 secs=$2; shift 2
+  done_already "$name" && return 0
+  [ "$(left)" -lt 20 ] && { echo "skipped, out of time: $name" >> "$WORK/phases.log"; return 0; }
+  within "$secs" "$@" > "$WORK/$name.log" 2>&1
+  local rc=$?
+  echo "$name exit $rc" >> "$WORK/phases.log"
+  [ $rc -eq 0 ] && mark_done "$name"
+  pack
+}
+if wants bench_runtime; then
+  stamp "benchmarks: runtime overhead, GPU runtime, against PyTorch eager"
+  bench bench_overhead 120 $PY benchmarks/overhead.py --devices cpu cuda
+  bench bench_gpu_runtime 180 $PY benchmarks/gpu_runtime.py
+  # The full comparison with torch.compile takes longer: run it on its own
+  # (python benchmarks/gpu_vs_torch.py); here the eager peers only.
+  bench bench_gpu_vs_torch 300 $PY benchmarks/gpu_vs_torch.py --no-compile --iterations 20
+fi
+if wants bench_dual; then
+  # Two models at once (issue 13): pairs, one graph, torch two-stream, priorities; one timeline.
+  stamp "benchmarks: two models at once"
+  (cd benchmarks && bench bench_dual_model 300 $PY dual_model.py --device cuda --no-compile --iterations 50 \
+    --json "$WORK/dual_model_cuda.json" --plot "$WORK/dual_timeline.png")
+fi
+if wants bench_quant; then
+  # INT8 / FP8 against FP16 (issue 14): ResNet-50 b256, EfficientNet-Lite0, BERT-base b64, MiniLM.
+  stamp "benchmarks: int8 / fp8"
+  (cd benchmarks && bench bench_quantization 300 $PY quantization.py --device cuda --iterations 20 \
+    --json "$WORK/quantization_cuda.json")
+fi
+
+# ---- compute-sanitizer last: the slowest per test, and the least likely to fit ------
+if wants sanitize && ! done_already sanitize; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   stamp "compute-sanitizer memcheck (our kernels: namespace twinfer_gpu)"
   within 240 "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 --kernel-name kns=twinfer_gpu \
-    $PY -m pytest -q -m cuda -p no:cacheprovider tests/test_device_kernels.py tests/test_device_runtime.py \
+    $PY -m pytest -q -x -m cuda -p no:cacheprovider tests/test_device_kernels.py \
     -k "not 2_to_the_31 and not out_of_memory" > "$WORK/memcheck.log" 2>&1
-  echo "memcheck exit $?" >> "$WORK/phases.log"
-  pack
-fi
-
-if has bench_runtime; then
-  stamp "benchmarks: runtime overhead, GPU runtime, against PyTorch eager"
-  within 120 $PY benchmarks/overhead.py --devices cpu cuda > "$WORK/bench_overhead.log" 2>&1
-  within 180 $PY benchmarks/gpu_runtime.py > "$WORK/bench_gpu_runtime.log" 2>&1
-  # The full comparison with torch.compile takes longer: run it on its own
-  # (python benchmarks/gpu_vs_torch.py); here the eager peers only.
-  within 300 $PY benchmarks/gpu_vs_torch.py --no-compile --iterations 20 > "$WORK/bench_gpu_vs_torch.log" 2>&1
-  pack
-fi
-if has bench_dual; then
-  # Two models at once (issue 13): pairs, one graph, torch two-stream, priorities; one timeline.
-  stamp "benchmarks: two models at once"
-  (cd benchmarks && within 300 $PY dual_model.py --device cuda --no-compile --iterations 50 \
-    --json "$WORK/dual_model_cuda.json" --plot "$WORK/dual_timeline.png") > "$WORK/bench_dual_model.log" 2>&1
-  pack
-fi
-if has bench_quant; then
-  # INT8 / FP8 against FP16 (issue 14): ResNet-50 b256, EfficientNet-Lite0, BERT-base b64, MiniLM.
-  stamp "benchmarks: int8 / fp8"
-  (cd benchmarks && within 300 $PY quantization.py --device cuda --iterations 20 \
-    --json "$WORK/quantization_cuda.json") > "$WORK/bench_quantization.log" 2>&1
+  rc=$?
+  echo "memcheck exit $rc" >> "$WORK/phases.log"
+  [ $rc -eq 0 ] && mark_done sanitize
   pack
 fi
 

@@ -44,11 +44,17 @@ def main(out: Path) -> int:
         totals = [totals[0] + p, totals[1] + f, totals[2] + s]
         failures += first
     logs = {x.stem for x in out.glob("test_*.xml")}
+    not_run = []
     for log in sorted(out.glob("test_*.log")):
-        if log.stem not in logs:  # a process killed before writing its JUnit file
-            rows.append((log.stem, 0, 1, 0))
-            totals[1] += 1
-            failures.append(f"{log.stem}: no JUnit file; log tail: {log.read_text()[-300:]!r}")
+        if log.stem in logs:
+            continue
+        text = log.read_text()
+        if not text.strip():  # never started (out of time) or killed before printing
+            not_run.append(log.stem)
+            continue
+        rows.append((log.stem, 0, 1, 0))  # a process killed before writing its JUnit file
+        totals[1] += 1
+        failures.append(f"{log.stem}: no JUnit file; log tail: {text[-300:]!r}")
     if rows:
         print(f"\n{'cuda tests':<28} {'passed':>7} {'failed':>7} {'skipped':>8}")
         for name, p, f, s in rows:
@@ -56,15 +62,29 @@ def main(out: Path) -> int:
         print(f"{'total':<28} {totals[0]:>7} {totals[1]:>7} {totals[2]:>8}")
     for line in failures:
         print("  FAILED", line)
+    if not_run:
+        print("  not run (out of time?):", ", ".join(not_run))
+    phases = out / "phases.log"
+    if phases.exists():
+        skipped = [ln for ln in phases.read_text().splitlines() if ln.startswith("skipped, out of time")]
+        exits = [ln for ln in phases.read_text().splitlines() if ln.startswith(("bench_", "memcheck")) and " exit " in ln]
+        if exits:
+            print("\nexit codes: " + "; ".join(exits))
+        if skipped:
+            print(f"{len(skipped)} step(s) skipped for time (phases.log)")
     san = out / "memcheck.log"
     if san.exists():
         text = san.read_text()
         m = re.search(r"ERROR SUMMARY: (\d+) errors?", text)
         print(f"\ncompute-sanitizer memcheck: {m.group(0) if m else 'no summary line (see memcheck.log)'}")
     for bench in sorted(out.glob("bench_*.log")):
-        lines = [ln for ln in bench.read_text().splitlines() if ln and not ln.startswith("{")]
+        all_lines = [ln for ln in bench.read_text().splitlines() if ln]
+        # The tables, not the per-row JSON the benchmarks also print; but when
+        # a benchmark died before its table, its JSON rows are all there is.
+        table = [ln for ln in all_lines if not ln.startswith("{")]
+        lines = table if len(table) >= 3 else all_lines
         print(f"\n{bench.stem}:")
-        print("\n".join(lines[-26:]))
+        print("\n".join(lines[-26:]) if lines else "  (empty log: not run, or killed before printing)")
     print(f"\nTOTAL cuda tests: {totals[0]} passed, {totals[1]} failed")
     return 1 if totals[1] else 0
 

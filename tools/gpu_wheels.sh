@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run HERE (the development machine, which reaches PyPI) before a GPU run: the
 # GPU machine has no network, and lacks the wheels twinfer builds against
-# (oneDNN) and a few test extras. They go into .whl/ (kept out of git by
-# .git/info/exclude), which the device tool carries: run(carry=[".whl"]).
+# (oneDNN) and a few test extras. They go into .whl/ (ignored by .gitignore),
+# which the device tool carries: run(carry=[".whl", ".gpu_commit"]). Also
+# writes .gpu_commit (the machine receives the working tree without .git).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+git rev-parse HEAD > .gpu_commit
 mkdir -p .whl
 get() {
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
