@@ -235,14 +235,18 @@ class Load:
         self.run, self.sync = run, sync
         self.stop = threading.Event()
         self.calls = 0
+        self.error: BaseException | None = None
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def loop(self):
-        while not self.stop.is_set():
-            self.run()
-            self.run()
-            self.sync()
-            self.calls += 2
+        try:
+            while not self.stop.is_set():
+                self.run()
+                self.run()
+                self.sync()
+                self.calls += 2
+        except BaseException as e:  # noqa: BLE001 - raised in __exit__: "loaded" must not mean "idle"
+            self.error = e
 
     def __enter__(self):
         self.thread.start()
@@ -252,6 +256,9 @@ class Load:
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
+        if self.error is not None and exc[0] is None:
+            raise RuntimeError(f"the low-priority load failed, so the loaded figures would be idle ones: "
+                               f"{type(self.error).__name__}: {self.error}") from self.error
 
 
 def event_latencies_ms(run, stream_record, n: int) -> list[float]:
@@ -279,6 +286,13 @@ def priority_rows(folder: Path, args) -> list[dict]:
     rows = []
 
     def measure(label, hi_ctx, lo_ctx):
+        try:
+            measure_one(label, hi_ctx, lo_ctx)
+        except Exception as e:  # noqa: BLE001 - the other settings are still measured
+            rows.append({"scenario": f"priority: {label}", "skipped": f"{type(e).__name__}: {e}"})
+            print(json.dumps(rows[-1]), flush=True)
+
+    def measure_one(label, hi_ctx, lo_ctx):
         run_hi = lambda: hi.run(x_hi, context=hi_ctx, stream=hi_ctx.stream, outputs="device")  # noqa: E731
         rec = hi_ctx.stream.record
         for _ in range(10):
@@ -313,7 +327,8 @@ def priority_rows(folder: Path, args) -> list[dict]:
                 m_hi(xh)
 
         def run_lo():
-            with torch.cuda.stream(s_lo):
+            # inference_mode is per thread: the load thread sets its own.
+            with torch.inference_mode(), torch.cuda.stream(s_lo):
                 m_hi(xl)
 
         def torch_lat(n):
@@ -359,11 +374,15 @@ def run(args, folder: Path) -> dict:
             continue
         try:
             rows.append(pair_rows(name, kind, models, folder, args))
-        except twinfer.Error as e:
+        except Exception as e:  # noqa: BLE001 - one scenario's failure must not cost the others' figures
             rows.append({"scenario": name, "skipped": f"{type(e).__name__}: {e}"})
         print(json.dumps(rows[-1], default=str), flush=True)
     if not args.only or "priority" in args.only:
-        rows += priority_rows(folder, args)
+        try:
+            rows += priority_rows(folder, args)
+        except Exception as e:  # noqa: BLE001
+            rows.append({"scenario": "priority", "skipped": f"{type(e).__name__}: {e}"})
+            print(json.dumps(rows[-1], default=str), flush=True)
 
     cols = ["twinfer serial ms", "twinfer together ms", "twinfer overlap", "twinfer graph ms", "twinfer graph overlap",
             "torch eager two streams ms", "torch eager overlap", "torch.compile two streams ms", "torch.compile overlap"]

@@ -106,28 +106,40 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     rows = []
     folder = Path(tempfile.mkdtemp(prefix="twinfer-gpu-bench-"))
+    failed = []  # (model, what failed): one model's failure must not cost the others' figures
     for name in args.models:
-        module, example, names, dyn = build(name)
-        path = folder / f"{name}.onnx"
-        torch.onnx.export(module, example, str(path), dynamo=False, input_names=names, output_names=["output"],
-                          dynamic_axes=dyn, opset_version=17)
-        gpu_module = module.cuda().half()  # the peers run fp16 (the fastest PyTorch setting users pick)
-        engines = {p: twinfer.load(path, device="cuda", precision=p) for p in ("fp32", "fp16", "bf16")}
-        compiled = torch.compile(gpu_module, mode="max-autotune") if args.compile else None
+        try:
+            module, example, names, dyn = build(name)
+            path = folder / f"{name}.onnx"
+            torch.onnx.export(module, example, str(path), dynamo=False, input_names=names, output_names=["output"],
+                              dynamic_axes=dyn, opset_version=17)
+            gpu_module = module.cuda().half()  # the peers run fp16 (the fastest PyTorch setting users pick)
+            engines = {p: twinfer.load(path, device="cuda", precision=p) for p in ("fp32", "fp16", "bf16")}
+            compiled = torch.compile(gpu_module, mode="max-autotune") if args.compile else None
+        except Exception as e:  # noqa: BLE001
+            failed.append((name, f"{type(e).__name__}: {e}"))
+            print(json.dumps({"model": name, "error": failed[-1][1]}), flush=True)
+            continue
         for b in args.batches:
             batch = LARGE[name] if b == "large" else int(b)
             x = inputs_for(name, batch, "cuda")
             x16 = tuple(t.half() if t.is_floating_point() else t for t in x)
             result = {"model": name, "batch": batch}
-            with torch.inference_mode():
-                result["torch eager fp16"] = time_cuda(lambda: gpu_module(*x16), args.iterations, args.warmup)
-                if compiled is not None:
-                    result["torch.compile fp16"] = time_cuda(lambda: compiled(*x16), args.iterations, args.warmup)
-            for p, e in engines.items():
-                feeds = dict(zip(names, x))
-                result[f"twinfer {p}"] = time_cuda(lambda: e.run(feeds), args.iterations, args.warmup)
-                placed = e.kernel_report({n: tuple(t.shape) for n, t in feeds.items()})
-                result[f"twinfer {p} cpu nodes"] = sum(r.backend == "cpu" for r in placed)
+            try:
+                with torch.inference_mode():
+                    result["torch eager fp16"] = time_cuda(lambda: gpu_module(*x16), args.iterations, args.warmup)
+                    if compiled is not None:
+                        result["torch.compile fp16"] = time_cuda(lambda: compiled(*x16), args.iterations,
+                                                                 args.warmup)
+                for p, e in engines.items():
+                    feeds = dict(zip(names, x))
+                    result[f"twinfer {p}"] = time_cuda(lambda: e.run(feeds), args.iterations, args.warmup)
+                    placed = e.kernel_report({n: tuple(t.shape) for n, t in feeds.items()})
+                    result[f"twinfer {p} cpu nodes"] = sum(r.backend == "cpu" for r in placed)
+            except Exception as e:  # noqa: BLE001
+                failed.append((f"{name} b{batch}", f"{type(e).__name__}: {e}"))
+                print(json.dumps({"model": name, "batch": batch, "error": failed[-1][1]}), flush=True)
+                continue
             rows.append(result)
             print(json.dumps(result), flush=True)
     peers_cols = [c for c in ("torch eager fp16", "torch.compile fp16") if any(c in r for r in rows)]
@@ -140,8 +152,10 @@ def main() -> None:
         print(f"{r['model']:<16} {r['batch']:>5} {cells} {best / r['twinfer fp16']:>19.2f}x "
               f"{r['batch'] / r['twinfer fp16'] * 1e3:>13.0f}")
     info = {k: v for k, v in twinfer.build_info().items() if k in ("cuda_runtime", "cublaslt", "cudnn", "version")}
+    for what, why in failed:
+        print(f"FAILED {what}: {why}")
     summary = {"benchmark": "gpu_vs_torch", "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-               "twinfer": info, "rows": rows}
+               "twinfer": info, "rows": rows, "failed": failed}
     print(json.dumps(summary))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))

@@ -44,15 +44,16 @@ def export_resnet50(folder: Path):
     import torchvision
 
     torch.manual_seed(0)
+    net = torchvision.models.resnet50().eval()
     path = folder / "resnet50.onnx"
-    torch.onnx.export(torchvision.models.resnet50().eval(), (torch.randn(1, 3, 224, 224),), str(path),
+    torch.onnx.export(net, (torch.randn(1, 3, 224, 224),), str(path),
                       dynamo=False, input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}}, opset_version=17)
 
     def feeds(batch, rng):
         return {"input": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
 
-    return path, feeds, torchvision.models.resnet50().eval()
+    return path, feeds, net  # the exported network (its PyTorch rows compare the same weights)
 
 
 def export_efficientnet_lite0(folder: Path):

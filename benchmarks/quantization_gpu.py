@@ -85,53 +85,59 @@ def run(args) -> int:
     for name, (export, batch, classifier) in _models().items():
         if args.only and not any(s in name for s in args.only.split(",")):
             continue
-        made = export(folder)
-        if made is None:
-            print(f"{name}: its packages are not installed, skipped", flush=True)
-            continue
-        path, feeds_fn, module, real = made
-        samples = [feeds_fn(CALIBRATION_BATCH, rng) for _ in range(4)]
-        feeds_np = feeds_fn(batch, rng)
-        feeds = {k: torch.from_numpy(v).cuda() for k, v in feeds_np.items()}
-        engines = {"fp32": twinfer.load(path, device="cuda"), "fp16": twinfer.load(path, device="cuda", precision="fp16")}
-        for p in ("int8", "fp8"):
-            try:
-                engines[p] = twinfer.load(path, device="cuda", precision=p, calibration=samples, progress=False)
-            except twinfer.Error as e:  # fp8 before Ada, say
-                print(f"{name} {p}: {e}", flush=True)
-        ref = engines["fp32"].run(feeds_np)
-        ref = ref[next(iter(ref))].numpy()
-        shapes = {k: v.shape for k, v in feeds_np.items()}
-        base = None
-        for p, e in engines.items():
-            ms = time_cuda(lambda e=e: e.run(feeds), args.iterations, 5)
-            out = e.run(feeds_np)
-            placed = e.kernel_report(shapes)
-            row = {"model": name, "batch": batch, "real_weights": real, "config": f"twinfer {p}", "ms": ms,
-                   "items_per_s": batch * 1e3 / ms, "cpu_nodes": sum(r.backend == "cpu" for r in placed),
-                   **_accuracy(out[next(iter(out))].numpy(), ref, classifier)}
-            if p == "fp16":
-                base = ms
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        with torch.inference_mode():
-            m16 = module.cuda().half()
-            args16 = tuple(v.half() if v.is_floating_point() else v for v in feeds.values())
-            ms = time_cuda(lambda: m16(*args16), args.iterations, 5)
-            out = m16(*args16)
-            out = (out[0] if isinstance(out, (tuple, list)) else out).float().cpu().numpy()
-        rows.append({"model": name, "batch": batch, "real_weights": real, "config": "torch eager fp16", "ms": ms,
-                     "items_per_s": batch * 1e3 / ms, "cpu_nodes": 0, **_accuracy(out, ref, classifier)})
-        print(json.dumps(rows[-1]), flush=True)
-        for r in rows:
-            if r["model"] == name:
-                r["speedup_vs_twinfer_fp16"] = base / r["ms"] if base else None
-        del engines, module, m16
+        try:
+            made = export(folder)
+            if made is None:
+                print(f"{name}: its packages are not installed, skipped", flush=True)
+                continue
+            path, feeds_fn, module, real = made
+            samples = [feeds_fn(CALIBRATION_BATCH, rng) for _ in range(4)]
+            feeds_np = feeds_fn(batch, rng)
+            feeds = {k: torch.from_numpy(v).cuda() for k, v in feeds_np.items()}
+            engines = {"fp32": twinfer.load(path, device="cuda"), "fp16": twinfer.load(path, device="cuda", precision="fp16")}
+            for p in ("int8", "fp8"):
+                try:
+                    engines[p] = twinfer.load(path, device="cuda", precision=p, calibration=samples, progress=False)
+                except twinfer.Error as e:  # fp8 before Ada, say
+                    print(f"{name} {p}: {e}", flush=True)
+            ref = engines["fp32"].run(feeds_np)
+            ref = ref[next(iter(ref))].numpy()
+            shapes = {k: v.shape for k, v in feeds_np.items()}
+            base = None
+            for p, e in engines.items():
+                ms = time_cuda(lambda e=e: e.run(feeds), args.iterations, 5)
+                out = e.run(feeds_np)
+                placed = e.kernel_report(shapes)
+                row = {"model": name, "batch": batch, "real_weights": real, "config": f"twinfer {p}", "ms": ms,
+                       "items_per_s": batch * 1e3 / ms, "cpu_nodes": sum(r.backend == "cpu" for r in placed),
+                       **_accuracy(out[next(iter(out))].numpy(), ref, classifier)}
+                if p == "fp16":
+                    base = ms
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            with torch.inference_mode():
+                m16 = module.cuda().half()
+                args16 = tuple(v.half() if v.is_floating_point() else v for v in feeds.values())
+                ms = time_cuda(lambda: m16(*args16), args.iterations, 5)
+                out = m16(*args16)
+                out = (out[0] if isinstance(out, (tuple, list)) else out).float().cpu().numpy()
+            rows.append({"model": name, "batch": batch, "real_weights": real, "config": "torch eager fp16", "ms": ms,
+                         "items_per_s": batch * 1e3 / ms, "cpu_nodes": 0, **_accuracy(out, ref, classifier)})
+            print(json.dumps(rows[-1]), flush=True)
+            for r in rows:
+                if r["model"] == name:
+                    r["speedup_vs_twinfer_fp16"] = base / r["ms"] if base else None
+        except Exception as e:  # noqa: BLE001 - one model's failure must not cost the others' figures
+            rows.append({"model": name, "batch": batch, "error": f"{type(e).__name__}: {e}"})
+            print(json.dumps(rows[-1]), flush=True)
         torch.cuda.empty_cache()
 
     print(f"\n| model | batch | weights | config | ms | items/s | x fp16 | cosine mean / min | top-1 = fp32 | CPU nodes |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
+        if "error" in r:
+            print(f"| {r['model']} | {r['batch']} | - | failed: {r['error'][:120]} | | | | | | |")
+            continue
         top1 = f"{r['top1_agree']:.1%}" if "top1_agree" in r else "-"
         sp = f"{r['speedup_vs_twinfer_fp16']:.2f}" if r.get("speedup_vs_twinfer_fp16") else "-"
         print(f"| {r['model']} | {r['batch']} | {'real' if r['real_weights'] else 'random'} | {r['config']} | "

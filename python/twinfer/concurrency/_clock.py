@@ -113,14 +113,24 @@ class DeviceClock(HostClock):
             sel = [s for s in spans if s.phase == phase]
             if sel:
                 extents[phase] = (min(s.start for s in sel), max(s.end for s in sel))
+        runs: dict[str, list[Span]] = {}
+        for s in spans:
+            runs.setdefault(s.member, []).append(s)
         out = []
         for name, key, start_ns, end_ns in raw:
             t0 = (start_ns - self._trace_origin_ns) / 1e9
             t1 = (end_ns - self._trace_origin_ns) / 1e9
-            phase = next((p for p, (a, b) in extents.items() if a - 1e-4 <= t0 <= b + 1e-4), None)
-            if phase is None:  # warm-up, or the other side of the origin
+            member = self._stream_member.get(key)
+            if member is not None:
+                # A member's kernel belongs to the run of that member it falls
+                # in; one in none of them (a warm-up's last kernel ending as
+                # the trace began) is no part of the profile.
+                phase = next((r.phase for r in runs.get(member, []) if r.start - 1e-4 <= t0 <= r.end + 1e-4), None)
+            else:  # a stream no member owns (a library's): the phase whose extent it falls in
+                phase = next((p for p, (a, b) in extents.items() if a - 1e-4 <= t0 <= b + 1e-4), None)
+            if phase is None:
                 continue
-            out.append(KernelSpan(self._stream_member.get(key), name, t0, t1, phase))
+            out.append(KernelSpan(member, name, t0, t1, phase))
         return sorted(out, key=lambda k: k.start)
 
 
@@ -140,3 +150,10 @@ def extent(spans: list[Span], phase: str) -> float:
     """Seconds from the phase's first start to its last end."""
     sel = [s for s in spans if s.phase == phase]
     return max(s.end for s in sel) - min(s.start for s in sel) if sel else 0.0
+
+
+def busy(spans: list[Span], phase: str) -> float:
+    """Seconds the phase's spans last, added up: the serial time of runs made
+    one after another, without the host's gaps between them (its waits and
+    hand-overs, which the concurrent phase does not have)."""
+    return sum(s.end - s.start for s in spans if s.phase == phase)

@@ -150,7 +150,7 @@ class Parallel:
         >>> prof = par.profile({"x": x}, iterations=20)
         >>> prof.overlap, prof.latency_ms("engine0", "together", 50)
         """
-        from ._clock import extent, make_clock
+        from ._clock import busy, extent, make_clock
         from .profile import Profile
 
         if iterations < 1:
@@ -158,6 +158,8 @@ class Parallel:
         prepared = self.prepare(feeds)
         for _ in range(warmup):
             self.run(prepared)
+        for m in self.members:  # the warm-up's device work is over before the clock (and a kernel trace) starts
+            m.synchronize()
         clock = make_clock(self.members, kernels)
         try:
             t0 = time.perf_counter()
@@ -179,7 +181,7 @@ class Parallel:
             clock.abort()
             raise
         if clock.kind != "host":  # the device's own clock, not the host's around the enqueues
-            serial, concurrent = extent(spans, "alone"), extent(spans, "together")
+            serial, concurrent = busy(spans, "alone"), extent(spans, "together")
         return Profile(kind="parallel", members=self.members, spans=spans, serial_s=serial,
                        concurrent_s=concurrent, count=iterations, sharing=weight_sharing(self.members),
                        clock=clock.kind, kernels=kernel_spans if kernels else None)

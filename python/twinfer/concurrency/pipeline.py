@@ -206,7 +206,7 @@ class Pipeline:
 
         >>> prof = pipe.profile([{"image": im} for im in images[:16]])
         """
-        from ._clock import extent, make_clock
+        from ._clock import busy, extent, make_clock
         from .profile import Profile
 
         items = list(items)
@@ -214,6 +214,8 @@ class Pipeline:
             raise InvalidArgumentError("profile needs at least one item")
         for item in items[:warmup]:
             self.run(item)
+        for m in self.members:  # the warm-up's device work is over before the clock (and a kernel trace) starts
+            m.synchronize()
         clock = make_clock(self.members, kernels)
         try:
             t0 = time.perf_counter()
@@ -235,7 +237,7 @@ class Pipeline:
             clock.abort()
             raise
         if clock.kind != "host" and all(m.on_device for m in self.members):
-            serial, together = extent(spans, "alone"), extent(spans, "together")
+            serial, together = busy(spans, "alone"), extent(spans, "together")
         return Profile(kind="pipeline", members=self.members, spans=spans, serial_s=serial,
                        concurrent_s=together, count=len(items), sharing=weight_sharing(self.members),
                        clock=clock.kind, kernels=kernel_spans if kernels else None)

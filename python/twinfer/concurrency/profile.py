@@ -64,7 +64,9 @@ class Profile:
         self.kernels = kernels
         self.clock = clock  # where serial_s and concurrent_s come from
         self.spans = sorted(spans, key=lambda s: (s.phase, s.start))
-        self.serial_s = serial_s  # all iterations/items, members one after another
+        # All iterations/items, members one after another (on a device: the
+        # runs' own durations added up, without the host's gaps between them).
+        self.serial_s = serial_s
         self.concurrent_s = concurrent_s  # the same work, members at once / pipelined
         self.count = count  # iterations (parallel) or items (pipeline)
         self.members = [
