@@ -207,14 +207,17 @@ def test_profile_plot_is_a_gantt_with_one_row_per_member(engines, rng):
 @pytest.mark.parametrize("gpu", ["sim", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_parallel_and_pipeline_on_a_device(models, engines, rng, gpu):
     dev = {k: twinfer.load(m, device=gpu) for k, m in models.items()}
-    with twinfer.Parallel([(dev["conv"], {"priority": "high"}), (dev["mlp"], {"priority": "low"})]) as par:
+    with twinfer.Parallel([(dev["conv"], {"priority": "high"}), (dev["mlp"], {"priority": "low"}),
+                           (dev["mlp"], {"priority": "normal"})]) as par:
         least, greatest = twinfer.stream_priority_range(gpu)
-        assert [m.context.stream.priority for m in par.members] == [greatest, least]
+        high, low, normal = [m.context.stream.priority for m in par.members]
+        assert (high, low) == (greatest, least) and greatest < normal < least  # lower is more urgent
         for _ in range(3):
             x, v = images(rng), rng.standard_normal((int(rng.integers(1, 6)), 8)).astype(F32)
-            out_conv, out_mlp = par.run([{"x": x}, {"v": v}])
+            out_conv, out_mlp, out_mlp2 = par.run([{"x": x}, {"v": v}, {"v": v}])
             close(out_conv["feat"].numpy(), alone(engines["conv"], {"x": x}, 1)["feat"])
             close(out_mlp["scores"].numpy(), alone(engines["mlp"], {"v": v}, 1)["scores"])
+            close(out_mlp2["scores"].numpy(), alone(engines["mlp"], {"v": v}, 1)["scores"])
     pipe = twinfer.Pipeline([dev["conv"], dev["head"]], links={"feat_in": "feat"})
     xs = [images(rng) for _ in range(5)]
     for x, out in zip(xs, pipe.map({"x": x} for x in xs)):

@@ -44,6 +44,9 @@ void ExecutionContext::synchronize() {
   if (!api_ || !ran_) return;
   host_wait(*done_);  // a run captured into a caller's graph has nothing to wait for here
   check_kernel_errors();
+  // Inputs of finished runs go back to their owners now, not at the next run
+  // (an idle pooled context would hold a caller's tensors indefinitely).
+  release_finished_inputs();
 }
 
 void ExecutionContext::order_before(Stream& s) {

@@ -42,6 +42,9 @@ class ExecutionContext {
   size_t device_arena_bytes() const { return device_arena_ ? device_arena_->bytes() : 0; }
   // The context's own stream (null on the CPU).
   const std::shared_ptr<Stream>& stream() const { return stream_; }
+  // Where graphs of this context's runs are captured: like stream(), on the
+  // same SMs, but one nothing else enqueues on or frees on.
+  const std::shared_ptr<Stream>& capture_stream() const { return capture_stream_; }
   // SMs its stream may use (0: the whole device, or the CPU).
   int sm_count() const { return stream_ ? stream_->sm_count() : 0; }
 

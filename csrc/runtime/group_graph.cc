@@ -106,9 +106,14 @@ std::unique_ptr<GroupGraph::Entry> GroupGraph::capture(const std::vector<Tensor>
     stream_->record(*fork);
     for (size_t m = 0; m < members_.size(); ++m) {
       GroupMember& g = members_[m];
-      Stream& s = *g.context->stream();
-      s.wait(*fork);  // the member's stream joins the capture
-      e->outputs.push_back(g.engine->run(*g.context, feeds_for(m, e->inputs, e->outputs)));
+      // The member's capture stream joins the capture, not its own stream:
+      // other threads free the context's earlier outputs on that one, and a
+      // free enqueued there meanwhile would become part of the graph.
+      RunOptions ro;
+      ro.stream = g.context->capture_stream();
+      Stream& s = *ro.stream;
+      s.wait(*fork);
+      e->outputs.push_back(g.engine->run(*g.context, feeds_for(m, e->inputs, e->outputs), ro));
       auto join = api_->create_event();
       edges.push_back(join);
       s.record(*join);

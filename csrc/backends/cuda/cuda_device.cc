@@ -53,13 +53,13 @@ class CudaEvent final : public Event {
   ~CudaEvent() override {
     if (cudaEventDestroy(e_) != cudaSuccess) cudaGetLastError();
   }
-  // Remade in `ctx` (a green context's CUcontext, or null: the primary one)
-  // when it is to be recorded on a stream of another context than its own
-  // (CUDA records only on streams of the event's context). Recording
-  // replaces whatever the event held, so nothing is lost.
-  void rebind(void* ctx) {
-    if (ctx == ctx_) return;
-    const std::shared_ptr<void> in = enter_context(index_, ctx);
+  // Remade in `green`'s context (null: the primary one) when it is to be
+  // recorded on a stream of another context than its own (CUDA records only
+  // on streams of the event's context). Recording replaces whatever the
+  // event held, so nothing is lost.
+  void rebind(GreenContext* green) {
+    if ((green ? green->context() : nullptr) == ctx_) return;
+    const std::shared_ptr<void> in = green ? green->enter() : enter_primary_context(index_);
     if (cudaEventDestroy(e_) != cudaSuccess) cudaGetLastError();
     e_ = nullptr;
     create();
@@ -180,7 +180,7 @@ class CudaStream final : public Stream {
   }
   void record(Event& e) override {
     CudaEvent& ce = cuda_event(e);
-    ce.rebind(green_ ? green_->context() : nullptr);  // a no-op unless green contexts are in play
+    ce.rebind(green_.get());  // a no-op unless green contexts are in play
     check(cudaEventRecord(ce.get(), s_), "cudaEventRecord");
     ce.set_captured(capturing());
   }
@@ -198,10 +198,12 @@ class CudaStream final : public Stream {
     size_t nodes = 0;
     if (cudaGraphGetNodes(graph, nullptr, &nodes) != cudaSuccess) cudaGetLastError();
     cudaGraphExec_t exec = nullptr;
-    // Flags 0: cudaGraphInstantiateFlagUpload is for cudaGraphInstantiateWithParams
-    // only. Uploading now, on this (idle, capture-only) stream, keeps that
-    // work out of the first launch.
-    const cudaError_t r = cudaGraphInstantiate(&exec, graph, 0);
+    // UseNodePriority: each kernel keeps the priority of the stream it was
+    // captured on (a graphed group's high-priority member stays high); without
+    // it the whole graph runs at the launching stream's priority. (Upload is
+    // for cudaGraphInstantiateWithParams only: cudaGraphUpload below does it,
+    // on this idle, capture-only stream, keeping that work out of the first launch.)
+    const cudaError_t r = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     cudaGraphDestroy(graph);
     check(r, "cudaGraphInstantiate");
     if (cudaGraphUpload(exec, s_) != cudaSuccess) cudaGetLastError();  // an optimisation only

@@ -165,12 +165,19 @@ std::shared_ptr<void> push_context(void* ctx, void* green) {
 }
 }  // namespace
 
-std::shared_ptr<void> GreenContext::enter() { return push_context(context_, context_); }
+std::shared_ptr<void> GreenContext::enter() {
+  auto lock = std::make_shared<std::unique_lock<std::recursive_mutex>>(mutex_);
+  std::shared_ptr<void> pushed = push_context(context_, context_);
+  // Popped first, then unlocked.
+  return std::shared_ptr<void>(context_, [lock, pushed](void*) mutable {
+    pushed.reset();
+    lock.reset();
+  });
+}
 
 void* current_green_context() { return tls_green; }
 
-std::shared_ptr<void> enter_context(int device, void* ctx) {
-  if (ctx) return push_context(ctx, ctx);
+std::shared_ptr<void> enter_primary_context(int device) {
   // The primary context: retained once per device, never released (it lives
   // as long as the process uses the device).
   static std::mutex m;

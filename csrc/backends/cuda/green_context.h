@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace twinfer::cuda {
@@ -25,7 +26,10 @@ class GreenContext {
   cudaStream_t create_stream(int priority);
   int sm_count() const { return sm_count_; }
   // Makes the green context current on this thread until the guard goes
-  // (PyTorch does the same while it enqueues on a green stream).
+  // (PyTorch does the same while it enqueues on a green stream). A green
+  // context may be current on one thread at a time, the driver does not
+  // synchronise its users (cuGreenCtxCreate): the guard holds a lock too,
+  // reentrant, so a thread inside may enter again.
   std::shared_ptr<void> enter();
   void* context() const { return context_; }  // its CUcontext
 
@@ -34,6 +38,7 @@ class GreenContext {
   int device_ = 0;
   int sm_count_ = 0;
   std::vector<int> groups_;
+  std::recursive_mutex mutex_;  // held while current on a thread
   void* green_ = nullptr;  // CUgreenCtx
   void* context_ = nullptr;  // its CUcontext
 };
@@ -44,9 +49,9 @@ class GreenContext {
 // The CUcontext of the green context entered on this thread (GreenContext::
 // enter), or null for the primary context.
 void* current_green_context();
-// Makes `ctx` current until the guard goes: a green context's CUcontext, or
-// null for `device`'s primary context (pushed even over an entered green one).
-std::shared_ptr<void> enter_context(int device, void* ctx);
+// Makes `device`'s primary context current until the guard goes (pushed even
+// over an entered green context).
+std::shared_ptr<void> enter_primary_context(int device);
 
 // SMs of the whole device and the green-context split (for build_info).
 int device_sm_count(int device);

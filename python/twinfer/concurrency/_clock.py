@@ -65,10 +65,24 @@ class DeviceClock(HostClock):
         # of both clocks (and of the kernel trace's, read just after).
         for m in device_members:
             m.synchronize()
-        self._origin_event = _core.create_event(device, True)
-        device_members[0].stream.record(self._origin_event)
-        self._origin_event.synchronize()
+        # {member: (its origin event, seconds from the first origin)}. Members
+        # on SM shares live in green contexts of their own, and elapsed times
+        # are asked only between events of one context: each such member gets
+        # its own origin, placed on the common timeline by the host's clock
+        # (recorded on an idle stream and waited for at once: microseconds).
+        self._origins = {}
+        first = _core.create_event(device, True)
+        device_members[0].stream.record(first)
+        first.synchronize()
         self._origin = time.perf_counter()
+        for m in device_members:
+            if m is device_members[0] or not m.sm_share:
+                self._origins[m.name] = (first, 0.0)
+                continue
+            ev = _core.create_event(device, True)
+            m.stream.record(ev)
+            ev.synchronize()
+            self._origins[m.name] = (ev, time.perf_counter() - self._origin)
         self._trace_origin_ns = _core.kernel_trace_clock_ns(device) if kernels else 0
         self._pending: list[tuple] = []
 
@@ -91,8 +105,9 @@ class DeviceClock(HostClock):
         out = super().spans()
         for name, item, phase, start, end in self._pending:
             end.synchronize()
-            t0 = _core.elapsed_ms(self.device, self._origin_event, start) / 1e3
-            t1 = _core.elapsed_ms(self.device, self._origin_event, end) / 1e3
+            origin, offset = self._origins[name]
+            t0 = offset + _core.elapsed_ms(self.device, origin, start) / 1e3
+            t1 = offset + _core.elapsed_ms(self.device, origin, end) / 1e3
             out.append(Span(name, item, t0, t1, phase, self.kind))
         return out
 

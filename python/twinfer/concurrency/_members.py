@@ -181,14 +181,16 @@ def _listed(value, n: int, what: str) -> list:
 
 
 def _stream_priority(engine, priority: str) -> int | None:
-    """A member's priority as its context's stream priority (None on the CPU:
-    the engine's own)."""
+    """A member's priority as its context's stream priority (None on the CPU):
+    high the most urgent of the device's range, low the least, normal the
+    middle, so the three differ (CUDA's default priority is the least urgent:
+    "normal" at the default would be "low")."""
     if engine.device == "cpu":
         return None
     from .. import _core
 
     least, greatest = _core.stream_priority_range(engine.device)
-    return {"high": greatest, "normal": None, "low": least}[priority]
+    return {"high": greatest, "normal": least - (least - greatest) // 2, "low": least}[priority]
 
 
 def _check_priority(p, name: str) -> str:
