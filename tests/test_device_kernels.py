@@ -321,7 +321,12 @@ def test_gather_index_out_of_range_is_an_error_and_the_engine_recovers(rng):
         time.sleep(0.001)
     np.testing.assert_array_equal(e.run({"d": d, "i": np.array([2, 3], np.int64)}, context=b)["y"].numpy(), d[[2, 3]])
     with pytest.raises(twinfer.InvalidArgumentError, match="out of range"):
-        a.synchronize()
+        bad.numpy()  # reading the output of the run that failed raises its error, once
+    a.synchronize()
+    bad2 = e.run({"d": d, "i": np.array([0, -9], np.int64)}, context=a, outputs="device")["y"]
+    with pytest.raises(twinfer.InvalidArgumentError, match="out of range"):
+        a.synchronize()  # or the context's own wait
+    del bad2
     np.testing.assert_array_equal(e.run({"d": d, "i": np.array([1], np.int64)[[0, 0]]}, context=a)["y"].numpy(),
                                   d[[1, 1]])
 

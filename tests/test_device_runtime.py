@@ -335,6 +335,30 @@ def test_runs_inside_a_callers_graph_capture(gpu, rng):
         assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
 
 
+def test_a_pooled_run_captured_by_the_caller_keeps_its_buffers(gpu, rng):
+    # engine.run without a context (a pooled one, as the torch drop-in runs)
+    # captured into the caller's graph: the graph's outputs are views of that
+    # context's buffers, so later eager runs must not get the same context.
+    producer = twinfer.load(chain_model(2), device=gpu)
+    e = twinfer.load(chain_model(), device=gpu)
+    x = rng.standard_normal((12, 33)).astype(np.float32)
+    x_dev = producer.run({"x": x}, outputs="device")["y"]
+    s = twinfer.create_stream(gpu)
+    e.run({"x": x_dev}, stream=s, outputs="device")["y"].synchronize()  # warm-up: a pooled context set up
+    s.begin_capture()
+    try:
+        y = e.run({"x": x_dev}, stream=s, outputs="device")["y"]
+    finally:
+        graph = s.end_capture()
+    graph.launch(s)
+    s.synchronize()
+    want = chain_ref(chain_ref(x, 2))
+    other = rng.standard_normal((12, 33)).astype(np.float32)
+    for _ in range(3):  # eager runs meanwhile: other contexts, other buffers
+        np.testing.assert_allclose(e.run({"x": other})["y"].numpy(), chain_ref(other), rtol=1e-5, atol=1e-5)
+    assert rel_err(y.numpy(), want) < 1e-6
+
+
 @pytest.mark.parametrize("precision,tol", [("fp16", 2e-3), ("bf16", 1.5e-2), ("tf32", 2e-3)])
 def test_lower_precisions_keep_the_models_dtypes(gpu, rng, precision, tol):
     from onnx import TensorProto, helper, numpy_helper

@@ -376,6 +376,7 @@ void bind_tensor(py::module_& m) {
              if (!t.ready_event()) return;
              py::gil_scoped_release nogil;
              host_wait(*t.ready_event());
+             if (t.error_flag()) device_api(t.device()).check_kernel_errors(t.error_flag().get());
            },
            "Block until a device tensor has been written (raises the error of a failed run).")
       .def(

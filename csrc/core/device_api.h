@@ -173,12 +173,11 @@ class DeviceApi {
   // (the simulated device); false when kernels enqueue device work (CUDA).
   virtual bool kernels_run_on_host() const = 0;
   virtual void synchronize() = 0;
-  // Raises (and clears) an error a kernel reported through an error flag (an
-  // index out of range): `flag` is a context's (below), null means every
-  // flag of the device (a tensor read outside its run). Called where the
-  // host has waited for the device. Kernels cannot throw, and a device-side
-  // trap would end the whole CUDA context.
-  virtual void check_kernel_errors(void* flag = nullptr) { (void)flag; }
+  // Raises (and clears) an error a kernel reported through `flag`, a
+  // context's (below; null: nothing to check) — an index out of range.
+  // Called where the host has waited for that context's work. Kernels
+  // cannot throw, and a device-side trap would end the whole CUDA context.
+  virtual void check_kernel_errors(void* flag) { (void)flag; }
   // One flag per execution context, for its kernels (KernelContext::
   // backend_state) and its checks above: the run that caused an error raises
   // it. Null where kernels throw themselves (the simulated device's).

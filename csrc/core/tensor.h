@@ -68,6 +68,11 @@ class Tensor {
   // (Tensor.__dlpack__(stream=...)), the host synchronises on it.
   const std::shared_ptr<Event>& ready_event() const { return ready_; }
   void set_ready_event(std::shared_ptr<Event> e) { ready_ = std::move(e); }
+  // The kernel error flag of the run that wrote it (DeviceApi::
+  // create_kernel_error_flag), checked where the host reads it: an index out
+  // of range in that run is raised there, and no other run's is.
+  const std::shared_ptr<void>& error_flag() const { return error_flag_; }
+  void set_error_flag(std::shared_ptr<void> f) { error_flag_ = std::move(f); }
 
   // Same data, another shape with the same element count.
   Tensor reshaped(Shape shape) const;
@@ -86,6 +91,7 @@ class Tensor {
   DType dtype_ = DType::kUndefined;
   Shape shape_;
   std::shared_ptr<Event> ready_;
+  std::shared_ptr<void> error_flag_;
 };
 
 // What a sequence or optional value holds. Items are never written after the

@@ -373,7 +373,10 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
     if (!device_inputs.empty() && !outer_capture) in_flight_.push_back(InFlight{done_, std::move(device_inputs)});
 
     if (!ro.host_outputs) {
-      for (auto& t : outputs) t.set_ready_event(done_);
+      for (auto& t : outputs) {
+        t.set_ready_event(done_);
+        t.set_error_flag(error_flag_);
+      }
       return outputs;
     }
     // NumPy out: device -> page-locked staging in stream order, one wait,

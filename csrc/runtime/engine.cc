@@ -487,8 +487,11 @@ std::vector<Tensor> Engine::run(const std::vector<Tensor>& inputs, const RunOpti
     pool_.push_back(std::move(ctx));
     throw;
   }
+  // A run captured into the caller's graph: its outputs are views of this
+  // context's buffers, which every replay of that graph writes again.
+  const bool captured = options.stream && options.stream->capturing();
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  pool_.push_back(std::move(ctx));
+  (captured ? captured_ : pool_).push_back(std::move(ctx));
   return out;
 }
 

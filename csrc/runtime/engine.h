@@ -131,6 +131,10 @@ class Engine {
 
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<ExecutionContext>> pool_;
+  // Contexts whose run a caller captured into its own graph (torch.cuda.graph
+  // around a pooled run): that graph reads and writes their buffers on every
+  // replay, so they never go back to the pool; they live as long as the engine.
+  mutable std::vector<std::unique_ptr<ExecutionContext>> captured_;
 };
 
 }  // namespace twinfer

@@ -23,7 +23,10 @@ Tensor to_host(const Tensor& t) {
   // Into pageable memory the copy returns once it is done (and, on the
   // simulated device, the host is then ordered after it).
   transfer_stream(t.device())->copy(h.data(), t.data(), t.bytes());
-  device_api(t.device()).check_kernel_errors();
+  // The run that wrote it may have found an index out of range: raised here,
+  // from that run's own flag (never another context's, whose run may still
+  // be in flight and whose owner must see its own error).
+  if (t.error_flag()) device_api(t.device()).check_kernel_errors(t.error_flag().get());
   return h;
 }
 

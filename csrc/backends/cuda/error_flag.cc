@@ -5,7 +5,6 @@
 #include <atomic>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
@@ -16,9 +15,6 @@ namespace twinfer::cuda {
 namespace {
 
 std::mutex g_mutex;
-// Live flags per device, for the checks that know no context. Never freed
-// themselves: a flag may be freed while the map is read at exit.
-std::map<int, std::set<volatile int*>>* g_live = new std::map<int, std::set<volatile int*>>();
 std::map<int, volatile int*>* g_device_flag = new std::map<int, volatile int*>();  // never freed: kernels may still write
 
 volatile int* new_flag() {
@@ -49,16 +45,9 @@ void raise_if_set(volatile int* f, int device) {
 }  // namespace
 
 std::shared_ptr<void> create_kernel_error_flag(int device) {
+  (void)device;  // portable pinned memory: any device's kernels may write it
   volatile int* f = new_flag();
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    (*g_live)[device].insert(f);
-  }
-  return std::shared_ptr<void>(const_cast<int*>(f), [device](void* p) {
-    {
-      std::lock_guard<std::mutex> lock(g_mutex);
-      (*g_live)[device].erase(static_cast<volatile int*>(p));
-    }
+  return std::shared_ptr<void>(const_cast<int*>(f), [](void* p) {
     if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
   });
 }
@@ -67,20 +56,12 @@ int* kernel_error_flag(void* backend_state, int device) {
   if (backend_state) return static_cast<int*>(backend_state);
   std::lock_guard<std::mutex> lock(g_mutex);
   volatile int*& f = (*g_device_flag)[device];
-  if (!f) {
-    f = new_flag();
-    (*g_live)[device].insert(f);
-  }
+  if (!f) f = new_flag();
   return const_cast<int*>(f);
 }
 
 void check_kernel_errors(int device, void* flag) {
-  if (flag) return raise_if_set(static_cast<volatile int*>(flag), device);
-  // Under the lock: a context going away frees its flag.
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_live->find(device);
-  if (it == g_live->end()) return;
-  for (volatile int* f : it->second) raise_if_set(f, device);
+  if (flag) raise_if_set(static_cast<volatile int*>(flag), device);
 }
 
 }  // namespace twinfer::cuda

@@ -20,11 +20,12 @@ enum KernelError : int {
 // A new flag for one execution context on `device` (freed when the last
 // reference goes; the context has synchronised by then).
 std::shared_ptr<void> create_kernel_error_flag(int device);
-// The flag a kernel writes: the context's (`backend_state`), or the
-// device's own when it runs outside a context.
+// The flag a kernel writes: the context's (`backend_state`); a kernel run
+// outside any context (none is, today) writes the device's spare one,
+// which nothing reads.
 int* kernel_error_flag(void* backend_state, int device);
-// Reads and clears `flag`, or every live flag of `device` when null (a
-// tensor read outside its run); throws Error(kInvalidArgument) for a set one.
+// Reads and clears `flag` (null: nothing); throws Error(kInvalidArgument)
+// when a kernel set it.
 void check_kernel_errors(int device, void* flag);
 
 }  // namespace twinfer::cuda
