@@ -45,6 +45,8 @@ class HostClock:
     def kernel_spans(self, spans: list[Span]) -> list[KernelSpan]:
         return []
 
+    kernel_clock_error_s = None
+
     def abort(self) -> None:
         """A profile failed: stop any trace, keep nothing."""
 
@@ -72,8 +74,17 @@ class DeviceClock(HostClock):
         # (recorded on an idle stream and waited for at once: microseconds).
         self._origins = {}
         first = _core.create_event(device, True)
+        # The trace's clock is read around the first origin: it was reached
+        # somewhere between the two readings. Their midpoint is the trace's
+        # origin, and half their distance is how far a kernel's time may be
+        # off the events' timeline (under load, more than a kernel lasts).
+        before = _core.kernel_trace_clock_ns(device) if kernels else 0
         device_members[0].stream.record(first)
         first.synchronize()
+        after = _core.kernel_trace_clock_ns(device) if kernels else 0
+        self._trace_origin_ns = (before + after) // 2
+        self._trace_slack = 1e-4 + (after - before) / 2e9
+        self.kernel_clock_error_s = self._trace_slack
         self._origin = time.perf_counter()
         for m in device_members:
             if m is device_members[0] or not m.sm_share:
@@ -83,7 +94,6 @@ class DeviceClock(HostClock):
             m.stream.record(ev)
             ev.synchronize()
             self._origins[m.name] = (ev, time.perf_counter() - self._origin)
-        self._trace_origin_ns = _core.kernel_trace_clock_ns(device) if kernels else 0
         self._pending: list[tuple] = []
 
     def time(self, member: Member, item: int, phase: str, run: Callable, inputs=()):
@@ -140,9 +150,12 @@ class DeviceClock(HostClock):
                 # A member's kernel belongs to the run of that member it falls
                 # in; one in none of them (a warm-up's last kernel ending as
                 # the trace began) is no part of the profile.
-                phase = next((r.phase for r in runs.get(member, []) if r.start - 1e-4 <= t0 <= r.end + 1e-4), None)
+                # The nearest of them (inside: distance 0), within the clocks' error.
+                near = min(runs.get(member, []), key=lambda r: max(r.start - t0, t0 - r.end, 0.0), default=None)
+                phase = near.phase if near and max(near.start - t0, t0 - near.end) <= self._trace_slack else None
             else:  # a stream no member owns (a library's): the phase whose extent it falls in
-                phase = next((p for p, (a, b) in extents.items() if a - 1e-4 <= t0 <= b + 1e-4), None)
+                phase = next((p for p, (a, b) in extents.items()
+                              if a - self._trace_slack <= t0 <= b + self._trace_slack), None)
             if phase is None:
                 continue
             out.append(KernelSpan(member, name, t0, t1, phase))

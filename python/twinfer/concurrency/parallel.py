@@ -184,7 +184,8 @@ class Parallel:
             serial, concurrent = busy(spans, "alone"), extent(spans, "together")
         return Profile(kind="parallel", members=self.members, spans=spans, serial_s=serial,
                        concurrent_s=concurrent, count=iterations, sharing=weight_sharing(self.members),
-                       clock=clock.kind, kernels=kernel_spans if kernels else None)
+                       clock=clock.kind, kernels=kernel_spans if kernels else None,
+                       kernel_clock_error_s=clock.kernel_clock_error_s if kernels else None)
 
     def graphed(self):
         """The members captured as one CUDA graph (a GraphedParallel): each

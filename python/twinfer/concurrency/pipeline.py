@@ -240,7 +240,8 @@ class Pipeline:
             serial, together = busy(spans, "alone"), extent(spans, "together")
         return Profile(kind="pipeline", members=self.members, spans=spans, serial_s=serial,
                        concurrent_s=together, count=len(items), sharing=weight_sharing(self.members),
-                       clock=clock.kind, kernels=kernel_spans if kernels else None)
+                       clock=clock.kind, kernels=kernel_spans if kernels else None,
+                       kernel_clock_error_s=clock.kernel_clock_error_s if kernels else None)
 
     def graphed(self):
         """The stages captured as one CUDA graph (a GraphedPipeline): each

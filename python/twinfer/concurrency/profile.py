@@ -58,10 +58,13 @@ class Profile:
 
     def __init__(self, kind: str, members: list[Member], spans: list[Span], serial_s: float,
                  concurrent_s: float, count: int, sharing: dict[str, list[str]], clock: str = "host",
-                 kernels: list[KernelSpan] | None = None):
+                 kernels: list[KernelSpan] | None = None, kernel_clock_error_s: float | None = None):
         self.kind = kind  # "parallel" or "pipeline"
         # Each kernel traced (profile(kernels=True)), None when not asked for.
         self.kernels = kernels
+        # How far a kernel's times may be off the runs' timeline (the trace's
+        # clock is aligned with the events' when the profile starts).
+        self.kernel_clock_error_s = kernel_clock_error_s
         self.clock = clock  # where serial_s and concurrent_s come from
         self.spans = sorted(spans, key=lambda s: (s.phase, s.start))
         # All iterations/items, members one after another (on a device: the
