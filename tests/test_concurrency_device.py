@@ -86,8 +86,9 @@ class FrameworkArray:
     tensor: __dlpack__ with no stream (or -1) synchronises nothing; with a
     stream, that stream waits for the array's pending writes."""
 
-    def __init__(self, t):
+    def __init__(self, t, keep=None):
         self._t = t
+        self._keep = keep  # what must outlive the pending writes (their engine: its pooled context)
 
     def __dlpack__(self, stream=None, **kw):
         return self._t.__dlpack__(stream=-1 if stream is None else stream, **kw)
@@ -105,7 +106,9 @@ def in_flight(x, gpu):
 
     neg = make_model([helper.make_node("Neg", ["a"], ["b"]), helper.make_node("Neg", ["b"], ["c"])],
                      [("a", F32, list(x.shape))], [("c", F32, list(x.shape))], name="negneg")
-    return FrameworkArray(twinfer.load(neg, device=gpu).run({"a": x}, outputs="device")["c"])
+    # The engine is kept: dropping it would end its context, which waits for the run first.
+    producer = twinfer.load(neg, device=gpu)
+    return FrameworkArray(producer.run({"a": x}, outputs="device")["c"], keep=producer)
 
 
 @pytest.mark.parametrize("gpu", GPUS)

@@ -246,21 +246,25 @@ def test_weights_upload_once_and_are_shared_by_plans(gpu, rng):
 def test_out_of_memory_leaves_the_engine_usable(gpu, rng):
     from onnx import TensorProto, helper, numpy_helper
 
-    # y = sum over 2^20 rows of x broadcast: an intermediate of 2^20 * N floats,
-    # which no device holds for N = 2^18 (1 TiB).
-    g = helper.make_graph([helper.make_node("Expand", ["x", "rows"], ["big"]),
+    # y = each row of x broadcast over 2^20 columns, summed over the trailing
+    # axis (a reduction CUDA has a kernel for, so the intermediate is the
+    # device's): 2^20 * N floats, which no device holds for N = 2^18 (1 TiB).
+    g = helper.make_graph([helper.make_node("Expand", ["x", "cols"], ["big"]),
                            helper.make_node("ReduceSum", ["big", "axis"], ["y"], keepdims=0)], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "N"])],
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])],
-                          [numpy_helper.from_array(np.array([1 << 20, 1], np.int64), "rows"),
-                           numpy_helper.from_array(np.array([0], np.int64), "axis")])
+                          [numpy_helper.from_array(np.array([1, 1 << 20], np.int64), "cols"),
+                           numpy_helper.from_array(np.array([1], np.int64), "axis")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    e = twinfer.load(m, device=gpu)
+    # On the simulated device, placed as CUDA places it where the build can say.
+    as_cuda = gpu == "sim" and twinfer.build_info()["cuda_compiled"]
+    e = twinfer.load(m, device=gpu, **({"sim_coverage": "cuda"} if as_cuda else {}))
+    assert all(r.backend == gpu for r in e.kernel_report({"x": (3, 1)})), e.kernel_report({"x": (3, 1)})
     with sim_options(memory_limit=(1 << 30) if gpu == "sim" else 0):
         with pytest.raises(twinfer.OutOfMemoryError, match="out of memory on " + gpu):
-            e.run({"x": np.ones((1, 1 << 18), np.float32)})
-        x = rng.standard_normal((1, 5)).astype(np.float32)
-        assert rel_err(e.run({"x": x})["y"].numpy(), x[0] * (1 << 20)) < 1e-5
+            e.run({"x": np.ones((1 << 18, 1), np.float32)})
+        x = rng.standard_normal((5, 1)).astype(np.float32)
+        assert rel_err(e.run({"x": x})["y"].numpy(), x[:, 0] * (1 << 20)) < 1e-5
 
 
 @pytest.mark.cuda_build
@@ -359,7 +363,9 @@ def test_a_pooled_run_captured_by_the_caller_keeps_its_buffers(gpu, rng):
     assert rel_err(y.numpy(), want) < 1e-6
 
 
-@pytest.mark.parametrize("precision,tol", [("fp16", 2e-3), ("bf16", 1.5e-2), ("tf32", 2e-3)])
+# Tolerances from rounding to the type after every op, emulated in NumPy over
+# 5,000 seeds: fp16's worst 2.5e-3 (p99 1.7e-3), bf16's 1.8e-2 (p99 1.35e-2).
+@pytest.mark.parametrize("precision,tol", [("fp16", 4e-3), ("bf16", 3e-2), ("tf32", 2e-3)])
 def test_lower_precisions_keep_the_models_dtypes(gpu, rng, precision, tol):
     from onnx import TensorProto, helper, numpy_helper
 

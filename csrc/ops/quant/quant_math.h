@@ -64,9 +64,18 @@ struct QBinaryParams {
 // One element, in the QDQ graph's float32 order.
 template <typename QY, bool kMul, typename QA, typename QB>
 TWINFER_QHD QY qbinary_one(QA qa, QB qb, const QBinaryParams& p) {
+#if defined(__CUDA_ARCH__)
+  // nvcc contracts a * s + b into one fma, which rounds once where the CPU
+  // (built with -ffp-contract=off) rounds twice: on a sum that lands on .5 of
+  // an output step, the last bit decides the int8. Round as the CPU does.
+  const float fa = __fmul_rn(static_cast<float>(static_cast<int32_t>(qa) - p.a.zero), p.a.scale);
+  const float fb = __fmul_rn(static_cast<float>(static_cast<int32_t>(qb) - p.b.zero), p.b.scale);
+  float r = kMul ? __fmul_rn(fa, fb) : __fadd_rn(fa, fb);
+#else
   const float fa = static_cast<float>(static_cast<int32_t>(qa) - p.a.zero) * p.a.scale;
   const float fb = static_cast<float>(static_cast<int32_t>(qb) - p.b.zero) * p.b.scale;
   float r = kMul ? fa * fb : fa + fb;
+#endif
   r = r < p.floor ? p.floor : r;  // Relu: max(r, 0); NaN passes as in the graph
   return static_cast<QY>(requantize(r, p.y_scale, p.lo, p.hi, p.y_zero));
 }
