@@ -444,3 +444,24 @@ def test_clip_int64_with_one_bound(device, rng):
         m.ir_version = 10
         _, got = _run_both(m, {"x": x}, device)
         np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batchnorm_not_folded(device, rng):
+    # After an Add there is no Conv to fold it into: the device runs it, per
+    # channel, at an odd spatial size and a batch of 3.
+    F = TensorProto.FLOAT
+    x = rng.standard_normal((3, 5, 7, 9)).astype(np.float32)
+    inits = [numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "scale"),
+             numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "bias"),
+             numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "mean"),
+             numpy_helper.from_array(rng.uniform(0.5, 2.0, 5).astype(np.float32), "var")]
+    nodes = [helper.make_node("Add", ["x", "x"], ["x2"]),
+             helper.make_node("BatchNormalization", ["x2", "scale", "bias", "mean", "var"], ["y"], epsilon=1e-3)]
+    g = helper.make_graph(nodes, "k", [_vi("x", F, x.shape)], [_vi("y", F, x.shape)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+    m.ir_version = 10
+    want, got = _run_both(m, {"x": x}, device)
+    s, b, mu, v = (numpy_helper.to_array(t).reshape(1, 5, 1, 1) for t in inits)
+    np.testing.assert_allclose(got["y"], s * (2 * x - mu) / np.sqrt(v + 1e-3) + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
