@@ -465,3 +465,24 @@ def test_batchnorm_not_folded(device, rng):
     s, b, mu, v = (numpy_helper.to_array(t).reshape(1, 5, 1, 1) for t in inits)
     np.testing.assert_allclose(got["y"], s * (2 * x - mu) / np.sqrt(v + 1e-3) + b, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+def test_argmax_argmin_ties_and_nan(device, op, rng):
+    # Integer-valued floats give ties; a NaN is the extreme (NumPy's rule).
+    F = TensorProto.FLOAT
+    x = rng.integers(-3, 4, (4, 6, 5)).astype(np.float32)
+    x[1, 2, 3] = np.nan
+    for axis in (1, -1):
+        for last in (0, 1):
+            node = helper.make_node(op, ["x"], ["y"], axis=axis, keepdims=0, select_last_index=last)
+            out_shape = tuple(d for k, d in enumerate(x.shape) if k != axis % 3)
+            g = helper.make_graph([node], "k", [_vi("x", F, x.shape)], [_vi("y", TensorProto.INT64, out_shape)])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+            m.ir_version = 10
+            want, got = _run_both(m, {"x": x}, device)
+            np.testing.assert_array_equal(got["y"], want["y"])
+            if not last:  # NumPy takes the first index, NaN included
+                ref = (np.argmax if op == "ArgMax" else np.argmin)(x, axis=axis)
+                np.testing.assert_array_equal(got["y"], ref)

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/parallel.h"
+#include "ops/reduce/arg_better.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/kernel.h"
@@ -44,18 +45,6 @@ void arg_infer(InferContext& c) {
       out.push_back(Dim(1));
   }
   c.set_output(0, DType::kInt64, out);
-}
-
-// better(v, best): v replaces the current best. Ties go to the first index,
-// or the last with select_last_index. NaN counts as the extreme (like NumPy).
-template <bool kMax, bool kLast, typename C>
-inline bool better(C v, C best) {
-  if constexpr (std::is_floating_point_v<C>) {
-    if (v != v) return best == best;  // first NaN wins (and stays)
-    if (best != best) return false;
-  }
-  if constexpr (kMax) return kLast ? v >= best : v > best;
-  else return kLast ? v <= best : v < best;
 }
 
 template <typename T, bool kMax, bool kLast>
@@ -118,7 +107,7 @@ void arg_run(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, in
         const T* xi = xo + i * inner;
         for (int64_t j = 0; j < m; ++j) {
           const C v = ew::load(xi[j]);
-          if (better<kMax, kLast>(v, best[j])) {
+          if (arg_better<kMax, kLast>(v, best[j])) {
             best[j] = v;
             bi[j] = i;
           }
