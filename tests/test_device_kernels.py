@@ -486,3 +486,35 @@ def test_argmax_argmin_ties_and_nan(device, op, rng):
             if not last:  # NumPy takes the first index, NaN included
                 ref = (np.argmax if op == "ArgMax" else np.argmin)(x, axis=axis)
                 np.testing.assert_array_equal(got["y"], ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cumsum_and_cumprod(device, rng):
+    # The position ids of RoBERTa-style exports (an int64 CumSum of the mask
+    # along the sequence), and float sums / products with exclusive and
+    # reverse along a middle axis.
+    I, F = TensorProto.INT64, TensorProto.FLOAT
+    mask = (rng.random((3, 37)) < 0.8).astype(np.int64)
+    g = helper.make_graph([helper.make_node("CumSum", ["m", "ax"], ["p"])], "k", [_vi("m", I, mask.shape)],
+                          [_vi("p", I, mask.shape)], [numpy_helper.from_array(np.array(1, np.int64), "ax")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 10
+    _, got = _run_both(m, {"m": mask}, device)
+    np.testing.assert_array_equal(got["p"], np.cumsum(mask, axis=1))
+    x = rng.uniform(0.5, 1.5, (2, 9, 5)).astype(np.float32)
+    for op in ("CumSum", "CumProd"):
+        for exclusive in (0, 1):
+            for reverse in (0, 1):
+                node = helper.make_node(op, ["x", "ax"], ["y"], exclusive=exclusive, reverse=reverse)
+                g = helper.make_graph([node], "k", [_vi("x", F, x.shape)], [_vi("y", F, x.shape)],
+                                      [numpy_helper.from_array(np.array(-2, np.int32), "ax")])
+                m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26 if op == "CumProd" else 14)])
+                m.ir_version = 10
+                want, got = _run_both(m, {"x": x}, device)
+                xs = x[:, ::-1] if reverse else x
+                ref = (np.cumsum if op == "CumSum" else np.cumprod)(xs.astype(np.float64), axis=1)
+                if exclusive:
+                    ref = np.concatenate([np.full_like(ref[:, :1], 0.0 if op == "CumSum" else 1.0), ref[:, :-1]], 1)
+                ref = ref[:, ::-1] if reverse else ref
+                np.testing.assert_allclose(got["y"], ref, rtol=1e-5, atol=1e-6)
+                np.testing.assert_array_equal(got["y"], want["y"])  # the same order of operations

@@ -1,0 +1,93 @@
+// CumSum / CumProd on CUDA (exclusive, reverse) along an axis given as a
+// constant: the tensor seen as [outer, n, inner], one thread per (outer,
+// inner) position runs along its n values in the CPU kernel's order and in
+// its accumulation type (ops/tensor/cumulative.cc: the element type, float
+// for float16/bfloat16), so both give the same sums. Consecutive threads read
+// consecutive inner positions. (RoBERTa-style exports number positions with a
+// CumSum of the attention mask.)
+#include <vector>
+
+#include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/kernel_util.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace twinfer_gpu {
+
+template <typename T, bool kProd>
+__global__ void cumulative_scan(int64_t lanes, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                                const T* __restrict__ x, T* __restrict__ y) {
+  using C = decltype(twinfer::ew::load(x[0]));
+  for (int64_t t = first_index(); t < lanes; t += grid_stride()) {
+    const int64_t o = t / inner, j = t - o * inner;
+    C acc = kProd ? C(1) : C(0);
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t k = reverse ? n - 1 - s : s;
+      const int64_t at = (o * n + k) * inner + j;
+      const C v = twinfer::ew::load(x[at]);
+      if (exclusive) y[at] = twinfer::ew::store<T>(acc);
+      acc = kProd ? static_cast<C>(acc * v) : static_cast<C>(acc + v);
+      if (!exclusive) y[at] = twinfer::ew::store<T>(acc);
+    }
+  }
+}
+
+}  // namespace twinfer_gpu
+
+namespace twinfer::cuda {
+namespace {
+
+constexpr unsigned kCumulativeTypes = ew::kF32 | ew::kF16 | ew::kBF16 | ew::kF64 | ew::kI32 | ew::kI64;
+
+bool cumulative_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!ew::check_input_dtype(info, 0, kCumulativeTypes, why)) return false;
+  std::vector<int64_t> axis;
+  const int64_t r = static_cast<int64_t>(info.input_shape(0).size());
+  if (!tensor::const_ints(info, 1, &axis) || axis.size() != 1 || axis[0] < -r || axis[0] >= r) {
+    if (why) *why = "the CUDA CumSum/CumProd needs a constant axis in range";
+    return false;
+  }
+  return true;
+}
+
+template <bool kProd>
+class CudaCumulative final : public Kernel {
+ public:
+  explicit CudaCumulative(const KernelBuildInfo& info)
+      : dtype_(info.input_dtype(0)), exclusive_(info.node().attr_int("exclusive", 0) != 0),
+        reverse_(info.node().attr_int("reverse", 0) != 0) {
+    const Shape x = info.input_shape(0);
+    std::vector<int64_t> axis;
+    tensor::const_ints(info, 1, &axis);  // checked by cumulative_supports
+    const int64_t a = axis[0] < 0 ? axis[0] + static_cast<int64_t>(x.size()) : axis[0];
+    int64_t outer = 1;
+    for (int64_t d = 0; d < a; ++d) outer *= x[d];
+    n_ = x[a];
+    for (size_t d = a + 1; d < x.size(); ++d) inner_ *= x[d];
+    lanes_ = outer * inner_;
+  }
+
+  void run(KernelContext& ctx) const override {
+    const ew::LaunchConfig lc = ew::elementwise_launch(lanes_);
+    if (!lc.blocks || n_ == 0) return;
+    const cudaStream_t s = stream_of(ctx);
+    ew::dispatch_typeset<kCumulativeTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::cumulative_scan<T, kProd><<<lc.blocks, lc.threads, 0, s>>>(
+          lanes_, n_, inner_, exclusive_, reverse_, ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>());
+    });
+    check_launch("CumSum/CumProd launch");
+  }
+  const char* impl_name() const override { return "cuda scan"; }
+
+ private:
+  DType dtype_;
+  bool exclusive_, reverse_;
+  int64_t n_ = 0, inner_ = 1, lanes_ = 0;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("CumSum", Backend::kCUDA, 0, cumulative_supports, make_kernel<CudaCumulative<false>>);
+TWINFER_REGISTER_KERNEL("CumProd", Backend::kCUDA, 0, cumulative_supports, make_kernel<CudaCumulative<true>>);
+
+}  // namespace twinfer::cuda
