@@ -59,14 +59,15 @@ class DeviceClock(HostClock):
         self.device = device
         self.kind = "sim-event" if device.startswith("sim") else "cuda-event"
         device_members = [m for m in members if m.on_device]
+        # The streams idle (earlier work, a warm-up, over before a trace
+        # starts, so none of its kernels is traced), an event recorded now is
+        # reached now: the origin of both clocks and of the kernel trace's.
+        for m in device_members:
+            m.synchronize()
         self._tracing = kernels
         if kernels:  # DeviceError naming why where the device cannot (no CUPTI)
             _core.start_kernel_trace(device)
             self._stream_member = {m.stream.trace_key: m.name for m in device_members}
-        # The streams idle, an event recorded now is reached now: the origin
-        # of both clocks (and of the kernel trace's, read just after).
-        for m in device_members:
-            m.synchronize()
         # {member: (its origin event, seconds from the first origin)}. Members
         # on SM shares live in green contexts of their own, and elapsed times
         # are asked only between events of one context: each such member gets

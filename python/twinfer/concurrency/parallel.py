@@ -158,8 +158,6 @@ class Parallel:
         prepared = self.prepare(feeds)
         for _ in range(warmup):
             self.run(prepared)
-        for m in self.members:  # the warm-up's device work is over before the clock (and a kernel trace) starts
-            m.synchronize()
         clock = make_clock(self.members, kernels)
         try:
             t0 = time.perf_counter()

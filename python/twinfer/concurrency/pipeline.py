@@ -214,8 +214,6 @@ class Pipeline:
             raise InvalidArgumentError("profile needs at least one item")
         for item in items[:warmup]:
             self.run(item)
-        for m in self.members:  # the warm-up's device work is over before the clock (and a kernel trace) starts
-            m.synchronize()
         clock = make_clock(self.members, kernels)
         try:
             t0 = time.perf_counter()
