@@ -3,8 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
@@ -13,9 +11,6 @@
 namespace twinfer::cuda {
 
 namespace {
-
-std::mutex g_mutex;
-std::map<int, volatile int*>* g_device_flag = new std::map<int, volatile int*>();  // never freed: kernels may still write
 
 volatile int* new_flag() {
   void* p = nullptr;
@@ -52,12 +47,10 @@ std::shared_ptr<void> create_kernel_error_flag(int device) {
   });
 }
 
-int* kernel_error_flag(void* backend_state, int device) {
-  if (backend_state) return static_cast<int*>(backend_state);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  volatile int*& f = (*g_device_flag)[device];
-  if (!f) f = new_flag();
-  return const_cast<int*>(f);
+int* kernel_error_flag(void* backend_state) {
+  if (!backend_state)
+    throw Error(ErrorKind::kRuntime, "a CUDA kernel that reports data errors ran without its context's error flag");
+  return static_cast<int*>(backend_state);
 }
 
 void check_kernel_errors(int device, void* flag) {

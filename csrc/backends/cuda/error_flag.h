@@ -20,10 +20,10 @@ enum KernelError : int {
 // A new flag for one execution context on `device` (freed when the last
 // reference goes; the context has synchronised by then).
 std::shared_ptr<void> create_kernel_error_flag(int device);
-// The flag a kernel writes: the context's (`backend_state`); a kernel run
-// outside any context (none is, today) writes the device's spare one,
-// which nothing reads.
-int* kernel_error_flag(void* backend_state, int device);
+// The flag a kernel writes: its context's (`KernelContext::backend_state`;
+// every device run has one, and a kernel without it throws kRuntime rather
+// than lose an error).
+int* kernel_error_flag(void* backend_state);
 // Reads and clears `flag` (null: nothing); throws Error(kInvalidArgument)
 // when a kernel set it.
 void check_kernel_errors(int device, void* flag);

@@ -341,9 +341,7 @@ class CudaGather final : public Kernel {
     const ew::LaunchConfig lc = ew::elementwise_launch(n_);
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
-    int device = 0;
-    cudaGetDevice(&device);
-    int* error = kernel_error_flag(ctx.backend_state, device);
+    int* error = kernel_error_flag(ctx.backend_state);
     const ew::FastDivmod inner(static_cast<uint64_t>(inner_)), count(static_cast<uint64_t>(J_));
     by_width(elem_, [&](auto tag) {
       using U = decltype(tag);
@@ -409,9 +407,7 @@ class CudaGatherND final : public Kernel {
     const ew::LaunchConfig lc = ew::elementwise_launch(n_);
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
-    int device = 0;
-    cudaGetDevice(&device);
-    int* error = kernel_error_flag(ctx.backend_state, device);
+    int* error = kernel_error_flag(ctx.backend_state);
     const ew::FastDivmod inner(static_cast<uint64_t>(g_.inner > 0 ? g_.inner : 1));
     by_width(elem_, [&](auto tag) {
       using U = decltype(tag);
