@@ -287,6 +287,24 @@ def test_data_movement(device, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_copies_of_contiguous_runs(device, rng):
+    # Transposes keeping the last axis (attention's [B, S, H, D] -> [B, H, S, D])
+    # and slices of whole runs copy 16-, 8- or 4-byte units on CUDA: runs of
+    # 32, 24 and 12 bytes, fp16 and float32, and a slice starting 8 bytes in.
+    for shape, dt, npt in (((2, 5, 3, 8), TensorProto.FLOAT, np.float32), ((2, 5, 3, 6), TensorProto.FLOAT, np.float32),
+                           ((3, 4, 5, 16), TensorProto.FLOAT16, np.float16), ((2, 3, 7, 6), TensorProto.FLOAT16, np.float16)):
+        x = rng.standard_normal(shape).astype(npt)
+        for perm in ([0, 2, 1, 3], [2, 0, 1, 3]):
+            _check(device, helper.make_node("Transpose", ["x"], ["y"], perm=perm), [_vi("x", dt, x.shape)],
+                   [_vi("y", dt, [x.shape[p] for p in perm])], {"x": x})
+    x = rng.standard_normal((3, 4, 5, 12)).astype(np.float32)
+    inits = [helper.make_tensor(n, TensorProto.INT64, [2], v) for n, v in (("s", [1, 2]), ("e", [3, 8]), ("a", [1, 3]))]
+    F = TensorProto.FLOAT
+    _check(device, helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), [_vi("x", F, x.shape)],
+           [_vi("y", F, x[:, 1:3, :, 2:8].shape)], {"x": x}, inits=inits)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_gather_and_gather_nd(device, rng):
     F = TensorProto.FLOAT
     data = rng.standard_normal((5, 7, 3)).astype(np.float32)
@@ -334,7 +352,8 @@ def test_gather_index_out_of_range_is_an_error_and_the_engine_recovers(rng):
 @pytest.mark.parametrize("device", DEVICES)
 def test_rows_softmax_layernorm_reductions(device, rng):
     F = TensorProto.FLOAT
-    for shape in ((3, 17), (2, 4, 1023), (5, 1)):
+    # Rows of up to 1024 go a warp each (17, 197, 1023, 1), longer ones a block each (1500).
+    for shape in ((3, 17), (2, 4, 1023), (5, 1), (3, 2, 197), (2, 1500)):
         x = (rng.standard_normal(shape) * 4).astype(np.float32)
         for op in ("Softmax", "LogSoftmax"):
             _check(device, helper.make_node(op, ["x"], ["y"], axis=-1), [_vi("x", F, shape)], [_vi("y", F, shape)], {"x": x})
@@ -350,6 +369,8 @@ def test_rows_softmax_layernorm_reductions(device, rng):
     x = rng.standard_normal((2, 5, 3, 7)).astype(np.float32)
     _check(device, helper.make_node("Softmax", ["x"], ["y"], axis=1), [_vi("x", F, x.shape)], [_vi("y", F, x.shape)],
            {"x": x}, opset=11)  # opset < 13: rows of everything from the axis on
+    _check(device, helper.make_node("Softmax", ["x"], ["y"], axis=1), [_vi("x", F, x.shape)], [_vi("y", F, x.shape)],
+           {"x": x})  # opset 13: along axis 1 alone, its elements 21 apart
     for op in ("GlobalAveragePool", "GlobalMaxPool"):
         _check(device, helper.make_node(op, ["x"], ["y"]), [_vi("x", F, x.shape)], [_vi("y", F, (2, 5, 1, 1))], {"x": x})
 

@@ -5,6 +5,8 @@
 
 #if defined(__CUDACC__)
 #define TWINFER_HD __host__ __device__ __forceinline__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #else
 #define TWINFER_HD inline
 #endif
@@ -17,8 +19,13 @@ struct bfloat16_t { uint16_t bits; };
 TWINFER_HD float bits_to_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 TWINFER_HD uint32_t float_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
-// IEEE binary16 -> binary32, exact.
+// IEEE binary16 -> binary32, exact. On a GPU the conversion instructions
+// give the same values (round to nearest even both ways; a NaN stays a NaN,
+// its payload bits may differ); the bit manipulation is for the host.
 TWINFER_HD float half_to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
   uint32_t sign = (h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
   uint32_t mant = h & 0x3ffu;
@@ -37,10 +44,14 @@ TWINFER_HD float half_to_float(uint16_t h) {
     u = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
   return bits_to_float(u);
+#endif
 }
 
 // binary32 -> binary16 with round-to-nearest-even, overflow to inf, NaN kept.
 TWINFER_HD uint16_t float_to_half(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
   uint32_t u = float_to_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t absu = u & 0x7fffffffu;
@@ -59,15 +70,20 @@ TWINFER_HD uint16_t float_to_half(float f) {
   }
   uint32_t r = absu + 0xc8000fffu + ((absu >> 13) & 1);  // rebias exponent and round to even
   return (uint16_t)(sign | (r >> 13));
+#endif
 }
 
 TWINFER_HD float bf16_to_float(uint16_t b) { return bits_to_float((uint32_t)b << 16); }
 
 TWINFER_HD uint16_t float_to_bf16(float f) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
   uint32_t u = float_to_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1);
   return (uint16_t)(u >> 16);
+#endif
 }
 
 }  // namespace twinfer

@@ -15,7 +15,9 @@ int SmPartitioner::groups_for(double share) const {
   if (!(share > 0.0 && share <= 1.0))
     throw Error(ErrorKind::kInvalidArgument, "sm_share must be in (0, 1], got " + std::to_string(share));
   const int n = group_count();
-  return std::clamp(static_cast<int>(std::lround(share * n)), 1, n);
+  // The epsilon keeps a share that is a whole number of groups (0.3 of 10)
+  // from losing one to float rounding.
+  return std::clamp(static_cast<int>(std::floor(share * n + 1e-9)), 1, n);
 }
 
 int SmPartitioner::free_groups() const {

@@ -23,7 +23,9 @@ class SmPartitioner {
     std::vector<int> groups;  // indices into the split
     int sms = 0;
   };
-  // Groups for `share` of the device: round(share x groups), at least one.
+  // Groups for `share` of the device: floor(share x groups), at least one,
+  // so shares adding up to at most 1 always fit together (rounding to the
+  // nearest gave 0.5 + 0.5 eight groups each of an H100's fifteen).
   // Throws kInvalidArgument for a share outside (0, 1] and kDevice when
   // fewer groups are free than the share needs.
   Grant acquire(double share);

@@ -54,6 +54,17 @@ struct ArenaRequests {
   }
 };
 
+// A step whose output is its input's bytes under another shape, run by a
+// copy kernel that does nothing when both are one block (CopyInput0Kernel
+// on the CPU, the CUDA copy kernel).
+bool is_view_step(const PlannedStep& st) {
+  if (!st.node || !st.node->domain.empty() || st.inputs.empty() || st.outputs.size() != 1) return false;
+  if (st.inputs[0] < 0 || st.outputs[0] < 0) return false;
+  if (st.kind != StepKind::kHost && st.kind != StepKind::kDevice) return false;
+  const std::string& op = st.node->op_type;
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
+}
+
 }  // namespace
 
 std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>& shapes) {
@@ -258,11 +269,29 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
       plan->values[v].channel_block = passed.blocked.block;
     }
 
+  // Views: the output of a Reshape-like step (its input's bytes, see
+  // is_view_step) shares its input's block when both are intermediates of
+  // one arena; the block lives until the later of their last reads, and the
+  // step's copy onto itself is skipped by the kernel. Steps are in order, so
+  // a chain of views shares one block.
+  std::vector<int> view_of(g.values.size(), -1);
+  for (const auto& st : plan->steps) {
+    if (!is_view_step(st)) continue;
+    const int in = st.inputs[0], out = st.outputs[0];
+    const auto &pi = plan->values[in], &po = plan->values[out];
+    if (pi.home != ValueHome::kArena || po.home != ValueHome::kArena || pi.space != po.space ||
+        pi.channel_block || po.channel_block || planned_bytes(pi) != planned_bytes(po))
+      continue;
+    const int root = view_of[in] >= 0 ? view_of[in] : in;
+    view_of[out] = root;
+    last[root] = std::max(last[root], last[out]);
+  }
+
   // Memory: an arena per space, by liveness.
   ArenaRequests host, dev;
   for (size_t v = 0; v < g.values.size(); ++v) {
     const auto& pv = plan->values[v];
-    if (pv.home != ValueHome::kArena) continue;
+    if (pv.home != ValueHome::kArena || view_of[v] >= 0) continue;
     (pv.space == MemorySpace::kDevice ? dev : host).value(static_cast<int>(v), planned_bytes(pv), first[v], last[v]);
   }
   for (size_t s = 0; s < plan->steps.size(); ++s) {
@@ -290,6 +319,8 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     std::tie(plan->device_arena_bytes, plan->device_naive_bytes) = dev.place(*plan, kDeviceArenaAlignment);
   }
   std::tie(plan->arena_bytes, plan->naive_bytes) = host.place(*plan, kArenaAlignment);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (view_of[v] >= 0) plan->values[v].offset = plan->values[view_of[v]].offset;
   return plan;
 }
 

@@ -48,7 +48,7 @@ template <typename O, typename A, typename B, typename F>
 void launch2(const Geometry& g, const A* a, const B* b, O* y, const F& f, cudaStream_t s) {
   const LaunchConfig lc = elementwise_launch(g.n);
   if (!lc.blocks) return;
-  if (g.flat) twinfer_gpu::binary_flat<<<lc.blocks, lc.threads, 0, s>>>(g.n, a, b, y, f);
+  if (g.flat) twinfer_gpu::binary_flat<<<twinfer_gpu::flat_grid<A, B, O>(lc), lc.threads, 0, s>>>(g.n, a, b, y, f);
   else twinfer_gpu::binary_bcast<<<lc.blocks, lc.threads, 0, s>>>(g.n, g.calc2(), a, b, y, f);
   check_launch("elementwise kernel launch");
 }

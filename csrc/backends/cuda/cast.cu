@@ -42,7 +42,7 @@ class CastKernel final : public Kernel {
       using F = typename decltype(tf)::type;
       dispatch_typeset<kCudaElementwiseTypes>(to_, [&](auto tt) {
         using T = typename decltype(tt)::type;
-        twinfer_gpu::unary_flat<<<lc.blocks, lc.threads, 0, s>>>(n, ctx.inputs[0].as<const F>(),
+        twinfer_gpu::unary_flat<<<twinfer_gpu::flat_grid<F, T>(lc), lc.threads, 0, s>>>(n, ctx.inputs[0].as<const F>(),
                                                                  ctx.outputs[0].as<T>(), CastTo<T>{});
       });
     });

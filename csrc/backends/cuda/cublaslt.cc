@@ -2,9 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/libraries.h"
 #include "core/device_info.h"
 #include "core/error.h"
@@ -79,6 +81,81 @@ cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDe
     throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no algorithm for " + what +
                                                " (CUBLASLT_LOG_LEVEL=5 names what it refused)");
   return r;
+}
+
+namespace {
+
+// Relaxed capture mode for this thread while it lives: a trial's allocations
+// and synchronisation must not invalidate a capture another thread runs.
+struct RelaxedCapture {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+};
+
+}  // namespace
+
+TrialBuffer::TrialBuffer(size_t bytes) {
+  RelaxedCapture relaxed;
+  if (!bytes) return;
+  check(cudaMalloc(&p_, bytes), "cudaMalloc (cuBLASLt trial operand)");
+  if (cudaMemset(p_, 0, bytes) != cudaSuccess) {
+    cudaFree(p_);
+    p_ = nullptr;
+    check(cudaGetLastError(), "cudaMemset (cuBLASLt trial operand)");
+  }
+}
+
+TrialBuffer::~TrialBuffer() {
+  RelaxedCapture relaxed;
+  if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
+}
+
+cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
+                                                    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                    cublasLtMatrixLayout_t d, uint32_t align, const std::string& what,
+                                                    const AlgoTrial& trial) {
+  const CublasLtApi& api = cublaslt();
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_cublas(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = kCublasLtWorkspaceLimit;
+  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    api.pref_set(pref, attr, &align, sizeof(align));
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t r[kCandidates] = {};
+  int found = 0;
+  const cublasStatus_t s = api.heuristic(h, desc, a, b, d, d, pref, kCandidates, r, &found);
+  api.pref_destroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no algorithm for " + what +
+                                               " (CUBLASLT_LOG_LEVEL=5 names what it refused)");
+  RelaxedCapture relaxed;
+  size_t most = 0;
+  for (int i = 0; i < found; ++i) most = std::max(most, r[i].workspaceSize);
+  TrialBuffer workspace(most);
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (cuBLASLt trial)");
+  std::string refused;
+  int chosen = -1;
+  for (int i = 0; i < found && chosen < 0; ++i) {
+    if (r[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    const cublasStatus_t st = trial(r[i], workspace.get(), stream);
+    const cudaError_t ce = cudaStreamSynchronize(stream);
+    if (st == CUBLAS_STATUS_SUCCESS && ce == cudaSuccess) {
+      chosen = i;
+      break;
+    }
+    cudaGetLastError();
+    const char* msg = st != CUBLAS_STATUS_SUCCESS ? api.status_string(st) : cudaGetErrorString(ce);
+    refused += (refused.empty() ? "" : "; ") + std::string("candidate ") + std::to_string(i) + ": " + msg;
+  }
+  if (cudaStreamDestroy(stream) != cudaSuccess) cudaGetLastError();
+  if (chosen < 0)
+    throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt refused every algorithm its heuristic offered for " + what +
+                                               " (" + refused + ")");
+  return r[chosen];
 }
 
 cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {

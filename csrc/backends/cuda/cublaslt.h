@@ -5,6 +5,7 @@
 #pragma once
 #include <cublasLt.h>
 
+#include <functional>
 #include <string>
 
 namespace twinfer::cuda {
@@ -40,6 +41,32 @@ void check_cublas(cublasStatus_t s, const char* what);
 cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
                                             cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d, uint32_t align,
                                             const std::string& what);
+// A launch of one candidate algorithm on scratch operands: the status of
+// its cublasLtMatmul on `stream`, with `workspace` of the candidate's size.
+using AlgoTrial = std::function<cublasStatus_t(const cublasLtMatmulHeuristicResult_t& candidate, void* workspace,
+                                               cudaStream_t stream)>;
+// choose_algo, proven by a launch: cuBLASLt's candidates best first, each
+// run once by `trial` on a private stream (at load time, in relaxed capture
+// mode); the first whose launch succeeds. The heuristic vouches for types
+// and shapes only: on an H100 (cuBLASLt 13.1) cublasLtMatmul refused the
+// heuristic's FP8 choice with NOT_SUPPORTED. Throws Error(kUnsupportedOp)
+// naming each refusal when no candidate runs.
+cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
+                                                    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                    cublasLtMatrixLayout_t d, uint32_t align, const std::string& what,
+                                                    const AlgoTrial& trial);
+// Zeroed device memory for a trial's operands, freed with the object.
+class TrialBuffer {
+ public:
+  explicit TrialBuffer(size_t bytes);
+  ~TrialBuffer();
+  TrialBuffer(const TrialBuffer&) = delete;
+  TrialBuffer& operator=(const TrialBuffer&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
 // A column-major rows x cols matrix of type t with leading dimension ld
 // (throws on failure; the caller destroys it with layout_destroy).
 cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld);

@@ -16,6 +16,7 @@
 #include "backends/cuda/error_flag.h"
 #include "backends/cuda/green_context.h"
 #include "backends/cuda/kernel_trace.h"
+#include "backends/cuda/libraries.h"
 #include "core/device_api.h"
 
 namespace twinfer::cuda {
@@ -187,14 +188,23 @@ class CudaStream final : public Stream {
   void wait(Event& e) override { check(cudaStreamWaitEvent(s_, native(e), 0), "cudaStreamWaitEvent"); }
   void synchronize() override { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
 
+  // A capture begins and ends under the cuDNN lock: cudnnConvolutionForward
+  // finalizes execution plans lazily, and one doing so on another thread
+  // while a capture ended crashed the driver inside cuStreamEndCapture (seen
+  // on an H100, cuDNN 9.19, driver 580: two members of one engine in
+  // Parallel). Both sides are host calls of microseconds.
   void begin_capture() override {
     DeviceGuard g(index_);
+    std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
     check(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   }
   std::unique_ptr<GraphExec> end_capture() override {
     DeviceGuard g(index_);
     cudaGraph_t graph = nullptr;
-    check(cudaStreamEndCapture(s_, &graph), "cudaStreamEndCapture");
+    {
+      std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
+      check(cudaStreamEndCapture(s_, &graph), "cudaStreamEndCapture");
+    }
     size_t nodes = 0;
     if (cudaGraphGetNodes(graph, nullptr, &nodes) != cudaSuccess) cudaGetLastError();
     cudaGraphExec_t exec = nullptr;
@@ -221,6 +231,7 @@ class CudaStream final : public Stream {
     if (cudaStreamIsCapturing(s_, &st) != cudaSuccess) cudaGetLastError();
     if (st == cudaStreamCaptureStatusNone) return;
     cudaGraph_t graph = nullptr;
+    std::lock_guard<std::mutex> lock(cudnn_handle_mutex());  // as end_capture
     if (cudaStreamEndCapture(s_, &graph) != cudaSuccess) cudaGetLastError();
     if (graph) cudaGraphDestroy(graph);
   }

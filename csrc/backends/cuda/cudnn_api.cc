@@ -44,6 +44,7 @@ const CudnnApi& cudnn() {
   resolve(api.conv_math, "cudnnSetConvolutionMathType");
   resolve(api.conv_destroy, "cudnnDestroyConvolutionDescriptor");
   resolve(api.fwd_algos, "cudnnGetConvolutionForwardAlgorithm_v7");
+  resolve(api.fwd_find, "cudnnFindConvolutionForwardAlgorithm");
   resolve(api.fwd, "cudnnConvolutionForward");
   ready = true;
   return api;
@@ -72,11 +73,6 @@ void check_cudnn_setup(cudnnStatus_t s, const char* what) {
   }
   throw Error(ErrorKind::kUnsupportedOp, std::string("cuDNN refused it: ") + what + ": " +
                                              (msg ? msg : "status " + std::to_string(code)));
-}
-
-std::mutex& cudnn_handle_mutex() {
-  static std::mutex* m = new std::mutex();  // never destroyed: kernels may outlive static destruction
-  return *m;
 }
 
 cudnnHandle_t cudnn_handle(int device) {

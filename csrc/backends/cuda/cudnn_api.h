@@ -9,6 +9,8 @@
 #include <mutex>
 #include <cudnn.h>
 
+#include "backends/cuda/libraries.h"
+
 namespace twinfer::cuda {
 
 struct CudnnApi {
@@ -27,15 +29,13 @@ struct CudnnApi {
   decltype(&cudnnSetConvolutionMathType) conv_math = nullptr;
   decltype(&cudnnDestroyConvolutionDescriptor) conv_destroy = nullptr;
   decltype(&cudnnGetConvolutionForwardAlgorithm_v7) fwd_algos = nullptr;
+  decltype(&cudnnFindConvolutionForwardAlgorithm) fwd_find = nullptr;
   decltype(&cudnnConvolutionForward) fwd = nullptr;
 };
 
 const CudnnApi& cudnn();
-// One handle per device. A handle is bound to one stream at a time and is
-// not for two threads at once: callers hold cudnn_handle_mutex() while they
-// set its stream and enqueue, and while they query its heuristics.
+// One handle per device, used under cudnn_handle_mutex() (libraries.h).
 cudnnHandle_t cudnn_handle(int device);
-std::mutex& cudnn_handle_mutex();
 void check_cudnn(cudnnStatus_t s, const char* what);
 // check_cudnn for building a kernel: a status of the BAD_PARAM or
 // NOT_SUPPORTED families (a shape or combination cuDNN does not take) is

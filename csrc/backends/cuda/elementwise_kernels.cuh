@@ -24,15 +24,73 @@ __device__ __forceinline__ int64_t first_index() {
 }
 __device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
-// y[i] = f(a[i]) over contiguous operands.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+__host__ __device__ constexpr size_t max_size(size_t a) { return a; }
+template <typename... R>
+__host__ __device__ constexpr size_t max_size(size_t a, size_t b, R... r) { return max_size(a > b ? a : b, r...); }
+
+// Elements a thread of the flat kernels takes at once: 16 bytes of the
+// widest operand (one vector load or store each), at most 8.
+template <typename... T>
+__host__ __device__ constexpr int flat_vec() {
+  constexpr size_t w = max_size(sizeof(T)...);
+  return w >= 16 ? 1 : (16 / w > 8 ? 8 : static_cast<int>(16 / w));
+}
+
+// Blocks for a flat kernel: a thread per flat_vec elements.
+template <typename... T>
+inline uint32_t flat_grid(const twinfer::ew::LaunchConfig& lc) {
+  constexpr uint32_t v = flat_vec<T...>();
+  return lc.blocks ? (lc.blocks + v - 1) / v : 0;
+}
+
+// y[i] = f(a[i]) over contiguous operands. Operands aligned for packs (and
+// under 2^31 elements) go a Pack at a time with 32-bit indices, the last
+// n % V elements one by one; others element by element.
 template <typename F, typename O, typename A>
 __global__ void unary_flat(int64_t n, const A* __restrict__ a, O* __restrict__ y, F f) {
+  constexpr int V = flat_vec<A, O>();
+  if (V > 1 && n < INT32_MAX && reinterpret_cast<uintptr_t>(a) % sizeof(Pack<A, V>) == 0 &&
+      reinterpret_cast<uintptr_t>(y) % sizeof(Pack<O, V>) == 0) {
+    const uint32_t nv = static_cast<uint32_t>(n / V);
+    const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
+    for (uint32_t i = first; i < nv; i += stride) {
+      const Pack<A, V> in = reinterpret_cast<const Pack<A, V>*>(a)[i];
+      Pack<O, V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k) out.v[k] = f(in.v[k]);
+      reinterpret_cast<Pack<O, V>*>(y)[i] = out;
+    }
+    for (uint32_t i = nv * V + first; i < static_cast<uint32_t>(n); i += stride) y[i] = f(a[i]);
+    return;
+  }
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = f(a[i]);
 }
 
-// y[i] = f(a[i], b[i]) when neither operand broadcasts.
+// y[i] = f(a[i], b[i]) when neither operand broadcasts (packs as unary_flat).
 template <typename F, typename O, typename A, typename B>
 __global__ void binary_flat(int64_t n, const A* __restrict__ a, const B* __restrict__ b, O* __restrict__ y, F f) {
+  constexpr int V = flat_vec<A, B, O>();
+  if (V > 1 && n < INT32_MAX && reinterpret_cast<uintptr_t>(a) % sizeof(Pack<A, V>) == 0 &&
+      reinterpret_cast<uintptr_t>(b) % sizeof(Pack<B, V>) == 0 &&
+      reinterpret_cast<uintptr_t>(y) % sizeof(Pack<O, V>) == 0) {
+    const uint32_t nv = static_cast<uint32_t>(n / V);
+    const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
+    for (uint32_t i = first; i < nv; i += stride) {
+      const Pack<A, V> pa = reinterpret_cast<const Pack<A, V>*>(a)[i];
+      const Pack<B, V> pb = reinterpret_cast<const Pack<B, V>*>(b)[i];
+      Pack<O, V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k) out.v[k] = f(pa.v[k], pb.v[k]);
+      reinterpret_cast<Pack<O, V>*>(y)[i] = out;
+    }
+    for (uint32_t i = nv * V + first; i < static_cast<uint32_t>(n); i += stride) y[i] = f(a[i], b[i]);
+    return;
+  }
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = f(a[i], b[i]);
 }
 

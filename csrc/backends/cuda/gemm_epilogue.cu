@@ -46,7 +46,7 @@ void apply_activation(void* y, int64_t n, DType dtype, const nn::Activation& act
   const nn::ActFn f = nn::ActFn::of(act);
   ew::dispatch_typeset<ew::kF32 | ew::kF16 | ew::kBF16>(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    twinfer_gpu::unary_flat<<<lc.blocks, lc.threads, 0, s>>>(n, static_cast<const T*>(y), static_cast<T*>(y),
+    twinfer_gpu::unary_flat<<<twinfer_gpu::flat_grid<T>(lc), lc.threads, 0, s>>>(n, static_cast<const T*>(y), static_cast<T*>(y),
                                                              LiftAct<T>{f});
   });
   check_launch("activation kernel launch");

@@ -36,6 +36,8 @@ cudaDataType_t cuda_type(DType t) {
 }
 
 class CudaFP8MatMul final : public Kernel {
+  static constexpr int64_t kXScaleAt = 16;  // x's scale, in floats after w's
+
  public:
   explicit CudaFP8MatMul(const KernelBuildInfo& info)
       : api_(cublaslt()), xt_(info.input_dtype(kF8X)), act_(nn::parse_activation(info.node())) {
@@ -55,9 +57,11 @@ class CudaFP8MatMul final : public Kernel {
     for (int64_t r = 0; r < n_; ++r)
       for (int64_t c = 0; c < k_; ++c) wp[r * kp_ + c] = wq[r * k_ + c];
     w_ = device_copy(wp.data(), DType::kUInt8, {np_, kp_});
-    const float scales[2] = {*info.input_constant(kF8WScale)->data_as<float>(),
-                             *info.input_constant(kF8XScale)->data_as<float>()};
-    scales_ = device_copy(scales, DType::kFloat32, {2});
+    // The two scales 64 bytes apart, each as aligned as a tensor's start.
+    float scales[kXScaleAt + 1] = {};
+    scales[0] = *info.input_constant(kF8WScale)->data_as<float>();
+    scales[kXScaleAt] = *info.input_constant(kF8XScale)->data_as<float>();
+    scales_ = device_copy(scales, DType::kFloat32, {kXScaleAt + 1});
     has_bias_ = info.has_input(kF8Bias);
     bias_after_ = has_bias_ && xt_ == DType::kFloat32;
     if (has_bias_) {
@@ -88,7 +92,7 @@ class CudaFP8MatMul final : public Kernel {
     set(CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt));
     set(CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
     const float* sa = scales_.data_as<float>();  // A = w: w_scale; B = x: x_scale
-    const float* sb = sa + 1;
+    const float* sb = sa + kXScaleAt;
     set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
     set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
     if (lt_bias) {
@@ -100,8 +104,15 @@ class CudaFP8MatMul final : public Kernel {
     a_ = make_layout(CUDA_R_8F_E4M3, kp_, np_, kp_);
     b_ = make_layout(CUDA_R_8F_E4M3, kp_, m_, kp_);
     d_ = make_layout(cuda_type(xt_), np_, m_, np_);
-    algo_ = choose_algo(handle_, desc_, a_, b_, d_, 16,
-                        "FP8 " + std::to_string(m_) + "x" + std::to_string(n_) + "x" + std::to_string(k_));
+    // Each candidate is launched once on zeroed operands (see choose_working_algo).
+    TrialBuffer xq(static_cast<size_t>(m_ * kp_)), dq(static_cast<size_t>(m_ * np_) * dtype_size(xt_));
+    algo_ = choose_working_algo(
+        handle_, desc_, a_, b_, d_, 16, "FP8 " + std::to_string(m_) + "x" + std::to_string(n_) + "x" + std::to_string(k_),
+        [&](const cublasLtMatmulHeuristicResult_t& r, void* workspace, cudaStream_t s) {
+          const float one = 1.f, zero = 0.f;
+          return api_.matmul(handle_, desc_, &one, w_.data(), a_, xq.get(), b_, &zero, dq.get(), d_, dq.get(), d_,
+                             &r.algo, workspace, r.workspaceSize, s);
+        });
   }
   ~CudaFP8MatMul() override {
     for (auto l : {a_, b_, d_})
@@ -119,7 +130,7 @@ class CudaFP8MatMul final : public Kernel {
     const cudaStream_t s = stream_of(ctx);
     char* scratch = static_cast<char*>(ctx.scratch);
     auto* xq = reinterpret_cast<uint8_t*>(scratch);
-    quantize_e4m3_rows(ctx.inputs[kF8X].data, xt_, scales_.data_as<float>() + 1, m_, k_, kp_, xq, s);
+    quantize_e4m3_rows(ctx.inputs[kF8X].data, xt_, scales_.data_as<float>() + kXScaleAt, m_, k_, kp_, xq, s);
     void* d = np_ != n_ ? static_cast<void*>(scratch + x_bytes()) : ctx.outputs[0].data;
     void* workspace = scratch + x_bytes() + d_bytes();
     const float one = 1.f, zero = 0.f;

@@ -61,6 +61,11 @@ void* library_symbol(const std::string& name, const char* symbol) {
   return lib.handle ? dlsym(lib.handle, symbol) : nullptr;
 }
 
+std::mutex& cudnn_handle_mutex() {
+  static std::mutex* m = new std::mutex();  // never destroyed: kernels may outlive static destruction
+  return *m;
+}
+
 }  // namespace twinfer::cuda
 
 namespace twinfer {

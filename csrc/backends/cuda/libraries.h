@@ -4,6 +4,7 @@
 // Kernels of the CUDA-kernels issue resolve their functions through
 // library_symbol(); today only the version calls are used (build_info).
 #pragma once
+#include <mutex>
 #include <string>
 
 namespace twinfer::cuda {
@@ -18,5 +19,12 @@ struct Library {
 const Library& library(const std::string& name);
 // A symbol of an opened library, or nullptr.
 void* library_symbol(const std::string& name, const char* symbol);
+
+// Held while cuDNN's handle is in use (it takes one stream at a time and is
+// not for two threads at once: callers hold it while they set the stream and
+// enqueue, and while they query heuristics) and while a stream capture
+// begins or ends (cuda_device.cc says why). Here, not in cudnn_api.h: a
+// build without cuDNN's header still captures.
+std::mutex& cudnn_handle_mutex();
 
 }  // namespace twinfer::cuda

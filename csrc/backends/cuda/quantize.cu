@@ -202,7 +202,7 @@ class QBinaryKernel final : public Kernel {
       const B* b = ctx.inputs[quant::kQbB].as<const B>();
       Y* y = ctx.outputs[0].as<Y>();
       auto launch = [&](auto f) {
-        if (flat_) twinfer_gpu::binary_flat<<<lc.blocks, lc.threads, 0, s>>>(n_, a, b, y, f);
+        if (flat_) twinfer_gpu::binary_flat<<<twinfer_gpu::flat_grid<A, B, Y>(lc), lc.threads, 0, s>>>(n_, a, b, y, f);
         else twinfer_gpu::binary_bcast<<<lc.blocks, lc.threads, 0, s>>>(n_, calc_, a, b, y, f);
       };
       if (mul_) launch(QBinaryFn<Y, true>{p_});

@@ -5,6 +5,7 @@
 // kernels do), block reductions by warp shuffles: every thread of the block
 // reaches every reduction (no early return; CUDA_GUIDE.md section 3).
 #include <cfloat>
+#include <type_traits>
 
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
@@ -62,6 +63,41 @@ __global__ void softmax_rows(int64_t rows, int64_t len, int64_t inner, const T* 
     for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
       const float v = twinfer::ew::load(xr[i * inner]);
       yr[i * inner] = twinfer::ew::store<T>(log ? v - ls : expf(v - m) * inv);
+    }
+  }
+}
+
+// Softmax of contiguous rows of len <= 32 * K: a warp per row, the row in
+// registers (K values a lane), the reductions by shuffles alone. The math
+// of softmax_rows (NaN-ignoring max, float sum); attention's rows (ViT:
+// 197 long, 150k of them at batch 64) spent most of their time in the
+// block version's barriers.
+template <typename T, int K>
+__global__ void softmax_warp_rows(int64_t rows, int len, const T* __restrict__ x, T* __restrict__ y, bool log) {
+  const int lane = threadIdx.x & 31;
+  const int64_t per_block = blockDim.x >> 5, warps = static_cast<int64_t>(gridDim.x) * per_block;
+  for (int64_t r = blockIdx.x * per_block + (threadIdx.x >> 5); r < rows; r += warps) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    float v[K];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = lane + 32 * k;
+      v[k] = i < len ? twinfer::ew::load(xr[i]) : -INFINITY;
+      m = fmaxf(m, v[k]);
+    }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (lane + 32 * k < len) s += expf(v[k] - m);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float ls = m + logf(s), inv = 1.f / s;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = lane + 32 * k;
+      if (i < len) yr[i] = twinfer::ew::store<T>(log ? v[k] - ls : expf(v[k] - m) * inv);
     }
   }
 }
@@ -149,8 +185,24 @@ class CudaSoftmax final : public Kernel {
     const cudaStream_t s = stream_of(ctx);
     ew::dispatch_typeset<kRowTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      twinfer_gpu::softmax_rows<<<row_blocks(rows), twinfer_gpu::kRowThreads, 0, s>>>(
-          rows, g_.len, g_.inner, ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>(), g_.log);
+      const T* x = ctx.inputs[0].as<const T>();
+      T* y = ctx.outputs[0].as<T>();
+      if (g_.inner == 1 && g_.len <= 1024) {  // a warp per row, four rows a block
+        const uint32_t blocks = row_blocks((rows + 3) / 4);
+        const int len = static_cast<int>(g_.len);
+        auto warp = [&](auto k) {
+          twinfer_gpu::softmax_warp_rows<T, decltype(k)::value><<<blocks, 128, 0, s>>>(rows, len, x, y, g_.log);
+        };
+        if (len <= 32) warp(std::integral_constant<int, 1>{});
+        else if (len <= 64) warp(std::integral_constant<int, 2>{});
+        else if (len <= 128) warp(std::integral_constant<int, 4>{});
+        else if (len <= 256) warp(std::integral_constant<int, 8>{});
+        else if (len <= 512) warp(std::integral_constant<int, 16>{});
+        else warp(std::integral_constant<int, 32>{});
+      } else {
+        twinfer_gpu::softmax_rows<<<row_blocks(rows), twinfer_gpu::kRowThreads, 0, s>>>(rows, g_.len, g_.inner, x, y,
+                                                                                      g_.log);
+      }
     });
     check_launch("Softmax launch");
   }

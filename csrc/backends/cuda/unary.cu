@@ -39,7 +39,7 @@ class UnaryKernel final : public Kernel {
     dispatch_typeset<Op::kTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
       using S = typename decltype(tag)::type;
       using O = std::conditional_t<Op::kBoolOut, bool, S>;
-      twinfer_gpu::unary_flat<<<lc.blocks, lc.threads, 0, s>>>(n, ctx.inputs[0].as<const S>(), ctx.outputs[0].as<O>(),
+      twinfer_gpu::unary_flat<<<twinfer_gpu::flat_grid<S, O>(lc), lc.threads, 0, s>>>(n, ctx.inputs[0].as<const S>(), ctx.outputs[0].as<O>(),
                                                                Lift1<O, typename Op::Functor>{f_});
     });
     check_launch("elementwise kernel launch");
@@ -101,7 +101,7 @@ class ClipKernel final : public Kernel {
       std::memcpy(&lo, lo_, sizeof(C));
       std::memcpy(&hi, hi_, sizeof(C));
       const Clip<C> f{lo, hi};
-      twinfer_gpu::unary_flat<<<lc.blocks, lc.threads, 0, s>>>(n, ctx.inputs[0].as<const S>(), ctx.outputs[0].as<S>(),
+      twinfer_gpu::unary_flat<<<twinfer_gpu::flat_grid<S>(lc), lc.threads, 0, s>>>(n, ctx.inputs[0].as<const S>(), ctx.outputs[0].as<S>(),
                                                                Lift1<S, Clip<C>>{f});
     });
     check_launch("Clip kernel launch");
