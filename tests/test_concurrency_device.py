@@ -300,6 +300,9 @@ def test_sm_shares_are_green_context_partitions_on_the_simulated_device(models, 
 def test_sm_shares_on_cuda_run_on_green_contexts(models, cpu, rng):
     dev = on("cuda", models)
     total = twinfer._core.device_sm_count("cuda")
+    # Halves fit together whatever the number of SM groups (an H100 has an odd one).
+    with twinfer.Parallel([(dev["conv"], {"sm_share": 0.5}), (dev["mlp"], {"sm_share": 0.5})]) as halves:
+        assert sum(m.context.sm_count for m in halves.members) <= total
     with twinfer.Parallel([(dev["conv"], {"sm_share": 0.5}), (dev["mlp"], {"sm_share": 0.25})]) as par:
         counts = [m.context.sm_count for m in par.members]
         assert 0 < counts[1] < counts[0] < total
@@ -312,9 +315,6 @@ def test_sm_shares_on_cuda_run_on_green_contexts(models, cpu, rng):
         for _ in range(3):
             a, b = g.run([{"x": x}, {"v": v}])
             close(a["feat"].numpy(), alone(cpu["conv"], {"x": x}, 1)["feat"])
-    # Halves fit together whatever the number of SM groups (an H100 has an odd one).
-    with twinfer.Parallel([(dev["conv"], {"sm_share": 0.5}), (dev["mlp"], {"sm_share": 0.5})]) as halves:
-        assert sum(m.context.sm_count for m in halves.members) <= total
 
 
 # -- one graph for the group -------------------------------------------------------

@@ -539,3 +539,53 @@ def test_cumsum_and_cumprod(device, rng):
                 ref = ref[:, ::-1] if reverse else ref
                 np.testing.assert_allclose(got["y"], ref, rtol=1e-5, atol=1e-6)
                 np.testing.assert_array_equal(got["y"], want["y"])  # the same order of operations
+
+
+def _norm_ref(x, axes, eps):
+    mean = x.mean(axis=axes, keepdims=True, dtype=np.float64)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_instance_group_and_rms_normalization(device, rng):
+    # Each against NumPy (float64 statistics) and the CPU kernel; odd sizes, a
+    # plane longer than a block, GroupNormalization's per-channel (opset 21)
+    # and per-group (opset 18) parameters, RMS over one and over two axes.
+    F = TensorProto.FLOAT
+    x = (rng.standard_normal((2, 6, 5, 67)) * 3 + 1).astype(np.float32)
+    sc, bi = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    want = _norm_ref(x, (2, 3), 1e-5) * sc[:, None, None] + bi[:, None, None]
+    inits = [helper.make_tensor("s", F, [6], sc), helper.make_tensor("b", F, [6], bi)]
+    m = _norm_model(helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-5), x, inits, opset=17)
+    ref, got = _run_both(m, {"x": x}, device)
+    assert _rel(got["y"], want) < 1e-5 and _rel(got["y"], ref["y"]) < 1e-5
+    g = x.reshape(2, 3, 2, 5, 67)
+    want = _norm_ref(g, (2, 3, 4), 1e-3).reshape(x.shape) * sc[:, None, None] + bi[:, None, None]
+    m = _norm_model(helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, epsilon=1e-3), x, inits,
+               opset=21)
+    ref, got = _run_both(m, {"x": x}, device)
+    assert _rel(got["y"], want) < 1e-5 and _rel(got["y"], ref["y"]) < 1e-5
+    sg, bg = sc[:3], bi[:3]  # opset 18: one scale and bias per group
+    want = (_norm_ref(g, (2, 3, 4), 1e-3) * sg[:, None, None, None] + bg[:, None, None, None]).reshape(x.shape)
+    m = _norm_model(helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, epsilon=1e-3), x,
+               [helper.make_tensor("s", F, [3], sg), helper.make_tensor("b", F, [3], bg)], opset=18)
+    ref, got = _run_both(m, {"x": x}, device)
+    assert _rel(got["y"], want) < 1e-5 and _rel(got["y"], ref["y"]) < 1e-5
+    r = rng.standard_normal((3, 4, 300)).astype(np.float32)
+    for axis, shape in ((-1, [300]), (1, [4, 300])):
+        w = rng.standard_normal(shape).astype(np.float32)
+        axes = tuple(range(axis % 3, 3))
+        want = r / np.sqrt((r.astype(np.float64) ** 2).mean(axis=axes, keepdims=True) + 1e-6) * w
+        m = _norm_model(helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=axis, epsilon=1e-6), r,
+                   [helper.make_tensor("s", F, shape, w)], opset=23)
+        ref, got = _run_both(m, {"x": r}, device)
+        assert _rel(got["y"], want) < 1e-5 and _rel(got["y"], ref["y"]) < 1e-5
+
+
+def _norm_model(node, x, inits, opset):
+    g = helper.make_graph([node], "n", [_vi("x", TensorProto.FLOAT, x.shape)], [_vi("y", TensorProto.FLOAT, x.shape)],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m

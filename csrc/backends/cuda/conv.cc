@@ -6,10 +6,7 @@
 // TF32, like the GEMM); float16 / bfloat16 use tensor cores, fp32 compute.
 #include <cuda_runtime_api.h>
 
-#include <initializer_list>
 #include <mutex>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "backends/cuda/conv_epilogue.h"
@@ -110,13 +107,7 @@ class CudnnConv final : public Kernel {
       check_cudnn_setup(api_.conv_math(cd_, exact_ ? CUDNN_FMA_MATH : dtype_ == DType::kFloat32 ? CUDNN_DEFAULT_MATH
                                                                                         : CUDNN_TENSOR_OP_MATH),
                   "cudnnSetConvolutionMathType");
-      std::string key = std::to_string(device) + dtype_name(dtype_) + (exact_ ? "exact" : "") + "|g" +
-                        std::to_string(c_.group);
-      for (const std::vector<int>* v : std::initializer_list<const std::vector<int>*>{&xs, &ws, &ys, &pad, &stride, &dil}) {
-        key += '|';
-        for (int d : *v) key += std::to_string(d) + ',';
-      }
-      choose_algorithm(key);
+      choose_algorithm();
     } catch (...) {
       destroy();  // the destructor does not run for a throwing constructor
       throw;
@@ -154,70 +145,28 @@ class CudnnConv final : public Kernel {
     cd_ = nullptr, wd_ = nullptr, yd_ = nullptr, xd_ = nullptr;
   }
 
-  // The algorithm: timed by cuDNN (cudnnFindConvolutionForwardAlgorithm, on
-  // scratch memory of its own), once per configuration in the process; its
-  // heuristic's first choice when timing fails. The heuristic alone picked
-  // NCHW fp16 algorithms far from the fastest (ResNet-50 at batch 256 on an
-  // H100: cuDNN's time 53 ms, twice PyTorch's whole run).
-  void choose_algorithm(const std::string& key) {
-    static std::mutex cache_mutex;
-    static auto* cache = new std::unordered_map<std::string, cudnnConvolutionFwdAlgoPerf_t>();  // never destroyed
-    {
-      std::lock_guard<std::mutex> lock(cache_mutex);
-      auto it = cache->find(key);
-      if (it != cache->end()) return use(it->second);
-    }
+  void choose_algorithm() {
     constexpr int kMax = 16;
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
     int n = 0;
-    if (timed(perf, kMax, &n) || heuristic(perf, kMax, &n)) {
-      for (int i = 0; i < n; ++i) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceLimit) continue;
-        // fp32 stays exact: an algorithm whose math is not FMA-only is skipped.
-        if (exact_ && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
-        {
-          std::lock_guard<std::mutex> lock(cache_mutex);
-          cache->emplace(key, perf[i]);
-        }
-        return use(perf[i]);
-      }
+    {
+      std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
+      check_cudnn_setup(api_.fwd_algos(handle_, xd_, wd_, cd_, yd_, kMax, &n, perf),
+                        "cudnnGetConvolutionForwardAlgorithm_v7");
+    }
+    for (int i = 0; i < n; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceLimit) continue;
+      // fp32 stays exact: an algorithm whose math is not FMA-only is skipped.
+      if (exact_ && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
+      algo_ = perf[i].algo;
+      workspace_ = perf[i].memory;
+      // The heuristic's result holds for the math type it reports, which may
+      // differ from the one the descriptor asked for (frameworks set it so).
+      if (!exact_) check_cudnn_setup(api_.conv_math(cd_, perf[i].mathType), "cudnnSetConvolutionMathType");
+      return;
     }
     throw Error(ErrorKind::kUnsupportedOp, "cuDNN has no forward algorithm for this convolution within " +
                                                std::to_string(kWorkspaceLimit >> 20) + " MiB of workspace");
-  }
-
-  void use(const cudnnConvolutionFwdAlgoPerf_t& p) {
-    algo_ = p.algo;
-    workspace_ = p.memory;
-    // The result holds for the math type it reports, which may differ from
-    // the one the descriptor asked for (frameworks set it so).
-    if (!exact_) check_cudnn_setup(api_.conv_math(cd_, p.mathType), "cudnnSetConvolutionMathType");
-  }
-
-  // Every algorithm run and timed on a private stream, fastest first. Load
-  // time only; relaxed capture mode, so a capture on another thread is not
-  // invalidated by its allocations and synchronisation.
-  bool timed(cudnnConvolutionFwdAlgoPerf_t* perf, int max, int* n) {
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    cudaStream_t s = nullptr;
-    bool ok = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess;
-    if (ok) {
-      std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
-      ok = api_.set_stream(handle_, s) == CUDNN_STATUS_SUCCESS &&
-           api_.fwd_find(handle_, xd_, wd_, cd_, yd_, max, n, perf) == CUDNN_STATUS_SUCCESS && *n > 0;
-    }
-    if (s && cudaStreamDestroy(s) != cudaSuccess) ok = false;
-    cudaGetLastError();  // a failed timing leaves nothing for the next launch check
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    return ok;
-  }
-
-  bool heuristic(cudnnConvolutionFwdAlgoPerf_t* perf, int max, int* n) {
-    std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
-    check_cudnn_setup(api_.fwd_algos(handle_, xd_, wd_, cd_, yd_, max, n, perf),
-                      "cudnnGetConvolutionForwardAlgorithm_v7");
-    return true;
   }
 
   nn::ConvSpec c_;

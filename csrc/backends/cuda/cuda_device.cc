@@ -7,6 +7,7 @@
 // one captures.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -367,18 +368,18 @@ class CudaDevice final : public DeviceApi {
   Allocator& pinned_allocator() override { return pinned_; }
   std::shared_ptr<Stream> create_stream(int priority) override {
     priority = std::min(std::max(priority, greatest_), least_);
-    return std::make_shared<CudaStream>(index_, priority);
+    return remember(std::make_shared<CudaStream>(index_, priority));
   }
   std::shared_ptr<Stream> create_partitioned_stream(int priority, double sm_share) override {
     priority = std::min(std::max(priority, greatest_), least_);
     DeviceGuard g(index_);
-    return std::make_shared<CudaStream>(index_, priority, GreenContext::create(index_, sm_share));
+    return remember(std::make_shared<CudaStream>(index_, priority, GreenContext::create(index_, sm_share)));
   }
   std::shared_ptr<Stream> create_stream_like(const Stream& s, int priority) override {
     const auto* cs = dynamic_cast<const CudaStream*>(&s);
     if (!cs || !cs->green()) return create_stream(priority);
     priority = std::min(std::max(priority, greatest_), least_);
-    return std::make_shared<CudaStream>(index_, priority, cs->green());
+    return remember(std::make_shared<CudaStream>(index_, priority, cs->green()));
   }
   int sm_count() const override { return device_sm_count(index_); }
   void start_kernel_trace() override {
@@ -398,7 +399,17 @@ class CudaDevice final : public DeviceApi {
       cudaGetLastError();
     return major * 10 + minor;
   }
+  // A stream of ours comes back as itself, so a holder (a DLPack export
+  // waiting to record its consumer's last use) keeps it alive: a wrapper
+  // recorded on after its context destroyed the stream crashed the driver
+  // in cuEventRecord (H100, driver 580). Any other handle is borrowed.
   std::shared_ptr<Stream> borrow_stream(uintptr_t handle) override {
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      for (const auto& [h, weak] : streams_)
+        if (h == handle)
+          if (auto s = weak.lock()) return s;
+    }
     return std::make_shared<CudaStream>(index_, handle);
   }
   std::shared_ptr<Event> create_event() override { return std::make_shared<CudaEvent>(index_, false); }
@@ -433,6 +444,17 @@ class CudaDevice final : public DeviceApi {
   }
 
  private:
+  // The streams this device made, by handle (expired ones dropped as new ones come).
+  std::shared_ptr<Stream> remember(std::shared_ptr<CudaStream> s) {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    streams_.erase(std::remove_if(streams_.begin(), streams_.end(), [](const auto& e) { return e.second.expired(); }),
+                   streams_.end());
+    streams_.emplace_back(s->handle(), s);
+    return s;
+  }
+  std::mutex streams_mutex_;
+  std::vector<std::pair<uintptr_t, std::weak_ptr<CudaStream>>> streams_;
+
   int index_;
   int least_ = 0, greatest_ = 0;
   std::string name_;

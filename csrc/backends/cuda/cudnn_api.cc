@@ -44,7 +44,6 @@ const CudnnApi& cudnn() {
   resolve(api.conv_math, "cudnnSetConvolutionMathType");
   resolve(api.conv_destroy, "cudnnDestroyConvolutionDescriptor");
   resolve(api.fwd_algos, "cudnnGetConvolutionForwardAlgorithm_v7");
-  resolve(api.fwd_find, "cudnnFindConvolutionForwardAlgorithm");
   resolve(api.fwd, "cudnnConvolutionForward");
   ready = true;
   return api;

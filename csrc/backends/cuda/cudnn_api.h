@@ -29,7 +29,6 @@ struct CudnnApi {
   decltype(&cudnnSetConvolutionMathType) conv_math = nullptr;
   decltype(&cudnnDestroyConvolutionDescriptor) conv_destroy = nullptr;
   decltype(&cudnnGetConvolutionForwardAlgorithm_v7) fwd_algos = nullptr;
-  decltype(&cudnnFindConvolutionForwardAlgorithm) fwd_find = nullptr;
   decltype(&cudnnConvolutionForward) fwd = nullptr;
 };
 
