@@ -589,3 +589,49 @@ def _norm_model(node, x, inits, opset):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 10
     return m
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pad_modes(device, rng):
+    # Against numpy.pad: every mode, a pad value from a tensor, negative pads
+    # (crop first), the axes input (opset 18), int64 data, and opset 10's attributes.
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    I64 = TensorProto.INT64
+
+    def run(node, inputs, inits, feeds, opset):
+        out = node.output[0]
+        g = helper.make_graph([node], "pad", inputs, [helper.make_tensor_value_info(out, inputs[0].type.tensor_type.elem_type, None)],
+                              inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 10
+        want, got = _run_both(m, feeds, device)
+        return want[out], got[out]
+
+    pads = [0, 1, 2, 3, 0, 2, 1, 2]  # begins for the 4 dims, then ends
+    width = list(zip(pads[:4], pads[4:]))
+    for mode, npmode in (("constant", "constant"), ("reflect", "reflect"), ("edge", "edge"), ("wrap", "wrap")):
+        inits = [helper.make_tensor("p", I64, [8], pads)]
+        ins = ["x", "p"]
+        if mode == "constant":
+            inits.append(helper.make_tensor("v", TensorProto.FLOAT, [], [2.5]))
+            ins.append("v")
+        want, got = run(helper.make_node("Pad", ins, ["y"], mode=mode), [_vi("x", TensorProto.FLOAT, x.shape)], inits,
+                        {"x": x}, 19)
+        kw = {"constant_values": 2.5} if mode == "constant" else {}
+        ref = np.pad(x, width, mode=npmode, **kw)
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(got, want)
+    # Negative pads crop, then pad; axes name two of the dims.
+    inits = [helper.make_tensor("p", I64, [4], [-1, 2, 1, -3]), helper.make_tensor("a", I64, [2], [1, 3])]
+    want, got = run(helper.make_node("Pad", ["x", "p", "", "a"], ["y"], mode="constant"),
+                    [_vi("x", TensorProto.FLOAT, x.shape)], inits, {"x": x}, 18)
+    ref = np.pad(x[:, 1:, :, :3], [(0, 0), (0, 1), (0, 0), (2, 0)])
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got, want)
+    xi = rng.integers(-1000, 1000, (3, 4)).astype(np.int64)
+    want, got = run(helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect"), [_vi("x", I64, xi.shape)],
+                    [helper.make_tensor("p", I64, [4], [2, 1, 1, 3])], {"x": xi}, 13)
+    np.testing.assert_array_equal(got, np.pad(xi, [(2, 1), (1, 3)], mode="reflect"))
+    want, got = run(helper.make_node("Pad", ["x"], ["y"], mode="constant", pads=[0, 0, 1, 1, 0, 0, 1, 1], value=-1.0),
+                    [_vi("x", TensorProto.FLOAT, x.shape)], [], {"x": x}, 10)
+    np.testing.assert_array_equal(got, np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], constant_values=-1.0))

@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/tensor/pad_plan.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -128,7 +129,7 @@ void dim_map(int64_t d, int64_t b, int64_t e, PadMode mode, std::vector<int64_t>
   }
 }
 
-class PadKernel final : public Kernel {
+class PadKernel final : public PadPlanKernel {
  public:
   explicit PadKernel(const KernelBuildInfo& info)
       : mode_(pad_mode(info)), in_(info.input_shape(0)), out_(info.output_shape(0)),
@@ -147,6 +148,16 @@ class PadKernel final : public Kernel {
         std::memcpy(&value_bytes_, &t, sizeof(T));
       });
     }
+  }
+
+  bool fixed_maps() const override { return constant_; }
+  const std::vector<int64_t>& map_indices() const override { return maps_.idx; }
+  const std::vector<size_t>& map_offsets() const override { return maps_.offset; }
+  const Shape& input_shape() const override { return in_; }
+  const Shape& output_shape() const override { return out_; }
+  bool value_from_attribute(uint64_t* bytes) const override {
+    *bytes = value_bytes_;
+    return attr_value_;
   }
 
   void run(KernelContext& ctx) const override {
