@@ -7,7 +7,8 @@
 #
 #   tools/gpu_check.sh                 # all steps: build test bench sanitize
 #   tools/gpu_check.sh build bench     # some of them
-#   steps: build test bench (= bench_runtime bench_dual bench_quant) sanitize
+#   steps: build test bench (= bench_runtime bench_dual bench_quant) sanitize; and
+#   profile (benchmarks/gpu_profile.py: per-op times, asked for by name only)
 #
 # The device tool allows 600 s a command, keeps a machine warm 30 s after a
 # call, and brings back 8 files from $OUT. So the script
@@ -169,6 +170,12 @@ if wants bench_quant; then
   stamp "benchmarks: int8 / fp8"
   (cd benchmarks && bench bench_quantization 300 $PY quantization.py --device cuda --iterations 20 \
     --json "$WORK/quantization_cuda.json")
+fi
+
+# ---- where the time goes (not in the default steps: `tools/gpu_check.sh profile`) ----
+if [[ " $steps " == *" profile "* ]]; then
+  stamp "profile: per-op kernel times of ResNet-50, ViT-B/16, BERT-base (fp16, int8)"
+  (cd benchmarks && bench bench_profile 240 $PY gpu_profile.py --precisions fp16 int8 --json "$WORK/profile.json")
 fi
 
 # ---- compute-sanitizer last: the slowest per test, and the least likely to fit ------

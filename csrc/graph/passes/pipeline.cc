@@ -7,6 +7,7 @@
 #include "graph/passes/fold_conv_bn.h"
 #include "graph/passes/fold_pad_conv.h"
 #include "graph/passes/fuse.h"
+#include "graph/passes/fuse_attention.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_qdq.h"
 #include "graph/passes/fuse_qdq_binary.h"
@@ -136,6 +137,10 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
         r.unknown_value = o;
         return r;
       }
+
+  // Attention on a device: one op, its scores never in memory (concrete
+  // shapes prove the operands are [B, H, S, D]).
+  if (options.optimize) keep_if_valid(g, pc, "fuse_attention", [&] { return fuse_attention(g, pc); });
 
   // Activations between convolutions stay in the CPU's channel-blocked
   // layout; the planner sizes the flagged values with their channel padding.

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "core/parallel.h"
+#include "graph/domains.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
@@ -112,6 +113,7 @@ void infer_attention(InferContext& c) {
 }
 
 TWINFER_REGISTER_SCHEMA("Attention", infer_attention);
+TWINFER_REGISTER_SCHEMA("Attention", infer_attention, kTwinferDomain);
 
 class AttentionKernel final : public Kernel {
  public:
@@ -406,6 +408,8 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
 }
 
 TWINFER_REGISTER_KERNEL("Attention", Backend::kCPU, 0, supports, make_kernel<AttentionKernel>);
+// The same op as graph/passes/fuse_attention.cc writes it into device plans.
+TWINFER_REGISTER_KERNEL("Attention", Backend::kCPU, 0, supports, make_kernel<AttentionKernel>, kTwinferDomain);
 
 }  // namespace
 }  // namespace twinfer::tx

@@ -1,0 +1,231 @@
+// Attention on CUDA (ONNX Attention, opset 23, and com.twinfer::Attention,
+// which graph/passes/fuse_attention.cc writes for the spelled-out form):
+// 4-D [B, H, S, D] query, key and value with as many key as query heads, an
+// optional additive (float) or boolean mask broadcast onto [B, H, Sq, Sk],
+// bottom-right causal masking, the scale attribute (1/sqrt(D) without it).
+// No KV cache, softcap or qk output: those stay on the CPU.
+//
+// One pass, the scores never in memory: a block takes kRowsPerBlock query
+// rows of one (b, h); key and value rows go through shared memory kTile at a
+// time (float), and each warp keeps its rows' running max, sum and weighted
+// value sum in registers (the online softmax), lane l holding dims l, l + 32,
+// ... A row whose keys are all masked gives zeros, as the CPU kernel (and
+// ONNX's errata) does. Statistics and sums in float.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/kernel_util.h"
+#include "graph/domains.h"
+
+namespace twinfer_gpu {
+
+constexpr int kAttnWarps = 4;
+constexpr int kRowsPerWarp = 4;
+constexpr int kRowsPerBlock = kAttnWarps * kRowsPerWarp;
+constexpr int kTile = 16;  // key rows staged at a time
+
+struct AttnGeom {
+  int64_t B, H, Sq, Sk, D, Dv;
+  int64_t q_tiles;           // blocks per (b, h)
+  int64_t mstride[4];        // mask strides over [b, h, i, j] (0: broadcast); unused without a mask
+  int mask_kind;             // 0 none, 1 float (the data's type), 2 bool
+  bool causal;
+  float scale;
+};
+
+template <typename T, int DL>  // DL: dims per lane (D and Dv <= 32 * DL)
+__global__ void __launch_bounds__(kAttnWarps * 32)
+    attention_rows(AttnGeom g, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                   const void* __restrict__ mask, T* __restrict__ o) {
+  extern __shared__ float sh[];  // [kTile][D] keys, then [kTile][Dv] values
+  float* ks = sh;
+  float* vs = sh + kTile * g.D;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t bh = blockIdx.x / g.q_tiles;
+  const int64_t row0 = (blockIdx.x % g.q_tiles) * kRowsPerBlock + warp * kRowsPerWarp;
+  const int64_t b = bh / g.H, h = bh % g.H;
+  const T* kb = k + bh * g.Sk * g.D;
+  const T* vb = v + bh * g.Sk * g.Dv;
+
+  float qr[kRowsPerWarp][DL], acc[kRowsPerWarp][DL], mx[kRowsPerWarp], sum[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t i = row0 + r;
+    mx[r] = -INFINITY;
+    sum[r] = 0.f;
+#pragma unroll
+    for (int c = 0; c < DL; ++c) {
+      const int64_t d = lane + 32 * c;
+      qr[r][c] = (i < g.Sq && d < g.D) ? twinfer::ew::load(q[(bh * g.Sq + i) * g.D + d]) : 0.f;
+      acc[r][c] = 0.f;
+    }
+  }
+  for (int64_t j0 = 0; j0 < g.Sk; j0 += kTile) {
+    const int n = static_cast<int>(g.Sk - j0 < kTile ? g.Sk - j0 : kTile);
+    __syncthreads();  // the previous tile is read by every warp
+    for (int64_t e = threadIdx.x; e < n * g.D; e += blockDim.x) ks[e] = twinfer::ew::load(kb[j0 * g.D + e]);
+    for (int64_t e = threadIdx.x; e < n * g.Dv; e += blockDim.x) vs[e] = twinfer::ew::load(vb[j0 * g.Dv + e]);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t i = row0 + r;
+      if (i >= g.Sq) continue;  // the warp as a whole: i is the same in every lane
+      for (int t = 0; t < n; ++t) {
+        const int64_t j = j0 + t;
+        float s = 0.f;
+#pragma unroll
+        for (int c = 0; c < DL; ++c) {
+          const int64_t d = lane + 32 * c;
+          if (d < g.D) s += qr[r][c] * ks[t * g.D + d];
+        }
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        s *= g.scale;
+        if (g.mask_kind) {
+          const int64_t mi = b * g.mstride[0] + h * g.mstride[1] + i * g.mstride[2] + j * g.mstride[3];
+          if (g.mask_kind == 2) {
+            if (!static_cast<const bool*>(mask)[mi]) s = -INFINITY;
+          } else {
+            s += twinfer::ew::load(static_cast<const T*>(mask)[mi]);
+          }
+        }
+        if (g.causal && j > i + (g.Sk - g.Sq)) s = -INFINITY;
+        if (s == -INFINITY) continue;  // no weight; keeps an all-masked row at zero
+        const float m_new = fmaxf(mx[r], s);
+        const float corr = expf(mx[r] - m_new), p = expf(s - m_new);
+        mx[r] = m_new;
+        sum[r] = sum[r] * corr + p;
+#pragma unroll
+        for (int c = 0; c < DL; ++c) {
+          const int64_t d = lane + 32 * c;
+          acc[r][c] = acc[r][c] * corr + (d < g.Dv ? p * vs[t * g.Dv + d] : 0.f);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t i = row0 + r;
+    if (i >= g.Sq) continue;
+    const float inv = sum[r] > 0.f ? 1.f / sum[r] : 0.f;
+#pragma unroll
+    for (int c = 0; c < DL; ++c) {
+      const int64_t d = lane + 32 * c;
+      if (d < g.Dv) o[(bh * g.Sq + i) * g.Dv + d] = twinfer::ew::store<T>(acc[r][c] * inv);
+    }
+  }
+}
+
+}  // namespace twinfer_gpu
+
+namespace twinfer::cuda {
+namespace {
+
+constexpr unsigned kAttnTypes = ew::kF32 | ew::kF16 | ew::kBF16;
+constexpr int64_t kMaxHeadDim = 256;
+
+bool present(const KernelBuildInfo& info, size_t i) { return i < info.node().inputs.size() && info.has_input(i); }
+
+bool attention_supports(const KernelBuildInfo& info, std::string* why) {
+  auto no = [&](const std::string& w) {
+    if (why) *why = w;
+    return false;
+  };
+  const graph::Node& n = info.node();
+  for (size_t i = 0; i < 3; ++i) {
+    if (!present(info, i)) return no("Attention needs query, key and value");
+    if (!ew::check_input_dtype(info, i, kAttnTypes, why)) return false;
+    if (info.input_dtype(i) != info.input_dtype(0)) return no("Attention with inputs of different types has no CUDA kernel");
+    if (info.input_shape(i).size() != 4) return no("3-D (packed heads) Attention runs on the CPU");
+  }
+  for (size_t i = 4; i < n.inputs.size(); ++i)
+    if (info.has_input(i)) return no("Attention with a KV cache or padding lengths runs on the CPU");
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] >= 0) return no("Attention's cache and qk outputs run on the CPU");
+  if (n.attr_float("softcap", 0.f) != 0.f || n.attr_int("qk_matmul_output_mode", 0) != 0)
+    return no("Attention with softcap runs on the CPU");
+  if (n.attr_int("left_window_size", -1) >= 0 || n.attr_int("right_window_size", -1) >= 0)
+    return no("sliding-window Attention runs on the CPU");
+  const Shape q = info.input_shape(0), k = info.input_shape(1), v = info.input_shape(2);
+  if (k[0] != q[0] || v[0] != q[0] || k[1] != q[1] || v[1] != q[1] || v[2] != k[2] || k[3] != q[3])
+    return no("Attention with grouped key heads or mismatched shapes runs on the CPU");
+  if (q[3] > kMaxHeadDim || v[3] > kMaxHeadDim) return no("Attention heads wider than 256 run on the CPU");
+  if (present(info, 3)) {
+    const DType md = info.input_dtype(3);
+    if (md != DType::kBool && md != info.input_dtype(0)) return no("an Attention mask of another float type runs on the CPU");
+    if (info.input_shape(3).size() > 4) return no("an Attention mask of rank > 4 runs on the CPU");
+  }
+  return true;
+}
+
+class CudaAttention final : public Kernel {
+ public:
+  explicit CudaAttention(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
+    std::string why;
+    if (!attention_supports(info, &why)) info.fail(ErrorKind::kUnsupportedOp, why);
+    const graph::Node& n = info.node();
+    const Shape q = info.input_shape(0), k = info.input_shape(1), v = info.input_shape(2);
+    g_.B = q[0], g_.H = q[1], g_.Sq = q[2], g_.D = q[3], g_.Sk = k[2], g_.Dv = v[3];
+    g_.q_tiles = (g_.Sq + twinfer_gpu::kRowsPerBlock - 1) / twinfer_gpu::kRowsPerBlock;
+    g_.scale = n.has_attr("scale") ? n.attr_float("scale", 1.f) : 1.f / std::sqrt(static_cast<float>(g_.D));
+    g_.causal = n.attr_int("is_causal", 0) != 0;
+    g_.mask_kind = 0;
+    if (present(info, 3)) {
+      g_.mask_kind = info.input_dtype(3) == DType::kBool ? 2 : 1;
+      const Shape m = info.input_shape(3);
+      const int64_t full[4] = {g_.B, g_.H, g_.Sq, g_.Sk};
+      Shape m4(4 - m.size(), 1);
+      m4.insert(m4.end(), m.begin(), m.end());
+      const Shape st = contiguous_strides(m4);
+      for (int d = 0; d < 4; ++d) {
+        if (m4[d] != 1 && m4[d] != full[d])
+          info.fail(ErrorKind::kShape, "the mask " + shape_str(m) + " does not broadcast onto [B, H, Sq, Sk]");
+        g_.mstride[d] = m4[d] == 1 ? 0 : st[d];
+      }
+    }
+    const int64_t widest = std::max(g_.D, g_.Dv);
+    dl_ = widest <= 32 ? 1 : widest <= 64 ? 2 : widest <= 128 ? 4 : 8;
+  }
+  void run(KernelContext& ctx) const override {
+    const int64_t blocks = g_.B * g_.H * g_.q_tiles;
+    if (blocks == 0) return;
+    if (g_.Sk == 0) {  // no key at all: every row is all-masked
+      check(cudaMemsetAsync(ctx.outputs[0].data, 0, ctx.outputs[0].bytes(), stream_of(ctx)), "cudaMemsetAsync (Attention)");
+      return;
+    }
+    if (blocks > INT32_MAX) throw Error(ErrorKind::kUnsupportedOp, "Attention with more than 2^31 row blocks");
+    const cudaStream_t s = stream_of(ctx);
+    const size_t shared = static_cast<size_t>(twinfer_gpu::kTile * (g_.D + g_.Dv)) * sizeof(float);
+    const void* mask = g_.mask_kind ? ctx.inputs[3].data : nullptr;
+    ew::dispatch_typeset<kAttnTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      auto go = [&](auto dl) {
+        twinfer_gpu::attention_rows<T, decltype(dl)::value>
+            <<<static_cast<uint32_t>(blocks), twinfer_gpu::kAttnWarps * 32, shared, s>>>(
+                g_, ctx.inputs[0].as<const T>(), ctx.inputs[1].as<const T>(), ctx.inputs[2].as<const T>(), mask,
+                ctx.outputs[0].as<T>());
+      };
+      switch (dl_) {
+        case 1: go(std::integral_constant<int, 1>{}); break;
+        case 2: go(std::integral_constant<int, 2>{}); break;
+        case 4: go(std::integral_constant<int, 4>{}); break;
+        default: go(std::integral_constant<int, 8>{}); break;
+      }
+    });
+    check_launch("Attention launch");
+  }
+  const char* impl_name() const override { return "cuda attention (online softmax)"; }
+
+ private:
+  DType dtype_;
+  twinfer_gpu::AttnGeom g_{};
+  int dl_ = 2;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("Attention", Backend::kCUDA, 0, attention_supports, make_kernel<CudaAttention>);
+TWINFER_REGISTER_KERNEL("Attention", Backend::kCUDA, 0, attention_supports, make_kernel<CudaAttention>, kTwinferDomain);
+
+}  // namespace twinfer::cuda

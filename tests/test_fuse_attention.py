@@ -1,0 +1,134 @@
+"""Attention as exporters spell it out becomes one com.twinfer::Attention in
+device plans (graph/passes/fuse_attention.cc), computed without its scores in
+memory (backends/cuda/attention.cu on a GPU). Each spelling is checked
+against a float64 NumPy evaluation of the unfused graph and against the CPU
+engine (which keeps the MatMuls); on the simulated device the fused op runs
+the CPU's Attention kernel, on a GPU the CUDA one. Odd sizes: 3 heads of 24,
+13 queries, 17 keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import twinfer
+from conftest import SIM_AS_CUDA
+
+F = TensorProto.FLOAT
+DEVICES = [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
+B, H, SQ, SK, D = 2, 3, 13, 17, 24
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, F, s) for n, s in outputs], list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    return m
+
+
+def _scalar(name, v):
+    return helper.make_tensor(name, F, [], [v])
+
+
+def _reference(q, k, v, scale, mask=None):
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) * scale
+    if mask is not None:
+        s = s + mask
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p = p / p.sum(axis=-1, keepdims=True)
+    p = np.where(np.isnan(p), 0.0, p)  # a row with every key masked: zeros
+    return np.einsum("bhqk,bhkd->bhqd", p, v.astype(np.float64))
+
+
+def _check(m, feeds, want, device, fused=1):
+    e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+    rows = e.kernel_report({k: v.shape for k, v in feeds.items()})
+    assert sum(r.op == "com.twinfer::Attention" for r in rows) == fused, [(r.op, r.backend) for r in rows]
+    got = e.run(feeds)["o"].numpy()
+    cpu = twinfer.load(m, device="cpu").run(feeds)["o"].numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(cpu, want, rtol=2e-5, atol=2e-5)
+    return e
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sdpa_export_with_mask_and_nan_guard(device, rng):
+    # PyTorch's scaled_dot_product_attention: q and k^T each times sqrt(scale),
+    # an additive mask, Softmax, Where(IsNaN(p), 0, p), then the values.
+    c = float(np.sqrt(1 / np.sqrt(D)))
+    nodes = [helper.make_node("Mul", ["q", "c"], ["qs"]), helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("Mul", ["kt", "c"], ["kts"]), helper.make_node("MatMul", ["qs", "kts"], ["s"]),
+             helper.make_node("Add", ["s", "mask"], ["sm"]), helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+             helper.make_node("IsNaN", ["p"], ["bad"]), helper.make_node("Where", ["bad", "zero", "p"], ["pz"]),
+             helper.make_node("MatMul", ["pz", "v"], ["o"])]
+    m = _model(nodes, [("q", [B, H, SQ, D]), ("k", [B, H, SK, D]), ("v", [B, H, SK, D]), ("mask", [B, 1, 1, SK])],
+               [("o", [B, H, SQ, D])], [_scalar("c", c), _scalar("zero", 0.0)])
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ([B, H, SQ, D], [B, H, SK, D], [B, H, SK, D]))
+    mask = np.zeros((B, 1, 1, SK), np.float32)
+    mask[1, :, :, 9:] = -np.inf  # the second sample's padding
+    _check(m, {"q": q, "k": k, "v": v, "mask": mask}, _reference(q, k, v, c * c, mask), device)
+    mask[0] = -np.inf  # every key of the first sample masked: its rows are zeros
+    want = _reference(q, k, v, c * c, mask)
+    assert not want[0].any()
+    _check(m, {"q": q, "k": k, "v": v, "mask": mask}, want, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_classic_spelling_and_a_key_already_transposed(device, rng):
+    # BERT's eager form: MatMul(q, k^T) / sqrt(d), Softmax, MatMul; here k^T is
+    # the graph's input itself, so the pass adds the Transpose the op needs.
+    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Div", ["s", "d"], ["sd"]),
+             helper.make_node("Softmax", ["sd"], ["p"], axis=3), helper.make_node("MatMul", ["p", "v"], ["o"])]
+    m = _model(nodes, [("q", [B, H, SQ, D]), ("kt", [B, H, D, SK]), ("v", [B, H, SK, 40])], [("o", [B, H, SQ, 40])],
+               [_scalar("d", 5.0)])
+    q, kt, v = (rng.standard_normal(s).astype(np.float32) for s in ([B, H, SQ, D], [B, H, D, SK], [B, H, SK, 40]))
+    _check(m, {"q": q, "kt": kt, "v": v}, _reference(q, kt.transpose(0, 1, 3, 2), v, 0.2), device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scores_read_elsewhere_stay_unfused(device, rng):
+    # The probabilities are also a graph output: fusing would lose them.
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["o"])]
+    m = _model(nodes, [("q", [B, H, SQ, D]), ("k", [B, H, SK, D]), ("v", [B, H, SK, D])],
+               [("o", [B, H, SQ, D]), ("p", [B, H, SQ, SK])])
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ([B, H, SQ, D], [B, H, SK, D], [B, H, SK, D]))
+    _check(m, {"q": q, "k": k, "v": v}, _reference(q, k, v, 1.0), device, fused=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pytorch_exports_fuse_and_match_pytorch(device, rng, tmp_path):
+    # F.scaled_dot_product_attention with a boolean padding mask, and
+    # nn.MultiheadAttention (ViT's block), exported by torch.onnx.
+    torch = pytest.importorskip("torch")
+
+    class Sdpa(torch.nn.Module):
+        def forward(self, q, k, v, keep):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+
+    class Mha(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.att = torch.nn.MultiheadAttention(48, 3, batch_first=True)
+
+        def forward(self, x):
+            return self.att(x, x, x, need_weights=False)[0]
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(s) for s in ([B, H, SQ, D], [B, H, SK, D], [B, H, SK, D]))
+    keep = torch.ones(B, SK, dtype=torch.bool)
+    keep[1, 11:] = False
+    x = torch.randn(B, SQ, 48)
+    for module, args, names in ((Sdpa(), (q, k, v, keep), ["q", "k", "v", "keep"]), (Mha().eval(), (x,), ["x"])):
+        path = tmp_path / f"{type(module).__name__}.onnx"
+        torch.onnx.export(module, args, str(path), dynamo=False, input_names=names, output_names=["o"], opset_version=17)
+        with torch.no_grad():
+            want = module(*args).numpy()
+        feeds = {n: a.numpy() for n, a in zip(names, args)}
+        e = twinfer.load(path, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+        rows = e.kernel_report({n: a.shape for n, a in feeds.items()})
+        assert sum(r.op == "com.twinfer::Attention" for r in rows) == 1, [r.op for r in rows]
+        np.testing.assert_allclose(e.run(feeds)["o"].numpy(), want, rtol=1e-4, atol=1e-5)
