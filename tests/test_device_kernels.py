@@ -318,6 +318,15 @@ def test_gather_and_gather_nd(device, rng):
     ind = np.stack([rng.integers(0, 5, 6), rng.integers(-7, 7, 6)], axis=1).astype(np.int64).reshape(2, 3, 2)
     _check(device, helper.make_node("GatherND", ["d", "i"], ["y"]), [_vi("d", F, data.shape), _vi("i", TensorProto.INT64, ind.shape)],
            [_vi("y", F, (2, 3, 3))], {"d": data, "i": ind})
+    # Rows copied as 16-, 8- and 4-byte units on CUDA: an fp16 embedding table
+    # (rows of 24 values, 48 bytes), float rows of 8 (32 bytes) and of 6 (24).
+    for shape, t, npt, axis in (((50, 24), TensorProto.FLOAT16, np.float16, 0), ((5, 7, 8), F, np.float32, 1),
+                                ((9, 6), F, np.float32, 0), ((6, 5, 2), TensorProto.FLOAT16, np.float16, 1)):
+        d = rng.standard_normal(shape).astype(npt)
+        idx = rng.integers(-shape[axis], shape[axis], (3, 11)).astype(np.int64)
+        out = np.take(d, np.where(idx < 0, idx + shape[axis], idx), axis=axis)
+        _check(device, helper.make_node("Gather", ["d", "i"], ["y"], axis=axis),
+               [_vi("d", t, d.shape), _vi("i", TensorProto.INT64, idx.shape)], [_vi("y", t, out.shape)], {"d": d, "i": idx})
 
 
 @pytest.mark.cuda

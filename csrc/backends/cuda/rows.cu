@@ -104,6 +104,50 @@ __global__ void layernorm_rows(int64_t rows, int64_t d, const T* __restrict__ x,
   }
 }
 
+// LayerNormalization of rows of d <= 32 * K: a warp per row, the row in
+// registers, the two passes (mean, squared deviations) from them by shuffles
+// alone (BERT's and ViT's 768-wide rows spent their time in the block
+// version's barriers).
+template <typename T, int K>
+__global__ void layernorm_warp_rows(int64_t rows, int d, const T* __restrict__ x, const T* __restrict__ scale,
+                                    const T* __restrict__ bias, float eps, T* __restrict__ y,
+                                    float* __restrict__ mean_out, float* __restrict__ inv_out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t per_block = blockDim.x >> 5, warps = static_cast<int64_t>(gridDim.x) * per_block;
+  for (int64_t r = blockIdx.x * per_block + (threadIdx.x >> 5); r < rows; r += warps) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    float v[K];
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = lane + 32 * k;
+      v[k] = i < d ? twinfer::ew::load(xr[i]) : 0.f;
+      s += v[k];
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float mean = s / static_cast<float>(d);
+    float q = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (lane + 32 * k < d) q += (v[k] - mean) * (v[k] - mean);
+    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+    const float inv = rsqrtf(q / static_cast<float>(d) + eps);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = lane + 32 * k;
+      if (i >= d) continue;
+      float t = (v[k] - mean) * inv * twinfer::ew::load(scale[i]);
+      if (bias) t += twinfer::ew::load(bias[i]);
+      yr[i] = twinfer::ew::store<T>(t);
+    }
+    if (lane == 0) {
+      if (mean_out) mean_out[r] = mean;
+      if (inv_out) inv_out[r] = inv;
+    }
+  }
+}
+
 // Reductions of contiguous rows of `len`. kind: 0 sum, 1 mean, 2 max, 3 min.
 template <typename T>
 __global__ void reduce_rows(int64_t rows, int64_t len, const T* __restrict__ x, T* __restrict__ y, int kind) {
@@ -230,9 +274,27 @@ class CudaLayerNorm final : public Kernel {
     float* inv = ctx.outputs.size() > 2 ? ctx.outputs[2].as<float>() : nullptr;
     ew::dispatch_typeset<kRowTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      twinfer_gpu::layernorm_rows<<<row_blocks(g_.rows), twinfer_gpu::kRowThreads, 0, s>>>(
-          g_.rows, g_.d, ctx.inputs[0].as<const T>(), ctx.inputs[1].as<const T>(),
-          has_bias_ ? ctx.inputs[2].as<const T>() : nullptr, g_.eps, ctx.outputs[0].as<T>(), mean, inv);
+      const T* x = ctx.inputs[0].as<const T>();
+      const T* scale = ctx.inputs[1].as<const T>();
+      const T* bias = has_bias_ ? ctx.inputs[2].as<const T>() : nullptr;
+      T* y = ctx.outputs[0].as<T>();
+      if (g_.d <= 1024) {  // a warp per row, four rows a block
+        const uint32_t blocks = row_blocks((g_.rows + 3) / 4);
+        const int d = static_cast<int>(g_.d);
+        auto warp = [&](auto k) {
+          twinfer_gpu::layernorm_warp_rows<T, decltype(k)::value>
+              <<<blocks, 128, 0, s>>>(g_.rows, d, x, scale, bias, g_.eps, y, mean, inv);
+        };
+        if (d <= 32) warp(std::integral_constant<int, 1>{});
+        else if (d <= 64) warp(std::integral_constant<int, 2>{});
+        else if (d <= 128) warp(std::integral_constant<int, 4>{});
+        else if (d <= 256) warp(std::integral_constant<int, 8>{});
+        else if (d <= 512) warp(std::integral_constant<int, 16>{});
+        else warp(std::integral_constant<int, 32>{});
+      } else {
+        twinfer_gpu::layernorm_rows<<<row_blocks(g_.rows), twinfer_gpu::kRowThreads, 0, s>>>(
+            g_.rows, g_.d, x, scale, bias, g_.eps, y, mean, inv);
+      }
     });
     check_launch("LayerNormalization launch");
   }
