@@ -209,20 +209,25 @@ def test_loading_options_and_sources(model, tmp_path, rng):
         twinfer.load(tmp_path / "missing.onnx")
 
 
-@pytest.mark.parametrize("device", ["cpu", "sim"])
-def test_reshapes_share_their_input_block(rng, device):
-    # a = Relu(x); b = Reshape(a) is a view of a's block, kept while a is read
-    # last (by the final Add); c = Neg(b) must land elsewhere. y = c' * a + a with
-    # c' = Reshape(c) is -a^2 + a: an overlap of c with a would change it.
+def _views_model(nodes):
+    """x [2, 6] -> nodes -> y [2, 6], with the shapes s34 = [3, 4] and s26 = [2, 6]."""
     i64 = onnx.TensorProto.INT64
-    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Reshape", ["a", "s34"], ["b"]),
-             helper.make_node("Neg", ["b"], ["c"]), helper.make_node("Reshape", ["c", "s26"], ["d"]),
-             helper.make_node("Mul", ["d", "a"], ["e"]), helper.make_node("Add", ["e", "a"], ["y"])]
     g = helper.make_graph(nodes, "views", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 6])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 6])],
                           [helper.make_tensor("s34", i64, [2], [3, 4]), helper.make_tensor("s26", i64, [2], [2, 6])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_reshapes_share_their_input_block(rng, device):
+    # a = Relu(x); b = Reshape(a) is a view of a's block, kept while a is read
+    # last (by the final Add); c = Neg(b) must land elsewhere. y = c' * a + a with
+    # c' = Reshape(c) is -a^2 + a: an overlap of c with a would change it.
+    m = _views_model([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Reshape", ["a", "s34"], ["b"]),
+                      helper.make_node("Neg", ["b"], ["c"]), helper.make_node("Reshape", ["c", "s26"], ["d"]),
+                      helper.make_node("Mul", ["d", "a"], ["e"]), helper.make_node("Add", ["e", "a"], ["y"])])
     e = twinfer.load(m, device=device)
     x = rng.standard_normal((2, 6)).astype(np.float32)
     a = np.maximum(x, 0)
@@ -230,14 +235,9 @@ def test_reshapes_share_their_input_block(rng, device):
     np.testing.assert_allclose(run_ort(m, {"x": x})[0], -a * a + a, rtol=1e-6)
     # A chain of views of a, read again at the end: one block in the arena,
     # where a, b and c were alive at once without views (three).
-    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Reshape", ["a", "s34"], ["b"]),
-             helper.make_node("Reshape", ["b", "s26"], ["c"]), helper.make_node("Reshape", ["c", "s34"], ["d"]),
-             helper.make_node("Reshape", ["d", "s26"], ["f"]), helper.make_node("Add", ["f", "a"], ["y"])]
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 6])],
-                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 6])],
-                          [helper.make_tensor("s34", i64, [2], [3, 4]), helper.make_tensor("s26", i64, [2], [2, 6])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 10
+    m = _views_model([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Reshape", ["a", "s34"], ["b"]),
+                      helper.make_node("Reshape", ["b", "s26"], ["c"]), helper.make_node("Reshape", ["c", "s34"], ["d"]),
+                      helper.make_node("Reshape", ["d", "s26"], ["f"]), helper.make_node("Add", ["f", "a"], ["y"])])
     e = twinfer.load(m, device=device)
     np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), 2 * a, rtol=1e-6)
     report = e.memory_report()

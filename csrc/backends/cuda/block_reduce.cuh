@@ -4,6 +4,10 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
+#include "ops/elementwise/scalar.h"
+
 namespace twinfer_gpu {
 
 constexpr int kRowThreads = 256;
@@ -35,5 +39,21 @@ struct MaxOp {  // NaN is ignored, as std::max(m, NaN) keeps m on the CPU
 struct MinOp {
   __device__ float operator()(float a, float b) const { return fminf(a, b); }
 };
+
+// The mean of a row of len values and the sum of their squared deviations
+// from it, over the block: two passes, as the CPU's ops/nn/norm_stats.h
+// (no cancellation from E[x^2] - E[x]^2). `shared`: 32 floats.
+template <typename T>
+__device__ void block_mean_m2(const T* __restrict__ xr, int64_t len, float* shared, float* mean, float* m2) {
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) s += twinfer::ew::load(xr[i]);
+  *mean = block_reduce(s, SumOp{}, shared, 0.f) / static_cast<float>(len);
+  float q = 0.f;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    const float t = twinfer::ew::load(xr[i]) - *mean;
+    q += t * t;
+  }
+  *m2 = block_reduce(q, SumOp{}, shared, 0.f);
+}
 
 }  // namespace twinfer_gpu

@@ -62,9 +62,10 @@ void check_cublas(cublasStatus_t s, const char* what) {
               std::string(what) + ": " + (msg ? msg : "cuBLASLt status " + std::to_string(static_cast<int>(s))));
 }
 
-cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-                                            cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d, uint32_t align,
-                                            const std::string& what) {
+namespace {
+
+// Up to kCublasLtWorkspaceLimit of workspace, every operand `align`-byte aligned.
+cublasLtMatmulPreference_t preference(uint32_t align) {
   const CublasLtApi& api = cublaslt();
   cublasLtMatmulPreference_t pref = nullptr;
   check_cublas(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
@@ -73,6 +74,16 @@ cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDe
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     api.pref_set(pref, attr, &align, sizeof(align));
+  return pref;
+}
+
+}  // namespace
+
+cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                            cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d, uint32_t align,
+                                            const std::string& what) {
+  const CublasLtApi& api = cublaslt();
+  cublasLtMatmulPreference_t pref = preference(align);
   cublasLtMatmulHeuristicResult_t r{};
   int found = 0;
   const cublasStatus_t s = api.heuristic(h, desc, a, b, d, d, pref, 1, &r, &found);
@@ -116,13 +127,7 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
                                                     cublasLtMatrixLayout_t d, uint32_t align, const std::string& what,
                                                     const AlgoTrial& trial) {
   const CublasLtApi& api = cublaslt();
-  cublasLtMatmulPreference_t pref = nullptr;
-  check_cublas(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t ws = kCublasLtWorkspaceLimit;
-  api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    api.pref_set(pref, attr, &align, sizeof(align));
+  cublasLtMatmulPreference_t pref = preference(align);
   constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t r[kCandidates] = {};
   int found = 0;

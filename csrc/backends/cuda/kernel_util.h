@@ -4,6 +4,9 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <memory>
+#include <string>
+
 #include "backends/cuda/cuda_check.h"
 #include "core/device_api.h"
 #include "core/tensor.h"
@@ -27,6 +30,24 @@ inline Tensor device_copy(const void* host, DType dtype, Shape shape) {
   Tensor t = Tensor::empty(dtype, std::move(shape), Device::cuda(dev));
   if (t.bytes()) check(cudaMemcpy(t.data(), host, t.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy (kernel constant)");
   return t;
+}
+
+// This node's CPU kernel as P, the interface through which a CPU kernel
+// hands its plan to another backend (a strided copy's, Pad's index maps), so
+// each op's index arithmetic is written once; null, with `why`, otherwise.
+template <typename P>
+std::unique_ptr<P> cpu_plan_kernel(const KernelBuildInfo& info, std::string* why) {
+  const KernelBuildInfo cpu = info.for_backend(Backend::kCPU);
+  const KernelDef* def = select_kernel(cpu, why);
+  if (!def) return nullptr;
+  std::unique_ptr<Kernel> k = def->create(cpu);
+  auto* plan = dynamic_cast<P*>(k.get());
+  if (!plan) {
+    if (why) *why = "no plan of the CPU kernel for this node";
+    return nullptr;
+  }
+  k.release();
+  return std::unique_ptr<P>(plan);
 }
 
 inline int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }

@@ -127,22 +127,8 @@ bool width_ok(size_t bytes) { return bytes == 1 || bytes == 2 || bytes == 4 || b
 
 // ---- strided copies planned by the CPU kernel --------------------------------
 
-std::unique_ptr<tensor::StridedCopyKernel> cpu_copy_kernel(const KernelBuildInfo& info, std::string* why) {
-  const KernelBuildInfo cpu = info.for_backend(Backend::kCPU);
-  const KernelDef* def = select_kernel(cpu, why);
-  if (!def) return nullptr;
-  std::unique_ptr<Kernel> k = def->create(cpu);
-  auto* copy = dynamic_cast<tensor::StridedCopyKernel*>(k.get());
-  if (!copy) {
-    if (why) *why = "no strided-copy plan for this node";
-    return nullptr;
-  }
-  k.release();
-  return std::unique_ptr<tensor::StridedCopyKernel>(copy);
-}
-
 bool strided_supports(const KernelBuildInfo& info, std::string* why) {
-  auto k = cpu_copy_kernel(info, why);
+  auto k = cpu_plan_kernel<tensor::StridedCopyKernel>(info, why);
   if (!k) return false;
   if (!k->fixed_plan()) {
     if (why) *why = "arguments computed at run time (the CUDA copy needs constants)";
@@ -159,7 +145,7 @@ class CudaStridedCopy final : public Kernel {
  public:
   explicit CudaStridedCopy(const KernelBuildInfo& info) {
     std::string why;
-    auto k = cpu_copy_kernel(info, &why);
+    auto k = cpu_plan_kernel<tensor::StridedCopyKernel>(info, &why);
     if (!k) info.fail(ErrorKind::kUnsupportedOp, why);
     const tensor::StridedPlan& p = k->plan();
     n_ = p.numel;

@@ -27,15 +27,9 @@ __global__ void group_norm_rows(int64_t rows, int64_t groups, int64_t cg, int64_
     const int64_t g = r % groups;
     const T* xr = x + r * len;
     T* yr = y + r * len;
-    float s = 0.f;
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) s += twinfer::ew::load(xr[i]);
-    const float mean = block_reduce(s, SumOp{}, sf, 0.f) / static_cast<float>(len);
-    float q = 0.f;
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-      const float t = twinfer::ew::load(xr[i]) - mean;
-      q += t * t;
-    }
-    const float inv = 1.f / sqrtf(block_reduce(q, SumOp{}, sf, 0.f) / static_cast<float>(len) + eps);
+    float mean, m2;
+    block_mean_m2(xr, len, sf, &mean, &m2);
+    const float inv = 1.f / sqrtf(m2 / static_cast<float>(len) + eps);
     for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
       const int64_t c = g * cg + i / plane;
       const float sc = twinfer::ew::load(scale[per_group_scale ? g : c]);

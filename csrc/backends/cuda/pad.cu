@@ -47,24 +47,10 @@ __global__ void pad_gather(int64_t n, PadGeom g, const int64_t* __restrict__ map
 namespace twinfer::cuda {
 namespace {
 
-std::unique_ptr<tensor::PadPlanKernel> cpu_pad_kernel(const KernelBuildInfo& info, std::string* why) {
-  const KernelBuildInfo cpu = info.for_backend(Backend::kCPU);
-  const KernelDef* def = select_kernel(cpu, why);
-  if (!def) return nullptr;
-  std::unique_ptr<Kernel> k = def->create(cpu);
-  auto* plan = dynamic_cast<tensor::PadPlanKernel*>(k.get());
-  if (!plan) {
-    if (why) *why = "no Pad plan for this node";
-    return nullptr;
-  }
-  k.release();
-  return std::unique_ptr<tensor::PadPlanKernel>(plan);
-}
-
 bool width_ok(size_t b) { return b == 1 || b == 2 || b == 4 || b == 8; }
 
 bool pad_supports(const KernelBuildInfo& info, std::string* why) {
-  auto k = cpu_pad_kernel(info, why);
+  auto k = cpu_plan_kernel<tensor::PadPlanKernel>(info, why);
   if (!k) return false;
   if (!k->fixed_maps()) {
     if (why) *why = "pads computed at run time (the CUDA Pad needs constants)";
@@ -82,7 +68,7 @@ class CudaPad final : public Kernel {
  public:
   explicit CudaPad(const KernelBuildInfo& info) : elem_(dtype_size(info.input_dtype(0))) {
     std::string why;
-    auto k = cpu_pad_kernel(info, &why);
+    auto k = cpu_plan_kernel<tensor::PadPlanKernel>(info, &why);
     if (!k || !k->fixed_maps()) info.fail(ErrorKind::kUnsupportedOp, why.empty() ? "pads computed at run time" : why);
     const Shape& in = k->input_shape();
     const Shape& out = k->output_shape();

@@ -83,15 +83,9 @@ __global__ void layernorm_rows(int64_t rows, int64_t d, const T* __restrict__ x,
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
-    float s = 0.f;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) s += twinfer::ew::load(xr[i]);
-    const float mean = block_reduce(s, SumOp{}, sf, 0.f) / static_cast<float>(d);
-    float q = 0.f;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-      const float t = twinfer::ew::load(xr[i]) - mean;
-      q += t * t;
-    }
-    const float inv = rsqrtf(block_reduce(q, SumOp{}, sf, 0.f) / static_cast<float>(d) + eps);
+    float mean, m2;
+    block_mean_m2(xr, d, sf, &mean, &m2);
+    const float inv = rsqrtf(m2 / static_cast<float>(d) + eps);
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
       float v = (twinfer::ew::load(xr[i]) - mean) * inv * twinfer::ew::load(scale[i]);
       if (bias) v += twinfer::ew::load(bias[i]);
@@ -183,6 +177,18 @@ namespace {
 
 constexpr unsigned kRowTypes = ew::kF32 | ew::kF16 | ew::kBF16;
 
+// f(std::integral_constant<int, K>) with K the values per lane a warp-per-row
+// kernel needs for rows of len <= 1024 (a power of two, 1 to 32).
+template <typename F>
+void with_values_per_lane(int len, F&& f) {
+  if (len <= 32) f(std::integral_constant<int, 1>{});
+  else if (len <= 64) f(std::integral_constant<int, 2>{});
+  else if (len <= 128) f(std::integral_constant<int, 4>{});
+  else if (len <= 256) f(std::integral_constant<int, 8>{});
+  else if (len <= 512) f(std::integral_constant<int, 16>{});
+  else f(std::integral_constant<int, 32>{});
+}
+
 uint32_t row_blocks(int64_t rows) { return static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(rows, 1), 1 << 20)); }
 
 bool row_dtype_ok(const KernelBuildInfo& info, std::string* why) {
@@ -205,15 +211,9 @@ class CudaSoftmax final : public Kernel {
       if (g_.inner == 1 && g_.len <= 1024) {  // a warp per row, four rows a block
         const uint32_t blocks = row_blocks((rows + 3) / 4);
         const int len = static_cast<int>(g_.len);
-        auto warp = [&](auto k) {
+        with_values_per_lane(len, [&](auto k) {
           twinfer_gpu::softmax_warp_rows<T, decltype(k)::value><<<blocks, 128, 0, s>>>(rows, len, x, y, g_.log);
-        };
-        if (len <= 32) warp(std::integral_constant<int, 1>{});
-        else if (len <= 64) warp(std::integral_constant<int, 2>{});
-        else if (len <= 128) warp(std::integral_constant<int, 4>{});
-        else if (len <= 256) warp(std::integral_constant<int, 8>{});
-        else if (len <= 512) warp(std::integral_constant<int, 16>{});
-        else warp(std::integral_constant<int, 32>{});
+        });
       } else {
         twinfer_gpu::softmax_rows<<<row_blocks(rows), twinfer_gpu::kRowThreads, 0, s>>>(rows, g_.len, g_.inner, x, y,
                                                                                       g_.log);
@@ -281,16 +281,10 @@ class CudaLayerNorm final : public Kernel {
       if (g_.d <= 1024) {  // a warp per row, four rows a block
         const uint32_t blocks = row_blocks((g_.rows + 3) / 4);
         const int d = static_cast<int>(g_.d);
-        auto warp = [&](auto k) {
+        with_values_per_lane(d, [&](auto k) {
           twinfer_gpu::layernorm_warp_rows<T, decltype(k)::value>
               <<<blocks, 128, 0, s>>>(g_.rows, d, x, scale, bias, g_.eps, y, mean, inv);
-        };
-        if (d <= 32) warp(std::integral_constant<int, 1>{});
-        else if (d <= 64) warp(std::integral_constant<int, 2>{});
-        else if (d <= 128) warp(std::integral_constant<int, 4>{});
-        else if (d <= 256) warp(std::integral_constant<int, 8>{});
-        else if (d <= 512) warp(std::integral_constant<int, 16>{});
-        else warp(std::integral_constant<int, 32>{});
+        });
       } else {
         twinfer_gpu::layernorm_rows<<<row_blocks(g_.rows), twinfer_gpu::kRowThreads, 0, s>>>(
             g_.rows, g_.d, x, scale, bias, g_.eps, y, mean, inv);

@@ -13,20 +13,10 @@ namespace {
 
 bool is_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
-// The value of a one-element float constant.
-bool scalar_const(const graph::Graph& g, int v, double* out) {
-  if (v < 0 || !g.values[v].is_constant()) return false;
-  const Tensor& t = g.values[v].constant;
-  if (t.numel() != 1) return false;
-  if (t.dtype() == DType::kFloat32) *out = *t.data_as<float>();
-  else if (t.dtype() == DType::kFloat64) *out = *t.data_as<double>();
-  else return false;
-  return true;
-}
-
 Shape shape_of(const graph::Graph& g, int v) {
+  if (v < 0) return {};
   const auto& val = g.values[v];
-  if (v < 0 || !val.has_shape || !sym_shape_known(val.shape)) return {};
+  if (!val.has_shape || !sym_shape_known(val.shape)) return {};
   return sym_shape_values(val.shape);
 }
 
@@ -46,7 +36,7 @@ struct Matcher {
     const graph::Node& n = g.nodes[node];
     if (!is_op(n, "Mul") || n.inputs.size() != 2) return false;
     for (int k = 0; k < 2; ++k)
-      if (scalar_const(g, n.inputs[1 - k], factor)) {
+      if (scalar_constant(g, n.inputs[1 - k], factor)) {
         *x = n.inputs[k];
         return true;
       }
@@ -85,7 +75,7 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
       const graph::Node& w = g.nodes[where];
       double zero = 1;
       if (w.inputs.size() != 3 || w.inputs[0] != g.nodes[isnan].outputs[0] || w.inputs[2] != p ||
-          !scalar_const(g, w.inputs[1], &zero) || zero != 0.0 || m.users[w.inputs[0]].size() != 1 ||
+          !scalar_constant(g, w.inputs[1], &zero) || zero != 0.0 || m.users[w.inputs[0]].size() != 1 ||
           is_graph_output(g, w.inputs[0]) || is_graph_output(g, w.outputs[0]) || m.users[w.outputs[0]].size() != 1)
         continue;
       remove.push_back(isnan);
@@ -121,7 +111,7 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
       const graph::Node& n = g.nodes[cur];
       double c = 0;
       int x = -1;
-      if (is_op(n, "Div") && scalar_const(g, n.inputs[1], &c) && c != 0.0) {
+      if (is_op(n, "Div") && scalar_constant(g, n.inputs[1], &c) && c != 0.0) {
         scale /= c;
         x = n.inputs[0];
       } else if (!m.scaled_by(cur, &x, &c)) {

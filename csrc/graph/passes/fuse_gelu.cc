@@ -10,17 +10,6 @@ namespace twinfer::passes {
 
 namespace {
 
-// The float value of a one-element constant, if `v` is one.
-bool scalar_const(const graph::Graph& g, int v, double* out) {
-  if (v < 0 || !g.values[v].is_constant()) return false;
-  const Tensor& t = g.values[v].constant;
-  if (t.numel() != 1) return false;
-  if (t.dtype() == DType::kFloat32) *out = *t.data_as<float>();
-  else if (t.dtype() == DType::kFloat64) *out = *t.data_as<double>();
-  else return false;
-  return true;
-}
-
 bool near(double a, double b) { return std::fabs(a - b) < 1e-4 * std::fabs(b); }
 
 bool is_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
@@ -29,8 +18,8 @@ bool is_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.
 int other_input_if_const(const graph::Graph& g, const graph::Node& n, double c) {
   double v;
   if (n.inputs.size() != 2) return -1;
-  if (scalar_const(g, n.inputs[1], &v) && near(v, c)) return n.inputs[0];
-  if (scalar_const(g, n.inputs[0], &v) && near(v, c)) return n.inputs[1];
+  if (scalar_constant(g, n.inputs[1], &v) && near(v, c)) return n.inputs[0];
+  if (scalar_constant(g, n.inputs[0], &v) && near(v, c)) return n.inputs[1];
   return -1;
 }
 
@@ -54,7 +43,7 @@ int fuse_gelu(graph::Graph& g, const PassContext& ctx) {
     int x = -1;
     if (is_op(g.nodes[p], "Div")) {
       double v;
-      if (scalar_const(g, g.nodes[p].inputs[1], &v) && near(v, std::sqrt(2.0))) x = g.nodes[p].inputs[0];
+      if (scalar_constant(g, g.nodes[p].inputs[1], &v) && near(v, std::sqrt(2.0))) x = g.nodes[p].inputs[0];
     } else if (is_op(g.nodes[p], "Mul")) {
       x = other_input_if_const(g, g.nodes[p], 1.0 / std::sqrt(2.0));
     }

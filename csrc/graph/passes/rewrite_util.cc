@@ -50,4 +50,14 @@ int add_constant(graph::Graph& g, const std::string& name, Tensor t) {
   return id;
 }
 
+bool scalar_constant(const graph::Graph& g, int v, double* out) {
+  if (v < 0 || !g.values[v].is_constant()) return false;
+  const Tensor& t = g.values[v].constant;
+  if (t.numel() != 1) return false;
+  if (t.dtype() == DType::kFloat32) *out = *t.data_as<float>();
+  else if (t.dtype() == DType::kFloat64) *out = *t.data_as<double>();
+  else return false;
+  return true;
+}
+
 }  // namespace twinfer::passes

@@ -24,4 +24,7 @@ void erase_nodes(graph::Graph& g, const std::vector<char>& dead);
 int add_value(graph::Graph& g, const std::string& name);
 int add_constant(graph::Graph& g, const std::string& name, Tensor t);
 
+// The value of `v` when it is a one-element float32 / float64 constant.
+bool scalar_constant(const graph::Graph& g, int v, double* out);
+
 }  // namespace twinfer::passes
