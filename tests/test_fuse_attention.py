@@ -132,3 +132,38 @@ def test_pytorch_exports_fuse_and_match_pytorch(device, rng, tmp_path):
         rows = e.kernel_report({n: a.shape for n, a in feeds.items()})
         assert sum(r.op == "com.twinfer::Attention" for r in rows) == 1, [r.op for r in rows]
         np.testing.assert_allclose(e.run(feeds)["o"].numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_onnx_attention_causal_and_a_mask_the_device_leaves_to_the_cpu(device, rng):
+    # ONNX Attention (opset 24) itself: causal with fewer queries than keys
+    # (upper-left without a cache: query i sees keys 0..i), and a boolean mask
+    # whose key dim is shorter than the keys (opset 24 pads it with -inf),
+    # which the CUDA kernel does not take: that node runs on the CPU.
+    def model(causal, mask_shape=None):
+        ins = [("q", [B, H, SQ, D]), ("k", [B, H, SK, D]), ("v", [B, H, SK, D])]
+        vis = [helper.make_tensor_value_info(n, F, s) for n, s in ins]
+        names = ["q", "k", "v"]
+        if mask_shape:
+            vis.append(helper.make_tensor_value_info("mask", TensorProto.BOOL, mask_shape))
+            names.append("mask")
+        node = helper.make_node("Attention", names, ["o"], is_causal=int(causal))
+        g = helper.make_graph([node], "a", vis, [helper.make_tensor_value_info("o", F, [B, H, SQ, D])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
+        m.ir_version = 10
+        return m
+
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ([B, H, SQ, D], [B, H, SK, D], [B, H, SK, D]))
+    scale = 1 / np.sqrt(D)
+    causal = np.where(np.arange(SK)[None, :] > np.arange(SQ)[:, None], -np.inf, 0.0)
+    e = twinfer.load(model(True), device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+    np.testing.assert_allclose(e.run({"q": q, "k": k, "v": v})["o"].numpy(), _reference(q, k, v, scale, causal),
+                               rtol=2e-5, atol=2e-5)
+    keep = rng.random((B, 1, SQ, 12)) < 0.8
+    keep[..., 0] = True
+    e = twinfer.load(model(False, [B, 1, SQ, 12]), device=device, sim_coverage="cuda")
+    rows = e.kernel_report({"q": q.shape, "k": k.shape, "v": v.shape, "mask": keep.shape})
+    assert [r.backend for r in rows if r.op == "Attention"] == ["cpu"], rows
+    additive = np.concatenate([np.where(keep, 0.0, -np.inf), np.full((B, 1, SQ, SK - 12), -np.inf)], axis=-1)
+    np.testing.assert_allclose(e.run({"q": q, "k": k, "v": v, "mask": keep})["o"].numpy(),
+                               _reference(q, k, v, scale, additive), rtol=2e-5, atol=2e-5)

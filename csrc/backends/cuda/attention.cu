@@ -2,7 +2,7 @@
 // which graph/passes/fuse_attention.cc writes for the spelled-out form):
 // 4-D [B, H, S, D] query, key and value with as many key as query heads, an
 // optional additive (float) or boolean mask broadcast onto [B, H, Sq, Sk],
-// bottom-right causal masking, the scale attribute (1/sqrt(D) without it).
+// causal masking (upper-left: no cache here), the scale attribute (1/sqrt(D) without it).
 // No KV cache, softcap or qk output: those stay on the CPU.
 //
 // One pass, the scores never in memory: a block takes kRowsPerBlock query
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
             s += twinfer::ew::load(static_cast<const T*>(mask)[mi]);
           }
         }
-        if (g.causal && j > i + (g.Sk - g.Sq)) s = -INFINITY;
+        if (g.causal && j > i) s = -INFINITY;  // upper-left, as ONNX without a cache (and the CPU kernel)
         if (s == -INFINITY) continue;  // no weight; keeps an all-masked row at zero
         const float m_new = fmaxf(mx[r], s);
         const float corr = expf(mx[r] - m_new), p = expf(s - m_new);
@@ -154,7 +154,14 @@ bool attention_supports(const KernelBuildInfo& info, std::string* why) {
   if (present(info, 3)) {
     const DType md = info.input_dtype(3);
     if (md != DType::kBool && md != info.input_dtype(0)) return no("an Attention mask of another float type runs on the CPU");
-    if (info.input_shape(3).size() > 4) return no("an Attention mask of rank > 4 runs on the CPU");
+    const Shape m = info.input_shape(3);
+    if (m.empty() || m.size() > 4) return no("an Attention mask of rank 0 or above 4 runs on the CPU");
+    const int64_t full[4] = {q[0], q[1], q[2], k[2]};
+    for (size_t d = 0; d < m.size(); ++d) {
+      const int64_t want = full[4 - m.size() + d];
+      if (m[d] != 1 && m[d] != want)  // opset 24's shorter key dim (padded with -inf) included
+        return no("an Attention mask that does not broadcast onto [B, H, Sq, Sk] runs on the CPU");
+    }
   }
   return true;
 }

@@ -93,35 +93,40 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
     if (cur < 0) continue;
     int mask = -1;
     double scale = 1.0;
+    // The scores' chain from `node`: [Div / Mul by a constant] then the MatMul;
+    // its index (or -1), the scale factor, the scaling node (or -1).
+    auto scores_from = [&](int node, double* factor, int* scaler) {
+      *factor = 1.0;
+      *scaler = -1;
+      if (node >= 0 && (is_op(g.nodes[node], "Div") || is_op(g.nodes[node], "Mul"))) {
+        const graph::Node& n = g.nodes[node];
+        double c = 0;
+        int x = -1;
+        if (is_op(n, "Div") && scalar_constant(g, n.inputs[1], &c) && c != 0.0) *factor = 1.0 / c, x = n.inputs[0];
+        else if (m.scaled_by(node, &x, &c)) *factor = c;
+        else return -1;
+        *scaler = node;
+        node = m.sole_producer(x, node);
+      }
+      return node >= 0 && is_op(g.nodes[node], "MatMul") ? node : -1;
+    };
+    double factor = 1.0;
+    int scaler = -1;
     if (is_op(g.nodes[cur], "Add")) {
+      // Either operand may be the scores: the one whose chain reaches a MatMul.
       const graph::Node& add = g.nodes[cur];
-      int scores = -1;
-      for (int k = 0; k < 2 && scores < 0; ++k) {
-        const int pr = m.sole_producer(add.inputs[k], cur);
-        if (pr >= 0 && (is_op(g.nodes[pr], "MatMul") || is_op(g.nodes[pr], "Mul") || is_op(g.nodes[pr], "Div"))) {
-          scores = k;
-        }
-      }
-      if (scores < 0) continue;
-      mask = add.inputs[1 - scores];
-      remove.push_back(cur);
-      cur = m.sole_producer(add.inputs[scores], cur);
-    }
-    if (cur >= 0 && (is_op(g.nodes[cur], "Div") || is_op(g.nodes[cur], "Mul"))) {
-      const graph::Node& n = g.nodes[cur];
-      double c = 0;
-      int x = -1;
-      if (is_op(n, "Div") && scalar_constant(g, n.inputs[1], &c) && c != 0.0) {
-        scale /= c;
-        x = n.inputs[0];
-      } else if (!m.scaled_by(cur, &x, &c)) {
-        continue;
-      } else {
-        scale *= c;
+      int found = -1;
+      for (int k = 0; k < 2 && found < 0; ++k) {
+        found = scores_from(m.sole_producer(add.inputs[k], cur), &factor, &scaler);
+        if (found >= 0) mask = add.inputs[1 - k];
       }
       remove.push_back(cur);
-      cur = m.sole_producer(x, cur);
+      cur = found;
+    } else {
+      cur = scores_from(cur, &factor, &scaler);
     }
+    scale *= factor;
+    if (scaler >= 0) remove.push_back(scaler);
     if (cur < 0 || !is_op(g.nodes[cur], "MatMul")) continue;
     const int mm1 = cur;
     remove.push_back(mm1);
@@ -189,7 +194,7 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
     att.inputs = {q, k, v};
     if (mask >= 0) att.inputs.push_back(mask);
     att.outputs = {out};
-    if (!rewrite_fits(g, att, ctx)) continue;
+    if (!(scale > 0.0) || !rewrite_fits(g, att, ctx)) continue;  // the CPU kernel scales q and k by sqrt(scale)
     for (int r : remove) m.dead[r] = 1;
     // The Attention takes the last MatMul's slot (its inputs all exist by then);
     // an added Transpose goes at the end and the sort below puts it in place.
