@@ -644,3 +644,41 @@ def test_pad_modes(device, rng):
     want, got = run(helper.make_node("Pad", ["x"], ["y"], mode="constant", pads=[0, 0, 1, 1, 0, 0, 1, 1], value=-1.0),
                     [_vi("x", TensorProto.FLOAT, x.shape)], [], {"x": x}, 10)
     np.testing.assert_array_equal(got, np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], constant_values=-1.0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_resize_modes(device, rng):
+    # Against the ONNX reference evaluator: nearest (float and uint8, upsample
+    # and downsample), linear with half_pixel and align_corners, cubic, and
+    # tf_crop_and_resize extrapolating outside its roi.
+    from onnx.reference import ReferenceEvaluator
+
+    x = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    xu = rng.integers(0, 255, (1, 2, 5, 6)).astype(np.uint8)
+    cases = [
+        (x, dict(mode="nearest"), [1, 1, 2.0, 2.0], None),
+        (xu, dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"), [1, 1, 0.5, 1.5], None),
+        (x, dict(mode="linear"), [1, 1, 1.5, 0.6], None),
+        (x, dict(mode="linear", coordinate_transformation_mode="align_corners"), [1, 1, 2.0, 1.0], None),
+        (x, dict(mode="cubic"), [1, 1, 1.3, 1.7], None),
+        (x, dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-7.0),
+         [1, 1, 1.0, 1.5], [0, 0, -0.2, 0.1, 1, 1, 1.1, 0.8]),
+    ]
+    for data, attrs, scales, roi in cases:
+        t = TensorProto.UINT8 if data.dtype == np.uint8 else TensorProto.FLOAT
+        inits = [helper.make_tensor("scales", TensorProto.FLOAT, [4], scales)]
+        roi_name = ""
+        if roi is not None:
+            inits.append(helper.make_tensor("roi", TensorProto.FLOAT, [8], roi))
+            roi_name = "roi"
+        node = helper.make_node("Resize", ["x", roi_name, "scales"], ["y"], **attrs)
+        g = helper.make_graph([node], "r", [_vi("x", t, data.shape)], [helper.make_tensor_value_info("y", t, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+        m.ir_version = 10
+        ref = ReferenceEvaluator(m).run(None, {"x": data})[0]
+        want, got = _run_both(m, {"x": data}, device)
+        if data.dtype == np.uint8:
+            np.testing.assert_array_equal(got["y"], ref)
+        else:
+            np.testing.assert_allclose(got["y"], ref, rtol=1e-5, atol=1e-5, err_msg=str(attrs))
+        np.testing.assert_allclose(got["y"].astype(np.float64), want["y"].astype(np.float64), rtol=1e-5, atol=1e-5)

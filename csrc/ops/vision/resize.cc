@@ -35,6 +35,7 @@
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
+#include "ops/vision/resize_plan.h"
 
 namespace twinfer::vision {
 namespace {
@@ -707,7 +708,7 @@ void run_nearest(const Plan& pl, const void* xv, void* yv, size_t esize, const v
   });
 }
 
-class ResizeKernel final : public Kernel {
+class ResizeKernel final : public ResizePlanKernel {
  public:
   explicit ResizeKernel(const KernelBuildInfo& info)
       : node_(info.node().name), op_(info.node().op_type), attrs_(parse_attrs(info)), dtype_(info.input_dtype(0)),
@@ -726,6 +727,29 @@ class ResizeKernel final : public Kernel {
   }
 
   const char* impl_name() const override { return "cpu loop"; }
+
+  bool fixed_plan() const override { return plan_ != nullptr; }
+  bool nearest() const override { return attrs_.mode == Mode::kNearest; }
+  std::vector<ResizeAxisTaps> axis_taps() const override {
+    std::vector<ResizeAxisTaps> r;
+    if (!plan_) return r;
+    for (const Axis& ax : plan_->axes) {
+      ResizeAxisTaps t;
+      t.identity = ax.identity;
+      t.taps = ax.taps;
+      t.index = ax.idx;
+      t.weight = ax.wf;
+      t.fill = ax.fill;
+      if (!ax.identity && nearest())  // as run_nearest reads the tables
+        for (size_t o = 0; o < ax.fill.size(); ++o)
+          if (ax.fill[o]) t.index[o] = -1;
+      r.push_back(std::move(t));
+    }
+    return r;
+  }
+  const Shape& input_shape() const override { return in_; }
+  const Shape& output_shape() const override { return out_; }
+  uint64_t fill_bits() const override { return fill_bits_; }
 
   void run(KernelContext& ctx) const override {
     if (shape_numel(out_) == 0) return;
