@@ -682,3 +682,40 @@ def test_resize_modes(device, rng):
         else:
             np.testing.assert_allclose(got["y"], ref, rtol=1e-5, atol=1e-5, err_msg=str(attrs))
         np.testing.assert_allclose(got["y"].astype(np.float64), want["y"].astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def _topk_ref(x, k, axis, largest):
+    """NumPy TopK in the spec's order: better value first (NaN the largest), ties by the lower index."""
+    xm = np.moveaxis(x, axis, -1).astype(np.float64)
+    key = np.where(np.isnan(xm), np.inf, xm)
+    nan_first = np.isnan(xm)
+    if largest:
+        order = np.lexsort((np.broadcast_to(np.arange(xm.shape[-1]), xm.shape), -key, ~nan_first), axis=-1)
+    else:
+        order = np.lexsort((np.broadcast_to(np.arange(xm.shape[-1]), xm.shape), key, nan_first), axis=-1)
+    idx = order[..., :k]
+    vals = np.take_along_axis(np.moveaxis(x, axis, -1), idx, axis=-1)
+    return np.moveaxis(vals, -1, axis), np.moveaxis(idx, -1, axis).astype(np.int64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_topk(device, rng):
+    # Ties (values drawn from a few levels), a NaN, largest and smallest, the
+    # last and a middle axis, float / float16 / int64; against NumPy and the CPU.
+    x = rng.integers(-4, 5, (3, 37, 6)).astype(np.float32)
+    x[1, 7, 2] = np.nan
+    for data, t in ((x, TensorProto.FLOAT), (x.astype(np.float16), TensorProto.FLOAT16),
+                    (np.nan_to_num(x).astype(np.int64), TensorProto.INT64)):
+        for axis, k, largest in ((1, 5, 1), (1, 37, 0), (-1, 3, 1), (0, 2, 0)):
+            out_shape = list(data.shape)
+            out_shape[axis] = k
+            node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)
+            g = helper.make_graph([node], "t", [_vi("x", t, data.shape)], [_vi("v", t, out_shape), _vi("i", TensorProto.INT64, out_shape)],
+                                  [helper.make_tensor("k", TensorProto.INT64, [1], [k])])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+            m.ir_version = 10
+            want, got = _run_both(m, {"x": data}, device)
+            rv, ri = _topk_ref(data, k, axis, largest)
+            np.testing.assert_array_equal(got["i"], ri)
+            np.testing.assert_array_equal(got["v"], rv)
+            np.testing.assert_array_equal(got["i"], want["i"])

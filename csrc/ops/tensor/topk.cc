@@ -12,6 +12,7 @@
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
+#include "ops/tensor/topk_order.h"
 
 namespace twinfer::tensor {
 namespace {
@@ -91,13 +92,7 @@ class TopKKernel final : public Kernel {
       std::vector<std::pair<C, int64_t>> row(static_cast<size_t>(n));
       // a before b: a's value is "better", or equal with a lower index.
       auto better = [largest](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& bb) {
-        const bool an = ew::m_isnan(a.first), bn = ew::m_isnan(bb.first);
-        if (an || bn) {
-          if (an && bn) return a.second < bb.second;
-          return largest ? an : bn;  // NaN is the largest value
-        }
-        if (a.first != bb.first) return largest ? a.first > bb.first : a.first < bb.first;
-        return a.second < bb.second;
+        return topk_before(a.first, a.second, bb.first, bb.second, largest);
       };
       for (int64_t t = b; t < e; ++t) {
         const int64_t o = t / inner, j = t % inner;
