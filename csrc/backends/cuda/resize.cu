@@ -6,6 +6,8 @@
 // three resized dims and 64 taps an element; scales / sizes / roi must be
 // constants. The CPU resizes axis by axis; the sum here is in one step, so
 // results differ from it by float rounding only.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -125,11 +127,19 @@ bool resize_supports(const KernelBuildInfo& info, std::string* why) {
   if (k->nearest() ? !(elem == 1 || elem == 2 || elem == 4 || elem == 8) : !ew::in_typeset(kInterpTypes, info.input_dtype(0)))
     return no(std::string("a CUDA Resize of ") + dtype_name(info.input_dtype(0)) + " in this mode runs on the CPU");
   if (k->input_shape().size() > static_cast<size_t>(ew::kMaxOffsetDims)) return no("a Resize of rank > 8 runs on the CPU");
-  int resized = 0, taps = 1;
+  int resized = 0;
+  int64_t taps = 1;
   for (const auto& a : k->axis_taps())
-    if (!a.identity) ++resized, taps *= a.taps;
+    if (!a.identity) {
+      ++resized;
+      taps = std::min<int64_t>(taps * a.taps, 1 << 20);  // no overflow: antialias has thousands of taps a dim
+    }
   if (resized > twinfer_gpu::kMaxResized || taps > 64)
     return no("a Resize of more than 3 dims or 64 taps an element runs on the CPU");
+  // The CPU blends an outer dim's fill into later passes (fill x the weights):
+  // equal to writing the fill at once only for a finite fill.
+  if (!k->nearest() && !std::isfinite(info.node().attr_float("extrapolation_value", 0.f)))
+    return no("a Resize with a non-finite extrapolation_value runs on the CPU");
   return true;
 }
 

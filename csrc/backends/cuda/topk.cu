@@ -33,16 +33,26 @@ __global__ void __launch_bounds__(kTopKThreads)
   __shared__ C best_v[kTopKThreads / 32];
   __shared__ int64_t best_i[kTopKThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ int64_t winner;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t o = r / inner, j = r % inner;
     const T* xr = x + o * n * inner + j;
     for (int64_t w = threadIdx.x; w < (n + 31) / 32; w += blockDim.x) taken[w] = 0u;
     __syncthreads();
-    for (int64_t pick = 0; pick < k; ++pick) {
-      C v{};
-      int64_t idx = -1;
+    // Each thread keeps the best untaken element of its slice; only the
+    // thread whose element was picked scans its slice again (n + k n / 256
+    // reads a row instead of k n).
+    C mine{};
+    int64_t mine_i = -1;
+    auto scan = [&] {
+      mine_i = -1;
       for (int64_t e = threadIdx.x; e < n; e += blockDim.x)
-        if (!(taken[e >> 5] & (1u << (e & 31)))) topk_keep(v, idx, twinfer::ew::load(xr[e * inner]), e, largest);
+        if (!(taken[e >> 5] & (1u << (e & 31)))) topk_keep(mine, mine_i, twinfer::ew::load(xr[e * inner]), e, largest);
+    };
+    scan();
+    for (int64_t pick = 0; pick < k; ++pick) {
+      C v = mine;
+      int64_t idx = mine_i;
       for (int off = 16; off > 0; off >>= 1) {
         const C ov = __shfl_xor_sync(0xffffffffu, v, off);
         const int64_t oi = __shfl_xor_sync(0xffffffffu, idx, off);
@@ -61,9 +71,12 @@ __global__ void __launch_bounds__(kTopKThreads)
         y[out] = xr[bi * inner];
         if (yi) yi[out] = bi;
         taken[bi >> 5] |= 1u << (bi & 31);
+        winner = bi;
       }
       __syncthreads();
+      if (mine_i == winner) scan();
     }
+    __syncthreads();  // every scan of this row is done before the next row clears `taken`
   }
 }
 
@@ -92,7 +105,16 @@ TopKGeom topk_geom(const KernelBuildInfo& info) {
 
 bool topk_supports(const KernelBuildInfo& info, std::string* why) {
   if (!ew::check_input_dtype(info, 0, kTopKTypes, why)) return false;
-  if (info.input_shape(0).empty()) return false;
+  if (info.input_shape(0).empty()) {
+    if (why) *why = "TopK of a scalar runs on the CPU";
+    return false;
+  }
+  // K must be a constant: the CPU kernel checks a fed K against the plan's,
+  // which on the device would mean reading it back.
+  if (info.opset() >= 10 && info.has_input(1) && !info.input_constant(1)) {
+    if (why) *why = "TopK with K computed at run time runs on the CPU";
+    return false;
+  }
   const TopKGeom g = topk_geom(info);
   if (g.n > twinfer_gpu::kTopKMaxRow || g.k > twinfer_gpu::kTopKMaxK) {
     if (why) *why = "TopK of more than 512 of rows longer than 65536 runs on the CPU";
