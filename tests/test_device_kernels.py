@@ -719,3 +719,25 @@ def test_topk(device, rng):
             np.testing.assert_array_equal(got["i"], ri)
             np.testing.assert_array_equal(got["v"], rv)
             np.testing.assert_array_equal(got["i"], want["i"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gather_elements(device, rng):
+    # Every axis, negative indices, indices smaller than the data off the axis,
+    # int32 and int64 indices, float and fp16 data; against NumPy and the CPU.
+    for npt, t in ((np.float32, TensorProto.FLOAT), (np.float16, TensorProto.FLOAT16)):
+        data = rng.standard_normal((4, 5, 6)).astype(npt)
+        for axis, ishape in ((0, (7, 3, 6)), (1, (2, 9, 5)), (-1, (4, 5, 11))):
+            ax = axis % 3
+            n = data.shape[ax]
+            for it, ipt in ((TensorProto.INT64, np.int64), (TensorProto.INT32, np.int32)):
+                idx = rng.integers(-n, n, ishape).astype(ipt)
+                sub = data[tuple(slice(0, ishape[d]) if d != ax else slice(None) for d in range(3))]
+                want = np.take_along_axis(sub, np.where(idx < 0, idx + n, idx).astype(np.int64), axis=ax)
+                node = helper.make_node("GatherElements", ["d", "i"], ["y"], axis=axis)
+                g = helper.make_graph([node], "ge", [_vi("d", t, data.shape), _vi("i", it, ishape)], [_vi("y", t, ishape)])
+                m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+                m.ir_version = 10
+                ref, got = _run_both(m, {"d": data, "i": idx}, device)
+                np.testing.assert_array_equal(got["y"], want)
+                np.testing.assert_array_equal(got["y"], ref["y"])

@@ -56,6 +56,26 @@ __global__ void gather_rows(int64_t n, twinfer::ew::FastDivmod inner, twinfer::e
   }
 }
 
+// GatherElements: out[i] = data[base(i) + idx[i] * axis_stride], base(i) the
+// data offset of output element i's coordinates with the axis left out.
+template <typename U, typename I>
+__global__ void gather_elements(int64_t n, twinfer::ew::OffsetCalc<1> base, int64_t A, int64_t axis_stride,
+                                const U* __restrict__ data, const I* __restrict__ idx, U* __restrict__ out,
+                                int* error) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    int64_t o[1];
+    base.get(static_cast<uint64_t>(i), o);
+    int64_t k = static_cast<int64_t>(idx[i]);
+    if (k < 0) k += A;
+    if (k < 0 || k >= A) {
+      *error = twinfer::cuda::kIndexOutOfRange;
+      out[i] = U{};
+      continue;
+    }
+    out[i] = data[o[0] + k * axis_stride];
+  }
+}
+
 // GatherND: each of `rows` index rows (k int64 entries) picks a block of
 // `inner` elements; rows are grouped `per_batch` to a batch of `batch_stride`.
 struct GatherNDGeom {
@@ -401,6 +421,66 @@ class CudaGather final : public Kernel {
   int64_t A_ = 0, J_ = 0, inner_ = 1, n_ = 0;
 };
 
+// ---- GatherElements -----------------------------------------------------------
+
+bool gather_elements_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!gather_supports(info, why)) return false;
+  if (info.input_shape(1).size() > static_cast<size_t>(ew::kMaxOffsetDims)) {
+    if (why) *why = "GatherElements of rank > 8 has no CUDA kernel";
+    return false;
+  }
+  return true;
+}
+
+class CudaGatherElements final : public Kernel {
+ public:
+  explicit CudaGatherElements(const KernelBuildInfo& info)
+      : elem_(dtype_size(info.input_dtype(0))), index_(info.input_dtype(1)) {
+    const Shape data = info.input_shape(0), ind = info.input_shape(1);
+    int64_t axis = info.node().attr_int("axis", 0);
+    const int64_t r = static_cast<int64_t>(data.size());
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r || static_cast<int64_t>(ind.size()) != r)
+      info.fail(ErrorKind::kShape, "GatherElements needs indices of the data's rank and an axis in range");
+    for (int64_t d = 0; d < r; ++d)
+      if (d != axis && ind[d] > data[d])
+        info.fail(ErrorKind::kShape, "indices " + shape_str(ind) + " exceed data " + shape_str(data));
+    std::vector<int64_t> strides = contiguous_strides(data);
+    axis_len_ = data[axis];
+    axis_stride_ = strides[axis];
+    strides[axis] = 0;  // the index supplies the axis coordinate
+    offsets_for(ind, strides, &base_);
+    n_ = shape_numel(ind);
+  }
+  void run(KernelContext& ctx) const override {
+    const ew::LaunchConfig lc = ew::elementwise_launch(n_);
+    if (!lc.blocks) return;
+    const cudaStream_t s = stream_of(ctx);
+    int* error = kernel_error_flag(ctx.backend_state);
+    by_width(elem_, [&](auto tag) {
+      using U = decltype(tag);
+      if (index_ == DType::kInt64)
+        twinfer_gpu::gather_elements<<<lc.blocks, lc.threads, 0, s>>>(n_, base_, axis_len_, axis_stride_,
+                                                                      ctx.inputs[0].as<const U>(),
+                                                                      ctx.inputs[1].as<const int64_t>(),
+                                                                      ctx.outputs[0].as<U>(), error);
+      else
+        twinfer_gpu::gather_elements<<<lc.blocks, lc.threads, 0, s>>>(n_, base_, axis_len_, axis_stride_,
+                                                                      ctx.inputs[0].as<const U>(),
+                                                                      ctx.inputs[1].as<const int32_t>(),
+                                                                      ctx.outputs[0].as<U>(), error);
+    });
+    check_launch("GatherElements launch");
+  }
+  const char* impl_name() const override { return "cuda gather elements"; }
+
+ private:
+  size_t elem_;
+  DType index_;
+  int64_t n_ = 0, axis_len_ = 0, axis_stride_ = 0;
+  OffsetCalc<1> base_;
+};
+
 // ---- GatherND ----------------------------------------------------------------
 
 bool gather_nd_supports(const KernelBuildInfo& info, std::string* why) {
@@ -476,6 +556,7 @@ TWINFER_CUDA_STRIDED("SpaceToDepth")
 TWINFER_REGISTER_KERNEL("Concat", Backend::kCUDA, 0, concat_supports, make_kernel<CudaConcat>);
 TWINFER_REGISTER_KERNEL("Split", Backend::kCUDA, 0, split_supports, make_kernel<CudaSplit>);
 TWINFER_REGISTER_KERNEL("Gather", Backend::kCUDA, 0, gather_supports, make_kernel<CudaGather>);
+TWINFER_REGISTER_KERNEL("GatherElements", Backend::kCUDA, 0, gather_elements_supports, make_kernel<CudaGatherElements>);
 TWINFER_REGISTER_KERNEL("GatherND", Backend::kCUDA, 0, gather_nd_supports, make_kernel<CudaGatherND>);
 
 }  // namespace twinfer::cuda
