@@ -167,3 +167,72 @@ def test_onnx_attention_causal_and_a_mask_the_device_leaves_to_the_cpu(device, r
     additive = np.concatenate([np.where(keep, 0.0, -np.inf), np.full((B, 1, SQ, SK - 12), -np.inf)], axis=-1)
     np.testing.assert_allclose(e.run({"q": q, "k": k, "v": v, "mask": keep})["o"].numpy(),
                                _reference(q, k, v, scale, additive), rtol=2e-5, atol=2e-5)
+
+
+def _fp16_attention(shapes, causal=False, mask_shape=None):
+    h16 = TensorProto.FLOAT16
+    names = ["q", "k", "v"] + (["mask"] if mask_shape else [])
+    vis = [helper.make_tensor_value_info(n, h16, s) for n, s in zip(names, list(shapes) + [mask_shape])]
+    node = helper.make_node("Attention", names, ["o"], is_causal=int(causal))
+    out = [helper.make_tensor_value_info("o", h16, [shapes[0][0], shapes[0][1], shapes[0][2], shapes[2][3]])]
+    m = helper.make_model(helper.make_graph([node], "a16", vis, out), opset_imports=[helper.make_opsetid("", 24)])
+    m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ["plain", "causal", "padding_mask", "head_dim_20"])
+def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
+    # float16 Attention: on a GPU cuDNN's fused flash attention takes head
+    # dims that are multiples of 8 (here 64: ViT's and BERT's), with or
+    # without causal or an additive mask; a head dim of 20 stays on our own
+    # kernel, and the kernel's name says why. Odd sizes (37 queries, 53 keys,
+    # 3 heads); a sample whose keys are all masked gives zeros.
+    b, h, sq, sk = 2, 3, 37, 53
+    d = 20 if case == "head_dim_20" else 64
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ([b, h, sq, d], [b, h, sk, d], [b, h, sk, d]))
+    feeds = {"q": q, "k": k, "v": v}
+    mask = None
+    bias = None
+    if case == "padding_mask":
+        mask = np.zeros((b, 1, 1, sk), np.float16)
+        mask[0, ..., 29:] = -np.inf
+        mask[1] = -np.inf  # every key of the second sample masked
+        feeds["mask"] = mask
+        bias = mask.astype(np.float64)
+    if case == "causal":
+        bias = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, 0.0)
+    m = _fp16_attention([q.shape, k.shape, v.shape], causal=case == "causal", mask_shape=mask.shape if mask is not None else None)
+    e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+    rows = [r for r in e.kernel_report({n: a.shape for n, a in feeds.items()}) if r.op == "Attention"]
+    assert len(rows) == 1
+    if device == "cuda":
+        if case == "head_dim_20":
+            assert "not cuDNN" in rows[0].kernel, rows[0]
+        else:  # cuDNN must take these; a refusal is worth seeing here
+            assert rows[0].kernel.startswith("cudnn sdpa"), rows[0]
+    got = e.run(feeds)["o"].numpy()
+    assert got.dtype == np.float16
+    want = _reference(q, k, v, 1 / np.sqrt(d), bias)
+    if case == "padding_mask":
+        assert not want[1].any() and not got[1].any()
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.cuda_build
+def test_cudnn_frontend_checks_our_attention_graphs_without_a_gpu():
+    # The graphs attention.cu hands cuDNN (backends/cuda/cudnn_fe_sdpa.cc), run
+    # through the frontend's own checks for an H100 (sm 90) with no GPU here:
+    # this loads cuDNN and the CUDA runtime the way the frontend will on a GPU,
+    # and catches a graph cuDNN's rules refuse. Whether an engine runs it is
+    # only known on the device (the cuda test above).
+    info = twinfer.build_info()
+    if not info["cudnn_frontend"] or not info["cudnn"]:
+        pytest.skip(f"cuDNN frontend {info['cudnn_frontend']}, cuDNN {info['cudnn']}: pip install '.[cuda]' "
+                    "nvidia-cudnn-frontend==1.28.0 and rebuild")
+    check = twinfer._core._test_cudnn_sdpa_validate
+    vit, bert = [64, 12, 197, 197, 64, 64], [64, 12, 128, 128, 64, 64]
+    assert check(vit, "float16", False, [], 90) == ""
+    assert check(bert, "bfloat16", False, [64, 1, 1, 128], 90) == ""  # BERT's padding mask, broadcast
+    assert check([2, 3, 37, 53, 64, 64], "float16", True, [], 90) == ""  # causal, fewer queries than keys
+    assert "multiple of 8" in check([2, 3, 37, 53, 20, 20], "float16", False, [], 90)

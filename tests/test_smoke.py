@@ -45,6 +45,8 @@ def test_build_info_reports_the_build():
             assert info["cuda_libraries"][lib]
         else:
             assert re.fullmatch(r"\d+\.\d+\.\d+", info[key]) and lib not in info["cuda_libraries"]
+    # cuDNN's frontend (header-only, a CUDA build requirement): its version, or None.
+    assert info["cudnn_frontend"] is None or re.fullmatch(r"\d+\.\d+\.\d+", info["cudnn_frontend"])
     if info["cuda_compiled"]:
         assert {"Add", "Cast", "Relu", "Where"} <= set(info["cuda_ops"])
         if info["cublaslt"] and info["cudnn"]:

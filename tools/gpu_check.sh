@@ -98,6 +98,8 @@ why = info.get("cuda_libraries") or {}  # why a library was not found
 for lib in ("cublaslt", "cudnn"):
     if not info.get(lib):
         problems.append(f"{lib} not loaded: {why.get('cublasLt' if lib == 'cublaslt' else lib, '?')}")
+if not info.get("cudnn_frontend"):
+    problems.append("built without cuDNN's frontend (is .whl's nvidia-cudnn-frontend installed?)")
 for op in ("Conv", "MatMul", "Gemm"):
     if op not in (info.get("cuda_ops") or []):
         problems.append(f"no CUDA kernel registered for {op}")

@@ -21,4 +21,6 @@ get onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0
 # collected there, and KIND_GPU serving goes unchecked.
 get tritonclient==2.73.0 python-rapidjson==1.25 geventhttpclient==2.6.1 gevent==26.9.0 greenlet==3.5.6 \
   zope.event==6.2 zope.interface==8.7 brotli==1.2.1 starlette==1.10.0 uvicorn==0.54.0
+# cuDNN's header-only frontend (a CUDA build requirement; 6 MB): fused attention.
+get nvidia-cudnn-frontend==1.28.0
 du -sh .whl

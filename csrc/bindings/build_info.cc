@@ -19,6 +19,9 @@ void bind_build_info(py::module_& m) {
         "Resolve every cuBLASLt / cuDNN entry point the CUDA kernels use (no GPU needed): problems found.");
   m.def("set_cuda_library_path", &set_cuda_library_path, py::arg("name"), py::arg("path"),
         "Where cuBLASLt / cuDNN are (twinfer/_libs.py finds NVIDIA's wheels); opened on first use.");
+  m.def("_test_cudnn_sdpa_validate", &cudnn_sdpa_validate, py::arg("dims"), py::arg("dtype"), py::arg("causal"),
+        py::arg("bias_dims"), py::arg("sm_version"),
+        "cuDNN frontend's checks of a fused-attention graph for a GPU of sm_version, run without one: '' or why.");
   m.def("build_info", [] {
     py::dict d;
     const dnnl_version_t* v = dnnl_version();
@@ -38,6 +41,8 @@ void bind_build_info(py::module_& m) {
       if (v.empty()) why[lib] = cuda_compiled() ? reason : "built without the CUDA backend";
     }
     d["cuda_libraries"] = why;
+    const std::string fe = cudnn_frontend_version();
+    d["cudnn_frontend"] = fe.empty() ? py::object(py::none()) : py::object(py::str(fe));
     d["cuda_ops"] = ops_with_kernels(Backend::kCUDA);
     d["cpu_blas"] = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                     std::to_string(v->patch) + std::string(" (") + (v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "threads") + ")";

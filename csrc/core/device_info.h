@@ -1,5 +1,6 @@
 // What the build and the machine offer, for build_info() / cuda_available().
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,4 +22,13 @@ std::vector<std::string> cuda_symbol_problems();
 // Registers one library's resolution for cuda_symbol_problems (the GEMM and
 // convolution files do, at static init).
 void register_cuda_symbol_check(void (*resolve_all)());
+// The cuDNN frontend version compiled in ("1.28.0"), "" without it (cuDNN's
+// fused attention then stays off).
+std::string cudnn_frontend_version();
+// The frontend's own checks of a fused-attention graph (backends/cuda/
+// sdpa_plan.h) for a GPU of sm_version, without a GPU: "" when they pass,
+// else why. dims: B, H, Sq, Sk, D, Dv; bias_dims: empty, or the additive
+// mask's 4 dims; dtype "float16" or "bfloat16". For tests.
+std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::string& dtype, bool causal,
+                                const std::vector<int64_t>& bias_dims, int sm_version);
 }  // namespace twinfer

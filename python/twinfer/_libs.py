@@ -59,6 +59,9 @@ _CUDA_LIBRARIES = {
     "cudnn": (("nvidia-cudnn-cu13",), "libcudnn.so.9"),
     # CUPTI only for kernel spans in concurrency profiles (profile(kernels=True)).
     "cupti": (("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13"), "libcupti.so.13"),
+    # The shared CUDA runtime, for cuDNN's graph API (its frontend calls the
+    # runtime through dlopen; twinfer's own runtime is linked statically).
+    "cudart": (("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13"), "libcudart.so.13"),
 }
 
 

@@ -1,6 +1,7 @@
 """twinfer's PEP 517 build backend: scikit-build-core, plus NVIDIA's cuBLAS
-and cuDNN wheels as build requirements when the CUDA backend will be built
-(nvcc present, TWINFER_CUDA not OFF). Their headers (cublasLt.h, cudnn.h) are
+and cuDNN wheels (and cuDNN's header-only frontend) as build requirements
+when the CUDA backend will be built (nvcc present, TWINFER_CUDA not OFF).
+Their headers (cublasLt.h, cudnn.h, cudnn_frontend.h) are
 what the CUDA GEMM and convolution compile against; the libraries themselves
 are opened at run time from the user's environment
 (csrc/backends/cuda/libraries.cc), never linked. A CPU-only build does not
@@ -21,7 +22,10 @@ from scikit_build_core.build import (  # noqa: F401  (re-exported hooks)
     prepare_metadata_for_build_wheel,
 )
 
-CUDA_BUILD_REQUIRES = ["nvidia-cublas>=13,<14", "nvidia-cudnn-cu13>=9,<10"]
+# The frontend is header-only (cuDNN's graph API: fused attention); 1.28.0 is
+# its last release that pulls in no other packages (later ones require
+# nvidia-cutlass-dsl).
+CUDA_BUILD_REQUIRES = ["nvidia-cublas>=13,<14", "nvidia-cudnn-cu13>=9,<10", "nvidia-cudnn-frontend==1.28.0"]
 
 
 def _cuda_backend_wanted() -> bool:

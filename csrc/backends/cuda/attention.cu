@@ -11,12 +11,18 @@
 // value sum in registers (the online softmax), lane l holding dims l, l + 32,
 // ... A row whose keys are all masked gives zeros, as the CPU kernel (and
 // ONNX's errata) does. Statistics and sums in float.
+//
+// float16 and bfloat16 go to cuDNN's fused flash attention first (tensor
+// cores; sdpa_plan.h), without a mask, causal, or with an additive mask;
+// what cuDNN refuses (and float32, boolean masks, a mask with causal) runs
+// the kernel above. kernel_report's kernel name says which, and why.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
+#include "backends/cuda/sdpa_plan.h"
 #include "graph/domains.h"
 
 namespace twinfer_gpu {
@@ -117,9 +123,50 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   }
 }
 
+// A mask broadcast over queries, written out as [mb, mh, Sq, Sk] for cuDNN
+// when it does not take the broadcast form (m: the mask's [mb, mh, 1, Sk]).
+template <typename T>
+__global__ void expand_mask_rows(const T* __restrict__ m, T* __restrict__ out, int64_t rows, int64_t Sq, int64_t Sk) {
+  const int64_t n = rows * Sq * Sk;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = e % Sk, r = e / (Sq * Sk);
+    out[e] = m[r * Sk + j];
+  }
+}
+
+// After cuDNN: output rows whose mask row is -inf at every key become zeros,
+// as ONNX's errata (and our own kernel) have them; flash kernels leave them
+// undefined (0/0). A warp per row of the mask itself ([mb, mh, mi, mj],
+// contiguous), which zeroes every output row that mask row covers.
+struct MaskRows {
+  int64_t dims[4];       // the mask over [b, h, i, j], 1 where it broadcasts
+  int64_t B, H, Sq, Dv;  // the output
+};
+
+template <typename T>
+__global__ void zero_fully_masked_rows(const T* __restrict__ m, MaskRows g, T* __restrict__ o) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+  const int64_t rows = g.dims[0] * g.dims[1] * g.dims[2];
+  if (row >= rows) return;  // the warp as a whole
+  const int64_t mj = g.dims[3];
+  bool live = false;
+  for (int64_t j = lane; j < mj && !live; j += 32) live = twinfer::ew::load(m[row * mj + j]) != -INFINITY;
+  if (__any_sync(0xffffffffu, live)) return;
+  const int64_t ri = row % g.dims[2], rh = row / g.dims[2] % g.dims[1], rb = row / (g.dims[2] * g.dims[1]);
+  const int64_t nb = g.dims[0] == 1 ? g.B : 1, nh = g.dims[1] == 1 ? g.H : 1, ni = g.dims[2] == 1 ? g.Sq : 1;
+  for (int64_t c = 0; c < nb * nh * ni; ++c) {
+    const int64_t b = g.dims[0] == 1 ? c / (nh * ni) : rb, h = g.dims[1] == 1 ? c / ni % nh : rh,
+                  i = g.dims[2] == 1 ? c % ni : ri;
+    T* out = o + ((b * g.H + h) * g.Sq + i) * g.Dv;
+    for (int64_t d = lane; d < g.Dv; d += 32) out[d] = twinfer::ew::store<T>(0.f);
+  }
+}
+
 }  // namespace twinfer_gpu
 
 namespace twinfer::cuda {
+
 namespace {
 
 constexpr unsigned kAttnTypes = ew::kF32 | ew::kF16 | ew::kBF16;
@@ -193,6 +240,11 @@ class CudaAttention final : public Kernel {
     }
     const int64_t widest = std::max(g_.D, g_.Dv);
     dl_ = widest <= 32 ? 1 : widest <= 64 ? 2 : widest <= 128 ? 4 : 8;
+    try_cudnn(info);
+  }
+
+  size_t scratch_bytes() const override {
+    return sdpa_ ? round_up(static_cast<int64_t>(sdpa_->workspace_bytes()), 256) + expanded_bytes_ : 0;
   }
   void run(KernelContext& ctx) const override {
     const int64_t blocks = g_.B * g_.H * g_.q_tiles;
@@ -201,6 +253,7 @@ class CudaAttention final : public Kernel {
       check(cudaMemsetAsync(ctx.outputs[0].data, 0, ctx.outputs[0].bytes(), stream_of(ctx)), "cudaMemsetAsync (Attention)");
       return;
     }
+    if (sdpa_) return run_cudnn(ctx);
     if (blocks > INT32_MAX) throw Error(ErrorKind::kUnsupportedOp, "Attention with more than 2^31 row blocks");
     const cudaStream_t s = stream_of(ctx);
     const size_t shared = static_cast<size_t>(twinfer_gpu::kTile * (g_.D + g_.Dv)) * sizeof(float);
@@ -222,13 +275,88 @@ class CudaAttention final : public Kernel {
     });
     check_launch("Attention launch");
   }
-  const char* impl_name() const override { return "cuda attention (online softmax)"; }
+  const char* impl_name() const override { return name_.c_str(); }
 
  private:
+  // cuDNN's fused attention where it applies (sdpa_plan.h); otherwise the
+  // reason goes into the kernel's name and our own kernel runs.
+  void try_cudnn(const KernelBuildInfo& info) {
+    std::string why;
+    if (dtype_ == DType::kFloat32) {
+      why = "float32 (cuDNN's fused attention takes float16 and bfloat16)";
+    } else if (g_.mask_kind == 2) {
+      why = "a boolean mask";
+    } else if (g_.mask_kind == 1 && g_.causal) {
+      why = "a mask together with causal";
+    } else {
+      SdpaSpec spec;
+      spec.B = g_.B, spec.H = g_.H, spec.Sq = g_.Sq, spec.Sk = g_.Sk, spec.D = g_.D, spec.Dv = g_.Dv;
+      spec.dtype = dtype_, spec.scale = g_.scale, spec.causal = g_.causal;
+      if (g_.mask_kind == 1) {
+        const Shape m = info.input_shape(3);
+        Shape m4(4 - m.size(), 1);
+        m4.insert(m4.end(), m.begin(), m.end());
+        const Shape st = contiguous_strides(m4);
+        for (int d = 0; d < 4; ++d) mask_dims_[d] = m4[d], spec.bias_dims[d] = m4[d], spec.bias_strides[d] = st[d];
+        spec.has_bias = true;
+      }
+      sdpa_ = make_cudnn_sdpa(spec, &why);
+      if (!sdpa_ && spec.has_bias && mask_dims_[2] == 1 && mask_dims_[3] == g_.Sk && g_.Sq > 1) {
+        // cuDNN may want the bias per query: written out before each run.
+        std::string why2;
+        const Shape full{mask_dims_[0], mask_dims_[1], g_.Sq, g_.Sk};
+        const Shape st = contiguous_strides(full);
+        for (int d = 0; d < 4; ++d) spec.bias_dims[d] = full[d], spec.bias_strides[d] = st[d];
+        sdpa_ = make_cudnn_sdpa(spec, &why2);
+        if (sdpa_)
+          expanded_bytes_ = static_cast<size_t>(shape_numel(full)) * dtype_size(dtype_);
+        else
+          why += "; with the mask per query: " + why2;
+      }
+    }
+    name_ = sdpa_ ? std::string("cudnn sdpa") + (expanded_bytes_ ? " (mask written out per query)" : "")
+                  : "cuda attention (online softmax; not cuDNN: " + why + ")";
+  }
+
+  void run_cudnn(KernelContext& ctx) const {
+    const cudaStream_t s = stream_of(ctx);
+    char* ws = static_cast<char*>(ctx.scratch);
+    const void* bias = g_.mask_kind == 1 ? ctx.inputs[3].data : nullptr;
+    if (expanded_bytes_) {
+      ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* full = reinterpret_cast<T*>(ws + round_up(static_cast<int64_t>(sdpa_->workspace_bytes()), 256));
+        const int64_t n = mask_dims_[0] * mask_dims_[1] * g_.Sq * g_.Sk;
+        const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65535));
+        twinfer_gpu::expand_mask_rows<T><<<grid, 256, 0, s>>>(static_cast<const T*>(bias), full,
+                                                              mask_dims_[0] * mask_dims_[1], g_.Sq, g_.Sk);
+        check_launch("Attention mask expansion launch");
+        bias = full;
+      });
+    }
+    sdpa_->run(ctx.inputs[0].data, ctx.inputs[1].data, ctx.inputs[2].data, bias, ctx.outputs[0].data, ws, s);
+    if (g_.mask_kind != 1) return;
+    ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const twinfer_gpu::MaskRows mr{{mask_dims_[0], mask_dims_[1], mask_dims_[2], mask_dims_[3]}, g_.B, g_.H, g_.Sq,
+                                     g_.Dv};
+      const int64_t rows = mask_dims_[0] * mask_dims_[1] * mask_dims_[2];
+      const int64_t blocks = (rows * 32 + 255) / 256;
+      twinfer_gpu::zero_fully_masked_rows<T><<<static_cast<uint32_t>(blocks), 256, 0, s>>>(
+          ctx.inputs[3].as<const T>(), mr, ctx.outputs[0].as<T>());
+      check_launch("Attention masked-row launch");
+    });
+  }
+
   DType dtype_;
   twinfer_gpu::AttnGeom g_{};
   int dl_ = 2;
+  std::unique_ptr<SdpaPlan> sdpa_;
+  int64_t mask_dims_[4] = {1, 1, 1, 1};
+  size_t expanded_bytes_ = 0;  // the mask written out per query, after cuDNN's workspace
+  std::string name_;
 };
+
 
 }  // namespace
 

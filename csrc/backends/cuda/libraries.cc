@@ -28,6 +28,7 @@ const char* default_soname(const std::string& name) {
   if (name == "cublasLt") return "libcublasLt.so.13";
   if (name == "cudnn") return "libcudnn.so.9";
   if (name == "cupti") return "libcupti.so.13";
+  if (name == "cudart") return "libcudart.so.13";
   return nullptr;
 }
 

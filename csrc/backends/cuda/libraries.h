@@ -15,7 +15,9 @@ struct Library {
   std::string why;
 };
 
-// Opens `name` ("cublasLt", "cudnn" or "cupti") once; later calls return the same.
+// Opens `name` ("cublasLt", "cudnn", "cupti" or "cudart") once; later calls
+// return the same. twinfer's own CUDA runtime is static: the shared
+// "cudart" is opened only for cuDNN's frontend (cudnn_fe_setup.cc).
 const Library& library(const std::string& name);
 // A symbol of an opened library, or nullptr.
 void* library_symbol(const std::string& name, const char* symbol);

@@ -1,0 +1,142 @@
+// cuDNN's fused flash attention (the frontend's sdpa node) for
+// sdpa_plan.h: the graph is built and its plan chosen once, when the
+// kernel is built (heuristics A, then FALLBACK); a run only executes it.
+// The composite implementation is tried first, then the frontend's own
+// choice (the unified node on cuDNN >= 9.13.1). Any refusal while building (head dim not a multiple of 8 or above 256, an
+// unsupported bias layout, no engine) comes back as null with cuDNN's
+// message, and attention.cu runs its own kernel instead.
+#include <mutex>
+#include <unordered_map>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cudnn_api.h"
+#include "backends/cuda/cudnn_fe_setup.h"
+#include "backends/cuda/sdpa_plan.h"
+#include "core/error.h"
+
+namespace twinfer::cuda {
+
+namespace {
+
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kBias };
+
+std::vector<int64_t> contiguous(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * dims[i + 1];
+  return st;
+}
+
+// The frontend graph of `s`: contiguous [B, H, S, D] tensors, float
+// statistics, no softmax statistics output (inference). sm_version > 0
+// targets that GPU instead of the current one (set before the node is made:
+// nodes copy the graph's context when created). `impl`: COMPOSITE is the
+// long-standing flash-attention graph, checked by the frontend itself (head
+// dims, shapes); the newer UNIFIED node leaves its checks to cuDNN.
+std::shared_ptr<fe::graph::Graph> sdpa_graph(const SdpaSpec& s, fe::AttentionImplementation_t impl,
+                                             int sm_version = -1) {
+  auto graph = std::make_shared<fe::graph::Graph>();
+  if (sm_version > 0) graph->set_sm_version(sm_version);
+  graph->set_io_data_type(fe_type(s.dtype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&](const char* name, int64_t uid, std::vector<int64_t> dims, std::vector<int64_t> strides) {
+    return graph->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
+  };
+  const std::vector<int64_t> qd{s.B, s.H, s.Sq, s.D}, kd{s.B, s.H, s.Sk, s.D}, vd{s.B, s.H, s.Sk, s.Dv};
+  auto q = tensor("q", kQ, qd, contiguous(qd));
+  auto k = tensor("k", kK, kd, contiguous(kd));
+  auto v = tensor("v", kV, vd, contiguous(vd));
+  auto attrs = fe::graph::SDPA_attributes()
+                   .set_name("attention")
+                   .set_generate_stats(false)
+                   .set_attn_scale(s.scale)
+                   .set_implementation(impl);
+  if (s.causal) attrs.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  if (s.has_bias) {
+    auto bias = tensor("bias", kBias, {s.bias_dims, s.bias_dims + 4}, {s.bias_strides, s.bias_strides + 4});
+    attrs.set_bias(bias);
+  }
+  auto [o, stats] = graph->sdpa(q, k, v, attrs);
+  (void)stats;  // not generated
+  const std::vector<int64_t> od{s.B, s.H, s.Sq, s.Dv};
+  o->set_output(true).set_uid(kO).set_dim(od).set_stride(contiguous(od));
+  return graph;
+}
+
+class CudnnSdpa final : public SdpaPlan {
+ public:
+  CudnnSdpa(const SdpaSpec& s, fe::AttentionImplementation_t impl) : has_bias_(s.has_bias) {
+    fe_ready();
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    handle_ = cudnn_handle(device);
+    graph_ = sdpa_graph(s, impl);
+    std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
+    check_fe_build(graph_->validate(), "validate (SDPA)");
+    check_fe_build(graph_->build_operation_graph(handle_), "build_operation_graph (SDPA)");
+    check_fe_build(graph_->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
+                   "create_execution_plans (SDPA)");
+    check_fe_build(graph_->check_support(handle_), "check_support (SDPA)");
+    check_fe_build(graph_->build_plans(handle_), "build_plans (SDPA)");
+    int64_t ws = 0;
+    check_fe_build(graph_->get_workspace_size(ws), "get_workspace_size (SDPA)");
+    workspace_ = static_cast<size_t>(ws);
+  }
+
+  size_t workspace_bytes() const override { return workspace_; }
+
+  void run(const void* q, const void* k, const void* v, const void* bias, void* o, void* workspace,
+           cudaStream_t s) const override {
+    std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q)},
+                                            {kK, const_cast<void*>(k)},
+                                            {kV, const_cast<void*>(v)},
+                                            {kO, o}};
+    if (has_bias_) pack.emplace(kBias, const_cast<void*>(bias));
+    // The handle takes one stream at a time, and the graph's execute keeps
+    // per-call state: one thread at a time.
+    std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
+    check_cudnn(cudnn().set_stream(handle_, s), "cudnnSetStream");
+    check_fe_run(graph_->execute(handle_, pack, workspace), "cuDNN SDPA execute");
+  }
+
+ private:
+  bool has_bias_;
+  cudnnHandle_t handle_ = nullptr;
+  std::shared_ptr<fe::graph::Graph> graph_;
+  size_t workspace_ = 0;
+};
+
+}  // namespace
+
+std::string validate_cudnn_sdpa(const SdpaSpec& spec, int sm_version) {
+  try {
+    fe_ready();
+    auto graph = sdpa_graph(spec, fe::AttentionImplementation_t::COMPOSITE, sm_version);
+    fe::error_t e = graph->validate();
+    return e.is_good() ? "" : e.get_message();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+std::unique_ptr<SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::string* why) {
+  if (spec.dtype != DType::kFloat16 && spec.dtype != DType::kBFloat16) {
+    if (why) *why = "cuDNN's fused attention takes float16 and bfloat16 only";
+    return nullptr;
+  }
+  std::string reasons;
+  for (auto impl : {fe::AttentionImplementation_t::COMPOSITE, fe::AttentionImplementation_t::AUTO}) {
+    try {
+      return std::make_unique<CudnnSdpa>(spec, impl);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // out of memory, a device fault: not a refusal
+      reasons += (reasons.empty() ? "" : "; then ") + std::string(e.what());
+    } catch (const std::runtime_error& e) {  // the frontend's own (a missing symbol or library)
+      reasons += (reasons.empty() ? "" : "; then ") + std::string("cuDNN frontend: ") + e.what();
+    }
+  }
+  if (why) *why = reasons;
+  return nullptr;
+}
+
+}  // namespace twinfer::cuda

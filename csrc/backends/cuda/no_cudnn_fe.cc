@@ -1,0 +1,19 @@
+// A build without cuDNN's frontend (see CMakeLists.txt): fused attention
+// keeps twinfer's own kernel.
+#include "backends/cuda/sdpa_plan.h"
+#include "core/device_info.h"
+
+namespace twinfer {
+std::string cudnn_frontend_version() { return ""; }
+}  // namespace twinfer
+
+namespace twinfer::cuda {
+
+std::unique_ptr<SdpaPlan> make_cudnn_sdpa(const SdpaSpec&, std::string* why) {
+  if (why) *why = "this build has no cuDNN frontend (pip install nvidia-cudnn-frontend==1.28.0, then rebuild)";
+  return nullptr;
+}
+
+std::string validate_cudnn_sdpa(const SdpaSpec&, int) { return "this build has no cuDNN frontend"; }
+
+}  // namespace twinfer::cuda

@@ -1,0 +1,27 @@
+// cudnn_sdpa_validate (core/device_info.h): a test's way to the frontend's
+// checks of the fused-attention graph, in every CUDA build.
+#include "backends/cuda/sdpa_plan.h"
+#include "core/device_info.h"
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace twinfer {
+
+std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::string& dtype, bool causal,
+                                const std::vector<int64_t>& bias_dims, int sm_version) {
+  if (dims.size() != 6) throw Error(ErrorKind::kInvalidArgument, "dims are B, H, Sq, Sk, D, Dv");
+  if (!bias_dims.empty() && bias_dims.size() != 4) throw Error(ErrorKind::kInvalidArgument, "bias_dims are 4 dims");
+  cuda::SdpaSpec s;
+  s.B = dims[0], s.H = dims[1], s.Sq = dims[2], s.Sk = dims[3], s.D = dims[4], s.Dv = dims[5];
+  s.dtype = dtype == "bfloat16" ? DType::kBFloat16 : DType::kFloat16;
+  s.scale = 0.125f;
+  s.causal = causal;
+  if (!bias_dims.empty()) {
+    s.has_bias = true;
+    const Shape st = contiguous_strides(Shape(bias_dims.begin(), bias_dims.end()));
+    for (int d = 0; d < 4; ++d) s.bias_dims[d] = bias_dims[d], s.bias_strides[d] = st[d];
+  }
+  return cuda::validate_cudnn_sdpa(s, sm_version);
+}
+
+}  // namespace twinfer

@@ -1,0 +1,51 @@
+// Fused attention by cuDNN (its flash-attention graph, built through the
+// frontend in cudnn_fe_sdpa.cc) behind an interface free of the frontend's
+// headers, so attention.cu can try it first and keep its own kernel for
+// what cuDNN does not take. Without the frontend in the build,
+// no_cudnn_fe.cc answers every request with null and the reason.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace twinfer::cuda {
+
+// Contiguous [B, H, S, D] query, key and value (as many key as query heads),
+// output [B, H, Sq, Dv].
+struct SdpaSpec {
+  int64_t B = 0, H = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  DType dtype = DType::kFloat16;  // float16 or bfloat16: cuDNN's kernel takes no other
+  float scale = 1.f;
+  bool causal = false;  // upper-left: query i sees keys 0..i
+  // An additive mask of `dtype` over [b, h, i, j]: its dims (1 where it
+  // broadcasts) and strides (0 there); rank-4 always.
+  bool has_bias = false;
+  int64_t bias_dims[4] = {1, 1, 1, 1};
+  int64_t bias_strides[4] = {0, 0, 0, 0};
+};
+
+class SdpaPlan {
+ public:
+  virtual ~SdpaPlan() = default;
+  virtual size_t workspace_bytes() const = 0;
+  // Enqueues on `s`; bias is null without one.
+  virtual void run(const void* q, const void* k, const void* v, const void* bias, void* o, void* workspace,
+                   cudaStream_t s) const = 0;
+};
+
+// cuDNN's plan for `spec` on the current device, or null with `why` (no
+// frontend in this build, no cuDNN, a shape or option cuDNN refuses).
+std::unique_ptr<SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::string* why);
+
+// The frontend's own checks of `spec` for a GPU of `sm_version` (90: H100),
+// run without a GPU: "" when it passes, else the message. The cuDNN engine's
+// support is only known on the device; this catches what the graph itself
+// gets wrong (dims, strides, options), and exercises the frontend's loading
+// of cuDNN, in CI.
+std::string validate_cudnn_sdpa(const SdpaSpec& spec, int sm_version);
+
+}  // namespace twinfer::cuda
