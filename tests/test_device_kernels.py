@@ -421,6 +421,36 @@ def test_conv(device, group, dilation, stride, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("t", [TensorProto.FLOAT, TensorProto.FLOAT16])
+@pytest.mark.parametrize("x_shape, w_shape, group, attrs", [
+    ((2, 6, 29), (4, 6, 5), 1, dict(pads=[2, 2], strides=[3])),                            # 1-d
+    ((2, 8, 13, 11), (8, 1, 3, 3), 8, dict(pads=[1, 1, 1, 1])),                          # depthwise
+    ((2, 8, 13, 11), (16, 4, 3, 3), 2, dict(pads=[2, 2, 2, 2], dilations=[2, 2], strides=[2, 1])),
+    ((1, 3, 5, 9, 7), (4, 3, 3, 3, 3), 1, dict(pads=[1] * 6, strides=[1, 2, 1])),           # 3-d
+])
+def test_conv_on_cudnns_graph_api_and_its_legacy_one(device, t, x_shape, w_shape, group, attrs, rng, monkeypatch):
+    # conv.cc tries cuDNN's graph API first (its heuristics choose the engine)
+    # and keeps the legacy descriptor API for what the graph API refuses;
+    # TWINFER_CUDNN_CONV=legacy forces the latter. Both against the CPU.
+    npt = NP[t]
+    x = rng.standard_normal(x_shape).astype(npt)
+    w = helper.make_tensor("w", t, list(w_shape), rng.standard_normal(w_shape).astype(npt).ravel())
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=group, name="conv", **attrs)
+    g = helper.make_graph([node], "c", [_vi("x", t, x.shape)], [helper.make_tensor_value_info("y", t, None)], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    for mode, name in (("graph", "cudnn graph conv"), ("legacy", "cudnn conv (algo")):
+        monkeypatch.setenv("TWINFER_CUDNN_CONV", mode)
+        want, got = _run_both(m, {"x": x}, device)
+        tol = 2e-3 if t == TensorProto.FLOAT16 else 1e-5
+        assert _rel(got["y"].astype(np.float64), want["y"].astype(np.float64)) < tol, mode
+        if device == "cuda":
+            e = twinfer.load(m, device="cuda", allow_cpu_fallback=False)
+            (row,) = [r for r in e.kernel_report({"x": x.shape}) if r.node == "conv"]
+            assert row.kernel.startswith(name), row
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_conv_with_asymmetric_pads_falls_back_with_a_reason(device, rng):
     F = TensorProto.FLOAT
     w = helper.make_tensor("w", F, [4, 3, 2, 2], rng.standard_normal(48).astype(np.float32))

@@ -217,22 +217,3 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     if case == "padding_mask":
         assert not want[1].any() and not got[1].any()
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3, atol=5e-3)
-
-
-@pytest.mark.cuda_build
-def test_cudnn_frontend_checks_our_attention_graphs_without_a_gpu():
-    # The graphs attention.cu hands cuDNN (backends/cuda/cudnn_fe_sdpa.cc), run
-    # through the frontend's own checks for an H100 (sm 90) with no GPU here:
-    # this loads cuDNN and the CUDA runtime the way the frontend will on a GPU,
-    # and catches a graph cuDNN's rules refuse. Whether an engine runs it is
-    # only known on the device (the cuda test above).
-    info = twinfer.build_info()
-    if not info["cudnn_frontend"] or not info["cudnn"]:
-        pytest.skip(f"cuDNN frontend {info['cudnn_frontend']}, cuDNN {info['cudnn']}: pip install '.[cuda]' "
-                    "nvidia-cudnn-frontend==1.28.0 and rebuild")
-    check = twinfer._core._test_cudnn_sdpa_validate
-    vit, bert = [64, 12, 197, 197, 64, 64], [64, 12, 128, 128, 64, 64]
-    assert check(vit, "float16", False, [], 90) == ""
-    assert check(bert, "bfloat16", False, [64, 1, 1, 128], 90) == ""  # BERT's padding mask, broadcast
-    assert check([2, 3, 37, 53, 64, 64], "float16", True, [], 90) == ""  # causal, fewer queries than keys
-    assert "multiple of 8" in check([2, 3, 37, 53, 20, 20], "float16", False, [], 90)

@@ -22,6 +22,9 @@ void bind_build_info(py::module_& m) {
   m.def("_test_cudnn_sdpa_validate", &cudnn_sdpa_validate, py::arg("dims"), py::arg("dtype"), py::arg("causal"),
         py::arg("bias_dims"), py::arg("sm_version"),
         "cuDNN frontend's checks of a fused-attention graph for a GPU of sm_version, run without one: '' or why.");
+  m.def("_test_cudnn_conv_validate", &cudnn_conv_validate, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("pads"),
+        py::arg("strides"), py::arg("dilations"), py::arg("dtype"),
+        "cuDNN frontend's checks of a convolution graph, run without a GPU: '' or why.");
   m.def("build_info", [] {
     py::dict d;
     const dnnl_version_t* v = dnnl_version();

@@ -31,4 +31,10 @@ std::string cudnn_frontend_version();
 // mask's 4 dims; dtype "float16" or "bfloat16". For tests.
 std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::string& dtype, bool causal,
                                 const std::vector<int64_t>& bias_dims, int sm_version);
+// The same for a convolution's graph (backends/cuda/conv_graph.h): x, w, y
+// NCHW dims, pads (begin = end), strides, dilations per spatial dim.
+std::string cudnn_conv_validate(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                                const std::vector<int64_t>& y, const std::vector<int64_t>& pads,
+                                const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                                const std::string& dtype);
 }  // namespace twinfer

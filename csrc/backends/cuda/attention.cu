@@ -314,7 +314,7 @@ class CudaAttention final : public Kernel {
           why += "; with the mask per query: " + why2;
       }
     }
-    name_ = sdpa_ ? std::string("cudnn sdpa") + (expanded_bytes_ ? " (mask written out per query)" : "")
+    name_ = sdpa_ ? "cudnn sdpa (" + sdpa_->plan_name() + (expanded_bytes_ ? "; mask written out per query)" : ")")
                   : "cuda attention (online softmax; not cuDNN: " + why + ")";
   }
 

@@ -1,15 +1,21 @@
 // Conv and the fused com.twinfer Conv on cuDNN (NCHW, 1-3 spatial dims,
-// grouped and dilated, symmetric pads): descriptors and the algorithm chosen
-// when the plan is built (cuDNN's heuristics, within a workspace limit), a
-// run enqueues cudnnConvolutionForward and, for bias / residual / activation,
-// one pass of our own (conv_epilogue.cu). float32 uses FMA math only (no
-// TF32, like the GEMM); float16 / bfloat16 use tensor cores, fp32 compute.
+// grouped and dilated, symmetric pads), chosen when the plan is built:
+// first cuDNN's graph API (conv_graph.h: its mode-A heuristics, as
+// PyTorch's), else the legacy descriptor API (cuDNN's v7 heuristic, within
+// a workspace limit). A run enqueues the convolution and, for bias /
+// residual / activation, one pass of our own (conv_epilogue.cu). float32
+// uses FMA math only (no TF32, like the GEMM); float16 / bfloat16 use
+// tensor cores, fp32 compute. TWINFER_CUDNN_CONV=legacy skips the graph
+// API (to compare the two on a GPU).
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/conv_epilogue.h"
+#include "backends/cuda/conv_graph.h"
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/kernel_util.h"
 #include "graph/domains.h"
@@ -88,6 +94,20 @@ class CudnnConv final : public Kernel {
       stride.insert(stride.begin(), 1);
       dil.insert(dil.begin(), 1);
     }
+    std::string why_not_graph = "TWINFER_CUDNN_CONV=legacy";
+    const char* mode = std::getenv("TWINFER_CUDNN_CONV");
+    if (!mode || std::string(mode) != "legacy") {
+      ConvGraphSpec g;
+      g.x.assign(x.begin(), x.end()), g.w.assign(w.begin(), w.end()), g.y.assign(y.begin(), y.end());
+      g.pad_begin.assign(pad.begin(), pad.end()), g.pad_end = g.pad_begin;  // symmetric: conv_supports
+      g.stride.assign(stride.begin(), stride.end()), g.dilation.assign(dil.begin(), dil.end());
+      g.dtype = dtype_, g.exact = exact_, g.max_workspace = kWorkspaceLimit;
+      graph_ = make_cudnn_conv_graph(g, &why_not_graph);
+      if (graph_) {
+        name_ = "cudnn graph conv (" + graph_->plan_name() + ")";
+        return;
+      }
+    }
     try {
       check_cudnn_setup(api_.tensor_create(&xd_), "cudnnCreateTensorDescriptor");
       check_cudnn_setup(api_.tensor_create(&yd_), "cudnnCreateTensorDescriptor");
@@ -108,6 +128,8 @@ class CudnnConv final : public Kernel {
                                                                                         : CUDNN_TENSOR_OP_MATH),
                   "cudnnSetConvolutionMathType");
       choose_algorithm();
+      name_ = "cudnn conv (algo " + std::to_string(static_cast<int>(algo_)) + "; not the graph API: " +
+              why_not_graph + ")";
     } catch (...) {
       destroy();  // the destructor does not run for a throwing constructor
       throw;
@@ -116,13 +138,15 @@ class CudnnConv final : public Kernel {
 
   ~CudnnConv() override { destroy(); }
 
-  size_t scratch_bytes() const override { return workspace_; }
+  size_t scratch_bytes() const override { return graph_ ? graph_->workspace_bytes() : workspace_; }
 
   void run(KernelContext& ctx) const override {
     if (ctx.outputs[0].numel() == 0) return;
     const cudaStream_t s = stream_of(ctx);
     const float one = 1.f, zero = 0.f;
-    {
+    if (graph_) {
+      graph_->run(ctx.inputs[0].data, ctx.inputs[1].data, ctx.outputs[0].data, ctx.scratch, s);
+    } else {
       // The handle is bound to one stream at a time.
       std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
       check_cudnn(api_.set_stream(handle_, s), "cudnnSetStream");
@@ -134,7 +158,7 @@ class CudnnConv final : public Kernel {
     conv_epilogue(ctx.outputs[0].data, c_.has_bias ? ctx.inputs[2].data : nullptr,
                   c_.has_residual ? ctx.inputs[3].data : nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s);
   }
-  const char* impl_name() const override { return "cudnn conv"; }
+  const char* impl_name() const override { return name_.c_str(); }
 
  private:
   void destroy() {
@@ -179,6 +203,8 @@ class CudnnConv final : public Kernel {
   cudnnConvolutionDescriptor_t cd_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
+  std::unique_ptr<ConvGraphPlan> graph_;  // the graph API's plan; null: the descriptors above
+  std::string name_;
 };
 
 }  // namespace

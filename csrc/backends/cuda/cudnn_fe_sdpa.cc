@@ -2,14 +2,12 @@
 // sdpa_plan.h: the graph is built and its plan chosen once, when the
 // kernel is built (heuristics A, then FALLBACK); a run only executes it.
 // The composite implementation is tried first, then the frontend's own
-// choice (the unified node on cuDNN >= 9.13.1). Any refusal while building (head dim not a multiple of 8 or above 256, an
-// unsupported bias layout, no engine) comes back as null with cuDNN's
-// message, and attention.cu runs its own kernel instead.
-#include <mutex>
+// choice (the unified node on cuDNN >= 9.13.1). Any refusal while building
+// (a head dim not a multiple of 8, an unsupported bias layout, no engine)
+// comes back as null with cuDNN's message, and attention.cu runs its own
+// kernel instead.
 #include <unordered_map>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/cudnn_fe_setup.h"
 #include "backends/cuda/sdpa_plan.h"
 #include "core/error.h"
@@ -65,25 +63,11 @@ std::shared_ptr<fe::graph::Graph> sdpa_graph(const SdpaSpec& s, fe::AttentionImp
 
 class CudnnSdpa final : public SdpaPlan {
  public:
-  CudnnSdpa(const SdpaSpec& s, fe::AttentionImplementation_t impl) : has_bias_(s.has_bias) {
-    fe_ready();
-    int device = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    handle_ = cudnn_handle(device);
-    graph_ = sdpa_graph(s, impl);
-    std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
-    check_fe_build(graph_->validate(), "validate (SDPA)");
-    check_fe_build(graph_->build_operation_graph(handle_), "build_operation_graph (SDPA)");
-    check_fe_build(graph_->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
-                   "create_execution_plans (SDPA)");
-    check_fe_build(graph_->check_support(handle_), "check_support (SDPA)");
-    check_fe_build(graph_->build_plans(handle_), "build_plans (SDPA)");
-    int64_t ws = 0;
-    check_fe_build(graph_->get_workspace_size(ws), "get_workspace_size (SDPA)");
-    workspace_ = static_cast<size_t>(ws);
-  }
+  CudnnSdpa(const SdpaSpec& s, fe::AttentionImplementation_t impl)
+      : has_bias_(s.has_bias), graph_(sdpa_graph(s, impl), "SDPA") {}
 
-  size_t workspace_bytes() const override { return workspace_; }
+  size_t workspace_bytes() const override { return graph_.workspace_bytes(); }
+  const std::string& plan_name() const override { return graph_.plan_name(); }
 
   void run(const void* q, const void* k, const void* v, const void* bias, void* o, void* workspace,
            cudaStream_t s) const override {
@@ -92,18 +76,12 @@ class CudnnSdpa final : public SdpaPlan {
                                             {kV, const_cast<void*>(v)},
                                             {kO, o}};
     if (has_bias_) pack.emplace(kBias, const_cast<void*>(bias));
-    // The handle takes one stream at a time, and the graph's execute keeps
-    // per-call state: one thread at a time.
-    std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
-    check_cudnn(cudnn().set_stream(handle_, s), "cudnnSetStream");
-    check_fe_run(graph_->execute(handle_, pack, workspace), "cuDNN SDPA execute");
+    graph_.execute(pack, workspace, s);
   }
 
  private:
   bool has_bias_;
-  cudnnHandle_t handle_ = nullptr;
-  std::shared_ptr<fe::graph::Graph> graph_;
-  size_t workspace_ = 0;
+  FeGraph graph_;
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/libraries.h"
 #include "core/device_info.h"
 #include "core/error.h"
@@ -43,6 +45,34 @@ void check_fe_build(fe::error_t e, const char* what) {
 void check_fe_run(fe::error_t e, const char* what) {
   if (e.is_good()) return;
   throw Error(ErrorKind::kRuntime, std::string(what) + ": " + e.get_message());
+}
+
+FeGraph::FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
+                 const std::function<void(fe::graph::Graph&)>& filter)
+    : graph_(std::move(graph)), what_(what) {
+  fe_ready();
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  handle_ = cudnn_handle(device);
+  const std::string w(what);
+  std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
+  check_fe_build(graph_->validate(), ("validate (" + w + ")").c_str());
+  check_fe_build(graph_->build_operation_graph(handle_), ("build_operation_graph (" + w + ")").c_str());
+  check_fe_build(graph_->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
+                 ("create_execution_plans (" + w + ")").c_str());
+  if (filter) filter(*graph_);
+  check_fe_build(graph_->check_support(handle_), ("check_support (" + w + ")").c_str());
+  check_fe_build(graph_->build_plans(handle_), ("build_plans (" + w + ")").c_str());
+  int64_t ws = 0;
+  check_fe_build(graph_->get_workspace_size(ws), ("get_workspace_size (" + w + ")").c_str());
+  workspace_ = static_cast<size_t>(ws);
+  if (!graph_->get_plan_name(plan_).is_good()) plan_.clear();
+}
+
+void FeGraph::execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const {
+  std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
+  check_cudnn(cudnn().set_stream(handle_, s), "cudnnSetStream");
+  check_fe_run(graph_->execute(handle_, pack, workspace), (std::string("cuDNN ") + what_ + " execute").c_str());
 }
 
 fe::DataType_t fe_type(DType t) {

@@ -9,7 +9,10 @@
 #pragma once
 #include <cudnn_frontend.h>
 
+#include <functional>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "core/dtype.h"
 
@@ -29,5 +32,27 @@ void check_fe_run(fe::error_t e, const char* what);
 
 // cuDNN's enum for a twinfer float type (float32, float16, bfloat16).
 fe::DataType_t fe_type(DType t);
+
+// A graph built for the current device: validated, its plan chosen by
+// heuristics A then FALLBACK (after `filter` narrows the candidates, e.g.
+// no tensor cores for exact float32) and built. Building throws
+// Error(kUnsupportedOp) with cuDNN's message when cuDNN refuses it.
+class FeGraph {
+ public:
+  FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
+          const std::function<void(fe::graph::Graph&)>& filter = {});
+  size_t workspace_bytes() const { return workspace_; }
+  const std::string& plan_name() const { return plan_; }
+  // Enqueues on `s` (one thread at a time: the handle takes one stream, and
+  // the graph keeps per-call state). pack: uid -> device pointer.
+  void execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const;
+
+ private:
+  std::shared_ptr<fe::graph::Graph> graph_;
+  const char* what_;
+  cudnnHandle_t handle_ = nullptr;
+  size_t workspace_ = 0;
+  std::string plan_;
+};
 
 }  // namespace twinfer::cuda

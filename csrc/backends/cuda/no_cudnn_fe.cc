@@ -1,5 +1,6 @@
 // A build without cuDNN's frontend (see CMakeLists.txt): fused attention
 // keeps twinfer's own kernel.
+#include "backends/cuda/conv_graph.h"
 #include "backends/cuda/sdpa_plan.h"
 #include "core/device_info.h"
 
@@ -15,5 +16,12 @@ std::unique_ptr<SdpaPlan> make_cudnn_sdpa(const SdpaSpec&, std::string* why) {
 }
 
 std::string validate_cudnn_sdpa(const SdpaSpec&, int) { return "this build has no cuDNN frontend"; }
+
+std::string validate_cudnn_conv_graph(const ConvGraphSpec&) { return "this build has no cuDNN frontend"; }
+
+std::unique_ptr<ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec&, std::string* why) {
+  if (why) *why = "this build has no cuDNN frontend";
+  return nullptr;
+}
 
 }  // namespace twinfer::cuda

@@ -32,6 +32,7 @@ class SdpaPlan {
  public:
   virtual ~SdpaPlan() = default;
   virtual size_t workspace_bytes() const = 0;
+  virtual const std::string& plan_name() const = 0;  // cuDNN's engine and knobs
   // Enqueues on `s`; bias is null without one.
   virtual void run(const void* q, const void* k, const void* v, const void* bias, void* o, void* workspace,
                    cudaStream_t s) const = 0;

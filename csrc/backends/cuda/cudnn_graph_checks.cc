@@ -1,5 +1,6 @@
-// cudnn_sdpa_validate (core/device_info.h): a test's way to the frontend's
-// checks of the fused-attention graph, in every CUDA build.
+// cudnn_sdpa_validate and cudnn_conv_validate (core/device_info.h): a
+// test's way to the frontend's checks of our graphs, in every CUDA build.
+#include "backends/cuda/conv_graph.h"
 #include "backends/cuda/sdpa_plan.h"
 #include "core/device_info.h"
 #include "core/error.h"
@@ -22,6 +23,16 @@ std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::str
     for (int d = 0; d < 4; ++d) s.bias_dims[d] = bias_dims[d], s.bias_strides[d] = st[d];
   }
   return cuda::validate_cudnn_sdpa(s, sm_version);
+}
+
+std::string cudnn_conv_validate(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                                const std::vector<int64_t>& y, const std::vector<int64_t>& pads,
+                                const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                                const std::string& dtype) {
+  cuda::ConvGraphSpec s;
+  s.x = x, s.w = w, s.y = y, s.pad_begin = pads, s.pad_end = pads, s.stride = strides, s.dilation = dilations;
+  s.dtype = dtype == "float32" ? DType::kFloat32 : dtype == "bfloat16" ? DType::kBFloat16 : DType::kFloat16;
+  return cuda::validate_cudnn_conv_graph(s);
 }
 
 }  // namespace twinfer

@@ -1,0 +1,44 @@
+// Convolution on cuDNN's graph API (built through the frontend in
+// cudnn_fe_conv.cc) behind an interface free of the frontend's headers, so
+// conv.cc can try it first: its heuristics (mode A, as PyTorch's) choose
+// among the engines cuDNN 9 has, where the legacy API's
+// cudnnGetConvolutionForwardAlgorithm_v7 picks from the old algorithm list.
+// Without the frontend in the build, no_cudnn_fe.cc answers null.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace twinfer::cuda {
+
+// Contiguous NCHW (NCDHW) x [N, C, ...], w [M, C/group, k...], y [N, M, ...],
+// 2 or 3 spatial dims (a 1-d convolution comes with a height of 1).
+struct ConvGraphSpec {
+  std::vector<int64_t> x, w, y;
+  std::vector<int64_t> pad_begin, pad_end, stride, dilation;  // one per spatial dim
+  DType dtype = DType::kFloat32;
+  bool exact = false;        // float32 without TF32: engines using tensor cores are left out
+  size_t max_workspace = 0;  // engines needing more are left out
+};
+
+class ConvGraphPlan {
+ public:
+  virtual ~ConvGraphPlan() = default;
+  virtual size_t workspace_bytes() const = 0;
+  virtual const std::string& plan_name() const = 0;
+  virtual void run(const void* x, const void* w, void* y, void* workspace, cudaStream_t s) const = 0;
+};
+
+// cuDNN's plan for `spec` on the current device, or null with `why`.
+std::unique_ptr<ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why);
+
+// The frontend's own checks of `spec`'s graph (shapes inferred and compared
+// with y), without a GPU: "" when they pass, else the message.
+std::string validate_cudnn_conv_graph(const ConvGraphSpec& spec);
+
+}  // namespace twinfer::cuda

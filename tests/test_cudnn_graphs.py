@@ -1,0 +1,58 @@
+"""The graphs twinfer hands cuDNN's graph API (backends/cuda/cudnn_fe_*.cc),
+run through the frontend's own checks with no GPU: this loads cuDNN and the
+shared CUDA runtime the way the frontend will on a GPU, checks our dims,
+strides and padding conventions against cuDNN's shape inference, and
+catches a graph its rules refuse. Whether an engine then runs a graph is
+only known on the device (the cuda tests of test_device_kernels and
+test_fuse_attention)."""
+
+from __future__ import annotations
+
+import pytest
+
+import twinfer
+
+pytestmark = pytest.mark.cuda_build
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _frontend():
+    info = twinfer.build_info()
+    if not info["cudnn_frontend"] or not info["cudnn"]:
+        pytest.skip(f"cuDNN frontend {info['cudnn_frontend']}, cuDNN {info['cudnn']}: pip install '.[cuda]' "
+                    "nvidia-cudnn-frontend==1.28.0 and rebuild")
+
+
+def test_attention_graphs_for_an_h100():
+    check = twinfer._core._test_cudnn_sdpa_validate
+    vit, bert = [64, 12, 197, 197, 64, 64], [64, 12, 128, 128, 64, 64]
+    assert check(vit, "float16", False, [], 90) == ""
+    assert check(bert, "bfloat16", False, [64, 1, 1, 128], 90) == ""  # BERT's padding mask, broadcast
+    assert check([2, 3, 37, 53, 64, 64], "float16", True, [], 90) == ""  # causal, fewer queries than keys
+    assert check([2, 3, 37, 53, 32, 48], "float16", False, [2, 3, 37, 53], 90) == ""  # MiniLM's head, Dv != D
+    assert "multiple of 8" in check([2, 3, 37, 53, 20, 20], "float16", False, [], 90)
+
+
+# (x, w, pads, strides, dilations, groups): ResNet's stem and downsampling,
+# MobileNet's depthwise, a grouped dilated one, a 1-d one as conv.cc hands it
+# (a height of 1), a 3-d one; odd sizes.
+CONVS = [
+    ([3, 3, 37, 41], [64, 3, 7, 7], [3, 3], [2, 2], [1, 1], 1),
+    ([2, 64, 19, 21], [128, 64, 1, 1], [0, 0], [2, 2], [1, 1], 1),
+    ([2, 32, 17, 19], [32, 1, 3, 3], [1, 1], [1, 1], [1, 1], 32),
+    ([2, 8, 17, 19], [12, 2, 3, 3], [0, 0], [1, 2], [2, 2], 4),
+    ([2, 3, 1, 29], [8, 3, 1, 5], [0, 2], [1, 3], [1, 1], 1),
+    ([1, 4, 5, 11, 13], [6, 4, 3, 3, 3], [1, 1, 1], [1, 2, 1], [1, 1, 2], 1),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("x, w, pads, strides, dilations, groups", CONVS)
+def test_convolution_graphs_match_pytorchs_shapes(x, w, pads, strides, dilations, groups, dtype):
+    torch = pytest.importorskip("torch")
+    conv = {4: torch.nn.functional.conv2d, 5: torch.nn.functional.conv3d}[len(x)]
+    y = list(conv(torch.zeros(x), torch.zeros(w), stride=strides, padding=pads, dilation=dilations, groups=groups).shape)
+    check = twinfer._core._test_cudnn_conv_validate
+    assert check(x, w, y, pads, strides, dilations, dtype) == ""
+    wrong = y[:2] + [d + 1 for d in y[2:]]
+    assert "cuDNN infers the output as" in check(x, w, wrong, pads, strides, dilations, dtype)
