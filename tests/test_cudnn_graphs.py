@@ -56,3 +56,19 @@ def test_convolution_graphs_match_pytorchs_shapes(x, w, pads, strides, dilations
     assert check(x, w, y, pads, strides, dilations, dtype) == ""
     wrong = y[:2] + [d + 1 for d in y[2:]]
     assert "cuDNN infers the output as" in check(x, w, wrong, pads, strides, dilations, dtype)
+
+
+@pytest.mark.parametrize("x, w, pads, strides, dilations", [
+    ([2, 64, 19, 21], [128, 64, 3, 3], [1, 1], [2, 2], [1, 1]),   # ResNet's 3x3 downsampling, int8
+    ([2, 8, 1, 29], [12, 8, 1, 5], [0, 2], [1, 3], [1, 1]),       # a 1-d one as QConv hands it
+    ([1, 16, 9, 7], [4, 16, 3, 3], [2, 2], [1, 1], [2, 2]),       # dilated
+])
+def test_int8_channels_last_convolution_graphs(x, w, pads, strides, dilations):
+    # QConv's cuDNN form (gemm_qlinear.cc): int8 x and w channels-last, the
+    # int32 accumulator out through a pointwise identity.
+    torch = pytest.importorskip("torch")
+    y = list(torch.nn.functional.conv2d(torch.zeros(x), torch.zeros(w), stride=strides, padding=pads,
+                                        dilation=dilations).shape)
+    check = twinfer._core._test_cudnn_conv_validate
+    assert check(x, w, y, pads, strides, dilations, "int8") == ""
+    assert "cuDNN infers the output as" in check(x, w, y[:2] + [y[2] + 1, y[3]], pads, strides, dilations, "int8")

@@ -206,6 +206,9 @@ def test_calibrated_int8_model_runs_wholly_on_the_device(device, rng):
     assert all(r.backend in (device, "copy") for r in rows), [r for r in rows if r.backend not in (device, "copy")]
     ops = {r.op.split("::")[-1] for r in rows}
     assert {"QConv", "QMatMul"} <= ops, ops
+    if device == "cuda":  # a channels-last int8 convolution of 8 channels goes to cuDNN (gemm_qlinear.cc)
+        kernels = [r.kernel for r in rows if r.op.endswith("QConv")]
+        assert any(k.startswith("cudnn int8 conv") for k in kernels), kernels
     x = rng.standard_normal((3, 8, 9, 9)).astype(F32)
     got, want = eng.run({"x": x})["y"].numpy(), f32.run({"x": x})["y"].numpy()
     cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)

@@ -181,14 +181,16 @@ def _fp16_attention(shapes, causal=False, mask_shape=None):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", ["plain", "causal", "padding_mask", "head_dim_20"])
+@pytest.mark.parametrize("case", ["plain", "causal", "padding_mask", "leading_keys_masked", "head_dim_20"])
 def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     # float16 Attention: on a GPU cuDNN's fused flash attention takes head
     # dims that are multiples of 8 (here 64: ViT's and BERT's), with or
     # without causal or an additive mask; a head dim of 20 stays on our own
     # kernel, and the kernel's name says why. Odd sizes (37 queries, 53 keys,
-    # 3 heads); a sample whose keys are all masked gives zeros.
-    b, h, sq, sk = 2, 3, 37, 53
+    # 3 heads); a sample whose keys are all masked gives zeros; masking the
+    # first 80 of 160 keys masks whole leading tiles (a flash kernel's running
+    # max starts at -inf there).
+    b, h, sq, sk = 2, 3, 37, 160 if case == "leading_keys_masked" else 53
     d = 20 if case == "head_dim_20" else 64
     q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ([b, h, sq, d], [b, h, sk, d], [b, h, sk, d]))
     feeds = {"q": q, "k": k, "v": v}
@@ -198,6 +200,11 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
         mask = np.zeros((b, 1, 1, sk), np.float16)
         mask[0, ..., 29:] = -np.inf
         mask[1] = -np.inf  # every key of the second sample masked
+    if case == "leading_keys_masked":
+        mask = np.zeros((b, 1, 1, sk), np.float16)
+        mask[0, ..., :80] = -np.inf
+        mask[1, ..., :150] = -np.inf
+    if mask is not None:
         feeds["mask"] = mask
         bias = mask.astype(np.float64)
     if case == "causal":

@@ -280,6 +280,14 @@ def _test_colmajor_gemm(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: t
     ...
 def _test_conv_geometry(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg3: typing.SupportsInt | typing.SupportsIndex, arg4: bool, arg5: bool, arg6: typing.SupportsInt | typing.SupportsIndex) -> tuple[list[list[int]], list[list[int]]]:
     ...
+def _test_cudnn_conv_validate(x: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], w: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], y: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], pads: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], dilations: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], dtype: str) -> str:
+    """
+    cuDNN frontend's checks of a convolution graph, run without a GPU: '' or why.
+    """
+def _test_cudnn_sdpa_validate(dims: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], dtype: str, causal: bool, bias_dims: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], sm_version: typing.SupportsInt | typing.SupportsIndex) -> str:
+    """
+    cuDNN frontend's checks of a fused-attention graph for a GPU of sm_version, run without one: '' or why.
+    """
 def _test_fast_divmod(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int]]:
     ...
 def _test_launch_configs(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int, int]]:

@@ -288,6 +288,8 @@ class CudaAttention final : public Kernel {
       why = "a boolean mask";
     } else if (g_.mask_kind == 1 && g_.causal) {
       why = "a mask together with causal";
+    } else if (g_.B * g_.H * g_.Sq * g_.Sk * g_.D * g_.Dv == 0) {
+      why = "an empty dim";  // nothing to compute (run() returns early); cuDNN's checks divide by them
     } else {
       SdpaSpec spec;
       spec.B = g_.B, spec.H = g_.H, spec.Sq = g_.Sq, spec.Sk = g_.Sk, spec.D = g_.D, spec.Dv = g_.Dv;
@@ -296,17 +298,16 @@ class CudaAttention final : public Kernel {
         const Shape m = info.input_shape(3);
         Shape m4(4 - m.size(), 1);
         m4.insert(m4.end(), m.begin(), m.end());
-        const Shape st = contiguous_strides(m4);
-        for (int d = 0; d < 4; ++d) mask_dims_[d] = m4[d], spec.bias_dims[d] = m4[d], spec.bias_strides[d] = st[d];
-        spec.has_bias = true;
+        for (int d = 0; d < 4; ++d) mask_dims_[d] = m4[d];
+        spec.set_broadcast_bias(mask_dims_);
       }
       sdpa_ = make_cudnn_sdpa(spec, &why);
       if (!sdpa_ && spec.has_bias && mask_dims_[2] == 1 && mask_dims_[3] == g_.Sk && g_.Sq > 1) {
-        // cuDNN may want the bias per query: written out before each run.
+        // cuDNN may want the bias per query in memory: written out before each run.
         std::string why2;
         const Shape full{mask_dims_[0], mask_dims_[1], g_.Sq, g_.Sk};
-        const Shape st = contiguous_strides(full);
-        for (int d = 0; d < 4; ++d) spec.bias_dims[d] = full[d], spec.bias_strides[d] = st[d];
+        const int64_t dims[4] = {full[0], full[1], full[2], full[3]};
+        spec.set_broadcast_bias(dims);
         sdpa_ = make_cudnn_sdpa(spec, &why2);
         if (sdpa_)
           expanded_bytes_ = static_cast<size_t>(shape_numel(full)) * dtype_size(dtype_);
@@ -351,7 +352,7 @@ class CudaAttention final : public Kernel {
   DType dtype_;
   twinfer_gpu::AttnGeom g_{};
   int dl_ = 2;
-  std::unique_ptr<SdpaPlan> sdpa_;
+  std::shared_ptr<const SdpaPlan> sdpa_;
   int64_t mask_dims_[4] = {1, 1, 1, 1};
   size_t expanded_bytes_ = 0;  // the mask written out per query, after cuDNN's workspace
   std::string name_;

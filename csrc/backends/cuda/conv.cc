@@ -96,7 +96,9 @@ class CudnnConv final : public Kernel {
     }
     std::string why_not_graph = "TWINFER_CUDNN_CONV=legacy";
     const char* mode = std::getenv("TWINFER_CUDNN_CONV");
-    if (!mode || std::string(mode) != "legacy") {
+    const bool empty = shape_numel(x) == 0 || shape_numel(w) == 0 || shape_numel(y) == 0;
+    if (empty) why_not_graph = "an empty tensor";  // cuDNN's checks divide by the dims
+    if (!empty && (!mode || std::string(mode) != "legacy")) {
       ConvGraphSpec g;
       g.x.assign(x.begin(), x.end()), g.w.assign(w.begin(), w.end()), g.y.assign(y.begin(), y.end());
       g.pad_begin.assign(pad.begin(), pad.end()), g.pad_end = g.pad_begin;  // symmetric: conv_supports
@@ -203,7 +205,7 @@ class CudnnConv final : public Kernel {
   cudnnConvolutionDescriptor_t cd_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
-  std::unique_ptr<ConvGraphPlan> graph_;  // the graph API's plan; null: the descriptors above
+  std::shared_ptr<const ConvGraphPlan> graph_;  // the graph API's plan; null: the descriptors above
   std::string name_;
 };
 

@@ -16,12 +16,15 @@
 
 namespace twinfer::cuda {
 
-// Contiguous NCHW (NCDHW) x [N, C, ...], w [M, C/group, k...], y [N, M, ...],
-// 2 or 3 spatial dims (a 1-d convolution comes with a height of 1).
+// x [N, C, ...], w [M, C/group, k...], y [N, M, ...] (dims in this order
+// whatever the layout), 2 or 3 spatial dims (a 1-d convolution comes with a
+// height of 1). Float types: contiguous NCHW (NCDHW). int8: x and w
+// channels-last (NHWC, and w as [M, KH, KW, C]), y int32 channels-last
+// (the accumulator, for the layer's own epilogue): QConv's form.
 struct ConvGraphSpec {
   std::vector<int64_t> x, w, y;
   std::vector<int64_t> pad_begin, pad_end, stride, dilation;  // one per spatial dim
-  DType dtype = DType::kFloat32;
+  DType dtype = DType::kFloat32;  // float32, float16, bfloat16, or int8
   bool exact = false;        // float32 without TF32: engines using tensor cores are left out
   size_t max_workspace = 0;  // engines needing more are left out
 };
@@ -35,7 +38,8 @@ class ConvGraphPlan {
 };
 
 // cuDNN's plan for `spec` on the current device, or null with `why`.
-std::unique_ptr<ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why);
+// Kernels of the same spec share one plan.
+std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why);
 
 // The frontend's own checks of `spec`'s graph (shapes inferred and compared
 // with y), without a GPU: "" when they pass, else the message.

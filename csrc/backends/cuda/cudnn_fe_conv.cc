@@ -21,21 +21,29 @@ std::vector<int64_t> contiguous(const std::vector<int64_t>& dims) {
   return st;
 }
 
+// Strides of [N, C, spatial...] dims laid out channels-last (N, spatial..., C).
+std::vector<int64_t> channels_last(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size());
+  int64_t run = 1;
+  st[1] = run, run *= dims[1];
+  for (size_t i = dims.size() - 1; i >= 2; --i) st[i] = run, run *= dims[i];
+  st[0] = run;
+  return st;
+}
+
 // `y_out`: where the output tensor goes; when set, y's dims are left for
 // the frontend to infer (validate_cudnn_conv_graph compares them with ours).
 std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
                                              std::shared_ptr<fe::graph::Tensor_attributes>* y_out = nullptr) {
+  const bool int8 = s.dtype == DType::kInt8;
+  const fe::DataType_t io = int8 ? fe::DataType_t::INT8 : fe_type(s.dtype);
+  const fe::DataType_t acc = int8 ? fe::DataType_t::INT32 : fe::DataType_t::FLOAT;
+  auto layout = [&](const std::vector<int64_t>& dims) { return int8 ? channels_last(dims) : contiguous(dims); };
   auto graph = std::make_shared<fe::graph::Graph>();
-  graph->set_io_data_type(fe_type(s.dtype))
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
+  graph->set_io_data_type(io).set_intermediate_data_type(acc).set_compute_data_type(acc);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
-    return graph->tensor(fe::graph::Tensor_attributes()
-                             .set_name(name)
-                             .set_uid(uid)
-                             .set_dim(dims)
-                             .set_stride(contiguous(dims))
-                             .set_data_type(fe_type(s.dtype)));
+    return graph->tensor(
+        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(layout(dims)).set_data_type(io));
   };
   auto x = tensor("x", kX, s.x);
   auto w = tensor("w", kW, s.w);
@@ -46,11 +54,16 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
                    .set_stride(s.stride)
                    .set_dilation(s.dilation);
   auto y = graph->conv_fprop(x, w, attrs);
-  y->set_output(true).set_uid(kY).set_data_type(fe_type(s.dtype));
+  if (int8) {
+    // The int32 accumulator goes out through a pointwise identity, as
+    // NVIDIA's int8 sample has it (int8_fprop.cpp).
+    y = graph->pointwise(y, y, fe::graph::Pointwise_attributes().set_name("acc").set_mode(fe::PointwiseMode_t::IDENTITY));
+  }
+  y->set_output(true).set_uid(kY).set_data_type(int8 ? fe::DataType_t::INT32 : io);
   if (y_out) {
     *y_out = y;
   } else {
-    y->set_dim(s.y).set_stride(contiguous(s.y));
+    y->set_dim(s.y).set_stride(layout(s.y));
   }
   return graph;
 }
@@ -95,16 +108,25 @@ std::string validate_cudnn_conv_graph(const ConvGraphSpec& spec) {
   }
 }
 
-std::unique_ptr<ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why) {
-  try {
-    return std::make_unique<CudnnConvGraph>(spec);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // out of memory, a device fault: not a refusal
-    if (why) *why = e.what();
-  } catch (const std::runtime_error& e) {  // the frontend's own (a missing symbol or library)
-    if (why) *why = std::string("cuDNN frontend: ") + e.what();
+std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why) {
+  static PlanCache<ConvGraphPlan>* cache = new PlanCache<ConvGraphPlan>();  // never destroyed
+  std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.exact ? "e" : "") + std::to_string(spec.max_workspace);
+  for (const auto* v : {&spec.x, &spec.w, &spec.y, &spec.pad_begin, &spec.pad_end, &spec.stride, &spec.dilation}) {
+    key += "|";
+    for (int64_t d : *v) key += std::to_string(d) + ",";
   }
-  return nullptr;
+  return cache->get(key, [&](std::string* reason) -> std::shared_ptr<const ConvGraphPlan> {
+    try {
+      fe_ready();  // before any graph: the frontend caches the cuDNN symbols it first looks up
+      return std::make_shared<const CudnnConvGraph>(spec);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // out of memory, a device fault: not a refusal
+      *reason = e.what();
+    } catch (const std::exception& e) {  // the frontend's own (a missing symbol or library)
+      *reason = std::string("cuDNN frontend: ") + e.what();
+    }
+    return nullptr;
+  }, why);
 }
 
 }  // namespace twinfer::cuda

@@ -97,24 +97,40 @@ std::string validate_cudnn_sdpa(const SdpaSpec& spec, int sm_version) {
   }
 }
 
-std::unique_ptr<SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::string* why) {
+std::shared_ptr<const SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::string* why) {
   if (spec.dtype != DType::kFloat16 && spec.dtype != DType::kBFloat16) {
     if (why) *why = "cuDNN's fused attention takes float16 and bfloat16 only";
     return nullptr;
   }
-  std::string reasons;
-  for (auto impl : {fe::AttentionImplementation_t::COMPOSITE, fe::AttentionImplementation_t::AUTO}) {
+  static PlanCache<SdpaPlan>* cache = new PlanCache<SdpaPlan>();  // never destroyed: plans outlive statics
+  std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.causal ? "c" : "") + std::to_string(spec.scale);
+  for (int64_t v : {spec.B, spec.H, spec.Sq, spec.Sk, spec.D, spec.Dv}) key += "," + std::to_string(v);
+  if (spec.has_bias)
+    for (int d = 0; d < 4; ++d) key += ";" + std::to_string(spec.bias_dims[d]) + ":" + std::to_string(spec.bias_strides[d]);
+  return cache->get(key, [&](std::string* reason) -> std::shared_ptr<const SdpaPlan> {
     try {
-      return std::make_unique<CudnnSdpa>(spec, impl);
+      fe_ready();  // before any graph: the frontend caches the cuDNN symbols it first looks up
     } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // out of memory, a device fault: not a refusal
-      reasons += (reasons.empty() ? "" : "; then ") + std::string(e.what());
-    } catch (const std::runtime_error& e) {  // the frontend's own (a missing symbol or library)
-      reasons += (reasons.empty() ? "" : "; then ") + std::string("cuDNN frontend: ") + e.what();
+      *reason = e.what();
+      return nullptr;
     }
-  }
-  if (why) *why = reasons;
-  return nullptr;
+    // The composite graph first; the frontend's own choice (the unified node)
+    // after it, where that is not the composite again (with a bias before
+    // cuDNN 9.21 it would be).
+    std::vector<fe::AttentionImplementation_t> impls{fe::AttentionImplementation_t::COMPOSITE};
+    if (!spec.has_bias) impls.push_back(fe::AttentionImplementation_t::AUTO);
+    for (auto impl : impls) {
+      try {
+        return std::make_shared<const CudnnSdpa>(spec, impl);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // out of memory, a device fault: not a refusal
+        *reason += (reason->empty() ? "" : "; then ") + std::string(e.what());
+      } catch (const std::exception& e) {  // the frontend's own (a missing symbol or library)
+        *reason += (reason->empty() ? "" : "; then ") + std::string("cuDNN frontend: ") + e.what();
+      }
+    }
+    return nullptr;
+  }, why);
 }
 
 }  // namespace twinfer::cuda

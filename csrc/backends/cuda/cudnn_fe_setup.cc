@@ -1,5 +1,6 @@
 #include "backends/cuda/cudnn_fe_setup.h"
 
+#include <cstdlib>
 #include <mutex>
 
 #include "backends/cuda/cuda_check.h"
@@ -32,6 +33,9 @@ void fe_ready() {
       why = rt.why;
       return;
     }
+    // Named outright: otherwise the frontend tries libcudart.so.12 first and
+    // would take a CUDA 12 runtime another package loaded.
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", rt.path.c_str(), 0);
     cudnn_frontend::cudnn_dlhandle = dnn.handle;
   });
   if (!why.empty()) throw Error(ErrorKind::kUnsupportedOp, "cuDNN's graph API is unavailable: " + why);

@@ -10,7 +10,9 @@
 #include <cudnn_frontend.h>
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -53,6 +55,45 @@ class FeGraph {
   cudnnHandle_t handle_ = nullptr;
   size_t workspace_ = 0;
   std::string plan_;
+};
+
+// Plans shared by the kernels of one spec on one device (BERT's twelve
+// layers build one attention plan; ResNet's repeated convolutions one
+// each), held as long as a kernel holds them; refusals are remembered, so
+// a refused spec is not built again. `key` names the spec; the device is
+// added here.
+template <typename Plan>
+class PlanCache {
+ public:
+  using Build = std::function<std::shared_ptr<const Plan>(std::string* why)>;
+  std::shared_ptr<const Plan> get(std::string key, const Build& build, std::string* why) {
+    int device = 0;
+    cudaGetDevice(&device);
+    key += "@" + std::to_string(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto r = refused_.find(key);
+    if (r != refused_.end()) {
+      if (why) *why = r->second;
+      return nullptr;
+    }
+    auto it = plans_.find(key);
+    if (it != plans_.end())
+      if (auto p = it->second.lock()) return p;
+    std::string reason;
+    std::shared_ptr<const Plan> p = build(&reason);
+    if (p) {
+      plans_[key] = p;
+    } else {
+      refused_[key] = reason;
+      if (why) *why = reason;
+    }
+    return p;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::weak_ptr<const Plan>> plans_;
+  std::map<std::string, std::string> refused_;
 };
 
 }  // namespace twinfer::cuda

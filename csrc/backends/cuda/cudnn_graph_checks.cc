@@ -17,11 +17,7 @@ std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::str
   s.dtype = dtype == "bfloat16" ? DType::kBFloat16 : DType::kFloat16;
   s.scale = 0.125f;
   s.causal = causal;
-  if (!bias_dims.empty()) {
-    s.has_bias = true;
-    const Shape st = contiguous_strides(Shape(bias_dims.begin(), bias_dims.end()));
-    for (int d = 0; d < 4; ++d) s.bias_dims[d] = bias_dims[d], s.bias_strides[d] = st[d];
-  }
+  if (!bias_dims.empty()) s.set_broadcast_bias(bias_dims.data());  // as attention.cu hands it
   return cuda::validate_cudnn_sdpa(s, sm_version);
 }
 
@@ -31,7 +27,10 @@ std::string cudnn_conv_validate(const std::vector<int64_t>& x, const std::vector
                                 const std::string& dtype) {
   cuda::ConvGraphSpec s;
   s.x = x, s.w = w, s.y = y, s.pad_begin = pads, s.pad_end = pads, s.stride = strides, s.dilation = dilations;
-  s.dtype = dtype == "float32" ? DType::kFloat32 : dtype == "bfloat16" ? DType::kBFloat16 : DType::kFloat16;
+  s.dtype = dtype == "float32"    ? DType::kFloat32
+            : dtype == "bfloat16" ? DType::kBFloat16
+            : dtype == "int8"     ? DType::kInt8
+                                  : DType::kFloat16;
   return cuda::validate_cudnn_conv_graph(s);
 }
 

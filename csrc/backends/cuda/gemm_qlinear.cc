@@ -6,7 +6,10 @@
 //            with x_per_token, float32 x quantized per row with its own
 //            scale (token_quant_kernels.h), the scales kept for the epilogue
 //   QConv    x -> im2col rows [B*OH*OW, C*KH*KW] (same packing), group 1;
-//            grouped / depthwise convolutions take a direct kernel instead
+//            grouped / depthwise convolutions take a direct kernel instead;
+//            an int8 channels-last x with zero point 0 and channels in 4s
+//            goes to cuDNN's int8 convolution first (conv_graph.h: implicit
+//            GEMM, no im2col rows in memory), int32 out, then our epilogue
 //
 // Weights are repacked once, at build, into [N, K] (K-major, padded), with
 // their per-channel sums for the zero point. Two ways out of the GEMM:
@@ -21,6 +24,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backends/cuda/conv_graph.h"
 #include "backends/cuda/gemm_int8.h"
 #include "backends/cuda/kernel_util.h"
 #include "backends/cuda/qlinear_kernels.h"
@@ -290,6 +294,8 @@ class CudaQConv final : public Kernel {
     const Tensor& w = *info.input_constant(quant::kQW);
     x_u8_ = p.x_type == DType::kUInt8;
     x_zero_ = p.x_zero;
+    y_type_ = p.quantized_out ? p.y_type : DType::kFloat32;
+    if (try_cudnn(p, w.data_as<int8_t>())) return;
     if (g_.group == 1) {
       layer_ = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions());
       return;
@@ -299,15 +305,24 @@ class CudaQConv final : public Kernel {
     scale_ = device_copy(p.scales.data(), DType::kFloat32, {g_.out_channels});
     if (!p.bias.empty()) bias_ = device_copy(p.bias.data(), DType::kFloat32, {g_.out_channels});
     e_ = epilogue_for(p, scale_.data_as<float>(), p.bias.empty() ? nullptr : bias_.data_as<float>(), nullptr, 0);
-    y_type_ = p.quantized_out ? p.y_type : DType::kFloat32;
   }
-  size_t scratch_bytes() const override { return layer_ ? layer_->scratch_bytes() : 0; }
-  const char* impl_name() const override { return layer_ ? layer_->impl() : "direct int8 convolution (grouped)"; }
+  size_t scratch_bytes() const override {
+    return cudnn_ ? acc_bytes() + cudnn_->workspace_bytes() : layer_ ? layer_->scratch_bytes() : 0;
+  }
+  const char* impl_name() const override {
+    return cudnn_ ? name_.c_str() : layer_ ? layer_->impl() : "direct int8 convolution (grouped)";
+  }
 
   void run(KernelContext& ctx) const override {
     const cudaStream_t s = stream_of(ctx);
     const void* x = ctx.inputs[quant::kQX].data;
     void* y = ctx.outputs[0].data;
+    if (cudnn_) {  // int32 sums [positions, M] channels-last, then the layer's epilogue
+      auto* acc = static_cast<int32_t*>(ctx.scratch);
+      cudnn_->run(x, w_.data(), acc, static_cast<char*>(ctx.scratch) + acc_bytes(), s);
+      linear_epilogue(acc, g_.positions(), g_.out_channels, g_.out_channels, e_, y, y_type_, &g_, s);
+      return;
+    }
     if (!layer_) {
       qconv_direct(x, x_u8_, x_zero_, w_.data_as<int8_t>(), g_, e_, y, y_type_, s);
       return;
@@ -331,11 +346,61 @@ class CudaQConv final : public Kernel {
   }
 
  private:
+  size_t acc_bytes() const { return static_cast<size_t>(round_up(g_.positions() * g_.out_channels * 4, 256)); }
+
+  // cuDNN's int8 convolution (graph API) where it applies: x int8 with zero
+  // point 0, channels-last, one group, channels in multiples of 4 (cuDNN's
+  // int8 rule); weights repacked once to [M, KH, KW, C]. False: the
+  // im2col + cuBLASLt path (or the grouped kernel) as before.
+  bool try_cudnn(const QLinearParams& p, const int8_t* w) {
+    if (g_.group != 1 || x_u8_ || x_zero_ != 0 || p.x_per_token || !g_.x_channels_last || g_.channels % 4 != 0 ||
+        g_.out_channels % 4 != 0)
+      return false;
+    ConvGraphSpec spec;
+    spec.x = {g_.batch, g_.channels, g_.height, g_.width};
+    spec.w = {g_.out_channels, g_.channels, g_.kernel_h, g_.kernel_w};
+    spec.y = {g_.batch, g_.out_channels, g_.out_height, g_.out_width};
+    // The geometry keeps the leading pads; the trailing ones are what gives
+    // its output size (the leading ones again where they do).
+    auto pad_end = [](int64_t in, int64_t out, int64_t k, int64_t st, int64_t dil, int64_t pb) -> int64_t {
+      auto out_of = [&](int64_t pe) { return (in + pb + pe - dil * (k - 1) - 1) / st + 1; };
+      if (out_of(pb) == out) return pb;
+      const int64_t pe = std::max<int64_t>((out - 1) * st + dil * (k - 1) + 1 - in - pb, 0);
+      return out_of(pe) == out ? pe : -1;
+    };
+    const int64_t pe_h = pad_end(g_.height, g_.out_height, g_.kernel_h, g_.stride_h, g_.dil_h, g_.pad_h);
+    const int64_t pe_w = pad_end(g_.width, g_.out_width, g_.kernel_w, g_.stride_w, g_.dil_w, g_.pad_w);
+    if (pe_h < 0 || pe_w < 0) return false;
+    spec.pad_begin = {g_.pad_h, g_.pad_w};
+    spec.pad_end = {pe_h, pe_w};
+    spec.stride = {g_.stride_h, g_.stride_w};
+    spec.dilation = {g_.dil_h, g_.dil_w};
+    spec.dtype = DType::kInt8;
+    spec.max_workspace = size_t(256) << 20;
+    std::string why;
+    cudnn_ = make_cudnn_conv_graph(spec, &why);
+    if (!cudnn_) return false;
+    const int64_t M = g_.out_channels, C = g_.channels, KH = g_.kernel_h, KW = g_.kernel_w;
+    std::vector<int8_t> krsc(static_cast<size_t>(M * KH * KW * C));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t r = 0; r < KH; ++r)
+          for (int64_t q = 0; q < KW; ++q) krsc[((m * KH + r) * KW + q) * C + c] = w[((m * C + c) * KH + r) * KW + q];
+    w_ = device_copy(krsc.data(), DType::kInt8, {M, KH, KW, C});
+    scale_ = device_copy(p.scales.data(), DType::kFloat32, {M});
+    if (!p.bias.empty()) bias_ = device_copy(p.bias.data(), DType::kFloat32, {M});
+    e_ = epilogue_for(p, scale_.data_as<float>(), p.bias.empty() ? nullptr : bias_.data_as<float>(), nullptr, 0);
+    name_ = "cudnn int8 conv (" + cudnn_->plan_name() + ") + epilogue";
+    return true;
+  }
+
   ConvGeometry g_;
   bool x_u8_ = false;
   int32_t x_zero_ = 0;
+  std::shared_ptr<const ConvGraphPlan> cudnn_;  // cuDNN's int8 convolution
+  std::string name_;
   std::unique_ptr<Int8Layer> layer_;  // group 1
-  Tensor w_, scale_, bias_;           // grouped
+  Tensor w_, scale_, bias_;           // grouped, or cuDNN's (w as [M, KH, KW, C])
   LinearEpilogue e_;
   DType y_type_ = DType::kFloat32;
 };

@@ -10,7 +10,7 @@ std::string cudnn_frontend_version() { return ""; }
 
 namespace twinfer::cuda {
 
-std::unique_ptr<SdpaPlan> make_cudnn_sdpa(const SdpaSpec&, std::string* why) {
+std::shared_ptr<const SdpaPlan> make_cudnn_sdpa(const SdpaSpec&, std::string* why) {
   if (why) *why = "this build has no cuDNN frontend (pip install nvidia-cudnn-frontend==1.28.0, then rebuild)";
   return nullptr;
 }
@@ -19,7 +19,7 @@ std::string validate_cudnn_sdpa(const SdpaSpec&, int) { return "this build has n
 
 std::string validate_cudnn_conv_graph(const ConvGraphSpec&) { return "this build has no cuDNN frontend"; }
 
-std::unique_ptr<ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec&, std::string* why) {
+std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec&, std::string* why) {
   if (why) *why = "this build has no cuDNN frontend";
   return nullptr;
 }

@@ -21,11 +21,24 @@ struct SdpaSpec {
   DType dtype = DType::kFloat16;  // float16 or bfloat16: cuDNN's kernel takes no other
   float scale = 1.f;
   bool causal = false;  // upper-left: query i sees keys 0..i
-  // An additive mask of `dtype` over [b, h, i, j]: its dims (1 where it
-  // broadcasts) and strides (0 there); rank-4 always.
+  // An additive mask of `dtype` over [b, h, i, j]: dims and strides
+  // (set_broadcast_bias: the full [B, H, Sq, Sk] with stride 0 where the
+  // mask broadcasts, the form PyTorch hands cuDNN).
   bool has_bias = false;
   int64_t bias_dims[4] = {1, 1, 1, 1};
   int64_t bias_strides[4] = {0, 0, 0, 0};
+
+  // The mask of dims m (rank 4, 1 where it broadcasts; contiguous) as the bias.
+  void set_broadcast_bias(const int64_t m[4]) {
+    const int64_t full[4] = {B, H, Sq, Sk};
+    int64_t run = 1;
+    for (int d = 3; d >= 0; --d) {
+      bias_dims[d] = full[d];
+      bias_strides[d] = m[d] == 1 ? 0 : run;
+      run *= m[d];
+    }
+    has_bias = true;
+  }
 };
 
 class SdpaPlan {
@@ -40,7 +53,8 @@ class SdpaPlan {
 
 // cuDNN's plan for `spec` on the current device, or null with `why` (no
 // frontend in this build, no cuDNN, a shape or option cuDNN refuses).
-std::unique_ptr<SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::string* why);
+// Kernels of the same spec share one plan (runs are serialized anyway).
+std::shared_ptr<const SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::string* why);
 
 // The frontend's own checks of `spec` for a GPU of `sm_version` (90: H100),
 // run without a GPU: "" when it passes, else the message. The cuDNN engine's
