@@ -160,6 +160,10 @@ if wants bench_runtime; then
   # The full comparison with torch.compile takes longer: run it on its own
   # (python benchmarks/gpu_vs_torch.py); here the eager peers only.
   bench bench_gpu_vs_torch 300 $PY benchmarks/gpu_vs_torch.py --no-compile --iterations 20
+  # The CNNs once more on cuDNN's legacy API, to set beside the graph API's
+  # numbers just above (conv.cc chooses the graph API by default).
+  TWINFER_CUDNN_CONV=legacy bench bench_gpu_vs_torch_legacy_conv 200 $PY benchmarks/gpu_vs_torch.py --no-compile \
+    --iterations 20 --models resnet50 mobilenet_v2 efficientnet_b0
 fi
 if wants bench_dual; then
   # Two models at once (issue 13): pairs, one graph, torch two-stream, priorities; one timeline.
