@@ -450,6 +450,47 @@ def test_conv_on_cudnns_graph_api_and_its_legacy_one(device, t, x_shape, w_shape
             assert row.kernel.startswith(name), row
 
 
+# float16 on the GPU only: the CPU (and so the simulated device) has float32 ConvTranspose kernels,
+# so the float16 output is set against float32 on the CPU of the same (float16) values.
+@pytest.mark.parametrize("device, t", [pytest.param(d.values[0], TensorProto.FLOAT, marks=d.marks) for d in DEVICES] +
+                         [pytest.param("cuda", TensorProto.FLOAT16, marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("x_shape, w_shape, group, attrs", [
+    ((2, 4, 7, 9), (4, 6, 3, 3), 1, dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),  # decoder 2x
+    ((2, 6, 5, 8), (6, 2, 3, 2), 3, dict(strides=[1, 2], dilations=[2, 1], pads=[0, 1, 2, 0])),
+    ((2, 3, 11), (3, 5, 4), 1, dict(strides=[3], pads=[1, 2])),                                        # 1-d
+    ((1, 2, 3, 4, 5), (2, 3, 2, 2, 2), 1, dict(strides=[2, 2, 2])),                                   # 3-d
+])
+def test_conv_transpose(device, t, x_shape, w_shape, group, attrs, rng):
+    # cuDNN's data gradient of the convolution ConvTranspose undoes
+    # (conv_transpose.cc), with a bias, against the CPU's oneDNN / reference kernels.
+    npt = NP[t]
+    x = rng.standard_normal(x_shape).astype(npt)
+    m_out = w_shape[1] * group
+    w, b = rng.standard_normal(w_shape).astype(npt), rng.standard_normal(m_out).astype(npt)
+
+    def model(tt, nt):
+        inits = [helper.make_tensor("w", tt, list(w_shape), w.astype(nt).ravel()),
+                 helper.make_tensor("b", tt, [m_out], b.astype(nt))]
+        node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=group, name="deconv", **attrs)
+        g = helper.make_graph([node], "d", [_vi("x", tt, x.shape)], [helper.make_tensor_value_info("y", tt, None)], inits)
+        mm = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        mm.ir_version = 10
+        return mm
+
+    m = model(t, npt)
+    if t == TensorProto.FLOAT:
+        want, got = _run_both(m, {"x": x}, device)
+        assert _rel(got["y"], want["y"]) < 1e-5
+    else:
+        want = twinfer.load(model(TensorProto.FLOAT, np.float32), device="cpu").run({"x": x.astype(np.float32)})["y"].numpy()
+        got = twinfer.load(m, device=device, allow_cpu_fallback=False).run({"x": x})["y"].numpy()
+        assert got.dtype == np.float16 and _rel(got, want) < 2e-3
+    if device == "cuda":
+        e = twinfer.load(m, device="cuda", allow_cpu_fallback=False)
+        (row,) = [r for r in e.kernel_report({"x": x.shape}) if r.node == "deconv"]
+        assert row.kernel.startswith("cudnn graph conv transpose"), row
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_conv_with_asymmetric_pads_falls_back_with_a_reason(device, rng):
     F = TensorProto.FLOAT

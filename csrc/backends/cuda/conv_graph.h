@@ -25,6 +25,10 @@ struct ConvGraphSpec {
   std::vector<int64_t> x, w, y;
   std::vector<int64_t> pad_begin, pad_end, stride, dilation;  // one per spatial dim
   DType dtype = DType::kFloat32;  // float32, float16, bfloat16, or int8
+  // ConvTranspose: y is the data gradient of a convolution from y to x
+  // (cuDNN's dgrad), w is ONNX's [C, M/group, k...] as that convolution's
+  // filter; pads and strides are that convolution's (ConvTranspose's own).
+  bool transpose = false;
   bool exact = false;        // float32 without TF32: engines using tensor cores are left out
   size_t max_workspace = 0;  // engines needing more are left out
 };

@@ -53,6 +53,18 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
                    .set_post_padding(s.pad_end)
                    .set_stride(s.stride)
                    .set_dilation(s.dilation);
+  if (s.transpose) {  // y has no inferable size here: it is always given
+    auto dx = graph->conv_dgrad(x, w,
+                                fe::graph::Conv_dgrad_attributes()
+                                    .set_name("conv_transpose")
+                                    .set_pre_padding(s.pad_begin)
+                                    .set_post_padding(s.pad_end)
+                                    .set_stride(s.stride)
+                                    .set_dilation(s.dilation));
+    dx->set_output(true).set_uid(kY).set_data_type(io).set_dim(s.y).set_stride(layout(s.y));
+    if (y_out) *y_out = dx;
+    return graph;
+  }
   auto y = graph->conv_fprop(x, w, attrs);
   if (int8) {
     // The int32 accumulator goes out through a pointwise identity, as
@@ -110,7 +122,8 @@ std::string validate_cudnn_conv_graph(const ConvGraphSpec& spec) {
 
 std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why) {
   static PlanCache<ConvGraphPlan>* cache = new PlanCache<ConvGraphPlan>();  // never destroyed
-  std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.exact ? "e" : "") + std::to_string(spec.max_workspace);
+  std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.exact ? "e" : "") + (spec.transpose ? "t" : "") +
+                    std::to_string(spec.max_workspace);
   for (const auto* v : {&spec.x, &spec.w, &spec.y, &spec.pad_begin, &spec.pad_end, &spec.stride, &spec.dilation}) {
     key += "|";
     for (int64_t d : *v) key += std::to_string(d) + ",";
