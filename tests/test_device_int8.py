@@ -196,7 +196,7 @@ def _residual_net(rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_calibrated_int8_model_runs_wholly_on_the_device(device, rng):
+def test_calibrated_int8_model_runs_wholly_on_the_device(device, rng, monkeypatch):
     m = _residual_net(rng)
     data = [{"x": rng.standard_normal((4, 8, 9, 9)).astype(F32)} for _ in range(4)]
     f32 = twinfer.load(m, device="cpu")
@@ -216,3 +216,9 @@ def test_calibrated_int8_model_runs_wholly_on_the_device(device, rng):
     if device == "cuda":  # the same graph on the simulated device runs the CPU kernels
         sim = twinfer.load(m, device="sim", precision="int8", calibration=eng.calibration, sim_coverage="cuda")
         np.testing.assert_allclose(got, sim.run({"x": x})["y"].numpy(), rtol=0.02, atol=0.05)
+        # The same layers on im2col + cuBLASLt (cuDNN's int8 convolution off):
+        # the int32 sums are exact either way; only a rounding step may differ.
+        monkeypatch.setenv("TWINFER_CUDNN_CONV", "legacy")
+        old = twinfer.load(m, device="cuda", precision="int8", calibration=eng.calibration, allow_cpu_fallback=False)
+        assert not any(r.kernel.startswith("cudnn") for r in old.kernel_report({"x": (3, 8, 9, 9)}))
+        np.testing.assert_allclose(got, old.run({"x": x})["y"].numpy(), rtol=0.01, atol=0.02)

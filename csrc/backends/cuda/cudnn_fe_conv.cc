@@ -85,8 +85,15 @@ class CudnnConvGraph final : public ConvGraphPlan {
   explicit CudnnConvGraph(const ConvGraphSpec& s)
       : graph_(conv_graph(s), "conv", [&s](fe::graph::Graph& g) {
           if (s.max_workspace) g.deselect_workspace_greater_than(static_cast<int64_t>(s.max_workspace));
-          // Exact float32: no engine that rounds the inputs to TF32 on tensor cores.
-          if (s.exact) g.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
+          // float32 never takes engines that convert its inputs down (to
+          // fp16/bf16, as PyTorch leaves them out too); exact float32 (no
+          // TF32) none that use tensor cores either.
+          if (s.dtype == DType::kFloat32) {
+            if (s.exact)
+              g.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
+            else
+              g.deselect_numeric_notes({fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
+          }
         }) {}
 
   size_t workspace_bytes() const override { return graph_.workspace_bytes(); }

@@ -43,7 +43,16 @@ void fe_ready() {
 
 void check_fe_build(fe::error_t e, const char* what) {
   if (e.is_good()) return;
-  throw Error(ErrorKind::kUnsupportedOp, std::string("cuDNN refused it: ") + what + ": " + e.get_message());
+  // Both fall back (kUnsupportedOp); only a refusal of the graph itself is
+  // remembered (PlanCache): a failed CUDA call, allocation or runtime
+  // compilation may not happen again.
+  const bool refusal = e.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED ||
+                       e.get_code() == fe::error_code_t::ATTRIBUTE_NOT_SET ||
+                       e.get_code() == fe::error_code_t::INVALID_VALUE ||
+                       e.get_code() == fe::error_code_t::SHAPE_DEDUCTION_FAILED ||
+                       e.get_code() == fe::error_code_t::HEURISTIC_QUERY_FAILED;
+  throw Error(ErrorKind::kUnsupportedOp,
+              std::string(refusal ? kFeRefusal : "cuDNN could not build it: ") + what + ": " + e.get_message());
 }
 
 void check_fe_run(fe::error_t e, const char* what) {

@@ -30,6 +30,8 @@ void fe_ready();
 // Error(kUnsupportedOp) with cuDNN's message: the caller falls back. An
 // error of executing one is kRuntime.
 void check_fe_build(fe::error_t e, const char* what);
+// How check_fe_build's message starts when cuDNN refuses the graph itself.
+inline constexpr const char* kFeRefusal = "cuDNN refused it: ";
 void check_fe_run(fe::error_t e, const char* what);
 
 // cuDNN's enum for a twinfer float type (float32, float16, bfloat16).
@@ -84,7 +86,7 @@ class PlanCache {
     if (p) {
       plans_[key] = p;
     } else {
-      refused_[key] = reason;
+      if (reason.rfind(kFeRefusal, 0) == 0) refused_[key] = reason;  // not a passing failure
       if (why) *why = reason;
     }
     return p;

@@ -21,7 +21,9 @@
 //            activation, float or uint8 output, a zero point, per-token x
 //            (its row scales are known only after the rows are quantized).
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/conv_graph.h"
@@ -295,9 +297,11 @@ class CudaQConv final : public Kernel {
     x_u8_ = p.x_type == DType::kUInt8;
     x_zero_ = p.x_zero;
     y_type_ = p.quantized_out ? p.y_type : DType::kFloat32;
-    if (try_cudnn(p, w.data_as<int8_t>())) return;
+    std::string why_not_cudnn;
+    if (try_cudnn(p, w.data_as<int8_t>(), &why_not_cudnn)) return;
     if (g_.group == 1) {
       layer_ = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions());
+      name_ = std::string(layer_->impl()) + " (not cuDNN: " + why_not_cudnn + ")";
       return;
     }
     // Grouped: the direct kernel reads the weights as they are.
@@ -309,9 +313,7 @@ class CudaQConv final : public Kernel {
   size_t scratch_bytes() const override {
     return cudnn_ ? acc_bytes() + cudnn_->workspace_bytes() : layer_ ? layer_->scratch_bytes() : 0;
   }
-  const char* impl_name() const override {
-    return cudnn_ ? name_.c_str() : layer_ ? layer_->impl() : "direct int8 convolution (grouped)";
-  }
+  const char* impl_name() const override { return layer_ || cudnn_ ? name_.c_str() : "direct int8 convolution (grouped)"; }
 
   void run(KernelContext& ctx) const override {
     const cudaStream_t s = stream_of(ctx);
@@ -352,10 +354,12 @@ class CudaQConv final : public Kernel {
   // point 0, channels-last, one group, channels in multiples of 4 (cuDNN's
   // int8 rule); weights repacked once to [M, KH, KW, C]. False: the
   // im2col + cuBLASLt path (or the grouped kernel) as before.
-  bool try_cudnn(const QLinearParams& p, const int8_t* w) {
+  bool try_cudnn(const QLinearParams& p, const int8_t* w, std::string* why) {
+    const char* mode = std::getenv("TWINFER_CUDNN_CONV");
+    if (mode && std::string(mode) == "legacy") return *why = "TWINFER_CUDNN_CONV=legacy", false;
     if (g_.group != 1 || x_u8_ || x_zero_ != 0 || p.x_per_token || !g_.x_channels_last || g_.channels % 4 != 0 ||
         g_.out_channels % 4 != 0)
-      return false;
+      return *why = "it takes int8 NHWC x with zero point 0, one group, channels in 4s", false;
     ConvGraphSpec spec;
     spec.x = {g_.batch, g_.channels, g_.height, g_.width};
     spec.w = {g_.out_channels, g_.channels, g_.kernel_h, g_.kernel_w};
@@ -370,15 +374,14 @@ class CudaQConv final : public Kernel {
     };
     const int64_t pe_h = pad_end(g_.height, g_.out_height, g_.kernel_h, g_.stride_h, g_.dil_h, g_.pad_h);
     const int64_t pe_w = pad_end(g_.width, g_.out_width, g_.kernel_w, g_.stride_w, g_.dil_w, g_.pad_w);
-    if (pe_h < 0 || pe_w < 0) return false;
+    if (pe_h < 0 || pe_w < 0) return *why = "no trailing padding gives this output size", false;
     spec.pad_begin = {g_.pad_h, g_.pad_w};
     spec.pad_end = {pe_h, pe_w};
     spec.stride = {g_.stride_h, g_.stride_w};
     spec.dilation = {g_.dil_h, g_.dil_w};
     spec.dtype = DType::kInt8;
     spec.max_workspace = size_t(256) << 20;
-    std::string why;
-    cudnn_ = make_cudnn_conv_graph(spec, &why);
+    cudnn_ = make_cudnn_conv_graph(spec, why);
     if (!cudnn_) return false;
     const int64_t M = g_.out_channels, C = g_.channels, KH = g_.kernel_h, KW = g_.kernel_w;
     std::vector<int8_t> krsc(static_cast<size_t>(M * KH * KW * C));
