@@ -220,5 +220,5 @@ def test_calibrated_int8_model_runs_wholly_on_the_device(device, rng, monkeypatc
         # the int32 sums are exact either way; only a rounding step may differ.
         monkeypatch.setenv("TWINFER_CUDNN_CONV", "legacy")
         old = twinfer.load(m, device="cuda", precision="int8", calibration=eng.calibration, allow_cpu_fallback=False)
-        assert not any(r.kernel.startswith("cudnn") for r in old.kernel_report({"x": (3, 8, 9, 9)}))
+        assert not any(r.kernel.startswith("cudnn int8") for r in old.kernel_report({"x": (3, 8, 9, 9)}))
         np.testing.assert_allclose(got, old.run({"x": x})["y"].numpy(), rtol=0.01, atol=0.02)
