@@ -135,17 +135,8 @@ std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& 
     key += "|";
     for (int64_t d : *v) key += std::to_string(d) + ",";
   }
-  return cache->get(key, [&](std::string* reason) -> std::shared_ptr<const ConvGraphPlan> {
-    try {
-      fe_ready();  // before any graph: the frontend caches the cuDNN symbols it first looks up
-      return std::make_shared<const CudnnConvGraph>(spec);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // out of memory, a device fault: not a refusal
-      *reason = e.what();
-    } catch (const std::exception& e) {  // the frontend's own (a missing symbol or library)
-      *reason = std::string("cuDNN frontend: ") + e.what();
-    }
-    return nullptr;
+  return cache->get(key, [&](std::string* reason) {
+    return try_build<ConvGraphPlan>([&] { return std::make_shared<const CudnnConvGraph>(spec); }, reason);
   }, why);
 }
 

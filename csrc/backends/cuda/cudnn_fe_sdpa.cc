@@ -108,27 +108,13 @@ std::shared_ptr<const SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::strin
   if (spec.has_bias)
     for (int d = 0; d < 4; ++d) key += ";" + std::to_string(spec.bias_dims[d]) + ":" + std::to_string(spec.bias_strides[d]);
   return cache->get(key, [&](std::string* reason) -> std::shared_ptr<const SdpaPlan> {
-    try {
-      fe_ready();  // before any graph: the frontend caches the cuDNN symbols it first looks up
-    } catch (const Error& e) {
-      *reason = e.what();
-      return nullptr;
-    }
     // The composite graph first; the frontend's own choice (the unified node)
     // after it, where that is not the composite again (with a bias before
     // cuDNN 9.21 it would be).
     std::vector<fe::AttentionImplementation_t> impls{fe::AttentionImplementation_t::COMPOSITE};
     if (!spec.has_bias) impls.push_back(fe::AttentionImplementation_t::AUTO);
-    for (auto impl : impls) {
-      try {
-        return std::make_shared<const CudnnSdpa>(spec, impl);
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // out of memory, a device fault: not a refusal
-        *reason += (reason->empty() ? "" : "; then ") + std::string(e.what());
-      } catch (const std::exception& e) {  // the frontend's own (a missing symbol or library)
-        *reason += (reason->empty() ? "" : "; then ") + std::string("cuDNN frontend: ") + e.what();
-      }
-    }
+    for (auto impl : impls)
+      if (auto p = try_build<SdpaPlan>([&] { return std::make_shared<const CudnnSdpa>(spec, impl); }, reason)) return p;
     return nullptr;
   }, why);
 }

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace twinfer::cuda {
 
@@ -58,6 +59,25 @@ class FeGraph {
   size_t workspace_ = 0;
   std::string plan_;
 };
+
+// make()'s plan, or null with the reason appended to *reason when cuDNN
+// refuses it (Error kUnsupportedOp, or the frontend's own exception: a
+// missing symbol or library); other errors (out of memory, a device fault)
+// propagate.
+template <typename Plan, typename Make>
+std::shared_ptr<const Plan> try_build(const Make& make, std::string* reason) {
+  auto add = [&](const std::string& w) { *reason += (reason->empty() ? "" : "; then ") + w; };
+  try {
+    fe_ready();  // before any graph: the frontend caches the cuDNN symbols it first looks up
+    return make();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kUnsupportedOp) throw;
+    add(e.what());
+  } catch (const std::exception& e) {
+    add(std::string("cuDNN frontend: ") + e.what());
+  }
+  return nullptr;
+}
 
 // Plans shared by the kernels of one spec on one device (BERT's twelve
 // layers build one attention plan; ResNet's repeated convolutions one
