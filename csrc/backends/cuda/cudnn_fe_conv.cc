@@ -8,18 +8,13 @@
 #include "backends/cuda/conv_graph.h"
 #include "backends/cuda/cudnn_fe_setup.h"
 #include "core/error.h"
+#include "core/shape.h"
 
 namespace twinfer::cuda {
 
 namespace {
 
 enum Uid : int64_t { kX = 1, kW, kY };
-
-std::vector<int64_t> contiguous(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> st(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * dims[i + 1];
-  return st;
-}
 
 // Strides of [N, C, spatial...] dims laid out channels-last (N, spatial..., C).
 std::vector<int64_t> channels_last(const std::vector<int64_t>& dims) {
@@ -38,7 +33,7 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
   const bool int8 = s.dtype == DType::kInt8;
   const fe::DataType_t io = int8 ? fe::DataType_t::INT8 : fe_type(s.dtype);
   const fe::DataType_t acc = int8 ? fe::DataType_t::INT32 : fe::DataType_t::FLOAT;
-  auto layout = [&](const std::vector<int64_t>& dims) { return int8 ? channels_last(dims) : contiguous(dims); };
+  auto layout = [&](const std::vector<int64_t>& dims) { return int8 ? channels_last(dims) : contiguous_strides(dims); };
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(io).set_intermediate_data_type(acc).set_compute_data_type(acc);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {

@@ -11,18 +11,13 @@
 #include "backends/cuda/cudnn_fe_setup.h"
 #include "backends/cuda/sdpa_plan.h"
 #include "core/error.h"
+#include "core/shape.h"
 
 namespace twinfer::cuda {
 
 namespace {
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kBias };
-
-std::vector<int64_t> contiguous(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> st(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * dims[i + 1];
-  return st;
-}
 
 // The frontend graph of `s`: contiguous [B, H, S, D] tensors, float
 // statistics, no softmax statistics output (inference). sm_version > 0
@@ -41,9 +36,9 @@ std::shared_ptr<fe::graph::Graph> sdpa_graph(const SdpaSpec& s, fe::AttentionImp
     return graph->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
   };
   const std::vector<int64_t> qd{s.B, s.H, s.Sq, s.D}, kd{s.B, s.H, s.Sk, s.D}, vd{s.B, s.H, s.Sk, s.Dv};
-  auto q = tensor("q", kQ, qd, contiguous(qd));
-  auto k = tensor("k", kK, kd, contiguous(kd));
-  auto v = tensor("v", kV, vd, contiguous(vd));
+  auto q = tensor("q", kQ, qd, contiguous_strides(qd));
+  auto k = tensor("k", kK, kd, contiguous_strides(kd));
+  auto v = tensor("v", kV, vd, contiguous_strides(vd));
   auto attrs = fe::graph::SDPA_attributes()
                    .set_name("attention")
                    .set_generate_stats(false)
@@ -57,7 +52,7 @@ std::shared_ptr<fe::graph::Graph> sdpa_graph(const SdpaSpec& s, fe::AttentionImp
   auto [o, stats] = graph->sdpa(q, k, v, attrs);
   (void)stats;  // not generated
   const std::vector<int64_t> od{s.B, s.H, s.Sq, s.Dv};
-  o->set_output(true).set_uid(kO).set_dim(od).set_stride(contiguous(od));
+  o->set_output(true).set_uid(kO).set_dim(od).set_stride(contiguous_strides(od));
   return graph;
 }
 

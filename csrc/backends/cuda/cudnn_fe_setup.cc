@@ -85,7 +85,8 @@ FeGraph::FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
 void FeGraph::execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const {
   std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
   check_cudnn(cudnn().set_stream(handle_, s), "cudnnSetStream");
-  check_fe_run(graph_->execute(handle_, pack, workspace), (std::string("cuDNN ") + what_ + " execute").c_str());
+  fe::error_t e = graph_->execute(handle_, pack, workspace);
+  if (!e.is_good()) check_fe_run(e, (std::string("cuDNN ") + what_ + " execute").c_str());  // the message only on failure
 }
 
 fe::DataType_t fe_type(DType t) {

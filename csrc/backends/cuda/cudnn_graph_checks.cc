@@ -4,7 +4,6 @@
 #include "backends/cuda/sdpa_plan.h"
 #include "core/device_info.h"
 #include "core/error.h"
-#include "core/shape.h"
 
 namespace twinfer {
 
