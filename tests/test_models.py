@@ -80,3 +80,19 @@ def test_every_node_has_a_cuda_kernel(family, exported, rng):
     (expected,) = _ort(path, feeds)
     (got,) = [t.numpy() for t in engine.run(feeds).values()]
     assert _rel_err(got, expected) < 2e-4
+
+
+@pytest.mark.cuda_build
+@pytest.mark.parametrize("family", ["resnet50", "mobilenet_v2", "efficientnet_b0"])
+def test_fp16_cnns_are_channels_last_with_every_node_on_cuda(family, exported):
+    # Placement as cuda:0 would do it at fp16: the channels_last pass makes
+    # each CNN one NHWC region (a transpose in, one out), and the CUDA
+    # kernels' supports() take every node of it.
+    path = exported(family, "torchscript")
+    engine = twinfer.load(path, device="sim", sim_coverage="cuda", allow_cpu_fallback=False, precision="fp16")
+    rows = engine.kernel_report({"input": (2, 3, 64, 64)})
+    assert all(r.backend == "sim" for r in rows), [r for r in rows if r.backend != "sim"][:5]
+    ops = [r.op for r in rows]
+    convs = [op for op in ops if op.endswith("Conv")]
+    assert convs and all(op == "com.twinfer.nhwc::Conv" for op in convs), sorted(set(ops))
+    assert ops.count("Transpose") == 2, ops

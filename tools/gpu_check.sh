@@ -164,6 +164,9 @@ if wants bench_runtime; then
   # numbers just above (conv.cc chooses the graph API by default).
   TWINFER_CUDNN_CONV=legacy bench bench_gpu_vs_torch_legacy_conv 200 $PY benchmarks/gpu_vs_torch.py --no-compile \
     --iterations 20 --models resnet50 mobilenet_v2 efficientnet_b0
+  # And NCHW (channels_last pass off), to set beside the NHWC default of fp16/bf16.
+  TWINFER_CHANNELS_LAST=0 bench bench_gpu_vs_torch_nchw 200 $PY benchmarks/gpu_vs_torch.py --no-compile \
+    --iterations 20 --models resnet50 mobilenet_v2 efficientnet_b0
 fi
 if wants bench_dual; then
   # Two models at once (issue 13): pairs, one graph, torch two-stream, priorities; one timeline.

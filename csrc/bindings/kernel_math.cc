@@ -1,9 +1,12 @@
 // Host runs of the arithmetic the CUDA kernels share with the host
 // (__host__ __device__ code): the fused activations, the int8 epilogue,
 // QBinary's element and the int8 convolution's index math. Private (_test_*)
-// helpers for tests/test_index_math.py, which checks them against NumPy.
+// helpers for tests/test_index_math.py, which checks them against NumPy, and
+// (the channels-last kernels' index math, backends/cuda/channels_last_index.h,
+// header-only and free of CUDA headers) tests/test_channels_last_cuda.py.
 #include <pybind11/stl.h>
 
+#include "backends/cuda/channels_last_index.h"
 #include "bindings/bindings.h"
 #include "graph/ir.h"
 #include "ops/nn/activation_fn.h"
@@ -114,6 +117,44 @@ void bind_kernel_math(py::module_& m) {
       for (int64_t o = 0; o < c.out_channels; ++o) ys[p].push_back(c.y_offset(p, o));
     }
     return py::make_tuple(cols, ys);
+  });
+
+  // The conv epilogue's channel of every element of y [n, c, spatial] as stored.
+  m.def("_test_conv_epilogue_channels", [](int64_t n, int64_t c, int64_t spatial, bool channels_last) {
+    const cuda::ConvChannelIndex channel_of(c, spatial, channels_last);
+    std::vector<int64_t> out;
+    for (int64_t i = 0; i < n * c * spatial; ++i)
+      out.push_back(static_cast<int64_t>(channel_of(static_cast<uint64_t>(i))));
+    return out;
+  });
+
+  // Per pooling output element: (od, oh, ow, base) and the step between spatial
+  // positions; x: N, C, D, H, W; y_spatial: OD, OH, OW.
+  m.def("_test_pool_index", [](const std::vector<int64_t>& x, const std::vector<int64_t>& y_spatial,
+                               bool channels_last) {
+    cuda::PoolIndex ix;
+    ix.channels = x.at(1);
+    ix.in_d = x.at(2), ix.in_h = x.at(3), ix.in_w = x.at(4);
+    ix.out_d = y_spatial.at(0), ix.out_h = y_spatial.at(1), ix.out_w = y_spatial.at(2);
+    ix.channels_last = channels_last;
+    std::vector<std::vector<int64_t>> out;
+    const int64_t total = x.at(0) * x.at(1) * ix.out_d * ix.out_h * ix.out_w;
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t od, oh, ow, base;
+      ix.position(i, &od, &oh, &ow, &base);
+      out.push_back({od, oh, ow, base});
+    }
+    return py::make_tuple(out, ix.step());
+  });
+
+  // (outer, len, inner) of a reduction, or the reason there is none.
+  m.def("_test_reduce_block", [](const std::vector<int64_t>& shape, const std::vector<int64_t>& axes) {
+    std::vector<char> red(shape.size(), 0);
+    for (int64_t a : axes) red.at(static_cast<size_t>(a)) = 1;
+    int64_t outer, len, inner;
+    std::string why;
+    if (!cuda::reduce_block(shape, red, &outer, &len, &inner, &why)) return py::object(py::str(why));
+    return py::object(py::make_tuple(outer, len, inner));
   });
 }
 

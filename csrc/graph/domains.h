@@ -16,6 +16,13 @@ inline constexpr const char* kTwinferDomain = "com.twinfer";
 // than one block, e.g. the RGB image).
 inline constexpr const char* kBlockedDomain = "com.twinfer.blocked";
 
+// Plan-time ops of device plans whose activations are channels-last: their
+// values' logical shapes are [N, spatial..., C] (graph/passes/channels_last.h
+// builds them; Transposes convert at the edges). Conv has the com.twinfer
+// Conv's inputs and attributes, weights still [M, C/group, k...]; MaxPool and
+// AveragePool have ONNX's attributes, without MaxPool's Indices.
+inline constexpr const char* kChannelsLastDomain = "com.twinfer.nhwc";
+
 // Not ours but spelled here too: ONNX's classical machine-learning ops
 // (csrc/ops/ml: trees, linear models, SVMs, encoders, ZipMap).
 inline constexpr const char* kMlDomain = "ai.onnx.ml";

@@ -142,6 +142,21 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     passes::lower_precision(g, lo, pc);
   }
 
+  // Convolution regions channels-last where the device's tensor cores want
+  // NHWC (graph/passes/channels_last.h). A rewritten node must have a kernel
+  // on the device and on the CPU: placement may still send it to the host,
+  // and the simulated device runs the CPU's.
+  if (on_device && opt.optimize && passes::channels_last_wanted(opt.precision)) {
+    passes::ChannelsLastOptions co;
+    const Backend kb = placement_backend(device, opt.sim_coverage);
+    co.supports = [&](const graph::Graph& mini, const graph::Node& n) {
+      std::string why;
+      return select_kernel(KernelBuildInfo(mini, n, src.opset, kb, opt.precision), &why) != nullptr &&
+             select_kernel(KernelBuildInfo(mini, n, src.opset, Backend::kCPU, opt.precision), &why) != nullptr;
+    };
+    passes::run_channels_last(g, co, pc);
+  }
+
   // Where each node runs (device plans), with copy nodes between spaces,
   // and the device kernels built now: one that supports a node but cannot
   // be built for it sends the node back to the host, and placement runs

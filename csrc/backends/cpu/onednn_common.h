@@ -44,6 +44,14 @@ inline dnnl::memory::desc plain_desc(const Shape& s, DType t = DType::kFloat32) 
   return dnnl::memory::desc(to_dims(s), dnnl_type(t), plain_tag(s.size()));
 }
 
+// An [N, C, spatial...] tensor stored channels-last (nwc / nhwc / ndhwc).
+inline dnnl::memory::desc channels_last_desc(const Shape& s, DType t = DType::kFloat32) {
+  const auto layout = s.size() == 3   ? dnnl::memory::format_tag::nwc
+                      : s.size() == 4 ? dnnl::memory::format_tag::nhwc
+                                      : dnnl::memory::format_tag::ndhwc;
+  return dnnl::memory::desc(to_dims(s), dnnl_type(t), layout);
+}
+
 // Channel block of oneDNN's blocked activation layouts on this CPU (16 with
 // AVX-512, else 8); the same number the planner pads channels to (see
 // ops/channel_block.h).

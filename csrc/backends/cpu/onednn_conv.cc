@@ -27,6 +27,9 @@
 // convs with constant weights; it exists so the benchmark can re-measure the
 // rule on other CPUs, not for production use.
 //
+// com.twinfer.nhwc::Conv (graph/passes/channels_last.h) hands oneDNN its
+// NHWC buffers as they are.
+//
 // The same kernel runs com.twinfer.blocked::Conv, the plan-time form whose
 // activations are already blocked (graph/passes/blocked_layout.h): x (unless
 // `plain_input`), the residual and y are the caller's blocked buffers, so a
@@ -94,8 +97,10 @@ class OnednnConv final : public Kernel {
     x_plain_ = plain_desc(spec_.x);
     y_plain_ = plain_desc(spec_.y);
     blocked_io_ = info.node().domain == kBlockedDomain;
-    x_user_ = blocked_io_ && !info.node().attr_int("plain_input", 0) ? blocked_desc(spec_.x) : x_plain_;
-    y_user_ = blocked_io_ ? blocked_desc(spec_.y) : y_plain_;
+    x_user_ = blocked_io_ && !info.node().attr_int("plain_input", 0) ? blocked_desc(spec_.x)
+              : spec_.channels_last                                    ? channels_last_desc(spec_.x)
+                                                                       : x_plain_;
+    y_user_ = blocked_io_ ? blocked_desc(spec_.y) : spec_.channels_last ? channels_last_desc(spec_.y) : y_plain_;
     Shape wdims = spec_.w;
     if (spec_.group > 1) {
       wdims[0] /= spec_.group;
@@ -112,6 +117,9 @@ class OnednnConv final : public Kernel {
     // layer3/layer4 3x3s took 1.0 ms that way vs 1.2-2.8 ms blocked, 1 thread).
     layout_ = !const_weights_ ? Layout::kPlain : choose_layout(spec_);
     if (blocked_io_ && layout_ != Layout::kAny) layout_ = Layout::kBlocked;
+    // Channels-last I/O (com.twinfer.nhwc, a device plan's host fallback or
+    // the simulated device): oneDNN's choice, its NHWC kernels need no reorder.
+    if (spec_.channels_last && const_weights_) layout_ = Layout::kAny;
     for (size_t i = 0; i < spec_.win.nsp; ++i) {
       strides_.push_back(spec_.win.stride[i]);
       dilates_.push_back(spec_.win.dilation[i] - 1);  // oneDNN counts the gaps
@@ -364,6 +372,7 @@ bool supports_blocked(const KernelBuildInfo& info, std::string* why) {
 TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>);
 TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>, kTwinferDomain);
 TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnConv>, kBlockedDomain);
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 10, supports, make_kernel<OnednnConv>, kChannelsLastDomain);
 
 }  // namespace
 }  // namespace twinfer::cpu::onednn

@@ -25,11 +25,7 @@ namespace onednn = cpu::onednn;
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-// [N, C, spatial...] stored channels-last (nwc / nhwc / ndhwc).
-dnnl::memory::desc channels_last_desc(const Shape& s, DType t) {
-  const tag layout = s.size() == 3 ? tag::nwc : s.size() == 4 ? tag::nhwc : tag::ndhwc;
-  return dnnl::memory::desc(onednn::to_dims(s), onednn::dnnl_type(t), layout);
-}
+using onednn::channels_last_desc;
 
 class QConvKernel final : public Kernel {
  public:

@@ -63,8 +63,8 @@ class OnednnPool final : public Kernel {
         op_(info.node().op_type) {
     if (shape_numel(ps_.y) == 0) return;
     const bool blocked = info.node().domain == kBlockedDomain;
-    x_md_ = blocked ? blocked_desc(ps_.x) : plain_desc(ps_.x);
-    y_md_ = blocked ? blocked_desc(ps_.y) : plain_desc(ps_.y);
+    x_md_ = blocked ? blocked_desc(ps_.x) : ps_.channels_last ? channels_last_desc(ps_.x) : plain_desc(ps_.x);
+    y_md_ = blocked ? blocked_desc(ps_.y) : ps_.channels_last ? channels_last_desc(ps_.y) : plain_desc(ps_.y);
     guarded(node_, op_, [&] {
       const Variant& v = variants_.get(current_threads(), [&] { return make_variant(); });
       declared_scratch_ = v.pad_bytes;
@@ -167,6 +167,8 @@ bool supports_blocked(const KernelBuildInfo& info, std::string* why) {
 TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 10, supports, make_kernel<OnednnPool>);
 TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCPU, 10, supports, make_kernel<OnednnPool>);
 TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnPool>, kBlockedDomain);
+TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 10, supports, make_kernel<OnednnPool>, kChannelsLastDomain);
+TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCPU, 10, supports, make_kernel<OnednnPool>, kChannelsLastDomain);
 TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCPU, 10, supports_blocked, make_kernel<OnednnPool>,
                         kBlockedDomain);
 TWINFER_REGISTER_KERNEL("GlobalAveragePool", Backend::kCPU, 10, supports_global_blocked, make_kernel<OnednnPool>,

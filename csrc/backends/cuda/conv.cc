@@ -1,5 +1,8 @@
 // Conv and the fused com.twinfer Conv on cuDNN (NCHW, 1-3 spatial dims,
-// grouped and dilated, symmetric pads), chosen when the plan is built:
+// grouped and dilated, symmetric pads), and the channels-last
+// com.twinfer.nhwc Conv (x, residual, y NHWC; its constant weights repacked
+// once to KRSC, the filter layout cuDNN's NHWC engines take), chosen when
+// the plan is built:
 // first cuDNN's graph API (conv_graph.h: its mode-A heuristics, as
 // PyTorch's), else the legacy descriptor API (cuDNN's v7 heuristic, within
 // a workspace limit). A run enqueues the convolution and, for bias /
@@ -10,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -38,6 +42,33 @@ bool cudnn_type(DType t, cudnnDataType_t* out) {
 
 std::vector<int> ints(const Shape& s) { return std::vector<int>(s.begin(), s.end()); }
 
+// Strides of [N, C, spatial...] dims stored channels-last ([N, spatial..., C]).
+Shape channels_last_strides(const Shape& dims) {
+  Shape st(dims.size());
+  int64_t run = 1;
+  st[1] = run, run *= dims[1];
+  for (size_t i = dims.size() - 1; i >= 2; --i) st[i] = run, run *= dims[i];
+  st[0] = run;
+  return st;
+}
+
+// w [M, C/group, k...] -> KRSC [M, k..., C/group] on the host, any element
+// size (the kernel volume k... is one run: only C moves innermost).
+std::vector<char> krsc_weights(const Tensor& w) {
+  const Shape& s = w.shape();
+  const size_t es = dtype_size(w.dtype());
+  const int64_t m = s[0], cg = s[1], k = shape_numel(Shape(s.begin() + 2, s.end()));
+  std::vector<char> out(static_cast<size_t>(m * cg * k) * es);
+  const char* src = static_cast<const char*>(w.data());
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t t = 0; t < k; ++t) {
+        const size_t to = static_cast<size_t>((o * k + t) * cg + c), from = static_cast<size_t>((o * cg + c) * k + t);
+        std::memcpy(&out[to * es], src + from * es, es);
+      }
+  return out;
+}
+
 bool conv_supports(const KernelBuildInfo& info, std::string* why) {
   cudnnDataType_t t;
   if (!cudnn_type(info.input_dtype(0), &t)) {
@@ -45,6 +76,19 @@ bool conv_supports(const KernelBuildInfo& info, std::string* why) {
     return false;
   }
   const nn::ConvSpec c = nn::conv_spec(info);
+  if (c.channels_last) {
+    // The kernel repacks the filter to KRSC once, when it is built; weights
+    // computed at run time would need a repack per run.
+    const Tensor* w = info.input_constant(1);
+    if (!w) {
+      if (why) *why = "the CUDA channels-last Conv needs constant weights (it repacks them once to KRSC)";
+      return false;
+    }
+    if (w->dtype() != info.input_dtype(0) || w->shape() != c.w) {
+      if (why) *why = "the channels-last Conv's constant weights do not match x's dtype or the node's filter shape";
+      return false;
+    }
+  }
   if (c.x.size() < 3 || c.x.size() > 5) {
     if (why) *why = "cuDNN Conv takes 1 to 3 spatial dims";
     return false;
@@ -76,6 +120,18 @@ class CudnnConv final : public Kernel {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
     handle_ = cudnn_handle(device);
+    const bool cl = c_.channels_last;
+    if (cl) {
+      const Tensor* wc = info.input_constant(1);
+      if (!wc || wc->dtype() != dtype_)
+        info.fail(ErrorKind::kUnsupportedOp, "the CUDA channels-last Conv needs constant weights of x's dtype");
+      const std::vector<char> krsc = krsc_weights(*wc);
+      Shape ks{c_.w[0]};
+      ks.insert(ks.end(), c_.w.begin() + 2, c_.w.end());
+      ks.push_back(c_.w[1]);
+      krsc_ = device_copy(krsc.data(), dtype_, ks);
+    }
+    const std::string layout = cl ? " nhwc" : "";
     cudnnDataType_t t = CUDNN_DATA_FLOAT;
     cudnn_type(dtype_, &t);  // supported: conv_supports checked it
     // A 1-d convolution is a 2-d one with a height of 1 (cuDNN wants >= 4-d).
@@ -104,9 +160,10 @@ class CudnnConv final : public Kernel {
       g.pad_begin.assign(pad.begin(), pad.end()), g.pad_end = g.pad_begin;  // symmetric: conv_supports
       g.stride.assign(stride.begin(), stride.end()), g.dilation.assign(dil.begin(), dil.end());
       g.dtype = dtype_, g.exact = exact_, g.max_workspace = kWorkspaceLimit;
+      g.channels_last = cl;  // x, y NHWC and the filter KRSC (krsc_)
       graph_ = make_cudnn_conv_graph(g, &why_not_graph);
       if (graph_) {
-        name_ = "cudnn graph conv (" + graph_->plan_name() + ")";
+        name_ = "cudnn graph conv" + layout + " (" + graph_->plan_name() + ")";
         return;
       }
     }
@@ -116,10 +173,14 @@ class CudnnConv final : public Kernel {
       check_cudnn_setup(api_.filter_create(&wd_), "cudnnCreateFilterDescriptor");
       check_cudnn_setup(api_.conv_create(&cd_), "cudnnCreateConvolutionDescriptor");
       const std::vector<int> xs = ints(x), ys = ints(y), ws = ints(w);
-      const std::vector<int> xst = ints(contiguous_strides(x)), yst = ints(contiguous_strides(y));
+      // Channels-last: NHWC strides on x and y, and the filter format NHWC,
+      // which for a filter means KRSC memory with dims still given as KCRS.
+      const std::vector<int> xst = ints(cl ? channels_last_strides(x) : contiguous_strides(x));
+      const std::vector<int> yst = ints(cl ? channels_last_strides(y) : contiguous_strides(y));
       check_cudnn_setup(api_.tensor_set(xd_, t, static_cast<int>(xs.size()), xs.data(), xst.data()), "cudnnSetTensorNdDescriptor(x)");
       check_cudnn_setup(api_.tensor_set(yd_, t, static_cast<int>(ys.size()), ys.data(), yst.data()), "cudnnSetTensorNdDescriptor(y)");
-      check_cudnn_setup(api_.filter_set(wd_, t, CUDNN_TENSOR_NCHW, static_cast<int>(ws.size()), ws.data()),
+      check_cudnn_setup(api_.filter_set(wd_, t, cl ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(ws.size()),
+                                        ws.data()),
                   "cudnnSetFilterNdDescriptor");
       check_cudnn_setup(api_.conv_set(cd_, static_cast<int>(pad.size()), pad.data(), stride.data(), dil.data(),
                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
@@ -130,7 +191,7 @@ class CudnnConv final : public Kernel {
                                                                                         : CUDNN_TENSOR_OP_MATH),
                   "cudnnSetConvolutionMathType");
       choose_algorithm();
-      name_ = "cudnn conv (algo " + std::to_string(static_cast<int>(algo_)) + "; not the graph API: " +
+      name_ = "cudnn conv" + layout + " (algo " + std::to_string(static_cast<int>(algo_)) + "; not the graph API: " +
               why_not_graph + ")";
     } catch (...) {
       destroy();  // the destructor does not run for a throwing constructor
@@ -146,19 +207,21 @@ class CudnnConv final : public Kernel {
     if (ctx.outputs[0].numel() == 0) return;
     const cudaStream_t s = stream_of(ctx);
     const float one = 1.f, zero = 0.f;
+    const void* w = c_.channels_last ? krsc_.data() : ctx.inputs[1].data;
     if (graph_) {
-      graph_->run(ctx.inputs[0].data, ctx.inputs[1].data, ctx.outputs[0].data, ctx.scratch, s);
+      graph_->run(ctx.inputs[0].data, w, ctx.outputs[0].data, ctx.scratch, s);
     } else {
       // The handle is bound to one stream at a time.
       std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
       check_cudnn(api_.set_stream(handle_, s), "cudnnSetStream");
-      check_cudnn(api_.fwd(handle_, &one, xd_, ctx.inputs[0].data, wd_, ctx.inputs[1].data, cd_, algo_, ctx.scratch,
+      check_cudnn(api_.fwd(handle_, &one, xd_, ctx.inputs[0].data, wd_, w, cd_, algo_, ctx.scratch,
                            workspace_, &zero, yd_, ctx.outputs[0].data),
                   "cudnnConvolutionForward");
     }
     const int64_t spatial = shape_numel(Shape(c_.y.begin() + 2, c_.y.end()));
     conv_epilogue(ctx.outputs[0].data, c_.has_bias ? ctx.inputs[2].data : nullptr,
-                  c_.has_residual ? ctx.inputs[3].data : nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s);
+                  c_.has_residual ? ctx.inputs[3].data : nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s,
+                  c_.channels_last);
   }
   const char* impl_name() const override { return name_.c_str(); }
 
@@ -206,6 +269,7 @@ class CudnnConv final : public Kernel {
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
   std::shared_ptr<const ConvGraphPlan> graph_;  // the graph API's plan; null: the descriptors above
+  Tensor krsc_;  // channels-last: the weights repacked to [M, k..., C/group] on the device
   std::string name_;
 };
 
@@ -213,5 +277,6 @@ class CudnnConv final : public Kernel {
 
 TWINFER_REGISTER_KERNEL("Conv", Backend::kCUDA, 10, conv_supports, make_kernel<CudnnConv>);
 TWINFER_REGISTER_KERNEL("Conv", Backend::kCUDA, 10, conv_supports, make_kernel<CudnnConv>, kTwinferDomain);
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCUDA, 10, conv_supports, make_kernel<CudnnConv>, kChannelsLastDomain);
 
 }  // namespace twinfer::cuda

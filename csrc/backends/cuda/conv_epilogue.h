@@ -10,9 +10,10 @@
 
 namespace twinfer::cuda {
 
-// y[n, c, s] = act(y + bias[c] + residual[n, c, s]) over y = [N, C, spatial];
-// bias and residual may be null.
+// y[n, c, s] = act(y + bias[c] + residual[n, c, s]) over y = [N, C, spatial]
+// (channels_last: y and the residual stored [N, spatial, C]); bias and
+// residual may be null.
 void conv_epilogue(void* y, const void* bias, const void* residual, int64_t n, int64_t channels, int64_t spatial,
-                   DType dtype, const nn::Activation& act, cudaStream_t s);
+                   DType dtype, const nn::Activation& act, cudaStream_t s, bool channels_last = false);
 
 }  // namespace twinfer::cuda

@@ -18,11 +18,14 @@ namespace twinfer::cuda {
 
 // x [N, C, ...], w [M, C/group, k...], y [N, M, ...] (dims in this order
 // whatever the layout), 2 or 3 spatial dims (a 1-d convolution comes with a
-// height of 1). Float types: contiguous NCHW (NCDHW). int8: x and w
+// height of 1). Float types: contiguous NCHW (NCDHW), or with
+// `channels_last` x and y NHWC (NDHWC) and w KRSC ([M, k..., C/group]: the
+// layout cuDNN's fast NHWC engines want the filter in). int8: x and w
 // channels-last (NHWC, and w as [M, KH, KW, C]), y int32 channels-last
 // (the accumulator, for the layer's own epilogue): QConv's form.
 struct ConvGraphSpec {
   std::vector<int64_t> x, w, y;
+  bool channels_last = false;  // float types only; int8 is always channels-last
   std::vector<int64_t> pad_begin, pad_end, stride, dilation;  // one per spatial dim
   DType dtype = DType::kFloat32;  // float32, float16, bfloat16, or int8
   // ConvTranspose: y is the data gradient of a convolution from y to x

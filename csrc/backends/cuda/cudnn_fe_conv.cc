@@ -1,6 +1,7 @@
 // conv_graph.h on cuDNN's graph API: one conv_fprop node on contiguous
-// NCHW tensors (dims always in N, C, spatial order; the layout is the
-// strides), float accumulation; groups follow from the filter's channel dim.
+// NCHW tensors, or NHWC ones with a KRSC filter (dims always in N, C,
+// spatial order; the layout is the strides), float accumulation; groups
+// follow from the filter's channel dim.
 // Built once with the kernel; a refusal comes back as null with cuDNN's
 // message, and conv.cc uses the legacy API instead.
 #include <unordered_map>
@@ -33,7 +34,9 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
   const bool int8 = s.dtype == DType::kInt8;
   const fe::DataType_t io = int8 ? fe::DataType_t::INT8 : fe_type(s.dtype);
   const fe::DataType_t acc = int8 ? fe::DataType_t::INT32 : fe::DataType_t::FLOAT;
-  auto layout = [&](const std::vector<int64_t>& dims) { return int8 ? channels_last(dims) : contiguous_strides(dims); };
+  // Channels-last strides on the filter too make it KRSC ([M, k..., C/group]).
+  const bool nhwc = int8 || s.channels_last;
+  auto layout = [&](const std::vector<int64_t>& dims) { return nhwc ? channels_last(dims) : contiguous_strides(dims); };
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(io).set_intermediate_data_type(acc).set_compute_data_type(acc);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
@@ -125,6 +128,7 @@ std::string validate_cudnn_conv_graph(const ConvGraphSpec& spec) {
 std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why) {
   static PlanCache<ConvGraphPlan>* cache = new PlanCache<ConvGraphPlan>();  // never destroyed
   std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.exact ? "e" : "") + (spec.transpose ? "t" : "") +
+                    (spec.channels_last ? "n" : "") +
                     std::to_string(spec.max_workspace);
   for (const auto* v : {&spec.x, &spec.w, &spec.y, &spec.pad_begin, &spec.pad_end, &spec.stride, &spec.dilation}) {
     key += "|";

@@ -1,5 +1,8 @@
 // cudnn_sdpa_validate and cudnn_conv_validate (core/device_info.h): a
 // test's way to the frontend's checks of our graphs, in every CUDA build.
+// A float conv dtype ending in ":nhwc" ("float16:nhwc") checks the
+// channels-last form (ConvGraphSpec::channels_last: NHWC x and y, a KRSC
+// filter) that the com.twinfer.nhwc Conv hands cuDNN.
 #include "backends/cuda/conv_graph.h"
 #include "backends/cuda/sdpa_plan.h"
 #include "core/device_info.h"
@@ -23,9 +26,14 @@ std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::str
 std::string cudnn_conv_validate(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
                                 const std::vector<int64_t>& y, const std::vector<int64_t>& pads,
                                 const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
-                                const std::string& dtype) {
+                                const std::string& dtype_layout) {
+  static const std::string kNhwc = ":nhwc";
+  const bool nhwc = dtype_layout.size() > kNhwc.size() &&
+                    dtype_layout.compare(dtype_layout.size() - kNhwc.size(), kNhwc.size(), kNhwc) == 0;
+  const std::string dtype = nhwc ? dtype_layout.substr(0, dtype_layout.size() - kNhwc.size()) : dtype_layout;
   cuda::ConvGraphSpec s;
   s.x = x, s.w = w, s.y = y, s.pad_begin = pads, s.pad_end = pads, s.stride = strides, s.dilation = dilations;
+  s.channels_last = nhwc;
   s.dtype = dtype == "float32"    ? DType::kFloat32
             : dtype == "bfloat16" ? DType::kBFloat16
             : dtype == "int8"     ? DType::kInt8

@@ -1,10 +1,14 @@
-// MaxPool / AveragePool on CUDA (NCHW, 1-3 spatial dims, without MaxPool's
-// Indices output): one thread per output element walks its window, with the
-// CPU kernel's rules (ops/nn/pool.cc): windows clipped to the input; with
-// count_include_pad the divisor is the window clipped to the padded extent;
-// a max keeps the first NaN it meets.
+// MaxPool / AveragePool on CUDA (NCHW, or NHWC for the com.twinfer.nhwc
+// forms; 1-3 spatial dims, without MaxPool's Indices output): one thread per
+// output element walks its window, with the CPU kernel's rules
+// (ops/nn/pool.cc): windows clipped to the input; with count_include_pad
+// the divisor is the window clipped to the padded extent; a max keeps the
+// first NaN it meets. Channels-last, neighbouring threads are neighbouring
+// channels of one position, so their loads coalesce.
+#include "backends/cuda/channels_last_index.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
+#include "graph/domains.h"
 #include "ops/nn/pool.h"
 
 namespace twinfer_gpu {
@@ -15,7 +19,7 @@ struct PoolDim {
 
 struct PoolGeom {
   PoolDim d[3];  // depth, height, width (missing dims are 1)
-  int64_t planes = 0;
+  twinfer::cuda::PoolIndex index;  // output element -> position and plane (the same dims, and the layout)
   bool is_max = true, include_pad = false;
 };
 
@@ -41,19 +45,15 @@ __device__ __forceinline__ void window(const PoolDim& p, int64_t o, int64_t* fir
 template <typename T>
 __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* __restrict__ y) {
   const PoolDim &D = g.d[0], &H = g.d[1], &W = g.d[2];
+  const int64_t step = g.index.step();  // between spatial positions of one plane: 1 (NCHW) or C (NHWC)
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
-    int64_t r = i;
-    const int64_t ow = r % W.out;
-    r /= W.out;
-    const int64_t oh = r % H.out;
-    r /= H.out;
-    const int64_t od = r % D.out;
-    const int64_t plane = r / D.out;
+    int64_t od, oh, ow, base;
+    g.index.position(i, &od, &oh, &ow, &base);
     int64_t fd, td, pd, fh, th, ph, fw, tw, pw;
     window(D, od, &fd, &td, &pd);
     window(H, oh, &fh, &th, &ph);
     window(W, ow, &fw, &tw, &pw);
-    const T* xp = x + plane * D.in * H.in * W.in;
+    const T* xp = x + base;
     if (g.is_max) {
       float best = 0.f;
       bool have = false;
@@ -61,7 +61,7 @@ __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* _
         for (int64_t kh = 0; kh < th; ++kh)
           for (int64_t kw = 0; kw < tw; ++kw) {
             const float v = twinfer::ew::load(
-                xp[((fd + kd * D.dil) * H.in + fh + kh * H.dil) * W.in + fw + kw * W.dil]);
+                xp[(((fd + kd * D.dil) * H.in + fh + kh * H.dil) * W.in + fw + kw * W.dil) * step]);
             if (!have || v > best) {
               best = v;
               have = true;
@@ -73,7 +73,8 @@ __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* _
       for (int64_t kd = 0; kd < td; ++kd)
         for (int64_t kh = 0; kh < th; ++kh)
           for (int64_t kw = 0; kw < tw; ++kw)
-            sum += twinfer::ew::load(xp[((fd + kd * D.dil) * H.in + fh + kh * H.dil) * W.in + fw + kw * W.dil]);
+            sum += twinfer::ew::load(
+                xp[(((fd + kd * D.dil) * H.in + fh + kh * H.dil) * W.in + fw + kw * W.dil) * step]);
       const int64_t cnt = g.include_pad ? pd * ph * pw : td * th * tw;
       y[i] = twinfer::ew::store<T>(cnt > 0 ? sum / static_cast<float>(cnt) : 0.f);
     }
@@ -107,7 +108,6 @@ class CudaPool final : public Kernel {
     const nn::PoolSpec ps = nn::pool_spec(info);
     g_.is_max = ps.is_max;
     g_.include_pad = ps.include_pad;
-    g_.planes = ps.x[0] * ps.x[1];
     const size_t off = 3 - ps.win.nsp;
     for (size_t j = 0; j < ps.win.nsp; ++j) {
       twinfer_gpu::PoolDim& p = g_.d[off + j];
@@ -119,7 +119,13 @@ class CudaPool final : public Kernel {
       p.pad_begin = ps.win.pad_begin[j];
       p.pad_end = ps.win.pad_end[j];
     }
-    total_ = g_.planes * g_.d[0].out * g_.d[1].out * g_.d[2].out;
+    twinfer::cuda::PoolIndex& ix = g_.index;
+    ix.channels = ps.x[1];
+    ix.channels_last = ps.channels_last;
+    ix.in_d = g_.d[0].in, ix.in_h = g_.d[1].in, ix.in_w = g_.d[2].in;
+    ix.out_d = g_.d[0].out, ix.out_h = g_.d[1].out, ix.out_w = g_.d[2].out;
+    total_ = ps.x[0] * ps.x[1] * g_.d[0].out * g_.d[1].out * g_.d[2].out;
+    name_ = ps.channels_last ? "cuda pool nhwc" : "cuda pool";
   }
   void run(KernelContext& ctx) const override {
     const ew::LaunchConfig lc = ew::elementwise_launch(total_);
@@ -132,10 +138,11 @@ class CudaPool final : public Kernel {
     });
     check_launch("pooling launch");
   }
-  const char* impl_name() const override { return "cuda pool"; }
+  const char* impl_name() const override { return name_; }
 
  private:
   DType dtype_;
+  const char* name_ = "cuda pool";
   twinfer_gpu::PoolGeom g_;
   int64_t total_ = 0;
 };
@@ -144,5 +151,7 @@ class CudaPool final : public Kernel {
 
 TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCUDA, 0, pool_supports, make_kernel<CudaPool>);
 TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCUDA, 0, pool_supports, make_kernel<CudaPool>);
+TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCUDA, 0, pool_supports, make_kernel<CudaPool>, kChannelsLastDomain);
+TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCUDA, 0, pool_supports, make_kernel<CudaPool>, kChannelsLastDomain);
 
 }  // namespace twinfer::cuda

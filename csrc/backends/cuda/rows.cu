@@ -4,10 +4,14 @@
 // block's threads, statistics accumulated in fp32 (sums in fp64, as the CPU
 // kernels do), block reductions by warp shuffles: every thread of the block
 // reaches every reduction (no early return; CUDA_GUIDE.md section 3).
+// Reduce ops over a block of middle axes ([outer, len, inner], e.g. axes
+// [1, 2] of an NHWC tensor: the channels-last global pools) go by columns
+// instead (reduce_cols).
 #include <cfloat>
 #include <type_traits>
 
 #include "backends/cuda/block_reduce.cuh"
+#include "backends/cuda/channels_last_index.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
 #include "ops/nn/softmax.h"
@@ -170,6 +174,68 @@ __global__ void reduce_rows(int64_t rows, int64_t len, const T* __restrict__ x, 
   }
 }
 
+// Reductions over the middle dim of [outer, len, inner] with inner > 1: a
+// column (o, j) reads len elements `inner` apart. A block is kColWidth
+// consecutive columns (consecutive j: a warp's loads coalesce along inner)
+// by kColSplit threads that share out len, so short column counts (batch 1)
+// still fill the GPU; the partials meet in shared memory in a fixed order.
+// kind and the arithmetic as reduce_rows: sums in double, max / min in
+// float with NaN propagated, an empty mean NaN (0 / 0).
+constexpr int kColWidth = 32, kColSplit = 8;
+
+template <typename T>
+__global__ void reduce_cols(int64_t outer, int64_t len, int64_t inner, const T* __restrict__ x, T* __restrict__ y,
+                            int kind) {
+  __shared__ double sd[kColSplit][kColWidth];
+  __shared__ float sf[kColSplit][kColWidth];
+  __shared__ bool sn[kColSplit][kColWidth];
+  const int64_t cols = outer * inner;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  // The loop bound is the same for the whole block, so every thread reaches
+  // both barriers; columns past the end only add neutral partials.
+  for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColWidth; c0 < cols;
+       c0 += static_cast<int64_t>(gridDim.x) * kColWidth) {
+    const int64_t col = c0 + tx;
+    const bool live = col < cols;
+    const int64_t o = live ? col / inner : 0, j = live ? col - o * inner : 0;
+    const T* xc = x + o * len * inner + j;
+    if (kind <= 1) {
+      double s = 0.0;
+      if (live)
+        for (int64_t k = ty; k < len; k += kColSplit) s += static_cast<double>(twinfer::ew::load(xc[k * inner]));
+      sd[ty][tx] = s;
+    } else {
+      float m = kind == 2 ? -INFINITY : INFINITY;
+      bool nan = false;
+      if (live)
+        for (int64_t k = ty; k < len; k += kColSplit) {
+          const float v = twinfer::ew::load(xc[k * inner]);
+          nan = nan || v != v;
+          m = kind == 2 ? fmaxf(m, v) : fminf(m, v);
+        }
+      sf[ty][tx] = m;
+      sn[ty][tx] = nan;
+    }
+    __syncthreads();
+    if (ty == 0 && live) {
+      if (kind <= 1) {
+        double s = 0.0;
+        for (int r = 0; r < kColSplit; ++r) s += sd[r][tx];
+        y[col] = twinfer::ew::store<T>(kind == 1 ? s / static_cast<double>(len) : s);
+      } else {
+        float m = sf[0][tx];
+        bool nan = sn[0][tx];
+        for (int r = 1; r < kColSplit; ++r) {
+          m = kind == 2 ? fmaxf(m, sf[r][tx]) : fminf(m, sf[r][tx]);
+          nan = nan || sn[r][tx];
+        }
+        y[col] = twinfer::ew::store<T>(nan ? NAN : m);
+      }
+    }
+    __syncthreads();  // the partials are written again in the next round
+  }
+}
+
 }  // namespace twinfer_gpu
 
 namespace twinfer::cuda {
@@ -300,7 +366,7 @@ class CudaLayerNorm final : public Kernel {
   bool has_bias_;
 };
 
-// ---- Reduce* over trailing axes, global pools ---------------------------------
+// ---- Reduce* over trailing or middle axes, global pools -----------------------
 
 int reduce_kind(const std::string& op) {
   if (op == "ReduceSum") return 0;
@@ -310,8 +376,10 @@ int reduce_kind(const std::string& op) {
   return -1;
 }
 
-// rows x len when the reduced dims are a trailing block (after dropping size-1 dims).
-bool trailing_rows(const KernelBuildInfo& info, int64_t* rows, int64_t* len, std::string* why) {
+// The reduction as [outer, len, inner] (channels_last_index.h's
+// reduce_block): inner == 1 reduces trailing dims (rows of len), inner > 1
+// a block in the middle (columns). supports() and the kernel share it.
+bool reduce_geom(const KernelBuildInfo& info, int64_t* outer, int64_t* len, int64_t* inner, std::string* why) {
   const Shape in = info.input_shape(0);
   const int64_t rank = static_cast<int64_t>(in.size());
   std::vector<char> red(rank, 0);
@@ -326,30 +394,14 @@ bool trailing_rows(const KernelBuildInfo& info, int64_t* rows, int64_t* len, std
       return false;
     }
   }
-  *rows = 1;
-  *len = 1;
-  bool in_reduced = false;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (in[d] == 1) continue;
-    if (red[d]) {
-      in_reduced = true;
-      *len *= in[d];
-    } else {
-      if (in_reduced) {
-        if (why) *why = "a reduction over dims that are not the trailing ones has no CUDA kernel";
-        return false;
-      }
-      *rows *= in[d];
-    }
-  }
-  return true;
+  return reduce_block(in, red, outer, len, inner, why);
 }
 
 bool reduce_supports(const KernelBuildInfo& info, std::string* why) {
   if (!row_dtype_ok(info, why)) return false;
   if (reduce_kind(info.node().op_type) < 0) return false;
-  int64_t rows, len;
-  return trailing_rows(info, &rows, &len, why);
+  int64_t outer, len, inner;
+  return reduce_geom(info, &outer, &len, &inner, why);
 }
 
 class CudaReduce final : public Kernel {
@@ -357,24 +409,32 @@ class CudaReduce final : public Kernel {
   explicit CudaReduce(const KernelBuildInfo& info)
       : dtype_(info.input_dtype(0)), kind_(reduce_kind(info.node().op_type)) {
     std::string why;
-    if (!trailing_rows(info, &rows_, &len_, &why)) info.fail(ErrorKind::kUnsupportedOp, why);
+    if (!reduce_geom(info, &outer_, &len_, &inner_, &why)) info.fail(ErrorKind::kUnsupportedOp, why);
   }
   void run(KernelContext& ctx) const override {
-    if (rows_ == 0) return;
+    const int64_t cols = outer_ * inner_;  // outputs
+    if (cols == 0) return;
     const cudaStream_t s = stream_of(ctx);
     ew::dispatch_typeset<kRowTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      twinfer_gpu::reduce_rows<<<row_blocks(rows_), twinfer_gpu::kRowThreads, 0, s>>>(
-          rows_, len_, ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>(), kind_);
+      const T* x = ctx.inputs[0].as<const T>();
+      T* y = ctx.outputs[0].as<T>();
+      if (inner_ == 1) {
+        twinfer_gpu::reduce_rows<<<row_blocks(outer_), twinfer_gpu::kRowThreads, 0, s>>>(outer_, len_, x, y, kind_);
+      } else {
+        const dim3 block(twinfer_gpu::kColWidth, twinfer_gpu::kColSplit);
+        twinfer_gpu::reduce_cols<<<row_blocks((cols + twinfer_gpu::kColWidth - 1) / twinfer_gpu::kColWidth), block, 0,
+                                   s>>>(outer_, len_, inner_, x, y, kind_);
+      }
     });
     check_launch("reduction launch");
   }
-  const char* impl_name() const override { return "cuda rows"; }
+  const char* impl_name() const override { return inner_ == 1 ? "cuda rows" : "cuda columns"; }
 
  private:
   DType dtype_;
   int kind_;
-  int64_t rows_ = 0, len_ = 0;
+  int64_t outer_ = 0, len_ = 0, inner_ = 1;
 };
 
 }  // namespace

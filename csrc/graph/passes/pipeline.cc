@@ -153,4 +153,8 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
   return r;
 }
 
+int run_channels_last(graph::Graph& g, const ChannelsLastOptions& options, PassContext& pc) {
+  return keep_if_valid(g, pc, "channels_last", [&] { return channels_last(g, options, pc); });
+}
+
 }  // namespace twinfer::passes

@@ -5,12 +5,14 @@
 //   run_plan_passes: once per plan, on a copy of that graph whose inputs have
 //     concrete shapes (folding again, then fusion and the blocked layout that
 //     only concrete shapes allow).
+//   run_channels_last: device plans, once their precision is lowered.
 //
 // Both take the PassContext the caller set up (opset, backend, precision,
 // the pass log) and change nothing else.
 #pragma once
 #include "graph/ir.h"
 #include "graph/passes/blocked_layout.h"
+#include "graph/passes/channels_last.h"
 #include "graph/passes/insert_qdq.h"
 #include "graph/passes/pass_context.h"
 
@@ -41,5 +43,10 @@ struct PlanPassResult {
 };
 
 PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, PassContext& pc);
+
+// Device plans, after lower_precision (the dtypes say which convolutions
+// have tensor-core kernels) and before placement: convolution regions
+// channels-last (channels_last.h), kept only if the graph still type-checks.
+int run_channels_last(graph::Graph& g, const ChannelsLastOptions& options, PassContext& pc);
 
 }  // namespace twinfer::passes

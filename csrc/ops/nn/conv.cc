@@ -9,14 +9,19 @@
 
 #include "core/dispatch.h"
 #include "ops/elementwise/scalar.h"
+#include "ops/nn/channels_last.h"
 #include "ops/schema.h"
 
 namespace twinfer::nn {
 
 namespace {
 
-// The blocked-layout Conv carries the fused form's residual and activation.
-bool is_fused_domain(const graph::Node& n) { return n.domain == kTwinferDomain || n.domain == kBlockedDomain; }
+// The blocked-layout and channels-last Convs carry the fused form's residual and activation.
+bool is_fused_domain(const graph::Node& n) {
+  return n.domain == kTwinferDomain || n.domain == kBlockedDomain || n.domain == kChannelsLastDomain;
+}
+
+bool is_channels_last(const graph::Node& n) { return n.domain == kChannelsLastDomain; }
 
 void infer_conv(InferContext& c) {
   const graph::Node& n = c.node();
@@ -37,7 +42,10 @@ void infer_conv(InferContext& c) {
     c.set_output_rank_unknown(0, dt);
     return;
   }
-  const SymShape& xs = c.input_shape(0);
+  // The rule is written for [N, C, spatial...]; channels-last activations
+  // are permuted into it and the output back.
+  const bool cl = is_channels_last(n);
+  const SymShape xs = cl ? channels_first_shape(c.input_shape(0)) : c.input_shape(0);
   const SymShape& ws = c.input_shape(1);
   c.check(xs.size() >= 3, ErrorKind::kShape, "Conv input must have rank >= 3, got " + sym_shape_str(xs));
   c.check(ws.size() == xs.size(), ErrorKind::kShape,
@@ -57,7 +65,7 @@ void infer_conv(InferContext& c) {
     SymShape out(xs.size());
     out[0] = xs[0];
     out[1] = ws[0];
-    c.set_output(0, dt, out);
+    c.set_output(0, dt, cl ? channels_last_shape(out) : out);
     return;
   }
   Window w = parse_window(n, nsp, wk_known ? &wk : nullptr, WindowOptions{true, false});
@@ -79,19 +87,20 @@ void infer_conv(InferContext& c) {
   out.push_back(ws[0]);
   for (size_t i = 0; i < nsp; ++i) out.push_back(window_output_dim(w, i, xs[2 + i], n));
   if (fused && c.has_input(3) && c.input_has_shape(3)) {
-    const SymShape& rs = c.input_shape(3);
+    const SymShape rs = cl ? channels_first_shape(c.input_shape(3)) : c.input_shape(3);
     bool ok = rs.size() == out.size();
     for (size_t i = 0; ok && i < rs.size(); ++i)
       ok = !rs[i].known() || !out[i].known() || rs[i].value == out[i].value;
-    c.check(ok, ErrorKind::kShape, "residual " + sym_shape_str(rs) + " does not match the output " +
-                                       sym_shape_str(out));
+    c.check(ok, ErrorKind::kShape, "residual " + sym_shape_str(c.input_shape(3)) + " does not match the output " +
+                                       sym_shape_str(cl ? channels_last_shape(out) : out));
   }
-  c.set_output(0, dt, out);
+  c.set_output(0, dt, cl ? channels_last_shape(out) : out);
 }
 
 TWINFER_REGISTER_SCHEMA("Conv", infer_conv);
 TWINFER_REGISTER_SCHEMA("Conv", infer_conv, kTwinferDomain);
 TWINFER_REGISTER_SCHEMA("Conv", infer_conv, kBlockedDomain);  // shapes are logical whatever the layout
+TWINFER_REGISTER_SCHEMA("Conv", infer_conv, kChannelsLastDomain);
 
 // ---------------------------------------------------------------------------
 // Reference kernel: y[n, m, o...] = b[m] + sum over c in m's group and the
@@ -216,9 +225,10 @@ ConvSpec conv_spec(const KernelBuildInfo& info) {
   const graph::Node& n = info.node();
   ConvSpec cs;
   cs.fused_domain = is_fused_domain(n);
-  cs.x = info.input_shape(0);
+  cs.channels_last = is_channels_last(n);
+  cs.x = cs.channels_last ? channels_first_shape(info.input_shape(0)) : info.input_shape(0);
   cs.w = info.input_shape(1);
-  cs.y = info.output_shape(0);
+  cs.y = cs.channels_last ? channels_first_shape(info.output_shape(0)) : info.output_shape(0);
   if (cs.x.size() < 3 || cs.w.size() != cs.x.size())
     info.fail(ErrorKind::kShape, "input " + shape_str(cs.x) + " and weights " + shape_str(cs.w) +
                                      " do not fit a convolution");
@@ -242,7 +252,10 @@ ConvSpec conv_spec(const KernelBuildInfo& info) {
   if (cs.fused_domain) {
     cs.act = parse_activation(n);
     cs.has_residual = info.has_input(3);
-    if (cs.has_residual && info.input_shape(3) != cs.y)
+    const Shape rs = !cs.has_residual ? Shape{}
+                     : cs.channels_last ? channels_first_shape(info.input_shape(3))
+                                        : info.input_shape(3);
+    if (cs.has_residual && rs != cs.y)
       info.fail(ErrorKind::kShape, "residual " + shape_str(info.input_shape(3)) +
                                        " does not match the output " + shape_str(cs.y));
   }

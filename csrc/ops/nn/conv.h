@@ -2,7 +2,8 @@
 //   y = act(conv(x, w, b) + residual)
 // com.twinfer Conv = Conv's inputs (x, w, [b]) plus an optional input 3
 // `residual` (same shape as y), and attributes `activation` /
-// `activation_params` (see activation.h). The fusion pass builds these nodes.
+// `activation_params` (see activation.h). The fusion pass builds these nodes;
+// graph/passes/channels_last.h their channels-last form (com.twinfer.nhwc).
 // This header gives kernels the resolved geometry of one node.
 #pragma once
 #include <cstdint>
@@ -16,7 +17,11 @@
 namespace twinfer::nn {
 
 struct ConvSpec {
-  Shape x, w, y;        // [N, C, spatial...], [M, C/group, k...], [N, M, out...]
+  // Logical [N, C, spatial...], [M, C/group, k...], [N, M, out...] whatever
+  // the layout: a channels-last Conv (com.twinfer.nhwc, graph/domains.h)
+  // stores x, the residual and y as [N, spatial..., C] and says so here.
+  Shape x, w, y;
+  bool channels_last = false;
   int64_t group = 1;
   Window win;           // pads resolved for x's spatial size
   bool has_bias = false;

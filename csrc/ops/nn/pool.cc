@@ -20,6 +20,7 @@
 #include "core/simd_clones.h"
 #include "graph/domains.h"
 #include "ops/kernel.h"
+#include "ops/nn/channels_last.h"
 #include "ops/nn/pool.h"
 #include "ops/schema.h"
 
@@ -49,13 +50,17 @@ void infer_pool(InferContext& c) {
     if (is_max) c.set_output_rank_unknown(1, DType::kInt64);
     return;
   }
-  const SymShape& x = c.input_shape(0);
-  c.check(x.size() >= 3, ErrorKind::kShape, n.op_type + " input must have rank >= 3, got " + sym_shape_str(x));
+  const bool cl = n.domain == kChannelsLastDomain;  // [N, spatial..., C], no Indices
+  c.check(!cl || !(c.num_outputs() > 1 && c.has_output(1)), ErrorKind::kModelFormat,
+          "a channels-last MaxPool has no Indices output");
+  const SymShape x = cl ? channels_first_shape(c.input_shape(0)) : c.input_shape(0);
+  c.check(x.size() >= 3, ErrorKind::kShape,
+          n.op_type + " input must have rank >= 3, got " + sym_shape_str(c.input_shape(0)));
   Window w = parse_window(n, x.size() - 2, nullptr, WindowOptions{true, true});
   SymShape y{x[0], x[1]};
   for (size_t i = 0; i < w.nsp; ++i) y.push_back(window_output_dim(w, i, x[2 + i], n));
-  c.set_output(0, dt, y);
-  if (is_max) c.set_output(1, DType::kInt64, y);
+  c.set_output(0, dt, cl ? channels_last_shape(y) : y);
+  if (is_max && !cl) c.set_output(1, DType::kInt64, y);
 }
 
 void infer_global_pool(InferContext& c) {
@@ -82,6 +87,9 @@ TWINFER_REGISTER_SCHEMA("MaxPool", infer_pool, kBlockedDomain);
 TWINFER_REGISTER_SCHEMA("AveragePool", infer_pool, kBlockedDomain);
 TWINFER_REGISTER_SCHEMA("GlobalAveragePool", infer_global_pool, kBlockedDomain);
 TWINFER_REGISTER_SCHEMA("GlobalMaxPool", infer_global_pool, kBlockedDomain);
+// The channels-last forms (graph/passes/channels_last.h): [N, spatial..., C].
+TWINFER_REGISTER_SCHEMA("MaxPool", infer_pool, kChannelsLastDomain);
+TWINFER_REGISTER_SCHEMA("AveragePool", infer_pool, kChannelsLastDomain);
 
 // Per spatial dim (as 3-D: missing leading dims have size 1) and output
 // position: the first input position inside the input, how many taps fall
@@ -334,7 +342,8 @@ PoolSpec pool_spec(const KernelBuildInfo& info) {
   const graph::Node& n = info.node();
   PoolSpec ps;
   ps.is_max = kind_of(n) == PoolKind::kMax;
-  ps.x = info.input_shape(0);
+  ps.channels_last = n.domain == kChannelsLastDomain;
+  ps.x = ps.channels_last ? channels_first_shape(info.input_shape(0)) : info.input_shape(0);
   if (ps.x.size() < 3 || ps.x.size() > 5) info.fail(ErrorKind::kUnsupportedOp, "pooling supports 1-3 spatial dims");
   ps.want_indices = ps.is_max && info.num_outputs() > 1 && info.has_output(1);
   check_storage_order(n, ps.want_indices);
@@ -343,9 +352,10 @@ PoolSpec pool_spec(const KernelBuildInfo& info) {
   resolve_pads(ps.win, Shape(ps.x.begin() + 2, ps.x.end()));
   ps.y = {ps.x[0], ps.x[1]};
   for (size_t i = 0; i < ps.win.nsp; ++i) ps.y.push_back(window_output_size(ps.win, i, ps.x[2 + i], n));
-  if (ps.y != info.output_shape(0))
+  const Shape y_stored = ps.channels_last ? channels_last_shape(ps.y) : ps.y;
+  if (y_stored != info.output_shape(0))
     info.fail(ErrorKind::kShape, "output shape " + shape_str(info.output_shape(0)) + " differs from the expected " +
-                                     shape_str(ps.y));
+                                     shape_str(y_stored));
   return ps;
 }
 

@@ -11,7 +11,8 @@ struct PoolSpec {
   bool is_max = true;
   bool want_indices = false;   // MaxPool's optional second output
   bool include_pad = false;    // AveragePool count_include_pad
-  Shape x, y;
+  Shape x, y;                  // [N, C, spatial...] whatever the layout
+  bool channels_last = false;  // com.twinfer.nhwc: x and y stored [N, spatial..., C]
   Window win;                  // pads resolved for x's spatial size
 };
 

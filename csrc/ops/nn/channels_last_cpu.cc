@@ -1,0 +1,139 @@
+// CPU kernels of the channels-last ops (com.twinfer.nhwc Conv, MaxPool and
+// AveragePool; graph/passes/channels_last.h), for every dtype the NCHW op's
+// CPU kernels take: that kernel, run between two transposes. The simulated
+// device runs these, and so does a device plan whose node is sent back to the
+// host. oneDNN's float32 Conv reads and writes NHWC itself and wins where it
+// applies (backends/cpu/onednn_conv.cc, higher priority).
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "graph/domains.h"
+#include "graph/ir.h"
+#include "ops/kernel.h"
+#include "ops/nn/channels_last.h"
+
+namespace twinfer::nn {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t aligned(size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+
+// [N, S, C] <-> [N, C, S] for elements of `es` bytes (S: the spatial dims).
+void to_channels_first(const char* in, char* out, int64_t n, int64_t s, int64_t c, size_t es) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < s; ++p)
+      for (int64_t k = 0; k < c; ++k) std::memcpy(out + ((b * c + k) * s + p) * es, in + ((b * s + p) * c + k) * es, es);
+}
+void to_channels_last(const char* in, char* out, int64_t n, int64_t s, int64_t c, size_t es) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < s; ++p) std::memcpy(out + ((b * s + p) * c + k) * es, in + ((b * c + k) * s + p) * es, es);
+}
+
+bool is_activation_slot(const graph::Node& n, size_t slot) { return slot == 0 || (n.op_type == "Conv" && slot == 3); }
+
+// The node as its NCHW op (the fused com.twinfer Conv, or ONNX's pool) in a
+// one-node graph of its own.
+struct NchwTwin {
+  graph::Graph g;
+  explicit NchwTwin(const KernelBuildInfo& info) {
+    graph::Node n = info.node();
+    n.domain = n.op_type == "Conv" ? kTwinferDomain : "";
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.inputs[k] < 0) continue;
+      graph::Value v = info.input(k);
+      v.producer = -1;
+      if (is_activation_slot(n, k)) v.shape = channels_first_shape(v.shape);
+      g.values.push_back(std::move(v));
+      n.inputs[k] = static_cast<int>(g.values.size()) - 1;
+    }
+    graph::Value y = info.output(0);
+    y.shape = channels_first_shape(y.shape);
+    y.producer = 0;
+    g.values.push_back(std::move(y));
+    n.outputs = {static_cast<int>(g.values.size()) - 1};
+    g.nodes.push_back(std::move(n));
+  }
+};
+
+bool supports(const KernelBuildInfo& info, std::string* why) {
+  if (info.input_shape(0).size() < 3) {
+    *why = "a channels-last op needs an [N, spatial..., C] input";
+    return false;
+  }
+  NchwTwin twin(info);
+  return select_kernel(KernelBuildInfo(twin.g, twin.g.nodes[0], info.opset(), Backend::kCPU, info.precision()), why) !=
+         nullptr;
+}
+
+class ChannelsLastOnCpu final : public Kernel {
+ public:
+  explicit ChannelsLastOnCpu(const KernelBuildInfo& info) : twin_(info) {
+    const graph::Node& n = twin_.g.nodes[0];
+    KernelBuildInfo inner_info(twin_.g, n, info.opset(), Backend::kCPU, info.precision());
+    std::string why;
+    const KernelDef* def = select_kernel(inner_info, &why);
+    if (!def) info.fail(ErrorKind::kUnsupportedOp, "no CPU kernel for the NCHW form: " + why);
+    inner_ = def->create(inner_info);
+    name_ = std::string(inner_->impl_name()) + " between NHWC transposes";
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (n.inputs[k] >= 0 && is_activation_slot(n, k)) slots_.push_back(k);
+    offset_ = aligned(inner_->scratch_bytes());
+    size_t at = offset_;
+    for (size_t k : slots_) {
+      in_at_.push_back(at);
+      at += aligned(info.input(k).has_shape ? shape_numel(info.input_shape(k)) * dtype_size(info.input_dtype(k)) : 0);
+    }
+    y_at_ = at;
+    total_ = y_at_ + aligned(shape_numel(info.output_shape(0)) * dtype_size(info.output(0).dtype));
+  }
+
+  size_t scratch_bytes() const override { return total_; }
+  const char* impl_name() const override { return name_.c_str(); }
+
+  void run(KernelContext& ctx) const override {
+    char* scratch = static_cast<char*>(ctx.scratch);
+    KernelContext inner = ctx;
+    inner.scratch = offset_ ? scratch : nullptr;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const TensorView& v = ctx.inputs[slots_[i]];
+      TensorView& t = inner.inputs[slots_[i]];
+      t.shape = channels_first_shape(v.shape);
+      t.data = scratch + in_at_[i];
+      const int64_t s = spatial(v.shape);
+      to_channels_first(static_cast<const char*>(v.data), static_cast<char*>(t.data), v.shape[0], s, v.shape.back(),
+                        dtype_size(v.dtype));
+    }
+    const TensorView& y = ctx.outputs[0];
+    inner.outputs.resize(1);
+    inner.outputs[0].shape = channels_first_shape(y.shape);
+    inner.outputs[0].data = scratch + y_at_;
+    inner_->run(inner);
+    to_channels_last(static_cast<const char*>(inner.outputs[0].data), static_cast<char*>(y.data), y.shape[0],
+                     spatial(y.shape), y.shape.back(), dtype_size(y.dtype));
+  }
+
+ private:
+  static int64_t spatial(const Shape& s) {
+    int64_t p = 1;
+    for (size_t i = 1; i + 1 < s.size(); ++i) p *= s[i];
+    return p;
+  }
+
+  NchwTwin twin_;  // the inner kernel was built from it
+  std::unique_ptr<Kernel> inner_;
+  std::string name_;
+  std::vector<size_t> slots_;   // inputs read NHWC (x, the residual)
+  std::vector<size_t> in_at_;   // their NCHW copies' scratch offsets
+  size_t offset_ = 0, y_at_ = 0, total_ = 0;
+};
+
+TWINFER_REGISTER_KERNEL("Conv", Backend::kCPU, 0, supports, make_kernel<ChannelsLastOnCpu>, kChannelsLastDomain);
+TWINFER_REGISTER_KERNEL("MaxPool", Backend::kCPU, 0, supports, make_kernel<ChannelsLastOnCpu>, kChannelsLastDomain);
+TWINFER_REGISTER_KERNEL("AveragePool", Backend::kCPU, 0, supports, make_kernel<ChannelsLastOnCpu>,
+                        kChannelsLastDomain);
+
+}  // namespace
+}  // namespace twinfer::nn
