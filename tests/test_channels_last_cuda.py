@@ -109,6 +109,28 @@ def test_channels_last_convolution_graphs(x, w, pads, strides, dilations, groups
     assert "cuDNN infers the output as" in check(x, w, wrong, pads, strides, dilations, dtype + ":nhwc")
 
 
+@pytest.mark.cuda_build
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("epilogue", ["bias", "bias:relu", "bias:residual:relu", "residual", "bias:silu",
+                                      "bias:clip", "bias:leakyrelu", "bias:sigmoid", "bias:gelu", "bias:tanh"])
+def test_channels_last_convolution_graphs_with_the_fused_epilogue(dtype, epilogue):
+    # conv.cc's first try for a fused com.twinfer Conv: bias, residual and
+    # activation as pointwise nodes after conv_fprop in one graph (cuDNN's
+    # runtime fusion), y written once. The shapes still have to agree.
+    info = twinfer.build_info()
+    if not info["cudnn_frontend"] or not info["cudnn"]:
+        pytest.skip("no cuDNN frontend in this build")
+    x, w, y = [2, 16, 9, 11], [24, 16, 3, 3], [2, 24, 9, 11]
+    check = twinfer._core._test_cudnn_conv_validate
+    assert check(x, w, y, [1, 1], [1, 1], [1, 1], f"{dtype}:nhwc:{epilogue}") == ""
+    # a wrong y: cuDNN's inferred output differs, or (with a residual of y's
+    # dims) the residual no longer broadcasts against the convolution
+    wrong = check(x, w, [2, 24, 8, 11], [1, 1], [1, 1], [1, 1], f"{dtype}:nhwc:{epilogue}")
+    assert "cuDNN infers the output as" in wrong or "broadcasting" in wrong, wrong
+    with pytest.raises(twinfer.Error, match="unknown conv graph option"):
+        check(x, w, y, [1, 1], [1, 1], [1, 1], f"{dtype}:nhwc:hardswish")
+
+
 # ---- Reduce* over a middle block of axes (the NHWC global pools) --------------
 
 NP_OF = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
@@ -248,7 +270,7 @@ def test_small_cnn_runs_channels_last_on_cuda(precision, rng, monkeypatch):
     # TWINFER_CHANNELS_LAST unset: on for tf32 / fp16 / bf16 device plans.
     monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
     monkeypatch.delenv("TWINFER_CUDNN_CONV", raising=False)
-    _check_cnn(_small_cnn(rng), "cuda", precision, rng, nhwc=True, conv_name="cudnn graph conv nhwc (")
+    _check_cnn(_small_cnn(rng), "cuda", precision, rng, nhwc=True, conv_name="cudnn graph conv nhwc")
 
 
 @pytest.mark.cuda
@@ -285,3 +307,34 @@ def test_small_cnn_channels_last_placed_as_cuda_on_the_simulated_device(rng, mon
     # rewrites (the pass asks them) and that the rewritten graph is right.
     monkeypatch.setenv("TWINFER_CHANNELS_LAST", "1")
     _check_cnn(_small_cnn(rng), "sim", "fp32", rng, nhwc=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_conv_bias_residual_relu_fused_inside_cudnns_graph(precision, rng, monkeypatch):
+    # A ResNet basic block, channels multiples of 8 as cuDNN's runtime-fusion
+    # engines want them: conv+bias+relu, then conv+bias+residual+relu, each
+    # one cuDNN graph writing y once (conv.cc asks for the fused graph first).
+    monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
+    monkeypatch.delenv("TWINFER_CUDNN_CONV", raising=False)
+    c = 32
+    inits = [numpy_helper.from_array((rng.standard_normal((c, c, 3, 3)) * 0.1).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((c, c, 3, 3)) * 0.1).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b2")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "x"], ["a2"]),
+             helper.make_node("Relu", ["a2"], ["y"])]
+    shape = [3, c, 15, 17]
+    g = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = _reference(m, {"x": x})["y"]
+    e = twinfer.load(m, device="cuda", precision=precision, allow_cpu_fallback=False)
+    got = e.run({"x": x})["y"].numpy()
+    assert rel_err(got, want) < TOL[precision]
+    convs = [r for r in e.kernel_report({"x": x.shape}) if r.op.endswith("Conv")]
+    assert len(convs) == 2 and all("fused epilogue" in r.kernel for r in convs), convs

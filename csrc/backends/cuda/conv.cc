@@ -6,7 +6,9 @@
 // first cuDNN's graph API (conv_graph.h: its mode-A heuristics, as
 // PyTorch's), else the legacy descriptor API (cuDNN's v7 heuristic, within
 // a workspace limit). A run enqueues the convolution and, for bias /
-// residual / activation, one pass of our own (conv_epilogue.cu). float32
+// residual / activation, one pass of our own (conv_epilogue.cu); a
+// channels-last conv first asks for a graph with that epilogue inside
+// (cuDNN's runtime fusion: y written once), and falls back to that pass. float32
 // uses FMA math only (no TF32, like the GEMM); float16 / bfloat16 use
 // tensor cores, fp32 compute. TWINFER_CUDNN_CONV=legacy skips the graph
 // API (to compare the two on a GPU).
@@ -161,9 +163,25 @@ class CudnnConv final : public Kernel {
       g.stride.assign(stride.begin(), stride.end()), g.dilation.assign(dil.begin(), dil.end());
       g.dtype = dtype_, g.exact = exact_, g.max_workspace = kWorkspaceLimit;
       g.channels_last = cl;  // x, y NHWC and the filter KRSC (krsc_)
+      // The epilogue inside cuDNN's graph first: its runtime-fusion engines
+      // write y once instead of conv + our pass over y. They run on NHWC
+      // with tensor cores, so only channels-last, non-exact convs ask.
+      std::string why_not_fused;
+      const bool has_epilogue = c_.has_bias || c_.has_residual || !c_.act.none();
+      if (cl && !exact_ && has_epilogue && conv_graph_fuses(c_.act)) {
+        ConvGraphSpec f = g;
+        f.bias = c_.has_bias, f.residual = c_.has_residual, f.act = c_.act;
+        graph_ = make_cudnn_conv_graph(f, &why_not_fused);
+        if (graph_) {
+          fused_ = true;
+          name_ = "cudnn graph conv" + layout + " + fused epilogue (" + graph_->plan_name() + ")";
+          return;
+        }
+      }
       graph_ = make_cudnn_conv_graph(g, &why_not_graph);
       if (graph_) {
         name_ = "cudnn graph conv" + layout + " (" + graph_->plan_name() + ")";
+        if (!why_not_fused.empty()) name_ += " + epilogue (not fused: " + why_not_fused.substr(0, 120) + ")";
         return;
       }
     }
@@ -209,6 +227,11 @@ class CudnnConv final : public Kernel {
     const float one = 1.f, zero = 0.f;
     const void* w = c_.channels_last ? krsc_.data() : ctx.inputs[1].data;
     if (graph_) {
+      if (fused_) {  // bias, residual and activation happened inside cuDNN's graph
+        graph_->run(ctx.inputs[0].data, w, ctx.outputs[0].data, ctx.scratch, s,
+                    c_.has_bias ? ctx.inputs[2].data : nullptr, c_.has_residual ? ctx.inputs[3].data : nullptr);
+        return;
+      }
       graph_->run(ctx.inputs[0].data, w, ctx.outputs[0].data, ctx.scratch, s);
     } else {
       // The handle is bound to one stream at a time.
@@ -269,6 +292,7 @@ class CudnnConv final : public Kernel {
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
   std::shared_ptr<const ConvGraphPlan> graph_;  // the graph API's plan; null: the descriptors above
+  bool fused_ = false;  // graph_ holds the epilogue too
   Tensor krsc_;  // channels-last: the weights repacked to [M, k..., C/group] on the device
   std::string name_;
 };

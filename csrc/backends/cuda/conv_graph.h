@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "ops/nn/activation.h"
 
 namespace twinfer::cuda {
 
@@ -34,14 +35,28 @@ struct ConvGraphSpec {
   bool transpose = false;
   bool exact = false;        // float32 without TF32: engines using tensor cores are left out
   size_t max_workspace = 0;  // engines needing more are left out
+  // The fused Conv's epilogue inside the graph (float forward convolutions):
+  // y = act(conv + bias[M] + residual), the sum in float, one write of y.
+  // cuDNN's runtime-fusion engines take such graphs (on NHWC, with tensor
+  // cores); when none does, the caller asks again without it and runs its
+  // own epilogue kernel. `act` must be one conv_graph_fuses().
+  bool bias = false, residual = false;
+  nn::Activation act;
 };
+
+// Whether cuDNN's pointwise modes express `act` exactly (ReLU, LeakyReLU and
+// Clip as RELU_FWD's clips and slope, Sigmoid, SiLU as SWISH, erf and tanh
+// GELU, Tanh); HardSigmoid / HardSwish are not among them.
+bool conv_graph_fuses(const nn::Activation& act);
 
 class ConvGraphPlan {
  public:
   virtual ~ConvGraphPlan() = default;
   virtual size_t workspace_bytes() const = 0;
   virtual const std::string& plan_name() const = 0;
-  virtual void run(const void* x, const void* w, void* y, void* workspace, cudaStream_t s) const = 0;
+  // bias and residual: the spec's fused epilogue's operands (null without).
+  virtual void run(const void* x, const void* w, void* y, void* workspace, cudaStream_t s,
+                   const void* bias = nullptr, const void* residual = nullptr) const = 0;
 };
 
 // cuDNN's plan for `spec` on the current device, or null with `why`.

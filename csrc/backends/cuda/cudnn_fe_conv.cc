@@ -15,7 +15,7 @@ namespace twinfer::cuda {
 
 namespace {
 
-enum Uid : int64_t { kX = 1, kW, kY };
+enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual };
 
 // Strides of [N, C, spatial...] dims laid out channels-last (N, spatial..., C).
 std::vector<int64_t> channels_last(const std::vector<int64_t>& dims) {
@@ -25,6 +25,46 @@ std::vector<int64_t> channels_last(const std::vector<int64_t>& dims) {
   for (size_t i = dims.size() - 1; i >= 2; --i) st[i] = run, run *= dims[i];
   st[0] = run;
   return st;
+}
+
+// The pointwise mode of a fusable activation (conv_graph_fuses).
+fe::graph::Pointwise_attributes activation_attrs(const nn::Activation& a) {
+  auto p = fe::graph::Pointwise_attributes().set_name("activation");
+  switch (a.kind) {
+    case nn::ActKind::kRelu: return p.set_mode(fe::PointwiseMode_t::RELU_FWD);
+    case nn::ActKind::kLeakyRelu:
+      return p.set_mode(fe::PointwiseMode_t::RELU_FWD).set_relu_lower_clip(0.f).set_relu_lower_clip_slope(a.alpha);
+    case nn::ActKind::kClip:
+      return p.set_mode(fe::PointwiseMode_t::RELU_FWD).set_relu_lower_clip(a.alpha).set_relu_upper_clip(a.beta);
+    case nn::ActKind::kSigmoid: return p.set_mode(fe::PointwiseMode_t::SIGMOID_FWD);
+    case nn::ActKind::kSilu: return p.set_mode(fe::PointwiseMode_t::SWISH_FWD).set_swish_beta(1.f);
+    case nn::ActKind::kGelu: return p.set_mode(fe::PointwiseMode_t::GELU_FWD);
+    case nn::ActKind::kGeluTanh: return p.set_mode(fe::PointwiseMode_t::GELU_APPROX_TANH_FWD);
+    case nn::ActKind::kTanh: return p.set_mode(fe::PointwiseMode_t::TANH_FWD);
+    default: break;
+  }
+  throw Error(ErrorKind::kUnsupportedOp, "this activation has no cuDNN pointwise mode");
+}
+
+// conv -> [+ bias] -> [+ residual] -> [act], the conv's sum staying float
+// (the graph's intermediate type) until y.
+template <typename MakeTensor>
+std::shared_ptr<fe::graph::Tensor_attributes> fused_epilogue(fe::graph::Graph& graph, const ConvGraphSpec& s,
+                                                             std::shared_ptr<fe::graph::Tensor_attributes> y,
+                                                             MakeTensor&& tensor) {
+  if (s.bias) {
+    std::vector<int64_t> dims(s.y.size(), 1);
+    dims[1] = s.y[1];
+    auto b = tensor("bias", kBias, dims);
+    y = graph.pointwise(y, b, fe::graph::Pointwise_attributes().set_name("bias").set_mode(fe::PointwiseMode_t::ADD));
+  }
+  if (s.residual) {
+    auto r = tensor("residual", kResidual, s.y);
+    y = graph.pointwise(y, r,
+                        fe::graph::Pointwise_attributes().set_name("residual").set_mode(fe::PointwiseMode_t::ADD));
+  }
+  if (!s.act.none()) y = graph.pointwise(y, activation_attrs(s.act));
+  return y;
 }
 
 // `y_out`: where the output tensor goes; when set, y's dims are left for
@@ -64,6 +104,7 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
     return graph;
   }
   auto y = graph->conv_fprop(x, w, attrs);
+  if (!int8) y = fused_epilogue(*graph, s, y, tensor);
   if (int8) {
     // The int32 accumulator goes out through a pointwise identity, as
     // NVIDIA's int8 sample has it (int8_fprop.cpp).
@@ -97,8 +138,11 @@ class CudnnConvGraph final : public ConvGraphPlan {
   size_t workspace_bytes() const override { return graph_.workspace_bytes(); }
   const std::string& plan_name() const override { return graph_.plan_name(); }
 
-  void run(const void* x, const void* w, void* y, void* workspace, cudaStream_t s) const override {
+  void run(const void* x, const void* w, void* y, void* workspace, cudaStream_t s, const void* bias,
+           const void* residual) const override {
     std::unordered_map<int64_t, void*> pack{{kX, const_cast<void*>(x)}, {kW, const_cast<void*>(w)}, {kY, y}};
+    if (bias) pack[kBias] = const_cast<void*>(bias);
+    if (residual) pack[kResidual] = const_cast<void*>(residual);
     graph_.execute(pack, workspace, s);
   }
 
@@ -107,6 +151,24 @@ class CudnnConvGraph final : public ConvGraphPlan {
 };
 
 }  // namespace
+
+bool conv_graph_fuses(const nn::Activation& act) {
+  switch (act.kind) {
+    case nn::ActKind::kNone:
+    case nn::ActKind::kRelu:
+    case nn::ActKind::kLeakyRelu:
+    case nn::ActKind::kSigmoid:
+    case nn::ActKind::kSilu:
+    case nn::ActKind::kGelu:
+    case nn::ActKind::kGeluTanh:
+    case nn::ActKind::kTanh:
+      return true;
+    case nn::ActKind::kClip:
+      return act.alpha <= act.beta;  // RELU_FWD's clips: min(max(x, lo), hi)
+    default:
+      return false;
+  }
+}
 
 std::string validate_cudnn_conv_graph(const ConvGraphSpec& spec) {
   try {
@@ -128,8 +190,9 @@ std::string validate_cudnn_conv_graph(const ConvGraphSpec& spec) {
 std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why) {
   static PlanCache<ConvGraphPlan>* cache = new PlanCache<ConvGraphPlan>();  // never destroyed
   std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.exact ? "e" : "") + (spec.transpose ? "t" : "") +
-                    (spec.channels_last ? "n" : "") +
-                    std::to_string(spec.max_workspace);
+                    (spec.channels_last ? "n" : "") + (spec.bias ? "b" : "") + (spec.residual ? "r" : "") + "a" +
+                    std::to_string(static_cast<int>(spec.act.kind)) + ":" + std::to_string(spec.act.alpha) + ":" +
+                    std::to_string(spec.act.beta) + ":" + std::to_string(spec.max_workspace);
   for (const auto* v : {&spec.x, &spec.w, &spec.y, &spec.pad_begin, &spec.pad_end, &spec.stride, &spec.dilation}) {
     key += "|";
     for (int64_t d : *v) key += std::to_string(d) + ",";

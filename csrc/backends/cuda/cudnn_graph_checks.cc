@@ -1,8 +1,9 @@
 // cudnn_sdpa_validate and cudnn_conv_validate (core/device_info.h): a
 // test's way to the frontend's checks of our graphs, in every CUDA build.
-// A float conv dtype ending in ":nhwc" ("float16:nhwc") checks the
-// channels-last form (ConvGraphSpec::channels_last: NHWC x and y, a KRSC
-// filter) that the com.twinfer.nhwc Conv hands cuDNN.
+// A conv's dtype may carry options after colons ("float16:nhwc:bias:relu"):
+// "nhwc", the channels-last form (ConvGraphSpec::channels_last: NHWC x and
+// y, a KRSC filter) that the com.twinfer.nhwc Conv hands cuDNN; "bias",
+// "residual" and an activation name, the epilogue fused into the graph.
 #include "backends/cuda/conv_graph.h"
 #include "backends/cuda/sdpa_plan.h"
 #include "core/device_info.h"
@@ -27,17 +28,34 @@ std::string cudnn_conv_validate(const std::vector<int64_t>& x, const std::vector
                                 const std::vector<int64_t>& y, const std::vector<int64_t>& pads,
                                 const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
                                 const std::string& dtype_layout) {
-  static const std::string kNhwc = ":nhwc";
-  const bool nhwc = dtype_layout.size() > kNhwc.size() &&
-                    dtype_layout.compare(dtype_layout.size() - kNhwc.size(), kNhwc.size(), kNhwc) == 0;
-  const std::string dtype = nhwc ? dtype_layout.substr(0, dtype_layout.size() - kNhwc.size()) : dtype_layout;
+  std::vector<std::string> parts;  // "float16:nhwc:bias:residual:relu"
+  for (size_t at = 0;;) {
+    const size_t colon = dtype_layout.find(':', at);
+    parts.push_back(dtype_layout.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  const std::string& dtype = parts[0];
   cuda::ConvGraphSpec s;
   s.x = x, s.w = w, s.y = y, s.pad_begin = pads, s.pad_end = pads, s.stride = strides, s.dilation = dilations;
-  s.channels_last = nhwc;
   s.dtype = dtype == "float32"    ? DType::kFloat32
             : dtype == "bfloat16" ? DType::kBFloat16
             : dtype == "int8"     ? DType::kInt8
                                   : DType::kFloat16;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (p == "nhwc") s.channels_last = true;
+    else if (p == "bias") s.bias = true;
+    else if (p == "residual") s.residual = true;
+    else if (p == "relu") s.act.kind = nn::ActKind::kRelu;
+    else if (p == "leakyrelu") s.act = {nn::ActKind::kLeakyRelu, 0.1f, 0.f};
+    else if (p == "clip") s.act = {nn::ActKind::kClip, 0.f, 6.f};
+    else if (p == "sigmoid") s.act.kind = nn::ActKind::kSigmoid;
+    else if (p == "silu") s.act.kind = nn::ActKind::kSilu;
+    else if (p == "gelu") s.act.kind = nn::ActKind::kGelu;
+    else if (p == "tanh") s.act.kind = nn::ActKind::kTanh;
+    else throw Error(ErrorKind::kInvalidArgument, "unknown conv graph option '" + p + "'");
+  }
   return cuda::validate_cudnn_conv_graph(s);
 }
 
