@@ -29,20 +29,6 @@ bool activation_4d(const graph::Graph& g, int v) {
          sym_shape_known(val.shape);
 }
 
-graph::Attribute string_attr(const std::string& s) {
-  graph::Attribute a;
-  a.type = graph::Attribute::Type::kString;
-  a.s = s;
-  return a;
-}
-
-graph::Attribute floats_attr(std::vector<float> f) {
-  graph::Attribute a;
-  a.type = graph::Attribute::Type::kFloats;
-  a.floats = std::move(f);
-  return a;
-}
-
 bool const_scalar(const graph::Graph& g, int v, float* out) {
   if (v < 0) return true;  // omitted bound
   const auto& val = g.values[v];
@@ -100,10 +86,7 @@ bool blocked_form(const graph::Graph& g, const graph::Node& n, const std::vector
     if (n.inputs.size() > 3 && n.inputs[3] >= 0 && !activation_4d(g, n.inputs[3])) return false;
     *trial = n;
     if (!region_value[n.inputs[0]] && g.values[n.inputs[0]].shape[1].value < block) {
-      graph::Attribute a;  // the first layer reads the image as it is
-      a.type = graph::Attribute::Type::kInt;
-      a.i = 1;
-      trial->attrs["plain_input"] = a;
+      trial->attrs["plain_input"] = int_attr(1);  // the first layer reads the image as it is
     }
   } else if (unary_as_activation(g, n, trial)) {
     if (!activation_4d(g, n.inputs[0]) || !region_value[n.inputs[0]]) return false;
@@ -133,13 +116,6 @@ std::vector<size_t> blocked_inputs(const graph::Node& n) {
   std::iota(r.begin(), r.end(), 0);
   return r;
 }
-
-struct UnionFind {
-  std::vector<int> parent;
-  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  int find(int i) { return parent[i] == i ? i : parent[i] = find(parent[i]); }
-  void join(int a, int b) { parent[find(a)] = find(b); }
-};
 
 int fresh_value(graph::Graph& g, int like, const std::string& suffix) {
   std::string name = g.values[like].name + suffix;

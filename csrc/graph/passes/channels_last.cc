@@ -93,20 +93,6 @@ Tensor permuted_constant(const Tensor& t) {
   return out;
 }
 
-graph::Attribute int_attr(int64_t i) {
-  graph::Attribute a;
-  a.type = graph::Attribute::Type::kInt;
-  a.i = i;
-  return a;
-}
-
-graph::Attribute ints_attr(std::vector<int64_t> v) {
-  graph::Attribute a;
-  a.type = graph::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
 int fresh_value(graph::Graph& g, int like, const std::string& suffix, const SymShape& shape) {
   const int id = add_value(g, g.values[like].name + suffix);
   g.values[id].dtype = g.values[like].dtype;
@@ -124,13 +110,6 @@ graph::Node transpose(const std::string& name, int from, int to, const std::vect
   t.attrs["perm"] = ints_attr(perm);
   return t;
 }
-
-struct UnionFind {
-  std::vector<int> parent;
-  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  int find(int i) { return parent[i] == i ? i : parent[i] = find(parent[i]); }
-  void join(int a, int b) { parent[find(a)] = find(b); }
-};
 
 class Rewriter {
  public:

@@ -50,6 +50,34 @@ int add_constant(graph::Graph& g, const std::string& name, Tensor t) {
   return id;
 }
 
+graph::Attribute int_attr(int64_t i) {
+  graph::Attribute a;
+  a.type = graph::Attribute::Type::kInt;
+  a.i = i;
+  return a;
+}
+
+graph::Attribute ints_attr(std::vector<int64_t> v) {
+  graph::Attribute a;
+  a.type = graph::Attribute::Type::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+graph::Attribute string_attr(const std::string& s) {
+  graph::Attribute a;
+  a.type = graph::Attribute::Type::kString;
+  a.s = s;
+  return a;
+}
+
+graph::Attribute floats_attr(std::vector<float> f) {
+  graph::Attribute a;
+  a.type = graph::Attribute::Type::kFloats;
+  a.floats = std::move(f);
+  return a;
+}
+
 bool scalar_constant(const graph::Graph& g, int v, double* out) {
   if (v < 0 || !g.values[v].is_constant()) return false;
   const Tensor& t = g.values[v].constant;

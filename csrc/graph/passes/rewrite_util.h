@@ -1,5 +1,6 @@
 // Small helpers the rewrite passes share: who uses a value, replacing uses.
 #pragma once
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,20 @@ void erase_nodes(graph::Graph& g, const std::vector<char>& dead);
 // a constant holding it.
 int add_value(graph::Graph& g, const std::string& name);
 int add_constant(graph::Graph& g, const std::string& name, Tensor t);
+
+// Attributes of each type, for the nodes a pass builds.
+graph::Attribute int_attr(int64_t i);
+graph::Attribute ints_attr(std::vector<int64_t> v);
+graph::Attribute string_attr(const std::string& s);
+graph::Attribute floats_attr(std::vector<float> f);
+
+// Groups of connected nodes (the layout passes' regions).
+struct UnionFind {
+  std::vector<int> parent;
+  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int i) { return parent[i] == i ? i : parent[i] = find(parent[i]); }
+  void join(int a, int b) { parent[find(a)] = find(b); }
+};
 
 // The value of `v` when it is a one-element float32 / float64 constant.
 bool scalar_constant(const graph::Graph& g, int v, double* out);
