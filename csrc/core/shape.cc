@@ -29,6 +29,16 @@ std::string shape_str(const Shape& s) {
   return r + "]";
 }
 
+Shape channels_last_strides(const Shape& dims) {
+  if (dims.size() < 3) return contiguous_strides(dims);
+  Shape st(dims.size());
+  int64_t run = dims[1];  // C is innermost: stride 1
+  st[1] = 1;
+  for (size_t i = dims.size() - 1; i >= 2; --i) st[i] = run, run *= dims[i];
+  st[0] = run;
+  return st;
+}
+
 Shape contiguous_strides(const Shape& s) {
   Shape st(s.size(), 1);
   for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];

@@ -11,6 +11,8 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);           // product of dims (1 for a scalar)
 std::string shape_str(const Shape& s);          // "[1, 3, 224, 224]"
 Shape contiguous_strides(const Shape& s);       // row-major strides in elements
+// Strides of [N, C, spatial...] dims stored channels-last ([N, spatial..., C]).
+Shape channels_last_strides(const Shape& dims);
 
 // A dim that may be unknown at load time: value >= 0 when known, else a
 // symbol ("batch") or nothing at all (an anonymous unknown dim).

@@ -15,7 +15,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/kernel_util.h"
 #include "graph/domains.h"
+#include "ops/nn/channels_last.h"
 #include "ops/nn/conv.h"
 
 namespace twinfer::cuda {
@@ -43,33 +43,6 @@ bool cudnn_type(DType t, cudnnDataType_t* out) {
 }
 
 std::vector<int> ints(const Shape& s) { return std::vector<int>(s.begin(), s.end()); }
-
-// Strides of [N, C, spatial...] dims stored channels-last ([N, spatial..., C]).
-Shape channels_last_strides(const Shape& dims) {
-  Shape st(dims.size());
-  int64_t run = 1;
-  st[1] = run, run *= dims[1];
-  for (size_t i = dims.size() - 1; i >= 2; --i) st[i] = run, run *= dims[i];
-  st[0] = run;
-  return st;
-}
-
-// w [M, C/group, k...] -> KRSC [M, k..., C/group] on the host, any element
-// size (the kernel volume k... is one run: only C moves innermost).
-std::vector<char> krsc_weights(const Tensor& w) {
-  const Shape& s = w.shape();
-  const size_t es = dtype_size(w.dtype());
-  const int64_t m = s[0], cg = s[1], k = shape_numel(Shape(s.begin() + 2, s.end()));
-  std::vector<char> out(static_cast<size_t>(m * cg * k) * es);
-  const char* src = static_cast<const char*>(w.data());
-  for (int64_t o = 0; o < m; ++o)
-    for (int64_t c = 0; c < cg; ++c)
-      for (int64_t t = 0; t < k; ++t) {
-        const size_t to = static_cast<size_t>((o * k + t) * cg + c), from = static_cast<size_t>((o * cg + c) * k + t);
-        std::memcpy(&out[to * es], src + from * es, es);
-      }
-  return out;
-}
 
 bool conv_supports(const KernelBuildInfo& info, std::string* why) {
   cudnnDataType_t t;
@@ -127,11 +100,11 @@ class CudnnConv final : public Kernel {
       const Tensor* wc = info.input_constant(1);
       if (!wc || wc->dtype() != dtype_)
         info.fail(ErrorKind::kUnsupportedOp, "the CUDA channels-last Conv needs constant weights of x's dtype");
-      const std::vector<char> krsc = krsc_weights(*wc);
-      Shape ks{c_.w[0]};
-      ks.insert(ks.end(), c_.w.begin() + 2, c_.w.end());
-      ks.push_back(c_.w[1]);
-      krsc_ = device_copy(krsc.data(), dtype_, ks);
+      // [M, C/group, k...] -> KRSC [M, k..., C/group] on the host, then up.
+      const int64_t m = c_.w[0], cg = c_.w[1], k = shape_numel(Shape(c_.w.begin() + 2, c_.w.end()));
+      std::vector<char> krsc(static_cast<size_t>(m * cg * k) * dtype_size(dtype_));
+      nn::copy_to_channels_last(wc->data(), krsc.data(), m, cg, k, dtype_size(dtype_));
+      krsc_ = device_copy(krsc.data(), dtype_, nn::channels_last_shape(c_.w));
     }
     const std::string layout = cl ? " nhwc" : "";
     cudnnDataType_t t = CUDNN_DATA_FLOAT;

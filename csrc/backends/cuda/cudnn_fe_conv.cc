@@ -17,16 +17,6 @@ namespace {
 
 enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual };
 
-// Strides of [N, C, spatial...] dims laid out channels-last (N, spatial..., C).
-std::vector<int64_t> channels_last(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> st(dims.size());
-  int64_t run = 1;
-  st[1] = run, run *= dims[1];
-  for (size_t i = dims.size() - 1; i >= 2; --i) st[i] = run, run *= dims[i];
-  st[0] = run;
-  return st;
-}
-
 // The pointwise mode of a fusable activation (conv_graph_fuses).
 fe::graph::Pointwise_attributes activation_attrs(const nn::Activation& a) {
   auto p = fe::graph::Pointwise_attributes().set_name("activation");
@@ -76,7 +66,7 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
   const fe::DataType_t acc = int8 ? fe::DataType_t::INT32 : fe::DataType_t::FLOAT;
   // Channels-last strides on the filter too make it KRSC ([M, k..., C/group]).
   const bool nhwc = int8 || s.channels_last;
-  auto layout = [&](const std::vector<int64_t>& dims) { return nhwc ? channels_last(dims) : contiguous_strides(dims); };
+  auto layout = [&](const std::vector<int64_t>& dims) { return nhwc ? channels_last_strides(dims) : contiguous_strides(dims); };
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(io).set_intermediate_data_type(acc).set_compute_data_type(acc);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {

@@ -31,6 +31,7 @@
 #include "backends/cuda/kernel_util.h"
 #include "backends/cuda/qlinear_kernels.h"
 #include "backends/cuda/token_quant_kernels.h"
+#include "ops/nn/channels_last.h"
 #include "graph/domains.h"
 #include "ops/nn/window.h"
 #include "ops/quant/qlinear_params.h"
@@ -385,10 +386,7 @@ class CudaQConv final : public Kernel {
     if (!cudnn_) return false;
     const int64_t M = g_.out_channels, C = g_.channels, KH = g_.kernel_h, KW = g_.kernel_w;
     std::vector<int8_t> krsc(static_cast<size_t>(M * KH * KW * C));
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t r = 0; r < KH; ++r)
-          for (int64_t q = 0; q < KW; ++q) krsc[((m * KH + r) * KW + q) * C + c] = w[((m * C + c) * KH + r) * KW + q];
+    nn::copy_to_channels_last(w, krsc.data(), M, C, KH * KW, 1);
     w_ = device_copy(krsc.data(), DType::kInt8, {M, KH, KW, C});
     scale_ = device_copy(p.scales.data(), DType::kFloat32, {M});
     if (!p.bias.empty()) bias_ = device_copy(p.bias.data(), DType::kFloat32, {M});

@@ -1,7 +1,6 @@
 #include "graph/passes/channels_last.h"
 
 #include <cstdlib>
-#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -81,15 +80,7 @@ Tensor permuted_constant(const Tensor& t) {
   Shape s = t.shape();
   while (s.size() < 4) s.insert(s.begin(), 1);
   Tensor out = Tensor::empty(t.dtype(), nn::channels_last_shape(s));
-  const size_t es = dtype_size(t.dtype());
-  const char* in = static_cast<const char*>(t.data());
-  char* o = static_cast<char*>(out.data());
-  const int64_t A = s[0], B = s[1], C = s[2], D = s[3];
-  for (int64_t a = 0; a < A; ++a)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t d = 0; d < D; ++d)
-          std::memcpy(o + (((a * C + c) * D + d) * B + b) * es, in + (((a * B + b) * C + c) * D + d) * es, es);
+  nn::copy_to_channels_last(t.data(), out.data(), s[0], s[1], s[2] * s[3], dtype_size(t.dtype()));
   return out;
 }
 

@@ -3,6 +3,7 @@
 // PoolSpec) keep [N, C, spatial...] and say where the channels are.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace twinfer::nn {
 
@@ -27,5 +28,11 @@ S channels_last_shape(const S& s) {
   r.push_back(s[1]);
   return r;
 }
+
+// The bytes of the same moves: [n, c, s] -> [n, s, c] and back, elements of
+// `es` bytes (s: the spatial dims, or a filter's kernel volume for KRSC
+// weights). Batched 2-d transposes through tensor::strided_copy.
+void copy_to_channels_last(const void* in, void* out, int64_t n, int64_t c, int64_t s, size_t es, int threads = 1);
+void copy_to_channels_first(const void* in, void* out, int64_t n, int64_t c, int64_t s, size_t es, int threads = 1);
 
 }  // namespace twinfer::nn

@@ -4,7 +4,6 @@
 // device runs these, and so does a device plan whose node is sent back to the
 // host. oneDNN's float32 Conv reads and writes NHWC itself and wins where it
 // applies (backends/cpu/onednn_conv.cc, higher priority).
-#include <cstring>
 #include <memory>
 #include <string>
 
@@ -19,18 +18,6 @@ namespace {
 
 constexpr size_t kAlign = 64;
 size_t aligned(size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
-
-// [N, S, C] <-> [N, C, S] for elements of `es` bytes (S: the spatial dims).
-void to_channels_first(const char* in, char* out, int64_t n, int64_t s, int64_t c, size_t es) {
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t p = 0; p < s; ++p)
-      for (int64_t k = 0; k < c; ++k) std::memcpy(out + ((b * c + k) * s + p) * es, in + ((b * s + p) * c + k) * es, es);
-}
-void to_channels_last(const char* in, char* out, int64_t n, int64_t s, int64_t c, size_t es) {
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t k = 0; k < c; ++k)
-      for (int64_t p = 0; p < s; ++p) std::memcpy(out + ((b * s + p) * c + k) * es, in + ((b * c + k) * s + p) * es, es);
-}
 
 bool is_activation_slot(const graph::Node& n, size_t slot) { return slot == 0 || (n.op_type == "Conv" && slot == 3); }
 
@@ -103,16 +90,15 @@ class ChannelsLastOnCpu final : public Kernel {
       t.shape = channels_first_shape(v.shape);
       t.data = scratch + in_at_[i];
       const int64_t s = spatial(v.shape);
-      to_channels_first(static_cast<const char*>(v.data), static_cast<char*>(t.data), v.shape[0], s, v.shape.back(),
-                        dtype_size(v.dtype));
+      copy_to_channels_first(v.data, t.data, v.shape[0], v.shape.back(), s, dtype_size(v.dtype), ctx.num_threads);
     }
     const TensorView& y = ctx.outputs[0];
     inner.outputs.resize(1);
     inner.outputs[0].shape = channels_first_shape(y.shape);
     inner.outputs[0].data = scratch + y_at_;
     inner_->run(inner);
-    to_channels_last(static_cast<const char*>(inner.outputs[0].data), static_cast<char*>(y.data), y.shape[0],
-                     spatial(y.shape), y.shape.back(), dtype_size(y.dtype));
+    copy_to_channels_last(inner.outputs[0].data, y.data, y.shape[0], y.shape.back(), spatial(y.shape),
+                          dtype_size(y.dtype), ctx.num_threads);
   }
 
  private:
