@@ -132,6 +132,28 @@ def test_where_every_width(device, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+def test_variadic_of_three_broadcast_inputs(device, op, rng):
+    # The first pair broadcasts to less than the output ([4, 1, 33] with
+    # [33]); the third input widens it. NaN propagates through Max/Min.
+    shapes = [(4, 1, 33), (33,), (6, 1)]
+    out = np.broadcast_shapes(*shapes)
+    ref = {"Max": lambda xs: np.maximum(np.maximum(xs[0], xs[1]), xs[2]),
+           "Min": lambda xs: np.minimum(np.minimum(xs[0], xs[1]), xs[2]),
+           "Sum": lambda xs: xs[0] + xs[1] + xs[2], "Mean": lambda xs: (xs[0] + xs[1] + xs[2]) / 3}[op]
+    types = [TensorProto.FLOAT, TensorProto.FLOAT16] + ([TensorProto.INT32, TensorProto.INT64] if op in ("Max", "Min") else [])
+    for t in types:
+        m = _model(helper.make_node(op, ["a", "b", "c"], ["y"]), [_vi(n, t, s) for n, s in zip("abc", shapes)],
+                   [_vi("y", t, out)])
+        xs = [(rng.standard_normal(s) * 9).astype(NP[t]) for s in shapes]
+        if t == TensorProto.FLOAT:
+            xs[0].flat[::17] = np.nan
+        _, got = _run_both(m, dict(zip("abc", xs)), device)
+        want = ref([x.astype(np.float64) for x in xs]).astype(NP[t])
+        _assert_same(got["y"], want, NP[t])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_cast_between_types(device, rng):
     types = [TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64,
              TensorProto.INT8, TensorProto.UINT8, TensorProto.BOOL]

@@ -301,7 +301,10 @@ def test_an_output_listed_twice(gpu, rng):
             np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
 
 
-def test_profiling_times_every_step_once(gpu, rng):
+def test_profiling_times_every_step_once(gpu, rng, monkeypatch):
+    # Seven steps to count: the chain's six ops unfused (fused, they are one
+    # step; tests/test_fuse_elementwise.py).
+    monkeypatch.setenv("TWINFER_FUSE_ELEMENTWISE", "0")
     e = twinfer.load(chain_model(), device=gpu)
     prof = e.profile_ops({"x": rng.standard_normal((9, 33)).astype(np.float32)}, iterations=3, warmup=1)
     assert len(prof.steps) == 7 and all(s.ms_per_run > 0 for s in prof.steps)

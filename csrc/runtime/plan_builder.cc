@@ -96,7 +96,8 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   }
   passes::PassContext pc;
   pc.opset = src.opset;
-  pc.backend = on_device ? placement_backend(device, opt.sim_coverage) : Backend::kCPU;
+  const Backend kb = placement_backend(device, opt.sim_coverage);  // the device's kernels (CPU for the host)
+  pc.backend = on_device ? kb : Backend::kCPU;
   pc.precision = opt.precision;
   passes::PlanPassOptions po;
   po.optimize = opt.optimize;
@@ -130,7 +131,6 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
                     opt.precision == Precision::kFP8)) {
     passes::LowerPrecisionOptions lo;
     lo.to = opt.precision == Precision::kBF16 ? DType::kBFloat16 : DType::kFloat16;
-    const Backend kb = placement_backend(device, opt.sim_coverage);
     lo.supports = [&](const graph::Graph& mini, const graph::Node& n) {
       std::string why;
       // The simulated device runs CPU kernels: they must take the type too.
@@ -146,15 +146,23 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   // NHWC (graph/passes/channels_last.h). A rewritten node must have a kernel
   // on the device and on the CPU: placement may still send it to the host,
   // and the simulated device runs the CPU's.
+  auto device_and_cpu_support = [&](const graph::Graph& mini, const graph::Node& n) {
+    std::string why;
+    return select_kernel(KernelBuildInfo(mini, n, src.opset, kb, opt.precision), &why) != nullptr &&
+           select_kernel(KernelBuildInfo(mini, n, src.opset, Backend::kCPU, opt.precision), &why) != nullptr;
+  };
   if (on_device && opt.optimize && passes::channels_last_wanted(opt.precision)) {
     passes::ChannelsLastOptions co;
-    const Backend kb = placement_backend(device, opt.sim_coverage);
-    co.supports = [&](const graph::Graph& mini, const graph::Node& n) {
-      std::string why;
-      return select_kernel(KernelBuildInfo(mini, n, src.opset, kb, opt.precision), &why) != nullptr &&
-             select_kernel(KernelBuildInfo(mini, n, src.opset, Backend::kCPU, opt.precision), &why) != nullptr;
-    };
+    co.supports = device_and_cpu_support;
     passes::run_channels_last(g, co, pc);
+  }
+
+  // Chains of elementwise ops as one kernel each (graph/passes/fuse_elementwise.h),
+  // on the same terms.
+  if (on_device && opt.optimize && passes::elementwise_fusion_wanted()) {
+    passes::FuseElementwiseOptions fo;
+    fo.supports = device_and_cpu_support;
+    passes::run_fuse_elementwise(g, fo, pc);
   }
 
   // Where each node runs (device plans), with copy nodes between spaces,

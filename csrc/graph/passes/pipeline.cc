@@ -157,4 +157,8 @@ int run_channels_last(graph::Graph& g, const ChannelsLastOptions& options, PassC
   return keep_if_valid(g, pc, "channels_last", [&] { return channels_last(g, options, pc); });
 }
 
+int run_fuse_elementwise(graph::Graph& g, const FuseElementwiseOptions& options, PassContext& pc) {
+  return keep_if_valid(g, pc, "fuse_elementwise", [&] { return fuse_elementwise(g, options, pc); });
+}
+
 }  // namespace twinfer::passes

@@ -6,6 +6,7 @@
 //     concrete shapes (folding again, then fusion and the blocked layout that
 //     only concrete shapes allow).
 //   run_channels_last: device plans, once their precision is lowered.
+//   run_fuse_elementwise: device plans, after that, before placement.
 //
 // Both take the PassContext the caller set up (opset, backend, precision,
 // the pass log) and change nothing else.
@@ -13,6 +14,7 @@
 #include "graph/ir.h"
 #include "graph/passes/blocked_layout.h"
 #include "graph/passes/channels_last.h"
+#include "graph/passes/fuse_elementwise.h"
 #include "graph/passes/insert_qdq.h"
 #include "graph/passes/pass_context.h"
 
@@ -48,5 +50,11 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
 // have tensor-core kernels) and before placement: convolution regions
 // channels-last (channels_last.h), kept only if the graph still type-checks.
 int run_channels_last(graph::Graph& g, const ChannelsLastOptions& options, PassContext& pc);
+
+// Device plans, after run_channels_last (its transposes end chains; its
+// NHWC shapes are the ones the fused kernels see) and before placement:
+// elementwise chains as one op (fuse_elementwise.h), kept only if the graph
+// still type-checks.
+int run_fuse_elementwise(graph::Graph& g, const FuseElementwiseOptions& options, PassContext& pc);
 
 }  // namespace twinfer::passes
