@@ -215,3 +215,95 @@ def test_fp32_device_plans_stay_nchw_by_default(rng, monkeypatch):
     feeds = {"x": rng.standard_normal((1, 3, 7, 7)).astype(np.float32)}
     engine = twinfer.load(model, device="sim")
     assert not any(op.startswith(NHWC) for op in _ops(engine, feeds))
+
+
+# --- KRSC weights: the graph holds them, the device one copy -------------------
+
+
+def _nhwc_conv_inputs(engine, feeds):
+    """(weights shape, is constant) of each com.twinfer.nhwc::Conv of the plan."""
+    steps = engine._core._test_step_inputs([list(v.shape) for v in feeds.values()])
+    return [ins[1] for op, ins in steps if op == NHWC + "Conv"]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_nhwc_convolutions_hold_krsc_weights_uploaded_once(rng, precision, channels_last):
+    """The pass permutes each convolution's constant weights [M, C/group, kh,
+    kw] once into a new constant [M, kh, kw, C/group] (the layout cuDNN's
+    NHWC engines read), which the plan uploads instead of the original: the
+    device holds the model's weight bytes once, and no kernel needs a copy of
+    its own (which this report could not see). Plain, depthwise and grouped
+    convolutions, one weight shared by two of them."""
+    c = 8
+    inits = [_w(rng, c, 3, 3, 5, name="w1"), numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b1"),
+             _w(rng, c, 1, 3, 3, name="wd"), _w(rng, c, 2, 1, 3, name="wg"), _w(rng, c, c, 1, 1, name="w2")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 2, 1, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "wd"], ["d"], group=c, pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["d", "wg"], ["g"], group=4, pads=[0, 1, 0, 1]),
+             helper.make_node("Conv", ["g", "w2"], ["p"]),
+             helper.make_node("Conv", ["p", "w2"], ["y"])]  # w2 again: one KRSC constant for both
+    model = _model(nodes, [_vi("x", [2, 3, 11, 9])], [_vi("y", None)], inits)
+    feeds = {"x": rng.standard_normal((2, 3, 11, 9)).astype(np.float32)}
+    (expected,) = _ort(model, feeds)
+    engine = twinfer.load(model, device="sim", precision=precision)
+    (got,) = _run(engine, feeds)
+    _close(got, expected, 1e-5 if precision == "fp32" else 1e-2, precision)
+
+    weights = _nhwc_conv_inputs(engine, feeds)
+    krsc = [[m, kh, kw, cg] for m, cg, kh, kw in ([c, 3, 3, 5], [c, 1, 3, 3], [c, 2, 1, 3], [c, c, 1, 1], [c, c, 1, 1])]
+    assert weights == [(s, True) for s in krsc], weights
+    itemsize = 4 if precision == "fp32" else 2
+    model_bytes = sum(numpy_helper.to_array(t).size for t in inits) * itemsize
+    assert engine.memory_report()["device_constant_bytes"] == model_bytes
+
+
+def _last(a):
+    """[N, C, spatial...] -> [N, spatial..., C]; weights [M, C/group, k...] -> KRSC."""
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1))
+
+
+NHWC_CONV_CASES = {  # x NCHW, w OIHW, group, attributes
+    "3x3": ([2, 6, 9, 7], [5, 6, 3, 3], 1, {"pads": [1, 0, 1, 2], "strides": [2, 1]}),
+    "grouped": ([1, 8, 7, 10], [6, 4, 3, 2], 2, {"dilations": [2, 1]}),
+    "depthwise": ([2, 5, 8, 6], [5, 1, 3, 3], 5, {"pads": [1, 1, 1, 1]}),
+    "1d": ([2, 4, 13], [6, 4, 3], 1, {"pads": [1, 1]}),
+    "3d": ([1, 3, 5, 6, 7], [4, 3, 2, 3, 2], 1, {"strides": [1, 2, 1]}),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("runtime_weights", [False, True], ids=["constant", "input"])
+@pytest.mark.parametrize("case", list(NHWC_CONV_CASES))
+def test_nhwc_conv_cpu_kernels_read_krsc_weights(rng, case, dtype, runtime_weights):
+    """com.twinfer.nhwc::Conv's contract on its own: x and y [N, spatial...,
+    C], weights [M, k..., C/group]. float32 runs oneDNN's convolution on the
+    layouts as they are, float16 the NCHW kernel between transposes (constant
+    weights permuted back once, when the kernel is built; weights fed at run
+    time, each run). Against onnxruntime's NCHW Conv."""
+    xs, ws, group, attrs = NHWC_CONV_CASES[case]
+    x = rng.standard_normal(xs).astype(dtype)
+    w = (rng.standard_normal(ws) * 0.3).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype)
+    nchw = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], group=group, **attrs)],
+                  [_vi("x", xs), _vi("w", ws)], [_vi("y", None)], [numpy_helper.from_array(b.astype(np.float32), "b")])
+    (expected,) = _ort(nchw, {"x": x.astype(np.float32), "w": w.astype(np.float32)})
+
+    t = TensorProto.FLOAT if dtype == "float32" else TensorProto.FLOAT16
+    inputs = [helper.make_tensor_value_info("x", t, _last(x).shape)]
+    inits = [numpy_helper.from_array(b, "b")]
+    if runtime_weights:
+        inputs.append(helper.make_tensor_value_info("w", t, _last(w).shape))
+    else:
+        inits.append(numpy_helper.from_array(_last(w), "w"))
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y"], domain="com.twinfer.nhwc", group=group,
+                                            **attrs)], "g", inputs, [helper.make_tensor_value_info("y", t, None)],
+                          inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("com.twinfer.nhwc", 1)])
+    engine = twinfer.load(model)
+    feeds = {"x": _last(x), **({"w": _last(w)} if runtime_weights else {})}
+    (got,) = _run(engine, feeds)
+    _close(got, _last(expected), 1e-5 if dtype == "float32" else 1e-2, case)
+    (row,) = engine.kernel_report({k: v.shape for k, v in feeds.items()})
+    assert row.kernel.startswith("onednn conv") if dtype == "float32" else "between NHWC transposes" in row.kernel, row

@@ -210,6 +210,34 @@ void bind_engine(py::module_& m) {
           },
           py::arg("path"), py::arg("metadata") = std::map<std::string, std::string>{},
           "Write the optimised engine to `path` (a twinfer engine file).")
+      .def("_test_step_inputs",
+           [](const Engine& e, const py::list& shapes) {
+             // For tests of plan-time rewrites: per step of the plan for
+             // `shapes`, its op and per input (shape, whether a constant), None
+             // for an omitted one.
+             const std::vector<Shape> sh = shapes_from_py(shapes);
+             std::shared_ptr<const Plan> p;
+             {
+               py::gil_scoped_release nogil;
+               p = e.plan_for(sh);
+             }
+             py::list out;
+             for (const auto& st : p->steps) {
+               py::list ins;
+               for (int v : st.inputs) {
+                 if (v < 0) {
+                   ins.append(py::none());
+                   continue;
+                 }
+                 const PlannedValue& pv = p->values[v];
+                 ins.append(py::make_tuple(std::vector<int64_t>(pv.shape.begin(), pv.shape.end()),
+                                           pv.home == ValueHome::kConstant));
+               }
+               const graph::Node& n = *st.node;
+               out.append(py::make_tuple(n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type, ins));
+             }
+             return out;
+           })
       .def("op_histogram", [](const Engine& e) {
         std::map<std::string, int> h;
         for (const auto& n : e.optimized_graph().nodes)

@@ -19,8 +19,8 @@ inline constexpr const char* kBlockedDomain = "com.twinfer.blocked";
 // Plan-time ops of device plans whose activations are channels-last: their
 // values' logical shapes are [N, spatial..., C] (graph/passes/channels_last.h
 // builds them; Transposes convert at the edges). Conv has the com.twinfer
-// Conv's inputs and attributes, weights still [M, C/group, k...]; MaxPool and
-// AveragePool have ONNX's attributes, without MaxPool's Indices.
+// Conv's inputs and attributes, its weights KRSC [M, k..., C/group]; MaxPool
+// and AveragePool have ONNX's attributes, without MaxPool's Indices.
 inline constexpr const char* kChannelsLastDomain = "com.twinfer.nhwc";
 
 // Not ours but spelled here too: ONNX's classical machine-learning ops

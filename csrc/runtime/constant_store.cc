@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "ops/nn/channels_last.h"
 #include "runtime/transfer.h"
 
 namespace twinfer {
@@ -34,6 +35,16 @@ Tensor ConstantStore::converted(const Tensor& f32, DType to) {
   for (int64_t i = 0; i < n; ++i) dst[i] = to == DType::kFloat16 ? float_to_half(src[i]) : float_to_bf16(src[i]);
   conversions_[key] = Entry{f32, out};
   return out;
+}
+
+Tensor ConstantStore::channels_last(const Tensor& t) {
+  // The shape is part of the key: a view of the same bytes under another
+  // shape permutes differently.
+  const auto key = std::make_tuple(static_cast<const void*>(t.data()), t.dtype(), t.shape());
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = permutations_.find(key);
+  if (it == permutations_.end()) it = permutations_.emplace(key, Entry{t, nn::to_channels_last(t)}).first;
+  return it->second.device;
 }
 
 size_t ConstantStore::bytes() const {

@@ -19,6 +19,10 @@ class ConstantStore {
   // Float32 host tensor `f32` as `to` (float16 / bfloat16), converted once
   // (precision="fp16" / "bf16" lowers weights through this).
   Tensor converted(const Tensor& f32, DType to);
+  // Host tensor `t` [N, C, spatial...] as [N, spatial..., C], permuted once:
+  // the channels_last pass of every plan gets the same copy (a
+  // convolution's KRSC weights), and device_copy uploads it once.
+  Tensor channels_last(const Tensor& t);
   size_t bytes() const;  // uploaded so far
 
  private:
@@ -30,6 +34,7 @@ class ConstantStore {
   mutable std::mutex mutex_;
   std::map<std::pair<const void*, size_t>, Entry> entries_;  // (host data, bytes) -> copy
   std::map<std::tuple<const void*, size_t, DType>, Entry> conversions_;  // (f32 data, bytes, to) -> converted
+  std::map<std::tuple<const void*, DType, Shape>, Entry> permutations_;  // (data, dtype, shape) -> channels-last
   size_t bytes_ = 0;
 };
 

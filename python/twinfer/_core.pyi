@@ -211,6 +211,8 @@ class ExecutionContext:
         The context's own stream (None on the CPU).
         """
 class Engine:
+    def _test_step_inputs(self, arg0: list) -> list:
+        ...
     def create_context(self, num_threads: typing.SupportsInt | typing.SupportsIndex = 0, priority: typing.Any = None, sm_share: typing.Any = None) -> ExecutionContext:
         ...
     def kernel_report(self, arg0: list) -> list:

@@ -28,7 +28,7 @@
 // rule on other CPUs, not for production use.
 //
 // com.twinfer.nhwc::Conv (graph/passes/channels_last.h) hands oneDNN its
-// NHWC buffers as they are.
+// NHWC buffers and its KRSC weights as they are.
 //
 // The same kernel runs com.twinfer.blocked::Conv, the plan-time form whose
 // activations are already blocked (graph/passes/blocked_layout.h): x (unless
@@ -88,6 +88,20 @@ Layout choose_layout(const ConvSpec& cs) {
   return Layout::kBlocked;
 }
 
+// The weights as the node holds them: [M, C/group, k...] row-major, or KRSC
+// [M, k..., C/group] for channels-last (the same dims, other strides); a
+// grouped conv's M split into [group, M/group] as oneDNN wants it.
+dnnl::memory::desc weights_desc(const ConvSpec& cs) {
+  Shape dims = cs.w;
+  Shape strides = cs.channels_last ? channels_last_strides(dims) : contiguous_strides(dims);
+  if (cs.group > 1) {
+    dims[0] /= cs.group;
+    dims.insert(dims.begin(), cs.group);
+    strides.insert(strides.begin(), strides[0] * dims[1]);
+  }
+  return dnnl::memory::desc(to_dims(dims), dt::f32, to_dims(strides));
+}
+
 class OnednnConv final : public Kernel {
  public:
   explicit OnednnConv(const KernelBuildInfo& info)
@@ -101,16 +115,11 @@ class OnednnConv final : public Kernel {
               : spec_.channels_last                                    ? channels_last_desc(spec_.x)
                                                                        : x_plain_;
     y_user_ = blocked_io_ ? blocked_desc(spec_.y) : spec_.channels_last ? channels_last_desc(spec_.y) : y_plain_;
-    Shape wdims = spec_.w;
-    if (spec_.group > 1) {
-      wdims[0] /= spec_.group;
-      wdims.insert(wdims.begin(), spec_.group);
-    }
-    w_plain_ = plain_desc(wdims);
+    w_user_ = weights_desc(spec_);
     if (spec_.has_bias) b_desc_ = plain_desc({spec_.w[0]});
     const Tensor* wc = info.input_constant(1);
     const_weights_ = wc != nullptr;
-    // A runtime weights tensor is read as is (plain), and oneDNN's fast
+    // A runtime weights tensor is read as is (w_user_), and oneDNN's fast
     // kernels want packed weights, so such convs compute in plain NCHW.
     // Blocked I/O computes blocked, except where the channels-last brgemm
     // kernels win even with a reorder on each side (wide 3x3 convs: ResNet-50's
@@ -182,7 +191,7 @@ class OnednnConv final : public Kernel {
       try {
         pd = dnnl::convolution_forward::primitive_desc(
             engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-            const_weights_ ? with(w_plain_, tag::any) : w_plain_, spec_.has_bias ? b_desc_ : dnnl::memory::desc(),
+            const_weights_ ? with(w_user_, tag::any) : w_user_, spec_.has_bias ? b_desc_ : dnnl::memory::desc(),
             dst, strides_, dilates_, pad_l_, pad_r_, attr);
       } catch (const dnnl::error&) {
         if (i + 1 == order.size()) throw;
@@ -217,7 +226,7 @@ class OnednnConv final : public Kernel {
     }
     v.prim = dnnl::convolution_forward(pd);
     if (const_weights_) {
-      v.weights = packed_.empty() ? packed_.init(w_plain_, wc->data(), pd.weights_desc())
+      v.weights = packed_.empty() ? packed_.init(w_user_, wc->data(), pd.weights_desc())
                                   : packed_.get(pd.weights_desc());
     }
     v.src_md = pd.src_desc();
@@ -294,7 +303,7 @@ class OnednnConv final : public Kernel {
       }
     }
     auto args = with_pad({{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-    args[DNNL_ARG_WEIGHTS] = const_weights_ ? v.weights : dnnl::memory(w_plain_, eng, ctx.inputs[1].data);
+    args[DNNL_ARG_WEIGHTS] = const_weights_ ? v.weights : dnnl::memory(w_user_, eng, ctx.inputs[1].data);
     if (spec_.has_bias) args[DNNL_ARG_BIAS] = dnnl::memory(b_desc_, eng, ctx.inputs[2].data);
     v.prim.execute(s, args);
     if (v.reorder_dst)
@@ -316,7 +325,8 @@ class OnednnConv final : public Kernel {
   bool blocked_io_ = false;  // com.twinfer.blocked::Conv: the caller's x (see x_user_) and y are blocked
   Layout layout_ = Layout::kPlain;
   std::string impl_ = "onednn conv";
-  dnnl::memory::desc x_plain_, y_plain_, w_plain_, b_desc_;
+  dnnl::memory::desc x_plain_, y_plain_, b_desc_;
+  dnnl::memory::desc w_user_;  // the node's weights: plain, or KRSC for channels_last
   dnnl::memory::desc x_user_, y_user_;  // the caller's buffers: plain, or blocked for blocked_io_
   dnnl::memory::dims strides_, dilates_, pad_l_, pad_r_;
   mutable PackedWeights packed_;

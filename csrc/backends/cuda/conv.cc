@@ -1,8 +1,8 @@
 // Conv and the fused com.twinfer Conv on cuDNN (NCHW, 1-3 spatial dims,
 // grouped and dilated, symmetric pads), and the channels-last
-// com.twinfer.nhwc Conv (x, residual, y NHWC; its constant weights repacked
-// once to KRSC, the filter layout cuDNN's NHWC engines take), chosen when
-// the plan is built:
+// com.twinfer.nhwc Conv (x, residual, y NHWC; its weights KRSC in the graph,
+// the filter layout cuDNN's NHWC engines take, so the plan's copy is the one
+// it reads), chosen when the plan is built:
 // first cuDNN's graph API (conv_graph.h: its mode-A heuristics, as
 // PyTorch's), else the legacy descriptor API (cuDNN's v7 heuristic, within
 // a workspace limit). A run enqueues the convolution and, for bias /
@@ -24,7 +24,6 @@
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/kernel_util.h"
 #include "graph/domains.h"
-#include "ops/nn/channels_last.h"
 #include "ops/nn/conv.h"
 
 namespace twinfer::cuda {
@@ -51,19 +50,6 @@ bool conv_supports(const KernelBuildInfo& info, std::string* why) {
     return false;
   }
   const nn::ConvSpec c = nn::conv_spec(info);
-  if (c.channels_last) {
-    // The kernel repacks the filter to KRSC once, when it is built; weights
-    // computed at run time would need a repack per run.
-    const Tensor* w = info.input_constant(1);
-    if (!w) {
-      if (why) *why = "the CUDA channels-last Conv needs constant weights (it repacks them once to KRSC)";
-      return false;
-    }
-    if (w->dtype() != info.input_dtype(0) || w->shape() != c.w) {
-      if (why) *why = "the channels-last Conv's constant weights do not match x's dtype or the node's filter shape";
-      return false;
-    }
-  }
   if (c.x.size() < 3 || c.x.size() > 5) {
     if (why) *why = "cuDNN Conv takes 1 to 3 spatial dims";
     return false;
@@ -96,16 +82,6 @@ class CudnnConv final : public Kernel {
     check(cudaGetDevice(&device), "cudaGetDevice");
     handle_ = cudnn_handle(device);
     const bool cl = c_.channels_last;
-    if (cl) {
-      const Tensor* wc = info.input_constant(1);
-      if (!wc || wc->dtype() != dtype_)
-        info.fail(ErrorKind::kUnsupportedOp, "the CUDA channels-last Conv needs constant weights of x's dtype");
-      // [M, C/group, k...] -> KRSC [M, k..., C/group] on the host, then up.
-      const int64_t m = c_.w[0], cg = c_.w[1], k = shape_numel(Shape(c_.w.begin() + 2, c_.w.end()));
-      std::vector<char> krsc(static_cast<size_t>(m * cg * k) * dtype_size(dtype_));
-      nn::copy_to_channels_last(wc->data(), krsc.data(), m, cg, k, dtype_size(dtype_));
-      krsc_ = device_copy(krsc.data(), dtype_, nn::channels_last_shape(c_.w));
-    }
     const std::string layout = cl ? " nhwc" : "";
     cudnnDataType_t t = CUDNN_DATA_FLOAT;
     cudnn_type(dtype_, &t);  // supported: conv_supports checked it
@@ -135,7 +111,7 @@ class CudnnConv final : public Kernel {
       g.pad_begin.assign(pad.begin(), pad.end()), g.pad_end = g.pad_begin;  // symmetric: conv_supports
       g.stride.assign(stride.begin(), stride.end()), g.dilation.assign(dil.begin(), dil.end());
       g.dtype = dtype_, g.exact = exact_, g.max_workspace = kWorkspaceLimit;
-      g.channels_last = cl;  // x, y NHWC and the filter KRSC (krsc_)
+      g.channels_last = cl;  // x, y NHWC and the filter KRSC (the node's weights)
       // The epilogue inside cuDNN's graph first: its runtime-fusion engines
       // write y once instead of conv + our pass over y. They run on NHWC
       // with tensor cores, so only channels-last, non-exact convs ask.
@@ -198,7 +174,7 @@ class CudnnConv final : public Kernel {
     if (ctx.outputs[0].numel() == 0) return;
     const cudaStream_t s = stream_of(ctx);
     const float one = 1.f, zero = 0.f;
-    const void* w = c_.channels_last ? krsc_.data() : ctx.inputs[1].data;
+    const void* w = ctx.inputs[1].data;  // KRSC for channels-last: the descriptors say so
     if (graph_) {
       if (fused_) {  // bias, residual and activation happened inside cuDNN's graph
         graph_->run(ctx.inputs[0].data, w, ctx.outputs[0].data, ctx.scratch, s,
@@ -266,7 +242,6 @@ class CudnnConv final : public Kernel {
   size_t workspace_ = 0;
   std::shared_ptr<const ConvGraphPlan> graph_;  // the graph API's plan; null: the descriptors above
   bool fused_ = false;  // graph_ holds the epilogue too
-  Tensor krsc_;  // channels-last: the weights repacked to [M, k..., C/group] on the device
   std::string name_;
 };
 

@@ -1,6 +1,7 @@
 #include "graph/passes/channels_last.h"
 
 #include <cstdlib>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -75,15 +76,6 @@ Operand operand_of(const graph::Graph& g, int v) {
   return val.is_constant() ? Operand::kPermutedConstant : Operand::kNo;
 }
 
-// `t` with ones prepended to rank 4, then [a, b, c, d] -> [a, c, d, b].
-Tensor permuted_constant(const Tensor& t) {
-  Shape s = t.shape();
-  while (s.size() < 4) s.insert(s.begin(), 1);
-  Tensor out = Tensor::empty(t.dtype(), nn::channels_last_shape(s));
-  nn::copy_to_channels_last(t.data(), out.data(), s[0], s[1], s[2] * s[3], dtype_size(t.dtype()));
-  return out;
-}
-
 int fresh_value(graph::Graph& g, int like, const std::string& suffix, const SymShape& shape) {
   const int id = add_value(g, g.values[like].name + suffix);
   g.values[id].dtype = g.values[like].dtype;
@@ -142,6 +134,7 @@ class Rewriter {
           return false;
         trial->domain = kChannelsLastDomain;
         nhwc_in[0] = 1;
+        nhwc_in[1] = 1;  // the weights become KRSC
         if (residual) nhwc_in[3] = 1;
         return accepted(*trial, nhwc_in);
       }
@@ -202,15 +195,16 @@ class Rewriter {
     return axes_;
   }
 
-  // Asks the kernels about a one-node graph holding `trial` with the shapes
-  // the rewrite gives its operands.
-  bool accepted(const graph::Node& trial, const std::vector<char>& nhwc_in) const {
+  // Asks the kernels about a one-node graph holding `trial` with the
+  // operands the rewrite gives it.
+  bool accepted(const graph::Node& trial, const std::vector<char>& nhwc_in) {
     graph::Graph mini;
     graph::Node copy = trial;
     auto add = [&](int v, bool permute) {
       graph::Value val = g_.values[v];
       val.producer = -1;
       if (permute) val.shape = nn::channels_last_shape(val.shape);
+      if (permute && val.is_constant()) val.constant = permuted(v);
       mini.values.push_back(std::move(val));
       return static_cast<int>(mini.values.size()) - 1;
     };
@@ -246,6 +240,21 @@ class Rewriter {
       }
   }
 
+  // Constant `v` with ones prepended to rank 4, then [a, b, c, d] ->
+  // [a, c, d, b] (a convolution's weights [M, C/group, kh, kw] become KRSC),
+  // once for the trials and the rewrite. A new tensor: the original may
+  // share its storage with other values and with the engine's other plans.
+  const Tensor& permuted(int v) {
+    auto it = permuted_.find(v);
+    if (it == permuted_.end()) {
+      const Tensor& t = g_.values[v].constant;
+      Shape s = t.shape();
+      while (s.size() < 4) s.insert(s.begin(), 1);
+      it = permuted_.emplace(v, o_.to_channels_last(t.reshaped(s))).first;
+    }
+    return it->second;
+  }
+
   // The NHWC form of an operand from outside a region (shared by its readers).
   int outside_operand(int v) {
     if (nhwc_of_[v] >= 0) return nhwc_of_[v];
@@ -253,7 +262,7 @@ class Rewriter {
     if (how == Operand::kAsIs) return v;
     const graph::Value& val = g_.values[v];
     if (val.is_constant()) {
-      Tensor p = permuted_constant(val.constant);
+      const Tensor p = permuted(v);
       nhwc_of_[v] = add_constant(g_, val.name + "::nhwc", p);
       g_.values[nhwc_of_[v]].dtype = p.dtype();
       g_.values[nhwc_of_[v]].has_shape = true;
@@ -288,7 +297,8 @@ class Rewriter {
         if (v < 0 || v == axes_) continue;
         if (twin[v] >= 0) {
           n.inputs[s] = twin[v];
-        } else if (k == Kind::kElementwise || k == Kind::kConcat || (k == Kind::kConv && (s == 0 || s == 3))) {
+        } else if (k == Kind::kElementwise || k == Kind::kConcat || (k == Kind::kConv && s != 2)) {
+          // a convolution's x, weights (to KRSC) and residual; its bias [M] fits both layouts
           n.inputs[s] = outside_operand(v);
         }
       }
@@ -313,6 +323,7 @@ class Rewriter {
   std::vector<graph::Node> trial_;
   std::vector<char> region_value_;  // by value id: produced by a region node
   std::vector<int> nhwc_of_;        // outside value -> its NHWC operand
+  std::map<int, Tensor> permuted_;  // constant value -> permuted(value)
   std::vector<graph::Node> added_;  // transposes
   int axes_ = -1;
 };

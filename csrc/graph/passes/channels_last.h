@@ -9,8 +9,11 @@
 // graph. Because the shapes are real, everything but the convolution and
 // the windowed pools runs on the ordinary kernels:
 //
-//   Conv, com.twinfer::Conv      -> com.twinfer.nhwc::Conv (weights stay
-//                                   [M, C/group, kh, kw] constants)
+//   Conv, com.twinfer::Conv      -> com.twinfer.nhwc::Conv; its constant
+//                                   weights become a new constant, permuted
+//                                   once to KRSC [M, kh, kw, C/group] (the
+//                                   filter layout cuDNN's NHWC engines read:
+//                                   no kernel keeps a copy of its own)
 //   MaxPool, AveragePool         -> com.twinfer.nhwc::MaxPool / AveragePool
 //   GlobalAveragePool / MaxPool  -> ReduceMean / ReduceMax over axes [1, 2],
 //                                   keepdims (the [N, 1, 1, C] result has the
@@ -32,6 +35,7 @@
 
 #include "graph/ir.h"
 #include "graph/passes/pass_context.h"
+#include "ops/nn/channels_last.h"
 
 namespace twinfer::passes {
 
@@ -40,6 +44,11 @@ struct ChannelsLastOptions {
   // has kernels, asked of a one-node graph whose values have the shapes the
   // rewrite gives them.
   std::function<bool(const graph::Graph& mini, const graph::Node& node)> supports;
+  // A new [N, H, W, C] copy of a rank-4 constant [N, C, H, W] (a
+  // convolution's weights: KRSC). Every input shape's plan runs this pass;
+  // given the engine's ConstantStore::channels_last they share one copy, and
+  // the device one upload (the default makes a copy per plan).
+  std::function<Tensor(const Tensor&)> to_channels_last = nn::to_channels_last;
 };
 
 // Whether device plans at this precision compute convolutions channels-last:

@@ -42,11 +42,12 @@ void infer_conv(InferContext& c) {
     c.set_output_rank_unknown(0, dt);
     return;
   }
-  // The rule is written for [N, C, spatial...]; channels-last activations
-  // are permuted into it and the output back.
+  // The rule is written for [N, C, spatial...] and [M, C/group, k...];
+  // channels-last activations and KRSC weights are permuted into it and the
+  // output back.
   const bool cl = is_channels_last(n);
   const SymShape xs = cl ? channels_first_shape(c.input_shape(0)) : c.input_shape(0);
-  const SymShape& ws = c.input_shape(1);
+  const SymShape ws = cl ? channels_first_shape(c.input_shape(1)) : c.input_shape(1);
   c.check(xs.size() >= 3, ErrorKind::kShape, "Conv input must have rank >= 3, got " + sym_shape_str(xs));
   c.check(ws.size() == xs.size(), ErrorKind::kShape,
           "weights " + sym_shape_str(ws) + " do not match input " + sym_shape_str(xs));
@@ -227,7 +228,7 @@ ConvSpec conv_spec(const KernelBuildInfo& info) {
   cs.fused_domain = is_fused_domain(n);
   cs.channels_last = is_channels_last(n);
   cs.x = cs.channels_last ? channels_first_shape(info.input_shape(0)) : info.input_shape(0);
-  cs.w = info.input_shape(1);
+  cs.w = cs.channels_last ? channels_first_shape(info.input_shape(1)) : info.input_shape(1);
   cs.y = cs.channels_last ? channels_first_shape(info.output_shape(0)) : info.output_shape(0);
   if (cs.x.size() < 3 || cs.w.size() != cs.x.size())
     info.fail(ErrorKind::kShape, "input " + shape_str(cs.x) + " and weights " + shape_str(cs.w) +

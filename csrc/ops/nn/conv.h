@@ -19,7 +19,8 @@ namespace twinfer::nn {
 struct ConvSpec {
   // Logical [N, C, spatial...], [M, C/group, k...], [N, M, out...] whatever
   // the layout: a channels-last Conv (com.twinfer.nhwc, graph/domains.h)
-  // stores x, the residual and y as [N, spatial..., C] and says so here.
+  // stores x, the residual and y as [N, spatial..., C] and w as KRSC
+  // [M, k..., C/group], and says so here.
   Shape x, w, y;
   bool channels_last = false;
   int64_t group = 1;
