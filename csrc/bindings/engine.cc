@@ -185,6 +185,7 @@ void bind_engine(py::module_& m) {
              d["device_arena_bytes"] = r.device_arena_bytes;
              d["device_naive_bytes"] = r.device_naive_bytes;
              d["device_constant_bytes"] = r.device_constant_bytes;
+             d["engine_device_constant_bytes"] = r.engine_device_constant_bytes;
              d["steps"] = r.num_steps;
              d["host_steps"] = r.host_steps;
              d["copy_steps"] = r.copy_steps;

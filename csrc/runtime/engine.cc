@@ -332,6 +332,7 @@ MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
   r.num_steps = p->steps.size();
   r.host_steps = p->device.is_accelerator() ? p->host_steps : p->steps.size();
   r.copy_steps = p->copy_steps;
+  if (constants_) r.engine_device_constant_bytes = constants_->bytes();
   std::set<const void*> seen;
   for (const auto& v : p->values)
     if (v.home == ValueHome::kConstant && seen.insert(v.constant.data()).second)

@@ -48,6 +48,7 @@ struct MemoryReport {
   size_t device_arena_bytes = 0;
   size_t device_naive_bytes = 0;
   size_t device_constant_bytes = 0;  // weights the plan reads on the device (uploaded once per engine)
+  size_t engine_device_constant_bytes = 0;  // every plan's uploads so far, shared ones once
   size_t num_steps = 0;
   size_t host_steps = 0, copy_steps = 0;
 };

@@ -154,6 +154,8 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   if (on_device && opt.optimize && passes::channels_last_wanted(opt.precision)) {
     passes::ChannelsLastOptions co;
     co.supports = device_and_cpu_support;
+    // One KRSC copy of each weight per engine, shared by the plans of every shape.
+    co.to_channels_last = [&](const Tensor& t) { return src.constants->channels_last(t); };
     passes::run_channels_last(g, co, pc);
   }
 
