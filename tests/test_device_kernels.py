@@ -153,6 +153,108 @@ def test_variadic_of_three_broadcast_inputs(device, op, rng):
         _assert_same(got["y"], want, NP[t])
 
 
+CODED = [TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2, TensorProto.FLOAT8E5M2FNUZ,
+         TensorProto.FLOAT8E8M0, TensorProto.FLOAT4E2M1, TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2,
+         TensorProto.UINT2]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("coded", CODED, ids=[TensorProto.DataType.Name(t) for t in CODED])
+def test_cast_through_one_byte_coded_types(device, coded, rng):
+    # float32 (with NaN, inf, out-of-range, ties, negatives) -> coded (saturate
+    # on and off) -> float32 / int32 / float16 / another coded type -> float32.
+    shape = (3, 37)
+    x = (rng.standard_normal(shape) * 40).astype(np.float32)
+    x.flat[:8] = [np.nan, np.inf, -np.inf, 1e6, -1e6, 0.5, -2.5, 3.0]
+    other = TensorProto.INT4 if coded != TensorProto.INT4 else TensorProto.FLOAT8E5M2
+    for saturate in (1, 0):
+        sat = {"saturate": saturate} if coded in CODED[:4] else {}
+        nodes = [helper.make_node("Cast", ["x"], ["c"], to=coded, **sat),
+                 helper.make_node("Cast", ["c"], ["f"], to=TensorProto.FLOAT),
+                 helper.make_node("Cast", ["c"], ["i"], to=TensorProto.INT32),
+                 helper.make_node("Cast", ["c"], ["h"], to=TensorProto.FLOAT16),
+                 helper.make_node("Cast", ["c"], ["o"], to=other),
+                 helper.make_node("Cast", ["o"], ["of"], to=TensorProto.FLOAT),
+                 helper.make_node("Cast", ["x"], ["xi"], to=TensorProto.INT16),
+                 helper.make_node("Cast", ["xi"], ["ci"], to=coded),
+                 helper.make_node("Cast", ["ci"], ["cif"], to=TensorProto.FLOAT)]
+        outs = [_vi("f", TensorProto.FLOAT, shape), _vi("i", TensorProto.INT32, shape),
+                _vi("h", TensorProto.FLOAT16, shape), _vi("of", TensorProto.FLOAT, shape),
+                _vi("cif", TensorProto.FLOAT, shape)]
+        m = _model(nodes[0], [_vi("x", TensorProto.FLOAT, shape)], outs)
+        m.graph.node.extend(nodes[1:])
+        m.opset_import[0].version = 25 if coded in (TensorProto.INT2, TensorProto.UINT2) else 23
+        with np.errstate(invalid="ignore", over="ignore"):
+            want, got = _run_both(m, {"x": x}, device)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k} saturate={saturate}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_trilu_with_k_given_at_run_time(device, rng):
+    for t in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.UINT8):
+        for upper in (0, 1):
+            x = (rng.standard_normal((2, 3, 5, 7)) * 9).astype(NP[t])
+            m = _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper),
+                       [_vi("x", t, x.shape), _vi("k", TensorProto.INT64, ())], [_vi("y", t, x.shape)])
+            for k in (-9, -2, 0, 3, 40):
+                _, got = _run_both(m, {"x": x, "k": np.array(k, np.int64)}, device)
+                want = np.triu(x, k) if upper else np.tril(x, k)
+                np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_clip_bounds_given_at_run_time(device, rng):
+    x = (rng.standard_normal((4, 33)) * 3).astype(np.float32)
+    x.flat[0] = np.nan
+    for names, lo, hi in ((["x", "lo", "hi"], -1.25, 0.5), (["x", "", "hi"], None, 0.75), (["x", "lo"], -0.5, None),
+                          (["x", "lo", "hi"], 1.0, -1.0)):  # min > max: max everywhere
+        ins = [_vi("x", TensorProto.FLOAT, x.shape)] + [_vi(n, TensorProto.FLOAT, ()) for n in names[1:] if n]
+        m = _model(helper.make_node("Clip", names, ["y"]), ins, [_vi("y", TensorProto.FLOAT, x.shape)])
+        feeds = {"x": x}
+        if lo is not None:
+            feeds["lo"] = np.array(lo, np.float32)
+        if hi is not None:
+            feeds["hi"] = np.array(hi, np.float32)
+        _, got = _run_both(m, feeds, device)
+        want = x.copy()
+        if lo is not None:
+            want = np.where(want < lo, np.float32(lo), want)
+        if hi is not None:
+            want = np.where(want > hi, np.float32(hi), want)
+        np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bitcast_keeps_the_bytes(device, rng):
+    x = rng.standard_normal((5, 9)).astype(np.float32)
+    m = _model(helper.make_node("BitCast", ["x"], ["y"], to=TensorProto.INT32), [_vi("x", TensorProto.FLOAT, x.shape)],
+               [_vi("y", TensorProto.INT32, x.shape)])
+    m.opset_import[0].version = 26
+    _, got = _run_both(m, {"x": x}, device)
+    np.testing.assert_array_equal(got["y"], x.view(np.int32))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("t", [TensorProto.INT16, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64])
+def test_the_other_integer_widths(device, t, rng):
+    npt = helper.tensor_dtype_to_np_dtype(t)
+    a = rng.integers(0, 120, (3, 1, 17)).astype(npt)
+    b = rng.integers(1, 9, (5, 17)).astype(npt)
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Mul", ["s", "b"], ["p"]),
+             helper.make_node("Mod", ["p", "b"], ["r"]), helper.make_node("Max", ["r", "a"], ["y"]),
+             helper.make_node("Less", ["a", "b"], ["lt"]), helper.make_node("BitShift", ["a", "b"], ["sh"],
+                                                                            direction="LEFT")]
+    m = _model(nodes[0], [_vi("a", t, a.shape), _vi("b", t, b.shape)],
+               [_vi("y", t, (3, 5, 17)), _vi("lt", TensorProto.BOOL, (3, 5, 17)), _vi("sh", t, (3, 5, 17))])
+    m.graph.node.extend(nodes[1:])
+    _, got = _run_both(m, {"a": a, "b": b}, device)
+    p = (a + b) * b  # wraps as the dtype does
+    np.testing.assert_array_equal(got["y"], np.maximum(p % b, a))
+    np.testing.assert_array_equal(got["lt"], a < b)
+    np.testing.assert_array_equal(got["sh"], (a << b).astype(npt))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_cast_between_types(device, rng):
     types = [TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64,

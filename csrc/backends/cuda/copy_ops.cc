@@ -1,5 +1,5 @@
 // CUDA kernels of the ops whose output is their input's bytes (Identity,
-// inference Dropout, Reshape, Flatten, Squeeze, Unsqueeze): one
+// inference Dropout, Reshape, Flatten, Squeeze, Unsqueeze, BitCast): one
 // device-to-device copy in stream order, no kernel launch of our own.
 #include "backends/cuda/kernel_util.h"
 #include "ops/elementwise/typeset.h"
@@ -10,6 +10,9 @@ namespace {
 bool copy_supports(const KernelBuildInfo& info, std::string* why) {
   return ew::check_input_dtype(info, 0, ew::kAllTypes, why);
 }
+
+// BitCast's shape rule has checked the widths; any dtype's bytes copy.
+bool bitcast_supports(const KernelBuildInfo&, std::string*) { return true; }
 
 bool dropout_supports(const KernelBuildInfo& info, std::string* why) {
   // Training mode needs random masks: the CPU kernel rejects it with the reason.
@@ -46,5 +49,6 @@ TWINFER_REGISTER_KERNEL("Reshape", Backend::kCUDA, 0, copy_supports, make_kernel
 TWINFER_REGISTER_KERNEL("Flatten", Backend::kCUDA, 0, copy_supports, make_kernel<DeviceCopyKernel>);
 TWINFER_REGISTER_KERNEL("Squeeze", Backend::kCUDA, 0, copy_supports, make_kernel<DeviceCopyKernel>);
 TWINFER_REGISTER_KERNEL("Unsqueeze", Backend::kCUDA, 0, copy_supports, make_kernel<DeviceCopyKernel>);
+TWINFER_REGISTER_KERNEL("BitCast", Backend::kCUDA, 0, bitcast_supports, make_kernel<DeviceCopyKernel>);
 
 }  // namespace twinfer::cuda

@@ -54,7 +54,8 @@ inline int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; 
 
 // dtypes the CUDA elementwise kernels are built for; a node of another dtype
 // runs on the CPU (placement falls back and kernel_report says why).
-inline constexpr unsigned kCudaElementwiseTypes = ew::kF32 | ew::kF16 | ew::kBF16 | ew::kF64 | ew::kI32 | ew::kI64 |
-                                                  ew::kI8 | ew::kU8 | ew::kBool;
+inline constexpr unsigned kCudaElementwiseTypes = ew::kF32 | ew::kF16 | ew::kBF16 | ew::kF64 | ew::kI8 | ew::kI16 |
+                                                  ew::kI32 | ew::kI64 | ew::kU8 | ew::kU16 | ew::kU32 | ew::kU64 |
+                                                  ew::kBool;
 
 }  // namespace twinfer::cuda

@@ -59,22 +59,38 @@ std::unique_ptr<Kernel> make_gelu(const KernelBuildInfo& info) {
   return make_kernel<UnaryKernel<GeluOp>>(info);
 }
 
-// ---- Clip: the bounds are read when the kernel is built, so they must be
-// constants (a computed bound runs on the CPU, which reads it per run).
+// ---- Clip: constant bounds are read when the kernel is built; bounds that
+// are graph inputs or computed are read by the kernel on the device.
 bool clip_supports(const KernelBuildInfo& info, std::string* why) {
   if (!check_input_dtype(info, 0, kNumericTypes & kCudaElementwiseTypes, why) || !check_same_dtype(info, {0, 1, 2}, why))
     return false;
   for (size_t i = 1; i <= 2; ++i)
-    if (info.has_input(i) && (!info.input_constant(i) || info.input_constant(i)->numel() != 1)) {
-      if (why) *why = std::string("Clip ") + (i == 1 ? "min" : "max") + " must be a constant scalar on CUDA";
+    if (info.has_input(i) && shape_numel(info.input_shape(i)) != 1) {
+      if (why) *why = std::string("Clip ") + (i == 1 ? "min" : "max") + " must be a scalar";
       return false;
     }
   return true;
 }
 
+// Clip with bounds in device memory (null: no bound), storage in and out.
+template <typename S>
+struct ClipOnDevice {
+  const S* lo;
+  const S* hi;
+  TWINFER_HD S operator()(S x) const {
+    using C = compute_t<S>;
+    C v = load(x);
+    if (lo && v < static_cast<C>(load(*lo))) v = load(*lo);
+    if (hi && v > static_cast<C>(load(*hi))) v = load(*hi);
+    return store<S>(v);
+  }
+};
+
 class ClipKernel final : public Kernel {
  public:
   explicit ClipKernel(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
+    for (size_t i = 1; i <= 2; ++i)
+      if (info.has_input(i) && !info.input_constant(i)) constant_bounds_ = false;
     // The bounds are kept in the compute type's own bytes: through a double,
     // int64's default max (2^63 - 1) would round to 2^63 and overflow.
     dispatch_typeset<kNumericTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
@@ -94,6 +110,16 @@ class ClipKernel final : public Kernel {
     const LaunchConfig lc = elementwise_launch(n);
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
+    if (!constant_bounds_) {
+      dispatch_typeset<kNumericTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        auto bound = [&](size_t i) { return ctx.inputs.size() > i ? ctx.inputs[i].as<const S>() : nullptr; };
+        twinfer_gpu::unary_flat<<<twinfer_gpu::flat_grid<S>(lc), lc.threads, 0, s>>>(
+            n, ctx.inputs[0].as<const S>(), ctx.outputs[0].as<S>(), ClipOnDevice<S>{bound(1), bound(2)});
+      });
+      check_launch("Clip kernel launch");
+      return;
+    }
     dispatch_typeset<kNumericTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
       using S = typename decltype(tag)::type;
       using C = compute_t<S>;
@@ -110,7 +136,8 @@ class ClipKernel final : public Kernel {
 
  private:
   DType dtype_;
-  alignas(8) unsigned char lo_[8] = {}, hi_[8] = {};  // the bounds, as compute_t<S>
+  bool constant_bounds_ = true;  // else the kernel reads them (ClipOnDevice)
+  alignas(8) unsigned char lo_[8] = {}, hi_[8] = {};  // the constant bounds, as compute_t<S>
 };
 
 }  // namespace
