@@ -31,6 +31,10 @@ void raise_if_set(volatile int* f, int device) {
     case kIndexOutOfRange:
       throw Error(ErrorKind::kInvalidArgument,
                   "an index was out of range (a Gather on cuda:" + std::to_string(device) + ")");
+    case kTargetOutOfRange:
+      throw Error(ErrorKind::kInvalidArgument,
+                  "a target was out of range [0, C) and not ignore_index (a NegativeLogLikelihoodLoss or "
+                  "SoftmaxCrossEntropyLoss on cuda:" + std::to_string(device) + ")");
     default:
       throw Error(ErrorKind::kRuntime, "a kernel on cuda:" + std::to_string(device) + " reported error " +
                                            std::to_string(code));

@@ -14,7 +14,8 @@ namespace twinfer::cuda {
 
 enum KernelError : int {
   kNoKernelError = 0,
-  kIndexOutOfRange = 1,  // Gather
+  kIndexOutOfRange = 1,   // Gather
+  kTargetOutOfRange = 2,  // NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss
 };
 
 // A new flag for one execution context on `device` (freed when the last

@@ -1,5 +1,7 @@
 // NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (inference-time
-// evaluation of the losses): shape rules and CPU kernels, float32/float64.
+// evaluation of the losses): shape rules and CPU kernels, float32/float64 and
+// float16/bfloat16 (computed in float). The per-element rule (loss_math.h)
+// and the node's checks (loss_spec.h) are shared with the CUDA kernel.
 //
 //   NLL:  loss[n, d...] = -input[n, target[n, d...], d...] * weight[target]
 //   SCE:  log_prob = log_softmax(scores, axis=1); loss = NLL(log_prob, labels)
@@ -8,29 +10,18 @@
 // weights of the elements not ignored (their count without weights). Targets
 // out of [0, C) that are not ignore_index raise an error naming the node.
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "core/dispatch.h"
 #include "core/parallel.h"
 #include "ops/kernel.h"
+#include "ops/loss/loss_math.h"
+#include "ops/loss/loss_spec.h"
 #include "ops/schema.h"
 
 namespace twinfer::loss {
 namespace {
-
-enum class Reduction { kNone, kSum, kMean };
-
-template <typename Ctx>
-Reduction reduction_of(const Ctx& c) {
-  const std::string r = c.node().attr_string("reduction", "mean");
-  if (r == "none") return Reduction::kNone;
-  if (r == "sum") return Reduction::kSum;
-  if (r == "mean") return Reduction::kMean;
-  c.fail(ErrorKind::kUnsupportedOp, "unknown reduction '" + r + "'");
-}
 
 void loss_infer(InferContext& c) {
   const bool sce = c.node().op_type == "SoftmaxCrossEntropyLoss";
@@ -66,33 +57,13 @@ void loss_infer(InferContext& c) {
 
 class LossKernel final : public Kernel {
  public:
-  explicit LossKernel(const KernelBuildInfo& info)
-      : node_(info.node().name), op_(info.node().op_type), sce_(op_ == "SoftmaxCrossEntropyLoss"),
-        red_(reduction_of(info)) {
-    const Shape x = info.input_shape(0), t = info.input_shape(1);
-    if (x.size() < 2) info.fail(ErrorKind::kShape, "input must have rank >= 2, got " + shape_str(x));
-    Shape expect{x[0]};
-    expect.insert(expect.end(), x.begin() + 2, x.end());
-    if (t != expect)
-      info.fail(ErrorKind::kShape, "target " + shape_str(t) + " does not match the input " + shape_str(x) +
-                                       " (expected " + shape_str(expect) + ")");
-    N_ = x[0];
-    C_ = x[1];
-    D_ = shape_numel(Shape(x.begin() + 2, x.end()));
-    has_weight_ = info.has_input(2);
-    if (has_weight_ && info.input_shape(2) != Shape{C_})
-      info.fail(ErrorKind::kShape, "weights must have shape [" + std::to_string(C_) + "], got " +
-                                       shape_str(info.input_shape(2)));
-    has_ignore_ = info.node().has_attr("ignore_index");
-    ignore_ = info.node().attr_int("ignore_index", 0);
-    want_log_prob_ = sce_ && info.num_outputs() > 1 && info.has_output(1);
-  }
+  explicit LossKernel(const KernelBuildInfo& info) : s_(info), in_dtype_(info.input_dtype(0)) {}
 
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
     const DType it = ctx.inputs[1].dtype;
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+    ew::dispatch_typeset<kLossTypes>(in_dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       if (it == DType::kInt32) compute<T, int32_t>(ctx);
       else compute<T, int64_t>(ctx);
@@ -102,44 +73,39 @@ class LossKernel final : public Kernel {
  private:
   template <typename T>
   void log_softmax(const T* x, T* lp, int threads) const {
-    const int64_t C = C_, D = D_;
-    parallel_for(N_ * D, threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, C)),
+    const int64_t C = s_.C, D = s_.D;
+    parallel_for(s_.elements(), threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, C)),
                  [&](int64_t b, int64_t e) {
-                        for (int64_t r = b; r < e; ++r) {
-                          const int64_t n = r / D, d = r - n * D;
-                          const T* xp = x + n * C * D + d;
-                          T* lpp = lp + n * C * D + d;
-                          T m = -std::numeric_limits<T>::infinity();
-                          for (int64_t c = 0; c < C; ++c) m = std::max(m, xp[c * D]);
-                          T s = 0;
-                          for (int64_t c = 0; c < C; ++c) s += std::exp(xp[c * D] - m);
-                          const T ls = m + std::log(s);
-                          for (int64_t c = 0; c < C; ++c) lpp[c * D] = xp[c * D] - ls;
-                        }
-                      });
+                   for (int64_t r = b; r < e; ++r) {
+                     const int64_t at = class_offset(r, 0, C, D);
+                     const auto lse = log_sum_exp(x + at, C, D);
+                     for (int64_t c = 0; c < C; ++c) lp[at + c * D] = log_prob(x[at + c * D], lse);
+                   }
+                 });
   }
 
   template <typename T, typename I>
   void compute(KernelContext& ctx) const {
+    using A = ew::compute_t<T>;
     const I* t = ctx.inputs[1].as<const I>();
-    const T* w = has_weight_ ? ctx.inputs[2].as<const T>() : nullptr;
-    const int64_t C = C_, D = D_, total = N_ * D_;
+    const T* w = s_.has_weight ? ctx.inputs[2].as<const T>() : nullptr;
+    const int64_t C = s_.C, D = s_.D, total = s_.elements();
     for (int64_t k = 0; k < total; ++k) {
       const int64_t v = static_cast<int64_t>(t[k]);
-      if (has_ignore_ && v == ignore_) continue;
-      if (v < 0 || v >= C)
+      if (target_kind(v, C, s_.has_ignore, s_.ignore) == Target::kOutOfRange)
         throw Error(ErrorKind::kInvalidArgument,
-                    "target " + std::to_string(v) + " is out of range [0, " + std::to_string(C) + ")", node_, op_);
+                    "target " + std::to_string(v) + " is out of range [0, " + std::to_string(C) + ")", s_.node,
+                    s_.op);
     }
     const T* x = ctx.inputs[0].as<const T>();
     const T* lp = x;
     std::vector<T> tmp;
-    if (sce_) {
+    if (s_.sce) {
       T* dst;
-      if (want_log_prob_) {
+      if (s_.want_log_prob) {
         dst = ctx.outputs[1].as<T>();
       } else {
-        tmp.resize(static_cast<size_t>(N_ * C * D));
+        tmp.resize(static_cast<size_t>(s_.N * C * D));
         dst = tmp.data();
       }
       log_softmax(x, dst, ctx.num_threads);
@@ -149,36 +115,23 @@ class LossKernel final : public Kernel {
     double sum = 0, wsum = 0;
     for (int64_t k = 0; k < total; ++k) {
       const int64_t v = static_cast<int64_t>(t[k]);
-      T l = 0;
-      if (!(has_ignore_ && v == ignore_)) {
-        const int64_t n = k / D, d = k - n * D;
-        const T wt = w ? w[v] : T(1);
-        l = -lp[(n * C + v) * D + d] * wt;
+      A l = 0;
+      if (target_kind(v, C, s_.has_ignore, s_.ignore) == Target::kUsed) {
+        const A wt = w ? ew::load(w[v]) : A(1);
+        l = nll_term(lp[class_offset(k, v, C, D)], wt);
         wsum += static_cast<double>(wt);
       }
-      if (red_ == Reduction::kNone) y[k] = l;
+      if (s_.red == Reduction::kNone) y[k] = ew::store<T>(l);
       else sum += static_cast<double>(l);
     }
-    if (red_ == Reduction::kSum) y[0] = static_cast<T>(sum);
-    else if (red_ == Reduction::kMean) y[0] = static_cast<T>(sum / wsum);
+    if (s_.red != Reduction::kNone) y[0] = ew::store<T>(reduce_loss(sum, wsum, s_.red));
   }
 
-  std::string node_, op_;
-  bool sce_;
-  Reduction red_;
-  int64_t N_ = 0, C_ = 0, D_ = 1;
-  bool has_weight_ = false, has_ignore_ = false, want_log_prob_ = false;
-  int64_t ignore_ = 0;
+  LossSpec s_;
+  DType in_dtype_;
 };
 
-bool loss_supports(const KernelBuildInfo& info, std::string* why) {
-  const DType dt = info.input_dtype(0);
-  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
-    *why = info.node().op_type + " supports float32/float64, not " + dtype_name(dt);
-    return false;
-  }
-  return true;
-}
+bool loss_supports(const KernelBuildInfo& info, std::string* why) { return loss_dtypes_supported(info, why); }
 
 }  // namespace
 
