@@ -6,6 +6,13 @@ generated docs/conformance.md and an updated known-failures list.
     PYTHONPATH=build/dev-NAME/pkg python tools/conformance.py                 # summary
     ... tools/conformance.py --include 'test_resize|test_upsample' -v          # some cases, every failure
     ... tools/conformance.py --markdown docs/conformance.md --update-known     # regenerate both
+    ... tools/conformance.py --cuda-kernels sim --markdown docs/conformance.md # node cases CUDA's kernels cover
+
+--cuda-kernels loads every case with allow_cpu_fallback=False, so a case passes only when every
+node runs on a CUDA kernel: `gpu` on the GPU (the issue's count of node cases passing on CUDA),
+`sim` on the simulated device placing nodes as CUDA would (no GPU needed: which cases CUDA's
+kernels cover, the numbers computed by the CPU's kernels). With --markdown it rewrites only its
+own block of the file.
 """
 
 from __future__ import annotations
@@ -25,17 +32,48 @@ sys.path.insert(0, str(ROOT / "tests"))
 import conformance_suite as cs  # noqa: E402
 
 
-def run(include: str | None, device: str):
+class KernelsOnly:
+    """twinfer.backend with allow_cpu_fallback=False on CUDA (or on the
+    simulated device placing nodes as CUDA would): a model loads only when
+    every node has a CUDA kernel that takes it."""
+
+    def __init__(self, sim: bool):
+        self.sim = sim
+
+    def supports_device(self, device: str) -> bool:
+        import twinfer.backend
+
+        return device.upper() == "CUDA" and (self.sim or twinfer.backend.supports_device("CUDA"))
+
+    def prepare(self, model, device: str = "CUDA", **kwargs):
+        import twinfer
+        import twinfer.backend
+
+        where = dict(device="sim", sim_coverage="cuda") if self.sim else dict(device="cuda")
+        return twinfer.backend.BackendRep(twinfer.load(model, allow_cpu_fallback=False, **where))
+
+    def run_model(self, model, inputs, device: str = "CUDA", **kwargs):
+        return self.prepare(model, device).run(inputs)
+
+    def run_node(self, node, inputs, device: str = "CUDA", outputs_info=None, **kwargs):
+        raise NotImplementedError("twinfer runs whole models")
+
+    def is_compatible(self, model, device: str = "CUDA", **kwargs) -> bool:
+        return True
+
+
+def run(include: str | None, device: str, backend=None):
     import onnx.backend.test
 
     import twinfer.backend
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bt = onnx.backend.test.BackendTest(twinfer.backend, "conformance")
+        bt = onnx.backend.test.BackendTest(backend or twinfer.backend, "conformance")
         for p in cs.EXCLUDED:
             bt.exclude(p)
-        cs.replace_random_cases(bt, device)
+        if backend is None:  # the statistical checks load through twinfer.backend
+            cs.replace_random_cases(bt, device)
         if include:
             bt.include(include)
         suite = bt.test_suite
@@ -57,6 +95,40 @@ def _tests(suite):
             yield from _tests(t)
         else:
             yield t
+
+
+def cuda_cause(msg: str) -> str:
+    """The first node an allow_cpu_fallback=False load names, with why."""
+    m = re.search(r"kernel: '[^']*' \(([^)]*)\): ([^;]*)", msg)  # placement: the node and why
+    if m:
+        return re.sub(r"\d+", "N", f"{m.group(1)}: {m.group(2)}")[:140]
+    m = re.search(r"kernel: '[^']*' \(([^)]*)\)", msg)  # at load: no CUDA kernel for the op at all
+    if m:
+        return f"{m.group(1)}: no CUDA kernel (or control flow)"
+    if "depends on input values" in msg or "value-dependent" in msg:
+        return "an output shape depends on input values: the CPU evaluates it"
+    return cause(msg)
+
+
+CUDA_BEGIN = "<!-- cuda kernels: tools/conformance.py --cuda-kernels MODE --markdown FILE rewrites this block -->"
+CUDA_END = "<!-- end of cuda kernels -->"
+
+
+def cuda_markdown(ran, failed, cases, seconds: float, mode: str) -> str:
+    node = [n for n in ran if cases.get(n) is not None and cases[n].kind == "node"]
+    bad = [n for n in node if n in failed]
+    where = ("on an NVIDIA GPU" if mode == "gpu" else
+             "on the simulated device placing nodes as CUDA would (placement by CUDA's kernels, numbers by "
+             "the CPU's: an upper bound until a GPU run confirms it)")
+    lines = [CUDA_BEGIN, "", f"## Node cases on CUDA kernels only ({mode})", "",
+             f"Every case loaded with `allow_cpu_fallback=False` {where}, onnx {_onnx_version()}, "
+             f"{seconds:.0f} s: a case passes only when every node runs on a CUDA kernel.", "",
+             f"**{len(node) - len(bad)} of {len(node)} node cases pass "
+             f"({100 * (len(node) - len(bad)) / max(1, len(node)):.1f}%).**", "",
+             "| cases | first node without a CUDA kernel, or the failure |", "|---:|---|"]
+    for c, n in collections.Counter(cuda_cause(failed[x]) for x in bad).most_common():
+        lines.append(f"| {n} | {c.replace('|', '/')} |")
+    return "\n".join(lines + ["", CUDA_END]) + "\n"
 
 
 def cause(msg: str) -> str:
@@ -131,7 +203,11 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     ap.add_argument("--markdown", type=Path, help="write the report here")
     ap.add_argument("--update-known", action="store_true", help="rewrite tests/conformance/known_failures.txt")
+    ap.add_argument("--cuda-kernels", choices=["sim", "gpu"],
+                    help="count the cases that run with every node on a CUDA kernel (see above)")
     args = ap.parse_args()
+    if args.cuda_kernels:
+        return cuda_kernels_main(args)
 
     t0 = time.time()
     ran, failed = run(args.include, args.device)
@@ -142,7 +218,7 @@ def main() -> int:
         for name, msg in sorted(failed.items()):
             print(f"  {name}: {msg}")
     else:
-        for c, n in collections.Counter(cause(m) for m in failed.values()).most_common(40):
+        for c, n in collections.Counter(cause(m) for m in failed.values()).most_common():
             print(f"  {n:4d}  {c}")
     if args.markdown:
         text = markdown(ran, failed, cs.load_cases(), seconds, args.device)
@@ -163,6 +239,25 @@ def main() -> int:
         cs.KNOWN_FAILURES.parent.mkdir(parents=True, exist_ok=True)
         cs.KNOWN_FAILURES.write_text("\n".join(lines) + "\n")
         print("wrote", cs.KNOWN_FAILURES)
+    return 0
+
+
+def cuda_kernels_main(args) -> int:
+    t0 = time.time()
+    ran, failed = run(args.include, "CUDA", KernelsOnly(sim=args.cuda_kernels == "sim"))
+    seconds = time.time() - t0
+    text = cuda_markdown(ran, failed, cs.load_cases(), seconds, args.cuda_kernels)
+    print(text)
+    if args.markdown:
+        old = args.markdown.read_text() if args.markdown.exists() else ""
+        if CUDA_BEGIN in old and CUDA_END in old:
+            new = old[: old.index(CUDA_BEGIN)] + text.rstrip("\n") + old[old.index(CUDA_END) + len(CUDA_END):]
+        else:  # after the hand-written marker, which the CPU report keeps
+            if HAND_WRITTEN not in old:
+                old = old.rstrip("\n") + "\n\n" + HAND_WRITTEN + "\n"
+            new = old.rstrip("\n") + "\n\n" + text
+        args.markdown.write_text(new)
+        print("wrote", args.markdown)
     return 0
 
 
