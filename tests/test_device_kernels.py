@@ -133,10 +133,11 @@ def test_where_every_width(device, rng):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
-def test_variadic_of_three_broadcast_inputs(device, op, rng):
-    # The first pair broadcasts to less than the output ([4, 1, 33] with
-    # [33]); the third input widens it. NaN propagates through Max/Min.
-    shapes = [(4, 1, 33), (33,), (6, 1)]
+@pytest.mark.parametrize("shapes", [[(4, 1, 33), (33,), (6, 1)], [(5, 7)] * 3], ids=["broadcast", "same"])
+def test_variadic_of_three_inputs(device, op, shapes, rng):
+    # Broadcast: the first pair broadcasts to less than the output ([4, 1, 33]
+    # with [33]); the third input widens it. Same: every operand flat, 35
+    # elements (not a whole number of packs). NaN propagates through Max/Min.
     out = np.broadcast_shapes(*shapes)
     ref = {"Max": lambda xs: np.maximum(np.maximum(xs[0], xs[1]), xs[2]),
            "Min": lambda xs: np.minimum(np.minimum(xs[0], xs[1]), xs[2]),

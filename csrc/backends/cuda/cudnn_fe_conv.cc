@@ -181,8 +181,8 @@ std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& 
   static PlanCache<ConvGraphPlan>* cache = new PlanCache<ConvGraphPlan>();  // never destroyed
   std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.exact ? "e" : "") + (spec.transpose ? "t" : "") +
                     (spec.channels_last ? "n" : "") + (spec.bias ? "b" : "") + (spec.residual ? "r" : "") + "a" +
-                    std::to_string(static_cast<int>(spec.act.kind)) + ":" + std::to_string(spec.act.alpha) + ":" +
-                    std::to_string(spec.act.beta) + ":" + std::to_string(spec.max_workspace);
+                    std::to_string(static_cast<int>(spec.act.kind)) + ":" + exact_key(spec.act.alpha) + ":" +
+                    exact_key(spec.act.beta) + ":" + std::to_string(spec.max_workspace);
   for (const auto* v : {&spec.x, &spec.w, &spec.y, &spec.pad_begin, &spec.pad_end, &spec.stride, &spec.dilation}) {
     key += "|";
     for (int64_t d : *v) key += std::to_string(d) + ",";

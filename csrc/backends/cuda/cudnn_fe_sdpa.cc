@@ -98,7 +98,7 @@ std::shared_ptr<const SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::strin
     return nullptr;
   }
   static PlanCache<SdpaPlan>* cache = new PlanCache<SdpaPlan>();  // never destroyed: plans outlive statics
-  std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.causal ? "c" : "") + std::to_string(spec.scale);
+  std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.causal ? "c" : "") + exact_key(spec.scale);
   for (int64_t v : {spec.B, spec.H, spec.Sq, spec.Sk, spec.D, spec.Dv}) key += "," + std::to_string(v);
   if (spec.has_bias)
     for (int d = 0; d < 4; ++d) key += ";" + std::to_string(spec.bias_dims[d]) + ":" + std::to_string(spec.bias_strides[d]);

@@ -7,6 +7,7 @@
 // CUDA runtime through a libcudart.so.13 it dlopens by name, which fe_ready()
 // has loaded from NVIDIA's wheel first (our own runtime is static).
 #pragma once
+#include <cstdio>
 #include <cudnn_frontend.h>
 
 #include <functional>
@@ -79,6 +80,27 @@ std::shared_ptr<const Plan> try_build(const Make& make, std::string* reason) {
   return nullptr;
 }
 
+// Whether every attempt try_build made ("a; then b") was cuDNN refusing the
+// graph: a cache remembers only those, so an allocation or compilation that
+// failed once is tried again.
+inline bool all_refusals(const std::string& reason) {
+  const std::string sep = "; then ";
+  for (size_t at = 0;;) {
+    if (reason.compare(at, std::string(kFeRefusal).size(), kFeRefusal) != 0) return false;
+    const size_t next = reason.find(sep, at);
+    if (next == std::string::npos) return true;
+    at = next + sep.size();
+  }
+}
+
+// A float in a plan cache key: its exact value (hexadecimal), so two specs
+// whose scale or activation parameter differ in the last bit get two plans.
+inline std::string exact_key(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%a", x);
+  return buf;
+}
+
 // Plans shared by the kernels of one spec on one device (BERT's twelve
 // layers build one attention plan; ResNet's repeated convolutions one
 // each), held as long as a kernel holds them; refusals are remembered, so
@@ -106,7 +128,7 @@ class PlanCache {
     if (p) {
       plans_[key] = p;
     } else {
-      if (reason.rfind(kFeRefusal, 0) == 0) refused_[key] = reason;  // not a passing failure
+      if (all_refusals(reason)) refused_[key] = reason;  // not a passing failure
       if (why) *why = reason;
     }
     return p;

@@ -1,7 +1,7 @@
 // CUDA kernels of the variadic broadcasting reductions over inputs (Max,
 // Min, Sum, Mean), as the CPU kernel does them (ops/elementwise/variadic.cc):
 // acc = f(in0, in1), then acc = f(acc, in_k) for the rest, each step a
-// binary launch with its own broadcast into the output's shape; Mean divides
+// launch with its own broadcast into the output's shape; Mean divides
 // at the end. 16-bit floats accumulate in a float32 scratch buffer and round
 // once. One input alone (a broadcast copy) stays on the CPU.
 #include <type_traits>
@@ -11,6 +11,27 @@
 #include "ops/elementwise/binary_traits.h"
 #include "ops/elementwise/broadcast_offsets.h"
 #include "ops/elementwise/variadic_ops.h"
+
+namespace twinfer_gpu {
+
+// acc[i] = f(acc[i], b[off]): the accumulator is read and written in place,
+// so it is not __restrict__ (the shared binary kernels' operands are).
+template <typename Acc, typename B, typename F>
+__global__ void accumulate(int64_t n, bool flat, OffsetCalc<2> calc, Acc* acc, const B* __restrict__ b, F f) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    int64_t off[2] = {i, i};
+    if (!flat) calc.get(static_cast<uint64_t>(i), off);
+    acc[i] = f(acc[i], b[off[1]]);
+  }
+}
+
+// out[i] = f(acc[i]), where out may be acc itself (Mean of float32).
+template <typename Acc, typename S, typename F>
+__global__ void finish(int64_t n, const Acc* acc, S* out, F f) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = f(acc[i]);
+}
+
+}  // namespace twinfer_gpu
 
 namespace twinfer::ew {
 BroadcastPlan plan_for_node(const KernelBuildInfo& info, std::initializer_list<size_t> ins);  // broadcast.cc
@@ -66,7 +87,8 @@ template <typename Op>
 class VariadicKernel final : public Kernel {
  public:
   explicit VariadicKernel(const KernelBuildInfo& info)
-      : dtype_(info.input_dtype(0)), n_(shape_numel(info.output_shape(0))), inputs_(present_inputs(info)) {
+      : n_(shape_numel(info.output_shape(0))), inputs_(present_inputs(info)) {
+    dtype_ = info.input_dtype(inputs_[0]);
     const Shape out = info.output_shape(0);
     steps_.push_back(step_for(plan_for_node(info, {inputs_[0], inputs_[1]}),
                               info.input_shape(inputs_[0]) == out && info.input_shape(inputs_[1]) == out));
@@ -90,14 +112,15 @@ class VariadicKernel final : public Kernel {
       else acc = static_cast<Acc*>(ctx.scratch);
       const Lift2<Acc, typename Op::Functor> f{};
       launch(steps_[0], ctx.inputs[inputs_[0]].as<const S>(), ctx.inputs[inputs_[1]].as<const S>(), acc, f, lc, s);
-      for (size_t k = 2; k < inputs_.size(); ++k)  // in place: element i reads acc[i] only
-        launch(steps_[k - 1], static_cast<const Acc*>(acc), ctx.inputs[inputs_[k]].as<const S>(), acc, f, lc, s);
+      for (size_t k = 2; k < inputs_.size(); ++k)
+        twinfer_gpu::accumulate<<<lc.blocks, lc.threads, 0, s>>>(n_, steps_[k - 1].flat, steps_[k - 1].calc, acc,
+                                                                  ctx.inputs[inputs_[k]].as<const S>(), f);
       if constexpr (Op::kMean) {
         const Lift1<S, DivideBy> div{DivideBy{static_cast<double>(inputs_.size())}};
-        twinfer_gpu::unary_flat<<<twinfer_gpu::flat_grid<Acc, S>(lc), lc.threads, 0, s>>>(n_, acc, out, div);
+        twinfer_gpu::finish<<<lc.blocks, lc.threads, 0, s>>>(n_, static_cast<const Acc*>(acc), out, div);
       } else if constexpr (!std::is_same<Acc, S>::value) {
-        twinfer_gpu::unary_flat<<<twinfer_gpu::flat_grid<Acc, S>(lc), lc.threads, 0, s>>>(n_, acc, out,
-                                                                                         Lift1<S, Identity>{});
+        twinfer_gpu::finish<<<lc.blocks, lc.threads, 0, s>>>(n_, static_cast<const Acc*>(acc), out,
+                                                              Lift1<S, Identity>{});
       }
     });
     check_launch("variadic elementwise kernel launch");

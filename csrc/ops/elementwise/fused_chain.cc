@@ -99,7 +99,8 @@ std::string chain_summary(const ChainProgram& p) {
 
 OffsetCalc<kChainMaxInputs> chain_offsets(const std::vector<Shape>& inputs, const Shape& out, bool* fits) {
   OffsetCalc<kChainMaxInputs> c;
-  *fits = true;
+  *fits = inputs.size() <= static_cast<size_t>(kChainMaxInputs);
+  if (!*fits) return c;
   const size_t nin = inputs.size(), rank = out.size();
   if (shape_numel(out) == 0) {  // nothing is indexed
     c.rank = 1;

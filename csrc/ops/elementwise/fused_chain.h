@@ -54,7 +54,7 @@ struct ChainStep {
   float p0 = 0.f, p1 = 0.f;
 };
 
-// Small enough to pass to a CUDA kernel by value (264 bytes).
+// Small enough to pass to a CUDA kernel by value (328 bytes).
 struct ChainProgram {
   int32_t num_inputs = 0;
   int32_t num_steps = 0;

@@ -32,7 +32,7 @@ std::string chain_summary(const ChainProgram& p);
 // Offsets of the inputs (shapes broadcast to `out`) for a linear output
 // index: size-1 output dims dropped, neighbouring dims merged where every
 // input walks them contiguously or not at all. `fits` is false when more
-// than kMaxOffsetDims dims remain.
+// than kMaxOffsetDims dims remain, or more than kChainMaxInputs inputs.
 OffsetCalc<kChainMaxInputs> chain_offsets(const std::vector<Shape>& inputs, const Shape& out, bool* fits);
 
 // Per input: 1 when it has the output's elements in the output's order, 0
