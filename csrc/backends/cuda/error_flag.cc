@@ -30,7 +30,8 @@ void raise_if_set(volatile int* f, int device) {
   switch (code) {
     case kIndexOutOfRange:
       throw Error(ErrorKind::kInvalidArgument,
-                  "an index was out of range (a Gather on cuda:" + std::to_string(device) + ")");
+                  "an index was out of range (a Gather, Scatter or ReverseSequence on cuda:" +
+                      std::to_string(device) + ")");
     case kTargetOutOfRange:
       throw Error(ErrorKind::kInvalidArgument,
                   "a target was out of range [0, C) and not ignore_index (a NegativeLogLikelihoodLoss or "

@@ -9,44 +9,23 @@
 
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/tensor/scatter_reduce.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
 namespace {
 
-enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
+using Reduction = ScatterReduction;
 
 template <typename Ctx>
 Reduction reduction_of(const Ctx& c) {
-  const std::string r = c.node().attr_string("reduction", "none");
-  if (r == "none") return Reduction::kNone;
-  if (r == "add" && c.opset() >= 16) return Reduction::kAdd;
-  if (r == "mul" && c.opset() >= 16) return Reduction::kMul;
-  if (r == "max" && c.opset() >= 18) return Reduction::kMax;
-  if (r == "min" && c.opset() >= 18) return Reduction::kMin;
-  c.fail(ErrorKind::kInvalidArgument, "reduction '" + r + "' is not supported at opset " + std::to_string(c.opset()));
+  return scatter_reduction_of(c);
 }
 
-// dst = reduce(dst, src) for one element of storage type T.
+// dst = reduce(dst, src) for one element of storage type T (shared with CUDA).
 template <typename T>
 inline void combine(T& dst, const T& src, Reduction r) {
-  if constexpr (std::is_same_v<T, bool>) {
-    switch (r) {
-      case Reduction::kNone: dst = src; return;
-      case Reduction::kAdd: case Reduction::kMax: dst = dst || src; return;
-      case Reduction::kMul: case Reduction::kMin: dst = dst && src; return;
-    }
-  } else {
-    using C = ew::compute_t<T>;
-    const C a = ew::load(dst), b = ew::load(src);
-    switch (r) {
-      case Reduction::kNone: dst = src; return;
-      case Reduction::kAdd: dst = ew::store<T>(static_cast<C>(a + b)); return;
-      case Reduction::kMul: dst = ew::store<T>(static_cast<C>(a * b)); return;
-      case Reduction::kMax: dst = ew::store<T>(std::max(a, b)); return;
-      case Reduction::kMin: dst = ew::store<T>(std::min(a, b)); return;
-    }
-  }
+  scatter_combine(dst, src, r);
 }
 
 [[noreturn]] void bad_index(int64_t v, int64_t n, const std::string& node, const std::string& op) {
