@@ -16,6 +16,7 @@
 #include "ops/kernel.h"
 #include "ops/nn/window.h"
 #include "ops/schema.h"
+#include "ops/vision/deform_conv_math.h"
 
 namespace twinfer::vision {
 namespace {
@@ -107,16 +108,7 @@ class DeformConvKernel final : public Kernel {
                   const int64_t p = oh * OW + ow;
                   const double hy = static_cast<double>(oh * sh - ph + i * dh) + oy[p];
                   const double wx = static_cast<double>(ow * sw - pw + j * dw) + ox[p];
-                  const double fh = std::floor(hy), fw = std::floor(wx);
-                  const int64_t h0 = static_cast<int64_t>(fh), w0 = static_cast<int64_t>(fw);
-                  const double lh = hy - fh, lw = wx - fw;
-                  double v = 0;
-                  auto at = [&](int64_t hh, int64_t ww) -> double {
-                    return hh >= 0 && hh < H && ww >= 0 && ww < W ? static_cast<double>(xc[hh * W + ww]) : 0.0;
-                  };
-                  if (h0 >= -1 && h0 < H && w0 >= -1 && w0 < W)
-                    v = (1 - lh) * (1 - lw) * at(h0, w0) + (1 - lh) * lw * at(h0, w0 + 1) +
-                        lh * (1 - lw) * at(h0 + 1, w0) + lh * lw * at(h0 + 1, w0 + 1);
+                  double v = deform_sample(xc, H, W, hy, wx);
                   if (mk) v *= static_cast<double>(mk[p]);
                   cr[p] = static_cast<T>(v);
                 }

@@ -22,12 +22,10 @@
 #include "ops/kernel.h"
 #include "ops/schema.h"
 #include "ops/tensor/tensor_util.h"
+#include "ops/vision/grid_sample_math.h"
 
 namespace twinfer::vision {
 namespace {
-
-enum class GsMode { kNearest, kLinear, kCubic };
-enum class GsPad { kZeros, kBorder, kReflection };
 
 template <typename Ctx>
 void gs_attrs(const Ctx& c, GsMode* mode, GsPad* pad, bool* align) {
@@ -65,39 +63,6 @@ void grid_sample_infer(InferContext& c) {
   c.set_output(0, dt, out);
 }
 
-// Reflects x into [lo, hi] by the nearer border, repeatedly (as the reference).
-double reflect(double x, double lo, double hi) {
-  const double rng = hi - lo;
-  if (rng <= 0) return lo;
-  if (x < lo) {
-    const double dx = lo - x;
-    const int64_t n = static_cast<int64_t>(dx / rng);
-    const double r = dx - static_cast<double>(n) * rng;
-    return n % 2 == 0 ? lo + r : hi - r;
-  }
-  if (x > hi) {
-    const double dx = x - hi;
-    const int64_t n = static_cast<int64_t>(dx / rng);
-    const double r = dx - static_cast<double>(n) * rng;
-    return n % 2 == 0 ? hi - r : lo + r;
-  }
-  return x;
-}
-
-void cubic_coeffs(double t, double* c) {
-  const double A = -0.75;
-  auto k = [&](double d) {
-    d = std::fabs(d);
-    if (d <= 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
-    if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
-    return 0.0;
-  };
-  c[0] = k(t + 1);
-  c[1] = k(t);
-  c[2] = k(1 - t);
-  c[3] = k(2 - t);
-}
-
 class GridSampleKernel final : public Kernel {
  public:
   explicit GridSampleKernel(const KernelBuildInfo& info) {
@@ -125,53 +90,6 @@ class GridSampleKernel final : public Kernel {
   }
 
  private:
-  struct Taps {
-    int n = 0;
-    int64_t idx[4];  // -1: reads zero
-    double w[4];
-  };
-
-  // Maps a tap index through the padding mode.
-  int64_t pixel(int64_t i, int64_t L, double lo, double hi) const {
-    if (i >= 0 && i < L) return i;
-    switch (pad_) {
-      case GsPad::kZeros: return -1;
-      case GsPad::kBorder: return std::clamp<int64_t>(i, 0, L - 1);
-      default: return std::clamp<int64_t>(static_cast<int64_t>(reflect(static_cast<double>(i), lo, hi)), 0, L - 1);
-    }
-  }
-
-  Taps taps(double x, int64_t L) const {
-    const double lo = align_ ? 0.0 : -0.5, hi = align_ ? static_cast<double>(L - 1) : static_cast<double>(L) - 0.5;
-    Taps t;
-    if (mode_ == GsMode::kNearest) x = std::nearbyint(x);
-    if (x < lo || x > hi) {
-      if (pad_ == GsPad::kBorder) x = std::clamp(x, 0.0, static_cast<double>(L - 1));
-      else if (pad_ == GsPad::kReflection) x = reflect(x, lo, hi);
-    }
-    if (mode_ == GsMode::kNearest) {
-      t.n = 1;
-      t.idx[0] = pixel(static_cast<int64_t>(x), L, lo, hi);
-      t.w[0] = 1;
-      return t;
-    }
-    const double f = std::floor(x);
-    const int64_t x0 = static_cast<int64_t>(f);
-    const double r = x - f;
-    if (mode_ == GsMode::kLinear) {
-      t.n = 2;
-      t.idx[0] = pixel(x0, L, lo, hi);
-      t.idx[1] = pixel(x0 + 1, L, lo, hi);
-      t.w[0] = 1 - r;
-      t.w[1] = r;
-      return t;
-    }
-    t.n = 4;
-    cubic_coeffs(r, t.w);
-    for (int k = 0; k < 4; ++k) t.idx[k] = pixel(x0 - 1 + k, L, lo, hi);
-    return t;
-  }
-
   template <typename T, typename G>
   void compute(KernelContext& ctx) const {
     const T* x = ctx.inputs[0].as<const T>();
@@ -189,7 +107,7 @@ class GridSampleKernel final : public Kernel {
       for (int64_t r = b; r < e; ++r) {
         const int64_t n = r / P, p = r - n * P;
         const G* gp = grid + r * static_cast<int64_t>(nsp);
-        Taps td[3];
+        GsTaps td[3];
         for (size_t i = 0; i < 3; ++i) {
           if (i < 3 - nsp) {
             td[i].n = 1;
@@ -199,9 +117,8 @@ class GridSampleKernel final : public Kernel {
           }
           const size_t d = i - (3 - nsp);            // spatial dim
           const G v = gp[nsp - 1 - d];               // grid holds (x, y, z): last dim first
-          const G len = static_cast<G>(L[i]);
-          const G xd = align_ ? (v + G(1)) / G(2) * (len - G(1)) : ((v + G(1)) * len - G(1)) / G(2);
-          td[i] = taps(static_cast<double>(xd), L[i]);
+          const G xd = gs_unnormalize<G>(v, L[i], align_);
+          td[i] = gs_taps(static_cast<double>(xd), L[i], mode_, pad_, align_);
         }
         off.clear();
         wt.clear();
@@ -275,10 +192,7 @@ class AffineGridKernel final : public Kernel {
       const size_t nsp = nsp_;
       int64_t L[3] = {1, 1, 1};
       for (size_t i = 0; i < nsp; ++i) L[3 - nsp + i] = y_[1 + i];
-      auto base = [&](int64_t i, int64_t len) -> double {
-        if (align_) return len > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(len - 1) : -1.0;
-        return -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(len);
-      };
+      auto base = [&](int64_t i, int64_t len) { return affine_base(i, len, align_); };
       const int64_t P = L[0] * L[1] * L[2];
       for (int64_t n = 0; n < y_[0]; ++n) {
         const T* t = th + n * static_cast<int64_t>(nsp * (nsp + 1));

@@ -12,6 +12,7 @@
 #include "ops/kernel.h"
 #include "ops/nn/window.h"
 #include "ops/schema.h"
+#include "ops/vision/lp_pool_math.h"
 
 namespace twinfer::vision {
 namespace {
@@ -49,11 +50,10 @@ Dim1 make_dim(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t 
   t.out = out;
   t.dil = d;
   for (int64_t o = 0; o < out; ++o) {
-    const int64_t start = o * s - pb;
-    const int64_t k_lo = start >= 0 ? 0 : (-start + d - 1) / d;
-    const int64_t k_hi = std::min<int64_t>(k, start > in - 1 ? 0 : (in - 1 - start) / d + 1);
-    t.first.push_back(start + k_lo * d);
-    t.taps.push_back(std::max<int64_t>(0, k_hi - k_lo));
+    int64_t first = 0, taps = 0;
+    lp_window(o, in, k, s, d, pb, &first, &taps);
+    t.first.push_back(first);
+    t.taps.push_back(taps);
   }
   return t;
 }
@@ -108,11 +108,10 @@ class LpPoolKernel final : public Kernel {
                 for (int64_t kh = 0, ih = H.first[oh]; kh < H.taps[oh]; ++kh, ih += H.dil) {
                   const T* row = xp + (id * H.in + ih) * W.in;
                   for (int64_t kw = 0, iw = W.first[ow]; kw < W.taps[ow]; ++kw, iw += W.dil) {
-                    const T v = std::fabs(row[iw]);
-                    sum += p1 ? v : p2 ? v * v : std::pow(v, p);
+                    sum += lp_term<T>(row[iw], p, p1, p2);
                   }
                 }
-              yp[(od * H.out + oh) * W.out + ow] = p1 ? sum : p2 ? std::sqrt(sum) : std::pow(sum, inv_p);
+              yp[(od * H.out + oh) * W.out + ow] = lp_finish<T>(sum, inv_p, p1, p2);
             }
       }
     });

@@ -15,6 +15,7 @@
 #include "core/parallel.h"
 #include "ops/kernel.h"
 #include "ops/schema.h"
+#include "ops/vision/roi_align_math.h"
 
 namespace twinfer::vision {
 namespace {
@@ -70,10 +71,7 @@ class RoiAlignKernel final : public Kernel {
   }
 
  private:
-  struct Sample {
-    int64_t pos[4];
-    double w[4];
-  };
+  using Sample = RoiSample;
 
   template <typename T>
   void compute(KernelContext& ctx) const {
@@ -95,50 +93,16 @@ class RoiAlignKernel final : public Kernel {
       std::vector<Sample> samples;
       for (int64_t r = rb; r < re; ++r) {
         const T* roi = rois + r * 4;
-        const double off = half_pixel_ ? 0.5 : 0.0;
-        const double sw = roi[0] * scale_ - off, sh = roi[1] * scale_ - off;
-        const double ew = roi[2] * scale_ - off, eh = roi[3] * scale_ - off;
-        double rw = ew - sw, rh = eh - sh;
-        if (!half_pixel_) {
-          rw = std::max(rw, 1.0);
-          rh = std::max(rh, 1.0);
-        }
-        const double bh = rh / static_cast<double>(OH), bw = rw / static_cast<double>(OW);
-        const int64_t gh = ratio_ > 0 ? ratio_ : static_cast<int64_t>(std::ceil(rh / static_cast<double>(OH)));
-        const int64_t gw = ratio_ > 0 ? ratio_ : static_cast<int64_t>(std::ceil(rw / static_cast<double>(OW)));
-        const int64_t count = std::max<int64_t>(gh * gw, 1);
+        const RoiGeom geo = roi_geom(roi[0] * scale_, roi[1] * scale_, roi[2] * scale_, roi[3] * scale_, half_pixel_,
+                                     OH, OW, ratio_);
+        const int64_t gh = geo.gh, gw = geo.gw, count = geo.count;
         samples.assign(static_cast<size_t>(std::max<int64_t>(0, OH * OW * gh * gw)), Sample{});
         size_t k = 0;
         for (int64_t ph = 0; ph < OH; ++ph)
           for (int64_t pw = 0; pw < OW; ++pw)
             for (int64_t iy = 0; iy < gh; ++iy) {
-              const double yy = sh + ph * bh + (iy + 0.5) * bh / static_cast<double>(gh);
-              for (int64_t ix = 0; ix < gw; ++ix, ++k) {
-                double xx = sw + pw * bw + (ix + 0.5) * bw / static_cast<double>(gw);
-                double yv = yy;
-                Sample& s = samples[k];
-                if (yv < -1.0 || yv > H || xx < -1.0 || xx > W) {
-                  s = Sample{{0, 0, 0, 0}, {0, 0, 0, 0}};
-                  continue;
-                }
-                yv = std::max(yv, 0.0);
-                xx = std::max(xx, 0.0);
-                int64_t yl = static_cast<int64_t>(yv), xl = static_cast<int64_t>(xx), yh, xh;
-                if (yl >= H - 1) {
-                  yh = yl = H - 1;
-                  yv = static_cast<double>(yl);
-                } else {
-                  yh = yl + 1;
-                }
-                if (xl >= W - 1) {
-                  xh = xl = W - 1;
-                  xx = static_cast<double>(xl);
-                } else {
-                  xh = xl + 1;
-                }
-                const double ly = yv - yl, lx = xx - xl, hy = 1 - ly, hx = 1 - lx;
-                s = Sample{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh}, {hy * hx, hy * lx, ly * hx, ly * lx}};
-              }
+              const double yy = roi_sample_y(geo, ph, iy);
+              for (int64_t ix = 0; ix < gw; ++ix, ++k) samples[k] = roi_sample(yy, roi_sample_x(geo, pw, ix), H, W);
             }
         for (int64_t c = 0; c < C; ++c) {
           const T* xc = x + (bidx[r] * C + c) * H * W;
