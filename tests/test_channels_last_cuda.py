@@ -134,7 +134,19 @@ def test_channels_last_convolution_graphs_with_the_fused_epilogue(dtype, epilogu
 # ---- Reduce* over a middle block of axes (the NHWC global pools) --------------
 
 NP_OF = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}
-REDUCE_REF = {"ReduceMean": np.mean, "ReduceMax": np.max, "ReduceSum": np.sum, "ReduceMin": np.min}
+def _logsumexp(x, axis, keepdims):
+    m = np.max(np.where(np.isnan(x), -np.inf, x), axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    r = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return r if keepdims else np.squeeze(r, axis)
+
+
+REDUCE_REF = {"ReduceMean": np.mean, "ReduceMax": np.max, "ReduceSum": np.sum, "ReduceMin": np.min,
+              "ReduceL1": lambda x, axis, keepdims: np.sum(np.abs(x), axis=axis, keepdims=keepdims),
+              "ReduceL2": lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims)),
+              "ReduceSumSquare": lambda x, axis, keepdims: np.sum(x * x, axis=axis, keepdims=keepdims),
+              "ReduceLogSum": lambda x, axis, keepdims: np.log(np.sum(x, axis=axis, keepdims=keepdims)),
+              "ReduceLogSumExp": _logsumexp, "ReduceProd": np.prod}
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -147,10 +159,14 @@ REDUCE_REF = {"ReduceMean": np.mean, "ReduceMax": np.max, "ReduceSum": np.sum, "
     ((2, 3, 5, 4, 7), [1, 2, 3]),  # NDHWC
     ((5, 37, 3), [1]),
 ])
-@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceSum", "ReduceMin"])
+@pytest.mark.parametrize("op", list(REDUCE_REF))
 def test_reduce_over_middle_axes(device, t, shape, axes, op, rng):
     npt = NP_OF[t]
     x = (rng.standard_normal(shape) * 3).astype(npt)
+    if op == "ReduceLogSum":
+        x = np.abs(x) + npt(0.1)  # a sum of logs' domain
+    if op == "ReduceProd":
+        x = (1 + x / 30).astype(npt)  # products that stay finite
     x.reshape(-1)[:: max(1, x.size // 3)][:2] = np.nan  # two columns meet a NaN
     out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape))
     node = helper.make_node(op, ["x", "ax"], ["y"], keepdims=1, name="reduce")

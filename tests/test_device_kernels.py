@@ -23,7 +23,7 @@ SHAPES = [(1,), (7,), (33, 5), (2, 3, 1023), (4, 1, 9, 2)]
 UNARY_FLOAT = ["Abs", "Neg", "Sign", "Reciprocal", "Floor", "Ceil", "Round", "Exp", "Log", "Sqrt", "Sin", "Cos",
                "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Tanh", "Erf", "Sigmoid",
                "Softplus", "Softsign", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "HardSigmoid",
-               "HardSwish", "Mish", "Gelu", "IsNaN"]
+               "HardSwish", "Mish", "Swish", "Gelu", "IsNaN"]
 BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
 
 NP = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.DOUBLE: np.float64,
@@ -496,9 +496,11 @@ def test_rows_softmax_layernorm_reductions(device, rng):
                     helper.make_tensor("b", F, [d], rng.standard_normal(d).astype(np.float32))]
         _check(device, helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5),
                [_vi("x", F, shape)], [_vi("y", F, shape)], {"x": x}, tol=1e-5, inits=ln_inits)
-        for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"):
+        for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                   "ReduceLogSum", "ReduceLogSumExp", "ReduceProd"):
+            xr = {"ReduceLogSum": np.abs(x) + 0.1, "ReduceProd": 1 + x / 300}.get(op, x).astype(np.float32)
             _check(device, helper.make_node(op, ["x", "ax"], ["y"], keepdims=1), [_vi("x", F, shape)],
-                   [_vi("y", F, shape[:-1] + (1,))], {"x": x},
+                   [_vi("y", F, shape[:-1] + (1,))], {"x": xr},
                    inits=[helper.make_tensor("ax", TensorProto.INT64, [1], [-1])])
     x = rng.standard_normal((2, 5, 3, 7)).astype(np.float32)
     _check(device, helper.make_node("Softmax", ["x"], ["y"], axis=1), [_vi("x", F, x.shape)], [_vi("y", F, x.shape)],

@@ -1,5 +1,5 @@
-// Row kernels on CUDA: Softmax / LogSoftmax, LayerNormalization, the Reduce
-// ops over trailing axes, GlobalAveragePool / GlobalMaxPool. One block per
+// Row kernels on CUDA: Softmax / LogSoftmax, LayerNormalization, the ten
+// Reduce ops over trailing axes, GlobalAveragePool / GlobalMaxPool. One block per
 // row (a grid-stride loop over rows), the row's elements strided over the
 // block's threads, statistics accumulated in fp32 (sums in fp64, as the CPU
 // kernels do), block reductions by warp shuffles: every thread of the block
@@ -146,28 +146,82 @@ __global__ void layernorm_warp_rows(int64_t rows, int d, const T* __restrict__ x
   }
 }
 
-// Reductions of contiguous rows of `len`. kind: 0 sum, 1 mean, 2 max, 3 min.
+// The Reduce ops as kinds, with the CPU's arithmetic (ops/reduce/reduce_ops.h):
+// Max / Min in the compute type with NaN propagated; the others accumulate
+// in double: the element's contribution (reduce_map), added (multiplied for
+// Prod), then finished (reduce_fin). LogSumExp first finds the row's maximum
+// (NaN ignored, 0 when not finite) and sums exp(x - max).
+enum ReduceKind : int { kRSum, kRMean, kRMax, kRMin, kRL1, kRL2, kRSumSquare, kRLogSum, kRLogSumExp, kRProd };
+
+__device__ __forceinline__ bool max_like(int kind) { return kind == kRMax || kind == kRMin; }
+
+template <typename T>
+__device__ __forceinline__ double reduce_map(int kind, T x, double shift) {
+  const double v = static_cast<double>(twinfer::ew::load(x));
+  switch (kind) {
+    case kRL1: return fabs(v);
+    case kRL2:
+    case kRSumSquare: return v * v;
+    case kRLogSumExp:
+      // float inputs: exp in float, as the CPU computes each term.
+      if (std::is_same<decltype(twinfer::ew::load(x)), float>::value) return expf(static_cast<float>(v - shift));
+      return exp(v - shift);
+    default: return v;
+  }
+}
+
+__device__ __forceinline__ double reduce_fin(int kind, double a, int64_t len, double shift) {
+  switch (kind) {
+    case kRMean: return a / static_cast<double>(len);
+    case kRL2: return sqrt(a);
+    case kRLogSum: return log(a);
+    case kRLogSumExp: return log(a) + shift;
+    default: return a;
+  }
+}
+
+struct ProdOp {
+  __device__ double operator()(double a, double b) const { return a * b; }
+};
+struct MaxDoubleOp {  // NaN ignored, as std::max(m, NaN) on the CPU
+  __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+
+__device__ __forceinline__ double finite_or_zero(double m) { return isfinite(m) ? m : 0.0; }
+
+// Reductions of contiguous rows of `len`.
 template <typename T>
 __global__ void reduce_rows(int64_t rows, int64_t len, const T* __restrict__ x, T* __restrict__ y, int kind) {
   __shared__ double sd[32];
   __shared__ float sf[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * len;
-    if (kind <= 1) {
-      double s = 0.0;
-      for (int64_t i = threadIdx.x; i < len; i += blockDim.x) s += static_cast<double>(twinfer::ew::load(xr[i]));
-      s = block_reduce(s, SumOp{}, sd, 0.0);
-      if (threadIdx.x == 0) y[r] = twinfer::ew::store<T>(kind == 1 ? s / static_cast<double>(len) : s);
+    if (!max_like(kind)) {
+      double shift = 0.0;
+      if (kind == kRLogSumExp) {
+        double m = -INFINITY;
+        for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
+          m = fmax(m, static_cast<double>(twinfer::ew::load(xr[i])));
+        shift = finite_or_zero(block_reduce(m, MaxDoubleOp{}, sd, -static_cast<double>(INFINITY)));
+      }
+      const bool prod = kind == kRProd;
+      double s = prod ? 1.0 : 0.0;
+      for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+        const double v = reduce_map(kind, xr[i], shift);
+        s = prod ? s * v : s + v;
+      }
+      s = prod ? block_reduce(s, ProdOp{}, sd, 1.0) : block_reduce(s, SumOp{}, sd, 0.0);
+      if (threadIdx.x == 0) y[r] = twinfer::ew::store<T>(reduce_fin(kind, s, len, shift));
     } else {
       // NaN propagates through Max / Min, as the CPU's reduce_ops.h does.
-      float m = kind == 2 ? -INFINITY : INFINITY;
+      float m = kind == kRMax ? -INFINITY : INFINITY;
       bool nan = false;
       for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
         const float v = twinfer::ew::load(xr[i]);
         nan = nan || v != v;
-        m = kind == 2 ? fmaxf(m, v) : fminf(m, v);
+        m = kind == kRMax ? fmaxf(m, v) : fminf(m, v);
       }
-      m = kind == 2 ? block_reduce(m, MaxOp{}, sf, -INFINITY) : block_reduce(m, MinOp{}, sf, INFINITY);
+      m = kind == kRMax ? block_reduce(m, MaxOp{}, sf, -INFINITY) : block_reduce(m, MinOp{}, sf, INFINITY);
       const float any_nan = block_reduce(nan ? 1.f : 0.f, MaxOp{}, sf, 0.f);
       if (threadIdx.x == 0) y[r] = twinfer::ew::store<T>(any_nan > 0.f ? NAN : m);
     }
@@ -180,7 +234,8 @@ __global__ void reduce_rows(int64_t rows, int64_t len, const T* __restrict__ x, 
 // by kColSplit threads that share out len, so short column counts (batch 1)
 // still fill the GPU; the partials meet in shared memory in a fixed order.
 // kind and the arithmetic as reduce_rows: sums in double, max / min in
-// float with NaN propagated, an empty mean NaN (0 / 0).
+// float with NaN propagated, an empty mean NaN (0 / 0); LogSumExp's maximum
+// first, through the same shared partials.
 constexpr int kColWidth = 32, kColSplit = 8;
 
 template <typename T>
@@ -199,34 +254,51 @@ __global__ void reduce_cols(int64_t outer, int64_t len, int64_t inner, const T* 
     const bool live = col < cols;
     const int64_t o = live ? col / inner : 0, j = live ? col - o * inner : 0;
     const T* xc = x + o * len * inner + j;
-    if (kind <= 1) {
-      double s = 0.0;
+    double shift = 0.0;  // LogSumExp's
+    if (!max_like(kind)) {
+      if (kind == kRLogSumExp) {  // the column's maximum first (the kind is the block's: no divergent barrier)
+        double m = -INFINITY;
+        if (live)
+          for (int64_t k = ty; k < len; k += kColSplit) m = fmax(m, static_cast<double>(twinfer::ew::load(xc[k * inner])));
+        sd[ty][tx] = m;
+        __syncthreads();
+        m = -INFINITY;
+        for (int r = 0; r < kColSplit; ++r) m = fmax(m, sd[r][tx]);
+        shift = finite_or_zero(m);
+        __syncthreads();  // every thread has read the maxima before the sums overwrite them
+      }
+      const bool prod = kind == kRProd;
+      double s = prod ? 1.0 : 0.0;
       if (live)
-        for (int64_t k = ty; k < len; k += kColSplit) s += static_cast<double>(twinfer::ew::load(xc[k * inner]));
+        for (int64_t k = ty; k < len; k += kColSplit) {
+          const double v = reduce_map(kind, xc[k * inner], shift);
+          s = prod ? s * v : s + v;
+        }
       sd[ty][tx] = s;
     } else {
-      float m = kind == 2 ? -INFINITY : INFINITY;
+      float m = kind == kRMax ? -INFINITY : INFINITY;
       bool nan = false;
       if (live)
         for (int64_t k = ty; k < len; k += kColSplit) {
           const float v = twinfer::ew::load(xc[k * inner]);
           nan = nan || v != v;
-          m = kind == 2 ? fmaxf(m, v) : fminf(m, v);
+          m = kind == kRMax ? fmaxf(m, v) : fminf(m, v);
         }
       sf[ty][tx] = m;
       sn[ty][tx] = nan;
     }
     __syncthreads();
     if (ty == 0 && live) {
-      if (kind <= 1) {
-        double s = 0.0;
-        for (int r = 0; r < kColSplit; ++r) s += sd[r][tx];
-        y[col] = twinfer::ew::store<T>(kind == 1 ? s / static_cast<double>(len) : s);
+      if (!max_like(kind)) {
+        const bool prod = kind == kRProd;
+        double s = sd[0][tx];
+        for (int r = 1; r < kColSplit; ++r) s = prod ? s * sd[r][tx] : s + sd[r][tx];
+        y[col] = twinfer::ew::store<T>(reduce_fin(kind, s, len, shift));
       } else {
         float m = sf[0][tx];
         bool nan = sn[0][tx];
         for (int r = 1; r < kColSplit; ++r) {
-          m = kind == 2 ? fmaxf(m, sf[r][tx]) : fminf(m, sf[r][tx]);
+          m = kind == kRMax ? fmaxf(m, sf[r][tx]) : fminf(m, sf[r][tx]);
           nan = nan || sn[r][tx];
         }
         y[col] = twinfer::ew::store<T>(nan ? NAN : m);
@@ -369,10 +441,17 @@ class CudaLayerNorm final : public Kernel {
 // ---- Reduce* over trailing or middle axes, global pools -----------------------
 
 int reduce_kind(const std::string& op) {
-  if (op == "ReduceSum") return 0;
-  if (op == "ReduceMean" || op == "GlobalAveragePool") return 1;
-  if (op == "ReduceMax" || op == "GlobalMaxPool") return 2;
-  if (op == "ReduceMin") return 3;
+  using namespace twinfer_gpu;
+  if (op == "ReduceSum") return kRSum;
+  if (op == "ReduceMean" || op == "GlobalAveragePool") return kRMean;
+  if (op == "ReduceMax" || op == "GlobalMaxPool") return kRMax;
+  if (op == "ReduceMin") return kRMin;
+  if (op == "ReduceL1") return kRL1;
+  if (op == "ReduceL2") return kRL2;
+  if (op == "ReduceSumSquare") return kRSumSquare;
+  if (op == "ReduceLogSum") return kRLogSum;
+  if (op == "ReduceLogSumExp") return kRLogSumExp;
+  if (op == "ReduceProd") return kRProd;
   return -1;
 }
 
@@ -446,6 +525,12 @@ TWINFER_REGISTER_KERNEL("ReduceSum", Backend::kCUDA, 0, reduce_supports, make_ke
 TWINFER_REGISTER_KERNEL("ReduceMean", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
 TWINFER_REGISTER_KERNEL("ReduceMax", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
 TWINFER_REGISTER_KERNEL("ReduceMin", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceL1", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceL2", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceSumSquare", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceLogSum", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceLogSumExp", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
+TWINFER_REGISTER_KERNEL("ReduceProd", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
 TWINFER_REGISTER_KERNEL("GlobalAveragePool", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
 TWINFER_REGISTER_KERNEL("GlobalMaxPool", Backend::kCUDA, 0, reduce_supports, make_kernel<CudaReduce>);
 

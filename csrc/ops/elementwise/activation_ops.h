@@ -1,5 +1,5 @@
 // The activation functions (Sigmoid, Softplus, Softsign, Relu, LeakyRelu,
-// Elu, Selu, Celu, ThresholdedRelu, HardSigmoid, HardSwish, Mish, Gelu,
+// Elu, Selu, Celu, ThresholdedRelu, HardSigmoid, HardSwish, Mish, Swish, Gelu,
 // Shrink): each one's traits as a named type (with the attribute parsing
 // that fills the functor) and TWINFER_ACTIVATION_OPS, the list of (ONNX op,
 // traits) a backend registers from (see unary_ops.h). The arithmetic is in
@@ -50,6 +50,9 @@ struct HardSigmoidOp : UnaryTraits<HardSigmoid, kFloatTypes, false, kGrainCheap>
 };
 using HardSwishOp = UnaryTraits<HardSwish, kFloatTypes, false, kGrainCheap>;
 using MishOp = FloatAct<Mish>;
+struct SwishOp : FloatAct<Swish> {
+  static Swish make(const KernelBuildInfo& i) { return {i.node().attr_float("alpha", 1.f)}; }
+};
 struct ShrinkOp : UnaryTraits<Shrink, kNumericTypes, false, kGrainCheap> {
   static Shrink make(const KernelBuildInfo& i) {
     return {i.node().attr_float("bias", 0.0f), i.node().attr_float("lambd", 0.5f)};
@@ -79,4 +82,4 @@ struct GeluTanhOp : FloatAct<GeluTanh> {};
   X("Sigmoid", SigmoidOp) X("Softplus", SoftplusOp) X("Softsign", SoftsignOp) X("Relu", ReluOp)  \
   X("LeakyRelu", LeakyReluOp) X("Elu", EluOp) X("Selu", SeluOp) X("Celu", CeluOp)                \
   X("ThresholdedRelu", ThresholdedReluOp) X("HardSigmoid", HardSigmoidOp)                        \
-  X("HardSwish", HardSwishOp) X("Mish", MishOp) X("Shrink", ShrinkOp)
+  X("HardSwish", HardSwishOp) X("Mish", MishOp) X("Shrink", ShrinkOp) X("Swish", SwishOp)

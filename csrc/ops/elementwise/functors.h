@@ -158,6 +158,11 @@ struct HardSwish {
 struct Mish {
   template <typename T> TWINFER_HD T operator()(T x) const { return x * m_tanh(Softplus{}(x)); }
 };
+// Swish (opset 24): x * sigmoid(alpha x).
+struct Swish {
+  float alpha = 1.0f;
+  template <typename T> TWINFER_HD T operator()(T x) const { return x * Sigmoid{}(T(alpha) * x); }
+};
 // approximate = "none": 0.5 x (1 + erf(x / sqrt 2)).
 struct Gelu {
   template <typename T> TWINFER_HD T operator()(T x) const {

@@ -1,22 +1,11 @@
-// Swish (opset 24): y = x * sigmoid(alpha * x), and SwiGLU (opset 28):
-// y = Swish_alpha(A) * B with A and B of one shape (no broadcasting).
-// Both in float for 16-bit inputs, threaded elementwise loops.
+// SwiGLU (opset 28): y = Swish_alpha(A) * B with A and B of one shape (no
+// broadcasting), in float for 16-bit inputs, a threaded elementwise loop.
+// Swish itself is an activation (ops/elementwise/activation_ops.h).
 #include "ops/elementwise/unary_kernel.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
 namespace {
-
-struct SwishF {
-  float alpha = 1.f;
-  template <typename T> TWINFER_HD T operator()(T x) const {
-    return x * ew::Sigmoid{}(static_cast<T>(alpha) * x);
-  }
-};
-
-struct SwishOp : ew::UnaryTraits<SwishF, ew::kFloatTypes, false, ew::kGrainExpensive> {
-  static SwishF make(const KernelBuildInfo& i) { return {i.node().attr_float("alpha", 1.f)}; }
-};
 
 void infer_swiglu(InferContext& c) {
   const DType dt = c.input_dtype(0);
@@ -58,7 +47,7 @@ class SwiGLUKernel final : public Kernel {
       const T* a = ctx.inputs[0].as<T>();
       const T* b = ctx.inputs[1].as<T>();
       T* y = ctx.outputs[0].as<T>();
-      const SwishF f{alpha_};
+      const ew::Swish f{alpha_};
       parallel_for(ctx.outputs[0].numel(), ctx.num_threads, ew::kGrainExpensive, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) y[i] = store<T>(f(static_cast<C>(load(a[i]))) * load(b[i]));
       });
@@ -73,7 +62,6 @@ bool swiglu_supports(const KernelBuildInfo& info, std::string* why) { return flo
 
 }  // namespace
 
-TWINFER_REGISTER_UNARY("Swish", SwishOp);
 TWINFER_REGISTER_KERNEL("SwiGLU", Backend::kCPU, 0, swiglu_supports, make_kernel<SwiGLUKernel>);
 
 }  // namespace twinfer::tx
