@@ -339,3 +339,53 @@ def test_center_crop_pad(device, case, rng):
         m.ir_version = 10
         got = _run(m, {"x": x}, device)
         _assert_equal(got["y"], ref_center_crop_pad(x, out_shape))
+
+
+# ---- LpNormalization / Hardmax (lane_norms.cu) ---------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_lp_normalization(device, p, axis, rng):
+    shape = (4, 9, 5)
+    for dt, tol in ((np.float32, 2e-6), (np.float16, 2e-3), (np.float64, 1e-12)):
+        x = rng.standard_normal(shape).astype(dt)
+        zero = [slice(None)] * 3
+        zero[(axis + 1) % 3] = 0  # a lane of zeros: the norm is 0, so is the output
+        zero[(axis + 2) % 3] = 0
+        x[tuple(zero)] = 0
+        node = helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p)
+        m = _model(node, [_vi("x", dt, shape)], [_vi("y", dt, shape)], opset=22)
+        got = _run(m, {"x": x}, device)["y"]
+        x64 = x.astype(np.float64)
+        norm = (np.abs(x64).sum(axis=axis, keepdims=True) if p == 1
+                else np.sqrt((x64 * x64).sum(axis=axis, keepdims=True)))
+        want = np.where(norm == 0, 0.0, x64 / np.where(norm == 0, 1, norm))
+        assert got.dtype == dt and got.shape == shape
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+        assert np.all(got[tuple(zero)] == 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("opset,axis", [(13, -1), (13, 0), (13, 1), (11, 1), (11, 0)])
+def test_hardmax(device, opset, axis, rng):
+    shape = (3, 7, 5)
+    for dt in (np.float32, np.float16, np.float64):
+        x = np.round(rng.standard_normal(shape) * 2).astype(dt)  # small integers: ties, the first one wins
+        x.flat[5] = np.nan  # the first NaN of its lane wins
+        node = helper.make_node("Hardmax", ["x"], ["y"], axis=axis)
+        m = _model(node, [_vi("x", dt, shape)], [_vi("y", dt, shape)], opset=opset)
+        got = _run(m, {"x": x}, device)["y"]
+        a = axis % 3
+        if opset < 13:  # 2-D coercion: rows of prod(shape[axis:])
+            rows = x.reshape(int(np.prod(shape[:a])), -1)
+        else:
+            rows = np.moveaxis(x, a, -1).reshape(-1, shape[a])
+        nan = np.isnan(rows)
+        best = np.where(nan.any(axis=1), nan.argmax(axis=1), np.nanargmax(np.where(nan, -np.inf, rows), axis=1))
+        want = np.zeros_like(rows)
+        want[np.arange(rows.shape[0]), best] = 1
+        want = want.reshape(shape) if opset < 13 else np.moveaxis(
+            want.reshape(np.moveaxis(x, a, -1).shape), -1, a)
+        _assert_equal(got, want.astype(dt))
