@@ -10,8 +10,9 @@ On the simulated device with sim_coverage="cuda" the nodes are placed as CUDA
 would place them (allow_cpu_fallback=False: each has a CUDA kernel whose
 supports() takes it) and run by the CPU kernel, which shares its coordinate
 and window math with the CUDA kernel (csrc/ops/vision/*_math.h); on a GPU the
-CUDA kernel itself runs. float16 runs on the GPU only (the CPU kernels take
-float32 / float64)."""
+CUDA kernel itself runs. float16 cases (GridSample, AffineGrid, LpPool, whose
+CPU kernels take 16-bit floats in float as CUDA's do) compare with the
+reference's float32 result."""
 
 from __future__ import annotations
 
@@ -41,8 +42,6 @@ def _check(model, feeds, device, dtype, ref_feeds=None, ref=run_reference):
     """Runs `model` on the device and compares with `ref` (the reference
     evaluator, or onnxruntime where the evaluator departs from the spec), fed
     `ref_feeds` (model, feeds) when given: the float32 form of a float16 case."""
-    if dtype == np.float16 and device == "sim":
-        pytest.skip("the CPU kernels, which the simulated device runs, take float32/float64")
     got = _run_device(model, feeds, device)
     want = ref(model if ref_feeds is None else ref_feeds[0], feeds if ref_feeds is None else ref_feeds[1])
     rtol, atol = TOL[dtype]
@@ -129,6 +128,14 @@ def test_affine_grid(device, size, align, dt, rng):
     nsp = len(size) - 2
     th = rng.standard_normal((size[0], nsp, nsp + 1)).astype(dt)
     _check(_affine_model(dt, size, align), {"theta": th}, device, dt)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_affine_grid_float16(device, rng):
+    size = (2, 3, 5, 6)
+    feeds = {"theta": rng.standard_normal((2, 2, 3))}
+    m16, f16, ref = _f16_pair(lambda dt: _affine_model(dt, size, 0), feeds)
+    _check(m16, f16, device, np.float16, ref)
 
 
 # ---- RoiAlign -----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // GridSample (opsets 16-22, 1-3 spatial dims) and AffineGrid (20): shape
-// rules and CPU kernels, float32/float64.
+// rules and CPU kernels, float32/float64 (float16/bfloat16 computed as float:
+// the grid in float, the taps and sums in double, as float32).
 //
 // GridSample follows the ONNX reference: grid[n, o..., :] holds normalised
 // coordinates in (x, y, z) order (the last spatial dim first), denormalised
@@ -19,6 +20,8 @@
 
 #include "core/dispatch.h"
 #include "core/parallel.h"
+#include "ops/elementwise/scalar.h"
+#include "ops/elementwise/typeset.h"
 #include "ops/kernel.h"
 #include "ops/schema.h"
 #include "ops/tensor/tensor_util.h"
@@ -81,10 +84,12 @@ class GridSampleKernel final : public Kernel {
 
   void run(KernelContext& ctx) const override {
     const DType gt = ctx.inputs[1].dtype;
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+    ew::dispatch_typeset<ew::kFloatTypes>(ctx.inputs[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       if (gt == DType::kFloat32) compute<T, float>(ctx);
       else if (gt == DType::kFloat64) compute<T, double>(ctx);
+      else if (gt == DType::kFloat16) compute<T, half_t>(ctx);
+      else if (gt == DType::kBFloat16) compute<T, bfloat16_t>(ctx);
       else dispatch_unsupported(gt, "GridSample's grid");
     });
   }
@@ -116,8 +121,9 @@ class GridSampleKernel final : public Kernel {
             continue;
           }
           const size_t d = i - (3 - nsp);            // spatial dim
-          const G v = gp[nsp - 1 - d];               // grid holds (x, y, z): last dim first
-          const G xd = gs_unnormalize<G>(v, L[i], align_);
+          using GC = ew::compute_t<G>;                // float for 16-bit grids
+          const GC v = static_cast<GC>(ew::load(gp[nsp - 1 - d]));  // grid holds (x, y, z): last dim first
+          const GC xd = gs_unnormalize<GC>(v, L[i], align_);
           td[i] = gs_taps(static_cast<double>(xd), L[i], mode_, pad_, align_);
         }
         off.clear();
@@ -135,8 +141,8 @@ class GridSampleKernel final : public Kernel {
         for (int64_t c = 0; c < C; ++c) {
           const T* xc = xn + c * plane;
           double acc = 0;
-          for (size_t k = 0; k < off.size(); ++k) acc += wt[k] * static_cast<double>(xc[off[k]]);
-          yn[c * P] = static_cast<T>(acc);
+          for (size_t k = 0; k < off.size(); ++k) acc += wt[k] * static_cast<double>(ew::load(xc[off[k]]));
+          yn[c * P] = ew::store<T>(acc);
         }
       }
     });
@@ -185,7 +191,7 @@ class AffineGridKernel final : public Kernel {
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) {
+    ew::dispatch_typeset<ew::kFloatTypes>(ctx.inputs[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* th = ctx.inputs[0].as<const T>();
       T* y = ctx.outputs[0].as<T>();
@@ -207,8 +213,8 @@ class AffineGridKernel final : public Kernel {
           T* out = y + (n * P + p) * static_cast<int64_t>(nsp);
           for (size_t r = 0; r < nsp; ++r) {
             double acc = 0;
-            for (size_t k = 0; k <= nsp; ++k) acc += static_cast<double>(t[r * (nsp + 1) + k]) * h[k];
-            out[r] = static_cast<T>(acc);
+            for (size_t k = 0; k <= nsp; ++k) acc += static_cast<double>(ew::load(t[r * (nsp + 1) + k])) * h[k];
+            out[r] = ew::store<T>(acc);
           }
         }
       }
@@ -223,8 +229,8 @@ class AffineGridKernel final : public Kernel {
 
 bool float_supports(const KernelBuildInfo& info, std::string* why) {
   const DType dt = info.input_dtype(0);
-  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
-    *why = info.node().op_type + " supports float32/float64, not " + dtype_name(dt);
+  if (!ew::in_typeset(ew::kFloatTypes, dt)) {
+    *why = info.node().op_type + " supports float32/float64/float16/bfloat16, not " + dtype_name(dt);
     return false;
   }
   return true;

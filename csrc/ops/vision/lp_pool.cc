@@ -1,14 +1,15 @@
 // LpPool: y = (sum over the window of |x|^p)^(1/p), padded positions adding
 // nothing. Window attributes (kernel_shape, strides, pads, auto_pad, and
 // dilations / ceil_mode from opset 18) are parsed by ops/nn/window.h as for
-// the other pools. Shape rule and CPU kernel (float32/float64, 1-3 spatial
-// dims, threaded over (n, c) planes).
+// the other pools. Shape rule and CPU kernel (float32/float64, float16/bfloat16
+// summed in float; 1-3 spatial dims, threaded over (n, c) planes).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/dispatch.h"
 #include "core/parallel.h"
+#include "ops/elementwise/typeset.h"
 #include "ops/kernel.h"
 #include "ops/nn/window.h"
 #include "ops/schema.h"
@@ -83,17 +84,20 @@ class LpPoolKernel final : public Kernel {
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
+    ew::dispatch_typeset<ew::kFloatTypes>(ctx.inputs[0].dtype,
+                                          [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
   }
 
  private:
+  // Sums in the element type; float for float16 / bfloat16.
   template <typename T>
   void compute(KernelContext& ctx) const {
+    using CT = ew::compute_t<T>;
     const T* x = ctx.inputs[0].as<T>();
     T* y = ctx.outputs[0].as<T>();
     const Dim1 &D = dims_[0], &H = dims_[1], &W = dims_[2];
     const int64_t in_plane = D.in * H.in * W.in, out_plane = D.out * H.out * W.out;
-    const T p = static_cast<T>(p_), inv_p = static_cast<T>(1.0 / p_);
+    const CT p = static_cast<CT>(p_), inv_p = static_cast<CT>(1.0 / p_);
     const bool p1 = p_ == 1.0, p2 = p_ == 2.0;
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, out_plane));
     parallel_for(planes_, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
@@ -103,15 +107,15 @@ class LpPoolKernel final : public Kernel {
         for (int64_t od = 0; od < D.out; ++od)
           for (int64_t oh = 0; oh < H.out; ++oh)
             for (int64_t ow = 0; ow < W.out; ++ow) {
-              T sum = 0;
+              CT sum = 0;
               for (int64_t kd = 0, id = D.first[od]; kd < D.taps[od]; ++kd, id += D.dil)
                 for (int64_t kh = 0, ih = H.first[oh]; kh < H.taps[oh]; ++kh, ih += H.dil) {
                   const T* row = xp + (id * H.in + ih) * W.in;
                   for (int64_t kw = 0, iw = W.first[ow]; kw < W.taps[ow]; ++kw, iw += W.dil) {
-                    sum += lp_term<T>(row[iw], p, p1, p2);
+                    sum += lp_term<CT>(static_cast<CT>(ew::load(row[iw])), p, p1, p2);
                   }
                 }
-              yp[(od * H.out + oh) * W.out + ow] = lp_finish<T>(sum, inv_p, p1, p2);
+              yp[(od * H.out + oh) * W.out + ow] = ew::store<T>(lp_finish<CT>(sum, inv_p, p1, p2));
             }
       }
     });
@@ -124,8 +128,8 @@ class LpPoolKernel final : public Kernel {
 
 bool lp_supports(const KernelBuildInfo& info, std::string* why) {
   const DType dt = info.input_dtype(0);
-  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
-    *why = std::string("LpPool supports float32/float64, not ") + dtype_name(dt);
+  if (!ew::in_typeset(ew::kFloatTypes, dt)) {
+    *why = std::string("LpPool supports float32/float64/float16/bfloat16, not ") + dtype_name(dt);
     return false;
   }
   return true;
