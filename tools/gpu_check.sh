@@ -139,6 +139,16 @@ if wants test; then
       --junitxml="$WORK/$name.xml" > "$WORK/$name.log" 2>&1
     echo "$name exit $?" >> "$WORK/phases.log"
   done
+  # The ONNX node cases with every node on a CUDA kernel (allow_cpu_fallback=False):
+  # the count of cases that pass on CUDA, into docs/conformance.md's block.
+  if ! done_already conformance_cuda && [ "$(left)" -ge 20 ]; then
+    cp docs/conformance.md "$WORK/conformance.md"
+    within 180 $PY tools/conformance.py --cuda-kernels gpu --markdown "$WORK/conformance.md" \
+      > "$WORK/conformance_cuda.log" 2>&1
+    rc=$?
+    echo "conformance_cuda exit $rc" >> "$WORK/phases.log"
+    [ $rc -eq 0 ] && mark_done conformance_cuda
+  fi
   pack
 fi
 
@@ -197,6 +207,20 @@ if wants sanitize && ! done_already sanitize; then
   rc=$?
   echo "memcheck exit $rc" >> "$WORK/phases.log"
   [ $rc -eq 0 ] && mark_done sanitize
+  pack
+fi
+# The kernels written without a GPU since the last run (fused chains, losses,
+# scatters, vision, attention variants, quantization), in a second pass.
+if wants sanitize && ! done_already sanitize_new; then
+  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  new_files=$(ls tests/test_fuse_elementwise.py tests/test_loss_cuda.py tests/test_scatter_cuda.py \
+    tests/test_vision_cuda.py tests/test_attention_cuda.py tests/test_quant_cuda.py 2>/dev/null)
+  stamp "compute-sanitizer memcheck of the newer kernels"
+  within 240 "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 --kernel-name kns=twinfer_gpu \
+    $PY -m pytest -q -m cuda -p no:cacheprovider $new_files > "$WORK/memcheck_new.log" 2>&1
+  rc=$?
+  echo "memcheck_new exit $rc" >> "$WORK/phases.log"
+  [ $rc -eq 0 ] && mark_done sanitize_new
   pack
 fi
 

@@ -67,16 +67,21 @@ def main(out: Path) -> int:
     phases = out / "phases.log"
     if phases.exists():
         skipped = [ln for ln in phases.read_text().splitlines() if ln.startswith("skipped, out of time")]
-        exits = [ln for ln in phases.read_text().splitlines() if ln.startswith(("bench_", "memcheck")) and " exit " in ln]
+        exits = [ln for ln in phases.read_text().splitlines()
+                 if ln.startswith(("bench_", "memcheck", "conformance")) and " exit " in ln]
         if exits:
             print("\nexit codes: " + "; ".join(exits))
         if skipped:
             print(f"{len(skipped)} step(s) skipped for time (phases.log)")
-    san = out / "memcheck.log"
-    if san.exists():
-        text = san.read_text()
-        m = re.search(r"ERROR SUMMARY: (\d+) errors?", text)
-        print(f"\ncompute-sanitizer memcheck: {m.group(0) if m else 'no summary line (see memcheck.log)'}")
+    for log in ("memcheck.log", "memcheck_new.log"):
+        san = out / log
+        if san.exists():
+            m = re.search(r"ERROR SUMMARY: (\d+) errors?", san.read_text())
+            print(f"\ncompute-sanitizer memcheck ({log}): {m.group(0) if m else 'no summary line'}")
+    conf = out / "conformance_cuda.log"
+    if conf.exists():
+        m = re.search(r"\*\*(\d+ of \d+ node cases pass \([\d.]+%\))", conf.read_text())
+        print(f"\nONNX node cases on CUDA kernels only: {m.group(1) if m else 'no count (see conformance_cuda.log)'}")
     for bench in sorted(out.glob("bench_*.log")):
         all_lines = [ln for ln in bench.read_text().splitlines() if ln]
         # The tables, not the per-row JSON the benchmarks also print; but when
