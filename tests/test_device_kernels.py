@@ -939,3 +939,24 @@ def test_gather_elements(device, rng):
                 ref, got = _run_both(m, {"d": data, "i": idx}, device)
                 np.testing.assert_array_equal(got["y"], want)
                 np.testing.assert_array_equal(got["y"], ref["y"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["CumSum", "CumProd"])
+def test_cumulative_with_the_axis_given_at_run_time(device, op, rng):
+    # The axis is a graph input: the CUDA kernel reads it on the device.
+    x = (1 + rng.standard_normal((3, 4, 5)) / 10).astype(np.float32)
+    ref = np.cumsum if op == "CumSum" else np.cumprod
+    for at in (TensorProto.INT64, TensorProto.INT32):
+        m = _model(helper.make_node(op, ["x", "axis"], ["y"], reverse=1), [_vi("x", TensorProto.FLOAT, x.shape),
+                   _vi("axis", at, ())], [_vi("y", TensorProto.FLOAT, x.shape)])
+        m.opset_import[0].version = 26 if op == "CumProd" else 14
+        e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+        for axis in (0, 1, -1):
+            got = e.run({"x": x, "axis": np.array(axis, NP[at])})["y"].numpy()
+            want = np.flip(ref(np.flip(x, axis), axis=axis), axis)
+            np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+        with pytest.raises(twinfer.Error, match="out of range"):
+            e.run({"x": x, "axis": np.array(3, NP[at])})["y"].numpy()
+        got = e.run({"x": x, "axis": np.array(2, NP[at])})["y"].numpy()  # the engine still works
+        np.testing.assert_allclose(got, np.flip(ref(np.flip(x, 2), axis=2), 2), rtol=2e-6, atol=1e-6)

@@ -36,6 +36,10 @@ void raise_if_set(volatile int* f, int device) {
       throw Error(ErrorKind::kInvalidArgument,
                   "a target was out of range [0, C) and not ignore_index (a NegativeLogLikelihoodLoss or "
                   "SoftmaxCrossEntropyLoss on cuda:" + std::to_string(device) + ")");
+    case kAxisOutOfRange:
+      throw Error(ErrorKind::kInvalidArgument,
+                  "an axis given at run time was out of range for its input's rank (a CumSum or CumProd on cuda:" +
+                      std::to_string(device) + ")");
     default:
       throw Error(ErrorKind::kRuntime, "a kernel on cuda:" + std::to_string(device) + " reported error " +
                                            std::to_string(code));

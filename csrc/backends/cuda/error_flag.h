@@ -16,6 +16,7 @@ enum KernelError : int {
   kNoKernelError = 0,
   kIndexOutOfRange = 1,   // Gather
   kTargetOutOfRange = 2,  // NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss
+  kAxisOutOfRange = 3,    // an axis read on the device (CumSum / CumProd)
 };
 
 // A new flag for one execution context on `device` (freed when the last
