@@ -7,6 +7,7 @@ device with sim_coverage="cuda" the same nodes are placed as CUDA would place
 them, so the test checks placement (every node on the device) in CI and the
 kernels themselves where a GPU is present."""
 
+import functools
 import time
 
 import numpy as np
@@ -133,23 +134,24 @@ def test_where_every_width(device, rng):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
-@pytest.mark.parametrize("shapes", [[(4, 1, 33), (33,), (6, 1)], [(5, 7)] * 3], ids=["broadcast", "same"])
-def test_variadic_of_three_inputs(device, op, shapes, rng):
+@pytest.mark.parametrize("shapes", [[(4, 1, 33), (33,), (6, 1)], [(5, 7)] * 3, [(3, 5)]], ids=["broadcast", "same", "one"])
+def test_variadic_inputs(device, op, shapes, rng):
     # Broadcast: the first pair broadcasts to less than the output ([4, 1, 33]
     # with [33]); the third input widens it. Same: every operand flat, 35
-    # elements (not a whole number of packs). NaN propagates through Max/Min.
+    # elements (not a whole number of packs). One: the input itself.
+    # NaN propagates through Max/Min.
     out = np.broadcast_shapes(*shapes)
-    ref = {"Max": lambda xs: np.maximum(np.maximum(xs[0], xs[1]), xs[2]),
-           "Min": lambda xs: np.minimum(np.minimum(xs[0], xs[1]), xs[2]),
-           "Sum": lambda xs: xs[0] + xs[1] + xs[2], "Mean": lambda xs: (xs[0] + xs[1] + xs[2]) / 3}[op]
+    ref = {"Max": lambda xs: functools.reduce(np.maximum, xs), "Min": lambda xs: functools.reduce(np.minimum, xs),
+           "Sum": lambda xs: functools.reduce(np.add, xs), "Mean": lambda xs: functools.reduce(np.add, xs) / len(xs)}[op]
     types = [TensorProto.FLOAT, TensorProto.FLOAT16] + ([TensorProto.INT32, TensorProto.INT64] if op in ("Max", "Min") else [])
     for t in types:
-        m = _model(helper.make_node(op, ["a", "b", "c"], ["y"]), [_vi(n, t, s) for n, s in zip("abc", shapes)],
+        names = list("abc"[: len(shapes)])
+        m = _model(helper.make_node(op, names, ["y"]), [_vi(n, t, s) for n, s in zip(names, shapes)],
                    [_vi("y", t, out)])
         xs = [(rng.standard_normal(s) * 9).astype(NP[t]) for s in shapes]
         if t == TensorProto.FLOAT:
             xs[0].flat[::17] = np.nan
-        _, got = _run_both(m, dict(zip("abc", xs)), device)
+        _, got = _run_both(m, dict(zip(names, xs)), device)
         want = ref([x.astype(np.float64) for x in xs]).astype(NP[t])
         _assert_same(got["y"], want, NP[t])
 

@@ -3,7 +3,7 @@
 // acc = f(in0, in1), then acc = f(acc, in_k) for the rest, each step a
 // launch with its own broadcast into the output's shape; Mean divides
 // at the end. 16-bit floats accumulate in a float32 scratch buffer and round
-// once. One input alone (a broadcast copy) stays on the CPU.
+// once. One input alone is a copy.
 #include <type_traits>
 
 #include "backends/cuda/elementwise_kernels.cuh"
@@ -70,12 +70,9 @@ template <typename Op>
 bool supports(const KernelBuildInfo& info, std::string* why) {
   if (!variadic_supports<Op>(info, why)) return false;
   const std::vector<size_t> in = present_inputs(info);
-  if (in.size() < 2) {
-    if (why) *why = info.node().op_type + " of one input (a broadcast copy) has no CUDA kernel";
-    return false;
-  }
   if (!check_input_dtype(info, in[0], Op::kTypes & kCudaElementwiseTypes, why)) return false;
   const Shape out = info.output_shape(0);
+  if (in.size() == 1) return true;  // a copy
   bool fits = offset_calc_fits(plan_for_node(info, {in[0], in[1]}));
   for (size_t k = 2; k < in.size() && fits; ++k)
     fits = offset_calc_fits(make_broadcast_plan({out, info.input_shape(in[k])}, out));
@@ -90,6 +87,7 @@ class VariadicKernel final : public Kernel {
       : n_(shape_numel(info.output_shape(0))), inputs_(present_inputs(info)) {
     dtype_ = info.input_dtype(inputs_[0]);
     const Shape out = info.output_shape(0);
+    if (inputs_.size() == 1) return;  // a copy (copy_one)
     steps_.push_back(step_for(plan_for_node(info, {inputs_[0], inputs_[1]}),
                               info.input_shape(inputs_[0]) == out && info.input_shape(inputs_[1]) == out));
     for (size_t k = 2; k < inputs_.size(); ++k)
@@ -97,12 +95,13 @@ class VariadicKernel final : public Kernel {
                                 info.input_shape(inputs_[k]) == out));
   }
   size_t scratch_bytes() const override {
-    return (dtype_ == DType::kFloat16 || dtype_ == DType::kBFloat16) ? n_ * sizeof(float) : 0;
+    return inputs_.size() > 1 && (dtype_ == DType::kFloat16 || dtype_ == DType::kBFloat16) ? n_ * sizeof(float) : 0;
   }
   void run(KernelContext& ctx) const override {
     const LaunchConfig lc = elementwise_launch(n_);
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
+    if (inputs_.size() == 1) return copy_one(ctx, s);
     dispatch_typeset<Op::kTypes & kCudaElementwiseTypes>(dtype_, [&](auto tag) {
       using S = typename decltype(tag)::type;
       using Acc = compute_t<S>;
@@ -128,6 +127,12 @@ class VariadicKernel final : public Kernel {
   const char* impl_name() const override { return "cuda elementwise"; }
 
  private:
+  // One input: the output is that input (same shape), copied.
+  void copy_one(KernelContext& ctx, cudaStream_t s) const {
+    const TensorView& x = ctx.inputs[inputs_[0]];
+    check(cudaMemcpyAsync(ctx.outputs[0].data, x.data, x.bytes(), cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+  }
+
   template <typename A, typename B, typename O, typename F>
   void launch(const Step& st, const A* a, const B* b, O* y, const F& f, const LaunchConfig& lc,
               cudaStream_t s) const {
