@@ -962,3 +962,31 @@ def test_cumulative_with_the_axis_given_at_run_time(device, op, rng):
             e.run({"x": x, "axis": np.array(3, NP[at])})["y"].numpy()
         got = e.run({"x": x, "axis": np.array(2, NP[at])})["y"].numpy()  # the engine still works
         np.testing.assert_allclose(got, np.flip(ref(np.flip(x, 2), axis=2), 2), rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("eq, shapes", [
+    ("ij,jk->ik", [(3, 5), (5, 4)]),
+    ("bij,bjk->bik", [(2, 3, 5), (2, 5, 7)]),
+    ("bhid,bhjd->bhij", [(2, 3, 5, 4), (2, 3, 6, 4)]),
+    ("ii->i", [(5, 5)]),
+    ("ii", [(4, 4)]),
+    ("ij->", [(3, 7)]),
+    ("ij->ji", [(3, 7)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),
+    ("i,i,i->", [(6,), (6,), (6,)]),
+    ("ij,j->i", [(4, 1), (3,)]),  # a size-1 dim broadcast against its label
+])
+def test_einsum_direct_contraction(device, eq, shapes, rng):
+    for t in (TensorProto.FLOAT, TensorProto.INT64):
+        xs = [(rng.standard_normal(s) * 3).astype(NP[t]) for s in shapes]
+        names = [f"x{k}" for k in range(len(xs))]
+        want = np.einsum(eq, *[x.astype(np.float64) for x in xs])
+        want = np.asarray(want).astype(NP[t])
+        m = _model(helper.make_node("Einsum", names, ["y"], equation=eq), [_vi(n, t, x.shape) for n, x in zip(names, xs)],
+                   [_vi("y", t, want.shape)])
+        _, got = _run_both(m, dict(zip(names, xs)), device)
+        if t == TensorProto.FLOAT:
+            np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(got["y"], want)
