@@ -135,11 +135,11 @@ def test_pytorch_exports_fuse_and_match_pytorch(device, rng, tmp_path):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_onnx_attention_causal_and_a_mask_the_device_leaves_to_the_cpu(device, rng):
+def test_onnx_attention_causal_and_a_short_mask_on_the_device(device, rng):
     # ONNX Attention (opset 24) itself: causal with fewer queries than keys
     # (upper-left without a cache: query i sees keys 0..i), and a boolean mask
     # whose key dim is shorter than the keys (opset 24 pads it with -inf),
-    # which the CUDA kernel does not take: that node runs on the CPU.
+    # which the CUDA kernel takes too (the keys after the mask are masked).
     def model(causal, mask_shape=None):
         ins = [("q", [B, H, SQ, D]), ("k", [B, H, SK, D]), ("v", [B, H, SK, D])]
         vis = [helper.make_tensor_value_info(n, F, s) for n, s in ins]
@@ -161,9 +161,9 @@ def test_onnx_attention_causal_and_a_mask_the_device_leaves_to_the_cpu(device, r
                                rtol=2e-5, atol=2e-5)
     keep = rng.random((B, 1, SQ, 12)) < 0.8
     keep[..., 0] = True
-    e = twinfer.load(model(False, [B, 1, SQ, 12]), device=device, sim_coverage="cuda")
+    e = twinfer.load(model(False, [B, 1, SQ, 12]), device=device, sim_coverage="cuda", allow_cpu_fallback=False)
     rows = e.kernel_report({"q": q.shape, "k": k.shape, "v": v.shape, "mask": keep.shape})
-    assert [r.backend for r in rows if r.op == "Attention"] == ["cpu"], rows
+    assert [r.backend for r in rows if r.op == "Attention"] == [device], rows
     additive = np.concatenate([np.where(keep, 0.0, -np.inf), np.full((B, 1, SQ, SK - 12), -np.inf)], axis=-1)
     np.testing.assert_allclose(e.run({"q": q, "k": k, "v": v, "mask": keep})["o"].numpy(),
                                _reference(q, k, v, scale, additive), rtol=2e-5, atol=2e-5)

@@ -1,9 +1,21 @@
-// Attention on CUDA (ONNX Attention, opset 23, and com.twinfer::Attention,
+// Attention on CUDA (ONNX Attention, opsets 23-25, and com.twinfer::Attention,
 // which graph/passes/fuse_attention.cc writes for the spelled-out form):
-// 4-D [B, H, S, D] query, key and value with as many key as query heads, an
-// optional additive (float) or boolean mask broadcast onto [B, H, Sq, Sk],
-// causal masking (upper-left: no cache here), the scale attribute (1/sqrt(D) without it).
-// No KV cache, softcap or qk output: those stay on the CPU.
+// 4-D [B, H, S, D] or 3-D [B, S, H * D] (packed heads, q_num_heads /
+// kv_num_heads) query, key and value, read in place as strided [B, H, S, D]
+// views; grouped-query heads (key head = query head / (Hq / Hkv)); an
+// optional additive (float) or boolean mask broadcast onto [B, Hq, Sq, S]
+// (a shorter key dim masks the keys after it); causal masking and sliding
+// windows aligned bottom-right (the query offset: the past length, or
+// nonpad_kv_seqlen[b] - Sq); padding lengths (keys at or after
+// nonpad_kv_seqlen[b] masked; a length outside [0, S] sets the error flag);
+// the scale attribute (1/sqrt(D) without it); softcap (cap * tanh(s / cap)
+// on the scaled scores, before the mask is added, as the CPU kernel and the
+// ONNX reference do); an in-op KV cache (present = concat(past, new) along
+// the sequence, written by a copy kernel into the present outputs or scratch,
+// then attention over present); the qk_matmul_output output in its four
+// modes (0/1: the softcapped scores, 2: plus the mask, 3: the softmax, done
+// by a second kernel over the rows written in mode 2's form). The rules for
+// offsets and hidden keys are the CPU kernel's (ops/transformer/attention_math.h).
 //
 // One pass, the scores never in memory: a block takes kRowsPerBlock query
 // rows of one (b, h); key and value rows go through shared memory kTile at a
@@ -13,17 +25,20 @@
 // ONNX's errata) does. Statistics and sums in float.
 //
 // float16 and bfloat16 go to cuDNN's fused flash attention first (tensor
-// cores; sdpa_plan.h), without a mask, causal, or with an additive mask;
-// what cuDNN refuses (and float32, boolean masks, a mask with causal) runs
-// the kernel above. kernel_report's kernel name says which, and why.
+// cores; sdpa_plan.h), without a mask, causal, or with an additive mask,
+// and only in the plain case (4-D, as many key as query heads, none of the
+// extras above); what cuDNN refuses (and float32, boolean masks, a mask with
+// causal) runs the kernel above. kernel_report's kernel name says which, and why.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/error_flag.h"
 #include "backends/cuda/kernel_util.h"
 #include "backends/cuda/sdpa_plan.h"
 #include "graph/domains.h"
+#include "ops/transformer/attention_math.h"
 
 namespace twinfer_gpu {
 
@@ -33,27 +48,49 @@ constexpr int kRowsPerBlock = kAttnWarps * kRowsPerWarp;
 constexpr int kTile = 16;  // key rows staged at a time
 
 struct AttnGeom {
-  int64_t B, H, Sq, Sk, D, Dv;
-  int64_t q_tiles;           // blocks per (b, h)
+  int64_t B, H, Hkv, Sq, Sk, D, Dv;  // Sk: the keys attended (past + new)
+  int64_t q_tiles;                   // blocks per (b, h)
+  twinfer::tx::AttnStrides qs, ks, vs, os;  // over (b, h, s) of q, k, v (or present) and the output
   int64_t mstride[4];        // mask strides over [b, h, i, j] (0: broadcast); unused without a mask
+  int64_t mask_k;            // keys the mask covers; later ones are masked
   int mask_kind;             // 0 none, 1 float (the data's type), 2 bool
   bool causal;
+  bool has_past;
+  int64_t past;              // past keys (the query offset with a cache)
+  int64_t left, right;       // sliding window (-1: unbounded)
+  int nonpad_kind;           // 0 none, 1 int32, 2 int64 padding lengths
+  int qk_mode;               // -1: no qk output; else qk_matmul_output_mode (3 written as 2, then softmaxed)
   float scale;
+  float softcap;             // > 0: cap * tanh(s / cap)
 };
 
 template <typename T, int DL>  // DL: dims per lane (D and Dv <= 32 * DL)
 __global__ void __launch_bounds__(kAttnWarps * 32)
     attention_rows(AttnGeom g, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                   const void* __restrict__ mask, T* __restrict__ o) {
+                   const void* __restrict__ mask, const void* __restrict__ nonpad, T* __restrict__ o,
+                   T* __restrict__ qk, int* __restrict__ error) {
   extern __shared__ float sh[];  // [kTile][D] keys, then [kTile][Dv] values
-  float* ks = sh;
-  float* vs = sh + kTile * g.D;
+  float* kt = sh;
+  float* vt = sh + kTile * g.D;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t bh = blockIdx.x / g.q_tiles;
   const int64_t row0 = (blockIdx.x % g.q_tiles) * kRowsPerBlock + warp * kRowsPerWarp;
-  const int64_t b = bh / g.H, h = bh % g.H;
-  const T* kb = k + bh * g.Sk * g.D;
-  const T* vb = v + bh * g.Sk * g.Dv;
+  const int64_t b = bh / g.H, h = bh % g.H, kh = h / (g.H / g.Hkv);
+  const T* qb = q + b * g.qs.b + h * g.qs.h;
+  const T* kb = k + b * g.ks.b + kh * g.ks.h;
+  const T* vb = v + b * g.vs.b + kh * g.vs.h;
+  T* ob = o + b * g.os.b + h * g.os.h;
+
+  int64_t valid = g.Sk, npb = 0;  // keys not padding; this batch's padding length
+  if (g.nonpad_kind) {
+    npb = g.nonpad_kind == 1 ? static_cast<const int32_t*>(nonpad)[b] : static_cast<const int64_t*>(nonpad)[b];
+    if (npb < 0 || npb > g.Sk) {
+      if (threadIdx.x == 0) *error = twinfer::cuda::kIndexOutOfRange;
+      npb = npb < 0 ? 0 : g.Sk;
+    }
+    valid = npb;
+  }
+  const int64_t off = twinfer::tx::attn_query_offset(g.has_past, g.past, g.nonpad_kind != 0, npb, g.Sq);
 
   float qr[kRowsPerWarp][DL], acc[kRowsPerWarp][DL], mx[kRowsPerWarp], sum[kRowsPerWarp];
 #pragma unroll
@@ -64,39 +101,52 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
     for (int c = 0; c < DL; ++c) {
       const int64_t d = lane + 32 * c;
-      qr[r][c] = (i < g.Sq && d < g.D) ? twinfer::ew::load(q[(bh * g.Sq + i) * g.D + d]) : 0.f;
+      qr[r][c] = (i < g.Sq && d < g.D) ? twinfer::ew::load(qb[i * g.qs.s + d]) : 0.f;
       acc[r][c] = 0.f;
     }
   }
   for (int64_t j0 = 0; j0 < g.Sk; j0 += kTile) {
     const int n = static_cast<int>(g.Sk - j0 < kTile ? g.Sk - j0 : kTile);
     __syncthreads();  // the previous tile is read by every warp
-    for (int64_t e = threadIdx.x; e < n * g.D; e += blockDim.x) ks[e] = twinfer::ew::load(kb[j0 * g.D + e]);
-    for (int64_t e = threadIdx.x; e < n * g.Dv; e += blockDim.x) vs[e] = twinfer::ew::load(vb[j0 * g.Dv + e]);
+    for (int64_t e = threadIdx.x; e < n * g.D; e += blockDim.x) {
+      const int64_t t = e / g.D;
+      kt[e] = twinfer::ew::load(kb[(j0 + t) * g.ks.s + (e - t * g.D)]);
+    }
+    for (int64_t e = threadIdx.x; e < n * g.Dv; e += blockDim.x) {
+      const int64_t t = e / g.Dv;
+      vt[e] = twinfer::ew::load(vb[(j0 + t) * g.vs.s + (e - t * g.Dv)]);
+    }
     __syncthreads();
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int64_t i = row0 + r;
       if (i >= g.Sq) continue;  // the warp as a whole: i is the same in every lane
+      T* qkrow = qk ? qk + ((bh * g.Sq + i) * g.Sk) : nullptr;
       for (int t = 0; t < n; ++t) {
         const int64_t j = j0 + t;
         float s = 0.f;
 #pragma unroll
         for (int c = 0; c < DL; ++c) {
           const int64_t d = lane + 32 * c;
-          if (d < g.D) s += qr[r][c] * ks[t * g.D + d];
+          if (d < g.D) s += qr[r][c] * kt[t * g.D + d];
         }
-        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        for (int off16 = 16; off16 > 0; off16 >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off16);
         s *= g.scale;
+        if (g.softcap > 0.f) s = g.softcap * tanhf(s / g.softcap);
+        if (qkrow && g.qk_mode <= 1 && lane == 0) qkrow[j] = twinfer::ew::store<T>(s);
+        float bias = 0.f;
         if (g.mask_kind) {
-          const int64_t mi = b * g.mstride[0] + h * g.mstride[1] + i * g.mstride[2] + j * g.mstride[3];
-          if (g.mask_kind == 2) {
-            if (!static_cast<const bool*>(mask)[mi]) s = -INFINITY;
+          if (j >= g.mask_k) {
+            bias = -INFINITY;
           } else {
-            s += twinfer::ew::load(static_cast<const T*>(mask)[mi]);
+            const int64_t mi = b * g.mstride[0] + h * g.mstride[1] + i * g.mstride[2] + j * g.mstride[3];
+            if (g.mask_kind == 2) bias = static_cast<const bool*>(mask)[mi] ? 0.f : -INFINITY;
+            else bias = twinfer::ew::load(static_cast<const T*>(mask)[mi]);
           }
         }
-        if (g.causal && j > i) s = -INFINITY;  // upper-left, as ONNX without a cache (and the CPU kernel)
+        if (twinfer::tx::attn_key_hidden(i, j, off, g.causal, g.left, g.right, valid)) bias += -INFINITY;
+        s += bias;
+        if (qkrow && g.qk_mode >= 2 && lane == 0) qkrow[j] = twinfer::ew::store<T>(s);
         if (s == -INFINITY) continue;  // no weight; keeps an all-masked row at zero
         const float m_new = fmaxf(mx[r], s);
         const float corr = expf(mx[r] - m_new), p = expf(s - m_new);
@@ -105,7 +155,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
         for (int c = 0; c < DL; ++c) {
           const int64_t d = lane + 32 * c;
-          acc[r][c] = acc[r][c] * corr + (d < g.Dv ? p * vs[t * g.Dv + d] : 0.f);
+          acc[r][c] = acc[r][c] * corr + (d < g.Dv ? p * vt[t * g.Dv + d] : 0.f);
         }
       }
     }
@@ -118,8 +168,49 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
     for (int c = 0; c < DL; ++c) {
       const int64_t d = lane + 32 * c;
-      if (d < g.Dv) o[(bh * g.Sq + i) * g.Dv + d] = twinfer::ew::store<T>(acc[r][c] * inv);
+      if (d < g.Dv) ob[i * g.os.s + d] = twinfer::ew::store<T>(acc[r][c] * inv);
     }
+  }
+}
+
+// qk_matmul_output_mode 3: the rows attention_rows wrote as mode 2 (scores
+// plus mask) become their softmax in place; a row that is -inf everywhere
+// becomes zeros, as the CPU kernel has it. A warp per row.
+template <typename T>
+__global__ void softmax_qk_rows(T* __restrict__ qk, int64_t rows, int64_t S) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+  if (row >= rows) return;  // the warp as a whole
+  T* x = qk + row * S;
+  float m = -INFINITY;
+  for (int64_t j = lane; j < S; j += 32) m = fmaxf(m, twinfer::ew::load(x[j]));
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (m == -INFINITY) {
+    for (int64_t j = lane; j < S; j += 32) x[j] = twinfer::ew::store<T>(0.f);
+    return;
+  }
+  float sum = 0.f;
+  for (int64_t j = lane; j < S; j += 32) sum += expf(twinfer::ew::load(x[j]) - m);
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  for (int64_t j = lane; j < S; j += 32) x[j] = twinfer::ew::store<T>(expf(twinfer::ew::load(x[j]) - m) / sum);
+}
+
+// present = concat(past, new) along the sequence: out [B, Hkv, S, D], past
+// [B, Hkv, Sp, D] (may be absent when Sp == 0), the new rows a strided
+// [B, Hkv, S - Sp, D] view (3-D or 4-D input). A thread per element.
+struct PresentGeom {
+  int64_t B, Hkv, Sp, S, D;
+  twinfer::tx::AttnStrides cur;
+};
+
+template <typename T>
+__global__ void write_present(PresentGeom g, const T* __restrict__ past, const T* __restrict__ cur,
+                              T* __restrict__ out) {
+  const int64_t n = g.B * g.Hkv * g.S * g.D;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = e % g.D, j = e / g.D % g.S, bh = e / (g.D * g.S);
+    const int64_t b = bh / g.Hkv, kh = bh % g.Hkv;
+    out[e] = j < g.Sp ? past[(bh * g.Sp + j) * g.D + d] : cur[b * g.cur.b + kh * g.cur.h + (j - g.Sp) * g.cur.s + d];
   }
 }
 
@@ -174,7 +265,19 @@ constexpr int64_t kMaxHeadDim = 256;
 
 bool present(const KernelBuildInfo& info, size_t i) { return i < info.node().inputs.size() && info.has_input(i); }
 
-bool attention_supports(const KernelBuildInfo& info, std::string* why) {
+// The node as our kernel runs it: its geometry, what else it reads and
+// writes, and whether it is the plain case cuDNN may take. False (with
+// `why`) for what the kernel does not take; the checks mirror the CPU
+// kernel's constructor, so a node supports() accepts never fails to build.
+struct AttnPlan {
+  twinfer_gpu::AttnGeom g{};
+  bool in3d = false;
+  bool out_pk = false, out_pv = false, out_qk = false;
+  bool plain = false;             // 4-D, Hq == Hkv, no cache, padding, softcap, window, extra outputs, short mask
+  int64_t mask_dims[4] = {1, 1, 1, 1};  // the mask right-aligned onto 4 dims
+};
+
+bool plan_attention(const KernelBuildInfo& info, AttnPlan* p, std::string* why) {
   auto no = [&](const std::string& w) {
     if (why) *why = w;
     return false;
@@ -184,87 +287,178 @@ bool attention_supports(const KernelBuildInfo& info, std::string* why) {
     if (!present(info, i)) return no("Attention needs query, key and value");
     if (!ew::check_input_dtype(info, i, kAttnTypes, why)) return false;
     if (info.input_dtype(i) != info.input_dtype(0)) return no("Attention with inputs of different types has no CUDA kernel");
-    if (info.input_shape(i).size() != 4) return no("3-D (packed heads) Attention runs on the CPU");
   }
-  for (size_t i = 4; i < n.inputs.size(); ++i)
-    if (info.has_input(i)) return no("Attention with a KV cache or padding lengths runs on the CPU");
-  for (size_t i = 1; i < n.outputs.size(); ++i)
-    if (n.outputs[i] >= 0) return no("Attention's cache and qk outputs run on the CPU");
-  if (n.attr_float("softcap", 0.f) != 0.f || n.attr_int("qk_matmul_output_mode", 0) != 0)
-    return no("Attention with softcap runs on the CPU");
-  if (n.attr_int("left_window_size", -1) >= 0 || n.attr_int("right_window_size", -1) >= 0)
-    return no("sliding-window Attention runs on the CPU");
   const Shape q = info.input_shape(0), k = info.input_shape(1), v = info.input_shape(2);
-  if (k[0] != q[0] || v[0] != q[0] || k[1] != q[1] || v[1] != q[1] || v[2] != k[2] || k[3] != q[3])
+  if (!((q.size() == 3 || q.size() == 4) && k.size() == q.size() && v.size() == q.size()))
+    return no("Attention whose query, key and value are not all 3-D or all 4-D runs on the CPU");
+  twinfer_gpu::AttnGeom& g = p->g;
+  p->in3d = q.size() == 3;
+  g.B = q[0];
+  int64_t Skv = 0;
+  if (p->in3d) {
+    g.H = n.attr_int("q_num_heads", 0);
+    g.Hkv = n.attr_int("kv_num_heads", 0);
+    if (g.H <= 0 || g.Hkv <= 0) return no("3-D Attention without positive q_num_heads and kv_num_heads runs on the CPU");
+    if (q[2] % g.H || k[2] % g.Hkv || v[2] % g.Hkv)
+      return no("3-D Attention whose hidden sizes are not multiples of the head counts runs on the CPU");
+    g.Sq = q[1], Skv = k[1], g.D = q[2] / g.H, g.Dv = v[2] / g.Hkv;
+    if (k[2] / g.Hkv != g.D || v[1] != Skv)
+      return no("Attention with grouped key heads or mismatched shapes runs on the CPU");
+  } else {
+    g.H = q[1], g.Hkv = k[1], g.Sq = q[2], Skv = k[2], g.D = q[3], g.Dv = v[3];
+    if (k[3] != g.D || v[1] != g.Hkv || v[2] != Skv)
+      return no("Attention with grouped key heads or mismatched shapes runs on the CPU");
+  }
+  if (k[0] != g.B || v[0] != g.B || g.Hkv <= 0 || g.H % g.Hkv != 0)
     return no("Attention with grouped key heads or mismatched shapes runs on the CPU");
-  if (q[3] > kMaxHeadDim || v[3] > kMaxHeadDim) return no("Attention heads wider than 256 run on the CPU");
+  if (g.D > kMaxHeadDim || g.Dv > kMaxHeadDim) return no("Attention heads wider than 256 run on the CPU");
+
+  // The in-op cache (past_key / past_value) and padding lengths.
+  g.has_past = present(info, 4) || present(info, 5);
+  g.past = 0;
+  if (g.has_past) {
+    if (!present(info, 4) || !present(info, 5)) return no("Attention with only one of past_key / past_value runs on the CPU");
+    if (info.input_dtype(4) != info.input_dtype(0) || info.input_dtype(5) != info.input_dtype(0))
+      return no("Attention with a cache of another type runs on the CPU");
+    const Shape pk = info.input_shape(4), pv = info.input_shape(5);
+    if (pk.size() != 4 || pk[0] != g.B || pk[1] != g.Hkv || pk[3] != g.D || pv != Shape{g.B, g.Hkv, pk[2], g.Dv})
+      return no("Attention with a past_key / past_value of another shape runs on the CPU");
+    g.past = pk[2];
+  }
+  g.Sk = g.past + Skv;
+  g.nonpad_kind = 0;
+  if (present(info, 6)) {
+    if (g.has_past) return no("Attention with both past_key and nonpad_kv_seqlen runs on the CPU");
+    const DType t = info.input_dtype(6);
+    if (t != DType::kInt32 && t != DType::kInt64) return no("nonpad_kv_seqlen that is not int32 or int64 runs on the CPU");
+    if (shape_numel(info.input_shape(6)) != g.B) return no("nonpad_kv_seqlen without a value per batch runs on the CPU");
+    g.nonpad_kind = t == DType::kInt32 ? 1 : 2;
+  }
+  for (size_t i = 7; i < n.inputs.size(); ++i)
+    if (info.has_input(i)) return no("Attention with inputs after nonpad_kv_seqlen runs on the CPU");
+
+  // Outputs and attributes.
+  p->out_pk = info.has_output(1), p->out_pv = info.has_output(2), p->out_qk = info.has_output(3);
+  for (size_t i = 4; i < n.outputs.size(); ++i)
+    if (info.has_output(i)) return no("Attention with outputs after qk_matmul_output runs on the CPU");
+  const int64_t mode = n.attr_int("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3) return no("Attention with a qk_matmul_output_mode outside 0..3 runs on the CPU");
+  g.qk_mode = p->out_qk ? static_cast<int>(mode) : -1;
+  g.softcap = n.attr_float("softcap", 0.f);
+  if (!(g.softcap > 0.f)) g.softcap = 0.f;  // the CPU kernel applies it only when positive
+  g.causal = n.attr_int("is_causal", 0) != 0;
+  g.left = g.right = -1;
+  if (info.opset() >= 25) {  // the window attributes exist from opset 25 (the CPU kernel ignores them before)
+    g.left = n.attr_int("left_window_size", -1);
+    g.right = n.attr_int("right_window_size", -1);
+    if (g.left < -1 || g.right < -1) return no("Attention with a window size below -1 runs on the CPU");
+  }
+  g.scale = n.has_attr("scale") ? n.attr_float("scale", 1.f) : 1.f / std::sqrt(static_cast<float>(g.D));
+
+  // The mask, right-aligned onto [B, Hq, Sq, S]; its key dim may be shorter than S.
+  g.mask_kind = 0;
+  g.mask_k = g.Sk;
+  for (int d = 0; d < 4; ++d) g.mstride[d] = 0;
+  bool short_mask = false;
   if (present(info, 3)) {
     const DType md = info.input_dtype(3);
     if (md != DType::kBool && md != info.input_dtype(0)) return no("an Attention mask of another float type runs on the CPU");
     const Shape m = info.input_shape(3);
     if (m.empty() || m.size() > 4) return no("an Attention mask of rank 0 or above 4 runs on the CPU");
-    const int64_t full[4] = {q[0], q[1], q[2], k[2]};
-    for (size_t d = 0; d < m.size(); ++d) {
-      const int64_t want = full[4 - m.size() + d];
-      if (m[d] != 1 && m[d] != want)  // opset 24's shorter key dim (padded with -inf) included
+    g.mask_kind = md == DType::kBool ? 2 : 1;
+    Shape m4(4 - m.size(), 1);
+    m4.insert(m4.end(), m.begin(), m.end());
+    const int64_t full[3] = {g.B, g.H, g.Sq};
+    for (int d = 0; d < 3; ++d)
+      if (m4[d] != 1 && m4[d] != full[d])
         return no("an Attention mask that does not broadcast onto [B, H, Sq, Sk] runs on the CPU");
+    if (m4[3] > g.Sk && m4[3] != 1) return no("an Attention mask with more keys than the keys runs on the CPU");
+    const Shape st = contiguous_strides(m4);
+    for (int d = 0; d < 4; ++d) {
+      p->mask_dims[d] = m4[d];
+      g.mstride[d] = m4[d] == 1 ? 0 : st[d];
     }
+    g.mask_k = m4[3] == 1 ? g.Sk : m4[3];
+    short_mask = g.mask_k != g.Sk;
   }
+
+  g.qs = tx::attn_strides(p->in3d, g.H, g.Sq, g.D);
+  g.os = tx::attn_strides(p->in3d, g.H, g.Sq, g.Dv);
+  if (g.has_past) {  // attention reads present ([B, Hkv, S, D], written first)
+    g.ks = tx::attn_strides(false, g.Hkv, g.Sk, g.D);
+    g.vs = tx::attn_strides(false, g.Hkv, g.Sk, g.Dv);
+  } else {
+    g.ks = tx::attn_strides(p->in3d, g.Hkv, Skv, g.D);
+    g.vs = tx::attn_strides(p->in3d, g.Hkv, Skv, g.Dv);
+  }
+  g.q_tiles = (g.Sq + twinfer_gpu::kRowsPerBlock - 1) / twinfer_gpu::kRowsPerBlock;
+  p->plain = !p->in3d && g.H == g.Hkv && !g.has_past && !g.nonpad_kind && !p->out_pk && !p->out_pv && !p->out_qk &&
+             g.softcap == 0.f && g.left < 0 && g.right < 0 && !short_mask;
   return true;
+}
+
+bool attention_supports(const KernelBuildInfo& info, std::string* why) {
+  AttnPlan p;
+  return plan_attention(info, &p, why);
 }
 
 class CudaAttention final : public Kernel {
  public:
   explicit CudaAttention(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
     std::string why;
-    if (!attention_supports(info, &why)) info.fail(ErrorKind::kUnsupportedOp, why);
-    const graph::Node& n = info.node();
-    const Shape q = info.input_shape(0), k = info.input_shape(1), v = info.input_shape(2);
-    g_.B = q[0], g_.H = q[1], g_.Sq = q[2], g_.D = q[3], g_.Sk = k[2], g_.Dv = v[3];
-    g_.q_tiles = (g_.Sq + twinfer_gpu::kRowsPerBlock - 1) / twinfer_gpu::kRowsPerBlock;
-    g_.scale = n.has_attr("scale") ? n.attr_float("scale", 1.f) : 1.f / std::sqrt(static_cast<float>(g_.D));
-    g_.causal = n.attr_int("is_causal", 0) != 0;
-    g_.mask_kind = 0;
-    if (present(info, 3)) {
-      g_.mask_kind = info.input_dtype(3) == DType::kBool ? 2 : 1;
-      const Shape m = info.input_shape(3);
-      const int64_t full[4] = {g_.B, g_.H, g_.Sq, g_.Sk};
-      Shape m4(4 - m.size(), 1);
-      m4.insert(m4.end(), m.begin(), m.end());
-      const Shape st = contiguous_strides(m4);
-      for (int d = 0; d < 4; ++d) {
-        if (m4[d] != 1 && m4[d] != full[d])
-          info.fail(ErrorKind::kShape, "the mask " + shape_str(m) + " does not broadcast onto [B, H, Sq, Sk]");
-        g_.mstride[d] = m4[d] == 1 ? 0 : st[d];
-      }
-    }
+    if (!plan_attention(info, &plan_, &why)) info.fail(ErrorKind::kUnsupportedOp, why);
+    g_ = plan_.g;
+    for (int d = 0; d < 4; ++d) mask_dims_[d] = plan_.mask_dims[d];
     const int64_t widest = std::max(g_.D, g_.Dv);
     dl_ = widest <= 32 ? 1 : widest <= 64 ? 2 : widest <= 128 ? 4 : 8;
+    // With a cache, attention reads present: the outputs, or scratch where one is not asked for.
+    if (g_.has_past) {
+      const size_t es = dtype_size(dtype_);
+      if (!plan_.out_pk) pk_scratch_ = round_up(static_cast<int64_t>(g_.B * g_.Hkv * g_.Sk * g_.D * es), 256);
+      if (!plan_.out_pv) pv_scratch_ = round_up(static_cast<int64_t>(g_.B * g_.Hkv * g_.Sk * g_.Dv * es), 256);
+    }
     try_cudnn(info);
   }
 
   size_t scratch_bytes() const override {
-    return sdpa_ ? round_up(static_cast<int64_t>(sdpa_->workspace_bytes()), 256) + expanded_bytes_ : 0;
+    if (sdpa_) return round_up(static_cast<int64_t>(sdpa_->workspace_bytes()), 256) + expanded_bytes_;
+    return pk_scratch_ + pv_scratch_;
   }
   void run(KernelContext& ctx) const override {
+    const cudaStream_t s = stream_of(ctx);
+    const void* kp = ctx.inputs[1].data;
+    const void* vp = ctx.inputs[2].data;
+    if (g_.has_past || plan_.out_pk || plan_.out_pv) {
+      char* scratch = static_cast<char*>(ctx.scratch);
+      void* pk = plan_.out_pk ? ctx.outputs[1].data : (g_.has_past ? scratch : nullptr);
+      void* pv = plan_.out_pv ? ctx.outputs[2].data : (g_.has_past ? scratch + pk_scratch_ : nullptr);
+      const int64_t Skv = g_.Sk - g_.past;
+      const twinfer::tx::AttnStrides kst = tx::attn_strides(plan_.in3d, g_.Hkv, Skv, g_.D);
+      const twinfer::tx::AttnStrides vst = tx::attn_strides(plan_.in3d, g_.Hkv, Skv, g_.Dv);
+      if (pk) write_present(ctx, pk, g_.has_past ? ctx.inputs[4].data : nullptr, kp, g_.D, kst, s);
+      if (pv) write_present(ctx, pv, g_.has_past ? ctx.inputs[5].data : nullptr, vp, g_.Dv, vst, s);
+      if (g_.has_past) kp = pk, vp = pv;
+    }
     const int64_t blocks = g_.B * g_.H * g_.q_tiles;
     if (blocks == 0) return;
-    if (g_.Sk == 0) {  // no key at all: every row is all-masked
+    if (g_.Sk == 0) {  // no key at all: every row is all-masked (and qk_matmul_output is empty)
       check(cudaMemsetAsync(ctx.outputs[0].data, 0, ctx.outputs[0].bytes(), stream_of(ctx)), "cudaMemsetAsync (Attention)");
       return;
     }
     if (sdpa_) return run_cudnn(ctx);
     if (blocks > INT32_MAX) throw Error(ErrorKind::kUnsupportedOp, "Attention with more than 2^31 row blocks");
-    const cudaStream_t s = stream_of(ctx);
     const size_t shared = static_cast<size_t>(twinfer_gpu::kTile * (g_.D + g_.Dv)) * sizeof(float);
     const void* mask = g_.mask_kind ? ctx.inputs[3].data : nullptr;
+    const void* nonpad = g_.nonpad_kind ? ctx.inputs[6].data : nullptr;
+    int* error = g_.nonpad_kind ? kernel_error_flag(ctx.backend_state) : nullptr;
     ew::dispatch_typeset<kAttnTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
+      T* qk = plan_.out_qk ? ctx.outputs[3].as<T>() : nullptr;
       auto go = [&](auto dl) {
         twinfer_gpu::attention_rows<T, decltype(dl)::value>
             <<<static_cast<uint32_t>(blocks), twinfer_gpu::kAttnWarps * 32, shared, s>>>(
-                g_, ctx.inputs[0].as<const T>(), ctx.inputs[1].as<const T>(), ctx.inputs[2].as<const T>(), mask,
-                ctx.outputs[0].as<T>());
+                g_, ctx.inputs[0].as<const T>(), static_cast<const T*>(kp), static_cast<const T*>(vp), mask, nonpad,
+                ctx.outputs[0].as<T>(), qk, error);
       };
       switch (dl_) {
         case 1: go(std::integral_constant<int, 1>{}); break;
@@ -272,17 +466,42 @@ class CudaAttention final : public Kernel {
         case 4: go(std::integral_constant<int, 4>{}); break;
         default: go(std::integral_constant<int, 8>{}); break;
       }
+      check_launch("Attention launch");
+      if (qk && g_.qk_mode == 3) {
+        const int64_t rows = g_.B * g_.H * g_.Sq;
+        const int64_t qblocks = (rows * 32 + 255) / 256;
+        if (qblocks > INT32_MAX) throw Error(ErrorKind::kUnsupportedOp, "Attention with more than 2^31 qk row blocks");
+        twinfer_gpu::softmax_qk_rows<T><<<static_cast<uint32_t>(qblocks), 256, 0, s>>>(qk, rows, g_.Sk);
+        check_launch("Attention qk softmax launch");
+      }
     });
-    check_launch("Attention launch");
   }
   const char* impl_name() const override { return name_.c_str(); }
 
  private:
+  // present = concat(past, new) into `out` ([B, Hkv, S, d]).
+  void write_present(KernelContext&, void* out, const void* past, const void* cur, int64_t d,
+                     twinfer::tx::AttnStrides cur_strides, cudaStream_t s) const {
+    const twinfer_gpu::PresentGeom pg{g_.B, g_.Hkv, g_.past, g_.Sk, d, cur_strides};
+    const int64_t n = g_.B * g_.Hkv * g_.Sk * d;
+    if (n == 0) return;
+    const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65535));
+    ew::dispatch_typeset<kAttnTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::write_present<T><<<grid, 256, 0, s>>>(pg, static_cast<const T*>(past), static_cast<const T*>(cur),
+                                                          static_cast<T*>(out));
+    });
+    check_launch("Attention present (KV cache) launch");
+  }
+
   // cuDNN's fused attention where it applies (sdpa_plan.h); otherwise the
   // reason goes into the kernel's name and our own kernel runs.
   void try_cudnn(const KernelBuildInfo& info) {
+    (void)info;
     std::string why;
-    if (dtype_ == DType::kFloat32) {
+    if (!plan_.plain) {
+      why = "3-D inputs, grouped key heads, a cache, padding lengths, softcap, a window, a short mask or extra outputs";
+    } else if (dtype_ == DType::kFloat32) {
       why = "float32 (cuDNN's fused attention takes float16 and bfloat16)";
     } else if (g_.mask_kind == 2) {
       why = "a boolean mask";
@@ -294,13 +513,7 @@ class CudaAttention final : public Kernel {
       SdpaSpec spec;
       spec.B = g_.B, spec.H = g_.H, spec.Sq = g_.Sq, spec.Sk = g_.Sk, spec.D = g_.D, spec.Dv = g_.Dv;
       spec.dtype = dtype_, spec.scale = g_.scale, spec.causal = g_.causal;
-      if (g_.mask_kind == 1) {
-        const Shape m = info.input_shape(3);
-        Shape m4(4 - m.size(), 1);
-        m4.insert(m4.end(), m.begin(), m.end());
-        for (int d = 0; d < 4; ++d) mask_dims_[d] = m4[d];
-        spec.set_broadcast_bias(mask_dims_);
-      }
+      if (g_.mask_kind == 1) spec.set_broadcast_bias(mask_dims_);
       sdpa_ = make_cudnn_sdpa(spec, &why);
       if (!sdpa_ && spec.has_bias && mask_dims_[2] == 1 && mask_dims_[3] == g_.Sk && g_.Sq > 1) {
         // cuDNN may want the bias per query in memory: written out before each run.
@@ -350,7 +563,9 @@ class CudaAttention final : public Kernel {
   }
 
   DType dtype_;
+  AttnPlan plan_;
   twinfer_gpu::AttnGeom g_{};
+  int64_t pk_scratch_ = 0, pv_scratch_ = 0;  // present key / value in scratch (a cache not asked for as output)
   int dl_ = 2;
   std::shared_ptr<const SdpaPlan> sdpa_;
   int64_t mask_dims_[4] = {1, 1, 1, 1};

@@ -19,6 +19,7 @@
 
 #include "core/parallel.h"
 #include "graph/domains.h"
+#include "ops/transformer/attention_math.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
@@ -309,7 +310,8 @@ class AttentionKernel final : public Kernel {
         for (int64_t d = 0; d < D; ++d) qv[d] = rt(load(qrow[d]) * sqrt_scale);
 
         // Additive bias and whether any key is attendable.
-        const int64_t off = has_past_ ? Sp : (has_nonpad_ ? nonpad[b] - Sq : 0);
+        const int64_t off = attn_query_offset(has_past_, Sp, has_nonpad_, has_nonpad_ ? nonpad[b] : 0, Sq);
+        const int64_t valid = has_nonpad_ ? nonpad[b] : S;
         bool any = false;
         for (int64_t j = 0; j < S; ++j) {
           C bv = 0;
@@ -321,10 +323,7 @@ class AttentionKernel final : public Kernel {
               bv = mask_value<C>(mask, mi);
             }
           }
-          const int64_t diff = i + off - j;
-          if (causal_ && diff < 0) bv += ninf;
-          if ((left_ >= 0 && diff > left_) || (right_ >= 0 && -diff > right_)) bv += ninf;
-          if (has_nonpad_ && j >= nonpad[b]) bv += ninf;
+          if (attn_key_hidden(i, j, off, causal_, left_, right_, valid)) bv += ninf;  // attention_math.h
           bias[j] = bv;
           any |= !(bv == ninf);
         }
