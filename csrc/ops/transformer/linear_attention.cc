@@ -17,26 +17,14 @@
 #include <cmath>
 
 #include "core/parallel.h"
+#include "ops/transformer/causal_conv_math.h"
+#include "ops/transformer/linear_attention_geom.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
 namespace {
 
 // ---- LinearAttention ---------------------------------------------------------
-
-struct LinAttnRule {
-  bool gating = false, delta = false;
-};
-
-LinAttnRule parse_rule(const graph::Node& n) {
-  const std::string r = n.attr_string("update_rule", "gated_delta");
-  if (r == "linear") return {false, false};
-  if (r == "gated") return {true, false};
-  if (r == "delta") return {false, true};
-  if (r == "gated_delta") return {true, true};
-  throw Error(ErrorKind::kModelFormat,
-              "update_rule '" + r + "' is not one of linear, gated, delta, gated_delta", n.name, n.op_type);
-}
 
 void infer_linear_attention(InferContext& c) {
   const graph::Node& n = c.node();
@@ -83,44 +71,7 @@ TWINFER_REGISTER_SCHEMA("LinearAttention", infer_linear_attention);
 
 class LinearAttentionKernel final : public Kernel {
  public:
-  explicit LinearAttentionKernel(const KernelBuildInfo& info) : rule_(parse_rule(info.node())) {
-    const graph::Node& n = info.node();
-    Hq_ = n.attr_int("q_num_heads", 0);
-    Hkv_ = n.attr_int("kv_num_heads", 0);
-    if (Hq_ <= 0 || Hkv_ <= 0 || Hq_ % Hkv_)
-      info.fail(ErrorKind::kModelFormat, "q_num_heads must be a positive multiple of kv_num_heads");
-    Shape q = info.input_shape(0), k = info.input_shape(1), v = info.input_shape(2);
-    if (q.size() != 3 || k.size() != 3 || v.size() != 3)
-      info.fail(ErrorKind::kShape, "query, key, value must be 3-D");
-    B_ = q[0];
-    T_ = q[1];
-    if (q[2] % Hq_ || k[2] % Hkv_ || v[2] % Hkv_)
-      info.fail(ErrorKind::kShape, "hidden sizes are not multiples of the head counts");
-    dk_ = q[2] / Hq_;
-    dv_ = v[2] / Hkv_;
-    if (k != Shape{B_, T_, Hkv_ * dk_} || v[0] != B_ || v[1] != T_)
-      info.fail(ErrorKind::kShape, "key " + shape_str(k) + " / value " + shape_str(v) + " do not match query " +
-                                       shape_str(q));
-    if (info.has_input(3) && info.input_shape(3) != Shape{B_, Hkv_, dk_, dv_})
-      info.fail(ErrorKind::kShape, "past_state " + shape_str(info.input_shape(3)) + " must be " +
-                                       shape_str(Shape{B_, Hkv_, dk_, dv_}));
-    if (rule_.gating != info.has_input(4) || rule_.delta != info.has_input(5))
-      info.fail(ErrorKind::kModelFormat, "decay / beta inputs do not match update_rule");
-    if (rule_.gating) {
-      Shape d = info.input_shape(4);
-      if (d.size() != 3 || d[0] != B_ || d[1] != T_ || (d[2] != Hkv_ && d[2] != Hkv_ * dk_))
-        info.fail(ErrorKind::kShape, "decay " + shape_str(d) + " must be [B, T, kv_num_heads] or [B, T, kv_num_heads*d_k]");
-      decay_per_dim_ = d[2] == Hkv_ * dk_ && !(Hkv_ * dk_ == Hkv_);
-    }
-    if (rule_.delta) {
-      Shape b = info.input_shape(5);
-      if (b.size() != 3 || b[0] != B_ || b[1] != T_ || (b[2] != Hkv_ && b[2] != 1))
-        info.fail(ErrorKind::kShape, "beta " + shape_str(b) + " must be [B, T, kv_num_heads] or [B, T, 1]");
-      beta_last_ = b[2];
-    }
-    const float s = n.attr_float("scale", 0.f);
-    scale_ = s == 0.f ? 1.f / std::sqrt(static_cast<float>(dk_)) : s;
-  }
+  explicit LinearAttentionKernel(const KernelBuildInfo& info) : g_(linear_attention_geom(info)) {}
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
@@ -141,13 +92,15 @@ class LinearAttentionKernel final : public Kernel {
     const T* K = ctx.inputs[1].as<T>();
     const T* V = ctx.inputs[2].as<T>();
     const S* past = ctx.inputs.size() > 3 && ctx.inputs[3].data ? ctx.inputs[3].as<S>() : nullptr;
-    const T* G = rule_.gating ? ctx.inputs[4].as<T>() : nullptr;
-    const T* Bt = rule_.delta ? ctx.inputs[5].as<T>() : nullptr;
+    const T* G = g_.rule.gating ? ctx.inputs[4].as<T>() : nullptr;
+    const T* Bt = g_.rule.delta ? ctx.inputs[5].as<T>() : nullptr;
     T* Y = ctx.outputs[0].as<T>();
     S* present = ctx.outputs[1].as<S>();
-    const int64_t Hq = Hq_, Hkv = Hkv_, Tn = T_, dk = dk_, dv = dv_, group = Hq / Hkv;
-    const float scale = scale_;
-    parallel_for(B_ * Hkv, ctx.num_threads, 1, [&](int64_t lo, int64_t hi) {
+    const int64_t Hq = g_.Hq, Hkv = g_.Hkv, Tn = g_.T, dk = g_.dk, dv = g_.dv, group = Hq / Hkv;
+    const int64_t beta_last_ = g_.beta_last;
+    const bool decay_per_dim_ = g_.decay_per_dim;
+    const float scale = g_.scale;
+    parallel_for(g_.B * Hkv, ctx.num_threads, 1, [&](int64_t lo, int64_t hi) {
       float* st = thread_buffer<float>(dk * dv, 0);
       float* kv = thread_buffer<float>(dk + 2 * dv, 1);
       float* kf = kv;
@@ -204,10 +157,7 @@ class LinearAttentionKernel final : public Kernel {
     });
   }
 
-  LinAttnRule rule_;
-  int64_t Hq_ = 0, Hkv_ = 0, B_ = 0, T_ = 0, dk_ = 0, dv_ = 0, beta_last_ = 1;
-  bool decay_per_dim_ = false;
-  float scale_ = 1.f;
+  LinAttnGeom g_;
 };
 
 bool linattn_supports(const KernelBuildInfo& info, std::string* why) {
@@ -228,20 +178,13 @@ TWINFER_REGISTER_KERNEL("LinearAttention", Backend::kCPU, 0, linattn_supports, m
 
 // ---- CausalConvWithState -------------------------------------------------------
 
-bool parse_silu(const graph::Node& n) {
-  const std::string a = n.attr_string("activation", "none");
-  if (a == "none") return false;
-  if (a == "silu" || a == "swish") return true;
-  throw Error(ErrorKind::kModelFormat, "activation '" + a + "' is not one of none, silu, swish", n.name, n.op_type);
-}
-
 void infer_causal_conv(InferContext& c) {
   const DType dt = c.input_dtype(0);
   c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
           std::string("CausalConvWithState needs a float input, got ") + dtype_name(dt));
   c.check(c.num_inputs() >= 2 && c.has_input(1), ErrorKind::kModelFormat, "CausalConvWithState needs input and weight");
   for (size_t i : {1, 2, 3}) check_same_dtype_as(c, i, dt);
-  parse_silu(c.node());
+  causal_conv_parse_silu(c.node());
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) {
     c.set_output_rank_unknown(0, dt);
     if (c.num_outputs() > 1) c.set_output(1, dt, SymShape(3));
@@ -261,71 +204,38 @@ TWINFER_REGISTER_SCHEMA("CausalConvWithState", infer_causal_conv);
 
 class CausalConvKernel final : public Kernel {
  public:
-  explicit CausalConvKernel(const KernelBuildInfo& info) : silu_(parse_silu(info.node())) {
-    Shape x = info.input_shape(0), w = info.input_shape(1);
-    if (x.size() != 3) info.fail(ErrorKind::kShape, "input must be [B, C, L], got " + shape_str(x));
-    B_ = x[0];
-    C_ = x[1];
-    L_ = x[2];
-    if (w.size() != 3 || w[0] != C_ || w[1] != 1 || w[2] < 1)
-      info.fail(ErrorKind::kShape, "weight " + shape_str(w) + " must be [" + std::to_string(C_) + ", 1, k]");
-    K_ = w[2];
-    has_bias_ = info.has_input(2);
-    if (has_bias_ && info.input_shape(2) != Shape{C_})
-      info.fail(ErrorKind::kShape, "bias " + shape_str(info.input_shape(2)) + " must be [" + std::to_string(C_) + "]");
-    has_past_ = info.has_input(3);
-    if (has_past_ && info.input_shape(3) != Shape{B_, C_, K_ - 1})
-      info.fail(ErrorKind::kShape, "past_state " + shape_str(info.input_shape(3)) + " must be " +
-                                       shape_str(Shape{B_, C_, K_ - 1}));
-    has_present_ = info.num_outputs() > 1 && info.has_output(1);
-  }
+  explicit CausalConvKernel(const KernelBuildInfo& info) : g_(causal_conv_geom(info)) {}
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
     dispatch_any_float(ctx.inputs[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using C = compute_t<T>;
       const T* x = ctx.inputs[0].as<T>();
       const T* w = ctx.inputs[1].as<T>();
-      const T* bias = has_bias_ ? ctx.inputs[2].as<T>() : nullptr;
-      const T* past = has_past_ ? ctx.inputs[3].as<T>() : nullptr;
+      const T* bias = g_.has_bias ? ctx.inputs[2].as<T>() : nullptr;
+      const T* past = g_.has_past ? ctx.inputs[3].as<T>() : nullptr;
       T* y = ctx.outputs[0].as<T>();
-      T* pres = has_present_ ? ctx.outputs[1].as<T>() : nullptr;
-      const int64_t L = L_, K = K_, P = K_ - 1;
-      parallel_for(B_ * C_, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L * K)),
+      T* pres = g_.has_present ? ctx.outputs[1].as<T>() : nullptr;
+      const int64_t L = g_.L, K = g_.K, P = g_.K - 1, C = g_.C;
+      parallel_for(g_.B * C, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L * K)),
                    [&](int64_t lo, int64_t hi) {
         for (int64_t bc = lo; bc < hi; ++bc) {
-          const int64_t c = bc % C_;
+          const int64_t c = bc % C;
           const T* xr = x + bc * L;
           const T* pr = past ? past + bc * P : nullptr;
-          const T* wr = w + c * K;
-          // padded[p] for p in [0, P + L): the carried state then the input.
-          auto padded = [&](int64_t p) -> C {
-            if (p >= P) return load(xr[p - P]);
-            return pr ? C(load(pr[p])) : C(0);
-          };
           // present_state first: y may alias nothing, but x is read below.
           if (pres)
-            for (int64_t p = 0; p < P; ++p) pres[bc * P + p] = store<T>(padded(L + p));
+            for (int64_t p = 0; p < P; ++p) pres[bc * P + p] = store<T>(causal_conv_padded(xr, pr, P, L + p));
           T* yr = y + bc * L;
-          for (int64_t l = 0; l < L; ++l) {
-            C acc = bias ? C(load(bias[c])) : C(0);
-            for (int64_t i = 0; i < K; ++i) acc += C(load(wr[i])) * padded(l + i);
-            if (silu_) {
-              const C v = load(store<T>(acc));  // the conv result in T, then SiLU in float
-              acc = v / (C(1) + std::exp(-v));
-            }
-            yr[l] = store<T>(acc);
-          }
+          for (int64_t l = 0; l < L; ++l)
+            yr[l] = causal_conv_at(xr, pr, w + c * K, bias ? bias + c : nullptr, K, g_.silu, l);
         }
       });
     });
   }
 
  private:
-  bool silu_;
-  bool has_bias_ = false, has_past_ = false, has_present_ = false;
-  int64_t B_ = 0, C_ = 0, L_ = 0, K_ = 1;
+  CausalConvGeom g_;
 };
 
 bool conv_supports(const KernelBuildInfo& info, std::string* why) { return float_inputs(info, {1, 2, 3}, why); }

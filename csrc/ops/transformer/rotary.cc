@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/parallel.h"
+#include "ops/transformer/rotary_math.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
@@ -40,59 +41,7 @@ TWINFER_REGISTER_SCHEMA("RotaryEmbedding", infer_rotary);
 
 class RotaryKernel final : public Kernel {
  public:
-  explicit RotaryKernel(const KernelBuildInfo& info) {
-    const graph::Node& n = info.node();
-    Shape x = info.input_shape(0);
-    if (x.size() != 3 && x.size() != 4)
-      info.fail(ErrorKind::kShape, "input must be 3-D or 4-D, got " + shape_str(x));
-    in3d_ = x.size() == 3;
-    B_ = x[0];
-    if (in3d_) {
-      H_ = n.attr_int("num_heads", 0);
-      if (H_ <= 0) info.fail(ErrorKind::kModelFormat, "3-D input needs num_heads > 0");
-      S_ = x[1];
-      if (x[2] % H_) info.fail(ErrorKind::kShape, "hidden size " + std::to_string(x[2]) +
-                                                   " is not a multiple of num_heads " + std::to_string(H_));
-      D_ = x[2] / H_;
-    } else {
-      H_ = x[1];
-      S_ = x[2];
-      D_ = x[3];
-    }
-    rot_ = n.attr_int("rotary_embedding_dim", 0);
-    if (rot_ == 0) rot_ = D_;
-    if (rot_ < 0 || rot_ > D_ || rot_ % 2)
-      info.fail(ErrorKind::kModelFormat, "rotary_embedding_dim " + std::to_string(rot_) +
-                                             " must be even and at most the head size " + std::to_string(D_));
-    interleaved_ = n.attr_int("interleaved", 0) != 0;
-    const int64_t half = rot_ / 2;
-    Shape cs = info.input_shape(1);
-    if (info.input_shape(2) != cs)
-      info.fail(ErrorKind::kShape, "cos_cache " + shape_str(cs) + " and sin_cache " +
-                                       shape_str(info.input_shape(2)) + " differ");
-    if (cs.empty() || cs.back() != half)
-      info.fail(ErrorKind::kShape, "the caches' last dim must be rotary_embedding_dim / 2 = " +
-                                       std::to_string(half) + ", got " + shape_str(cs));
-    has_pos_ = info.has_input(3);
-    if (has_pos_) {
-      if (cs.size() != 2) info.fail(ErrorKind::kShape, "with position_ids the caches must be 2-D, got " + shape_str(cs));
-      max_pos_ = cs[0];
-      Shape ps = info.input_shape(3);
-      if (ps != Shape{B_, S_})
-        info.fail(ErrorKind::kShape, "position_ids " + shape_str(ps) + " must be [" + std::to_string(B_) + ", " +
-                                         std::to_string(S_) + "]");
-    } else {
-      const int64_t n_rows = shape_numel(cs) / std::max<int64_t>(1, half);
-      if (n_rows == B_ * S_ && (cs.size() == 3 ? cs[0] == B_ && cs[1] == S_ : true)) {
-        cache_batch_stride_ = S_;
-      } else if (n_rows == S_ && (cs.size() == 2 || (cs.size() == 3 && cs[0] == 1))) {
-        cache_batch_stride_ = 0;
-      } else {
-        info.fail(ErrorKind::kShape, "without position_ids the caches must be [" + std::to_string(B_) + ", " +
-                                         std::to_string(S_) + ", " + std::to_string(half) + "], got " + shape_str(cs));
-      }
-    }
-  }
+  explicit RotaryKernel(const KernelBuildInfo& info) : g_(rotary_geom(info)) {}
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
@@ -109,49 +58,41 @@ class RotaryKernel final : public Kernel {
     const T* cosc = ctx.inputs[1].as<T>();
     const T* sinc = ctx.inputs[2].as<T>();
     T* y = ctx.outputs[0].as<T>();
-    const int64_t B = B_, H = H_, S = S_, D = D_, half = rot_ / 2;
+    const RotaryGeom& g = g_;
+    const int64_t S = g.S, D = g.D, half = g.rot / 2;
     std::vector<int64_t> pos;
-    if (has_pos_) {
+    if (g.has_pos) {
       const TensorView& p = ctx.inputs[3];
-      pos.resize(B * S);
-      for (int64_t i = 0; i < B * S; ++i) {
+      pos.resize(g.B * S);
+      for (int64_t i = 0; i < g.B * S; ++i) {
         const int64_t v = p.dtype == DType::kInt32 ? p.as<int32_t>()[i] : p.as<int64_t>()[i];
-        if (v < 0 || v >= max_pos_)
+        if (v < 0 || v >= g.max_pos)
           throw Error(ErrorKind::kInvalidArgument, "position_ids value " + std::to_string(v) +
-                                                       " is outside the cache [0, " + std::to_string(max_pos_) + ")");
+                                                       " is outside the cache [0, " + std::to_string(g.max_pos) + ")");
         pos[i] = v;
       }
     }
-    constexpr bool kHalf = !std::is_same<T, C>::value;
-    auto rt = [](C v) -> C {
-      if constexpr (kHalf) return load(store<T>(v));
-      else return v;
-    };
-    parallel_for(B * S * H, ctx.num_threads, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D)),
+    parallel_for(g.B * S * g.H, ctx.num_threads, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D)),
                  [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         // r enumerates (b, s, h).
-        const int64_t h = r % H, s = (r / H) % S, b = r / (H * S);
-        const int64_t off = in3d_ ? ((b * S + s) * H + h) * D : ((b * H + h) * S + s) * D;
-        const int64_t crow = has_pos_ ? pos[b * S + s] : b * cache_batch_stride_ + s;
+        const int64_t bs = r / g.H, s = bs % S, b = bs / S;
+        const int64_t off = g.row_offset(r);
+        const int64_t crow = g.has_pos ? pos[bs] : b * g.cache_batch_stride + s;
         const T* cr = cosc + crow * half;
         const T* sr = sinc + crow * half;
         const T* xr = x + off;
         T* yr = y + off;
         for (int64_t i = 0; i < half; ++i) {
-          const int64_t i1 = interleaved_ ? 2 * i : i, i2 = interleaved_ ? 2 * i + 1 : i + half;
-          const C c = load(cr[i]), sn = load(sr[i]);
-          const C x1 = load(xr[i1]), x2 = load(xr[i2]);
-          yr[i1] = store<T>(rt(c * x1) - rt(sn * x2));
-          yr[i2] = store<T>(rt(sn * x1) + rt(c * x2));
+          const int64_t i1 = g.first(i), i2 = g.second(i);
+          rotary_pair<T, C>(load(cr[i]), load(sr[i]), load(xr[i1]), load(xr[i2]), yr[i1], yr[i2]);
         }
-        if (yr != xr) std::copy(xr + rot_, xr + D, yr + rot_);
+        if (yr != xr) std::copy(xr + g.rot, xr + D, yr + g.rot);
       }
     });
   }
 
-  bool in3d_ = false, interleaved_ = false, has_pos_ = false;
-  int64_t B_ = 0, H_ = 0, S_ = 0, D_ = 0, rot_ = 0, max_pos_ = 0, cache_batch_stride_ = 0;
+  RotaryGeom g_;
 };
 
 bool supports(const KernelBuildInfo& info, std::string* why) { return float_inputs(info, {1, 2}, why); }
