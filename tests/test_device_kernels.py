@@ -990,3 +990,41 @@ def test_einsum_direct_contraction(device, eq, shapes, rng):
             np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5)
         else:
             np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dft_and_stft(device, rng):
+    F = TensorProto.FLOAT
+    x = rng.standard_normal((2, 10, 3, 1)).astype(np.float32)  # real signal along axis 1
+    xc = rng.standard_normal((2, 9, 2)).astype(np.float32)      # complex along axis 1
+    cases = [  # (attrs, input, dft_length, reference)
+        (dict(), x, None, np.fft.fft(x[..., 0], axis=1)),
+        (dict(onesided=1), x, None, np.fft.rfft(x[..., 0], axis=1)),
+        (dict(), x, 13, np.fft.fft(x[..., 0], n=13, axis=1)),
+        (dict(inverse=1), xc, None, np.fft.ifft(xc[..., 0] + 1j * xc[..., 1], axis=1)),
+        (dict(inverse=1, onesided=1), xc, None, np.fft.irfft(xc[..., 0] + 1j * xc[..., 1], axis=1)),
+    ]
+    for attrs, inp, n, ref in cases:
+        ins = [_vi("x", F, inp.shape)]
+        names = ["x"]
+        inits = []
+        if n is not None:
+            names.append("n")
+            inits.append(helper.make_tensor("n", TensorProto.INT64, [], [n]))
+        want = np.stack([ref.real, ref.imag], -1) if np.iscomplexobj(ref) else ref[..., None]
+        m = _model(helper.make_node("DFT", names, ["y"], axis=1, **attrs), ins, [_vi("y", F, want.shape)])
+        m.opset_import[0].version = 17
+        m.graph.initializer.extend(inits)
+        _, got = _run_both(m, {"x": inp}, device)
+        np.testing.assert_allclose(got["y"], want.astype(np.float32), rtol=1e-4, atol=1e-4)
+    # STFT: frames of 8 every 3 samples under a Hann window, onesided.
+    sig = rng.standard_normal((2, 29)).astype(np.float32)
+    win = np.hanning(8).astype(np.float32)
+    frames = 1 + (29 - 8) // 3
+    m = _model(helper.make_node("STFT", ["s", "step", "w"], ["y"]), [_vi("s", F, sig.shape), _vi("w", F, win.shape)],
+               [_vi("y", F, (2, frames, 5, 2))])
+    m.opset_import[0].version = 17
+    m.graph.initializer.extend([helper.make_tensor("step", TensorProto.INT64, [], [3])])
+    _, got = _run_both(m, {"s": sig, "w": win}, device)
+    ref = np.stack([np.fft.rfft(sig[:, f * 3:f * 3 + 8] * win, axis=-1) for f in range(frames)], 1)
+    np.testing.assert_allclose(got["y"], np.stack([ref.real, ref.imag], -1).astype(np.float32), rtol=1e-4, atol=1e-4)

@@ -15,117 +15,35 @@
 // when onesided (the default), else frame_length.
 //
 // The transforms are direct sums over precomputed twiddles in double
-// precision (O(n^2) per line): these ops are rare in inference graphs and the
-// sums are exact enough to match the FFT-based references.
-#include <cmath>
-
+// precision (O(n^2) per line), their configuration and per-value arithmetic
+// shared with the CUDA kernels (dft_plan.h).
 #include "core/parallel.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/signal/dft_plan.h"
 
 namespace twinfer::signal {
 namespace {
 
-using tensor::view_scalar_int;
 constexpr unsigned kSignalTypes = ew::kFloatTypes;
 
-// cos/sin of 2 pi j / n for j in [0, n).
-struct Twiddles {
-  std::vector<double> c, s;
-  explicit Twiddles(int64_t n) : c(static_cast<size_t>(n)), s(static_cast<size_t>(n)) {
-    for (int64_t j = 0; j < n; ++j) {
-      const double a = 2.0 * M_PI * static_cast<double>(j) / static_cast<double>(n);
-      c[j] = std::cos(a);
-      s[j] = std::sin(a);
-    }
+// A line held in two arrays, for dft_bin / irfft_sample.
+struct Line {
+  const double* xr;
+  const double* xi;
+  void operator()(int64_t j, double* r, double* i) const {
+    *r = xr[j];
+    *i = xi[j];
   }
 };
 
-// Complex DFT of a line of m input values (zero beyond m), n points, bins
-// [0, bins). sign -1: forward, +1: inverse. Results into re/im.
 void dft_line(const double* xr, const double* xi, int64_t m, int64_t n, int64_t bins, int sign, const Twiddles& tw,
               double* re, double* im) {
-  const int64_t mm = std::min(m, n);
-  for (int64_t k = 0; k < bins; ++k) {
-    double sr = 0, si = 0;
-    int64_t idx = 0;  // (j * k) mod n
-    for (int64_t j = 0; j < mm; ++j) {
-      const double c = tw.c[idx], s = sign * tw.s[idx];
-      sr += xr[j] * c - xi[j] * s;
-      si += xr[j] * s + xi[j] * c;
-      idx += k;
-      if (idx >= n) idx %= n;
-    }
-    re[k] = sr;
-    im[k] = si;
-  }
+  for (int64_t k = 0; k < bins; ++k) dft_bin(Line{xr, xi}, m, n, k, sign, tw.c.data(), tw.s.data(), re + k, im + k);
 }
 
-// Inverse real DFT: the Hermitian spectrum's bins 0..n/2 (m given, zero
-// beyond) -> n real samples, divided by n. Imaginary parts of bin 0 and (n
-// even) bin n/2 are ignored, like numpy.
 void irfft_line(const double* xr, const double* xi, int64_t m, int64_t n, const Twiddles& tw, double* out) {
-  const int64_t half = n / 2;
-  for (int64_t t = 0; t < n; ++t) {
-    double acc = m > 0 ? xr[0] : 0.0;
-    int64_t idx = t % n;
-    for (int64_t k = 1; k <= half && k < m; ++k, idx = (idx + t) % n) {
-      if (2 * k == n) {
-        acc += xr[k] * tw.c[idx];
-      } else {
-        acc += 2.0 * (xr[k] * tw.c[idx] - xi[k] * tw.s[idx]);
-      }
-    }
-    out[t] = acc / static_cast<double>(n);
-  }
-}
-
-// ---- DFT -------------------------------------------------------------------------
-
-struct DftConfig {
-  int64_t axis = 0;     // normalised against the input's rank
-  int64_t n = -1;       // dft_length; -1 when not known
-  bool inverse = false, onesided = false;
-};
-
-// Reads the axis (attribute or input) and dft_length; known=false when an
-// input they come from is not a constant.
-template <typename Ctx>
-DftConfig dft_config(const Ctx& c, int64_t rank, const Tensor* len_t, const Tensor* axis_t, bool* known) {
-  DftConfig d;
-  *known = true;
-  d.inverse = c.node().attr_int("inverse", 0) != 0;
-  d.onesided = c.node().attr_int("onesided", 0) != 0;
-  int64_t axis = 1;
-  if (c.opset() >= 20) {
-    axis = -2;
-    if (c.has_input(2)) {
-      if (axis_t) axis = view_scalar_int(axis_t->view());
-      else *known = false;
-    }
-  } else {
-    axis = c.node().attr_int("axis", 1);
-  }
-  if (axis < -rank || axis >= rank || axis == rank - 1 || axis == -1)
-    c.fail(ErrorKind::kInvalidArgument, "axis " + std::to_string(axis) + " is out of range for a signal of rank " +
-                                            std::to_string(rank) + " (the last dim holds re/im)");
-  d.axis = axis < 0 ? axis + rank : axis;
-  if (c.has_input(1)) {
-    if (len_t) {
-      d.n = view_scalar_int(len_t->view());
-      if (d.n < 1) c.fail(ErrorKind::kInvalidArgument, "dft_length must be >= 1, got " + std::to_string(d.n));
-    } else {
-      *known = false;
-    }
-  }
-  return d;
-}
-
-// Points of the transform for an axis of m entries.
-int64_t dft_points(const DftConfig& d, int64_t m) {
-  if (d.n > 0) return d.n;
-  return d.inverse && d.onesided ? 2 * (m - 1) : m;
+  for (int64_t t = 0; t < n; ++t) out[t] = irfft_sample(Line{xr, xi}, m, n, t, tw.c.data(), tw.s.data());
 }
 
 void dft_infer(InferContext& c) {
@@ -233,38 +151,6 @@ bool dft_supports(const KernelBuildInfo& info, std::string* why) {
 }
 
 // ---- STFT ----------------------------------------------------------------------
-
-struct StftConfig {
-  int64_t step = -1, length = -1;  // -1: not known
-};
-
-template <typename Ctx>
-StftConfig stft_config(const Ctx& c, const Tensor* step_t, const Tensor* len_t, Dim window_len, Dim signal_len) {
-  StftConfig s;
-  if (step_t) {
-    s.step = view_scalar_int(step_t->view());
-    if (s.step < 1) c.fail(ErrorKind::kInvalidArgument, "frame_step must be >= 1, got " + std::to_string(s.step));
-  }
-  if (c.has_input(3) && len_t) {
-    s.length = view_scalar_int(len_t->view());
-  } else if (!c.has_input(3)) {
-    if (c.has_input(2)) {
-      if (window_len.known()) s.length = window_len.value;
-    } else if (signal_len.known()) {
-      s.length = signal_len.value;
-    }
-  }
-  if (s.length == 0 || s.length < -1)
-    c.fail(ErrorKind::kInvalidArgument, "frame_length must be >= 1, got " + std::to_string(s.length));
-  if (s.length > 0 && window_len.known() && c.has_input(2))
-    if (window_len.value != s.length)
-      c.fail(ErrorKind::kShape, "window length " + std::to_string(window_len.value) + " differs from frame_length " +
-                                    std::to_string(s.length));
-  if (s.length > 0 && signal_len.known() && s.length > signal_len.value)
-    c.fail(ErrorKind::kInvalidArgument, "frame_length " + std::to_string(s.length) + " exceeds the signal length " +
-                                            std::to_string(signal_len.value));
-  return s;
-}
 
 void stft_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
