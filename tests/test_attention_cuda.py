@@ -175,3 +175,13 @@ def test_cuda_refuses_what_it_does_not_take(device, rng):
     eng = twinfer.load(model, device=device, sim_coverage="cuda")
     rows = [r for r in eng.kernel_report({k: v.shape for k, v in feeds.items()}) if r.op == "Attention"]
     assert [r.backend for r in rows] == ["cpu"], rows
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_padding_length_out_of_range_raises(device, rng):
+    # On the GPU the kernel sets the error flag, read when the run synchronises.
+    feeds = {"q": _r(rng, B, HQ, SQ, D), "k": _r(rng, B, HQ, SKV, D), "v": _r(rng, B, HQ, SKV, DV),
+             "nonpad": np.array([SKV, SKV + 3], np.int64)}
+    eng = twinfer.load(_model(np.float32, feeds, ["y"]), device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+    with pytest.raises(Exception, match="out"):
+        eng.run(feeds)["y"].numpy()
