@@ -274,3 +274,36 @@ def test_conv_integer_1d_and_3d(device, rng):
         model, feeds = build("ConvInteger", [("x", x), ("w", w), ("xz", xz), ("wz", wz)], {}, out=[np.int32],
                              opset=10)
         np.testing.assert_array_equal(_run(model, feeds, device)[0], run_reference(model, feeds)[0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("q", [np.int8, ml_dtypes.uint4, ml_dtypes.float8_e5m2], ids=_name)
+def test_dequantize_e8m0_and_bfloat16_scales(device, rng, q):
+    """A float8e8m0 scale (output_dtype float32, opset 23) and a bfloat16 scale, per axis."""
+    shape = (4, 6, 3)
+    x = _data(rng, shape)
+    attrs, s, z = _params(rng, "axis", q, shape, big=_is_float_q(q))
+    model, feeds = build("QuantizeLinear", [("x", x), ("s", s), ("z", z)], attrs, out=[q], opset=21)
+    qx = _run(model, feeds, device)[0]
+    e8 = (2.0 ** rng.integers(-8, 3, size=(6,))).astype(ml_dtypes.float8_e8m0fnu)
+    model, feeds = build("DequantizeLinear", [("q", qx), ("s", e8), ("z", z)],
+                         dict(attrs, output_dtype=TP.FLOAT), out=[np.float32], opset=23)
+    same_bits(_run(model, feeds, device)[0], run_reference(model, feeds)[0])
+    sb = s.astype(ml_dtypes.bfloat16)
+    model, feeds = build("DequantizeLinear", [("q", qx), ("s", sb), ("z", z)], attrs, out=[ml_dtypes.bfloat16],
+                         opset=21)
+    same_bits(_run(model, feeds, device)[0], run_reference(model, feeds)[0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nonzero_float_zero_point_is_an_error(device, rng):
+    """The CPU raises "must be zero"; a CUDA kernel sets the kernel error flag
+    (reported at the next synchronisation as "a kernel ... reported error 16")."""
+    z = np.full(1, 2.0, ml_dtypes.float8_e4m3fn)
+    model, feeds = build("DequantizeLinear", [("q", z), ("s", np.float32(1)), ("z", z)], out=[np.float32], opset=21)
+    with pytest.raises(twinfer.Error):
+        _run(model, feeds, device)
+    x = _data(rng, (3, 5))
+    model, feeds = build("QuantizeLinear", [("x", x), ("s", np.float32(1)), ("z", z)], out=[z.dtype], opset=21)
+    with pytest.raises(twinfer.Error):
+        _run(model, feeds, device)
