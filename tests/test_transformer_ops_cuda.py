@@ -214,3 +214,20 @@ def test_linear_attention_decay_per_head(device, dtype, rule, rng):
 def test_linear_attention_beta_shared_scale_t1(device, dtype, rng):
     _linear_attention(device, dtype, rng, "delta", 4, 2, True, beta_shared=True, scale=0.25)
     _linear_attention(device, dtype, rng, "gated_delta", 2, 2, False, t=1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bad", [3, -1])
+def test_rotary_position_out_of_range(device, bad):
+    """A position_ids value outside the cache raises InvalidArgumentError (on the GPU through
+    the kernel error flag), and the engine runs again afterwards."""
+    node = helper.make_node("RotaryEmbedding", ["x", "c", "s", "p"], ["y"])
+    dt = np.float32
+    m = make_model([node], [("x", dt, [1, 1, 2, 4]), ("c", dt, [3, 2]), ("s", dt, [3, 2]), ("p", np.int64, [1, 2])],
+                   [("y", dt, [1, 1, 2, 4])], opset=23)
+    eng = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+    feeds = {"x": np.ones((1, 1, 2, 4), dt), "c": np.ones((3, 2), dt), "s": np.zeros((3, 2), dt)}
+    with pytest.raises(twinfer.errors.InvalidArgumentError):
+        eng.run({**feeds, "p": np.array([[0, bad]], np.int64)})
+    out = eng.run({**feeds, "p": np.array([[0, 2]], np.int64)})
+    np.testing.assert_array_equal(out["y"].numpy(), feeds["x"])

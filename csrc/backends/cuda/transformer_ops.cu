@@ -33,9 +33,10 @@ using twinfer::ew::load;
 using twinfer::ew::store;
 
 // Thread t: row r = t / per_row, j = t % per_row; j < half rotates pair j,
-// otherwise copies element rot + (j - half).
+// otherwise copies element rot + (j - half). x and y may be one buffer (each
+// thread reads its own elements before writing them), so neither is restrict.
 template <typename T, typename P>
-__global__ void rotary(int64_t n, twinfer::tx::RotaryGeom g, const T* __restrict__ x, const T* __restrict__ cosc,
+__global__ void rotary(int64_t n, twinfer::tx::RotaryGeom g, const T* x, const T* __restrict__ cosc,
                        const T* __restrict__ sinc, const P* __restrict__ pos, T* y, int* error) {
   using C = compute_t<T>;
   const int64_t half = g.rot / 2, per_row = half + (g.D - g.rot);
