@@ -40,6 +40,10 @@ void raise_if_set(volatile int* f, int device) {
       throw Error(ErrorKind::kInvalidArgument,
                   "an axis given at run time was out of range for its input's rank (a CumSum or CumProd on cuda:" +
                       std::to_string(device) + ")");
+    case kFloatZeroPoint:
+      throw Error(ErrorKind::kInvalidArgument,
+                  "a float8/float4 zero point must be zero (a QuantizeLinear or DequantizeLinear on cuda:" +
+                      std::to_string(device) + ")");
     default:
       throw Error(ErrorKind::kRuntime, "a kernel on cuda:" + std::to_string(device) + " reported error " +
                                            std::to_string(code));

@@ -17,6 +17,7 @@ enum KernelError : int {
   kIndexOutOfRange = 1,   // Gather
   kTargetOutOfRange = 2,  // NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss
   kAxisOutOfRange = 3,    // an axis read on the device (CumSum / CumProd)
+  kFloatZeroPoint = 4,    // a nonzero float8/float4 zero point (QuantizeLinear / DequantizeLinear)
 };
 
 // A new flag for one execution context on `device` (freed when the last

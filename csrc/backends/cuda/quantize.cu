@@ -12,7 +12,7 @@
 //    Conversions are core/float8.h and core/subbyte.h's, as cast.cu uses.
 // Scales and zero points are read from the device (they may be computed);
 // a nonzero zero point of a float type (an error on the CPU) sets the kernel
-// error flag (code kQuantFloatZeroPoint below).
+// error flag (kFloatZeroPoint, error_flag.h).
 #include <type_traits>
 
 #include "backends/cuda/elementwise_kernels.cuh"
@@ -31,10 +31,6 @@ BroadcastPlan plan_for_node(const KernelBuildInfo& info, std::initializer_list<s
 }
 
 namespace twinfer_gpu {
-
-// Kernel error code: a float8/float4 zero point that is not zero. Not in
-// error_flag.h's list, so it is reported as "a kernel reported error 16".
-constexpr int kQuantFloatZeroPoint = 16;
 
 // The scale index of element i: 0 per tensor, (i / inner) % dim per axis,
 // (o * nblocks + d / block) * inner + i' blocked (ops/quant/quant_util.h).
@@ -116,7 +112,7 @@ struct QCode {
   __device__ __forceinline__ int32_t zero_at(const void* z, int64_t s, int* error) const {
     if (!z) return 0;
     if (is_float()) {
-      if (float_at(z, s) != 0.f) *error = kQuantFloatZeroPoint;
+      if (float_at(z, s) != 0.f) *error = twinfer::cuda::kFloatZeroPoint;
       return 0;
     }
     return int_at(z, s);
