@@ -30,7 +30,8 @@ void raise_if_set(volatile int* f, int device) {
   switch (code) {
     case kIndexOutOfRange:
       throw Error(ErrorKind::kInvalidArgument,
-                  "an index was out of range (a Gather, Scatter or ReverseSequence on cuda:" +
+                  "an index was out of range (an indexed read or write: Gather, Scatter, ReverseSequence, "
+                  "RoiAlign, RotaryEmbedding, Attention's padding lengths, on cuda:" +
                       std::to_string(device) + ")");
     case kTargetOutOfRange:
       throw Error(ErrorKind::kInvalidArgument,
