@@ -11,113 +11,28 @@
 // Per direction: the input projections of every step come from one pass
 // (X W^T + Wb + Rb), then the steps run in order with the recurrent product
 // threaded over the batch.
+//
+// The node's checks (rnn_spec.h) and the per-element math (activations,
+// clip: rnn_math.h) are shared with the CUDA kernel (backends/cuda/recurrent.cu).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 
 #include "core/parallel.h"
+#include "ops/rnn/rnn_math.h"
+#include "ops/rnn/rnn_spec.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
 namespace {
 
-enum class Cell { kRNN, kGRU, kLSTM };
-
-Cell cell_of(const std::string& op) { return op == "LSTM" ? Cell::kLSTM : op == "GRU" ? Cell::kGRU : Cell::kRNN; }
-int gates_of(Cell c) { return c == Cell::kLSTM ? 4 : c == Cell::kGRU ? 3 : 1; }
-int acts_of(Cell c) { return c == Cell::kLSTM ? 3 : c == Cell::kGRU ? 2 : 1; }
-
-int num_dirs(const graph::Node& n) {
-  const std::string d = n.attr_string("direction", "forward");
-  if (d == "forward" || d == "reverse") return 1;
-  if (d == "bidirectional") return 2;
-  throw Error(ErrorKind::kModelFormat, "direction '" + d + "' is not forward, reverse or bidirectional", n.name,
-              n.op_type);
-}
-
-enum class ActKind { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid,
-                     kElu, kSoftsign, kSoftplus };
-
-struct Act {
-  ActKind kind = ActKind::kTanh;
-  float alpha = 0.f, beta = 0.f;
-  template <typename C>
-  C operator()(C x) const {
-    const C a = static_cast<C>(alpha), b = static_cast<C>(beta);
-    switch (kind) {
-      case ActKind::kRelu: return x > C(0) ? x : C(0);
-      case ActKind::kTanh: return std::tanh(x);
-      case ActKind::kSigmoid: return x >= C(0) ? C(1) / (C(1) + std::exp(-x)) : std::exp(x) / (C(1) + std::exp(x));
-      case ActKind::kAffine: return a * x + b;
-      case ActKind::kLeakyRelu: return x >= C(0) ? x : a * x;
-      case ActKind::kThresholdedRelu: return x > a ? x : C(0);
-      case ActKind::kScaledTanh: return a * std::tanh(b * x);
-      case ActKind::kHardSigmoid: return std::max(C(0), std::min(C(1), a * x + b));
-      case ActKind::kElu: return x >= C(0) ? x : a * (std::exp(x) - C(1));
-      case ActKind::kSoftsign: return x / (C(1) + std::abs(x));
-      case ActKind::kSoftplus: return std::log1p(std::exp(-std::abs(x))) + std::max(x, C(0));
-    }
-    return x;
-  }
-};
-
-// Activations for each direction (acts_of(cell) per direction).
-std::vector<Act> parse_acts(const graph::Node& n, Cell cell, int dirs) {
-  const int per = acts_of(cell);
-  std::vector<std::string> names = n.has_attr("activations") ? [&] {
-    std::vector<std::string> v;
-    const auto& a = n.attrs.at("activations");
-    for (const auto& s : a.strings) v.push_back(s);
-    return v;
-  }() : std::vector<std::string>{};
-  if (names.empty()) {
-    if (cell == Cell::kRNN) names = {"Tanh"};
-    else if (cell == Cell::kGRU) names = {"Sigmoid", "Tanh"};
-    else names = {"Sigmoid", "Tanh", "Tanh"};
-  }
-  if (static_cast<int>(names.size()) == per && dirs == 2) {
-    std::vector<std::string> twice = names;
-    twice.insert(twice.end(), names.begin(), names.end());
-    names = twice;
-  }
-  if (static_cast<int>(names.size()) != per * dirs)
-    throw Error(ErrorKind::kModelFormat,
-                "activations lists " + std::to_string(names.size()) + " functions, expected " +
-                    std::to_string(per * dirs), n.name, n.op_type);
-  const std::vector<float> alphas = n.attr_floats("activation_alpha"), betas = n.attr_floats("activation_beta");
-  // One alpha/beta per activation when the lists are that long; else consumed
-  // in order by the activations that take them.
-  const bool one_to_one_a = alphas.size() == names.size(), one_to_one_b = betas.size() == names.size();
-  size_t ai = 0, bi = 0;
-  std::vector<Act> acts;
-  for (size_t k = 0; k < names.size(); ++k) {
-    std::string s = names[k];
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    Act a;
-    bool needs_a = true, needs_b = false;
-    float da = 0.f, db = 0.f;
-    if (s == "relu") { a.kind = ActKind::kRelu; needs_a = false; }
-    else if (s == "tanh") { a.kind = ActKind::kTanh; needs_a = false; }
-    else if (s == "sigmoid") { a.kind = ActKind::kSigmoid; needs_a = false; }
-    else if (s == "affine") { a.kind = ActKind::kAffine; needs_b = true; da = 1.f; db = 0.f; }
-    else if (s == "leakyrelu") { a.kind = ActKind::kLeakyRelu; da = 0.01f; }
-    else if (s == "thresholdedrelu") { a.kind = ActKind::kThresholdedRelu; da = 1.f; }
-    else if (s == "scaledtanh") { a.kind = ActKind::kScaledTanh; needs_b = true; da = 1.f; db = 1.f; }
-    else if (s == "hardsigmoid") { a.kind = ActKind::kHardSigmoid; needs_b = true; da = 0.2f; db = 0.5f; }
-    else if (s == "elu") { a.kind = ActKind::kElu; da = 1.f; }
-    else if (s == "softsign") { a.kind = ActKind::kSoftsign; needs_a = false; }
-    else if (s == "softplus") { a.kind = ActKind::kSoftplus; needs_a = false; }
-    else throw Error(ErrorKind::kUnsupportedOp, "activation '" + names[k] + "' is not supported", n.name, n.op_type);
-    a.alpha = da;
-    a.beta = db;
-    if (one_to_one_a) a.alpha = needs_a ? alphas[k] : da;
-    else if (needs_a && ai < alphas.size()) a.alpha = alphas[ai++];
-    if (one_to_one_b) a.beta = needs_b ? betas[k] : db;
-    else if (needs_b && bi < betas.size()) a.beta = betas[bi++];
-    acts.push_back(a);
-  }
-  return acts;
-}
+using rnn::acts_of;
+using rnn::Act;
+using rnn::Cell;
+using rnn::cell_of;
+using rnn::gates_of;
+using rnn::num_dirs;
+using rnn::parse_acts;
 
 void infer_rnn(InferContext& c) {
   const graph::Node& n = c.node();
@@ -166,54 +81,13 @@ TWINFER_REGISTER_SCHEMA("LSTM", infer_rnn);
 
 class RecurrentKernel final : public Kernel {
  public:
-  explicit RecurrentKernel(const KernelBuildInfo& info) : cell_(cell_of(info.node().op_type)) {
-    const graph::Node& n = info.node();
-    dirs_ = num_dirs(n);
-    reverse_only_ = n.attr_string("direction", "forward") == "reverse";
-    acts_ = parse_acts(n, cell_, dirs_);
-    layout_ = info.opset() >= 14 ? n.attr_int("layout", 0) : 0;
-    Shape x = info.input_shape(0), w = info.input_shape(1), r = info.input_shape(2);
-    if (x.size() != 3) info.fail(ErrorKind::kShape, "X must be 3-D, got " + shape_str(x));
-    S_ = x[layout_ ? 1 : 0];
-    N_ = x[layout_ ? 0 : 1];
-    I_ = x[2];
-    const int G = gates_of(cell_);
-    if (r.size() != 3 || r[0] != dirs_ || r[1] % G || r[2] * G != r[1])
-      info.fail(ErrorKind::kShape, "R " + shape_str(r) + " must be [num_directions, " + std::to_string(G) +
-                                       "*hidden, hidden]");
-    H_ = r[2];
-    if (n.has_attr("hidden_size") && n.attr_int("hidden_size", 0) != H_)
-      info.fail(ErrorKind::kShape, "hidden_size " + std::to_string(n.attr_int("hidden_size", 0)) +
-                                       " does not match R " + shape_str(r));
-    if (w != Shape{dirs_, G * H_, I_})
-      info.fail(ErrorKind::kShape, "W " + shape_str(w) + " must be " + shape_str(Shape{dirs_, G * H_, I_}));
-    has_b_ = info.has_input(3);
-    if (has_b_ && info.input_shape(3) != Shape{dirs_, 2 * G * H_})
-      info.fail(ErrorKind::kShape, "B " + shape_str(info.input_shape(3)) + " must be " +
-                                       shape_str(Shape{dirs_, 2 * G * H_}));
-    has_lens_ = info.has_input(4);
-    if (has_lens_ && shape_numel(info.input_shape(4)) != N_)
-      info.fail(ErrorKind::kShape, "sequence_lens " + shape_str(info.input_shape(4)) + " must have " +
-                                       std::to_string(N_) + " values");
-    const Shape state = layout_ ? Shape{N_, dirs_, H_} : Shape{dirs_, N_, H_};
-    has_h0_ = info.has_input(5);
-    if (has_h0_ && info.input_shape(5) != state)
-      info.fail(ErrorKind::kShape, "initial_h " + shape_str(info.input_shape(5)) + " must be " + shape_str(state));
-    if (cell_ == Cell::kLSTM) {
-      has_c0_ = info.has_input(6);
-      if (has_c0_ && info.input_shape(6) != state)
-        info.fail(ErrorKind::kShape, "initial_c " + shape_str(info.input_shape(6)) + " must be " + shape_str(state));
-      has_p_ = info.has_input(7);
-      if (has_p_ && info.input_shape(7) != Shape{dirs_, 3 * H_})
-        info.fail(ErrorKind::kShape, "P " + shape_str(info.input_shape(7)) + " must be " +
-                                         shape_str(Shape{dirs_, 3 * H_}));
-      input_forget_ = n.attr_int("input_forget", 0) != 0;
-    }
-    if (cell_ == Cell::kGRU) linear_before_reset_ = n.attr_int("linear_before_reset", 0) != 0;
-    has_clip_ = n.has_attr("clip");
-    clip_ = n.attr_float("clip", 0.f);
-    if (has_clip_ && !(clip_ > 0.f)) info.fail(ErrorKind::kModelFormat, "clip must be positive");
-    for (size_t i = 0; i < 3; ++i) out_[i] = info.num_outputs() > i && info.has_output(i);
+  explicit RecurrentKernel(const KernelBuildInfo& info)
+      : spec_(info), cell_(spec_.cell), dirs_(spec_.dirs), reverse_only_(spec_.reverse_only), acts_(spec_.acts),
+        layout_(spec_.layout), S_(spec_.S), N_(spec_.N), I_(spec_.I), H_(spec_.H), has_b_(spec_.has_b),
+        has_lens_(spec_.has_lens), has_h0_(spec_.has_h0), has_c0_(spec_.has_c0), has_p_(spec_.has_p),
+        input_forget_(spec_.input_forget), linear_before_reset_(spec_.linear_before_reset),
+        has_clip_(spec_.has_clip), clip_(spec_.clip) {
+    for (size_t i = 0; i < 3; ++i) out_[i] = spec_.out[i];
   }
   const char* impl_name() const override { return "cpu loop"; }
 
@@ -274,7 +148,7 @@ class RecurrentKernel final : public Kernel {
       return layout_ ? ((b * S + t) * dirs_ + d) * H : ((t * dirs_ + d) * N + b) * H;
     };
     const C clip = static_cast<C>(clip_);
-    auto clipv = [&](C v) { return has_clip_ ? std::max(-clip, std::min(clip, v)) : v; };
+    auto clipv = [&](C v) { return rnn::clip_value(has_clip_, clip, v); };
 
     for (int d = 0; d < dirs_; ++d) {
       const bool rev = reverse_only_ || d == 1;
@@ -386,14 +260,15 @@ class RecurrentKernel final : public Kernel {
     }
   }
 
+  rnn::RnnSpec spec_;
   Cell cell_;
-  int dirs_ = 1;
-  bool reverse_only_ = false;
+  int dirs_;
+  bool reverse_only_;
   std::vector<Act> acts_;
-  int64_t layout_ = 0, S_ = 0, N_ = 0, I_ = 0, H_ = 0;
-  bool has_b_ = false, has_lens_ = false, has_h0_ = false, has_c0_ = false, has_p_ = false;
-  bool input_forget_ = false, linear_before_reset_ = false, has_clip_ = false;
-  float clip_ = 0.f;
+  int64_t layout_, S_, N_, I_, H_;
+  bool has_b_, has_lens_, has_h0_, has_c0_, has_p_;
+  bool input_forget_, linear_before_reset_, has_clip_;
+  float clip_;
   bool out_[3] = {false, false, false};
 };
 
