@@ -31,7 +31,7 @@ void raise_if_set(volatile int* f, int device) {
     case kIndexOutOfRange:
       throw Error(ErrorKind::kInvalidArgument,
                   "an index was out of range (an indexed read or write: Gather, Scatter, ReverseSequence, "
-                  "RoiAlign, RotaryEmbedding, Attention's padding lengths, on cuda:" +
+                  "RoiAlign, RotaryEmbedding, Attention's padding lengths, RNN/GRU/LSTM sequence_lens, on cuda:" +
                       std::to_string(device) + ")");
     case kTargetOutOfRange:
       throw Error(ErrorKind::kInvalidArgument,
