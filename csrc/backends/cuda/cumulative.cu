@@ -14,22 +14,27 @@
 
 namespace twinfer_gpu {
 
+// One lane (o, j) of [outer, n, inner]: its n values in the CPU's order.
+template <typename T, bool kProd>
+__device__ void scan_lane(int64_t o, int64_t j, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                          const T* __restrict__ x, T* __restrict__ y) {
+  using C = decltype(twinfer::ew::load(x[0]));
+  C acc = kProd ? C(1) : C(0);
+  for (int64_t s = 0; s < n; ++s) {
+    const int64_t k = reverse ? n - 1 - s : s;
+    const int64_t at = (o * n + k) * inner + j;
+    const C v = twinfer::ew::load(x[at]);
+    if (exclusive) y[at] = twinfer::ew::store<T>(acc);
+    acc = kProd ? static_cast<C>(acc * v) : static_cast<C>(acc + v);
+    if (!exclusive) y[at] = twinfer::ew::store<T>(acc);
+  }
+}
+
 template <typename T, bool kProd>
 __global__ void cumulative_scan(int64_t lanes, int64_t n, int64_t inner, bool exclusive, bool reverse,
                                 const T* __restrict__ x, T* __restrict__ y) {
-  using C = decltype(twinfer::ew::load(x[0]));
-  for (int64_t t = first_index(); t < lanes; t += grid_stride()) {
-    const int64_t o = t / inner, j = t - o * inner;
-    C acc = kProd ? C(1) : C(0);
-    for (int64_t s = 0; s < n; ++s) {
-      const int64_t k = reverse ? n - 1 - s : s;
-      const int64_t at = (o * n + k) * inner + j;
-      const C v = twinfer::ew::load(x[at]);
-      if (exclusive) y[at] = twinfer::ew::store<T>(acc);
-      acc = kProd ? static_cast<C>(acc * v) : static_cast<C>(acc + v);
-      if (!exclusive) y[at] = twinfer::ew::store<T>(acc);
-    }
-  }
+  for (int64_t t = first_index(); t < lanes; t += grid_stride())
+    scan_lane<T, kProd>(t / inner, t % inner, n, inner, exclusive, reverse, x, y);
 }
 
 // The same scan with the axis read on the device (a graph input or a
@@ -56,19 +61,8 @@ __global__ void cumulative_scan_axis_on_device(int64_t numel, ScanDims dims, con
   for (int d = static_cast<int>(a) + 1; d < dims.rank; ++d) inner *= dims.d[d];
   if (n == 0) return;
   const int64_t lanes = numel / n;
-  using C = decltype(twinfer::ew::load(x[0]));
-  for (int64_t t = first_index(); t < lanes; t += grid_stride()) {
-    const int64_t o = t / inner, j = t - o * inner;
-    C acc = kProd ? C(1) : C(0);
-    for (int64_t s = 0; s < n; ++s) {
-      const int64_t k = reverse ? n - 1 - s : s;
-      const int64_t at = (o * n + k) * inner + j;
-      const C v = twinfer::ew::load(x[at]);
-      if (exclusive) y[at] = twinfer::ew::store<T>(acc);
-      acc = kProd ? static_cast<C>(acc * v) : static_cast<C>(acc + v);
-      if (!exclusive) y[at] = twinfer::ew::store<T>(acc);
-    }
-  }
+  for (int64_t t = first_index(); t < lanes; t += grid_stride())
+    scan_lane<T, kProd>(t / inner, t % inner, n, inner, exclusive, reverse, x, y);
 }
 
 }  // namespace twinfer_gpu

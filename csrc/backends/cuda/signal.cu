@@ -97,32 +97,18 @@ bool signal_supports(const KernelBuildInfo& info, std::string* why) {
 
 class CudaDft final : public Kernel {
  public:
-  explicit CudaDft(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
-    const Shape x = info.input_shape(0);
-    const int64_t r = static_cast<int64_t>(x.size());
-    bool known;
-    d_ = dft_config(info, r, info.has_input(1) ? info.input_constant(1) : nullptr,
-                    info.has_input(2) ? info.input_constant(2) : nullptr, &known);
-    if (!known) info.fail(ErrorKind::kUnsupportedOp, "dft_length and axis must be known when the plan is built");
-    for (int64_t k = 0; k < d_.axis; ++k) outer_ *= x[k];
-    for (int64_t k = d_.axis + 1; k < r - 1; ++k) inner_ *= x[k];
-    m_ = x[d_.axis];
-    cin_ = x.back();
-    n_ = dft_points(d_, m_);
-    if (n_ < 1) info.fail(ErrorKind::kInvalidArgument, "the transform has no points");
-    bins_ = info.output_shape(0)[d_.axis];
-    tw_ = device_twiddles(n_);
-  }
+  explicit CudaDft(const KernelBuildInfo& info)
+      : dtype_(info.input_dtype(0)), g_(dft_geometry(info)), tw_(device_twiddles(g_.n)) {}
   void run(KernelContext& ctx) const override {
-    const ew::LaunchConfig lc = ew::elementwise_launch(outer_ * inner_ * bins_);
+    const ew::LaunchConfig lc = ew::elementwise_launch(g_.outer * g_.inner * g_.bins);
     if (!lc.blocks) return;
     const double* tc = tw_.data_as<double>();
     const cudaStream_t s = stream_of(ctx);
     ew::dispatch_typeset<kSignalCudaTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       twinfer_gpu::dft_values<<<lc.blocks, lc.threads, 0, s>>>(
-          outer_ * inner_, inner_, m_, n_, bins_, cin_, d_.inverse && d_.onesided, d_.inverse, tc, tc + n_,
-          ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>());
+          g_.outer * g_.inner, g_.inner, g_.m, g_.n, g_.bins, g_.cin, g_.d.inverse && g_.d.onesided, g_.d.inverse, tc,
+          tc + g_.n, ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>());
     });
     check_launch("DFT launch");
   }
@@ -130,8 +116,7 @@ class CudaDft final : public Kernel {
 
  private:
   DType dtype_;
-  DftConfig d_;
-  int64_t outer_ = 1, inner_ = 1, m_ = 0, cin_ = 1, n_ = 0, bins_ = 0;
+  DftGeometry g_;
   Tensor tw_;
 };
 

@@ -80,23 +80,7 @@ void dft_infer(InferContext& c) {
 
 class DftKernel final : public Kernel {
  public:
-  explicit DftKernel(const KernelBuildInfo& info) : node_(info.node().name) {
-    const Shape x = info.input_shape(0);
-    const int64_t r = static_cast<int64_t>(x.size());
-    bool known;
-    // The plan is built with dft_length/axis as constants (or absent); the
-    // output shape already says how many points and bins there are.
-    d_ = dft_config(info, r, info.has_input(1) ? info.input_constant(1) : nullptr,
-                    info.has_input(2) ? info.input_constant(2) : nullptr, &known);
-    if (!known) info.fail(ErrorKind::kUnsupportedOp, "dft_length and axis must be known when the plan is built");
-    for (int64_t k = 0; k < d_.axis; ++k) outer_ *= x[k];
-    for (int64_t k = d_.axis + 1; k < r - 1; ++k) inner_ *= x[k];
-    m_ = x[d_.axis];
-    cin_ = x.back();
-    n_ = dft_points(d_, m_);
-    if (n_ < 1) info.fail(ErrorKind::kInvalidArgument, "the transform has no points");
-    bins_ = info.output_shape(0)[d_.axis];
-  }
+  explicit DftKernel(const KernelBuildInfo& info) : g_(dft_geometry(info)) {}
 
   void run(KernelContext& ctx) const override {
     ew::dispatch_typeset<kSignalTypes>(ctx.inputs[0].dtype, [&](auto tag) {
@@ -109,27 +93,27 @@ class DftKernel final : public Kernel {
   template <typename T>
   void go(const T* x, T* y, int threads) const {
     using C = ew::compute_t<T>;
-    const Twiddles tw(n_);
-    const bool irfft = d_.inverse && d_.onesided;
+    const Twiddles tw(g_.n);
+    const bool irfft = g_.d.inverse && g_.d.onesided;
     const int64_t cout = irfft ? 1 : 2;
-    const double scale = d_.inverse ? 1.0 / static_cast<double>(n_) : 1.0;
-    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n_));
-    parallel_for(outer_ * inner_, threads, grain, [&](int64_t b, int64_t e) {
-      std::vector<double> xr(m_), xi(m_), re(std::max(n_, bins_)), im(std::max(n_, bins_));
+    const double scale = g_.d.inverse ? 1.0 / static_cast<double>(g_.n) : 1.0;
+    const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g_.n));
+    parallel_for(g_.outer * g_.inner, threads, grain, [&](int64_t b, int64_t e) {
+      std::vector<double> xr(g_.m), xi(g_.m), re(std::max(g_.n, g_.bins)), im(std::max(g_.n, g_.bins));
       for (int64_t t = b; t < e; ++t) {
-        const int64_t o = t / inner_, j = t % inner_;
-        for (int64_t i = 0; i < m_; ++i) {
-          const T* p = x + ((o * m_ + i) * inner_ + j) * cin_;
+        const int64_t o = t / g_.inner, j = t % g_.inner;
+        for (int64_t i = 0; i < g_.m; ++i) {
+          const T* p = x + ((o * g_.m + i) * g_.inner + j) * g_.cin;
           xr[i] = static_cast<double>(ew::load(p[0]));
-          xi[i] = cin_ == 2 ? static_cast<double>(ew::load(p[1])) : 0.0;
+          xi[i] = g_.cin == 2 ? static_cast<double>(ew::load(p[1])) : 0.0;
         }
         if (irfft) {
-          irfft_line(xr.data(), xi.data(), m_, n_, tw, re.data());
+          irfft_line(xr.data(), xi.data(), g_.m, g_.n, tw, re.data());
         } else {
-          dft_line(xr.data(), xi.data(), m_, n_, bins_, d_.inverse ? 1 : -1, tw, re.data(), im.data());
+          dft_line(xr.data(), xi.data(), g_.m, g_.n, g_.bins, g_.d.inverse ? 1 : -1, tw, re.data(), im.data());
         }
-        for (int64_t k = 0; k < bins_; ++k) {
-          T* q = y + ((o * bins_ + k) * inner_ + j) * cout;
+        for (int64_t k = 0; k < g_.bins; ++k) {
+          T* q = y + ((o * g_.bins + k) * g_.inner + j) * cout;
           if (irfft) {
             q[0] = ew::store<T>(static_cast<C>(re[k]));
           } else {
@@ -141,9 +125,7 @@ class DftKernel final : public Kernel {
     });
   }
 
-  std::string node_;
-  DftConfig d_;
-  int64_t outer_ = 1, inner_ = 1, m_ = 0, cin_ = 1, n_ = 0, bins_ = 0;
+  DftGeometry g_;
 };
 
 bool dft_supports(const KernelBuildInfo& info, std::string* why) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/half.h"  // TWINFER_HD
+#include "ops/kernel.h"
 #include "ops/schema.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -116,6 +117,33 @@ DftConfig dft_config(const Ctx& c, int64_t rank, const Tensor* len_t, const Tens
 inline int64_t dft_points(const DftConfig& d, int64_t m) {
   if (d.n > 0) return d.n;
   return d.inverse && d.onesided ? 2 * (m - 1) : m;
+}
+
+// A DFT node's lines for the kernels: input [outer, m, inner, cin], output
+// [outer, bins, inner, 1 or 2]; n points per transform. Built with
+// dft_length and axis as constants (or absent); the output shape already
+// says how many bins there are.
+struct DftGeometry {
+  DftConfig d;
+  int64_t outer = 1, inner = 1, m = 0, cin = 1, n = 0, bins = 0;
+};
+
+inline DftGeometry dft_geometry(const KernelBuildInfo& info) {
+  DftGeometry g;
+  const Shape x = info.input_shape(0);
+  const int64_t r = static_cast<int64_t>(x.size());
+  bool known;
+  g.d = dft_config(info, r, info.has_input(1) ? info.input_constant(1) : nullptr,
+                   info.has_input(2) ? info.input_constant(2) : nullptr, &known);
+  if (!known) info.fail(ErrorKind::kUnsupportedOp, "dft_length and axis must be known when the plan is built");
+  for (int64_t k = 0; k < g.d.axis; ++k) g.outer *= x[k];
+  for (int64_t k = g.d.axis + 1; k < r - 1; ++k) g.inner *= x[k];
+  g.m = x[g.d.axis];
+  g.cin = x.back();
+  g.n = dft_points(g.d, g.m);
+  if (g.n < 1) info.fail(ErrorKind::kInvalidArgument, "the transform has no points");
+  g.bins = info.output_shape(0)[g.d.axis];
+  return g;
 }
 
 struct StftConfig {
