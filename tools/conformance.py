@@ -126,7 +126,10 @@ def cuda_markdown(ran, failed, cases, seconds: float, mode: str) -> str:
              f"**{len(node) - len(bad)} of {len(node)} node cases pass "
              f"({100 * (len(node) - len(bad)) / max(1, len(node)):.1f}%).**", "",
              "| cases | first node without a CUDA kernel, or the failure |", "|---:|---|"]
-    for c, n in collections.Counter(cuda_cause(failed[x]) for x in bad).most_common():
+    known = cs.known_failures()
+    causes = collections.Counter("fails on the CPU too (tests/conformance/known_failures.txt)" if x in known
+                                 else cuda_cause(failed[x]) for x in bad)
+    for c, n in causes.most_common():
         lines.append(f"| {n} | {c.replace('|', '/')} |")
     return "\n".join(lines + ["", CUDA_END]) + "\n"
 
