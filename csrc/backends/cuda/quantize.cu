@@ -321,6 +321,7 @@ class QuantizeKernel final : public Kernel {
       : xt_(info.input_dtype(0)), out_(info.output(0).dtype), at_(scale_index(info, 0)),
         int8_(quantize_int8_path(info)), scale_code_(scale_code(info.input_dtype(1))),
         prec_(quantize_precision(info)) {
+    if (info.has_input(2)) quant::check_zero_point(info, info.input_shape(1), info.input_shape(2), "y_scale");
     qcode_of(out_, false, &q_);
     q_.saturate = info.opset() >= 19 ? info.node().attr_int("saturate", 1) != 0 : true;
   }
@@ -391,6 +392,7 @@ class DequantizeKernel final : public Kernel {
   explicit DequantizeKernel(const KernelBuildInfo& info)
       : xt_(info.input_dtype(0)), out_(info.output(0).dtype), at_(scale_index(info, 0)),
         int8_(dequantize_int8_path(info)), scale_code_(scale_code(info.input_dtype(1))) {
+    if (info.has_input(2)) quant::check_zero_point(info, info.input_shape(1), info.input_shape(2), "x_scale");
     qcode_of(xt_, true, &q_);
   }
   const char* impl_name() const override { return int8_ ? "cuda dequantize" : "cuda dequantize (any type)"; }

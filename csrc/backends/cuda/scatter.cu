@@ -308,6 +308,10 @@ class CudaTensorScatter final : public Kernel {
     for (size_t d = axis + 1; d < p.size(); ++d) inner_ *= p[d];
     max_seq_ = p[axis];
     seq_ = u[axis];
+    // The kernel writes each update position once: no more positions than the cache has.
+    if (seq_ > max_seq_)
+      info.fail(ErrorKind::kShape, "TensorScatter update of " + std::to_string(seq_) + " along the axis exceeds the cache's " +
+                                       std::to_string(max_seq_));
     n_ = shape_numel(u);
     if (info.has_input(2) && shape_numel(info.input_shape(2)) != batch_)
       info.fail(ErrorKind::kShape, "write_indices " + shape_str(info.input_shape(2)) + " must hold one index per batch");

@@ -120,6 +120,10 @@ __global__ void roi_align(int64_t n, RoiParams q, const T* __restrict__ x, const
       y[i] = store<T>(0.0);
       continue;
     }
+    if (q.H == 0 || q.W == 0) {  // an empty map: nothing to sample (and nothing to read)
+      y[i] = store<T>(0.0);
+      continue;
+    }
     const T* roi = rois + r * 4;
     const CT s = static_cast<CT>(q.scale);
     const tv::RoiGeom geo =

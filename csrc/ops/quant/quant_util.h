@@ -99,6 +99,16 @@ Granularity granularity(const Ctx& c, const Shape& x, const Shape& scale, int64_
   return g;
 }
 
+// The zero point has the scale's shape (or both hold one value): throws
+// kShape naming both otherwise. Kernels check it when built, since the load
+// time rule skips it while a shape is symbolic.
+template <typename Ctx>
+void check_zero_point(const Ctx& c, const Shape& scale, const Shape& zp, const char* scale_name) {
+  if (zp != scale && !(shape_numel(zp) == 1 && shape_numel(scale) == 1))
+    c.fail(ErrorKind::kShape, std::string("zero point shape ") + shape_str(zp) + " differs from " + scale_name +
+                                  " shape " + shape_str(scale));
+}
+
 // Scale index of the row (o, d): add i for blocked granularity.
 inline int64_t scale_row(const Granularity& g, int64_t o, int64_t d) {
   switch (g.kind) {

@@ -104,9 +104,7 @@ bool is_scale_type(DType t) {
 template <typename Ctx>
 void check_params(const Ctx& c, const Shape& x, const Shape& scale, const Shape* zp, int64_t axis, int64_t block,
                   const char* scale_name) {
-  if (zp && *zp != scale && !(shape_numel(*zp) == 1 && shape_numel(scale) == 1))
-    c.fail(ErrorKind::kShape, std::string("zero point shape ") + shape_str(*zp) + " differs from " + scale_name +
-                                  " shape " + shape_str(scale));
+  if (zp) check_zero_point(c, scale, *zp, scale_name);
   granularity(c, x, scale, axis, block, scale_name);
 }
 
