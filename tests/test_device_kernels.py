@@ -1028,3 +1028,19 @@ def test_dft_and_stft(device, rng):
     _, got = _run_both(m, {"s": sig, "w": win}, device)
     ref = np.stack([np.fft.rfft(sig[:, f * 3:f * 3 + 8] * win, axis=-1) for f in range(frames)], 1)
     np.testing.assert_allclose(got["y"], np.stack([ref.real, ref.imag], -1).astype(np.float32), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lrn(device, rng):
+    x = rng.standard_normal((2, 7, 5, 3)).astype(np.float32)
+    for size, beta in ((3, 0.75), (4, 0.6), (1, 0.75)):
+        alpha, bias = 2e-3, 1.5
+        m = _model(helper.make_node("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias),
+                   [_vi("x", TensorProto.FLOAT, x.shape)], [_vi("y", TensorProto.FLOAT, x.shape)])
+        _, got = _run_both(m, {"x": x}, device)
+        lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+        sq = np.zeros_like(x, dtype=np.float64)
+        for c in range(7):
+            sq[:, c] = (x[:, max(0, c - lo):min(6, c + hi) + 1].astype(np.float64) ** 2).sum(1)
+        want = x / (bias + alpha / size * sq) ** beta
+        np.testing.assert_allclose(got["y"], want.astype(np.float32), rtol=1e-5, atol=1e-6)
