@@ -1044,3 +1044,18 @@ def test_lrn(device, rng):
             sq[:, c] = (x[:, max(0, c - lo):min(6, c + hi) + 1].astype(np.float64) ** 2).sum(1)
         want = x / (bias + alpha / size * sq) ** beta
         np.testing.assert_allclose(got["y"], want.astype(np.float32), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batchnorm_with_parameters_given_at_run_time(device, rng):
+    x = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    p = {"scale": rng.uniform(0.5, 1.5, 5), "b": rng.standard_normal(5), "mean": rng.standard_normal(5),
+         "var": rng.uniform(0.5, 2.0, 5)}
+    p = {k: v.astype(np.float32) for k, v in p.items()}
+    m = _model(helper.make_node("BatchNormalization", ["x", "scale", "b", "mean", "var"], ["y"], epsilon=1e-3),
+               [_vi("x", TensorProto.FLOAT, x.shape)] + [_vi(k, TensorProto.FLOAT, (5,)) for k in p],
+               [_vi("y", TensorProto.FLOAT, x.shape)])
+    _, got = _run_both(m, {"x": x, **p}, device)
+    c = (slice(None), None, None)
+    want = (x - p["mean"][c]) / np.sqrt(p["var"][c] + 1e-3) * p["scale"][c] + p["b"][c]
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5)

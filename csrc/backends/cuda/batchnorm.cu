@@ -1,8 +1,9 @@
 // BatchNormalization (inference) on CUDA, where it is not folded into a Conv:
 // per channel (dim 1) y = a[c] * x + s[c], with a = scale / sqrt(var + eps)
-// and s = B - mean * a computed once on the host from the constant
-// parameters, in float as the CPU kernel (ops/nn/batchnorm.cc) computes them,
-// and rounded as it rounds (a product, then a sum: no fma). One grid-stride
+// and s = B - mean * a computed once on the host from constant parameters
+// (on the device each run for parameters that are not constants), in float
+// as the CPU kernel (ops/nn/batchnorm.cc) computes them, and rounded as it
+// rounds (a product, then a sum: no fma). One grid-stride
 // kernel over the elements; the channel of element i is (i / plane) % C.
 #include <cmath>
 #include <vector>
@@ -18,6 +19,19 @@ __global__ void batchnorm_affine(int64_t n, int64_t plane, int64_t channels, con
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     const int64_t c = (i / plane) % channels;
     y[i] = twinfer::ew::store<T>(__fadd_rn(__fmul_rn(a[c], twinfer::ew::load(x[i])), s[c]));
+  }
+}
+
+// The coefficients on the device, for parameters that are not constants
+// (graph inputs, computed values): the host's arithmetic, rounded as it rounds.
+template <typename T>
+__global__ void batchnorm_coefficients(int64_t channels, float eps, const T* __restrict__ scale,
+                                       const T* __restrict__ bias, const T* __restrict__ mean,
+                                       const T* __restrict__ var, float* __restrict__ a, float* __restrict__ s) {
+  for (int64_t c = first_index(); c < channels; c += grid_stride()) {
+    const float ac = __fdiv_rn(twinfer::ew::load(scale[c]), __fsqrt_rn(__fadd_rn(twinfer::ew::load(var[c]), eps)));
+    a[c] = ac;
+    s[c] = __fsub_rn(twinfer::ew::load(bias[c]), __fmul_rn(twinfer::ew::load(mean[c]), ac));
   }
 }
 
@@ -38,8 +52,8 @@ bool batchnorm_supports(const KernelBuildInfo& info, std::string* why) {
     return false;
   }
   for (size_t i = 1; i < 5; ++i)
-    if (!info.has_input(i) || !info.input_constant(i) || info.input_dtype(i) != info.input_dtype(0)) {
-      if (why) *why = "the CUDA BatchNormalization needs constant scale, B, mean and var of x's type";
+    if (!info.has_input(i) || info.input_dtype(i) != info.input_dtype(0)) {
+      if (why) *why = "the CUDA BatchNormalization needs scale, B, mean and var of x's type";
       return false;
     }
   const Shape x = info.input_shape(0);
@@ -62,7 +76,10 @@ class CudaBatchNorm final : public Kernel {
     channels_ = x[1];
     n_ = shape_numel(x);
     for (size_t d = 2; d < x.size(); ++d) plane_ *= x[d];
-    const float eps = info.node().attr_float("epsilon", 1e-5f);
+    eps_ = info.node().attr_float("epsilon", 1e-5f);
+    const float eps = eps_;
+    for (size_t i = 1; i < 5; ++i) on_device_ = on_device_ || !info.input_constant(i);
+    if (on_device_) return;  // batchnorm_coefficients, each run, into scratch
     std::vector<float> a(static_cast<size_t>(channels_)), s(static_cast<size_t>(channels_));
     ew::dispatch_typeset<kBatchNormTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -79,15 +96,29 @@ class CudaBatchNorm final : public Kernel {
     s_ = device_copy(s.data(), DType::kFloat32, {channels_});
   }
 
+  size_t scratch_bytes() const override { return on_device_ ? 2 * channels_ * sizeof(float) : 0; }
   void run(KernelContext& ctx) const override {
     const ew::LaunchConfig lc = ew::elementwise_launch(n_);
     if (!lc.blocks) return;
     const cudaStream_t st = stream_of(ctx);
+    const float* a = a_.data_as<float>();
+    const float* sh = s_.data_as<float>();
+    if (on_device_) {
+      float* scratch = static_cast<float*>(ctx.scratch);
+      const ew::LaunchConfig cc = ew::elementwise_launch(channels_);
+      ew::dispatch_typeset<kBatchNormTypes>(dtype_, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        twinfer_gpu::batchnorm_coefficients<<<cc.blocks, cc.threads, 0, st>>>(
+            channels_, eps_, ctx.inputs[1].as<const T>(), ctx.inputs[2].as<const T>(), ctx.inputs[3].as<const T>(),
+            ctx.inputs[4].as<const T>(), scratch, scratch + channels_);
+      });
+      a = scratch;
+      sh = scratch + channels_;
+    }
     ew::dispatch_typeset<kBatchNormTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       twinfer_gpu::batchnorm_affine<<<lc.blocks, lc.threads, 0, st>>>(
-          n_, plane_ > 0 ? plane_ : 1, channels_, ctx.inputs[0].as<const T>(), a_.data_as<float>(),
-          s_.data_as<float>(), ctx.outputs[0].as<T>());
+          n_, plane_ > 0 ? plane_ : 1, channels_, ctx.inputs[0].as<const T>(), a, sh, ctx.outputs[0].as<T>());
     });
     check_launch("BatchNormalization launch");
   }
@@ -96,6 +127,8 @@ class CudaBatchNorm final : public Kernel {
  private:
   DType dtype_;
   int64_t channels_ = 0, n_ = 0, plane_ = 1;
+  float eps_ = 1e-5f;
+  bool on_device_ = false;  // parameters that are not constants: coefficients computed each run
   Tensor a_, s_;
 };
 
