@@ -6,6 +6,7 @@
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/vision/lrn.h"
 
 namespace twinfer_gpu {
 
@@ -41,29 +42,18 @@ bool lrn_supports(const KernelBuildInfo& info, std::string* why) { return ew::ch
 
 class CudaLrn final : public Kernel {
  public:
-  explicit CudaLrn(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
-    const graph::Node& nd = info.node();
-    const Shape x = info.input_shape(0);
-    if (x.size() < 3) info.fail(ErrorKind::kShape, "input must have rank >= 3");
-    size_ = nd.attr_int("size", 0);
-    if (size_ <= 0) info.fail(ErrorKind::kModelFormat, "LRN needs a positive 'size'");
-    alpha_ = nd.attr_float("alpha", 1e-4f);
-    beta_ = nd.attr_float("beta", 0.75f);
-    bias_ = nd.attr_float("bias", 1.0f);
-    C_ = x[1];
-    for (size_t i = 2; i < x.size(); ++i) P_ *= x[i];
-    n_ = shape_numel(x);
-  }
+  explicit CudaLrn(const KernelBuildInfo& info)
+      : dtype_(info.input_dtype(0)), p_(vision::lrn_params(info)), n_(shape_numel(info.input_shape(0))) {}
   void run(KernelContext& ctx) const override {
     const ew::LaunchConfig lc = ew::elementwise_launch(n_);
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
-    const int64_t lo = (size_ - 1) / 2, hi = size_ - 1 - lo;
+    const int64_t lo = (p_.size - 1) / 2, hi = p_.size - 1 - lo;
     ew::dispatch_typeset<kLrnTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T a = static_cast<T>(alpha_) / static_cast<T>(size_);
-      twinfer_gpu::lrn<<<lc.blocks, lc.threads, 0, s>>>(n_, C_, P_, lo, hi, a, static_cast<T>(bias_),
-                                                        static_cast<T>(beta_), beta_ == 0.75f,
+      const T a = static_cast<T>(p_.alpha) / static_cast<T>(p_.size);
+      twinfer_gpu::lrn<<<lc.blocks, lc.threads, 0, s>>>(n_, p_.C, p_.P, lo, hi, a, static_cast<T>(p_.bias),
+                                                        static_cast<T>(p_.beta), p_.beta == 0.75f,
                                                         ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>());
     });
     check_launch("LRN launch");
@@ -72,8 +62,8 @@ class CudaLrn final : public Kernel {
 
  private:
   DType dtype_;
-  int64_t size_ = 1, C_ = 0, P_ = 1, n_ = 0;
-  float alpha_ = 1e-4f, beta_ = 0.75f, bias_ = 1.f;
+  vision::LrnParams p_;
+  int64_t n_ = 0;
 };
 
 }  // namespace

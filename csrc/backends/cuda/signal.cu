@@ -122,32 +122,18 @@ class CudaDft final : public Kernel {
 
 class CudaStft final : public Kernel {
  public:
-  explicit CudaStft(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
-    const Shape x = info.input_shape(0);
-    const Shape y = info.output_shape(0);
-    batch_ = x[0];
-    len_ = x[1];
-    cin_ = x.size() == 3 ? x[2] : 1;
-    frames_ = y[1];
-    bins_ = y[2];
-    const Dim wl = info.has_input(2) ? Dim(info.input_shape(2)[0]) : Dim();
-    const StftConfig cfg =
-        stft_config(info, info.input_constant(1), info.has_input(3) ? info.input_constant(3) : nullptr, wl, Dim(len_));
-    if (cfg.step < 0 || cfg.length < 0) info.fail(ErrorKind::kUnsupportedOp, "frame_step/frame_length must be known");
-    step_ = cfg.step;
-    n_ = cfg.length;
-    tw_ = device_twiddles(n_);
-  }
+  explicit CudaStft(const KernelBuildInfo& info)
+      : dtype_(info.input_dtype(0)), g_(stft_geometry(info)), tw_(device_twiddles(g_.n)) {}
   void run(KernelContext& ctx) const override {
-    const ew::LaunchConfig lc = ew::elementwise_launch(batch_ * frames_ * bins_);
+    const ew::LaunchConfig lc = ew::elementwise_launch(g_.batch * g_.frames * g_.bins);
     if (!lc.blocks) return;
     const double* tc = tw_.data_as<double>();
     const cudaStream_t s = stream_of(ctx);
     ew::dispatch_typeset<kSignalCudaTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* w = ctx.inputs.size() > 2 && ctx.inputs[2].data ? ctx.inputs[2].as<const T>() : nullptr;
-      twinfer_gpu::stft_values<<<lc.blocks, lc.threads, 0, s>>>(batch_, frames_, bins_, len_, cin_, step_, n_, tc,
-                                                                tc + n_, ctx.inputs[0].as<const T>(), w,
+      twinfer_gpu::stft_values<<<lc.blocks, lc.threads, 0, s>>>(g_.batch, g_.frames, g_.bins, g_.len, g_.cin, g_.step,
+                                                                g_.n, tc, tc + g_.n, ctx.inputs[0].as<const T>(), w,
                                                                 ctx.outputs[0].as<T>());
     });
     check_launch("STFT launch");
@@ -156,7 +142,7 @@ class CudaStft final : public Kernel {
 
  private:
   DType dtype_;
-  int64_t batch_ = 0, len_ = 0, cin_ = 1, frames_ = 0, bins_ = 0, step_ = 1, n_ = 1;
+  StftGeometry g_;
   Tensor tw_;
 };
 

@@ -165,21 +165,7 @@ void stft_infer(InferContext& c) {
 
 class StftKernel final : public Kernel {
  public:
-  explicit StftKernel(const KernelBuildInfo& info) {
-    const Shape x = info.input_shape(0);
-    const Shape y = info.output_shape(0);
-    batch_ = x[0];
-    len_ = x[1];
-    cin_ = x.size() == 3 ? x[2] : 1;
-    frames_ = y[1];
-    bins_ = y[2];
-    const Dim wl = info.has_input(2) ? Dim(info.input_shape(2)[0]) : Dim();
-    const StftConfig cfg =
-        stft_config(info, info.input_constant(1), info.has_input(3) ? info.input_constant(3) : nullptr, wl, Dim(len_));
-    if (cfg.step < 0 || cfg.length < 0) info.fail(ErrorKind::kUnsupportedOp, "frame_step/frame_length must be known");
-    step_ = cfg.step;
-    n_ = cfg.length;
-  }
+  explicit StftKernel(const KernelBuildInfo& info) : g_(stft_geometry(info)) {}
 
   void run(KernelContext& ctx) const override {
     ew::dispatch_typeset<kSignalTypes>(ctx.inputs[0].dtype, [&](auto tag) {
@@ -193,25 +179,25 @@ class StftKernel final : public Kernel {
   template <typename T>
   void go(const T* x, const T* w, T* y, int threads) const {
     using C = ew::compute_t<T>;
-    const Twiddles tw(n_);
-    parallel_for(batch_ * frames_, threads, 1, [&](int64_t b, int64_t e) {
-      std::vector<double> xr(n_), xi(n_), re(bins_), im(bins_);
+    const Twiddles tw(g_.n);
+    parallel_for(g_.batch * g_.frames, threads, 1, [&](int64_t b, int64_t e) {
+      std::vector<double> xr(g_.n), xi(g_.n), re(g_.bins), im(g_.bins);
       for (int64_t t = b; t < e; ++t) {
-        const int64_t bb = t / frames_, f = t % frames_;
-        for (int64_t i = 0; i < n_; ++i) {
-          const int64_t pos = f * step_ + i;
+        const int64_t bb = t / g_.frames, f = t % g_.frames;
+        for (int64_t i = 0; i < g_.n; ++i) {
+          const int64_t pos = f * g_.step + i;
           const double wv = w ? static_cast<double>(ew::load(w[i])) : 1.0;
-          if (pos < len_) {
-            const T* p = x + (bb * len_ + pos) * cin_;
+          if (pos < g_.len) {
+            const T* p = x + (bb * g_.len + pos) * g_.cin;
             xr[i] = static_cast<double>(ew::load(p[0])) * wv;
-            xi[i] = cin_ == 2 ? static_cast<double>(ew::load(p[1])) * wv : 0.0;
+            xi[i] = g_.cin == 2 ? static_cast<double>(ew::load(p[1])) * wv : 0.0;
           } else {
             xr[i] = xi[i] = 0.0;
           }
         }
-        dft_line(xr.data(), xi.data(), n_, n_, bins_, -1, tw, re.data(), im.data());
-        T* q = y + t * bins_ * 2;
-        for (int64_t k = 0; k < bins_; ++k) {
+        dft_line(xr.data(), xi.data(), g_.n, g_.n, g_.bins, -1, tw, re.data(), im.data());
+        T* q = y + t * g_.bins * 2;
+        for (int64_t k = 0; k < g_.bins; ++k) {
           q[2 * k] = ew::store<T>(static_cast<C>(re[k]));
           q[2 * k + 1] = ew::store<T>(static_cast<C>(im[k]));
         }
@@ -219,7 +205,7 @@ class StftKernel final : public Kernel {
     });
   }
 
-  int64_t batch_ = 0, len_ = 0, cin_ = 1, frames_ = 0, bins_ = 0, step_ = 1, n_ = 1;
+  StftGeometry g_;
 };
 
 bool stft_supports(const KernelBuildInfo& info, std::string* why) {

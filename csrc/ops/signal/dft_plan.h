@@ -179,4 +179,28 @@ StftConfig stft_config(const Ctx& c, const Tensor* step_t, const Tensor* len_t, 
 }
 
 
+// An STFT node's frames for the kernels: a signal [batch, len, cin], output
+// [batch, frames, bins, 2], frames of n samples every `step`.
+struct StftGeometry {
+  int64_t batch = 0, len = 0, cin = 1, frames = 0, bins = 0, step = 1, n = 1;
+};
+
+inline StftGeometry stft_geometry(const KernelBuildInfo& info) {
+  StftGeometry g;
+  const Shape x = info.input_shape(0);
+  const Shape y = info.output_shape(0);
+  g.batch = x[0];
+  g.len = x[1];
+  g.cin = x.size() == 3 ? x[2] : 1;
+  g.frames = y[1];
+  g.bins = y[2];
+  const Dim wl = info.has_input(2) ? Dim(info.input_shape(2)[0]) : Dim();
+  const StftConfig cfg =
+      stft_config(info, info.input_constant(1), info.has_input(3) ? info.input_constant(3) : nullptr, wl, Dim(g.len));
+  if (cfg.step < 0 || cfg.length < 0) info.fail(ErrorKind::kUnsupportedOp, "frame_step/frame_length must be known");
+  g.step = cfg.step;
+  g.n = cfg.length;
+  return g;
+}
+
 }  // namespace twinfer::signal

@@ -16,6 +16,7 @@
 #include "ops/kernel.h"
 #include "ops/nn/norm_stats.h"
 #include "ops/schema.h"
+#include "ops/vision/lrn.h"
 
 namespace twinfer::vision {
 namespace {
@@ -43,19 +44,7 @@ void lrn_infer(InferContext& c) {
 
 class LrnKernel final : public Kernel {
  public:
-  explicit LrnKernel(const KernelBuildInfo& info) {
-    const graph::Node& n = info.node();
-    const Shape x = info.input_shape(0);
-    if (x.size() < 3) info.fail(ErrorKind::kShape, "input must have rank >= 3");
-    size_ = n.attr_int("size", 0);
-    if (size_ <= 0) info.fail(ErrorKind::kModelFormat, "LRN needs a positive 'size'");
-    alpha_ = n.attr_float("alpha", 1e-4f);
-    beta_ = n.attr_float("beta", 0.75f);
-    bias_ = n.attr_float("bias", 1.0f);
-    N_ = x[0];
-    C_ = x[1];
-    for (size_t i = 2; i < x.size(); ++i) P_ *= x[i];
-  }
+  explicit LrnKernel(const KernelBuildInfo& info) : p_(lrn_params(info)) {}
 
   const char* impl_name() const override { return "cpu loop"; }
 
@@ -68,12 +57,12 @@ class LrnKernel final : public Kernel {
   void compute(KernelContext& ctx) const {
     const T* x = ctx.inputs[0].as<T>();
     T* y = ctx.outputs[0].as<T>();
-    const int64_t P = P_, C = C_;
-    const int64_t lo = (size_ - 1) / 2, hi = size_ - 1 - lo;
-    const T a = static_cast<T>(alpha_) / static_cast<T>(size_), k = static_cast<T>(bias_), b = static_cast<T>(beta_);
-    const bool b075 = beta_ == 0.75f;
-    const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, P * size_));
-    parallel_for(N_ * C, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
+    const int64_t P = p_.P, C = p_.C;
+    const int64_t lo = (p_.size - 1) / 2, hi = p_.size - 1 - lo;
+    const T a = static_cast<T>(p_.alpha) / static_cast<T>(p_.size), k = static_cast<T>(p_.bias), b = static_cast<T>(p_.beta);
+    const bool b075 = p_.beta == 0.75f;
+    const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, P * p_.size));
+    parallel_for(p_.N * C, ctx.num_threads, grain, [&](int64_t pb, int64_t pe) {
       std::vector<T> acc(static_cast<size_t>(P));
       for (int64_t p = pb; p < pe; ++p) {
         const int64_t n = p / C, c = p - n * C;
@@ -100,8 +89,7 @@ class LrnKernel final : public Kernel {
     });
   }
 
-  int64_t size_ = 1, N_ = 0, C_ = 0, P_ = 1;
-  float alpha_ = 1e-4f, beta_ = 0.75f, bias_ = 1.f;
+  LrnParams p_;
 };
 
 // ---- GroupNormalization ----------------------------------------------------------
