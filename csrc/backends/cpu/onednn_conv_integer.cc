@@ -18,56 +18,9 @@
 namespace twinfer::quant {
 namespace {
 
-// The geometry of one node, spatial dims padded to 3 (leading 1s).
-struct Geom {
-  int64_t N = 1, C = 1, M = 1, G = 1, Cg = 1, Mg = 1, K = 1, P = 1;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1},
-          p[3] = {0, 0, 0};
-};
-
-Geom conv_geom(const KernelBuildInfo& info, const ConvIO& io) {
-  const graph::Node& n = info.node();
-  const Shape x = info.input_shape(io.x), w = info.input_shape(io.w), y = info.output_shape(0);
-  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
-    info.fail(ErrorKind::kShape, "input " + shape_str(x) + " and weights " + shape_str(w) +
-                                     " do not fit a 1-3 D convolution");
-  Geom g;
-  const size_t nsp = x.size() - 2;
-  g.N = x[0];
-  g.C = x[1];
-  g.M = w[0];
-  g.G = n.attr_int("group", 1);
-  if (g.G < 1 || g.C != w[1] * g.G || g.M % g.G != 0)
-    info.fail(ErrorKind::kShape, "input " + shape_str(x) + ", weights " + shape_str(w) + " and group " +
-                                     std::to_string(g.G) + " do not fit");
-  g.Cg = g.C / g.G;
-  g.Mg = g.M / g.G;
-  std::vector<int64_t> wk(w.begin() + 2, w.end());
-  nn::Window win = nn::parse_window(n, nsp, &wk, nn::WindowOptions{true, false});
-  if (win.kernel != wk)
-    info.fail(ErrorKind::kShape, "kernel_shape differs from the weights' spatial dims " + shape_str(w));
-  nn::resolve_pads(win, Shape(x.begin() + 2, x.end()));
-  Shape expect{g.N, g.M};
-  for (size_t i = 0; i < nsp; ++i) expect.push_back(nn::window_output_size(win, i, x[2 + i], n));
-  if (expect != y)
-    info.fail(ErrorKind::kShape, "output shape " + shape_str(y) + " differs from the expected " + shape_str(expect));
-  const size_t off = 3 - nsp;
-  for (size_t i = 0; i < nsp; ++i) {
-    g.in[off + i] = x[2 + i];
-    g.out[off + i] = y[2 + i];
-    g.k[off + i] = win.kernel[i];
-    g.s[off + i] = win.stride[i];
-    g.d[off + i] = win.dilation[i];
-    g.p[off + i] = win.pad_begin[i];
-  }
-  g.K = g.Cg * g.k[0] * g.k[1] * g.k[2];
-  g.P = g.out[0] * g.out[1] * g.out[2];
-  return g;
-}
-
 // col[K, P] of image `img`, group `grp`; padding positions get `pad`.
 template <typename T>
-void im2col(const Geom& g, const T* x, int64_t img, int64_t grp, T pad, T* col, int threads) {
+void im2col(const ConvGeom& g, const T* x, int64_t img, int64_t grp, T pad, T* col, int threads) {
   const int64_t ks = g.k[0] * g.k[1] * g.k[2];
   const int64_t in_sz = g.in[0] * g.in[1] * g.in[2];
   parallel_for(g.K, threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.P)), [&](int64_t lo, int64_t hi) {
@@ -103,7 +56,7 @@ class QConvCore {
     d.b_type = xt_;
     gemm_ = std::make_unique<QGemm>(d, info.node().name, info.node().op_type);
   }
-  const Geom& geom() const { return g_; }
+  const ConvGeom& geom() const { return g_; }
   size_t scratch_bytes() const {
     return gemm_->scratch_bytes() + cpu::onednn::align_up(static_cast<size_t>(g_.K * g_.P));
   }
@@ -128,7 +81,7 @@ class QConvCore {
   }
 
  private:
-  Geom g_;
+  ConvGeom g_;
   DType xt_;
   std::unique_ptr<QGemm> gemm_;
 };
@@ -193,7 +146,7 @@ class QLinearConvKernel final : public Kernel {
       info.fail(ErrorKind::kShape, "bias must have shape [" + std::to_string(m) + "], got " +
                                        shape_str(info.input_shape(8)));
     quant_int_range(out_, &lo_, &hi_);
-    const Geom& g = core_.geom();
+    const ConvGeom& g = core_.geom();
     y_n_ = g.N * g.M * g.P;
   }
   size_t scratch_bytes() const override {
@@ -203,7 +156,7 @@ class QLinearConvKernel final : public Kernel {
   const char* impl_name() const override { return "im2col + onednn int8 matmul"; }
 
   void run(KernelContext& ctx) const override {
-    const Geom& g = core_.geom();
+    const ConvGeom& g = core_.geom();
     int32_t* acc = reinterpret_cast<int32_t*>(static_cast<char*>(ctx.scratch) + core_.scratch_bytes());
     int32_t* wz = acc + y_n_;
     float* ws = reinterpret_cast<float*>(wz + g.M);

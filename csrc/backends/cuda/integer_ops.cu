@@ -23,8 +23,8 @@
 
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
-#include "ops/nn/window.h"
 #include "ops/quant/quant_math.h"
+#include "ops/quant/qconv.h"
 #include "ops/quant/quant_util.h"
 
 namespace twinfer_gpu {
@@ -363,42 +363,24 @@ class QLinearMatMulKernel final : public Kernel {
 
 // ---- ConvInteger --------------------------------------------------------------------
 
+// The CPU kernels' geometry (ops/quant/qconv.h), in the kernel's struct.
 twinfer_gpu::IntConvGeom conv_geom(const KernelBuildInfo& info) {
-  const graph::Node& n = info.node();
-  const Shape x = info.input_shape(0), w = info.input_shape(1), y = info.output_shape(0);
-  if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
-    info.fail(ErrorKind::kShape, "input " + shape_str(x) + " and weights " + shape_str(w) +
-                                     " do not fit a 1-3 D convolution");
+  const quant::ConvGeom c = quant::conv_geom(info, quant::kConvInteger);
   twinfer_gpu::IntConvGeom g;
-  const size_t nsp = x.size() - 2;
-  const int64_t group = n.attr_int("group", 1);
-  g.N = x[0];
-  g.C = x[1];
-  g.M = w[0];
-  if (group < 1 || g.C != w[1] * group || g.M % group != 0)
-    info.fail(ErrorKind::kShape, "input " + shape_str(x) + ", weights " + shape_str(w) + " and group " +
-                                     std::to_string(group) + " do not fit");
-  g.Cg = g.C / group;
-  g.Mg = g.M / group;
-  std::vector<int64_t> wk(w.begin() + 2, w.end());
-  nn::Window win = nn::parse_window(n, nsp, &wk, nn::WindowOptions{true, false});
-  if (win.kernel != wk)
-    info.fail(ErrorKind::kShape, "kernel_shape differs from the weights' spatial dims " + shape_str(w));
-  nn::resolve_pads(win, Shape(x.begin() + 2, x.end()));
-  Shape expect{g.N, g.M};
-  for (size_t i = 0; i < nsp; ++i) expect.push_back(nn::window_output_size(win, i, x[2 + i], n));
-  if (expect != y)
-    info.fail(ErrorKind::kShape, "output shape " + shape_str(y) + " differs from the expected " + shape_str(expect));
-  const size_t off = 3 - nsp;
-  for (size_t i = 0; i < nsp; ++i) {
-    g.in[off + i] = x[2 + i];
-    g.out[off + i] = y[2 + i];
-    g.k[off + i] = win.kernel[i];
-    g.s[off + i] = win.stride[i];
-    g.d[off + i] = win.dilation[i];
-    g.p[off + i] = win.pad_begin[i];
+  g.N = c.N;
+  g.C = c.C;
+  g.M = c.M;
+  g.Cg = c.Cg;
+  g.Mg = c.Mg;
+  g.P = c.P;
+  for (int i = 0; i < 3; ++i) {
+    g.in[i] = c.in[i];
+    g.out[i] = c.out[i];
+    g.k[i] = c.k[i];
+    g.s[i] = c.s[i];
+    g.d[i] = c.d[i];
+    g.p[i] = c.p[i];
   }
-  g.P = g.out[0] * g.out[1] * g.out[2];
   g.x_u8 = info.input_dtype(0) == DType::kUInt8;
   g.w_u8 = info.input_dtype(1) == DType::kUInt8;
   return g;
