@@ -68,3 +68,18 @@ def assert_close(actual, expected, rtol=1e-5, atol=1e-5, what=""):
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=what)
+
+
+def run_on_device(model, feeds: dict, device: str, **load_options) -> dict:
+    """Runs ``model`` on ``device`` placing nodes as CUDA would with no CPU
+    fallback (on the simulated device: proof that every node has a CUDA
+    kernel whose supports() takes it; on a GPU: the CUDA kernels themselves),
+    checks that every step ran there, and returns {output name: numpy array}."""
+    import twinfer
+
+    eng = twinfer.load(model, device=device, sim_coverage="cuda", allow_cpu_fallback=False, **load_options)
+    out = eng.run(feeds)
+    rows = eng.kernel_report({k: v.shape for k, v in feeds.items()})
+    assert all(r.backend in (device, "copy") for r in rows), rows  # every node ran on the device
+    return {k: v.numpy() for k, v in out.items()}
+

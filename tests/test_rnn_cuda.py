@@ -21,6 +21,7 @@ from onnx import TensorProto, helper
 
 import twinfer
 from conftest import SIM_AS_CUDA
+from onnx_helpers import run_on_device
 
 DEVICES = [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
 
@@ -156,10 +157,7 @@ def make_model(op, feeds, direction, layout, dt, hs=H, attrs=None, opset=22):
 
 
 def run_on(device, model, feeds):
-    e = twinfer.load(model, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
-    rows = e.kernel_report({k: v.shape for k, v in feeds.items()})
-    assert all(r.backend in (device, "copy") for r in rows), rows  # every node ran on the device
-    return {k: v.numpy() for k, v in e.run(feeds).items()}
+    return run_on_device(model, feeds, device)
 
 
 def acts_list(op, direction, attrs):

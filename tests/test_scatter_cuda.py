@@ -19,6 +19,7 @@ from onnx import TensorProto, helper
 
 import twinfer
 from conftest import SIM_AS_CUDA
+from onnx_helpers import run_on_device
 
 DEVICES = [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
 
@@ -41,11 +42,7 @@ def _vi(name, dt, shape):
 
 
 def _run(m, feeds, device):
-    eng = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
-    got = eng.run(feeds)
-    rows = eng.kernel_report({k: v.shape for k, v in feeds.items()})
-    assert all(r.backend in (device, "copy") for r in rows), rows  # every node ran on the device
-    return {k: v.numpy() for k, v in got.items()}
+    return run_on_device(m, feeds, device)
 
 
 def _data(rng, shape, dt):

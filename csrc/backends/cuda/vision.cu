@@ -17,6 +17,7 @@
 #include "backends/cuda/kernel_util.h"
 #include "ops/nn/window.h"
 #include "ops/tensor/tensor_util.h"
+#include "ops/vision/col2im_geom.h"
 #include "ops/vision/deform_conv_math.h"
 #include "ops/vision/grid_sample_math.h"
 #include "ops/vision/lp_pool_math.h"
@@ -553,43 +554,28 @@ bool col2im_supports(const KernelBuildInfo& info, std::string* why) {
   return true;
 }
 
-std::vector<int64_t> ints_attr(const graph::Node& n, const char* name, size_t len, int64_t dflt) {
-  std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(len, dflt));
-  if (v.size() != len)
-    throw Error(ErrorKind::kModelFormat,
-                std::string(name) + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(len),
-                n.name, n.op_type);
-  return v;
-}
-
 class CudaCol2Im final : public Kernel {
  public:
   explicit CudaCol2Im(const KernelBuildInfo& info) : dt_(info.input_dtype(0)) {
-    const graph::Node& n = info.node();
     std::vector<int64_t> image, block;
     if (!tensor::const_ints(info, 1, &image) || !tensor::const_ints(info, 2, &block))
       info.fail(ErrorKind::kUnsupportedOp, "image_shape and block_shape must be known when the kernel is built");
+    if (image.size() > static_cast<size_t>(twinfer_gpu::kCol2ImDims))
+      info.fail(ErrorKind::kShape, "a CUDA Col2Im takes 1-6 spatial dims");
+    const vision::Col2ImGeom c = vision::col2im_geom(info, image, block);  // the CPU's, checked there
     const size_t nsp = image.size();
-    if (block.size() != nsp || nsp == 0 || nsp > static_cast<size_t>(twinfer_gpu::kCol2ImDims))
-      info.fail(ErrorKind::kShape, "image_shape and block_shape differ in length (or have over 6 dims)");
-    const std::vector<int64_t> dil = ints_attr(n, "dilations", nsp, 1), pads = ints_attr(n, "pads", 2 * nsp, 0),
-                               stride = ints_attr(n, "strides", nsp, 1);
     g_.nsp = static_cast<int>(nsp);
     for (size_t i = 0; i < nsp; ++i) {
-      if (block[i] < 1 || dil[i] < 1 || stride[i] < 1 || image[i] < 0)
-        info.fail(ErrorKind::kInvalidArgument, "block_shape, dilations and strides must be >= 1");
-      const int64_t span = image[i] + pads[i] + pads[nsp + i] - (dil[i] * (block[i] - 1) + 1);
-      if (span < 0) info.fail(ErrorKind::kShape, "the block does not fit the padded image");
       g_.image[i] = image[i];
       g_.block[i] = block[i];
-      g_.dil[i] = dil[i];
-      g_.pad[i] = pads[i];
-      g_.stride[i] = stride[i];
-      g_.blocks[i] = span / stride[i] + 1;
-      g_.L *= g_.blocks[i];
-      g_.K *= block[i];
+      g_.dil[i] = c.dil[i];
+      g_.pad[i] = c.pads[i];
+      g_.stride[i] = c.stride[i];
+      g_.blocks[i] = c.blocks[i];
       g_.img *= image[i];
     }
+    g_.L = c.L;
+    g_.K = c.K;
     const Shape x = info.input_shape(0), y = info.output_shape(0);
     if (x.size() != 3 || x[1] % g_.K != 0 || x[2] != g_.L || y.size() != 2 + nsp || y[1] != x[1] / g_.K)
       info.fail(ErrorKind::kShape, "input " + shape_str(x) + " does not fit the output " + shape_str(y));
