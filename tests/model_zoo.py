@@ -46,6 +46,11 @@ def build(family: str):
         model = getattr(torchvision.models, family)()
     # Non-trivial BatchNorm statistics, so Conv+BN folding is really exercised.
     with torch.no_grad():
+        if family == "vit_b_16":
+            # torchvision starts ViT's head at zero: the output would be zeros
+            # whatever the encoder computed.
+            model.heads.head.weight.normal_(0, 0.05)
+            model.heads.head.bias.uniform_(-0.1, 0.1)
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.2, 0.2)

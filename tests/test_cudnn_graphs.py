@@ -33,6 +33,21 @@ def test_attention_graphs_for_an_h100():
     assert "multiple of 8" in check([2, 3, 37, 53, 20, 20], "float16", False, [], 90)
 
 
+def test_strided_attention_graphs_for_an_h100():
+    # Operands read in place (ops/transformer/attention_views.h): strides of
+    # q, k, v and o over (b, h, s), d contiguous.
+    check = twinfer._core._test_cudnn_sdpa_validate
+    B, S, H, D = 64, 197, 12, 64
+    E = H * D
+    vit = [3 * E, D, 3 * B * E] * 3 + [E, D, B * E]  # ViT: slices of the packed [S, B, 3E] projection, out [S*B, E]
+    assert check([B, H, S, S, D, D], "float16", False, [], 90, vit) == ""
+    S = 128
+    bert = [S * E, D, E] * 4  # BERT: heads of [B, S, E] tensors, out [B, S, E]
+    assert check([B, H, S, S, D, D], "bfloat16", False, [B, 1, 1, S], 90, bert) == ""
+    with pytest.raises(twinfer.InvalidArgumentError, match="strides"):
+        check([B, H, S, S, D, D], "float16", False, [], 90, bert[:9])
+
+
 # (x, w, pads, strides, dilations, groups): ResNet's stem and downsampling,
 # MobileNet's depthwise, a grouped dilated one, a 1-d one as conv.cc hands it
 # (a height of 1), a 3-d one; odd sizes.

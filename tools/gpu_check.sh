@@ -165,7 +165,7 @@ bench() {  # bench NAME SECONDS CMD...: a part, its exit code logged, done when 
 }
 if wants bench_runtime; then
   stamp "benchmarks: runtime overhead, GPU runtime, against PyTorch eager"
-  bench bench_overhead 120 $PY benchmarks/overhead.py --devices cpu cuda
+  bench bench_overhead 120 $PY benchmarks/call_overhead.py --devices cpu cuda
   bench bench_gpu_runtime 180 $PY benchmarks/gpu_runtime.py
   # The full comparison with torch.compile takes longer: run it on its own
   # (python benchmarks/gpu_vs_torch.py); here the eager peers only.
@@ -177,6 +177,9 @@ if wants bench_runtime; then
   # And NCHW (channels_last pass off), to set beside the NHWC default of fp16/bf16.
   TWINFER_CHANNELS_LAST=0 bench bench_gpu_vs_torch_nchw 200 $PY benchmarks/gpu_vs_torch.py --no-compile \
     --iterations 20 --models resnet50 mobilenet_v2 efficientnet_b0
+  # The transformers with the copies around attention back (attention_views off).
+  TWINFER_ATTENTION_VIEWS=0 bench bench_gpu_vs_torch_no_views 150 $PY benchmarks/gpu_vs_torch.py --no-compile \
+    --iterations 20 --models vit_b_16 bert_base minilm
 fi
 if wants bench_dual; then
   # Two models at once (issue 13): pairs, one graph, torch two-stream, priorities; one timeline.
@@ -214,7 +217,8 @@ fi
 if wants sanitize && ! done_already sanitize_new; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   new_files=$(ls tests/test_fuse_elementwise.py tests/test_loss_cuda.py tests/test_scatter_cuda.py \
-    tests/test_vision_cuda.py tests/test_attention_cuda.py tests/test_quant_cuda.py 2>/dev/null)
+    tests/test_vision_cuda.py tests/test_attention_cuda.py tests/test_quant_cuda.py tests/test_attention_views.py \
+    2>/dev/null)
   stamp "compute-sanitizer memcheck of the newer kernels"
   within 240 "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 --kernel-name kns=twinfer_gpu \
     $PY -m pytest -q -m cuda -p no:cacheprovider $new_files > "$WORK/memcheck_new.log" 2>&1

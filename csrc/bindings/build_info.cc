@@ -20,7 +20,7 @@ void bind_build_info(py::module_& m) {
   m.def("set_cuda_library_path", &set_cuda_library_path, py::arg("name"), py::arg("path"),
         "Where cuBLASLt / cuDNN are (twinfer/_libs.py finds NVIDIA's wheels); opened on first use.");
   m.def("_test_cudnn_sdpa_validate", &cudnn_sdpa_validate, py::arg("dims"), py::arg("dtype"), py::arg("causal"),
-        py::arg("bias_dims"), py::arg("sm_version"),
+        py::arg("bias_dims"), py::arg("sm_version"), py::arg("strides") = std::vector<int64_t>{},
         "cuDNN frontend's checks of a fused-attention graph for a GPU of sm_version, run without one: '' or why.");
   m.def("_test_cudnn_conv_validate", &cudnn_conv_validate, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("pads"),
         py::arg("strides"), py::arg("dilations"), py::arg("dtype"),

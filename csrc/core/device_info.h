@@ -28,9 +28,12 @@ std::string cudnn_frontend_version();
 // The frontend's own checks of a fused-attention graph (backends/cuda/
 // sdpa_plan.h) for a GPU of sm_version, without a GPU: "" when they pass,
 // else why. dims: B, H, Sq, Sk, D, Dv; bias_dims: empty, or the additive
-// mask's 4 dims; dtype "float16" or "bfloat16". For tests.
+// mask's 4 dims; dtype "float16" or "bfloat16"; strides: empty (contiguous)
+// or 12 ints, the b, h, s strides of q, k, v and o (d contiguous), as
+// strided attention operands (ops/transformer/attention_views.h) hand them. For tests.
 std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::string& dtype, bool causal,
-                                const std::vector<int64_t>& bias_dims, int sm_version);
+                                const std::vector<int64_t>& bias_dims, int sm_version,
+                                const std::vector<int64_t>& strides);
 // The same for a convolution's graph (backends/cuda/conv_graph.h): x, w, y
 // NCHW dims, pads (begin = end), strides, dilations per spatial dim.
 std::string cudnn_conv_validate(const std::vector<int64_t>& x, const std::vector<int64_t>& w,

@@ -21,7 +21,8 @@ std::string cudnn_conv_validate(const std::vector<int64_t>&, const std::vector<i
                                 const std::string&) {
   return "built without the CUDA backend";
 }
-std::string cudnn_sdpa_validate(const std::vector<int64_t>&, const std::string&, bool, const std::vector<int64_t>&, int) {
+std::string cudnn_sdpa_validate(const std::vector<int64_t>&, const std::string&, bool, const std::vector<int64_t>&, int,
+                                const std::vector<int64_t>&) {
   return "built without the CUDA backend";
 }
 }  // namespace twinfer

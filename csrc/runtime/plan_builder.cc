@@ -159,12 +159,28 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     passes::run_channels_last(g, co, pc);
   }
 
+  // A residual Add into the GEMM before it (graph/passes/fuse_residual.h), on
+  // the same terms; before chains, which would take the Add otherwise.
+  if (on_device && opt.optimize && passes::residual_fusion_wanted()) {
+    passes::FuseResidualOptions ro;
+    ro.supports = device_and_cpu_support;
+    passes::run_fuse_residual(g, ro, pc);
+  }
+
   // Chains of elementwise ops as one kernel each (graph/passes/fuse_elementwise.h),
   // on the same terms.
   if (on_device && opt.optimize && passes::elementwise_fusion_wanted()) {
     passes::FuseElementwiseOptions fo;
     fo.supports = device_and_cpu_support;
     passes::run_fuse_elementwise(g, fo, pc);
+  }
+
+  // Fused attention reading its operands where their copies started and
+  // writing where its output's copies end (graph/passes/attention_views.h).
+  if (on_device && opt.optimize && passes::attention_views_wanted()) {
+    passes::AttentionViewsOptions ao;
+    ao.supports = device_and_cpu_support;
+    passes::run_attention_views(g, ao, pc);
   }
 
   // Where each node runs (device plans), with copy nodes between spaces,

@@ -1,4 +1,5 @@
-// MatMul (ai.onnx) and fused MatMul (com.twinfer: + bias [N], activation) on
+// MatMul (ai.onnx) and fused MatMul (com.twinfer: + bias [N], + residual of
+// y's shape as a binary-add post-op, activation) on
 // oneDNN matmul, float32. When B has no batch (the Linear-layer case) A's
 // batch dims are folded into M, giving one large GEMM against a B packed
 // once at construction; otherwise a batched matmul with numpy broadcasting
@@ -41,6 +42,8 @@ class OnednnMatMul final : public Kernel {
       const Tensor* biasc = info.input_constant(2);
       d.bias_const = biasc ? biasc->data() : nullptr;
     }
+    has_residual_ = g.has_residual;
+    if (g.has_residual) d.add = d.y;  // the whole output, read at run time
     d.act = g.act;
     core_ = std::make_unique<MatmulCore>(std::move(d), info.node().name, info.node().op_type);
   }
@@ -51,11 +54,12 @@ class OnednnMatMul final : public Kernel {
   void run(KernelContext& ctx) const override {
     if (!core_) return;
     core_->run(ctx, ctx.inputs[0].data, b_const_ ? nullptr : ctx.inputs[1].data,
-               has_bias_ ? ctx.inputs[2].data : nullptr, nullptr, ctx.outputs[0].data);
+               has_bias_ ? ctx.inputs[2].data : nullptr, has_residual_ ? ctx.inputs[3].data : nullptr,
+               ctx.outputs[0].data);
   }
 
  private:
-  bool has_bias_ = false, b_const_ = false;
+  bool has_bias_ = false, has_residual_ = false, b_const_ = false;
   std::unique_ptr<MatmulCore> core_;
 };
 

@@ -29,6 +29,13 @@
 // and only in the plain case (4-D, as many key as query heads, none of the
 // extras above); what cuDNN refuses (and float32, boolean masks, a mask with
 // causal) runs the kernel above. kernel_report's kernel name says which, and why.
+//
+// com.twinfer::Attention may carry views (ops/transformer/attention_views.h,
+// written by graph/passes/attention_views.cc): q, k and v read at their
+// offsets and strides in the tensors the exporter's copies started from, the
+// output written at its strides into the tensor its copies ended in. Both
+// paths take them as they are (cuDNN's tensors have strides); the kernel
+// name ends in "[strided in place]".
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -39,6 +46,7 @@
 #include "backends/cuda/sdpa_plan.h"
 #include "graph/domains.h"
 #include "ops/transformer/attention_math.h"
+#include "ops/transformer/attention_views.h"
 
 namespace twinfer_gpu {
 
@@ -232,6 +240,7 @@ __global__ void expand_mask_rows(const T* __restrict__ m, T* __restrict__ out, i
 struct MaskRows {
   int64_t dims[4];       // the mask over [b, h, i, j], 1 where it broadcasts
   int64_t B, H, Sq, Dv;  // the output
+  twinfer::tx::AttnStrides os;  // its rows
 };
 
 template <typename T>
@@ -249,7 +258,7 @@ __global__ void zero_fully_masked_rows(const T* __restrict__ m, MaskRows g, T* _
   for (int64_t c = 0; c < nb * nh * ni; ++c) {
     const int64_t b = g.dims[0] == 1 ? c / (nh * ni) : rb, h = g.dims[1] == 1 ? c / ni % nh : rh,
                   i = g.dims[2] == 1 ? c % ni : ri;
-    T* out = o + ((b * g.H + h) * g.Sq + i) * g.Dv;
+    T* out = o + b * g.os.b + h * g.os.h + i * g.os.s;
     for (int64_t d = lane; d < g.Dv; d += 32) out[d] = twinfer::ew::store<T>(0.f);
   }
 }
@@ -274,6 +283,8 @@ struct AttnPlan {
   bool in3d = false;
   bool out_pk = false, out_pv = false, out_qk = false;
   bool plain = false;             // 4-D, Hq == Hkv, no cache, padding, softcap, window, extra outputs, short mask
+  int64_t offset[3] = {0, 0, 0};  // q, k, v: where their views start (elements; attention_views.h)
+  bool viewed = false;            // operands (and maybe the output) read and written in place
   int64_t mask_dims[4] = {1, 1, 1, 1};  // the mask right-aligned onto 4 dims
 };
 
@@ -288,7 +299,15 @@ bool plan_attention(const KernelBuildInfo& info, AttnPlan* p, std::string* why) 
     if (!ew::check_input_dtype(info, i, kAttnTypes, why)) return false;
     if (info.input_dtype(i) != info.input_dtype(0)) return no("Attention with inputs of different types has no CUDA kernel");
   }
-  const Shape q = info.input_shape(0), k = info.input_shape(1), v = info.input_shape(2);
+  // Strided operands (attention_views.h): the sizes come from the views.
+  tx::AttnViews views;
+  std::string bad = tx::read_attention_views(n, &views);
+  if (bad.empty() && views.any()) bad = tx::check_attention_views(info, views);
+  if (!bad.empty()) return no(bad);
+  auto dims_of = [&](int i) {
+    return views.any() ? Shape(views.in[i].dims, views.in[i].dims + 4) : info.input_shape(static_cast<size_t>(i));
+  };
+  const Shape q = dims_of(0), k = dims_of(1), v = dims_of(2);
   if (!((q.size() == 3 || q.size() == 4) && k.size() == q.size() && v.size() == q.size()))
     return no("Attention whose query, key and value are not all 3-D or all 4-D runs on the CPU");
   twinfer_gpu::AttnGeom& g = p->g;
@@ -391,6 +410,15 @@ bool plan_attention(const KernelBuildInfo& info, AttnPlan* p, std::string* why) 
     g.ks = tx::attn_strides(p->in3d, g.Hkv, Skv, g.D);
     g.vs = tx::attn_strides(p->in3d, g.Hkv, Skv, g.Dv);
   }
+  if (views.any()) {
+    p->viewed = true;
+    twinfer::tx::AttnStrides* st[3] = {&g.qs, &g.ks, &g.vs};
+    for (int i = 0; i < 3; ++i) {
+      *st[i] = views.in[i].st;
+      p->offset[i] = views.in[i].offset;
+    }
+    if (views.has_out) g.os = views.out;
+  }
   g.q_tiles = (g.Sq + twinfer_gpu::kRowsPerBlock - 1) / twinfer_gpu::kRowsPerBlock;
   p->plain = !p->in3d && g.H == g.Hkv && !g.has_past && !g.nonpad_kind && !p->out_pk && !p->out_pv && !p->out_qk &&
              g.softcap == 0.f && g.left < 0 && g.right < 0 && !short_mask;
@@ -426,8 +454,9 @@ class CudaAttention final : public Kernel {
   }
   void run(KernelContext& ctx) const override {
     const cudaStream_t s = stream_of(ctx);
-    const void* kp = ctx.inputs[1].data;
-    const void* vp = ctx.inputs[2].data;
+    const void* qp = operand(ctx, 0);
+    const void* kp = operand(ctx, 1);
+    const void* vp = operand(ctx, 2);
     if (g_.has_past || plan_.out_pk || plan_.out_pv) {
       char* scratch = static_cast<char*>(ctx.scratch);
       void* pk = plan_.out_pk ? ctx.outputs[1].data : (g_.has_past ? scratch : nullptr);
@@ -445,7 +474,7 @@ class CudaAttention final : public Kernel {
       check(cudaMemsetAsync(ctx.outputs[0].data, 0, ctx.outputs[0].bytes(), stream_of(ctx)), "cudaMemsetAsync (Attention)");
       return;
     }
-    if (sdpa_) return run_cudnn(ctx);
+    if (sdpa_) return run_cudnn(ctx, qp, kp, vp);
     if (blocks > INT32_MAX) throw Error(ErrorKind::kUnsupportedOp, "Attention with more than 2^31 row blocks");
     const size_t shared = static_cast<size_t>(twinfer_gpu::kTile * (g_.D + g_.Dv)) * sizeof(float);
     const void* mask = g_.mask_kind ? ctx.inputs[3].data : nullptr;
@@ -457,7 +486,7 @@ class CudaAttention final : public Kernel {
       auto go = [&](auto dl) {
         twinfer_gpu::attention_rows<T, decltype(dl)::value>
             <<<static_cast<uint32_t>(blocks), twinfer_gpu::kAttnWarps * 32, shared, s>>>(
-                g_, ctx.inputs[0].as<const T>(), static_cast<const T*>(kp), static_cast<const T*>(vp), mask, nonpad,
+                g_, static_cast<const T*>(qp), static_cast<const T*>(kp), static_cast<const T*>(vp), mask, nonpad,
                 ctx.outputs[0].as<T>(), qk, error);
       };
       switch (dl_) {
@@ -479,6 +508,11 @@ class CudaAttention final : public Kernel {
   const char* impl_name() const override { return name_.c_str(); }
 
  private:
+  // Input i where its view starts.
+  const void* operand(KernelContext& ctx, int i) const {
+    return static_cast<const char*>(ctx.inputs[i].data) + plan_.offset[i] * static_cast<int64_t>(dtype_size(dtype_));
+  }
+
   // present = concat(past, new) into `out` ([B, Hkv, S, d]).
   void write_present(KernelContext&, void* out, const void* past, const void* cur, int64_t d,
                      twinfer::tx::AttnStrides cur_strides, cudaStream_t s) const {
@@ -513,6 +547,7 @@ class CudaAttention final : public Kernel {
       SdpaSpec spec;
       spec.B = g_.B, spec.H = g_.H, spec.Sq = g_.Sq, spec.Sk = g_.Sk, spec.D = g_.D, spec.Dv = g_.Dv;
       spec.dtype = dtype_, spec.scale = g_.scale, spec.causal = g_.causal;
+      spec.set_strides(g_.qs, g_.ks, g_.vs, g_.os);
       if (g_.mask_kind == 1) spec.set_broadcast_bias(mask_dims_);
       sdpa_ = make_cudnn_sdpa(spec, &why);
       if (!sdpa_ && spec.has_bias && mask_dims_[2] == 1 && mask_dims_[3] == g_.Sk && g_.Sq > 1) {
@@ -530,9 +565,10 @@ class CudaAttention final : public Kernel {
     }
     name_ = sdpa_ ? "cudnn sdpa (" + sdpa_->plan_name() + (expanded_bytes_ ? "; mask written out per query)" : ")")
                   : "cuda attention (online softmax; not cuDNN: " + why + ")";
+    if (plan_.viewed) name_ += " [strided in place]";
   }
 
-  void run_cudnn(KernelContext& ctx) const {
+  void run_cudnn(KernelContext& ctx, const void* q, const void* k, const void* v) const {
     const cudaStream_t s = stream_of(ctx);
     char* ws = static_cast<char*>(ctx.scratch);
     const void* bias = g_.mask_kind == 1 ? ctx.inputs[3].data : nullptr;
@@ -548,12 +584,12 @@ class CudaAttention final : public Kernel {
         bias = full;
       });
     }
-    sdpa_->run(ctx.inputs[0].data, ctx.inputs[1].data, ctx.inputs[2].data, bias, ctx.outputs[0].data, ws, s);
+    sdpa_->run(q, k, v, bias, ctx.outputs[0].data, ws, s);
     if (g_.mask_kind != 1) return;
     ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const twinfer_gpu::MaskRows mr{{mask_dims_[0], mask_dims_[1], mask_dims_[2], mask_dims_[3]}, g_.B, g_.H, g_.Sq,
-                                     g_.Dv};
+                                     g_.Dv, g_.os};
       const int64_t rows = mask_dims_[0] * mask_dims_[1] * mask_dims_[2];
       const int64_t blocks = (rows * 32 + 255) / 256;
       twinfer_gpu::zero_fully_masked_rows<T><<<static_cast<uint32_t>(blocks), 256, 0, s>>>(

@@ -19,7 +19,8 @@ namespace {
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kBias };
 
-// The frontend graph of `s`: contiguous [B, H, S, D] tensors, float
+// The frontend graph of `s`: [B, H, S, D] tensors (contiguous or at the
+// spec's strides), float
 // statistics, no softmax statistics output (inference). sm_version > 0
 // targets that GPU instead of the current one (set before the node is made:
 // nodes copy the graph's context when created). `impl`: COMPOSITE is the
@@ -36,9 +37,9 @@ std::shared_ptr<fe::graph::Graph> sdpa_graph(const SdpaSpec& s, fe::AttentionImp
     return graph->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
   };
   const std::vector<int64_t> qd{s.B, s.H, s.Sq, s.D}, kd{s.B, s.H, s.Sk, s.D}, vd{s.B, s.H, s.Sk, s.Dv};
-  auto q = tensor("q", kQ, qd, contiguous_strides(qd));
-  auto k = tensor("k", kK, kd, contiguous_strides(kd));
-  auto v = tensor("v", kV, vd, contiguous_strides(vd));
+  auto q = tensor("q", kQ, qd, s.strides_of(0, qd));
+  auto k = tensor("k", kK, kd, s.strides_of(1, kd));
+  auto v = tensor("v", kV, vd, s.strides_of(2, vd));
   auto attrs = fe::graph::SDPA_attributes()
                    .set_name("attention")
                    .set_generate_stats(false)
@@ -52,7 +53,7 @@ std::shared_ptr<fe::graph::Graph> sdpa_graph(const SdpaSpec& s, fe::AttentionImp
   auto [o, stats] = graph->sdpa(q, k, v, attrs);
   (void)stats;  // not generated
   const std::vector<int64_t> od{s.B, s.H, s.Sq, s.Dv};
-  o->set_output(true).set_uid(kO).set_dim(od).set_stride(contiguous_strides(od));
+  o->set_output(true).set_uid(kO).set_dim(od).set_stride(s.strides_of(3, od));
   return graph;
 }
 
@@ -100,6 +101,7 @@ std::shared_ptr<const SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::strin
   static PlanCache<SdpaPlan>* cache = new PlanCache<SdpaPlan>();  // never destroyed: plans outlive statics
   std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.causal ? "c" : "") + exact_key(spec.scale);
   for (int64_t v : {spec.B, spec.H, spec.Sq, spec.Sk, spec.D, spec.Dv}) key += "," + std::to_string(v);
+  for (const auto& st : spec.strides) key += "/" + std::to_string(st[0]) + ":" + std::to_string(st[1]) + ":" + std::to_string(st[2]);
   if (spec.has_bias)
     for (int d = 0; d < 4; ++d) key += ";" + std::to_string(spec.bias_dims[d]) + ":" + std::to_string(spec.bias_strides[d]);
   return cache->get(key, [&](std::string* reason) -> std::shared_ptr<const SdpaPlan> {

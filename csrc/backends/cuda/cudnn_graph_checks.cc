@@ -12,8 +12,11 @@
 namespace twinfer {
 
 std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::string& dtype, bool causal,
-                                const std::vector<int64_t>& bias_dims, int sm_version) {
+                                const std::vector<int64_t>& bias_dims, int sm_version,
+                                const std::vector<int64_t>& strides) {
   if (dims.size() != 6) throw Error(ErrorKind::kInvalidArgument, "dims are B, H, Sq, Sk, D, Dv");
+  if (!strides.empty() && strides.size() != 12)
+    throw Error(ErrorKind::kInvalidArgument, "strides are the b, h, s strides of q, k, v and o");
   if (!bias_dims.empty() && bias_dims.size() != 4) throw Error(ErrorKind::kInvalidArgument, "bias_dims are 4 dims");
   cuda::SdpaSpec s;
   s.B = dims[0], s.H = dims[1], s.Sq = dims[2], s.Sk = dims[3], s.D = dims[4], s.Dv = dims[5];
@@ -21,6 +24,10 @@ std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::str
   s.scale = 0.125f;
   s.causal = causal;
   if (!bias_dims.empty()) s.set_broadcast_bias(bias_dims.data());  // as attention.cu hands it
+  if (!strides.empty()) {
+    const auto st = [&](int t) { return tx::AttnStrides{strides[3 * t], strides[3 * t + 1], strides[3 * t + 2]}; };
+    s.set_strides(st(0), st(1), st(2), st(3));
+  }
   return cuda::validate_cudnn_sdpa(s, sm_version);
 }
 

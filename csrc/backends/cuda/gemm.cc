@@ -41,7 +41,8 @@ int current_device() {
   return d;
 }
 
-// One configured cuBLASLt matmul (D = alpha * op(X) op(W) + beta * C, C = D).
+// One configured cuBLASLt matmul (D = alpha * op(X) op(W) + beta * C; C is
+// D, or another matrix laid out as D: a fused MatMul's residual).
 class LtMatmul {
  public:
   struct Config {
@@ -79,9 +80,11 @@ class LtMatmul {
   }
 
   // `sm_count`: the SMs of the stream's partition (0: the whole device).
+  // `c`: C, laid out as D (with beta); null: C = D.
   void run(const void* x, const void* w, void* d, const void* bias, void* workspace, cudaStream_t s,
-           int sm_count = 0) const {
-    const bool aligned = is_aligned(x) && is_aligned(w) && is_aligned(d) && (!bias || is_aligned(bias));
+           int sm_count = 0, const void* c = nullptr) const {
+    const bool aligned = is_aligned(x) && is_aligned(w) && is_aligned(d) && (!bias || is_aligned(bias)) &&
+                         (!c || is_aligned(c));
     // The bias pointer is an attribute of the shared descriptor: set it and
     // enqueue under one lock (several contexts may run this kernel at once).
     std::lock_guard<std::mutex> lock(mutex_);
@@ -95,8 +98,8 @@ class LtMatmul {
     // A partition's algorithm may want more workspace than the plan gave: the
     // whole-device one (which fits) runs then.
     const cublasLtMatmulHeuristicResult_t& use = r.workspaceSize <= workspace_ ? r : variants_[0]->algos[aligned ? 0 : 1];
-    check_cublas(api_.matmul(handle_, v.desc, &c_.alpha, x, x_, w, w_, &c_.beta, d, d_, d, d_, &use.algo, workspace,
-                             use.workspaceSize, s),
+    check_cublas(api_.matmul(handle_, v.desc, &c_.alpha, x, x_, w, w_, &c_.beta, c ? c : d, d_, d, d_, &use.algo,
+                             workspace, use.workspaceSize, s),
                  "cublasLtMatmul");
   }
 
@@ -248,6 +251,7 @@ class CudaMatMul final : public Kernel {
     c.stride_w = sa;
     c.stride_d = g_.M * g_.N;
     c.epilogue = epilogue_for(g_.has_bias, g_.act, &rest_);
+    if (g_.has_residual) c.beta = 1.f;  // C = the residual, added before the epilogue's activation
     // An empty output needs no GEMM (cuBLASLt refuses layouts of 0 rows).
     if (c.batch > 0 && g_.M > 0 && g_.N > 0) mm_ = std::make_unique<LtMatmul>(c);
   }
@@ -256,10 +260,12 @@ class CudaMatMul final : public Kernel {
     if (ctx.outputs[0].numel() == 0) return;
     const cudaStream_t s = stream_of(ctx);
     const void* bias = g_.has_bias ? ctx.inputs[2].data : nullptr;
-    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, ctx.outputs[0].data, bias, ctx.scratch, s, ctx.stream->sm_count());
+    const void* residual = g_.has_residual ? ctx.inputs[3].data : nullptr;
+    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, ctx.outputs[0].data, bias, ctx.scratch, s, ctx.stream->sm_count(),
+             residual);
     apply_activation(ctx.outputs[0].data, ctx.outputs[0].numel(), dtype_, rest_, s);
   }
-  const char* impl_name() const override { return "cublasLt matmul"; }
+  const char* impl_name() const override { return g_.has_residual ? "cublasLt matmul + residual (C)" : "cublasLt matmul"; }
 
  private:
   nn::MatMulGeom g_;

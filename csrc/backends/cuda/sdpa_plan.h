@@ -11,13 +11,18 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/shape.h"
+#include "ops/transformer/attention_math.h"
 
 namespace twinfer::cuda {
 
-// Contiguous [B, H, S, D] query, key and value (as many key as query heads),
-// output [B, H, Sq, Dv].
+// [B, H, S, D] query, key and value (as many key as query heads), output
+// [B, H, Sq, Dv]: contiguous, or at the strides set_strides gives (d
+// contiguous; a packed QKV projection's slices, heads read in place).
 struct SdpaSpec {
   int64_t B = 0, H = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  // Strides over [b, h, s, d] of q, k, v and o; all zero: contiguous.
+  int64_t strides[4][4] = {};
   DType dtype = DType::kFloat16;  // float16 or bfloat16: cuDNN's kernel takes no other
   float scale = 1.f;
   bool causal = false;  // upper-left: query i sees keys 0..i
@@ -27,6 +32,18 @@ struct SdpaSpec {
   bool has_bias = false;
   int64_t bias_dims[4] = {1, 1, 1, 1};
   int64_t bias_strides[4] = {0, 0, 0, 0};
+
+  void set_strides(tx::AttnStrides q, tx::AttnStrides k, tx::AttnStrides v, tx::AttnStrides o) {
+    const tx::AttnStrides all[4] = {q, k, v, o};
+    for (int t = 0; t < 4; ++t) {
+      strides[t][0] = all[t].b, strides[t][1] = all[t].h, strides[t][2] = all[t].s, strides[t][3] = 1;
+    }
+  }
+  // Operand t's (0 q, 1 k, 2 v, 3 o) strides over its dims, contiguous unless set.
+  Shape strides_of(int t, const Shape& dims) const {
+    if (strides[t][3] == 0) return contiguous_strides(dims);
+    return {strides[t][0], strides[t][1], strides[t][2], strides[t][3]};
+  }
 
   // The mask of dims m (rank 4, 1 where it broadcasts; contiguous) as the bias.
   void set_broadcast_bias(const int64_t m[4]) {

@@ -199,25 +199,7 @@ class Fuser {
   }
 
   // Asks the kernels about a one-node graph holding `n`.
-  bool accepted(const graph::Node& n) const {
-    graph::Graph mini;
-    graph::Node copy = n;
-    auto add = [&](int v) {
-      graph::Value val = g_.values[v];
-      val.producer = -1;
-      mini.values.push_back(std::move(val));
-      return static_cast<int>(mini.values.size()) - 1;
-    };
-    for (int& v : copy.inputs) v = add(v);
-    copy.outputs[0] = add(n.outputs[0]);
-    mini.values[copy.outputs[0]].producer = 0;
-    mini.nodes.push_back(copy);
-    try {
-      return o_.supports(mini, mini.nodes.back());
-    } catch (const Error&) {
-      return false;
-    }
-  }
+  bool accepted(const graph::Node& n) const { return one_node_accepted(g_, n, o_.supports); }
 
   graph::Graph& g_;
   const FuseElementwiseOptions& o_;

@@ -161,4 +161,12 @@ int run_fuse_elementwise(graph::Graph& g, const FuseElementwiseOptions& options,
   return keep_if_valid(g, pc, "fuse_elementwise", [&] { return fuse_elementwise(g, options, pc); });
 }
 
+int run_fuse_residual(graph::Graph& g, const FuseResidualOptions& options, PassContext& pc) {
+  return keep_if_valid(g, pc, "fuse_residual", [&] { return fuse_residual(g, options, pc); });
+}
+
+int run_attention_views(graph::Graph& g, const AttentionViewsOptions& options, PassContext& pc) {
+  return keep_if_valid(g, pc, "attention_views", [&] { return attention_views(g, options, pc); });
+}
+
 }  // namespace twinfer::passes

@@ -6,15 +6,19 @@
 //     concrete shapes (folding again, then fusion and the blocked layout that
 //     only concrete shapes allow).
 //   run_channels_last: device plans, once their precision is lowered.
+//   run_fuse_residual: device plans, after that.
 //   run_fuse_elementwise: device plans, after that, before placement.
+//   run_attention_views: device plans, after that.
 //
 // Both take the PassContext the caller set up (opset, backend, precision,
 // the pass log) and change nothing else.
 #pragma once
 #include "graph/ir.h"
+#include "graph/passes/attention_views.h"
 #include "graph/passes/blocked_layout.h"
 #include "graph/passes/channels_last.h"
 #include "graph/passes/fuse_elementwise.h"
+#include "graph/passes/fuse_residual.h"
 #include "graph/passes/insert_qdq.h"
 #include "graph/passes/pass_context.h"
 
@@ -51,10 +55,19 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
 // channels-last (channels_last.h), kept only if the graph still type-checks.
 int run_channels_last(graph::Graph& g, const ChannelsLastOptions& options, PassContext& pc);
 
+// Device plans, after run_channels_last and before run_fuse_elementwise (the
+// GEMM takes its residual Add before a chain could): MatMul + Add(residual)
+// as one com.twinfer::MatMul (fuse_residual.h).
+int run_fuse_residual(graph::Graph& g, const FuseResidualOptions& options, PassContext& pc);
+
 // Device plans, after run_channels_last (its transposes end chains; its
 // NHWC shapes are the ones the fused kernels see) and before placement:
 // elementwise chains as one op (fuse_elementwise.h), kept only if the graph
 // still type-checks.
 int run_fuse_elementwise(graph::Graph& g, const FuseElementwiseOptions& options, PassContext& pc);
+
+// Device plans, after run_fuse_elementwise: fused attention reads its
+// operands and writes its output in place of the copies around it.
+int run_attention_views(graph::Graph& g, const AttentionViewsOptions& options, PassContext& pc);
 
 }  // namespace twinfer::passes

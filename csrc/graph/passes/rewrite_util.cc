@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace twinfer::passes {
 
 std::vector<std::vector<int>> value_users(const graph::Graph& g) {
@@ -86,6 +88,30 @@ bool scalar_constant(const graph::Graph& g, int v, double* out) {
   else if (t.dtype() == DType::kFloat64) *out = *t.data_as<double>();
   else return false;
   return true;
+}
+
+bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
+                       const std::function<bool(const graph::Graph& mini, const graph::Node& node)>& supports) {
+  graph::Graph mini;
+  graph::Node copy = n;
+  auto add = [&](int v) {
+    if (v < 0) return v;
+    graph::Value val = g.values[v];
+    val.producer = -1;
+    mini.values.push_back(std::move(val));
+    return static_cast<int>(mini.values.size()) - 1;
+  };
+  for (int& v : copy.inputs) v = add(v);
+  for (int& v : copy.outputs) {
+    v = add(v);
+    if (v >= 0) mini.values[v].producer = 0;
+  }
+  mini.nodes.push_back(copy);
+  try {
+    return supports(mini, mini.nodes.back());
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 }  // namespace twinfer::passes

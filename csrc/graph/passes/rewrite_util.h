@@ -1,5 +1,6 @@
 // Small helpers the rewrite passes share: who uses a value, replacing uses.
 #pragma once
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -38,6 +39,12 @@ struct UnionFind {
   int find(int i) { return parent[i] == i ? i : parent[i] = find(parent[i]); }
   void join(int a, int b) { parent[find(a)] = find(b); }
 };
+
+// Whether `supports` accepts `n` (not in g; its inputs and outputs are g's
+// values) in a graph of its own: a one-node copy with those values. The plan
+// passes ask the device's and the CPU's kernels this way; a throw is a no.
+bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
+                       const std::function<bool(const graph::Graph& mini, const graph::Node& node)>& supports);
 
 // The value of `v` when it is a one-element float32 / float64 constant.
 bool scalar_constant(const graph::Graph& g, int v, double* out);

@@ -24,9 +24,11 @@ void infer_matmul(InferContext& c) {
   const bool fused = n.domain == kTwinferDomain;
   if (fused) {
     parse_activation(n);
-    c.check(c.num_inputs() <= 3, ErrorKind::kModelFormat, "com.twinfer MatMul takes at most 3 inputs");
-    if (c.has_input(2))
-      c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "bias dtype differs from the input dtype");
+    c.check(c.num_inputs() <= 4, ErrorKind::kModelFormat, "com.twinfer MatMul takes at most 4 inputs");
+    for (size_t i : {size_t(2), size_t(3)})
+      if (c.has_input(i))
+        c.check(c.input_dtype(i) == dt, ErrorKind::kDType,
+                std::string(i == 2 ? "bias" : "residual") + " dtype differs from the input dtype");
   } else {
     c.check(c.num_inputs() == 2, ErrorKind::kModelFormat, "MatMul takes 2 inputs");
   }
@@ -58,6 +60,13 @@ void infer_matmul(InferContext& c) {
     c.check(bs.size() == 1 && (!bs[0].known() || !nd.known() || bs[0].value == nd.value), ErrorKind::kShape,
             "bias must have shape [N] = [" + nd.str() + "], got " + sym_shape_str(bs));
   }
+  if (fused && c.has_input(3) && c.input_has_shape(3)) {
+    const SymShape& rs = c.input_shape(3);
+    bool same = rs.size() == y.size();
+    for (size_t d = 0; same && d < y.size(); ++d) same = !rs[d].known() || !y[d].known() || rs[d].value == y[d].value;
+    c.check(same, ErrorKind::kShape,
+            "residual must have the output's shape " + sym_shape_str(y) + ", got " + sym_shape_str(rs));
+  }
   c.set_output(0, dt, y);
 }
 
@@ -83,6 +92,7 @@ class MatMulReference final : public Kernel {
     const T* A = ctx.inputs[0].as<T>();
     const T* B = ctx.inputs[1].as<T>();
     const T* bias = g_.has_bias ? ctx.inputs[2].as<T>() : nullptr;
+    const T* R = g_.has_residual ? ctx.inputs[3].as<T>() : nullptr;
     T* Y = ctx.outputs[0].as<T>();
     const size_t r = g_.y_batch.size();
     const Shape as = contiguous_strides(g_.a_batch), bs = contiguous_strides(g_.b_batch);
@@ -101,6 +111,7 @@ class MatMulReference final : public Kernel {
       const T* a = A + ao * M * K;
       const T* b = B + bo * K * N;
       T* y = Y + bi * M * N;
+      const T* res = R ? R + bi * M * N : nullptr;
       for (int64_t m = 0; m < M; ++m) {
         // Row of y accumulated over k (B read row by row, not column by column).
         for (int64_t nn = 0; nn < N; ++nn) acc[nn] = bias ? ew::load(bias[nn]) : C(0);
@@ -109,6 +120,8 @@ class MatMulReference final : public Kernel {
           const T* brow = b + k * N;
           for (int64_t nn = 0; nn < N; ++nn) acc[nn] += av * ew::load(brow[nn]);
         }
+        if (res)
+          for (int64_t nn = 0; nn < N; ++nn) acc[nn] += ew::load(res[m * N + nn]);
         for (int64_t nn = 0; nn < N; ++nn) y[m * N + nn] = ew::store<T>(g_.act.apply(acc[nn]));
       }
     }
@@ -170,6 +183,10 @@ MatMulGeom matmul_geom(const KernelBuildInfo& info) {
     if (g.has_bias && info.input_shape(2) != Shape{g.N})
       info.fail(ErrorKind::kShape, "bias must have shape [" + std::to_string(g.N) + "], got " +
                                        shape_str(info.input_shape(2)));
+    g.has_residual = info.num_inputs() > 3 && info.has_input(3);
+    if (g.has_residual && info.input_shape(3) != g.y)
+      info.fail(ErrorKind::kShape, "residual must have the output's shape " + shape_str(g.y) + ", got " +
+                                       shape_str(info.input_shape(3)));
   }
   for (size_t i = 0; i < info.num_inputs(); ++i)
     if (info.has_input(i) && info.input_dtype(i) != info.input_dtype(0))

@@ -1,8 +1,11 @@
 // MatMul (numpy matmul semantics) and Gemm geometry shared by the reference
 // kernels and the oneDNN ones.
 //
-// com.twinfer MatMul: inputs (A, B, [bias]) with bias of shape [N] added
-// along the last dim, then `activation` (activation.h): y = act(A@B + bias).
+// com.twinfer MatMul: inputs (A, B, [bias], [residual]) with bias of shape
+// [N] added along the last dim and residual of y's shape added whole, then
+// `activation` (activation.h): y = act(A@B + bias + residual). The residual
+// is the skip connection a transformer adds after its projections; on a GPU
+// it rides in cuBLASLt's C operand (graph/passes/fuse_residual.h).
 // com.twinfer Gemm: Gemm's inputs and attributes plus `activation`:
 // y = act(alpha*A'B' + beta*C).
 #pragma once
@@ -21,6 +24,7 @@ struct MatMulGeom {
   int64_t M = 1, K = 1, N = 1;
   Shape y;                // output shape (1-D operands' unit dims removed)
   bool has_bias = false;  // com.twinfer MatMul only
+  bool has_residual = false;  // com.twinfer MatMul only: input 3, of shape y
   Activation act;
 };
 

@@ -20,12 +20,40 @@
 #include "core/parallel.h"
 #include "graph/domains.h"
 #include "ops/transformer/attention_math.h"
+#include "ops/transformer/attention_views.h"
 #include "ops/transformer/tx_common.h"
 
 namespace twinfer::tx {
 namespace {
 
 bool has_in(const graph::Node& n, size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0; }
+
+// With views (attention_views.h): the sizes come from the views; only
+// q, k, v, an optional mask and the output.
+void infer_viewed(InferContext& c, const AttnViews& views, DType dt) {
+  AttnDims d;
+  std::string why = attention_view_dims(views, &d);
+  c.check(why.empty(), ErrorKind::kModelFormat, why);
+  for (size_t i = 4; i < c.num_inputs(); ++i)
+    c.check(!c.has_input(i), ErrorKind::kModelFormat, "Attention with views takes no input after the mask");
+  for (size_t i = 1; i < c.num_outputs(); ++i)
+    c.check(!c.has_output(i), ErrorKind::kModelFormat, "Attention with views has one output");
+  if (c.input_has_shape(0) && c.input_has_shape(1) && c.input_has_shape(2)) {
+    int64_t numel[3];
+    bool known = true;
+    for (int i = 0; i < 3; ++i) {
+      const SymShape& s = c.input_shape(i);
+      known = known && sym_shape_known(s);
+      if (known) numel[i] = shape_numel(sym_shape_values(s));
+    }
+    if (known) {
+      why = attention_views_fit(views, d, numel);
+      c.check(why.empty(), ErrorKind::kModelFormat, why);
+    }
+  }
+  if (views.has_out) c.set_output(0, dt, sym_shape_from(Shape(views.out_shape.begin(), views.out_shape.end())));
+  else c.set_output(0, dt, sym_shape_from(Shape{d.B, d.Hq, d.Sq, d.Dv}));
+}
 
 void infer_attention(InferContext& c) {
   const graph::Node& n = c.node();
@@ -49,6 +77,10 @@ void infer_attention(InferContext& c) {
   c.check(c.has_input(4) == c.has_input(5), ErrorKind::kModelFormat,
           "past_key and past_value must be given together");
   const int nout = static_cast<int>(c.num_outputs());
+  AttnViews views;
+  const std::string bad = read_attention_views(n, &views);
+  c.check(bad.empty(), ErrorKind::kModelFormat, bad);
+  if (views.any()) return infer_viewed(c, views, dt);
   if (!c.input_has_shape(0) || !c.input_has_shape(1) || !c.input_has_shape(2)) {
     for (int i = 0; i < nout; ++i)
       if (c.has_output(i)) c.set_output_rank_unknown(i, dt);
@@ -120,7 +152,17 @@ class AttentionKernel final : public Kernel {
  public:
   explicit AttentionKernel(const KernelBuildInfo& info) {
     const graph::Node& n = info.node();
-    Shape q = info.input_shape(0), k = info.input_shape(1), v = info.input_shape(2);
+    AttnViews views;
+    if (std::string bad = read_attention_views(n, &views); !bad.empty()) info.fail(ErrorKind::kModelFormat, bad);
+    Shape q, k, v;
+    if (views.any()) {
+      if (std::string why = check_attention_views(info, views); !why.empty()) info.fail(ErrorKind::kModelFormat, why);
+      q = Shape(views.in[0].dims, views.in[0].dims + 4);
+      k = Shape(views.in[1].dims, views.in[1].dims + 4);
+      v = Shape(views.in[2].dims, views.in[2].dims + 4);
+    } else {
+      q = info.input_shape(0), k = info.input_shape(1), v = info.input_shape(2);
+    }
     if (!((q.size() == 3 || q.size() == 4) && k.size() == q.size() && v.size() == q.size()))
       info.fail(ErrorKind::kShape, "Q, K, V must all be 3-D or all 4-D, got " + shape_str(q) + ", " +
                                        shape_str(k) + ", " + shape_str(v));
@@ -220,9 +262,18 @@ class AttentionKernel final : public Kernel {
     out_pk_ = info.num_outputs() > 1 && info.has_output(1);
     out_pv_ = info.num_outputs() > 2 && info.has_output(2);
     out_qk_ = info.num_outputs() > 3 && info.has_output(3);
+    // Where each operand's rows are: a view's strides, else packed heads
+    // (3-D) or [B, H, S, D].
+    const int64_t heads[3] = {Hq_, Hkv_, Hkv_}, lens[3] = {Sq_, Skv_, Skv_}, widths[3] = {D_, D_, Dv_};
+    for (int i = 0; i < 3; ++i) {
+      st_[i] = views.has[i] ? views.in[i].st : attn_strides(in3d_, heads[i], lens[i], widths[i]);
+      off_[i] = views.has[i] ? views.in[i].offset : 0;
+    }
+    y_st_ = views.has_out ? views.out : attn_strides(in3d_, Hq_, Sq_, Dv_);
   }
 
   const char* impl_name() const override { return "cpu loop"; }
+
 
   void run(KernelContext& ctx) const override {
     dispatch_any_float(ctx.inputs[0].dtype, [&](auto tag) {
@@ -258,28 +309,29 @@ class AttentionKernel final : public Kernel {
       }
     }
 
-    // Row addresses of the new keys/values (3-D inputs are [B, S, H*D]).
-    auto new_row = [&](const T* base, int64_t b, int64_t kh, int64_t j, int64_t d) {
-      return in3d_ ? base + ((b * Skv + j) * Hkv + kh) * d : base + ((b * Hkv + kh) * Skv + j) * d;
+    // Row addresses of operand `which` (0 q, 1 k, 2 v): st_ and off_.
+    auto row = [&](const T* base, int which, int64_t b, int64_t h, int64_t j) {
+      const AttnStrides& st = st_[which];
+      return base + off_[which] + b * st.b + h * st.h + j * st.s;
     };
     // present = concat(past, new) along the sequence.
-    auto write_present = [&](T* out, const T* past, const T* cur, int64_t d) {
+    auto write_present = [&](T* out, const T* past, const T* cur, int which, int64_t d) {
       parallel_for(B * Hkv, ctx.num_threads, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t bh = lo; bh < hi; ++bh) {
           const int64_t b = bh / Hkv, kh = bh % Hkv;
           T* o = out + bh * S * d;
           if (Sp) std::copy(past + bh * Sp * d, past + (bh + 1) * Sp * d, o);
-          for (int64_t j = 0; j < Skv; ++j) std::copy_n(new_row(cur, b, kh, j, d), d, o + (Sp + j) * d);
+          for (int64_t j = 0; j < Skv; ++j) std::copy_n(row(cur, which, b, kh, j), d, o + (Sp + j) * d);
         }
       });
     };
-    if (OK) write_present(OK, PK, K, D);
-    if (OV) write_present(OV, PV, V, Dv);
-    auto key_row = [&](const T* past, const T* cur, const T* present, int64_t b, int64_t kh, int64_t j,
+    if (OK) write_present(OK, PK, K, 1, D);
+    if (OV) write_present(OV, PV, V, 2, Dv);
+    auto key_row = [&](const T* past, const T* cur, const T* present, int which, int64_t b, int64_t kh, int64_t j,
                        int64_t d) -> const T* {
       if (present) return present + ((b * Hkv + kh) * S + j) * d;
       if (j < Sp) return past + ((b * Hkv + kh) * Sp + j) * d;
-      return new_row(cur, b, kh, j - Sp, d);
+      return row(cur, which, b, kh, j - Sp);
     };
 
     const void* mask = has_mask_ ? ctx.inputs[3].data : nullptr;
@@ -306,7 +358,7 @@ class AttentionKernel final : public Kernel {
       for (int64_t r = lo; r < hi; ++r) {
         const int64_t i = r % Sq, h = (r / Sq) % Hq, b = r / (Sq * Hq);
         const int64_t kh = h / group;
-        const T* qrow = in3d_ ? Q + ((b * Sq + i) * Hq + h) * D : Q + r * D;
+        const T* qrow = row(Q, 0, b, h, i);
         for (int64_t d = 0; d < D; ++d) qv[d] = rt(load(qrow[d]) * sqrt_scale);
 
         // Additive bias and whether any key is attendable.
@@ -329,7 +381,7 @@ class AttentionKernel final : public Kernel {
         }
 
         for (int64_t j = 0; j < S; ++j) {
-          const T* krow = key_row(PK, K, OK, b, kh, j, D);
+          const T* krow = key_row(PK, K, OK, 1, b, kh, j, D);
           C s = 0;
           if constexpr (kHalf) {
             for (int64_t d = 0; d < D; ++d) s += qv[d] * rt(load(krow[d]) * sqrt_scale);
@@ -370,10 +422,10 @@ class AttentionKernel final : public Kernel {
         for (int64_t j = 0; j < S; ++j) {
           const C p = score[j];
           if (p == C(0)) continue;
-          const T* vrow = key_row(PV, V, OV, b, kh, j, Dv);
+          const T* vrow = key_row(PV, V, OV, 2, b, kh, j, Dv);
           for (int64_t d = 0; d < Dv; ++d) acc[d] += p * load(vrow[d]);
         }
-        T* yrow = in3d_ ? Y + ((b * Sq + i) * Hq + h) * Dv : Y + r * Dv;
+        T* yrow = Y + b * y_st_.b + h * y_st_.h + i * y_st_.s;
         for (int64_t d = 0; d < Dv; ++d) yrow[d] = store<T>(acc[d]);
       }
     });
@@ -395,6 +447,8 @@ class AttentionKernel final : public Kernel {
   bool wide_softmax_ = false, out_pk_ = false, out_pv_ = false, out_qk_ = false;
   int64_t B_ = 0, Hq_ = 0, Hkv_ = 0, Sq_ = 0, Skv_ = 0, Spast_ = 0, S_ = 0, D_ = 0, Dv_ = 0;
   int64_t mstride_[4] = {0, 0, 0, 0};
+  AttnStrides st_[3] = {}, y_st_ = {};  // q, k, v rows and the output's
+  int64_t off_[3] = {0, 0, 0};
   int64_t mask_k_ = 0;
   DType mask_dt_ = DType::kUndefined;
   float scale_ = 1.f, softcap_ = 0.f;
