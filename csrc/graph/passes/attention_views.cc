@@ -5,6 +5,7 @@
 
 #include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
+#include "graph/passes/rows_through_gemm.h"
 #include "graph/passes/strided_view.h"
 #include "ops/transformer/attention_views.h"
 
@@ -31,10 +32,43 @@ graph::Attribute view_attr(const StridedView& v, const Shape& s) {
   return ints_attr({v.offset, s[0], s[1], s[2], s[3], v.strides[0], v.strides[1], v.strides[2]});
 }
 
+bool is_attention(const graph::Node& n) { return n.domain == kTwinferDomain && n.op_type == "Attention"; }
+
+// Row transposes beside the projections (ViT's [B, S] <-> [S, B]) moved to
+// the attention's side of the GEMMs, where the views take them in: one
+// rewrite at a time (each renumbers nodes), until none applies. Returns how
+// many moved.
+int move_row_transposes(graph::Graph& g) {
+  int moved = 0;
+  for (int round = 0; round < 64; ++round) {
+    bool changed = false;
+    const std::vector<std::vector<int>> users = value_users(g);
+    for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+      const graph::Node& n = g.nodes[i];
+      if (!is_attention(n) || n.outputs.empty() || n.outputs[0] < 0) continue;
+      for (size_t k = 0; k < 3 && k < n.inputs.size() && !changed; ++k) {
+        const int base = view_from_source(g, n.inputs[k]).base;
+        const int p = base >= 0 ? g.values[base].producer : -1;
+        changed = p >= 0 && transpose_rows_after_gemm(g, p);
+      }
+      int end = -1;
+      StridedView ov;
+      std::vector<int> chain;
+      if (!changed && view_into_sink(g, users, n.outputs[0], &end, &ov, &chain) && users[end].size() == 1 &&
+          !is_graph_output(g, end))
+        changed = transpose_rows_before_gemm(g, users[end][0]);
+    }
+    if (!changed) break;
+    ++moved;
+  }
+  return moved;
+}
+
 }  // namespace
 
 int attention_views(graph::Graph& g, const AttentionViewsOptions& o, const PassContext& ctx) {
   g.topo_sort();
+  const int moved = move_row_transposes(g);
   const std::vector<std::vector<int>> users = value_users(g);
   std::vector<int> atts;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -114,13 +148,14 @@ int attention_views(graph::Graph& g, const AttentionViewsOptions& o, const PassC
       g.nodes[atts[a]] = std::move(updated[a]);
       ++rewritten;
     }
-  if (!rewritten) return 0;
+  if (!rewritten) return moved;  // the moved transposes alone (still a change)
   erase_nodes(g, dead);
   const size_t before = g.nodes.size();
   g.remove_dead();  // the copies before the operands, where nothing else reads them
   copies += static_cast<int>(before - g.nodes.size());
   ctx.note("attention_views: " + std::to_string(rewritten) + " attention nodes read and write in place, " +
-           std::to_string(copies) + " copies fewer");
+           std::to_string(copies) + " copies fewer (" + std::to_string(moved) +
+           " row transposes moved across a projection first)");
   return rewritten;
 }
 

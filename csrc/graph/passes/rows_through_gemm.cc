@@ -1,0 +1,163 @@
+#include "graph/passes/rows_through_gemm.h"
+
+#include "graph/domains.h"
+#include "graph/passes/rewrite_util.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+bool known(const graph::Graph& g, int v, Shape* s) {
+  if (v < 0 || !g.values[v].has_shape || !sym_shape_known(g.values[v].shape)) return false;
+  *s = sym_shape_values(g.values[v].shape);
+  return true;
+}
+
+bool is(const graph::Node& n, const char* op) {
+  return n.op_type == op && (n.domain.empty() || n.domain == kTwinferDomain);
+}
+
+bool read_only_by(const graph::Graph& g, int v, int node) {
+  if (is_graph_output(g, v)) return false;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int in : g.nodes[i].inputs)
+      if (in == v && static_cast<int>(i) != node) return false;
+  return true;
+}
+
+// The perm of a Transpose that moves rows only (its last axis stays last).
+bool row_perm(const graph::Node& t, size_t rank, std::vector<int64_t>* perm) {
+  if (!t.domain.empty() || t.op_type != "Transpose" || rank < 2) return false;
+  *perm = t.attr_ints("perm");
+  if (perm->size() != rank || perm->back() != static_cast<int64_t>(rank) - 1) return false;
+  std::vector<char> seen(rank, 0);
+  for (int64_t p : *perm) {
+    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[p]) return false;
+    seen[p] = 1;
+  }
+  return true;
+}
+
+bool is_reshape_like(const graph::Node& n) {
+  return n.domain.empty() && (n.op_type == "Reshape" || n.op_type == "Flatten" || n.op_type == "Squeeze" ||
+                              n.op_type == "Unsqueeze" || n.op_type == "Identity");
+}
+
+int new_value(graph::Graph& g, const std::string& name, DType dt, const Shape& s) {
+  const int v = add_value(g, name);
+  g.values[v].dtype = dt;
+  g.values[v].has_shape = true;
+  g.values[v].shape = sym_shape_from(s);
+  return v;
+}
+
+graph::Node transpose_node(const std::string& name, int in, int out, const std::vector<int64_t>& perm) {
+  graph::Node t;
+  t.name = name;
+  t.op_type = "Transpose";
+  t.inputs = {in};
+  t.outputs = {out};
+  t.attrs["perm"] = ints_attr(perm);
+  return t;
+}
+
+graph::Node reshape_node(graph::Graph& g, const std::string& name, int in, int out, const Shape& to) {
+  Tensor shape = Tensor::empty(DType::kInt64, {static_cast<int64_t>(to.size())});
+  for (size_t d = 0; d < to.size(); ++d) shape.data_as<int64_t>()[d] = to[d];
+  graph::Node r;
+  r.name = name;
+  r.op_type = "Reshape";
+  r.inputs = {in, add_constant(g, name + "/shape", std::move(shape))};
+  r.outputs = {out};
+  return r;
+}
+
+}  // namespace
+
+bool transpose_rows_after_gemm(graph::Graph& g, int mm) {
+  const graph::Node& n = g.nodes[mm];
+  Shape x, w, y;
+  if (!is(n, "MatMul") || n.inputs.size() < 2 || n.outputs.size() != 1 || !known(g, n.inputs[1], &w) ||
+      w.size() != 2 || !known(g, n.outputs[0], &y))
+    return false;
+  if (n.domain == kTwinferDomain && n.inputs.size() > 3) return false;  // a residual is not moved with the rows
+  const int xt = n.inputs[0];
+  const int tp = xt >= 0 ? g.values[xt].producer : -1;
+  std::vector<int64_t> perm;
+  if (tp < 0 || !known(g, xt, &x) || !row_perm(g.nodes[tp], x.size(), &perm) || !read_only_by(g, xt, mm))
+    return false;
+  const int src = g.nodes[tp].inputs[0];
+  Shape s;
+  if (!known(g, src, &s)) return false;
+  Shape ys(s.begin(), s.end() - 1);
+  ys.push_back(w[1]);
+  const int y_old = n.outputs[0];
+  const int y_new = new_value(g, g.values[y_old].name + "/rows", g.values[y_old].dtype, ys);
+  graph::Node moved = g.nodes[mm];
+  moved.inputs[0] = src;
+  moved.outputs[0] = y_new;
+  graph::Node t = transpose_node(g.nodes[tp].name + "/after", y_new, y_old, perm);
+  g.nodes[mm] = std::move(moved);
+  g.nodes.erase(g.nodes.begin() + tp);  // tp < mm: the Transpose came first
+  g.nodes.push_back(std::move(t));
+  g.topo_sort();
+  return true;
+}
+
+bool transpose_rows_before_gemm(graph::Graph& g, int gemm) {
+  const graph::Node& n = g.nodes[gemm];
+  Shape a, b, y;
+  if (n.outputs.size() != 1 || n.inputs.size() < 2 || !known(g, n.inputs[0], &a) || !known(g, n.inputs[1], &b) ||
+      a.size() != 2 || b.size() != 2 || !known(g, n.outputs[0], &y))
+    return false;
+  if (is(n, "Gemm")) {
+    if (n.attr_int("transA", 0) != 0) return false;
+    Shape c;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && (!known(g, n.inputs[2], &c) || !(c.size() == 1 || (c.size() == 2 && c[0] == 1))))
+      return false;  // a C with rows of its own would have to move too
+  } else if (!is(n, "MatMul") || (n.domain == kTwinferDomain && n.inputs.size() > 3)) {
+    return false;
+  }
+  const std::vector<std::vector<int>> users = value_users(g);
+  auto sole = [&](int v) { return v >= 0 && !is_graph_output(g, v) && users[v].size() == 1 ? users[v][0] : -1; };
+  const int r1 = sole(n.outputs[0]);
+  if (r1 < 0 || !is_reshape_like(g.nodes[r1])) return false;
+  Shape ys;
+  const int yv = g.nodes[r1].outputs[0];
+  if (!known(g, yv, &ys) || ys.empty() || ys.back() != y[1]) return false;
+  const int t2 = sole(yv);
+  std::vector<int64_t> perm;
+  if (t2 < 0 || !row_perm(g.nodes[t2], ys.size(), &perm)) return false;
+  const int z = g.nodes[t2].outputs[0];
+  Shape zs;
+  if (!known(g, z, &zs)) return false;
+
+  // x [R, K] -> [rows of ys..., K] -> moved -> [R, K] -> the GEMM -> [R, N] -> z's shape.
+  const DType dt = g.values[n.inputs[0]].dtype;
+  const std::string base = g.nodes[t2].name;
+  Shape xs(ys.begin(), ys.end() - 1);
+  xs.push_back(a[1]);
+  Shape xt(xs.size());
+  for (size_t d = 0; d < xs.size(); ++d) xt[d] = xs[perm[d]];
+  const int v1 = new_value(g, base + "/rows_in", dt, xs);
+  const int v2 = new_value(g, base + "/rows_moved", dt, xt);
+  const int v3 = new_value(g, base + "/gemm_in", dt, a);
+  const int v4 = new_value(g, base + "/gemm_out", g.values[n.outputs[0]].dtype, y);
+  std::vector<graph::Node> added;
+  added.push_back(reshape_node(g, base + "/split_rows", g.nodes[gemm].inputs[0], v1, xs));
+  added.push_back(transpose_node(base + "/before", v1, v2, perm));
+  added.push_back(reshape_node(g, base + "/join_rows", v2, v3, a));
+  graph::Node moved = g.nodes[gemm];
+  moved.inputs[0] = v3;
+  moved.outputs[0] = v4;
+  added.push_back(std::move(moved));
+  added.push_back(reshape_node(g, base + "/rows_out", v4, z, zs));
+  std::vector<char> dead(g.nodes.size(), 0);
+  dead[gemm] = dead[r1] = dead[t2] = 1;
+  erase_nodes(g, dead);
+  for (auto& node : added) g.nodes.push_back(std::move(node));
+  g.topo_sort();
+  return true;
+}
+
+}  // namespace twinfer::passes
