@@ -218,6 +218,7 @@ if wants sanitize && ! done_already sanitize_new; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   new_files=$(ls tests/test_fuse_elementwise.py tests/test_loss_cuda.py tests/test_scatter_cuda.py \
     tests/test_vision_cuda.py tests/test_attention_cuda.py tests/test_quant_cuda.py tests/test_attention_views.py \
+    tests/test_fuse_residual.py \
     2>/dev/null)
   stamp "compute-sanitizer memcheck of the newer kernels"
   within 240 "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 --kernel-name kns=twinfer_gpu \
