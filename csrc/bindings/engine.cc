@@ -3,6 +3,8 @@
 // and the reports the Python front end renders.
 #include <pybind11/stl.h>
 
+#include <algorithm>
+
 #include "bindings/bindings.h"
 #include "bindings/tensor_convert.h"
 #include "onnx/reader.h"
@@ -74,6 +76,53 @@ std::vector<Tensor> run_engine(const Engine& e, ExecutionContext* ctx, const std
   return ctx ? e.run(*ctx, inputs, o) : e.run(inputs, o);
 }
 
+// outputs= of Engine.run on a device engine: host outputs for "host", and for
+// "auto" when every input is on the host (NumPy in, NumPy out). False when
+// it is none of the three (the general path raises).
+bool host_outputs_for(const py::handle outputs, const std::vector<Tensor>& inputs, bool* host) {
+  if (!PyUnicode_Check(outputs.ptr())) return false;
+  const std::string mode = outputs.cast<std::string>();
+  if (mode == "auto") {
+    *host = std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.device().is_cpu(); });
+    return true;
+  }
+  *host = mode == "host";
+  return *host || mode == "device";
+}
+
+// Outputs as Python objects: a dict by `names` (a tuple), or a list when
+// `names` is None.
+py::object outputs_to_py(std::vector<Tensor>& outs, py::handle names) {
+  if (names.is_none()) {
+    py::list l(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) l[i] = py::cast(std::move(outs[i]));
+    return std::move(l);
+  }
+  if (!PyTuple_CheckExact(names.ptr()) || static_cast<size_t>(PyTuple_GET_SIZE(names.ptr())) != outs.size())
+    throw Error(ErrorKind::kInvalidArgument, "_run_feeds: output_names must be a tuple with one name per output");
+  py::dict d;
+  for (size_t i = 0; i < outs.size(); ++i)
+    d[PyTuple_GET_ITEM(names.ptr(), static_cast<Py_ssize_t>(i))] = py::cast(std::move(outs[i]));
+  return std::move(d);
+}
+
+// Engine.run's per-call fast path (python/twinfer/_engine.py): the feeds
+// converted here, the engine's own stream, outputs= as Engine.run takes it.
+// None when the general path must run instead: a value only it converts, a
+// missing or unknown name, a context or outputs= it would reject; so every
+// error reads as it always did.
+py::object run_feeds(const Engine& e, py::handle feeds, py::handle input_names, py::handle output_names,
+                     py::handle context, py::handle outputs) {
+  if (!context.is_none() && !py::isinstance<ExecutionContext>(context)) return py::none();
+  std::vector<Tensor> inputs;
+  if (!fast_feeds(feeds, input_names, &inputs)) return py::none();
+  bool host = false;  // a CPU engine's outputs are host tensors whatever outputs= says
+  if (e.device().is_accelerator() && !host_outputs_for(outputs, inputs, &host)) return py::none();
+  ExecutionContext* ctx = context.is_none() ? nullptr : &context.cast<ExecutionContext&>();
+  std::vector<Tensor> outs = run_engine(e, ctx, inputs, py::none(), host);
+  return outputs_to_py(outs, output_names);
+}
+
 void set_device_options(EngineOptions& opt, const std::string& device, bool allow_cpu_fallback, bool cuda_graphs,
                         int stream_priority, const std::string& sim_coverage) {
   opt.device = parse_device(device);
@@ -138,6 +187,10 @@ void bind_engine(py::module_& m) {
            [](const Engine& e, ExecutionContext& ctx, const std::vector<Tensor>& inputs, py::object stream,
               bool host_outputs) { return run_engine(e, &ctx, inputs, stream, host_outputs); },
            py::arg("context"), py::arg("inputs"), py::arg("stream") = py::none(), py::arg("host_outputs") = false)
+      .def("_run_feeds", &run_feeds, py::arg("feeds"), py::arg("input_names"), py::arg("output_names"),
+           py::arg("context") = py::none(), py::arg("outputs") = "auto",
+           "Engine.run's fast path: {name: NumPy array or Tensor} in input_names' order, outputs as a dict by "
+           "output_names (a list when None); None when the general path must convert the feeds.")
       .def("create_context",
            [](const Engine& e, int threads, py::object priority, py::object sm_share) {
              return std::shared_ptr<ExecutionContext>(

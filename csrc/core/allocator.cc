@@ -108,7 +108,7 @@ Allocator& allocator_for(Device d) {
 }
 
 std::shared_ptr<Storage> Storage::allocate(Allocator& a, size_t bytes) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = a.allocate(bytes);
   s->bytes_ = bytes;
   s->device_ = a.device();
@@ -118,7 +118,7 @@ std::shared_ptr<Storage> Storage::allocate(Allocator& a, size_t bytes) {
 
 std::shared_ptr<Storage> Storage::allocate_on(Allocator& a, size_t bytes, std::shared_ptr<Stream> stream) {
   if (!stream) return allocate(a, bytes);
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = a.allocate_async(bytes, *stream);
   s->bytes_ = bytes;
   s->device_ = a.device();
@@ -140,7 +140,7 @@ void Storage::record_use(std::shared_ptr<Event> e, const void* user) {
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device,
                                          std::shared_ptr<void> keep_alive) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = data;
   s->bytes_ = bytes;
   s->device_ = device;

@@ -39,7 +39,14 @@ Allocator& allocator_for(Device d);
 // or borrowed from a foreign owner (kept alive by `keep_alive`, e.g. a DLPack
 // capsule or a memory-mapped file).
 class Storage {
+  // Only the factories below construct a Storage; the constructor is public for
+  // make_shared (block and count in one allocation: tensors are made per run).
+  struct Key {
+    explicit Key() = default;
+  };
+
  public:
+  explicit Storage(Key) {}
   static std::shared_ptr<Storage> allocate(Allocator& a, size_t bytes);
   // A block ordered with `stream` (Allocator::allocate_async); it is freed on
   // that stream, after every use recorded with record_use.
@@ -60,7 +67,6 @@ class Storage {
   Device device() const { return device_; }
 
  private:
-  Storage() = default;
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;

@@ -305,14 +305,28 @@ EngineStats Engine::stats() const {
   return s;
 }
 
+namespace {
+
+// The cached plan whose input shapes `same` accepts, moved to the front of
+// the list (most recently used first); null if none. The caller holds the
+// plans' mutex.
+template <typename PlanList, typename Same>
+std::shared_ptr<const Plan> find_cached_plan(PlanList& plans, Same same) {
+  for (auto it = plans.begin(); it != plans.end(); ++it) {
+    if (!same(it->first)) continue;
+    if (it != plans.begin()) plans.splice(plans.begin(), plans, it);
+    return plans.front().second;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) const {
   std::lock_guard<std::mutex> lock(plans_mutex_);
-  for (auto it = plans_.begin(); it != plans_.end(); ++it) {
-    if (it->first == shapes) {
-      ++plan_hits_;
-      if (it != plans_.begin()) plans_.splice(plans_.begin(), plans_, it);
-      return plans_.front().second;
-    }
+  if (auto p = find_cached_plan(plans_, [&](const std::vector<Shape>& s) { return s == shapes; })) {
+    ++plan_hits_;
+    return p;
   }
   ++plan_misses_;
   const PlanSource src{graph_, opset_, options_, constants_.get()};
@@ -320,6 +334,28 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) c
   plans_.emplace_front(shapes, p);
   while (plans_.size() > std::max<size_t>(1, options_.max_cached_plans)) plans_.pop_back();
   return p;
+}
+
+std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& inputs) const {
+  // A run at a known shape compares the inputs' shapes in place: the shapes
+  // are copied (allocated) only to build a new plan.
+  const auto same = [&](const std::vector<Shape>& s) {
+    if (s.size() != inputs.size()) return false;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] != inputs[i].shape()) return false;
+    return true;
+  };
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex_);
+    if (auto p = find_cached_plan(plans_, same)) {
+      ++plan_hits_;
+      return p;
+    }
+  }
+  std::vector<Shape> shapes;
+  shapes.reserve(inputs.size());
+  for (const auto& t : inputs) shapes.push_back(t.shape());
+  return plan_for(shapes);
 }
 
 MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
@@ -412,10 +448,7 @@ std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>
     throw Error(ErrorKind::kInvalidArgument, "a context for " + ctx.device().str() + " given to an engine on " +
                                                  options_.device.str());
   check_inputs(inputs);
-  std::vector<Shape> shapes;
-  shapes.reserve(inputs.size());
-  for (const auto& t : inputs) shapes.push_back(t.shape());
-  auto plan = plan_for(shapes);
+  auto plan = plan_for_inputs(inputs);
   if (plan->value_dependent) {
     const Stream* s = options.stream ? options.stream.get() : ctx.stream().get();
     if (s && s->capturing())

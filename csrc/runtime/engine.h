@@ -108,6 +108,7 @@ class Engine {
  private:
   Engine() = default;
   void check_inputs(const std::vector<Tensor>& inputs) const;
+  std::shared_ptr<const Plan> plan_for_inputs(const std::vector<Tensor>& inputs) const;  // plan_for, no copies on a hit
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store

@@ -4,6 +4,8 @@ tensors — without copying whenever the memory layout allows."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import _core
@@ -99,6 +101,34 @@ def _capsule(x, stream: int | None = None):
         return x.__dlpack__(**kw)
 
 
+def _torch_host_tensor(x):
+    """``x`` when it is a strided CPU torch tensor, else None. torch's own
+    ``__dlpack__`` and ``__dlpack_device__`` are Python wrappers that cost
+    about 2 µs each (benchmarks/call_overhead.py); for host memory their only
+    work beyond torch's exporter is the stream protocol, which host memory
+    has no use for. twinfer never imports torch: a torch tensor exists only
+    once the user has."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return None
+    # Sparse layouts, the conjugate bit and subclasses with their own
+    # __torch_function__ go through __dlpack__, which says what is wrong.
+    if type(x) not in (torch.Tensor, torch.nn.Parameter) or x.layout is not torch.strided or x.is_conj():
+        return None
+    try:
+        on_cpu = x.is_cpu  # a tenth of x.device.type's cost
+    except AttributeError:  # a torch without is_cpu
+        on_cpu = x.device.type == "cpu"
+    return x if on_cpu else None
+
+
+def _from_torch_host(x) -> Tensor:
+    """A CPU torch tensor (see _torch_host_tensor) as a Tensor sharing its memory."""
+    if x.requires_grad:  # torch refuses to export tensors that track gradients
+        x = x.detach()
+    return Tensor._from_capsule(sys.modules["torch"].utils.dlpack.to_dlpack(x))
+
+
 def from_dlpack(x, stream: int | None = None) -> Tensor:
     """A twinfer.Tensor sharing ``x``'s memory (``x`` must implement ``__dlpack__``).
     For a device array, ``stream`` is the stream twinfer will read it on (the
@@ -107,6 +137,8 @@ def from_dlpack(x, stream: int | None = None) -> Tensor:
         return x
     if not hasattr(x, "__dlpack__"):
         raise InvalidArgumentError(f"{type(x).__name__} does not implement __dlpack__")
+    if _torch_host_tensor(x) is not None:
+        return _from_torch_host(x)
     if getattr(x, "requires_grad", False):  # torch refuses to export tensors that track gradients
         x = x.detach()
     if isinstance(x, np.ndarray) and _ml_dtype_name(x) is not None:
@@ -126,6 +158,8 @@ def is_device_array(x) -> bool:
     """True for an array in GPU (or simulated device) memory that exports DLPack."""
     if isinstance(x, Tensor):
         return x.device != "cpu"
+    if _torch_host_tensor(x) is not None:
+        return False
     get = getattr(x, "__dlpack_device__", None)
     if get is None or isinstance(x, np.ndarray):
         return False
@@ -159,6 +193,8 @@ def as_tensor(x, dtype_hint: str | None = None, stream: int | None = None) -> Te
             return Tensor._from_capsule(x.__dlpack__())
     if isinstance(x, Tensor):
         return x
+    if _torch_host_tensor(x) is not None:
+        return _from_torch_host(x)
     if isinstance(x, np.ndarray) and x.dtype.kind in "USO":
         return _strings(x)
     if dtype_hint == "string" and isinstance(x, (str, bytes, list, tuple)):

@@ -211,6 +211,10 @@ class ExecutionContext:
         The context's own stream (None on the CPU).
         """
 class Engine:
+    def _run_feeds(self, feeds: typing.Any, input_names: typing.Any, output_names: typing.Any, context: typing.Any = None, outputs: typing.Any = 'auto') -> typing.Any:
+        """
+        Engine.run's fast path: {name: NumPy array or Tensor} in input_names' order, outputs as a dict by output_names (a list when None); None when the general path must convert the feeds.
+        """
     def _test_step_inputs(self, arg0: list) -> list:
         ...
     def create_context(self, num_threads: typing.SupportsInt | typing.SupportsIndex = 0, priority: typing.Any = None, sm_share: typing.Any = None) -> ExecutionContext:

@@ -105,15 +105,20 @@ class Engine:
         self._core = core
         self.calibration = None  # precision="int8": the twinfer.quantize.Calibration it was built with
         self._on_device = core.device != "cpu"
-        self._output_names = [spec[0] for spec in core.outputs]
-        self._input_names = tuple(spec[0] for spec in core.inputs)
-        self._input_types = tuple(spec[1] for spec in core.inputs)
+        # The engine never changes: its specs are read once, not per call.
+        self._specs = tuple(TensorSpec(n, d, tuple(s)) for n, d, s in core.inputs)
+        self._output_names = tuple(spec[0] for spec in core.outputs)
+        self._input_names = tuple(s.name for s in self._specs)
+        self._input_types = tuple(s.dtype for s in self._specs)
         # The per-call fast path (plain arrays in, arrays out) needs no
         # sequence/optional handling.
         self._plain_io = all(_inner_type(t)[0] == "" for t in self._input_types) and \
             all(_inner_type(spec[1])[0] == "" for spec in core.outputs)
         self._warned_fallback = False
         self._ranges = self._check_ranges(shape_ranges or {})
+        # run()'s fast path converts the feeds in the core (_core.Engine._run_feeds);
+        # declared shape ranges are checked here, on the general path.
+        self._fast_feeds = self._plain_io and not self._ranges
         # Plans for the declared extremes now: errors surface at load, and
         # the first runs at those shapes pay nothing extra.
         for pick in (0, 1):
@@ -153,7 +158,7 @@ class Engine:
     # -- description -------------------------------------------------------
     @property
     def inputs(self) -> list[TensorSpec]:
-        return [TensorSpec(n, d, tuple(s)) for n, d, s in self._core.inputs]
+        return list(self._specs)
 
     @property
     def outputs(self) -> list[TensorSpec]:
@@ -174,13 +179,13 @@ class Engine:
     # -- running -----------------------------------------------------------
     def _ordered_inputs(self, feeds: dict, stream: int | None = None) -> list[Tensor]:
         if self._plain_io and stream is None and not self._ranges and len(feeds) == len(self._input_names):
-            # The common case, kept short: what a one-node model costs per call
-            # is mostly this (benchmarks/overhead.py).
+            # Values the core's fast path does not take (lists, torch tensors...):
+            # converted here, still without the checks below.
             try:
                 return [as_tensor(feeds[n], t) for n, t in zip(self._input_names, self._input_types)]
             except (KeyError, DTypeError, InvalidArgumentError):
                 pass  # a wrong name or value: the full path below says which input
-        specs = self.inputs
+        specs = self._specs
         names = {s.name for s in specs}
         unknown = [k for k in feeds if k not in names]
         if unknown:
@@ -222,6 +227,14 @@ class Engine:
         >>> out["logits"].numpy().shape
         (1, 1000)
         """
+        if self._fast_feeds and stream is None:
+            # NumPy arrays and twinfer Tensors are converted in the core, in one
+            # call (benchmarks/call_overhead.py); anything else comes back None.
+            out = self._core._run_feeds(feeds, self._input_names, self._output_names, context, outputs)
+            if out is not None:
+                if self._on_device and not self._warned_fallback:
+                    self._warn_host_fallback(stacklevel=3)
+                return out
         if not self._on_device:
             if stream is not None:
                 raise InvalidArgumentError(f"stream= is for device engines; this one runs on {self.device}")
@@ -254,20 +267,27 @@ class Engine:
         else:
             outs = [_from_value(t) for t in outs]
         if not self._warned_fallback:
-            reason = self._core.host_fallback_reason
-            if reason:
-                self._warned_fallback = True
-                warnings.warn(f"{self.device}: this model ran through the CPU evaluator ({reason}); "
-                              "its results are right but it runs at host speed", RuntimeWarning, stacklevel=3)
+            self._warn_host_fallback(stacklevel=4)
         return outs
+
+    def _warn_host_fallback(self, stacklevel: int) -> None:
+        """Warns once when a device engine ran a plan through the CPU evaluator."""
+        reason = self._core.host_fallback_reason
+        if reason:
+            self._warned_fallback = True
+            warnings.warn(f"{self.device}: this model ran through the CPU evaluator ({reason}); "
+                          "its results are right but it runs at host speed", RuntimeWarning, stacklevel=stacklevel)
 
     def __call__(self, *inputs):
         """Positional inputs in the model's order; one output, or a tuple of them."""
-        specs = self.inputs
-        if len(inputs) != len(specs):
-            raise InvalidArgumentError(f"expected {len(specs)} inputs, got {len(inputs)}")
-        feeds = {s.name: x for s, x in zip(specs, inputs)}
-        if self._on_device:
+        if len(inputs) != len(self._input_names):
+            raise InvalidArgumentError(f"expected {len(self._input_names)} inputs, got {len(inputs)}")
+        feeds = dict(zip(self._input_names, inputs))
+        outs = self._core._run_feeds(feeds, self._input_names, None) if self._fast_feeds else None
+        if outs is not None:
+            if self._on_device and not self._warned_fallback:
+                self._warn_host_fallback(stacklevel=3)
+        elif self._on_device:
             outs = self._run_device(feeds, None, None, "auto")
         elif self._plain_io:
             outs = self._core.run(self._ordered_inputs(feeds))
@@ -287,7 +307,7 @@ class Engine:
     # -- reports -----------------------------------------------------------
     def _shapes(self, shapes) -> list[list[int]]:
         if shapes is None:
-            specs = self.inputs
+            specs = self._specs
             if any(not isinstance(d, int) for s in specs for d in s.shape):
                 raise InvalidArgumentError("the model has symbolic input dims: pass shapes=[...] explicitly")
             return [list(s.shape) for s in specs]
