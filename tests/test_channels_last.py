@@ -183,7 +183,8 @@ def test_opset_18_global_pool_becomes_reduce_with_an_axes_input(rng, channels_la
 def test_lower_precisions_take_channels_last_by_default(rng, precision, monkeypatch):
     """fp16 / bf16 device plans are channels-last without the environment
     switch; on the simulated device their convolutions and pools run the NCHW
-    CPU kernels between transposes."""
+    CPU kernels between transposes, in the 16-bit type (no casts but the
+    input's and the output's)."""
     monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
     c = 5
     inits = [_w(rng, c, 3, 3, 3, name="w1"), _w(rng, c, c, 3, 3, name="w2"),
@@ -205,6 +206,8 @@ def test_lower_precisions_take_channels_last_by_default(rng, precision, monkeypa
     assert len(nhwc) == 3, [(r.op, r.kernel) for r in rows]
     convs = [r.kernel for r in nhwc if r.op == NHWC + "Conv"]
     assert len(convs) == 2 and all("between NHWC transposes" in k for k in convs), convs
+    assert all("between NHWC transposes" in r.kernel for r in nhwc), [(r.op, r.kernel) for r in nhwc]
+    assert [r.op for r in rows].count("Cast") == 2, [(r.op, r.node) for r in rows]
 
 
 def test_fp32_device_plans_stay_nchw_by_default(rng, monkeypatch):
@@ -318,3 +321,34 @@ def test_nhwc_conv_cpu_kernels_read_krsc_weights(rng, case, dtype, runtime_weigh
     _close(got, _last(expected), 1e-5 if dtype == "float32" else 1e-2, case)
     (row,) = engine.kernel_report({k: v.shape for k, v in feeds.items()})
     assert row.kernel.startswith("onednn conv") if dtype == "float32" else "between NHWC transposes" in row.kernel, row
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op,attrs", [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1], "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}),
+], ids=["max", "avg-include-pad", "avg-ceil"])
+def test_nhwc_pool_cpu_kernels_take_16bit(rng, op, attrs, dtype):
+    """com.twinfer.nhwc MaxPool / AveragePool in float16 and bfloat16 (the
+    simulated device's kernels in the GPU's 16-bit plans): pool.cc's loop
+    between transposes, computing in float. Against onnxruntime's NCHW pool
+    in float32 on the same rounded values."""
+    import ml_dtypes
+
+    np_t, t, rtol = {"float16": (np.float16, TensorProto.FLOAT16, 2e-3),
+                     "bfloat16": (ml_dtypes.bfloat16, TensorProto.BFLOAT16, 1.2e-2)}[dtype]
+    x = (rng.standard_normal((2, 5, 11, 9)) * 3).astype(np_t)
+    nchw = _model([helper.make_node(op, ["x"], ["y"], **attrs)], [_vi("x", list(x.shape))], [_vi("y", None)], [])
+    (expected,) = _ort(nchw, {"x": x.astype(np.float32)})
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"], domain="com.twinfer.nhwc", **attrs)], "g",
+                          [helper.make_tensor_value_info("x", t, _last(x).shape)],
+                          [helper.make_tensor_value_info("y", t, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("com.twinfer.nhwc", 1)])
+    engine = twinfer.load(model)
+    (got,) = _run(engine, {"x": _last(x)})
+    assert got.dtype == np_t
+    np.testing.assert_allclose(got.astype(np.float32), _last(expected), rtol=rtol, atol=1e-6)
+    (row,) = engine.kernel_report({"x": _last(x).shape})
+    assert row.kernel == "cpu loop between NHWC transposes", row

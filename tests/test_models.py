@@ -96,3 +96,24 @@ def test_fp16_cnns_are_channels_last_with_every_node_on_cuda(family, exported):
     convs = [op for op in ops if op.endswith("Conv")]
     assert convs and all(op == "com.twinfer.nhwc::Conv" for op in convs), sorted(set(ops))
     assert ops.count("Transpose") == 2, ops
+
+
+@pytest.mark.cuda_build
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_sim_16bit_plans_cast_only_the_graph_edges(family, precision, exported, rng):
+    # On cuda:0 every float node of these models computes in the 16-bit type.
+    # The simulated device runs the CPU kernels, so lower_precision lowers a
+    # node there only when its CPU kernel takes the type too; one that does
+    # not stays float32 between Casts named "<value>@float32" (the pools and
+    # LayerNormalization did), and CI would test another graph than the GPU's.
+    path = exported(family, "torchscript")
+    engine = twinfer.load(path, device="sim", sim_coverage="cuda", allow_cpu_fallback=False, precision=precision)
+    feeds = random_feeds(family, rng, 2)
+    rows = engine.kernel_report({k: v.shape for k, v in feeds.items()})
+    back = [r.node for r in rows if r.op == "Cast" and r.node.endswith("@float32")]
+    assert back == ["output@float32"], back  # only the graph's output goes back to float32
+    (expected,) = _ort(path, feeds)
+    (got,) = [t.numpy() for t in engine.run(feeds).values()]
+    assert got.dtype == np.float32
+    assert _rel_err(got, expected) < (4e-3 if precision == "fp16" else 3e-2), f"{family} {precision}"

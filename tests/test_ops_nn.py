@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from onnx import helper
@@ -404,6 +405,89 @@ def test_global_pool(rng, op, x_shape, dtype):
     axes = tuple(range(2, len(x_shape)))
     expected = x.mean(axis=axes, keepdims=True) if op == "GlobalAveragePool" else x.max(axis=axes, keepdims=True)
     assert_close(run_twinfer(model, {"x": x})[0], expected, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- 16-bit pooling and LayerNormalization
+
+# float16 / bfloat16 compute in float and round once, as the CUDA kernels do
+# (the simulated device runs these CPU kernels in the GPU's 16-bit plans).
+# The reference is onnxruntime in float32 on the same rounded values; a result
+# may differ from it by the final rounding (a sum landing near a tie can round
+# either way): rtol 1.5 units of the type's epsilon.
+HALF = {"float16": (np.float16, 1.5 * 2.0**-10), "bfloat16": (ml_dtypes.bfloat16, 1.5 * 2.0**-7)}
+
+
+@pytest.mark.parametrize("case", range(len(POOL_CASES)))
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("half", list(HALF))
+def test_pools_16bit(rng, case, op, half):
+    dtype, rtol = HALF[half]
+    x_shape, attrs = POOL_CASES[case]
+    opset = 19 if "dilations" in attrs else 17
+    variants = [{"count_include_pad": 0}, {"count_include_pad": 1}] if op == "AveragePool" else [{}]
+    for extra in variants:
+        outs = ["y", "i"] if op == "MaxPool" else ["y"]  # MaxPool with Indices: the same loop kernel
+
+        def make(t):
+            node = helper.make_node(op, ["x"], outs, **attrs, **extra)
+            return make_model([node], [("x", t, list(x_shape))],
+                              [("y", t, None), ("i", np.int64, None)][: len(outs)], opset=opset)
+
+        model, wide = make(dtype), make(np.float32)
+        x = randn(rng, *x_shape, scale=3.0).astype(dtype)
+        got = run_twinfer(model, {"x": x})
+        ref = run_ort(wide, {"x": x.astype(np.float32)})
+        assert got[0].dtype == dtype
+        if op == "MaxPool":  # a maximum of representable values is exact
+            np.testing.assert_array_equal(got[0].astype(np.float32), ref[0])
+            np.testing.assert_array_equal(got[1], ref[1])
+        else:
+            assert_close(got[0].astype(np.float32), ref[0], rtol=rtol, atol=1e-6, what=str(extra))
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("x_shape", [(2, 5, 13, 11), (2, 3, 17), (1, 4, 3, 5, 7), (3, 2, 1, 1)], ids=str)
+@pytest.mark.parametrize("half", list(HALF))
+def test_global_pools_16bit(rng, op, x_shape, half):
+    dtype, rtol = HALF[half]
+    model = make_model([helper.make_node(op, ["x"], ["y"])], [("x", dtype, list(x_shape))], [("y", dtype, None)])
+    x = randn(rng, *x_shape, scale=3.0).astype(dtype)
+    x.flat[5] = np.nan  # the maximum and the mean of a plane holding NaN are NaN
+    wide = x.astype(np.float64)
+    axes = tuple(range(2, len(x_shape)))
+    expected = wide.mean(axis=axes, keepdims=True) if op == "GlobalAveragePool" else wide.max(axis=axes, keepdims=True)
+    got = run_twinfer(model, {"x": x})[0]
+    assert got.dtype == dtype
+    assert_close(got.astype(np.float64), expected, rtol=rtol, atol=1e-6)
+
+
+@pytest.mark.parametrize("x_shape,axis", [((2, 13, 24), -1), ((2, 5, 7), 1), ((3, 17), -1), ((2, 3, 5, 7), -2),
+                                          ((2, 7, 771), -1)], ids=str)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("half", list(HALF))
+def test_layernorm_16bit(rng, x_shape, axis, bias, half):
+    # Statistics in float (Mean / InvStdDev written as float32, the
+    # stash_type), the affine map in float, y rounded once.
+    dtype, rtol = HALF[half]
+    norm_shape = x_shape[axis:]
+    scale = randn(rng, *norm_shape).astype(dtype)
+    b = randn(rng, *norm_shape).astype(dtype)
+
+    def make(t):
+        ins = ["x", "scale"] + (["bias"] if bias else [])
+        node = helper.make_node("LayerNormalization", ins, ["y", "mean", "inv"], axis=axis, epsilon=1e-4)
+        inits = [("scale", scale.astype(t))] + ([("bias", b.astype(t))] if bias else [])
+        return make_model([node], [("x", t, list(x_shape))],
+                          [("y", t, None), ("mean", np.float32, None), ("inv", np.float32, None)], inits)
+
+    model, wide = make(dtype), make(np.float32)
+    x = (randn(rng, *x_shape, scale=2.0) + 1.0).astype(dtype)
+    got = run_twinfer(model, {"x": x})
+    ref = run_ort(wide, {"x": x.astype(np.float32)})
+    assert got[0].dtype == dtype
+    assert_close(got[0].astype(np.float32), ref[0], rtol=rtol, atol=1e-5, what="y")
+    for g, r, name in zip(got[1:], ref[1:], ["mean", "inv"]):
+        assert_close(g, r, rtol=1e-5, atol=1e-5, what=name)
 
 
 # ----------------------------------------------------------------------------- Softmax / LogSoftmax

@@ -2,12 +2,14 @@
 // prod(shape[axis:]) elements is normalised with a two-pass mean / variance
 // (norm_stats.h), threaded over rows. The memory-bound loops vectorise
 // fully, so a library call would only add overhead. Mean / InvStdDev are
-// written in the stash_type's dtype.
+// written in the stash_type's dtype. float16 / bfloat16 are computed in
+// float, as on CUDA (backends/cuda/rows.cu): statistics and the affine map in
+// float, rounded once when y is stored.
 #include <algorithm>
 #include <cmath>
 
-#include "core/dispatch.h"
 #include "core/parallel.h"
+#include "ops/elementwise/typeset.h"
 #include "ops/kernel.h"
 #include "ops/nn/norm_stats.h"
 #include "ops/schema.h"
@@ -75,12 +77,15 @@ class LayerNormKernel final : public Kernel {
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
+    ew::dispatch_typeset<ew::kFloatTypes>(ctx.inputs[0].dtype,
+                                          [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
   }
 
  private:
+  // Storage type T, computed in C (float for the 16-bit floats).
   template <typename T>
   void compute(KernelContext& ctx) const {
+    using C = ew::compute_t<T>;
     const T* x = ctx.inputs[0].as<T>();
     const T* scale = ctx.inputs[1].as<T>();
     const T* bias = has_bias_ ? ctx.inputs[2].as<T>() : nullptr;
@@ -88,9 +93,9 @@ class LayerNormKernel final : public Kernel {
     void* mean_out = has_mean_ ? ctx.outputs[1].data : nullptr;
     void* inv_out = has_inv_ ? ctx.outputs[2].data : nullptr;
     const int64_t D = inner_;
-    const T eps = static_cast<T>(eps_);
+    const C eps = static_cast<C>(eps_);
     const bool stash64 = stash_ == DType::kFloat64;
-    auto store = [&](void* out, int64_t r, T v) {
+    auto stash = [&](void* out, int64_t r, C v) {
       if (!out) return;
       if (stash64) static_cast<double*>(out)[r] = static_cast<double>(v);
       else static_cast<float*>(out)[r] = static_cast<float>(v);
@@ -100,17 +105,18 @@ class LayerNormKernel final : public Kernel {
       for (int64_t r = b; r < e; ++r) {
         const T* xr = x + r * D;
         T* yr = y + r * D;
-        T mean, inv;
+        C mean, inv;
         block_stats(xr, D, eps, &mean, &inv);
         if (bias) {
 #pragma omp simd
-          for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * inv * scale[i] + bias[i];
+          for (int64_t i = 0; i < D; ++i)
+            yr[i] = ew::store<T>((ew::load(xr[i]) - mean) * inv * ew::load(scale[i]) + ew::load(bias[i]));
         } else {
 #pragma omp simd
-          for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * inv * scale[i];
+          for (int64_t i = 0; i < D; ++i) yr[i] = ew::store<T>((ew::load(xr[i]) - mean) * inv * ew::load(scale[i]));
         }
-        store(mean_out, r, mean);
-        store(inv_out, r, inv);
+        stash(mean_out, r, mean);
+        stash(inv_out, r, inv);
       }
     });
   }
@@ -123,8 +129,8 @@ class LayerNormKernel final : public Kernel {
 
 bool supports(const KernelBuildInfo& info, std::string* why) {
   DType dt = info.input_dtype(0);
-  if (dt != DType::kFloat32 && dt != DType::kFloat64) {
-    *why = info.node().op_type + " supports float32/float64, not " + dtype_name(dt);
+  if (!ew::in_typeset(ew::kFloatTypes, dt)) {
+    *why = info.node().op_type + " supports float types, not " + dtype_name(dt);
     return false;
   }
   return true;

@@ -3,7 +3,11 @@
 // planes. The windowed loops here are the reference and cover what the
 // oneDNN kernel (backends/cpu/onednn_pool.cc) does not: MaxPool's Indices,
 // float64 / int8, windows oneDNN rejects. The global pools are plain
-// vectorised reductions and are the fast path too.
+// vectorised reductions and are the fast path too. float16 / bfloat16 are
+// computed in float as the CUDA kernels do (backends/cuda/pool.cu: window
+// sums and maxima in float; rows.cu: global averages summed in double,
+// global maxima with NaN propagated), so the simulated device's numbers are
+// the GPU's up to the order of a sum.
 //
 // Window rules follow onnxruntime: with ceil_mode a last window starting in
 // the right padding is dropped (window.cc); AveragePool with
@@ -19,9 +23,11 @@
 #include "core/parallel.h"
 #include "core/simd_clones.h"
 #include "graph/domains.h"
+#include "ops/elementwise/typeset.h"
 #include "ops/kernel.h"
 #include "ops/nn/channels_last.h"
 #include "ops/nn/pool.h"
+#include "ops/reduce/reduce_walks.h"
 #include "ops/schema.h"
 
 namespace twinfer::nn {
@@ -163,7 +169,7 @@ class PoolKernel final : public Kernel {
     if (dt == DType::kFloat32 && kind_ == PoolKind::kAvg) return compute_average_f32(ctx);
     if (dt == DType::kInt8) return compute<int8_t>(ctx);
     if (dt == DType::kUInt8) return compute<uint8_t>(ctx);
-    dispatch_float(dt, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
+    ew::dispatch_typeset<ew::kFloatTypes>(dt, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
   }
 
  private:
@@ -222,8 +228,11 @@ class PoolKernel final : public Kernel {
     });
   }
 
+  // Any storage type T, computed in C (float for the 16-bit floats, T
+  // otherwise).
   template <typename T>
   void compute(KernelContext& ctx) const {
+    using C = ew::compute_t<T>;
     const T* x = ctx.inputs[0].as<T>();
     T* y = ctx.outputs[0].as<T>();
     int64_t* idx = want_indices_ ? ctx.outputs[1].as<int64_t>() : nullptr;
@@ -239,31 +248,31 @@ class PoolKernel final : public Kernel {
             for (int64_t ow = 0; ow < W.out; ++ow) {
               const int64_t o = (od * H.out + oh) * W.out + ow;
               if (kind_ == PoolKind::kMax) {
-                T best = std::numeric_limits<T>::lowest();
+                C best = std::numeric_limits<C>::lowest();
                 int64_t best_i = -1;
                 for (int64_t kd = 0, id = D.first[od]; kd < D.taps[od]; ++kd, id += D.dil)
                   for (int64_t kh = 0, ih = H.first[oh]; kh < H.taps[oh]; ++kh, ih += H.dil) {
                     const int64_t row = (id * H.in + ih) * W.in;
                     for (int64_t kw = 0, iw = W.first[ow]; kw < W.taps[ow]; ++kw, iw += W.dil) {
-                      const T v = xp[row + iw];
+                      const C v = ew::load(xp[row + iw]);
                       if (v > best || best_i < 0) {
                         best = v;
                         best_i = column_major_ ? id + (ih + iw * H.in) * D.in : row + iw;
                       }
                     }
                   }
-                yp[o] = best;
+                yp[o] = ew::store<T>(best);
                 if (idx) idx[p * out_plane + o] = best_i < 0 ? -1 : p * in_plane + best_i;
               } else {
-                T sum = 0;
+                C sum = 0;
                 for (int64_t kd = 0, id = D.first[od]; kd < D.taps[od]; ++kd, id += D.dil)
                   for (int64_t kh = 0, ih = H.first[oh]; kh < H.taps[oh]; ++kh, ih += H.dil) {
                     const T* row = xp + (id * H.in + ih) * W.in;
-                    for (int64_t kw = 0, iw = W.first[ow]; kw < W.taps[ow]; ++kw, iw += W.dil) sum += row[iw];
+                    for (int64_t kw = 0, iw = W.first[ow]; kw < W.taps[ow]; ++kw, iw += W.dil) sum += ew::load(row[iw]);
                   }
                 const int64_t cnt = include_pad_ ? D.padded_taps[od] * H.padded_taps[oh] * W.padded_taps[ow]
                                                  : D.taps[od] * H.taps[oh] * W.taps[ow];
-                yp[o] = cnt > 0 ? sum / static_cast<T>(cnt) : T(0);
+                yp[o] = ew::store<T>(cnt > 0 ? sum / static_cast<C>(cnt) : C(0));
               }
             }
       }
@@ -291,10 +300,28 @@ class GlobalPoolKernel final : public Kernel {
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
-    dispatch_float(ctx.inputs[0].dtype, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
+    const DType dt = ctx.inputs[0].dtype;
+    if (dt == DType::kFloat16) return compute_16<half_t>(ctx);
+    if (dt == DType::kBFloat16) return compute_16<bfloat16_t>(ctx);
+    dispatch_float(dt, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
   }
 
  private:
+  // float16 / bfloat16: ReduceMean / ReduceMax over each plane, with the
+  // CPU Reduce kernels' and CUDA's arithmetic (sums in double, maxima in
+  // float with NaN propagated; ops/reduce/reduce_ops.h).
+  template <typename T>
+  void compute_16(KernelContext& ctx) const {
+    reduce::Geom g;
+    g.outer = planes_;
+    g.n = plane_;
+    g.out_numel = planes_;
+    const T* x = ctx.inputs[0].as<T>();
+    T* y = ctx.outputs[0].as<T>();
+    if (is_max_) reduce::rows<T, reduce::OpMax<T>>(g, x, y, ctx.num_threads);
+    else reduce::rows<T, reduce::OpMean<T>>(g, x, y, ctx.num_threads);
+  }
+
   template <typename T>
   void compute(KernelContext& ctx) const {
     const T* x = ctx.inputs[0].as<T>();
@@ -325,7 +352,7 @@ class GlobalPoolKernel final : public Kernel {
 
 bool pool_supports(const KernelBuildInfo& info, std::string* why) {
   DType dt = info.input_dtype(0);
-  bool ok = dt == DType::kFloat32 || dt == DType::kFloat64 ||
+  bool ok = ew::in_typeset(ew::kFloatTypes, dt) ||
             (info.node().op_type == "MaxPool" && (dt == DType::kInt8 || dt == DType::kUInt8));
   if (!ok) *why = info.node().op_type + " does not support " + dtype_name(dt);
   return ok;
