@@ -64,11 +64,13 @@ def _load(model, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_packed_qkv_sequence_first_as_vit_has_it(device, dtype, rng):
+@pytest.mark.parametrize("B", [1, 3])
+def test_packed_qkv_sequence_first_as_vit_has_it(device, dtype, B, rng):
     # nn.MultiheadAttention's in-projection [S, B, 3E]: q, k, v are its three
     # slices, heads of D inside each; the output written as [S*B, E], the
-    # out-projection's rows.
-    S, B, H, D = 11, 3, 5, 64 if dtype == np.float16 else 8
+    # out-projection's rows. At batch 1 the batch stride is never stepped
+    # (cuDNN gets it as an outer stride).
+    S, H, D = 11, 5, 64 if dtype == np.float16 else 8
     E = H * D
     x = rng.standard_normal((S, B, 3 * E)).astype(dtype)
     views = [[i * E, B, H, S, D, 3 * E, D, 3 * B * E] for i in range(3)]
@@ -115,6 +117,7 @@ def test_heads_of_batch_first_tensors_with_a_mask(device, rng):
     ("short_attribute", "k_view must be 8 non-negative ints"),
     ("batch_mismatch", "different batch sizes"),
     ("out_shape_size", "out_shape holds"),
+    ("repeating_keys", "k_view view repeats elements"),
 ])
 def test_malformed_views_are_refused_by_name(device, case, message, rng):
     # A model may carry these attributes: nothing may read or write outside a tensor.
@@ -134,6 +137,9 @@ def test_malformed_views_are_refused_by_name(device, case, message, rng):
         views[2][1] = 1
     elif case == "out_shape_size":
         out_shape = [B, S, E + 1]
+    elif case == "repeating_keys":  # 2^40 keys over a few elements: the kernels would size their work by it
+        views[1] = [0, B, H, 2**40, D, S * E, D, 0]
+        views[2] = [0, B, H, 2**40, D, S * E, D, 0]
     m = _viewed_model([("x", [B, S, E])] * 3, views, out_shape, out_view=out_view)
     x = rng.standard_normal((B, S, E)).astype(np.float32)
     with pytest.raises(twinfer.ModelFormatError, match=message):

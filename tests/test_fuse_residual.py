@@ -148,3 +148,24 @@ def test_bert_layers_fuse_both_residuals(device, rng, tmp_path):
 
     (want,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
     np.testing.assert_allclose(e.run(feeds)["output"].numpy().astype(np.float32), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.cuda_build
+def test_fp8_leaves_a_matmul_with_a_residual_whole(rng):
+    # precision="fp8" turns calibrated MatMuls into FP8MatMul, which has no
+    # residual input: a model-carried com.twinfer::MatMul with one stays a
+    # MatMul (the residual is never dropped); a plain MatMul beside it still
+    # goes to FP8.
+    w = numpy_helper.from_array((rng.standard_normal((64, 64)) / 8).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w", "", "r"], ["z"], domain="com.twinfer"),
+             helper.make_node("MatMul", ["x", "w"], ["z2"])]
+    m = _model(nodes, [("x", F, [4, 64]), ("r", F, [4, 64])], [("z", F, [4, 64]), ("z2", F, [4, 64])], [w],
+               opsets=(("", 17), ("com.twinfer", 1)))
+    feeds = {"x": rng.standard_normal((4, 64)).astype(np.float32),
+             "r": (100 + rng.standard_normal((4, 64))).astype(np.float32)}
+    e = twinfer.load(m, device="sim", precision="fp8", calibration=[feeds], sim_coverage="cuda")
+    ops = _ops(e, feeds)
+    assert ops.count("com.twinfer::FP8MatMul") == 1, ops
+    want = feeds["x"] @ numpy_helper.to_array(w) + feeds["r"]
+    np.testing.assert_allclose(e.run(feeds)["z"].numpy().astype(np.float32), want, rtol=2e-2, atol=2e-2)
+

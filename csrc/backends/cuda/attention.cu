@@ -528,6 +528,39 @@ class CudaAttention final : public Kernel {
     check_launch("Attention present (KV cache) launch");
   }
 
+  // Views for cuDNN: every operand's start and each stride of a dim above 1
+  // a multiple of 16 bytes (the pass's views are: offsets and strides are
+  // multiples of the head dim; a model may carry others, which our kernel
+  // takes instead). False with the operand in `why`.
+  bool cudnn_aligned_views(std::string* why) const {
+    const int64_t es = static_cast<int64_t>(dtype_size(dtype_));
+    const char* names[4] = {"q", "k", "v", "output"};
+    const twinfer::tx::AttnStrides st[4] = {g_.qs, g_.ks, g_.vs, g_.os};
+    const int64_t heads[4] = {g_.H, g_.Hkv, g_.Hkv, g_.H}, lens[4] = {g_.Sq, g_.Sk, g_.Sk, g_.Sq};
+    for (int t = 0; t < 4; ++t) {
+      const int64_t offset = t < 3 ? plan_.offset[t] : 0;
+      const bool ok = (offset * es) % 16 == 0 && (g_.B == 1 || (st[t].b * es) % 16 == 0) &&
+                      (heads[t] == 1 || (st[t].h * es) % 16 == 0) && (lens[t] == 1 || (st[t].s * es) % 16 == 0);
+      if (!ok) {
+        *why = std::string("the ") + names[t] + " view is not 16-byte aligned";
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Strides for cuDNN: a dim of 1 (stride 0 in a view: never stepped) gets
+  // the stride it would have as the outermost dim, a layout cuDNN's checks
+  // know.
+  static twinfer::tx::AttnStrides outer_if_one(twinfer::tx::AttnStrides st, int64_t b, int64_t h, int64_t s,
+                                               int64_t d) {
+    const int64_t outer = std::max({b > 1 ? st.b * b : 0, h > 1 ? st.h * h : 0, s > 1 ? st.s * s : 0, d});
+    if (b == 1) st.b = outer;
+    if (h == 1) st.h = outer;
+    if (s == 1) st.s = outer;
+    return st;
+  }
+
   // cuDNN's fused attention where it applies (sdpa_plan.h); otherwise the
   // reason goes into the kernel's name and our own kernel runs.
   void try_cudnn(const KernelBuildInfo& info) {
@@ -541,13 +574,16 @@ class CudaAttention final : public Kernel {
       why = "a boolean mask";
     } else if (g_.mask_kind == 1 && g_.causal) {
       why = "a mask together with causal";
-    } else if (g_.B * g_.H * g_.Sq * g_.Sk * g_.D * g_.Dv == 0) {
+    } else if (g_.B == 0 || g_.H == 0 || g_.Sq == 0 || g_.Sk == 0 || g_.D == 0 || g_.Dv == 0) {
       why = "an empty dim";  // nothing to compute (run() returns early); cuDNN's checks divide by them
+    } else if (plan_.viewed && !cudnn_aligned_views(&why)) {
+      // why says which operand
     } else {
       SdpaSpec spec;
       spec.B = g_.B, spec.H = g_.H, spec.Sq = g_.Sq, spec.Sk = g_.Sk, spec.D = g_.D, spec.Dv = g_.Dv;
       spec.dtype = dtype_, spec.scale = g_.scale, spec.causal = g_.causal;
-      spec.set_strides(g_.qs, g_.ks, g_.vs, g_.os);
+      spec.set_strides(outer_if_one(g_.qs, g_.B, g_.H, g_.Sq, g_.D), outer_if_one(g_.ks, g_.B, g_.Hkv, g_.Sk, g_.D),
+                       outer_if_one(g_.vs, g_.B, g_.Hkv, g_.Sk, g_.Dv), outer_if_one(g_.os, g_.B, g_.H, g_.Sq, g_.Dv));
       if (g_.mask_kind == 1) spec.set_broadcast_bias(mask_dims_);
       sdpa_ = make_cudnn_sdpa(spec, &why);
       if (!sdpa_ && spec.has_bias && mask_dims_[2] == 1 && mask_dims_[3] == g_.Sk && g_.Sq > 1) {

@@ -34,7 +34,9 @@ struct GemmShape {
 
 bool gemm_shape(const graph::Graph& g, const graph::Node& n, GemmShape* s) {
   const bool matmul = is_op(n, "MatMul"), gemm = is_op(n, "Gemm");
-  if (!(matmul || gemm) || n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
+  // More than x, W and a bias (com.twinfer::MatMul's residual): FP8MatMul has no place for it.
+  if (!(matmul || gemm) || n.inputs.size() < 2 || n.inputs.size() > 3 || n.inputs[0] < 0 || n.inputs[1] < 0)
+    return false;
   if (gemm) {
     if (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.f) != 1.f) return false;
     s->trans = n.attr_int("transB", 0) != 0;
@@ -181,7 +183,7 @@ int fuse_fp8_qdq(graph::Graph& g, const PassContext& ctx) {
   for (auto& n : g.nodes) {
     GemmShape s;
     if (!is_op(n, "MatMul") && !is_op(n, "Gemm")) continue;
-    if (n.inputs.size() < 2) continue;
+    if (n.inputs.size() < 2 || n.inputs.size() > 3) continue;  // a residual input has no place in FP8MatMul
     // Activation: x -> Q(e4m3) -> DQ -> this node, both with one scale.
     const graph::Node* dq_x = made_by(n.inputs[0], "DequantizeLinear");
     const graph::Node* q_x = dq_x ? made_by(dq_x->inputs[0], "QuantizeLinear") : nullptr;

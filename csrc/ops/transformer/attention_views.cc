@@ -47,6 +47,12 @@ std::string read_attention_views(const graph::Node& n, AttnViews* out) {
 std::string attention_view_fits(const AttnView& v, int64_t numel, const char* name) {
   for (int64_t d : v.dims)
     if (d == 0) return "";  // nothing is read
+  // A stride of 0 would let a view declare any length over a few elements
+  // (and the kernels size their work by it): only a dim of 1 may have one.
+  const int64_t strides[3] = {v.st.b, v.st.h, v.st.s};
+  for (int d = 0; d < 3; ++d)
+    if (v.dims[d] > 1 && strides[d] == 0)
+      return std::string(name) + " view repeats elements (stride 0 on a dim of " + std::to_string(v.dims[d]) + ")";
   // The last element's index, term by term: each stays below numel when the
   // view fits, so the sum cannot overflow before the check fails.
   const int64_t steps[4][2] = {{v.dims[0] - 1, v.st.b}, {v.dims[1] - 1, v.st.h}, {v.dims[2] - 1, v.st.s}, {v.dims[3] - 1, 1}};
