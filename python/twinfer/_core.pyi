@@ -292,7 +292,7 @@ def _test_cudnn_conv_validate(x: collections.abc.Sequence[typing.SupportsInt | t
     """
     cuDNN frontend's checks of a convolution graph, run without a GPU: '' or why.
     """
-def _test_cudnn_sdpa_validate(dims: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], dtype: str, causal: bool, bias_dims: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], sm_version: typing.SupportsInt | typing.SupportsIndex) -> str:
+def _test_cudnn_sdpa_validate(dims: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], dtype: str, causal: bool, bias_dims: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], sm_version: typing.SupportsInt | typing.SupportsIndex, strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = []) -> str:
     """
     cuDNN frontend's checks of a fused-attention graph for a GPU of sm_version, run without one: '' or why.
     """
