@@ -84,16 +84,6 @@ int fresh_value(graph::Graph& g, int like, const std::string& suffix, const SymS
   return id;
 }
 
-graph::Node transpose(const std::string& name, int from, int to, const std::vector<int64_t>& perm) {
-  graph::Node t;
-  t.name = name;
-  t.op_type = "Transpose";
-  t.inputs = {from};
-  t.outputs = {to};
-  t.attrs["perm"] = ints_attr(perm);
-  return t;
-}
-
 class Rewriter {
  public:
   Rewriter(graph::Graph& g, const ChannelsLastOptions& o, const PassContext& ctx) : g_(g), o_(o), ctx_(ctx) {}
@@ -269,7 +259,7 @@ class Rewriter {
       g_.values[nhwc_of_[v]].shape = sym_shape_from(p.shape());
     } else {
       nhwc_of_[v] = fresh_value(g_, v, "::nhwc", nn::channels_last_shape(val.shape));
-      added_.push_back(transpose(val.name + "::ToNHWC", v, nhwc_of_[v], kToNhwc));
+      added_.push_back(transpose_node(val.name + "::ToNHWC", v, nhwc_of_[v], kToNhwc));
     }
     return nhwc_of_[v];
   }
@@ -284,7 +274,7 @@ class Rewriter {
       twin[v] = fresh_value(g_, v, "::nhwc", nn::channels_last_shape(g_.values[v].shape));
       bool outside_reader = is_graph_output(g_, v);
       for (int u : users[v]) outside_reader = outside_reader || !in_region_[u];
-      if (outside_reader) added_.push_back(transpose(g_.values[v].name + "::ToNCHW", twin[v], v, kToNchw));
+      if (outside_reader) added_.push_back(transpose_node(g_.values[v].name + "::ToNCHW", twin[v], v, kToNchw));
     }
     nhwc_of_.assign(g_.values.size(), -1);
     int rewritten = 0, convs = 0;

@@ -168,20 +168,11 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
     }
     std::vector<graph::Node> added;
     if (k < 0) {
-      graph::Node t;
-      t.name = g.nodes[mm1].name + "/key";
-      t.op_type = "Transpose";
-      graph::Attribute perm;
-      perm.type = graph::Attribute::Type::kInts;
-      perm.ints = {0, 1, 3, 2};
-      t.attrs["perm"] = perm;
-      t.inputs = {kt};
       k = add_value(g, g.values[kt].name + "/key");
       g.values[k].dtype = DType::kFloat32;
       g.values[k].has_shape = true;
       g.values[k].shape = sym_shape_from(Shape{B, H, Sk, D});
-      t.outputs = {k};
-      added.push_back(t);
+      added.push_back(transpose_node(g.nodes[mm1].name + "/key", kt, k, {0, 1, 3, 2}));
     }
     graph::Node att;
     att.name = g.nodes[mm1].name.empty() ? "attention" : g.nodes[mm1].name + "/attention";

@@ -114,4 +114,14 @@ bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
   }
 }
 
+graph::Node transpose_node(const std::string& name, int from, int to, const std::vector<int64_t>& perm) {
+  graph::Node t;
+  t.name = name;
+  t.op_type = "Transpose";
+  t.inputs = {from};
+  t.outputs = {to};
+  t.attrs["perm"] = ints_attr(perm);
+  return t;
+}
+
 }  // namespace twinfer::passes

@@ -51,16 +51,6 @@ int new_value(graph::Graph& g, const std::string& name, DType dt, const Shape& s
   return v;
 }
 
-graph::Node transpose_node(const std::string& name, int in, int out, const std::vector<int64_t>& perm) {
-  graph::Node t;
-  t.name = name;
-  t.op_type = "Transpose";
-  t.inputs = {in};
-  t.outputs = {out};
-  t.attrs["perm"] = ints_attr(perm);
-  return t;
-}
-
 graph::Node reshape_node(graph::Graph& g, const std::string& name, int in, int out, const Shape& to) {
   Tensor shape = Tensor::empty(DType::kInt64, {static_cast<int64_t>(to.size())});
   for (size_t d = 0; d < to.size(); ++d) shape.data_as<int64_t>()[d] = to[d];
