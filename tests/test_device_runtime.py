@@ -403,3 +403,26 @@ def test_lower_precisions_keep_the_models_dtypes(gpu, rng, precision, tol):
         assert ops[0] == "Cast" and ops[-1] == "Cast", ops  # the input cast down, the output cast back up
         # Every node has a 16-bit kernel, on CUDA and on the CPU the simulated device runs.
         assert ops.count("Cast") == 2, ops
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_lower_precisions_keep_float32_statistics_outputs(gpu, rng, precision):
+    # LayerNormalization's Mean / InvStdDev are float32 by its stash_type
+    # whatever x is: lowering x and y must leave them float32 (the kernels
+    # write float32 there: typed 16-bit, the writes overran their buffers and
+    # read back as NaN).
+    from onnx import TensorProto, helper, numpy_helper
+
+    n = 24
+    inits = [numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), name) for name in ("s", "b")]
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "mean", "inv"], axis=-1)
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("y", "mean", "inv")]
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [37, n])], outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = (rng.standard_normal((37, n)) * 2 + 1).astype(np.float32)
+    want = twinfer.load(m, device="cpu").run({"x": x})
+    out = twinfer.load(m, device=gpu, precision=precision).run({"x": x})
+    tol = 2e-3 if precision == "fp16" else 1.5e-2  # 200 seeds: worst 3.9e-4 / 3.3e-3 (y)
+    for name in ("y", "mean", "inv"):
+        got = out[name].numpy()
+        assert got.dtype == np.float32 and rel_err(got, want[name].numpy()) < tol, name

@@ -5,6 +5,7 @@
 #include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/quant/fp8_matmul.h"
+#include "ops/schema.h"
 
 namespace twinfer::passes {
 
@@ -58,6 +59,32 @@ graph::Node lowered_copy(const graph::Graph& g, const graph::Node& n, DType to,
   return copy;
 }
 
+// Outputs whose float32 is part of the op's definition: those its shape rule
+// types float32 when the node's other float32 values are `to`
+// (LayerNormalization's Mean / InvStdDev, in its stash_type; the kernels
+// write them as float32). Asked of the lowered one-node graph, whose values
+// it leaves as they were but for those outputs, set back to float32. An op
+// without a rule, or whose rule refuses the node, keeps none.
+std::vector<char> outputs_staying_float32(graph::Graph& mini, const graph::Node& n, DType to, int64_t opset) {
+  std::vector<char> keep(n.outputs.size(), 0);
+  const OpSchema* schema = find_schema(n.domain, n.op_type);
+  if (!schema) return keep;
+  const std::vector<graph::Value> before = mini.values;
+  try {
+    InferContext ic(mini, n, opset);
+    schema->infer(ic);
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const int v = n.outputs[k];
+      keep[k] = v >= 0 && before[v].dtype == to && mini.values[v].dtype == DType::kFloat32;
+    }
+  } catch (const Error&) {
+  }
+  mini.values = before;
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    if (keep[k]) mini.values[n.outputs[k]].dtype = DType::kFloat32;
+  return keep;
+}
+
 graph::Node cast_node(const std::string& name, int in, int out, DType to) {
   graph::Node c;
   c.name = name;
@@ -80,6 +107,7 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
   // 1. Which nodes compute in `to`: those touching float32 that have a kernel
   // for the lowered types.
   std::vector<char> low(g.nodes.size(), 0);
+  std::vector<std::vector<char>> keep_f32(g.nodes.size());  // per output: stays float32 (outputs_staying_float32)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
     bool touches = false;
@@ -89,6 +117,7 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
     graph::Graph mini;
     const graph::Node copy = lowered_copy(g, n, T, o.convert, &mini);
     mini.nodes.push_back(copy);
+    keep_f32[i] = outputs_staying_float32(mini, mini.nodes.back(), T, pc.opset);
     low[i] = o.supports(mini, mini.nodes.back());
   }
 
@@ -135,8 +164,8 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
         int& v = n.inputs[k];
         if (v >= 0 && !lowered[v] && g.values[v].dtype == F && !stays_float32(n, k)) v = lowered_twin(v);
       }
-      for (int v : n.outputs)
-        if (v >= 0 && g.values[v].dtype == F) {
+      for (size_t k = 0; k < n.outputs.size(); ++k)
+        if (const int v = n.outputs[k]; v >= 0 && g.values[v].dtype == F && !keep_f32[i][k]) {
           g.values[v].dtype = T;
           lowered.resize(g.values.size(), 0);
           lowered[v] = 1;

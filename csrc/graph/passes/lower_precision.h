@@ -2,7 +2,9 @@
 // the node that computes them can run in `to` (autocast, decided per node),
 // with Cast nodes where a value crosses between the two: the graph's inputs
 // and outputs keep the model's dtypes, ops that cannot run in `to` keep
-// float32, and float32 weights are converted once (the converter caches).
+// float32, so do outputs whose op defines them float32 (LayerNormalization's
+// Mean / InvStdDev, by its shape rule), and float32 weights are converted
+// once (the converter caches).
 // Kernels accumulate reductions, normalisations and GEMMs in float32.
 #pragma once
 #include <functional>
