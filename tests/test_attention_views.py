@@ -89,6 +89,25 @@ def test_packed_qkv_sequence_first_as_vit_has_it(device, dtype, B, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_unaligned_views_a_model_carries_run_on_our_kernel(device, rng):
+    # float16 views one element apart from cuDNN's 16-byte alignment (q starts
+    # at element 1, strides odd): the result is still right; on a GPU our own
+    # kernel takes them and its name says why cuDNN did not.
+    B, H, S, D = 2, 3, 9, 64
+    E = H * D
+    x = rng.standard_normal(1 + B * S * (E + 1)).astype(np.float16)
+    views = [[i, B, H, S, D, S * (E + 1), D, E + 1] for i in (1, 0, 1)]
+    m = _viewed_model([("x", [x.size])] * 3, views, [B, H, S, D], dtype=np.float16)
+    e = _load(m, device)
+    (row,) = e.kernel_report({"x": x.shape})
+    if device == "cuda":
+        assert "not 16-byte aligned" in row.kernel, row
+    got = e.run({"x": x})["o"].numpy()
+    q, k, v = (_strided(x, o[0], o[1:5], o[5:] + [1]) for o in views)
+    np.testing.assert_allclose(got.astype(np.float64), _reference(q, k, v, 0.3), rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_heads_of_batch_first_tensors_with_a_mask(device, rng):
     # BERT's layout: q, k, v each [B, S, H*D] (k with more positions), a
     # padding mask [B, 1, 1, Sk], the output [B, Sq, H*D]; q starts 4

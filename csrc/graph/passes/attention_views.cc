@@ -19,9 +19,7 @@ bool attention_views_wanted() {
 namespace {
 
 bool concrete_4d(const graph::Graph& g, int v, Shape* s) {
-  if (v < 0 || !g.values[v].has_shape || !sym_shape_known(g.values[v].shape)) return false;
-  *s = sym_shape_values(g.values[v].shape);
-  if (s->size() != 4) return false;
+  if (!concrete_shape(g, v, s) || s->size() != 4) return false;
   for (int64_t d : *s)
     if (d <= 0) return false;
   return true;
@@ -49,14 +47,14 @@ int move_row_transposes(graph::Graph& g) {
       for (size_t k = 0; k < 3 && k < n.inputs.size() && !changed; ++k) {
         const int base = view_from_source(g, n.inputs[k]).base;
         const int p = base >= 0 ? g.values[base].producer : -1;
-        changed = p >= 0 && transpose_rows_after_gemm(g, p);
+        changed = p >= 0 && transpose_rows_after_gemm(g, users, p);
       }
       int end = -1;
       StridedView ov;
       std::vector<int> chain;
       if (!changed && view_into_sink(g, users, n.outputs[0], &end, &ov, &chain) && users[end].size() == 1 &&
           !is_graph_output(g, end))
-        changed = transpose_rows_before_gemm(g, users[end][0]);
+        changed = transpose_rows_before_gemm(g, users, users[end][0]);
     }
     if (!changed) break;
     ++moved;

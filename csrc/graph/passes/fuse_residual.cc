@@ -12,9 +12,9 @@ namespace {
 
 bool float_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
-bool same_known_shape(const graph::Value& a, const graph::Value& b) {
-  return a.has_shape && b.has_shape && sym_shape_known(a.shape) && sym_shape_known(b.shape) &&
-         sym_shape_values(a.shape) == sym_shape_values(b.shape);
+bool same_known_shape(const graph::Graph& g, int a, int b) {
+  Shape sa, sb;
+  return concrete_shape(g, a, &sa) && concrete_shape(g, b, &sb) && sa == sb;
 }
 
 // A MatMul whose output may take a residual: ai.onnx's, or com.twinfer's
@@ -47,8 +47,8 @@ int fuse_residual(graph::Graph& g, const FuseResidualOptions& o, const PassConte
     if (dead[ai] || !add.domain.empty() || add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1)
       continue;
     const int r = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-    if (r == y || r < 0 || g.values[r].dtype != g.values[y].dtype || !same_known_shape(g.values[r], g.values[y]) ||
-        !same_known_shape(g.values[add.outputs[0]], g.values[y]))
+    if (r == y || r < 0 || g.values[r].dtype != g.values[y].dtype || !same_known_shape(g, r, y) ||
+        !same_known_shape(g, add.outputs[0], y))
       continue;
     graph::Node f = mm;
     f.domain = kTwinferDomain;

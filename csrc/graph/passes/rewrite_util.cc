@@ -124,4 +124,10 @@ graph::Node transpose_node(const std::string& name, int from, int to, const std:
   return t;
 }
 
+bool concrete_shape(const graph::Graph& g, int v, Shape* s) {
+  if (v < 0 || !g.values[v].has_shape || !sym_shape_known(g.values[v].shape)) return false;
+  *s = sym_shape_values(g.values[v].shape);
+  return true;
+}
+
 }  // namespace twinfer::passes

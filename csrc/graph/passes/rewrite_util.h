@@ -32,6 +32,9 @@ graph::Attribute ints_attr(std::vector<int64_t> v);
 graph::Attribute string_attr(const std::string& s);
 graph::Attribute floats_attr(std::vector<float> f);
 
+// Whether value v has a shape with every dim known (then *s holds it).
+bool concrete_shape(const graph::Graph& g, int v, Shape* s);
+
 // A Transpose node from value `from` to value `to`.
 graph::Node transpose_node(const std::string& name, int from, int to, const std::vector<int64_t>& perm);
 

@@ -2,45 +2,21 @@
 
 #include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
+#include "graph/passes/strided_view.h"
 
 namespace twinfer::passes {
 
 namespace {
 
-bool known(const graph::Graph& g, int v, Shape* s) {
-  if (v < 0 || !g.values[v].has_shape || !sym_shape_known(g.values[v].shape)) return false;
-  *s = sym_shape_values(g.values[v].shape);
-  return true;
-}
-
 bool is(const graph::Node& n, const char* op) {
   return n.op_type == op && (n.domain.empty() || n.domain == kTwinferDomain);
-}
-
-bool read_only_by(const graph::Graph& g, int v, int node) {
-  if (is_graph_output(g, v)) return false;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int in : g.nodes[i].inputs)
-      if (in == v && static_cast<int>(i) != node) return false;
-  return true;
 }
 
 // The perm of a Transpose that moves rows only (its last axis stays last).
 bool row_perm(const graph::Node& t, size_t rank, std::vector<int64_t>* perm) {
   if (!t.domain.empty() || t.op_type != "Transpose" || rank < 2) return false;
   *perm = t.attr_ints("perm");
-  if (perm->size() != rank || perm->back() != static_cast<int64_t>(rank) - 1) return false;
-  std::vector<char> seen(rank, 0);
-  for (int64_t p : *perm) {
-    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[p]) return false;
-    seen[p] = 1;
-  }
-  return true;
-}
-
-bool is_reshape_like(const graph::Node& n) {
-  return n.domain.empty() && (n.op_type == "Reshape" || n.op_type == "Flatten" || n.op_type == "Squeeze" ||
-                              n.op_type == "Unsqueeze" || n.op_type == "Identity");
+  return valid_perm(*perm, rank) && perm->back() == static_cast<int64_t>(rank) - 1;
 }
 
 int new_value(graph::Graph& g, const std::string& name, DType dt, const Shape& s) {
@@ -64,21 +40,22 @@ graph::Node reshape_node(graph::Graph& g, const std::string& name, int in, int o
 
 }  // namespace
 
-bool transpose_rows_after_gemm(graph::Graph& g, int mm) {
+bool transpose_rows_after_gemm(graph::Graph& g, const std::vector<std::vector<int>>& users, int mm) {
   const graph::Node& n = g.nodes[mm];
   Shape x, w, y;
-  if (!is(n, "MatMul") || n.inputs.size() < 2 || n.outputs.size() != 1 || !known(g, n.inputs[1], &w) ||
-      w.size() != 2 || !known(g, n.outputs[0], &y))
+  if (!is(n, "MatMul") || n.inputs.size() < 2 || n.outputs.size() != 1 || !concrete_shape(g, n.inputs[1], &w) ||
+      w.size() != 2 || !concrete_shape(g, n.outputs[0], &y))
     return false;
   if (n.domain == kTwinferDomain && n.inputs.size() > 3) return false;  // a residual is not moved with the rows
   const int xt = n.inputs[0];
   const int tp = xt >= 0 ? g.values[xt].producer : -1;
   std::vector<int64_t> perm;
-  if (tp < 0 || !known(g, xt, &x) || !row_perm(g.nodes[tp], x.size(), &perm) || !read_only_by(g, xt, mm))
+  if (tp < 0 || !concrete_shape(g, xt, &x) || !row_perm(g.nodes[tp], x.size(), &perm) || is_graph_output(g, xt) ||
+      users[xt].size() != 1)
     return false;
   const int src = g.nodes[tp].inputs[0];
   Shape s;
-  if (!known(g, src, &s)) return false;
+  if (!concrete_shape(g, src, &s)) return false;
   Shape ys(s.begin(), s.end() - 1);
   ys.push_back(w[1]);
   const int y_old = n.outputs[0];
@@ -94,33 +71,32 @@ bool transpose_rows_after_gemm(graph::Graph& g, int mm) {
   return true;
 }
 
-bool transpose_rows_before_gemm(graph::Graph& g, int gemm) {
+bool transpose_rows_before_gemm(graph::Graph& g, const std::vector<std::vector<int>>& users, int gemm) {
   const graph::Node& n = g.nodes[gemm];
   Shape a, b, y;
-  if (n.outputs.size() != 1 || n.inputs.size() < 2 || !known(g, n.inputs[0], &a) || !known(g, n.inputs[1], &b) ||
-      a.size() != 2 || b.size() != 2 || !known(g, n.outputs[0], &y))
+  if (n.outputs.size() != 1 || n.inputs.size() < 2 || !concrete_shape(g, n.inputs[0], &a) || !concrete_shape(g, n.inputs[1], &b) ||
+      a.size() != 2 || b.size() != 2 || !concrete_shape(g, n.outputs[0], &y))
     return false;
   if (is(n, "Gemm")) {
     if (n.attr_int("transA", 0) != 0) return false;
     Shape c;
-    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && (!known(g, n.inputs[2], &c) || !(c.size() == 1 || (c.size() == 2 && c[0] == 1))))
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && (!concrete_shape(g, n.inputs[2], &c) || !(c.size() == 1 || (c.size() == 2 && c[0] == 1))))
       return false;  // a C with rows of its own would have to move too
   } else if (!is(n, "MatMul") || (n.domain == kTwinferDomain && n.inputs.size() > 3)) {
     return false;
   }
-  const std::vector<std::vector<int>> users = value_users(g);
   auto sole = [&](int v) { return v >= 0 && !is_graph_output(g, v) && users[v].size() == 1 ? users[v][0] : -1; };
   const int r1 = sole(n.outputs[0]);
   if (r1 < 0 || !is_reshape_like(g.nodes[r1])) return false;
   Shape ys;
   const int yv = g.nodes[r1].outputs[0];
-  if (!known(g, yv, &ys) || ys.empty() || ys.back() != y[1]) return false;
+  if (!concrete_shape(g, yv, &ys) || ys.empty() || ys.back() != y[1]) return false;
   const int t2 = sole(yv);
   std::vector<int64_t> perm;
   if (t2 < 0 || !row_perm(g.nodes[t2], ys.size(), &perm)) return false;
   const int z = g.nodes[t2].outputs[0];
   Shape zs;
-  if (!known(g, z, &zs)) return false;
+  if (!concrete_shape(g, z, &zs)) return false;
 
   // x [R, K] -> [rows of ys..., K] -> moved -> [R, K] -> the GEMM -> [R, N] -> z's shape.
   const DType dt = g.values[n.inputs[0]].dtype;

@@ -6,6 +6,8 @@
 // [S, B] order before the packed QKV projection, back after the output
 // projection) next to the attention, where its views absorb them.
 #pragma once
+#include <vector>
+
 #include "graph/ir.h"
 
 namespace twinfer::passes {
@@ -14,13 +16,14 @@ namespace twinfer::passes {
 // a row-moving Transpose read by nothing else: the MatMul then reads the
 // Transpose's input and the Transpose moves the product's rows instead
 // (same output value). False, graph unchanged, when the pattern is not there.
-bool transpose_rows_after_gemm(graph::Graph& g, int mm);
+// `users`: value_users(g) as the graph is now.
+bool transpose_rows_after_gemm(graph::Graph& g, const std::vector<std::vector<int>>& users, int mm);
 
 // Node `gemm` is a Gemm (transA 0, C absent or one row) or a MatMul of 2-D
 // operands whose output goes through a Reshape-like node that keeps its last
 // dim and then a row-moving Transpose, each read by nothing else: the rows
 // are moved before the GEMM instead (Reshape, Transpose, Reshape of its
 // input) and a Reshape of its product gives the Transpose's output value.
-bool transpose_rows_before_gemm(graph::Graph& g, int gemm);
+bool transpose_rows_before_gemm(graph::Graph& g, const std::vector<std::vector<int>>& users, int gemm);
 
 }  // namespace twinfer::passes

@@ -26,18 +26,6 @@ void canonical(std::vector<Piece>& v) {
   v = std::move(out);
 }
 
-bool known_shape(const graph::Graph& g, int v, Shape* s) {
-  if (v < 0 || !g.values[v].has_shape || !sym_shape_known(g.values[v].shape)) return false;
-  *s = sym_shape_values(g.values[v].shape);
-  return true;
-}
-
-bool is_reshape_like(const graph::Node& n) {
-  if (!n.domain.empty()) return false;
-  return n.op_type == "Reshape" || n.op_type == "Flatten" || n.op_type == "Squeeze" || n.op_type == "Unsqueeze" ||
-         n.op_type == "Identity";
-}
-
 bool is_transpose(const graph::Node& n) { return n.domain.empty() && n.op_type == "Transpose"; }
 
 std::vector<int64_t> transpose_perm(const graph::Node& n, size_t rank) {
@@ -45,16 +33,6 @@ std::vector<int64_t> transpose_perm(const graph::Node& n, size_t rank) {
   if (perm.empty())
     for (size_t d = 0; d < rank; ++d) perm.push_back(static_cast<int64_t>(rank - 1 - d));
   return perm;
-}
-
-bool valid_perm(const std::vector<int64_t>& perm, size_t rank) {
-  if (perm.size() != rank) return false;
-  std::vector<char> seen(rank, 0);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[p]) return false;
-    seen[p] = 1;
-  }
-  return true;
 }
 
 // Gather of one constant index (a scalar, or one element: the dim stays).
@@ -72,7 +50,7 @@ bool gather_index(const graph::Graph& g, const graph::Node& n, int64_t* index, b
 // Applies node n (reading `in`) to layout l: false when it cannot be followed.
 bool apply(const graph::Graph& g, const graph::Node& n, Layout& l) {
   Shape in, out;
-  if (!known_shape(g, n.inputs[0], &in) || n.outputs.empty() || !known_shape(g, n.outputs[0], &out)) return false;
+  if (!concrete_shape(g, n.inputs[0], &in) || n.outputs.empty() || !concrete_shape(g, n.outputs[0], &out)) return false;
   if (is_reshape_like(n)) return reshape_layout(l, out);
   if (is_transpose(n)) {
     const std::vector<int64_t> perm = transpose_perm(n, in.size());
@@ -102,6 +80,22 @@ bool moves_only(const graph::Graph& g, const graph::Node& n) {
 }
 
 }  // namespace
+
+bool is_reshape_like(const graph::Node& n) {
+  if (!n.domain.empty()) return false;
+  return n.op_type == "Reshape" || n.op_type == "Flatten" || n.op_type == "Squeeze" || n.op_type == "Unsqueeze" ||
+         n.op_type == "Identity";
+}
+
+bool valid_perm(const std::vector<int64_t>& perm, size_t rank) {
+  if (perm.size() != rank) return false;
+  std::vector<char> seen(rank, 0);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[p]) return false;
+    seen[p] = 1;
+  }
+  return true;
+}
 
 Layout contiguous_layout(const Shape& shape) {
   Layout l;
@@ -189,7 +183,7 @@ StridedView view_from_source(const graph::Graph& g, int v, const std::vector<cha
   for (size_t start = chain.size(); start > 0; --start) {
     const int base = g.nodes[chain[start - 1]].inputs[0];
     Shape shape;
-    if (!known_shape(g, base, &shape)) continue;
+    if (!concrete_shape(g, base, &shape)) continue;
     Layout l = contiguous_layout(shape);
     bool ok = true;
     for (size_t k = start; k-- > 0 && ok;) ok = apply(g, g.nodes[chain[k]], l);
@@ -203,7 +197,7 @@ StridedView view_from_source(const graph::Graph& g, int v, const std::vector<cha
   StridedView self;
   self.base = v;
   Shape shape;
-  if (known_shape(g, v, &shape)) self.strides = contiguous_strides(shape);
+  if (concrete_shape(g, v, &shape)) self.strides = contiguous_strides(shape);
   return self;
 }
 
@@ -223,13 +217,13 @@ bool view_into_sink(const graph::Graph& g, const std::vector<std::vector<int>>& 
   for (; !chain->empty(); chain->pop_back()) {
     const int last = g.nodes[chain->back()].outputs[0];
     Shape shape;
-    if (!known_shape(g, last, &shape)) continue;
+    if (!concrete_shape(g, last, &shape)) continue;
     Layout l = contiguous_layout(shape);
     bool ok = true;
     for (size_t k = chain->size(); k-- > 0 && ok;) {
       const graph::Node& n = g.nodes[(*chain)[k]];
       Shape in;
-      ok = known_shape(g, n.inputs[0], &in);
+      ok = concrete_shape(g, n.inputs[0], &in);
       if (!ok) break;
       if (is_transpose(n)) {
         const std::vector<int64_t> perm = transpose_perm(n, in.size());

@@ -31,6 +31,11 @@ struct Layout {
   int64_t offset = 0;
 };
 
+// Nodes that keep the elements in row-major order (Reshape, Flatten,
+// Squeeze, Unsqueeze, Identity), and a Transpose perm's validity.
+bool is_reshape_like(const graph::Node& n);
+bool valid_perm(const std::vector<int64_t>& perm, size_t rank);
+
 Layout contiguous_layout(const Shape& shape);
 // The same elements in row-major order as `to` (Reshape, Flatten, Squeeze,
 // Unsqueeze): false when `to` cuts a piece where it cannot be split.
