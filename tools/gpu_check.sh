@@ -129,26 +129,48 @@ if wants test; then
   # A file that fails to import or skips itself (a missing package) has no
   # tests in the list: say so, instead of leaving its cuda tests unrun without a word.
   grep -E '^(ERROR|SKIPPED) ' "$WORK/collect.log" | sed 's/^/not collected: /' >> "$WORK/phases.log"
-  for f in $files; do
+  # Several files at once (GPU_CHECK_JOBS, default 4): most of a cuda test's
+  # time is host work (exports, references, plan building), and one file at a
+  # time did not fit the budget. The GPU has room for them all (the largest
+  # single test holds about 4 GB); the OOM test asks for 1 TiB, which fails at
+  # once without taking memory. Each process gets its share of the cores.
+  # test_models (ten exports) and the conformance count start first, then the
+  # files with most tests.
+  jobs_n=${GPU_CHECK_JOBS:-4}
+  threads=$(( $(nproc) / jobs_n )); [ "$threads" -ge 1 ] || threads=1
+  ordered=$( (echo "tests/test_models.py 999999"; grep '::' "$WORK/collect.log" | cut -d: -f1 | sort | uniq -c |
+              awk '{print $2, $1}') | sort -k2,2nr | awk '!seen[$1]++ {print $1}' | grep -Fx -f <(echo "$files"))
+  run_file() {  # run_file FILE: one file in its own process, its exit and seconds logged
+    local f=$1 name budget t0
+    name=$(basename "$f" .py); budget=300; t0=$(date +%s)
+    [ "$name" = test_models ] && budget=540  # ten exports, dynamo ones too
+    OMP_NUM_THREADS=$threads within $budget $PY -m pytest -q -m cuda -p no:cacheprovider "${pytest_limits[@]}" "$f" \
+      --junitxml="$WORK/$name.xml" > "$WORK/$name.log" 2>&1
+    echo "$name exit $? ($(( $(date +%s) - t0 )) s)" >> "$WORK/phases.log"
+  }
+  # The ONNX node cases with every node on a CUDA kernel (allow_cpu_fallback=False):
+  # the count of cases that pass on CUDA, into a copy of docs/conformance.md's block.
+  run_conformance() {
+    cp docs/conformance.md "$WORK/conformance.md"
+    OMP_NUM_THREADS=$threads within 240 $PY tools/conformance.py --cuda-kernels gpu --markdown "$WORK/conformance.md" \
+      > "$WORK/conformance_cuda.log" 2>&1
+    local rc=$?
+    echo "conformance_cuda exit $rc" >> "$WORK/phases.log"
+    [ $rc -eq 0 ] && mark_done conformance_cuda
+  }
+  started=0
+  for f in $ordered; do
     name=$(basename "$f" .py)
     [ -f "$WORK/$name.xml" ] && continue
     [ "$(left)" -lt 20 ] && { echo "skipped, out of time: $name" >> "$WORK/phases.log"; continue; }
-    # test_models exports ten models (dynamo ones too): it gets more time.
-    budget=300; [ "$name" = test_models ] && budget=540
-    within $budget $PY -m pytest -q -m cuda -p no:cacheprovider "${pytest_limits[@]}" "$f" \
-      --junitxml="$WORK/$name.xml" > "$WORK/$name.log" 2>&1
-    echo "$name exit $?" >> "$WORK/phases.log"
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_n" ]; do wait -n; done
+    run_file "$f" &
+    started=$(( started + 1 ))
+    # The conformance count goes in right after test_models.
+    if [ $started -eq 1 ] && ! done_already conformance_cuda && [ "$(left)" -ge 20 ]; then run_conformance & fi
   done
-  # The ONNX node cases with every node on a CUDA kernel (allow_cpu_fallback=False):
-  # the count of cases that pass on CUDA, into docs/conformance.md's block.
-  if ! done_already conformance_cuda && [ "$(left)" -ge 20 ]; then
-    cp docs/conformance.md "$WORK/conformance.md"
-    within 180 $PY tools/conformance.py --cuda-kernels gpu --markdown "$WORK/conformance.md" \
-      > "$WORK/conformance_cuda.log" 2>&1
-    rc=$?
-    echo "conformance_cuda exit $rc" >> "$WORK/phases.log"
-    [ $rc -eq 0 ] && mark_done conformance_cuda
-  fi
+  if [ $started -eq 0 ] && ! done_already conformance_cuda && [ "$(left)" -ge 20 ]; then run_conformance & fi
+  wait
   pack
 fi
 

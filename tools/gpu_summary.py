@@ -13,11 +13,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 
-def junit(path: Path) -> tuple[int, int, int, list[str]]:
+def junit(path: Path) -> tuple[int, int, int, list[str], float]:
+    """passed, failed, skipped, the first failures, and pytest's seconds for the file."""
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError:
-        return 0, 1, 0, [f"{path.name}: unreadable JUnit file (the process died?)"]
+        return 0, 1, 0, [f"{path.name}: unreadable JUnit file (the process died?)"], 0.0
+    seconds = sum(float(s.get("time") or 0) for s in root.iter("testsuite"))
     passed = failed = skipped = 0
     first: list[str] = []
     for case in root.iter("testcase"):
@@ -31,7 +33,7 @@ def junit(path: Path) -> tuple[int, int, int, list[str]]:
             skipped += 1
         else:
             passed += 1
-    return passed, failed, skipped, first
+    return passed, failed, skipped, first, seconds
 
 
 def main(out: Path) -> int:
@@ -39,8 +41,8 @@ def main(out: Path) -> int:
     rows, failures = [], []
     totals = [0, 0, 0]
     for xml in sorted(out.glob("test_*.xml")):
-        p, f, s, first = junit(xml)
-        rows.append((xml.stem, p, f, s))
+        p, f, s, first, secs = junit(xml)
+        rows.append((xml.stem, p, f, s, f"{secs:.0f}"))
         totals = [totals[0] + p, totals[1] + f, totals[2] + s]
         failures += first
     logs = {x.stem for x in out.glob("test_*.xml")}
@@ -52,13 +54,13 @@ def main(out: Path) -> int:
         if not text.strip():  # never started (out of time) or killed before printing
             not_run.append(log.stem)
             continue
-        rows.append((log.stem, 0, 1, 0))  # a process killed before writing its JUnit file
+        rows.append((log.stem, 0, 1, 0, "?"))  # a process killed before writing its JUnit file
         totals[1] += 1
         failures.append(f"{log.stem}: no JUnit file; log tail: {text[-300:]!r}")
     if rows:
-        print(f"\n{'cuda tests':<28} {'passed':>7} {'failed':>7} {'skipped':>8}")
-        for name, p, f, s in rows:
-            print(f"{name:<28} {p:>7} {f:>7} {s:>8}")
+        print(f"\n{'cuda tests':<28} {'passed':>7} {'failed':>7} {'skipped':>8} {'seconds':>8}")
+        for name, p, f, s, secs in rows:
+            print(f"{name:<28} {p:>7} {f:>7} {s:>8} {secs:>8}")
         print(f"{'total':<28} {totals[0]:>7} {totals[1]:>7} {totals[2]:>8}")
     for line in failures:
         print("  FAILED", line)

@@ -1,0 +1,54 @@
+"""The GPU session's tools run where a mistake costs the most (30 minutes of a
+lent machine): their syntax and the summary's reading of pytest's JUnit files
+are checked here, on every CI run."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="4" time="12.5">
+<testcase classname="tests.test_a" name="test_ok" time="1.0"/>
+<testcase classname="tests.test_a" name="test_ok2" time="1.0"/>
+<testcase classname="tests.test_a" name="test_bad" time="1.0"><failure message="assert 1 == 2&#10;more">tb</failure></testcase>
+<testcase classname="tests.test_a" name="test_skip" time="0"><skipped message="no GPU"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@pytest.mark.parametrize("script", ["gpu_check.sh", "gpu_wheels.sh", "gpu_debug.sh"])
+def test_gpu_scripts_parse(script):
+    path = ROOT / "tools" / script
+    if not path.exists():
+        pytest.skip(f"{script} is not in this checkout")
+    r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_gpu_summary_reads_junit_files(tmp_path):
+    (tmp_path / "env.txt").write_text("NVIDIA H100 80GB HBM3, 580.00\n")
+    (tmp_path / "test_a.xml").write_text(JUNIT)
+    (tmp_path / "test_a.log").write_text("...F\n")
+    (tmp_path / "test_b.log").write_text("Fatal Python error: Segmentation fault\n")  # died: no JUnit file
+    (tmp_path / "test_c.log").write_text("")  # never started
+    (tmp_path / "phases.log").write_text("memcheck exit 0\nskipped, out of time: bench_quantization\n")
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_summary.py"), str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode in (0, 1), r.stderr
+    lines = r.stdout.splitlines()
+    row_a = next(ln for ln in lines if ln.startswith("test_a "))
+    assert row_a.split() == ["test_a", "2", "1", "1", "12"]  # passed, failed, skipped, seconds
+    row_b = next(ln for ln in lines if ln.startswith("test_b "))
+    assert row_b.split()[1:4] == ["0", "1", "0"]
+    assert any("tests.test_a::test_bad: assert 1 == 2" in ln for ln in lines)
+    assert any("Segmentation fault" in ln for ln in lines)
+    assert any("not run" in ln and "test_c" in ln for ln in lines)
+    assert any("1 step(s) skipped for time" in ln for ln in lines)
