@@ -1,13 +1,15 @@
 """How OpenMP's idle-thread waiting affects twinfer when the cores are shared.
 
-    python benchmarks/openmp_wait.py [--busy 3] [--iterations 30]
+    python benchmarks/openmp_wait.py [--busy 3] [--iterations 30] [--spincounts 1000 30000 ...]
 
 Runs MiniLM (seq 128, batch 1) and ResNet-50 (batch 1) in fresh processes
 under several GOMP_SPINCOUNT / OMP_WAIT_POLICY settings, first on an idle
 machine, then with --busy processes spinning on the CPU, and prints the
-median latencies side by side. twinfer sets GOMP_SPINCOUNT=1000 at import
-unless the user set either variable ("default" below is that choice;
-"libgomp default" is GOMP_SPINCOUNT=300000, libgomp's own)."""
+median latencies side by side. twinfer sets GOMP_SPINCOUNT at import to
+about 50 µs of spinning on this CPU (twinfer/_libs.py) unless the user set
+either variable ("default" below is that choice;
+"libgomp default" is GOMP_SPINCOUNT=300000, libgomp's own). --spincounts
+replaces the settings by a GOMP_SPINCOUNT sweep."""
 
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ import sys
 import tempfile
 
 CHILD = r'''
-import sys, time, warnings, numpy as np, torch, torchvision, twinfer
+# twinfer first: torch brings its own libgomp.so.1, and libgomp reads
+# GOMP_SPINCOUNT once, when it loads (twinfer's choice would never apply).
+import twinfer
+import sys, time, warnings, numpy as np, torch, torchvision
 warnings.simplefilter("ignore")
 from twinfer.models import minilm
 n = int(sys.argv[1]); rpath = sys.argv[2]
@@ -36,8 +41,8 @@ def med(fn, k):
 print(f"{med(lambda: e.run(f), n):.2f} {med(lambda: r.run({'input': x}), max(5, n // 2)):.2f}")
 '''
 
-SETTINGS = [("twinfer default (GOMP_SPINCOUNT=1000)", {}), ("libgomp default (300000)", {"GOMP_SPINCOUNT": "300000"}),
-            ("GOMP_SPINCOUNT=10000", {"GOMP_SPINCOUNT": "10000"}), ("OMP_WAIT_POLICY=PASSIVE", {"OMP_WAIT_POLICY": "PASSIVE"})]
+SETTINGS = [("twinfer default (about 50 µs of spinning)", {}), ("libgomp default (300000)", {"GOMP_SPINCOUNT": "300000"}),
+            ("GOMP_SPINCOUNT=1000", {"GOMP_SPINCOUNT": "1000"}), ("OMP_WAIT_POLICY=PASSIVE", {"OMP_WAIT_POLICY": "PASSIVE"})]
 
 
 def spin():
@@ -49,7 +54,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--busy", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--spincounts", type=int, nargs="+", help="sweep these GOMP_SPINCOUNT values instead")
     args = ap.parse_args()
+    settings = SETTINGS if not args.spincounts else [
+        (f"GOMP_SPINCOUNT={n}", {"GOMP_SPINCOUNT": str(n)}) for n in args.spincounts]
     import torch
     import torchvision
 
@@ -63,7 +71,7 @@ def main() -> int:
         for p in procs:
             p.start()
         try:
-            for name, env in SETTINGS:
+            for name, env in settings:
                 full = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
                 full.update(env)
                 out = subprocess.run([sys.executable, "-c", CHILD, str(args.iterations), rpath], env=full,

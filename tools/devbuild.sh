@@ -14,5 +14,5 @@ ninja -C "$bdir" -j${JOBS:-2} >"$bdir/ninja.log" 2>&1 || { grep -E "error|Error"
 pkg=$bdir/pkg/twinfer
 rm -rf "$pkg" && mkdir -p "$pkg"
 for f in "$root"/python/twinfer/*; do ln -s "$f" "$pkg/"; done
-ln -s "$bdir"/_core*.so "$pkg/"
+ln -s "$bdir"/_core*.so "$bdir"/_spin_probe*.so "$pkg/"
 echo "built: PYTHONPATH=$bdir/pkg"

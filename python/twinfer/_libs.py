@@ -27,20 +27,41 @@ def _find_dnnl() -> str | None:
     return candidate if os.path.exists(candidate) else None
 
 
-# GNU OpenMP's idle threads spin ~300k iterations before sleeping. When the
-# cores are shared (a service next to other work, a notebook beside a build,
-# two engines side by side) the spinning threads take the cores the working
-# ones need. `python benchmarks/openmp_wait.py` (docs/performance.md): with 3
-# busy processes on 2 cores, MiniLM b1 took 78 ms with libgomp's default and
-# 37 ms with a spin count of 1000; idle, 1000 costs 4-11% (9.65 vs 8.73 ms).
+# GNU OpenMP's idle threads spin GOMP_SPINCOUNT iterations (libgomp's default
+# 300000) before they sleep. Too long, and when the cores are shared (a service
+# next to other work, a notebook beside a build, two engines side by side) the
+# spinning threads take the time the working ones need; too short, and every
+# operator of a small model pays a sleeping thread's wake-up (tens of µs on a
+# VM). The count is iterations, whose cost differs tenfold between CPUs, so
+# twinfer spends a time instead: about 50 µs of spinning, long enough to bridge
+# the gap between two operators. `python benchmarks/openmp_wait.py --spincounts`
+# (docs/performance.md), 2-core Xeon VM, 10 ns per iteration: 1000 (10 µs)
+# made MiniLM b1 16.4 ms idle against 12.0 ms at 5000 (52 µs), equal within
+# noise with 3 busy processes; libgomp's 300000 took 3-4x longer loaded.
 # Dedicated machines may prefer GOMP_SPINCOUNT=300000 or OMP_WAIT_POLICY=ACTIVE.
 # Set before libgomp loads; a user's own setting wins.
-_SPIN_DEFAULT = "1000"
+SPIN_BUDGET_NS = 50_000
+_SPIN_FALLBACK = 1000  # where the probe cannot measure (no pause-like instruction)
+_SPIN_LIMITS = (500, 300_000)  # never longer than libgomp's own default
+
+
+def spin_count_for(ns_per_iteration: float, budget_ns: float = SPIN_BUDGET_NS) -> int:
+    """GOMP_SPINCOUNT that spins about `budget_ns` at `ns_per_iteration`."""
+    if not ns_per_iteration or ns_per_iteration <= 0:
+        return _SPIN_FALLBACK
+    return int(min(max(round(budget_ns / ns_per_iteration), _SPIN_LIMITS[0]), _SPIN_LIMITS[1]))
 
 
 def _tame_openmp_spinning() -> None:
-    if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = _SPIN_DEFAULT
+    if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
+        return
+    try:
+        from . import _spin_probe  # links no OpenMP: safe before libgomp loads
+
+        ns = _spin_probe.spin_ns()
+    except ImportError:  # a build without the probe: the fixed count
+        ns = 0.0
+    os.environ["GOMP_SPINCOUNT"] = str(spin_count_for(ns))
 
 
 def preload() -> None:
