@@ -3,6 +3,8 @@ spinning on this CPU), measured by a probe that must run before libgomp loads.""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import platform
 import subprocess
@@ -70,3 +72,27 @@ def test_the_probe_loads_no_openmp():
     maps = r.stdout
     assert "libgomp" not in maps and "libdnnl" not in maps and "libiomp" not in maps
     assert float(maps.splitlines()[0]) >= 0.0
+
+
+def _spin_info(env: dict, first: str = "") -> dict:
+    code = f"{first}\nimport json, twinfer; print(json.dumps(twinfer.build_info()['openmp_spin']))"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_build_info_says_whether_the_count_applies():
+    if not Path("/proc/self/maps").exists():
+        pytest.skip("no /proc/self/maps on this system")
+    fresh = _spin_info(_fresh_env())
+    assert fresh["set_by"] == "twinfer" and fresh["applies"] is True and "why_not" not in fresh
+    assert 500 <= int(fresh["GOMP_SPINCOUNT"]) <= 300_000 and fresh["ns_per_iteration"] >= 0
+    assert _spin_info(_fresh_env(GOMP_SPINCOUNT="777")) == {"set_by": "user", "GOMP_SPINCOUNT": "777",
+                                                            "OMP_WAIT_POLICY": None}
+    # An OpenMP runtime loaded first keeps its own default: said, not hidden.
+    # (torch ships libgomp.so.1; without torch, load the system's.)
+    has_torch = importlib.util.find_spec("torch") is not None
+    first = "import torch" if has_torch else "import ctypes; ctypes.CDLL('libgomp.so.1')"
+    late = _spin_info(_fresh_env(), first)
+    assert late["set_by"] == "twinfer"
+    assert late["applies"] is False and "before twinfer" in late["why_not"], late

@@ -53,6 +53,7 @@ def build_info() -> dict:
     """What this build contains: CUDA compiled in, cuBLAS/cuDNN versions, the CPU BLAS, ops."""
     info = dict(_core.build_info())
     info["version"] = __version__
+    info["openmp_spin"] = dict(_libs.openmp_spin)  # GOMP_SPINCOUNT as twinfer found or chose it
     return info
 
 

@@ -52,8 +52,23 @@ def spin_count_for(ns_per_iteration: float, budget_ns: float = SPIN_BUDGET_NS) -
     return int(min(max(round(budget_ns / ns_per_iteration), _SPIN_LIMITS[0]), _SPIN_LIMITS[1]))
 
 
+# What twinfer did about the spin count, for build_info()["openmp_spin"].
+openmp_spin: dict = {}
+
+
+def _libgomp_loaded() -> bool | None:
+    """Whether a libgomp is mapped into this process already (None: cannot tell)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return any("libgomp" in line for line in f)
+    except OSError:
+        return None
+
+
 def _tame_openmp_spinning() -> None:
     if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
+        openmp_spin.update(set_by="user", GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT"),
+                           OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY"))
         return
     try:
         from . import _spin_probe  # links no OpenMP: safe before libgomp loads
@@ -61,7 +76,16 @@ def _tame_openmp_spinning() -> None:
         ns = _spin_probe.spin_ns()
     except ImportError:  # a build without the probe: the fixed count
         ns = 0.0
-    os.environ["GOMP_SPINCOUNT"] = str(spin_count_for(ns))
+    count = spin_count_for(ns)
+    os.environ["GOMP_SPINCOUNT"] = str(count)
+    # libgomp reads the variable when it loads: one already loaded (torch
+    # ships its own libgomp.so.1, which oneDNN then shares) keeps its default.
+    loaded = _libgomp_loaded()
+    openmp_spin.update(set_by="twinfer", GOMP_SPINCOUNT=str(count), ns_per_iteration=round(ns, 3),
+                       applies=None if loaded is None else not loaded)
+    if loaded:
+        openmp_spin["why_not"] = ("libgomp was loaded before twinfer (torch ships its own), so its default spin "
+                                  "applies; set GOMP_SPINCOUNT before starting Python to choose")
 
 
 def preload() -> None:
