@@ -32,12 +32,13 @@ def _find_dnnl() -> str | None:
 # next to other work, a notebook beside a build, two engines side by side) the
 # spinning threads take the time the working ones need; too short, and every
 # operator of a small model pays a sleeping thread's wake-up (tens of µs on a
-# VM). The count is iterations, whose cost differs tenfold between CPUs, so
+# VM). The count is iterations, whose cost differs between CPUs (Intel's
+# manual gives `pause` ~140 cycles since Skylake, ~10 before), so
 # twinfer spends a time instead: about 50 µs of spinning, long enough to bridge
 # the gap between two operators. `python benchmarks/openmp_wait.py --spincounts`
 # (docs/performance.md), 2-core Xeon VM, 10 ns per iteration: 1000 (10 µs)
 # made MiniLM b1 16.4 ms idle against 12.0 ms at 5000 (52 µs), equal within
-# noise with 3 busy processes; libgomp's 300000 took 3-4x longer loaded.
+# noise with 3 busy processes; libgomp's 300000 took 1.7-3.7x longer loaded.
 # Dedicated machines may prefer GOMP_SPINCOUNT=300000 or OMP_WAIT_POLICY=ACTIVE.
 # Set before libgomp loads; a user's own setting wins.
 SPIN_BUDGET_NS = 50_000
