@@ -211,15 +211,18 @@ def q8(rng, shape, dt):
 
 @pytest.mark.parametrize("adt,bdt", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8), (np.int8, np.uint8)],
                          ids=["u8u8", "u8s8", "s8s8", "s8u8"])
-@pytest.mark.parametrize("case", ["2d", "batched", "per_row_col", "const_b", "vector"])
+@pytest.mark.parametrize("case", ["2d", "batched", "per_row_col", "const_b", "vector", "wide", "wide_const"])
 def test_matmul_integer(rng, adt, bdt, case):
+    # "wide": more columns than one block of the column sums (256) and rows
+    # enough to split the correction across threads.
     a_shape, b_shape = {"2d": ((5, 13), (13, 7)), "batched": ((2, 1, 5, 13), (3, 13, 7)),
                         "per_row_col": ((5, 13), (13, 7)), "const_b": ((3, 5, 13), (13, 7)),
-                        "vector": ((13,), (2, 13, 7))}[case]
+                        "vector": ((13,), (2, 13, 7)), "wide": ((2, 37, 61), (2, 61, 601)),
+                        "wide_const": ((3, 41, 67), (67, 533))}[case]
     a, b = q8(rng, a_shape, adt), q8(rng, b_shape, bdt)
     za = q8(rng, (5,) if case == "per_row_col" else (), adt)
     zb = q8(rng, (7,) if case == "per_row_col" else (), bdt)
-    b_in = Const(b) if case == "const_b" else b
+    b_in = Const(b) if case.endswith("const_b") or case == "wide_const" else b
     model, feeds = build("MatMulInteger", [("a", a), ("b", b_in), ("za", za), ("zb", zb)], out=[np.int32], opset=10)
     if case == "per_row_col":  # the reference evaluator broadcasts a per-row zero point wrongly
         exp = (a.astype(np.int64) - za[:, None]) @ (b.astype(np.int64) - zb)
@@ -262,6 +265,7 @@ CONV_CASES = {
     "group": ((1, 4, 7, 7), (6, 2, 3, 3), {"group": 2, "auto_pad": "SAME_UPPER"}),
     "conv1d": ((2, 3, 13), (5, 3, 4), {"pads": [2, 1]}),
     "conv3d": ((1, 2, 5, 6, 4), (3, 2, 2, 3, 2), {}),
+    "wide": ((2, 3, 23, 29), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),  # 667 output pixels: several column blocks
 }
 
 

@@ -2,7 +2,9 @@
 // constant int8 W, as one oneDNN int8 matmul over the M = prod(x's leading
 // dims) rows. W is reordered once, at build, into the layout the primitive
 // asks for (with the compensation oneDNN needs for int8 x); the scales, zero
-// points, bias, activation and requantization run in its epilogue.
+// points, bias, activation and requantization run in its epilogue. An
+// x_scale / x_zero_point computed at run time (a dynamic quantization's) is
+// declared as oneDNN's run-time source scale / zero point and read per run.
 //
 // With x_per_token, x arrives as float32: each run quantizes its rows into
 // int8 scratch with one scale per row (ops/quant/token_quant.h), and the row
@@ -18,6 +20,7 @@
 
 #include "backends/cpu/onednn_qlinear.h"
 #include "graph/domains.h"
+#include "ops/quant/quant_util.h"
 #include "ops/quant/token_quant.h"
 
 namespace twinfer::quant {
@@ -37,7 +40,7 @@ class QMatMulKernel final : public Kernel {
     if (x.back() != k_) info.fail(ErrorKind::kShape, "inner dimensions differ: x " + shape_str(x) + ", w " + shape_str(w));
     m_ = 1;
     for (size_t d = 0; d + 1 < x.size(); ++d) m_ *= x[d];
-    p_ = read_qlinear_params(info, n_);
+    p_ = read_qlinear_params(info, n_, /*allow_runtime_x=*/true);
     if (m_ == 0 || n_ == 0 || k_ == 0) return;
     if (p_.x_per_token) token_bytes_ = onednn::align_up(static_cast<size_t>(m_ * k_)) + onednn::align_up(m_ * sizeof(float));
     onednn::guarded(node_, op_, [&] {
@@ -81,6 +84,8 @@ class QMatMulKernel final : public Kernel {
       char* scratch = static_cast<char*>(ctx.scratch);
       const void* src = ctx.inputs[kQX].data;
       const float* row_scales = nullptr;
+      float x_scale = 1.f;  // this run's, when a DynamicQuantizeLinear computed them (oneDNN reads them in execute)
+      int32_t x_zero = 0;
       if (p_.x_per_token) {
         int8_t* q = reinterpret_cast<int8_t*>(scratch);
         float* rs = reinterpret_cast<float*>(scratch + onednn::align_up(static_cast<size_t>(m_ * k_)));
@@ -95,7 +100,9 @@ class QMatMulKernel final : public Kernel {
         add_qlinear_token_args(p_, row_scales, m_, n_, args);
       } else {
         if (!p_.bias.empty()) args[DNNL_ARG_BIAS] = mem(bias_md_, p_.bias.data());
-        add_qlinear_args(p_, args);
+        if (p_.x_scale_runtime) x_scale = *ctx.inputs[kQXScale].as<const float>();
+        if (p_.x_zero_runtime) load_int32s(ctx.inputs[kQXZero], &x_zero);
+        add_qlinear_args(p_, args, &x_scale, &x_zero);
       }
       if (v.pad_bytes) {
         // After the token buffers in the context's scratch, or the thread's own.
@@ -164,8 +171,10 @@ class QMatMulKernel final : public Kernel {
   size_t token_bytes_ = 0;  // per token: int8 rows + row scales at the start of scratch
 };
 
+// x_scale and x_zero_point may be run-time values (a dynamic quantization's,
+// fuse_matmul_integer.cc); the rest must be constants.
 bool qmatmul_supports(const KernelBuildInfo& info, std::string* why) {
-  for (size_t i : {kQXScale, kQXZero, kQW, kQWScale, kQBias, kQYScale, kQYZero})
+  for (size_t i : {kQW, kQWScale, kQBias, kQYScale, kQYZero})
     if (info.has_input(i) && !info.input_constant(i)) {
       if (why) *why = "QMatMul needs constant weights and quantization parameters";
       return false;

@@ -1,6 +1,7 @@
 #include "backends/cpu/onednn_qgemm.h"
 
 #include "core/parallel.h"
+#include "core/simd_clones.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -32,13 +33,47 @@ std::vector<int64_t> batch_map(const Shape& op, const Shape& y) {
   return map;
 }
 
-void column_sums(const int8_t* b, int64_t batches, int64_t k, int64_t n, int32_t* out) {
-  for (int64_t t = 0; t < batches; ++t) {
-    int32_t* c = out + t * n;
-    std::fill(c, c + n, 0);
-    const int8_t* bb = b + t * k * n;
-    for (int64_t r = 0; r < k; ++r)
-      for (int64_t j = 0; j < n; ++j) c[j] += bb[r * n + j];
+// Column sums of B [batches, k, n] as int8, into out [batches, n]: blocks of
+// columns across the threads (a conv's im2col B has n = H*W columns).
+void column_sums(const int8_t* b, int64_t batches, int64_t k, int64_t n, int32_t* out, int num_threads) {
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  parallel_for(batches * blocks, num_threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, k * kBlock)),
+               [&](int64_t lo, int64_t hi) {
+    for (int64_t w = lo; w < hi; ++w) {
+      const int64_t t = w / blocks, j0 = (w % blocks) * kBlock, j1 = std::min(n, j0 + kBlock);
+      int32_t* c = out + t * n;
+      std::fill(c + j0, c + j1, 0);
+      const int8_t* bb = b + t * k * n;
+      for (int64_t r = 0; r < k; ++r)
+        for (int64_t j = j0; j < j1; ++j) c[j] += bb[r * n + j];
+    }
+  });
+}
+
+// Sum of one row of A (uint8 or int8).
+TWINFER_SIMD_CLONES int32_t row_sum(const void* a, bool a_u8, int64_t row, int64_t k) {
+  int32_t acc = 0;
+  if (a_u8) {
+    const uint8_t* r = static_cast<const uint8_t*>(a) + row * k;
+    for (int64_t q = 0; q < k; ++q) acc += r[q];
+  } else {
+    const int8_t* r = static_cast<const int8_t*>(a) + row * k;
+    for (int64_t q = 0; q < k; ++q) acc += r[q];
+  }
+  return acc;
+}
+
+// One row of Y minus its zero point correction, zb[j] * rs + za * cc[j]
+// (zbv or cc null: that term is zero).
+TWINFER_SIMD_CLONES void correct_row(uint32_t* __restrict y, const uint32_t* __restrict zbv, uint32_t rs,
+                                     uint32_t za, const uint32_t* __restrict cc, int64_t n) {
+  if (zbv && cc) {
+    for (int64_t j = 0; j < n; ++j) y[j] -= zbv[j] * rs + za * cc[j];
+  } else if (zbv) {
+    for (int64_t j = 0; j < n; ++j) y[j] -= zbv[j] * rs;
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] -= za * cc[j];
   }
 }
 
@@ -108,7 +143,7 @@ QGemm::QGemm(const QGemmDesc& d, std::string node, std::string op)
     else
       std::copy_n(static_cast<const int8_t*>(d_.b_const), b_numel, b8_.data());
     b_colsum_.resize(static_cast<size_t>(b_batches_ * n_));
-    column_sums(b8_.data(), b_batches_, k_, n_, b_colsum_.data());
+    column_sums(b8_.data(), b_batches_, k_, n_, b_colsum_.data(), 1);
   }
   onednn::guarded(node_, op_, [&] {
     a_md_ = dnnl::memory::desc(onednn::to_dims(d_.a), onednn::dnnl_type(d_.a_type), onednn::plain_tag(rank));
@@ -124,8 +159,8 @@ QGemm::QGemm(const QGemmDesc& d, std::string node, std::string op)
   size_t off = onednn::align_up(pad_declared_);
   b8_off_ = off;
   if (!d_.b_const && b_shift_) off += onednn::align_up(static_cast<size_t>(b_numel));
-  rows_off_ = off;
-  off += onednn::align_up(static_cast<size_t>(a_batches_ * m_) * sizeof(int32_t));
+  zb_off_ = off;
+  off += onednn::align_up(static_cast<size_t>(n_) * sizeof(int32_t));
   cols_off_ = off;
   off += onednn::align_up(static_cast<size_t>(b_batches_ * n_) * sizeof(int32_t));
   scratch_ = off;
@@ -183,43 +218,32 @@ void QGemm::run(const KernelContext& ctx, const void* a, const void* b, const in
   for (int64_t i = 0; i < (za_per_row ? m_ : 1) && !any_za; ++i) any_za = za_at(i) != 0;
   if (!any_za && !any_zb) return;
 
-  int32_t* rows = reinterpret_cast<int32_t*>(scratch + rows_off_);
-  const int32_t* cols = b_colsum_.data();
-  if (any_zb) {
-    const int64_t sz = onednn::dnnl_type(d_.a_type) == dt::u8 ? 1 : 0;
-    for (int64_t t = 0; t < a_batches_; ++t)
-      for (int64_t i = 0; i < m_; ++i) {
-        int32_t acc = 0;
-        if (sz) {
-          const uint8_t* r = static_cast<const uint8_t*>(a) + (t * m_ + i) * k_;
-          for (int64_t q = 0; q < k_; ++q) acc += r[q];
-        } else {
-          const int8_t* r = static_cast<const int8_t*>(a) + (t * m_ + i) * k_;
-          for (int64_t q = 0; q < k_; ++q) acc += r[q];
-        }
-        rows[t * m_ + i] = acc;
-      }
-  }
-  if (any_za && !d_.b_const) {
-    int32_t* c = reinterpret_cast<int32_t*>(scratch + cols_off_);
-    column_sums(b8, b_batches_, k_, n_, c);
-    cols = c;
-  }
+  // With rs = rowsum(A)[i] and cs = colsum(B)[j], the correction of each
+  // element is zb[j] * rs + za[i] * (cs[j] - K * zb[j]): two column vectors
+  // (zbv, ccol) and two row scalars, so the inner loop vectorises.
   const uint32_t kk = static_cast<uint32_t>(k_);
-  parallel_for(y_batches_ * m_, ctx.num_threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n_)),
+  uint32_t* zbv = reinterpret_cast<uint32_t*>(scratch + zb_off_);
+  for (int64_t j = 0; j < n_; ++j) zbv[j] = zb_at(j);
+  const uint32_t* ccol = nullptr;  // cs[j] - K * zb[j] per batch of B
+  if (any_za) {
+    uint32_t* c = reinterpret_cast<uint32_t*>(scratch + cols_off_);
+    if (d_.b_const) {
+      std::copy_n(reinterpret_cast<const uint32_t*>(b_colsum_.data()), b_batches_ * n_, c);
+    } else {
+      column_sums(b8, b_batches_, k_, n_, reinterpret_cast<int32_t*>(c), ctx.num_threads);
+    }
+    for (int64_t t = 0; t < b_batches_; ++t)
+      for (int64_t j = 0; j < n_; ++j) c[t * n_ + j] -= kk * zbv[j];
+    ccol = c;
+  }
+  const bool a_u8 = onednn::dnnl_type(d_.a_type) == dt::u8;
+  parallel_for(y_batches_ * m_, ctx.num_threads, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n_ + k_)),
                [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t t = r / m_, i = r % m_;
-      const uint32_t zai = za_at(i);
-      const uint32_t rs = any_zb ? static_cast<uint32_t>(rows[a_of_y_[t] * m_ + i]) : 0;
-      const int32_t* cs = any_za ? cols + b_of_y_[t] * n_ : nullptr;
       uint32_t* yr = reinterpret_cast<uint32_t*>(y + r * n_);
-      for (int64_t j = 0; j < n_; ++j) {
-        const uint32_t zbj = zb_at(j);
-        uint32_t v = yr[j] - zbj * rs;
-        if (cs) v = v - zai * static_cast<uint32_t>(cs[j]) + kk * zai * zbj;
-        yr[j] = v;
-      }
+      const uint32_t rs = any_zb ? static_cast<uint32_t>(row_sum(a, a_u8, a_of_y_[t] * m_ + i, k_)) : 0;
+      correct_row(yr, any_zb ? zbv : nullptr, rs, za_at(i), any_za ? ccol + b_of_y_[t] * n_ : nullptr, n_);
     }
   });
 }

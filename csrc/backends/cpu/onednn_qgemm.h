@@ -67,7 +67,7 @@ class QGemm {
   mutable cpu::onednn::PackedWeights packed_;
   std::vector<int32_t> b_colsum_;   // its column sums
   bool b_shift_ = false;            // B is uint8: shifted by -128
-  size_t pad_declared_ = 0, b8_off_ = 0, rows_off_ = 0, cols_off_ = 0, scratch_ = 0;
+  size_t pad_declared_ = 0, b8_off_ = 0, zb_off_ = 0, cols_off_ = 0, scratch_ = 0;
   cpu::onednn::ByThreads<Variant> variants_;
 };
 

@@ -15,7 +15,8 @@ dnnl::memory::desc vec_desc(int64_t n, dt type) { return dnnl::memory::desc({n},
 dnnl::primitive_attr qlinear_attr(const QLinearParams& p, int weight_mask) {
   dnnl::primitive_attr attr = onednn::base_attr();
   attr.set_scales_mask(DNNL_ARG_WEIGHTS, weight_mask);
-  if (p.x_zero != 0) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
+  if (p.x_scale_runtime) attr.set_scales_mask(DNNL_ARG_SRC, 0);
+  if (p.x_zero != 0 || p.x_zero_runtime) attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
   if (p.quantized_out) {
     attr.set_scales_mask(DNNL_ARG_DST, 0);
     if (p.y_zero != 0) attr.set_zero_points_mask(DNNL_ARG_DST, 0);
@@ -26,14 +27,19 @@ dnnl::primitive_attr qlinear_attr(const QLinearParams& p, int weight_mask) {
   return attr;
 }
 
-void add_qlinear_args(const QLinearParams& p, std::unordered_map<int, dnnl::memory>& args) {
+void add_qlinear_args(const QLinearParams& p, std::unordered_map<int, dnnl::memory>& args, const float* x_scale,
+                      const int32_t* x_zero) {
   const dnnl::engine& eng = onednn::engine();
   auto mem = [&](const dnnl::memory::desc& md, const void* ptr) {
     return dnnl::memory(md, eng, const_cast<void*>(ptr));
   };
   args[DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS] =
       mem(vec_desc(static_cast<int64_t>(p.scales.size()), dt::f32), p.scales.data());
-  if (p.x_zero != 0) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = mem(vec_desc(1, dt::s32), &p.x_zero);
+  if (p.x_scale_runtime) args[DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC] = mem(vec_desc(1, dt::f32), x_scale);
+  if (p.x_zero_runtime)
+    args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = mem(vec_desc(1, dt::s32), x_zero);
+  else if (p.x_zero != 0)
+    args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = mem(vec_desc(1, dt::s32), &p.x_zero);
   if (p.quantized_out) {
     args[DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST] = mem(vec_desc(1, dt::f32), &p.y_scale);
     if (p.y_zero != 0) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = mem(vec_desc(1, dt::s32), &p.y_zero);

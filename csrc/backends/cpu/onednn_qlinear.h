@@ -16,8 +16,10 @@ namespace twinfer::quant {
 dnnl::primitive_attr qlinear_attr(const QLinearParams& p, int weight_mask);
 
 // Adds the runtime scale / zero point arguments qlinear_attr declared; the
-// memories point into `p`, which must outlive the run.
-void add_qlinear_args(const QLinearParams& p, std::unordered_map<int, dnnl::memory>& args);
+// memories point into `p`, which must outlive the run, and for
+// p.x_scale_runtime / p.x_zero_runtime at x_scale / x_zero (the run's values).
+void add_qlinear_args(const QLinearParams& p, std::unordered_map<int, dnnl::memory>& args,
+                      const float* x_scale = nullptr, const int32_t* x_zero = nullptr);
 
 // A matmul of x quantized per token (p.x_per_token, ops/quant/token_quant.h),
 // described as [1, M, K] x [1, K, N] -> [1, M, N] (the 3-D form is the one

@@ -9,6 +9,7 @@
 #include "graph/passes/fuse.h"
 #include "graph/passes/fuse_attention.h"
 #include "graph/passes/fuse_gelu.h"
+#include "graph/passes/fuse_matmul_integer.h"
 #include "graph/passes/fuse_qdq.h"
 #include "graph/passes/fuse_qdq_binary.h"
 #include "graph/passes/infer_and_fold.h"
@@ -94,6 +95,9 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
     // before quantizing: the folded weights are what int8 must hold
     keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
     keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
+    // onnxruntime's quantize_dynamic files: MatMulInteger's int32 product
+    // rescaled to float in oneDNN's epilogue
+    keep_if_valid(g, pc, "fuse_matmul_integer", [&] { return fuse_matmul_integer(g, pc); });
   }
   if (pc.precision == Precision::kINT8) {
     QuantizeSpec qs = options.int8;

@@ -14,7 +14,9 @@
 //   com.twinfer::QMatMul   y[.., N] = x[.., K] x W
 //   com.twinfer::QConv     y = conv(x, W) with Conv's attributes
 //
-// inputs (both ops; all but x constant):
+// inputs (both ops; all but x constant, except that QMatMul's CPU kernel
+// also takes x_scale and x_zero_point computed at run time, as a
+// DynamicQuantizeLinear does: graph/passes/fuse_matmul_integer.cc):
 //   0 x            uint8 / int8
 //   1 x_scale      float32, one element
 //   2 x_zero_point x's type, one element (optional: 0)

@@ -39,9 +39,16 @@ std::vector<float> per_channel(const KernelBuildInfo& info, size_t i, int64_t ch
   return v;
 }
 
+// A run-time x_scale / x_zero_point: one element of the given type.
+void check_runtime_one(const KernelBuildInfo& info, size_t i, DType type, const char* what) {
+  if (info.input_dtype(i) != type || shape_numel(info.input_shape(i)) != 1)
+    info.fail(ErrorKind::kDType, std::string(what) + " must be one " + dtype_name(type) + " value, got " +
+                                     dtype_name(info.input_dtype(i)) + " " + shape_str(info.input_shape(i)));
+}
+
 }  // namespace
 
-QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels) {
+QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels, bool allow_runtime_x) {
   QLinearParams p;
   p.x_type = info.input_dtype(kQX);
   p.x_per_token = info.node().attr_int("x_per_token", 0) != 0;
@@ -51,9 +58,17 @@ QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels)
   if (info.input_dtype(kQW) != DType::kInt8)
     info.fail(ErrorKind::kDType, std::string("w must be int8, got ") + dtype_name(info.input_dtype(kQW)));
   need_const(info, kQW, "w");
-  // Per token, x's scale is a row's own and is applied at run time.
-  const float xs = p.x_per_token ? 1.f : one_float(info, kQXScale, "x_scale");
-  if (!p.x_per_token && info.has_input(kQXZero)) p.x_zero = one_int(info, kQXZero, p.x_type, "x_zero_point");
+  // Per token, x's scale is a row's own and is applied at run time; a
+  // run-time x_scale (allow_runtime_x) joins w_scale in oneDNN's epilogue.
+  if (allow_runtime_x && !p.x_per_token) {
+    p.x_scale_runtime = info.has_input(kQXScale) && !info.input_constant(kQXScale);
+    p.x_zero_runtime = info.has_input(kQXZero) && !info.input_constant(kQXZero);
+    if (p.x_scale_runtime) check_runtime_one(info, kQXScale, DType::kFloat32, "x_scale");
+    if (p.x_zero_runtime) check_runtime_one(info, kQXZero, p.x_type, "x_zero_point");
+  }
+  const float xs = p.x_per_token || p.x_scale_runtime ? 1.f : one_float(info, kQXScale, "x_scale");
+  if (!p.x_per_token && !p.x_zero_runtime && info.has_input(kQXZero))
+    p.x_zero = one_int(info, kQXZero, p.x_type, "x_zero_point");
   p.scales = per_channel(info, kQWScale, channels, "w_scale");
   for (float& s : p.scales) s *= xs;
   if (info.has_input(kQBias)) p.bias = per_channel(info, kQBias, channels, "bias");

@@ -14,7 +14,12 @@ struct QLinearParams {
   DType x_type = DType::kUInt8;  // float32 when x is quantized per token (x_per_token)
   bool x_per_token = false;
   int32_t x_zero = 0;
-  std::vector<float> scales;  // x_scale * w_scale[c] (per token: w_scale[c]), one per output channel
+  // x's scale / zero point arrive with each run (allow_runtime_x: what a
+  // dynamic quantization, DynamicQuantizeLinear, computes per call); then
+  // `scales` holds w_scale alone and x_zero is not used.
+  bool x_scale_runtime = false;
+  bool x_zero_runtime = false;
+  std::vector<float> scales;  // x_scale * w_scale[c] (per token or x_scale_runtime: w_scale[c]), one per output channel
   std::vector<float> bias;    // empty: none
   bool quantized_out = false;
   DType y_type = DType::kFloat32;
@@ -25,6 +30,8 @@ struct QLinearParams {
 
 // Reads and checks the node's constant inputs; `channels` is N (QMatMul) or
 // M (QConv). Throws naming the node when an input is not what the op needs.
-QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels);
+// With allow_runtime_x, x_scale and x_zero_point may be values computed at
+// run time (one element each; the kernel reads them per run).
+QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels, bool allow_runtime_x = false);
 
 }  // namespace twinfer::quant
