@@ -38,6 +38,7 @@
 // name ends in "[strided in place]".
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "backends/cuda/elementwise_kernels.cuh"
@@ -474,7 +475,11 @@ class CudaAttention final : public Kernel {
       check(cudaMemsetAsync(ctx.outputs[0].data, 0, ctx.outputs[0].bytes(), stream_of(ctx)), "cudaMemsetAsync (Attention)");
       return;
     }
-    if (sdpa_) return run_cudnn(ctx, qp, kp, vp);
+    // cuDNN's plan assumed 16-byte aligned operands (cudnn_aligned_views
+    // checked the offsets; the arena is 256-byte aligned), but a graph input
+    // is the caller's tensor as it is (a slice may start anywhere): our own
+    // kernel takes what cuDNN's TMA loads cannot.
+    if (sdpa_ && cudnn_pointers_aligned(ctx, qp, kp, vp)) return run_cudnn(ctx, qp, kp, vp);
     if (blocks > INT32_MAX) throw Error(ErrorKind::kUnsupportedOp, "Attention with more than 2^31 row blocks");
     const size_t shared = static_cast<size_t>(twinfer_gpu::kTile * (g_.D + g_.Dv)) * sizeof(float);
     const void* mask = g_.mask_kind ? ctx.inputs[3].data : nullptr;
@@ -547,6 +552,15 @@ class CudaAttention final : public Kernel {
       }
     }
     return true;
+  }
+
+  // Whether this run's operands are where the cuDNN plan may read them:
+  // q, k, v (at their views' starts), the output and an additive mask read
+  // in place all 16-byte aligned.
+  bool cudnn_pointers_aligned(KernelContext& ctx, const void* q, const void* k, const void* v) const {
+    auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+    if (!a16(q) || !a16(k) || !a16(v) || !a16(ctx.outputs[0].data)) return false;
+    return !(g_.mask_kind == 1 && !expanded_bytes_) || a16(ctx.inputs[3].data);
   }
 
   // Strides for cuDNN: a dim of 1 (stride 0 in a view: never stepped) gets

@@ -84,9 +84,11 @@ cudnnHandle_t cudnn_handle(int device) {
     int prev = 0;
     cudaGetDevice(&prev);
     cudaSetDevice(device);
-    const cudnnStatus_t s = cudnn().create(&h);
+    cudnnHandle_t made = nullptr;  // kept only on success: a failed create leaves no handle behind
+    const cudnnStatus_t s = cudnn().create(&made);
     cudaSetDevice(prev);
     check_cudnn(s, "cudnnCreate");
+    h = made;
   }
   return h;
 }

@@ -80,9 +80,21 @@ class CudnnSdpa final : public SdpaPlan {
   FeGraph graph_;
 };
 
+// Why cuDNN cannot take this bias, or "". Its kernels read the bias with
+// the keys contiguous, and frontend 1.28 checks that stride for q, k, v and
+// o but not for the bias (later frontends do: cudnn-frontend PR #823), so a
+// mask broadcast over the keys (stride 0 there) would be read wrongly.
+std::string bias_refusal(const SdpaSpec& s) {
+  if (s.has_bias && s.bias_dims[3] > 1 && s.bias_strides[3] != 1)
+    return "a mask broadcast over the keys (cuDNN reads the bias with its keys contiguous)";
+  return "";
+}
+
 }  // namespace
 
 std::string validate_cudnn_sdpa(const SdpaSpec& spec, int sm_version) {
+  const std::string refused = bias_refusal(spec);
+  if (!refused.empty()) return refused;
   try {
     fe_ready();
     auto graph = sdpa_graph(spec, fe::AttentionImplementation_t::COMPOSITE, sm_version);
@@ -96,6 +108,11 @@ std::string validate_cudnn_sdpa(const SdpaSpec& spec, int sm_version) {
 std::shared_ptr<const SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::string* why) {
   if (spec.dtype != DType::kFloat16 && spec.dtype != DType::kBFloat16) {
     if (why) *why = "cuDNN's fused attention takes float16 and bfloat16 only";
+    return nullptr;
+  }
+  const std::string refused = bias_refusal(spec);
+  if (!refused.empty()) {
+    if (why) *why = refused;
     return nullptr;
   }
   static PlanCache<SdpaPlan>* cache = new PlanCache<SdpaPlan>();  // never destroyed: plans outlive statics

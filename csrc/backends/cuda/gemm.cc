@@ -132,8 +132,9 @@ class LtMatmul {
         const uint32_t align = k == 0 ? 16u : static_cast<uint32_t>(c_.elem_bytes);
         if (has_bias()) {
           // The heuristic reads the bias pointer's alignment: a stand-in with
-          // the alignment this algorithm is for (run sets the real one).
-          const void* stand_in = reinterpret_cast<const void*>(uintptr_t{k == 0 ? 256u : align});
+          // the alignment this algorithm is for (run sets the real one; run
+          // only checks 16 bytes, so no more may be promised here).
+          const void* stand_in = reinterpret_cast<const void*>(uintptr_t{align});
           set_desc(v->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &stand_in, sizeof(stand_in));
         }
         v->algos[k] = heuristic(v->desc, align);

@@ -309,7 +309,10 @@ class CudaSplit final : public Kernel {
     const std::vector<int64_t> sizes = tensor::split_chunk_sizes(info, in[axis], &known);
     int64_t at = 0;
     for (size_t o = 0; o < info.num_outputs(); ++o) {
-      const int64_t a = known ? sizes[o] : info.has_output(o) ? info.output_shape(o)[axis] : 0;
+      // Sizes from a run-time split: a missing output's share is unknown, so
+      // output_shape fails for it as the CPU kernel does (taking 0 would shift
+      // every later output's window).
+      const int64_t a = known ? sizes[o] : info.output_shape(o)[axis];
       Part p;
       p.n = info.has_output(o) ? v.outer * a * v.inner : 0;
       p.src_base = at * v.inner;

@@ -2,9 +2,13 @@
 // forms; 1-3 spatial dims, without MaxPool's Indices output): one thread per
 // output element walks its window, with the CPU kernel's rules
 // (ops/nn/pool.cc): windows clipped to the input; with count_include_pad
-// the divisor is the window clipped to the padded extent; a max keeps the
-// first NaN it meets. Channels-last, neighbouring threads are neighbouring
-// channels of one position, so their loads coalesce.
+// the divisor is the window clipped to the padded extent; a max starts at
+// the window's first element (so a NaN there stays, later NaNs are passed
+// over) and an empty window gives the lowest float, as the CPU's does.
+// Channels-last, neighbouring threads are neighbouring channels of one
+// position, so their loads coalesce.
+#include <cfloat>
+
 #include "backends/cuda/channels_last_index.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
@@ -67,7 +71,7 @@ __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* _
               have = true;
             }
           }
-      y[i] = twinfer::ew::store<T>(have ? best : -INFINITY);
+      y[i] = twinfer::ew::store<T>(have ? best : -FLT_MAX);  // the CPU's numeric_limits<float>::lowest()
     } else {
       float sum = 0.f;
       for (int64_t kd = 0; kd < td; ++kd)

@@ -97,11 +97,13 @@ __global__ void tensor_scatter(int64_t n, twinfer::ew::FastDivmod inner, twinfer
     mid.divmod(q, b, m);
     const int64_t w = wi ? wi[b] : 0;
     const int64_t len = static_cast<int64_t>(seq.divisor);
-    if (w < 0 || (!circular && w + len > max_seq)) {
+    // w > max_seq - len, not w + len > max_seq: an index near 2^63 from the
+    // data must not wrap into range (len <= max_seq, checked on the host).
+    if (w < 0 || (!circular && w > max_seq - len)) {
       *error = twinfer::cuda::kIndexOutOfRange;
       continue;
     }
-    const int64_t cs = circular ? (w + static_cast<int64_t>(s)) % max_seq : w + static_cast<int64_t>(s);
+    const int64_t cs = circular ? (w % max_seq + static_cast<int64_t>(s)) % max_seq : w + static_cast<int64_t>(s);
     const int64_t bm = static_cast<int64_t>(b * mid.divisor + m);
     y[(bm * max_seq + cs) * static_cast<int64_t>(inner.divisor) + static_cast<int64_t>(r)] = upd[i];
   }

@@ -27,8 +27,10 @@ struct SdpaSpec {
   float scale = 1.f;
   bool causal = false;  // upper-left: query i sees keys 0..i
   // An additive mask of `dtype` over [b, h, i, j]: dims and strides
-  // (set_broadcast_bias: the full [B, H, Sq, Sk] with stride 0 where the
-  // mask broadcasts, the form PyTorch hands cuDNN).
+  // (set_broadcast_bias: [B, 1 or H, Sq, Sk] with stride 0 where the mask
+  // broadcasts over batches or queries, the form PyTorch hands cuDNN: its
+  // attn_bias.expand(B, bias.size(1), Sq, Sk); the head dim stays 1 where the
+  // mask has one head, cuDNN's documented broadcast, not a stride 0).
   bool has_bias = false;
   int64_t bias_dims[4] = {1, 1, 1, 1};
   int64_t bias_strides[4] = {0, 0, 0, 0};
@@ -50,8 +52,9 @@ struct SdpaSpec {
     const int64_t full[4] = {B, H, Sq, Sk};
     int64_t run = 1;
     for (int d = 3; d >= 0; --d) {
-      bias_dims[d] = full[d];
-      bias_strides[d] = m[d] == 1 ? 0 : run;
+      const bool one_head = d == 1 && m[d] == 1;
+      bias_dims[d] = one_head ? 1 : full[d];
+      bias_strides[d] = m[d] == 1 && !one_head ? 0 : run;
       run *= m[d];
     }
     has_bias = true;

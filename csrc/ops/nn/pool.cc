@@ -303,13 +303,17 @@ class GlobalPoolKernel final : public Kernel {
     const DType dt = ctx.inputs[0].dtype;
     if (dt == DType::kFloat16) return compute_16<half_t>(ctx);
     if (dt == DType::kBFloat16) return compute_16<bfloat16_t>(ctx);
+    // Maxima of every float type with NaN propagated, as CUDA's (rows.cu) and
+    // the header promise; the plain loop below would pass NaN over.
+    if (is_max_) return dispatch_float(dt, [&](auto tag) { compute_16<typename decltype(tag)::type>(ctx); });
     dispatch_float(dt, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
   }
 
  private:
-  // float16 / bfloat16: ReduceMean / ReduceMax over each plane, with the
-  // CPU Reduce kernels' and CUDA's arithmetic (sums in double, maxima in
-  // float with NaN propagated; ops/reduce/reduce_ops.h).
+  // float16 / bfloat16 (and the maxima of float32 / float64): ReduceMean /
+  // ReduceMax over each plane, with the CPU Reduce kernels' and CUDA's
+  // arithmetic (sums in double, maxima in the compute type with NaN propagated;
+  // ops/reduce/reduce_ops.h).
   template <typename T>
   void compute_16(KernelContext& ctx) const {
     reduce::Geom g;
@@ -322,6 +326,7 @@ class GlobalPoolKernel final : public Kernel {
     else reduce::rows<T, reduce::OpMean<T>>(g, x, y, ctx.num_threads);
   }
 
+  // float32 / float64 averages.
   template <typename T>
   void compute(KernelContext& ctx) const {
     const T* x = ctx.inputs[0].as<T>();
@@ -331,17 +336,10 @@ class GlobalPoolKernel final : public Kernel {
     parallel_for(planes_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         const T* xp = x + p * plane;
-        if (is_max_) {
-          T m = plane > 0 ? xp[0] : T(0);
-#pragma omp simd reduction(max : m)
-          for (int64_t i = 0; i < plane; ++i) m = xp[i] > m ? xp[i] : m;
-          y[p] = m;
-        } else {
-          T s = 0;
+        T s = 0;
 #pragma omp simd reduction(+ : s)
-          for (int64_t i = 0; i < plane; ++i) s += xp[i];
-          y[p] = plane > 0 ? s / static_cast<T>(plane) : T(0);
-        }
+        for (int64_t i = 0; i < plane; ++i) s += xp[i];
+        y[p] = plane > 0 ? s / static_cast<T>(plane) : T(0);
       }
     });
   }
