@@ -426,3 +426,34 @@ def test_lower_precisions_keep_float32_statistics_outputs(gpu, rng, precision):
     for name in ("y", "mean", "inv"):
         got = out[name].numpy()
         assert got.dtype == np.float32 and rel_err(got, want[name].numpy()) < tol, name
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_a_callers_tensor_at_any_offset(rng, precision):
+    """A PyTorch tensor starting 4 bytes into its storage (a slice): the plan's
+    kernels (cuDNN's graphs, cuBLASLt's algorithms) were chosen for the arena's
+    alignment, so such an input is copied into the arena rather than read in
+    place. Reference: the CPU backend on the same data."""
+    torch = pytest.importorskip("torch")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
+    m = rng.standard_normal((15, 6)).astype(np.float32) * 0.3
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("MatMul", ["r", "m"], ["y"])], "offset",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 7, 15])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(m, "m")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = rng.standard_normal((2, 3, 7, 15)).astype(np.float32)
+    want = twinfer.load(model, device="cpu").run({"x": x})["y"].numpy()
+    e = twinfer.load(model, device="cuda", precision=precision, cuda_graphs=False, allow_cpu_fallback=False)
+    flat = torch.empty(x.size + 1, device="cuda")
+    offset = flat[1:].view(x.shape)
+    offset.copy_(torch.from_numpy(x))
+    assert offset.data_ptr() % 16 != 0
+    got = e.run({"x": offset})["y"]
+    torch.cuda.synchronize()
+    assert rel_err(np.asarray(torch.from_dlpack(got).cpu()), want) < (1e-5 if precision == "fp32" else 5e-3)

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "runtime/arena_planner.h"
 #include "runtime/execution_context.h"
 #include "runtime/faults.h"
 
@@ -256,7 +257,11 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
       const size_t bytes = t.bytes();
       if (t.device() == device_) {
         if (t.ready_event() && !skip_waits) wait_across_capture(S, *t.ready_event());
-        if (graph_mode) {
+        // Read in place only at the arena's alignment: the plan chose its
+        // kernels (cuDNN graphs, cuBLASLt algorithms, vector loads) for
+        // values the arena places, and a caller's slice may start anywhere.
+        const bool aligned = reinterpret_cast<uintptr_t>(t.data()) % kDeviceArenaAlignment == 0;
+        if (graph_mode || !aligned) {
           if (!(replay && stale_graph)) S.copy(slot, t.data(), bytes);
           value_ptrs_[v] = slot;
         } else {
