@@ -8,6 +8,7 @@
 // has loaded from NVIDIA's wheel first (our own runtime is static).
 #pragma once
 #include <cstdio>
+#include <deque>
 #include <cudnn_frontend.h>
 
 #include <functional>
@@ -103,9 +104,9 @@ inline std::string exact_key(double x) {
 
 // Plans shared by the kernels of one spec on one device (BERT's twelve
 // layers build one attention plan; ResNet's repeated convolutions one
-// each), held as long as a kernel holds them; refusals are remembered, so
-// a refused spec is not built again. `key` names the spec; the device is
-// added here.
+// each), held as long as a kernel holds them (the last 64 built, longer);
+// refusals are remembered, so a refused spec is not built again. `key`
+// names the spec; the device is added here.
 template <typename Plan>
 class PlanCache {
  public:
@@ -127,6 +128,11 @@ class PlanCache {
     std::shared_ptr<const Plan> p = build(&reason);
     if (p) {
       plans_[key] = p;
+      // The last few plans outlive their kernels: a model loaded again (a
+      // test, a server reloading a version) finds them instead of compiling
+      // cuDNN's runtime-fused kernels again, which takes seconds each.
+      recent_.push_back(p);
+      if (recent_.size() > kRecent) recent_.pop_front();
     } else {
       if (all_refusals(reason)) refused_[key] = reason;  // not a passing failure
       if (why) *why = reason;
@@ -136,7 +142,9 @@ class PlanCache {
 
  private:
   std::mutex mutex_;
+  static constexpr size_t kRecent = 64;
   std::map<std::string, std::weak_ptr<const Plan>> plans_;
+  std::deque<std::shared_ptr<const Plan>> recent_;
   std::map<std::string, std::string> refused_;
 };
 
