@@ -30,8 +30,22 @@ TWINFER_SIMD_CLONES float abs_max(const float* __restrict x, int64_t n) {
   return r;
 }
 
-TWINFER_SIMD_CLONES void quantize_row(const float* __restrict x, int8_t* __restrict q, int64_t n, float scale) {
-  for (int64_t i = 0; i < n; ++i) q[i] = token_quantize(x[i], scale);
+// token_quantize's arithmetic written out, with the bounds as arguments:
+// with them constant GCC turned the clamp into branches (the saturated
+// results as constants) and kept the loop scalar, 0.19 ms for a 128 x 1536
+// block, 4x the int8 matmul it feeds. In this form, quantize_fast.cc's, it
+// vectorises (the clones are called through their resolver, so the
+// constants are not propagated back in).
+TWINFER_SIMD_CLONES void quantize_row(const float* __restrict x, int8_t* __restrict q, int64_t n, float scale,
+                                      float lo, float hi) {
+  constexpr float kMagic = 12582912.f;  // 1.5 * 2^23: (v + kMagic) - kMagic rounds half to even
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v == v ? v : 0.f;
+    v = std::min(std::max(v, lo), hi);
+    v = (v + kMagic) - kMagic;
+    q[i] = static_cast<int8_t>(static_cast<int32_t>(v));
+  }
 }
 
 }  // namespace
@@ -40,7 +54,7 @@ void quantize_token_rows(const float* x, int64_t k, int64_t row_begin, int64_t r
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float s = token_scale(abs_max(x + r * k, k));
     scales[r] = s;
-    quantize_row(x + r * k, q + r * k, k, s);
+    quantize_row(x + r * k, q + r * k, k, s, -kTokenLevels, kTokenLevels);
   }
 }
 
