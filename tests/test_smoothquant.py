@@ -35,9 +35,9 @@ def token_quantize(x):
     """Per-row symmetric int8 in NumPy: scale = max|x| / 127 (1 for a row of
     zeros), q = round half to even of x / scale, clamped to +-127."""
     rows = x.reshape(-1, x.shape[-1]).astype(F32)
-    amax = np.max(np.abs(rows), axis=1)
+    amax = np.max(np.where(np.isnan(rows), F32(0), np.abs(rows)), axis=1)  # NaN skipped
     scale = np.where(amax > 0, amax / F32(127), F32(1)).astype(F32)
-    q = np.clip(np.rint(rows / scale[:, None]), -127, 127)
+    q = np.nan_to_num(np.clip(np.rint(rows / scale[:, None]), -127, 127), nan=0.0)  # NaN quantizes to 0
     return q.astype(np.int8), scale
 
 
@@ -70,7 +70,11 @@ def test_token_qdq_matches_numpy(device, shape, rng):
     m = _model([helper.make_node("TokenQDQ", ["x"], ["y"], domain="com.twinfer")],
                [helper.make_tensor_value_info("x", F, list(shape))], [helper.make_tensor_value_info("y", F, None)], {})
     x = (rng.standard_normal(shape) * rng.uniform(0.01, 30, shape[:-1] + (1,))).astype(F32)
-    x.reshape(-1, shape[-1])[0] = 0.0  # a row of zeros: scale 1, all zeros
+    rows = x.reshape(-1, shape[-1])
+    rows[0] = 0.0  # a row of zeros: scale 1, all zeros
+    if len(rows) > 2:
+        rows[1, -1] = -4 * np.abs(rows[1]).max() - 1  # the largest magnitude negative
+        rows[2, len(rows[2]) // 2] = np.nan  # skipped by the scale, quantized to 0
     eng = _load(m, device)
     _on_device(eng, device, {"x": shape})
     q, s = token_quantize(x)

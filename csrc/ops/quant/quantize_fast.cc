@@ -210,6 +210,8 @@ void min_max_with_zero(const float* x, int64_t n, int threads, float* mn, float*
   *mx = *std::max_element(hi.begin(), hi.end());
 }
 
+void min_max_with_zero_serial(const float* x, int64_t n, float* mn, float* mx) { min_max_loop(x, n, mn, mx); }
+
 void quantize_to_u8(const float* x, uint8_t* y, int64_t n, float scale, int32_t zero_point, int threads) {
   quantize(x, y, n, scale, zero_point, threads);
 }
