@@ -120,10 +120,7 @@ int fuse_matmul_integer(graph::Graph& g, const PassContext& ctx) {
   }
   if (added.empty()) return 0;
   const int fused = static_cast<int>(added.size());
-  erase_nodes(g, dead);
-  for (auto& f : added) g.add_node(std::move(f));
-  g.topo_sort();
-  g.remove_dead();
+  replace_fused_nodes(g, dead, added);
   ctx.note("fuse_matmul_integer: " + std::to_string(fused) +
            " MatMulInteger -> Cast -> Mul [-> Add] -> com.twinfer::QMatMul (x's scale and zero point per run)");
   return fused;

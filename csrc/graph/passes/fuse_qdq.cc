@@ -367,10 +367,7 @@ int fuse_qdq(graph::Graph& g, const PassContext& ctx) {
     }
   }
   if (!fused) return 0;
-  erase_nodes(g, r.dead);
-  for (auto& n : r.added) g.add_node(std::move(n));
-  g.topo_sort();
-  g.remove_dead();
+  replace_fused_nodes(g, r.dead, r.added);
   ctx.note("fuse_qdq: " + std::to_string(fused - convs) + " MatMul/Gemm -> com.twinfer::QMatMul, " +
            std::to_string(convs) + " Conv -> com.twinfer::QConv (" + std::to_string(quantized) +
            " with int8 output)");

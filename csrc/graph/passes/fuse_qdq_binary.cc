@@ -79,10 +79,7 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
   }
   if (added.empty()) return 0;
   const int fused = static_cast<int>(added.size());
-  erase_nodes(g, dead);
-  for (auto& f : added) g.add_node(std::move(f));
-  g.topo_sort();
-  g.remove_dead();
+  replace_fused_nodes(g, dead, added);
   ctx.note("fuse_qdq_binary: " + std::to_string(fused) + " Add/Mul [+Relu] -> com.twinfer::QBinary");
   return fused;
 }

@@ -36,6 +36,13 @@ void erase_nodes(graph::Graph& g, const std::vector<char>& dead) {
       if (o >= 0) g.values[o].producer = static_cast<int>(i);
 }
 
+void replace_fused_nodes(graph::Graph& g, const std::vector<char>& dead, std::vector<graph::Node>& added) {
+  erase_nodes(g, dead);
+  for (auto& n : added) g.add_node(std::move(n));
+  g.topo_sort();
+  g.remove_dead();
+}
+
 int add_value(graph::Graph& g, const std::string& name) {
   std::string unique = name;
   for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);

@@ -21,6 +21,10 @@ void replace_uses(graph::Graph& g, int from, int to);
 // Erase the nodes whose flag is set, keeping order.
 void erase_nodes(graph::Graph& g, const std::vector<char>& dead);
 
+// A fusion's last step: erase the `dead` nodes, add the fused ones in their
+// place, sort and drop what no longer feeds an output.
+void replace_fused_nodes(graph::Graph& g, const std::vector<char>& dead, std::vector<graph::Node>& added);
+
 // A new value named `name` (suffixed _1, _2... when taken); with a tensor,
 // a constant holding it.
 int add_value(graph::Graph& g, const std::string& name);
