@@ -24,8 +24,7 @@
 namespace twinfer::passes {
 
 struct AttentionViewsOptions {
-  // Whether the rewritten node has kernels, asked of a one-node graph holding it.
-  std::function<bool(const graph::Graph& mini, const graph::Node& node)> supports;
+  NodeSupport supports;  // does the rewritten node have kernels
 };
 
 bool attention_views_wanted();

@@ -43,7 +43,7 @@ struct ChannelsLastOptions {
   // Whether `node` (a com.twinfer.nhwc op, or a Reduce/Concat on NHWC shapes)
   // has kernels, asked of a one-node graph whose values have the shapes the
   // rewrite gives them.
-  std::function<bool(const graph::Graph& mini, const graph::Node& node)> supports;
+  NodeSupport supports;
   // A new [N, H, W, C] copy of a rank-4 constant [N, C, H, W] (a
   // convolution's weights: KRSC). Every input shape's plan runs this pass;
   // given the engine's ConstantStore::channels_last they share one copy, and

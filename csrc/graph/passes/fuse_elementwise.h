@@ -25,8 +25,7 @@
 namespace twinfer::passes {
 
 struct FuseElementwiseOptions {
-  // Whether the fused node has kernels, asked of a one-node graph holding it.
-  std::function<bool(const graph::Graph& mini, const graph::Node& node)> supports;
+  NodeSupport supports;  // does the fused node have kernels
 };
 
 // Whether device plans fuse elementwise chains: yes, unless

@@ -19,8 +19,7 @@
 namespace twinfer::passes {
 
 struct FuseResidualOptions {
-  // Whether the fused node has kernels, asked of a one-node graph holding it.
-  std::function<bool(const graph::Graph& mini, const graph::Node& node)> supports;
+  NodeSupport supports;  // does the fused node have kernels
 };
 
 // Whether device plans fuse residuals: yes, unless TWINFER_FUSE_RESIDUAL=0

@@ -19,7 +19,7 @@ struct LowerPrecisionOptions {
   DType to = DType::kFloat16;  // kFloat16 or kBFloat16
   // Whether `node` has a kernel when its float32 operands are `to`: asked of
   // a one-node graph holding the node with the lowered types.
-  std::function<bool(const graph::Graph& mini, const graph::Node& node)> supports;
+  NodeSupport supports;
   // A float32 constant in `to` (the engine converts each weight once).
   std::function<Tensor(const Tensor& f32)> convert;
 };

@@ -1,12 +1,19 @@
 // What every graph pass needs to know beyond the graph itself.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/backend.h"
+#include "graph/ir.h"
 
 namespace twinfer::passes {
+
+// Whether a rewritten node has kernels, asked of a one-node graph holding it
+// (one_node_accepted in rewrite_util.h builds that graph): the plan passes'
+// question to the device's and the CPU's kernel registries.
+using NodeSupport = std::function<bool(const graph::Graph& mini, const graph::Node& node)>;
 
 struct PassContext {
   int64_t opset = 17;                   // default-domain opset of the model

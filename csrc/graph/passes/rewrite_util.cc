@@ -98,7 +98,7 @@ bool scalar_constant(const graph::Graph& g, int v, double* out) {
 }
 
 bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
-                       const std::function<bool(const graph::Graph& mini, const graph::Node& node)>& supports) {
+                       const NodeSupport& supports) {
   graph::Graph mini;
   graph::Node copy = n;
   auto add = [&](int v) {

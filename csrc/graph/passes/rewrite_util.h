@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/passes/pass_context.h"
 
 namespace twinfer::passes {
 
@@ -54,7 +55,7 @@ struct UnionFind {
 // values) in a graph of its own: a one-node copy with those values. The plan
 // passes ask the device's and the CPU's kernels this way; a throw is a no.
 bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
-                       const std::function<bool(const graph::Graph& mini, const graph::Node& node)>& supports);
+                       const NodeSupport& supports);
 
 // The value of `v` when it is a one-element float32 / float64 constant.
 bool scalar_constant(const graph::Graph& g, int v, double* out);
