@@ -145,6 +145,82 @@ def test_qmatmul_per_token_quantized_output(device, rng):
     assert np.mean(got == want) > 0.97
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_qmatmul_per_token_smoothed_rows_match_numpy(device, trans_b, rng):
+    """x_smooth: the rows quantized are x * x_smooth (each channel its own
+    factor, the largest |x * s| setting the row's scale), not x."""
+    K, N = 45, 13
+    w = rng.standard_normal((K, N)).astype(F32) * 0.3
+    w_scale = (np.abs(w).max(0) / 127).astype(F32)
+    w_q = np.clip(np.rint(w / w_scale), -127, 127).astype(np.int8)
+    smooth = rng.uniform(0.05, 8, K).astype(F32)
+    smooth[7] = 40.0  # a channel the factor makes the row's largest
+    m = _qmatmul_model(w_q.T.copy() if trans_b else w_q, w_scale, None, "Relu", trans_b)
+    m.graph.node[0].input.extend(["", "", "xs"])  # inputs 6, 7 (y_scale, y_zero) absent, 8 x_smooth
+    m.graph.initializer.append(numpy_helper.from_array(smooth, "xs"))
+    m.graph.input[0].type.tensor_type.shape.ClearField("dim")
+    for d in ("B", "T", K):
+        dim = m.graph.input[0].type.tensor_type.shape.dim.add()
+        if isinstance(d, str):
+            dim.dim_param = d
+        else:
+            dim.dim_value = d
+    x = (rng.standard_normal((2, 9, K)) * rng.uniform(0.05, 20, (2, 9, 1))).astype(F32)
+    eng = _load(m, device)
+    _on_device(eng, device, {"x": x.shape})
+    q, s = token_quantize(x * smooth)  # float32 product, as a Mul node would write it
+    want = np.maximum((q.astype(np.int64) @ w_q.astype(np.int64)) * w_scale[None, :] * s[:, None], 0)
+    got = eng.run({"x": x})["y"].numpy().reshape(-1, N)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    plain = _load(_qmatmul_model(w_q.T.copy() if trans_b else w_q, w_scale, None, "Relu", trans_b), device)
+    assert np.abs(plain.run({"x": x.reshape(-1, K)})["y"].numpy() - want).max() > 1e-2 * np.abs(want).max()
+
+
+def _smoothed_qdq_model(rng, K, N, factor_shape, x_shape, also_output):
+    """x -> Mul(x, factors) -> TokenQDQ -> MatMul(., DequantizeLinear(w_q)):
+    what insert_qdq writes after smooth_activations put a Mul in front."""
+    w = rng.standard_normal((K, N)).astype(F32) * 0.3
+    w_scale = (np.abs(w).max(0) / 127).astype(F32)
+    w_q = np.clip(np.rint(w / w_scale), -127, 127).astype(np.int8)
+    factors = rng.uniform(0.1, 6, factor_shape).astype(F32)
+    nodes = [helper.make_node("Mul", ["x", "f"], ["xs"]),
+             helper.make_node("TokenQDQ", ["xs"], ["xq"], domain="com.twinfer"),
+             helper.make_node("DequantizeLinear", ["wq", "ws"], ["w"], axis=1),
+             helper.make_node("MatMul", ["xq", "w"], ["y"])]
+    outs = [helper.make_tensor_value_info("y", F, None)]
+    if also_output:
+        outs.append(helper.make_tensor_value_info("xs", F, None))
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, list(x_shape))], outs,
+               {"f": factors, "wq": w_q, "ws": w_scale})
+    return m, factors, w_q, w_scale
+
+
+@pytest.mark.parametrize("device", ["cpu", SIM_AS_CUDA])
+@pytest.mark.parametrize("factor_shape,x_shape,folds", [((24,), (3, 5, 24), True), ((1, 24), (7, 24), True),
+                                                         ((1,), (4, 24), True), ((1, 1, 24), (7, 24), False)])
+@pytest.mark.parametrize("also_output", [False, True])
+def test_smoothing_mul_folds_into_the_per_token_qmatmul(device, factor_shape, x_shape, folds, also_output, rng):
+    """The QDQ fusion takes a per-channel Mul in front of TokenQDQ into the
+    QMatMul (x_smooth); a Mul that broadcasts x to a higher rank stays, and a
+    Mul whose output is also read elsewhere stays for that reader. Reference:
+    NumPy's per-token quantization of the float32 product."""
+    m, factors, w_q, w_scale = _smoothed_qdq_model(rng, 24, 10, factor_shape, x_shape, also_output)
+    x = (rng.standard_normal(x_shape) * rng.uniform(0.1, 10, x_shape[:-1] + (1,))).astype(F32)
+    eng = _load(m, device)
+    rows = _on_device(eng, device, {"x": x.shape})
+    ops = [r.op for r in rows]
+    assert any("QMatMul" in o for o in ops), ops
+    assert ("Mul" in ops) == (also_output or not folds), ops
+    xs = x * factors
+    q, s = token_quantize(xs)
+    want = (q.astype(np.int64) @ w_q.astype(np.int64)) * w_scale[None, :] * s[:, None]
+    out = eng.run({"x": x})
+    np.testing.assert_allclose(out["y"].numpy().reshape(-1, 10), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    if also_output:
+        np.testing.assert_array_equal(out["xs"].numpy(), xs)
+
+
 # --- smoothing ----------------------------------------------------------------
 
 def test_smoothing_factors_follow_the_formula():
@@ -241,7 +317,10 @@ def test_saved_engine_keeps_smoothing_and_per_token(rng, tmp_path):
     x = rng.standard_normal((2, 5, 64)).astype(F32)
     np.testing.assert_array_equal(back.run({"x": x})["y"].numpy(), eng.run({"x": x})["y"].numpy())
     assert back.calibration.smoothing == cal.smoothing
-    assert any("per token" in r.kernel for r in back.kernel_report({"x": x.shape}))
+    rows = back.kernel_report({"x": x.shape})
+    assert any("per token" in r.kernel for r in rows)
+    # The LayerNorm took the first smoothing; the second's Mul joined its QMatMul.
+    assert not any(r.op == "Mul" for r in rows), [r.op for r in rows]
 
 
 @pytest.mark.parametrize("device", DEVICES[1:])

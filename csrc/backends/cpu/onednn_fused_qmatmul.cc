@@ -89,7 +89,8 @@ class QMatMulKernel final : public Kernel {
       if (p_.x_per_token) {
         int8_t* q = reinterpret_cast<int8_t*>(scratch);
         float* rs = reinterpret_cast<float*>(scratch + onednn::align_up(static_cast<size_t>(m_ * k_)));
-        quantize_tokens(ctx.inputs[kQX].as<const float>(), m_, k_, q, rs, threads.threads());
+        quantize_tokens(ctx.inputs[kQX].as<const float>(), m_, k_, q, rs, threads.threads(),
+                        p_.x_smooth.empty() ? nullptr : p_.x_smooth.data());
         src = q;
         row_scales = rs;
       }
@@ -174,7 +175,7 @@ class QMatMulKernel final : public Kernel {
 // x_scale and x_zero_point may be run-time values (a dynamic quantization's,
 // fuse_matmul_integer.cc); the rest must be constants.
 bool qmatmul_supports(const KernelBuildInfo& info, std::string* why) {
-  for (size_t i : {kQW, kQWScale, kQBias, kQYScale, kQYZero})
+  for (size_t i : {kQW, kQWScale, kQBias, kQYScale, kQYZero, kQXSmooth})
     if (info.has_input(i) && !info.input_constant(i)) {
       if (why) *why = "QMatMul needs constant weights and quantization parameters";
       return false;

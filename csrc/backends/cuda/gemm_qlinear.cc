@@ -46,7 +46,7 @@ using quant::QLinearParams;
 
 bool constants_known(const KernelBuildInfo& info, std::string* why) {
   for (size_t i : {quant::kQXScale, quant::kQXZero, quant::kQW, quant::kQWScale, quant::kQBias, quant::kQYScale,
-                   quant::kQYZero})
+                   quant::kQYZero, quant::kQXSmooth})
     if (info.has_input(i) && !info.input_constant(i)) {
       if (why) *why = "the CUDA int8 layers need constant weights and quantization parameters";
       return false;
@@ -204,6 +204,7 @@ class CudaQMatMul final : public Kernel {
     for (int64_t r = 0; r < n_; ++r)
       for (int64_t c = 0; c < k_; ++c) rows[r * k_ + c] = trans ? wc[r * k_ + c] : wc[c * n_ + r];
     layer_ = std::make_unique<Int8Layer>(p, rows.data(), n_, k_, false, m_);
+    if (!p.x_smooth.empty()) smooth_ = device_copy(p.x_smooth.data(), DType::kFloat32, {k_});
   }
   size_t scratch_bytes() const override { return layer_->scratch_bytes(); }
   const char* impl_name() const override { return layer_->impl(); }
@@ -217,7 +218,8 @@ class CudaQMatMul final : public Kernel {
     if (L.per_token()) {
       auto* packed = reinterpret_cast<int8_t*>(scratch);
       auto* scales = reinterpret_cast<float*>(scratch + L.packed_bytes());
-      quantize_token_rows(ctx.inputs[quant::kQX].as<const float>(), m_, k_, L.kp(), packed, scales, s);
+      quantize_token_rows(ctx.inputs[quant::kQX].as<const float>(), m_, k_, L.kp(), packed, scales,
+                          smooth_.storage() ? smooth_.data_as<float>() : nullptr, s);
       xr = packed;
       row_scale = scales;
     } else if (L.packs_x()) {
@@ -242,6 +244,7 @@ class CudaQMatMul final : public Kernel {
  private:
   int64_t m_ = 0, k_ = 0, n_ = 0;
   std::unique_ptr<Int8Layer> layer_;
+  Tensor smooth_;  // x_smooth on the device (empty: none)
 };
 
 bool qmatmul_supports(const KernelBuildInfo& info, std::string* why) { return constants_known(info, why); }

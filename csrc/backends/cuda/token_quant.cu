@@ -11,11 +11,19 @@ namespace twinfer_gpu {
 constexpr int kTokenThreads = 256;
 constexpr int64_t kTokenMaxBlocks = 8192;
 
+// x[i], or x[i] * smooth[i] (one float32 rounding, as the CPU's separate
+// multiply; __fmul_rn so it can never be contracted into anything).
+__device__ __forceinline__ float token_value(const float* __restrict__ xr, const float* __restrict__ smooth,
+                                             int64_t i) {
+  return smooth ? __fmul_rn(xr[i], smooth[i]) : xr[i];
+}
+
 // The largest |x| of row xr (NaN ignored, as fmaxf and the CPU's loop do),
 // the same value in every thread of the block.
-__device__ float token_row_amax(const float* __restrict__ xr, int64_t k, float* shared) {
+__device__ float token_row_amax(const float* __restrict__ xr, const float* __restrict__ smooth, int64_t k,
+                               float* shared) {
   float m = 0.f;
-  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) m = fmaxf(m, fabsf(xr[i]));
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) m = fmaxf(m, fabsf(token_value(xr, smooth, i)));
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   __syncthreads();  // the previous row's readers of shared[0] are done
@@ -31,14 +39,15 @@ __device__ float token_row_amax(const float* __restrict__ xr, int64_t k, float* 
 }
 
 __global__ void quantize_token_rows(const float* __restrict__ x, int64_t rows, int64_t k, int64_t kp,
-                                    int8_t* __restrict__ q, float* __restrict__ scales) {
+                                    int8_t* __restrict__ q, float* __restrict__ scales,
+                                    const float* __restrict__ smooth) {
   __shared__ float sf[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * k;
-    const float s = twinfer::quant::token_scale(token_row_amax(xr, k, sf));
+    const float s = twinfer::quant::token_scale(token_row_amax(xr, smooth, k, sf));
     int8_t* qr = q + r * kp;
     for (int64_t i = threadIdx.x; i < kp; i += blockDim.x)
-      qr[i] = i < k ? twinfer::quant::token_quantize(xr[i], s) : int8_t(0);
+      qr[i] = i < k ? twinfer::quant::token_quantize(token_value(xr, smooth, i), s) : int8_t(0);
     if (threadIdx.x == 0) scales[r] = s;
   }
 }
@@ -47,7 +56,7 @@ __global__ void token_qdq_rows(const float* __restrict__ x, int64_t rows, int64_
   __shared__ float sf[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * k;
-    const float s = twinfer::quant::token_scale(token_row_amax(xr, k, sf));
+    const float s = twinfer::quant::token_scale(token_row_amax(xr, nullptr, k, sf));
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
       y[r * k + i] = static_cast<float>(twinfer::quant::token_quantize(xr[i], s)) * s;
   }
@@ -64,10 +73,10 @@ unsigned token_blocks(int64_t rows) {
 }  // namespace
 
 void quantize_token_rows(const float* x, int64_t rows, int64_t k, int64_t kp, int8_t* q, float* scales,
-                         cudaStream_t s) {
+                         const float* smooth, cudaStream_t s) {
   if (rows <= 0) return;
   twinfer_gpu::quantize_token_rows<<<token_blocks(rows), twinfer_gpu::kTokenThreads, 0, s>>>(x, rows, k, kp, q,
-                                                                                             scales);
+                                                                                             scales, smooth);
   check_launch("per-token quantization launch");
 }
 

@@ -12,8 +12,10 @@ namespace twinfer::cuda {
 
 // q[r, 0..k) = x's row r quantized, q[r, k..kp) = 0 (the GEMM's padding),
 // scales[r] = its scale; x is [rows, k] float32, q [rows, kp] int8.
+// smooth (device, k factors, or nullptr): rows of x[r, i] * smooth[i]
+// (QMatMul's x_smooth), as the CPU's quantize_token_rows computes them.
 void quantize_token_rows(const float* x, int64_t rows, int64_t k, int64_t kp, int8_t* q, float* scales,
-                         cudaStream_t s);
+                         const float* smooth, cudaStream_t s);
 
 // y = x quantized per row and dequantized again (TokenQDQ), [rows, k].
 void token_qdq_rows(const float* x, int64_t rows, int64_t k, float* y, cudaStream_t s);

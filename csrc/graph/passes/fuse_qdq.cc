@@ -82,6 +82,28 @@ struct Rewriter {
       return nullptr;
     return &n;
   }
+  // Whether v is Mul(a, c) with c a float32 constant of one value or one
+  // per channel (k, along the last axis) that broadcasts a to no other
+  // shape: the smoothing factor smooth_activations.cc puts in front of a
+  // per-token quantization when no LayerNormalization can take it. Then *a
+  // is the Mul's other input and *factors the k factors.
+  bool smoothing_mul_of(int v, int64_t k, int* a, std::vector<float>* factors) const {
+    const int p = v >= 0 ? g.values[v].producer : -1;
+    if (p < 0 || dead[p] || !is_default(g.nodes[p], "Mul") || g.nodes[p].inputs.size() != 2) return false;
+    const Node& m = g.nodes[p];
+    for (int side = 0; side < 2; ++side) {
+      const int x = m.inputs[side], c = m.inputs[1 - side];
+      if (x < 0 || c < 0 || constant(x) || !constant(c)) continue;
+      const auto& xv = g.values[x];
+      if (xv.dtype != DType::kFloat32 || !xv.has_shape || xv.shape.empty() ||
+          constant(c)->shape().size() > xv.shape.size())
+        continue;
+      if (!channel_vector(c, k, factors)) continue;
+      *a = x;
+      return true;
+    }
+    return false;
+  }
   int64_t dq_axis(const Node& n, size_t rank) const {
     int64_t a = ctx.opset >= 13 ? n.attr_int("axis", 1) : 1;
     return a < 0 ? a + static_cast<int64_t>(rank) : a;
@@ -295,17 +317,27 @@ struct Rewriter {
     f.attrs["activation_params"] = ap;
     f.inputs.assign(quant::kQNumInputs, -1);
     f.inputs[quant::kQX] = xq;
+    const std::string base = n.name.empty() ? g.values[n.outputs[0]].name : n.name;
     if (dx) {
       f.inputs[quant::kQXScale] = dx->inputs[1];
       if (xz) f.inputs[quant::kQXZero] = dx->inputs[2];
     } else {
       f.attrs["x_per_token"] = int_attr(1);
+      // A smoothing Mul in front joins the kernel's quantization pass; the
+      // Mul stays for any other reader and goes when none is left.
+      int unsmoothed = -1;
+      std::vector<float> factors;
+      if (smoothing_mul_of(xq, trans_b ? ws[1] : ws[0], &unsmoothed, &factors)) {
+        Tensor t = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(factors.size())});
+        std::copy(factors.begin(), factors.end(), t.data_as<float>());
+        f.inputs[quant::kQX] = unsmoothed;
+        f.inputs[quant::kQXSmooth] = add_constant(base + "_x_smooth", std::move(t));
+      }
     }
     f.inputs[quant::kQW] = dw->inputs[0];
     Tensor scales = Tensor::empty(DType::kFloat32, {channels});
     for (int64_t c = 0; c < channels; ++c)
       scales.data_as<float>()[c] = wsc.data_as<float>()[wsc.numel() == 1 ? 0 : c] * alpha;
-    const std::string base = n.name.empty() ? g.values[n.outputs[0]].name : n.name;
     f.inputs[quant::kQWScale] = add_constant(base + "_w_scale", std::move(scales));
     if (!bias.empty()) {
       Tensor b = Tensor::empty(DType::kFloat32, {channels});
@@ -320,7 +352,12 @@ struct Rewriter {
     } else {
       f.outputs = {tail};
     }
-    if (!rewrite_fits(g, f, ctx)) return false;
+    if (!rewrite_fits(g, f, ctx)) {
+      if (f.inputs[quant::kQXSmooth] < 0) return false;
+      f.inputs[quant::kQX] = xq;  // a kernel without x_smooth: the Mul stays in front
+      f.inputs[quant::kQXSmooth] = -1;
+      if (!rewrite_fits(g, f, ctx)) return false;
+    }
     if (!quants.empty()) {
       const int y = g.nodes[quants[0]].outputs[0];
       for (int u : quants) {

@@ -25,8 +25,11 @@ void qmatmul_infer(InferContext& c) {
             std::string("QMatMul x must be float32 with x_per_token, got ") + dtype_name(xt));
     c.check(!c.has_input(kQXScale) && !c.has_input(kQXZero), ErrorKind::kModelFormat,
             "QMatMul with x_per_token takes no x_scale / x_zero_point (they are computed per row)");
+    c.check(!c.has_input(kQXSmooth) || c.input_dtype(kQXSmooth) == DType::kFloat32, ErrorKind::kDType,
+            "QMatMul x_smooth must be float32");
   } else {
     c.check(is_q8(xt), ErrorKind::kDType, std::string("QMatMul x must be uint8/int8, got ") + dtype_name(xt));
+    c.check(!c.has_input(kQXSmooth), ErrorKind::kModelFormat, "QMatMul x_smooth needs x_per_token = 1");
   }
   c.check(c.input_dtype(kQW) == DType::kInt8, ErrorKind::kDType, "QMatMul w must be int8");
   const DType out = c.has_input(kQYScale) && c.has_input(kQYZero) ? c.input_dtype(kQYZero) : DType::kFloat32;

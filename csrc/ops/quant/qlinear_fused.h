@@ -26,6 +26,9 @@
 //   5 bias         float32 [N] / [M] (optional)
 //   6 y_scale      float32, one element (optional: the output is float32)
 //   7 y_zero_point uint8 / int8, one element (with y_scale; its type is y's)
+//   8 x_smooth     float32 [K] (optional; QMatMul with x_per_token only): x
+//                  is multiplied by it channel by channel before its rows are
+//                  quantized, in the same pass (see below)
 // attributes: activation / activation_params (ops/nn/activation.h); QMatMul
 // trans_b; QConv the Conv attributes (auto_pad, dilations, group,
 // kernel_shape, pads, strides).
@@ -33,7 +36,12 @@
 // QMatMul with x_per_token = 1 takes x as float32 and no x_scale or
 // x_zero_point: the kernel quantizes each row of x with its own scale when it
 // runs (ops/quant/token_quant.h; what com.twinfer::TokenQDQ computes), and
-// the product is rescaled by that row's scale times w_scale[n].
+// the product is rescaled by that row's scale times w_scale[n]. With
+// x_smooth, the rows quantized are x[r, k] * x_smooth[k]: the SmoothQuant
+// factor that graph/passes/smooth_activations.cc puts in a Mul when no
+// LayerNormalization can absorb it (the LayerNorm output also feeds a
+// residual, or a GELU output), which the QDQ fusion folds in here so the
+// scaled activation never goes through memory.
 #pragma once
 
 namespace twinfer::quant {
@@ -41,6 +49,6 @@ namespace twinfer::quant {
 inline constexpr const char* kQMatMulOp = "QMatMul";
 inline constexpr const char* kQConvOp = "QConv";
 
-enum QLinearInput : int { kQX = 0, kQXScale, kQXZero, kQW, kQWScale, kQBias, kQYScale, kQYZero, kQNumInputs };
+enum QLinearInput : int { kQX = 0, kQXScale, kQXZero, kQW, kQWScale, kQBias, kQYScale, kQYZero, kQXSmooth, kQNumInputs };
 
 }  // namespace twinfer::quant

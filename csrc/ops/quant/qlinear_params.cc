@@ -69,6 +69,16 @@ QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels,
   const float xs = p.x_per_token || p.x_scale_runtime ? 1.f : one_float(info, kQXScale, "x_scale");
   if (!p.x_per_token && !p.x_zero_runtime && info.has_input(kQXZero))
     p.x_zero = one_int(info, kQXZero, p.x_type, "x_zero_point");
+  if (info.has_input(kQXSmooth)) {
+    if (!p.x_per_token) info.fail(ErrorKind::kModelFormat, "x_smooth needs x_per_token = 1");
+    const Shape& xs_shape = info.input_shape(kQX);
+    const int64_t k = xs_shape.empty() ? 1 : xs_shape.back();
+    const Tensor& t = need_const(info, kQXSmooth, "x_smooth");
+    if (t.dtype() != DType::kFloat32 || t.numel() != k)
+      info.fail(ErrorKind::kShape, "x_smooth must be float32 with " + std::to_string(k) + " elements (x's last dim), got " +
+                                       dtype_name(t.dtype()) + " " + shape_str(t.shape()));
+    p.x_smooth.assign(t.data_as<float>(), t.data_as<float>() + k);
+  }
   p.scales = per_channel(info, kQWScale, channels, "w_scale");
   for (float& s : p.scales) s *= xs;
   if (info.has_input(kQBias)) p.bias = per_channel(info, kQBias, channels, "bias");

@@ -19,6 +19,7 @@ struct QLinearParams {
   // `scales` holds w_scale alone and x_zero is not used.
   bool x_scale_runtime = false;
   bool x_zero_runtime = false;
+  std::vector<float> x_smooth;  // per token: x's channels multiplied by these before quantizing (empty: none)
   std::vector<float> scales;  // x_scale * w_scale[c] (per token or x_scale_runtime: w_scale[c]), one per output channel
   std::vector<float> bias;    // empty: none
   bool quantized_out = false;

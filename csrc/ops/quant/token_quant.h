@@ -45,10 +45,14 @@ TWINFER_QHD int8_t token_quantize(float x, float scale) {
 }
 
 // Rows [row_begin, row_end) of x [rows, k] (row-major): q and one scale per
-// row. Vectorised on the CPU (token_quant.cc).
-void quantize_token_rows(const float* x, int64_t k, int64_t row_begin, int64_t row_end, int8_t* q, float* scales);
+// row. Vectorised on the CPU (token_quant.cc). `smooth` (k factors, or
+// nullptr): the rows quantized are x[r, i] * smooth[i], the product rounded
+// to float32 first, exactly as a Mul node in front would have written it.
+void quantize_token_rows(const float* x, int64_t k, int64_t row_begin, int64_t row_end, int8_t* q, float* scales,
+                         const float* smooth = nullptr);
 
 // All rows, split over `threads` (whole rows per thread).
-void quantize_tokens(const float* x, int64_t rows, int64_t k, int8_t* q, float* scales, int threads);
+void quantize_tokens(const float* x, int64_t rows, int64_t k, int8_t* q, float* scales, int threads,
+                     const float* smooth = nullptr);
 
 }  // namespace twinfer::quant
