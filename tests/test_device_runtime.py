@@ -453,7 +453,7 @@ def test_a_callers_tensor_at_any_offset(rng, precision):
     flat = torch.empty(x.size + 1, device="cuda")
     offset = flat[1:].view(x.shape)
     offset.copy_(torch.from_numpy(x))
-    assert offset.data_ptr() % 16 != 0
+    assert offset.data_ptr() % 256 != 0  # off the arena alignment (device_execution.cc copies it)
     got = e.run({"x": offset})["y"]
     torch.cuda.synchronize()
     assert rel_err(np.asarray(torch.from_dlpack(got).cpu()), want) < (1e-5 if precision == "fp32" else 5e-3)

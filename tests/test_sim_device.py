@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import rel_err
 from device_models import chain_model, chain_ref, mixed_model, mixed_ref
+from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 from twinfer.testing import FAULTS, inject_faults, sim_options
@@ -113,6 +114,126 @@ def test_sim_options_restore_the_settings():
     with pytest.raises(ValueError):
         with inject_faults("no_such_fault"):
             pass
+
+
+# -- device inputs off the arena's alignment ----------------------------------------
+# A run reads a device input in place only at the arena's alignment
+# (kDeviceArenaAlignment, 256 bytes), which the plan chose its kernels for; an
+# input elsewhere (a caller's slice) is copied into its arena slot, after the
+# run waits for the event the input is ready at. Tensor._window makes such an
+# input here: a view into another engine's device output, written on its own
+# stream.
+
+_IMAGE = (2, 3, 7, 15)  # odd sizes
+_ONNX = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "int64": TensorProto.INT64}
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "window", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _window_models(rng, dtype):
+    """The producer: Neg (then Cast to dtype) over a flat float32 input; the
+    consumer: (Cast to float32 ->) Conv -> Relu -> MatMul over a dtype input of shape _IMAGE."""
+    cast = dtype != "float32"
+    producer = _model(
+        [helper.make_node("Neg", ["x"], ["n" if cast else "y"])] +
+        ([helper.make_node("Cast", ["n"], ["y"], to=_ONNX[dtype])] if cast else []),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("y", _ONNX[dtype], ["N"])])
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
+    m = rng.standard_normal((_IMAGE[-1], 6)).astype(np.float32) * 0.3
+    consumer = _model(
+        ([helper.make_node("Cast", ["x"], ["f"], to=TensorProto.FLOAT)] if cast else []) +
+        [helper.make_node("Conv", ["f" if cast else "x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]), helper.make_node("MatMul", ["r", "m"], ["y"])],
+        [helper.make_tensor_value_info("x", _ONNX[dtype], list(_IMAGE))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(m, "m")])
+    return producer, consumer
+
+
+@pytest.mark.parametrize("dtype,offset", [("float32", 4), ("float16", 2), ("int64", 8), ("float32", 256)])
+def test_a_device_input_off_the_arena_alignment_is_copied_after_its_ready_event(rng, dtype, offset):
+    producer, consumer = _window_models(rng, dtype)
+    size, skip = int(np.prod(_IMAGE)), offset // np.dtype(dtype).itemsize
+    a = twinfer.load(producer, device="sim")
+    cpu = twinfer.load(consumer, device="cpu")
+    ca = a.create_context()  # the producer's own stream
+
+    def flat_input():
+        v = rng.standard_normal(size + skip + 3)
+        return (np.round(v * 3) if dtype == "int64" else v).astype(np.float32)
+
+    def window(flat):
+        y = a.run({"x": flat}, context=ca, outputs="device")["y"]  # not waited for
+        w = y._window(offset, dtype, _IMAGE)
+        assert w.device == "sim:0" and w.data_ptr == y.data_ptr + offset
+        assert (w.data_ptr % 256 != 0) == (offset % 256 != 0)
+        return w
+
+    # Eager runs (every input in place or copied as its alignment says), and
+    # with CUDA graphs (an eager run, a capture, then replays; a graph copies
+    # every input into its slot).
+    for graphs in (False, True):
+        b = twinfer.load(consumer, device="sim", cuda_graphs=graphs)
+        cb = b.create_context()
+        for seed in (1, 2, 3):
+            with sim_options(seed=seed, max_delay_us=200):
+                flat = flat_input()
+                want = cpu.run({"x": (-flat).astype(dtype)[skip:skip + size].reshape(_IMAGE)})["y"].numpy()
+                got = b.run({"x": window(flat)}, context=cb, outputs="host")["y"].numpy()
+                assert rel_err(got, want) < 1e-5, (graphs, seed)
+
+    # Without the wait for the input's ready event the race detector names
+    # the first reader of the producer's output: the copy into the arena slot
+    # for an input off the alignment, the first kernel for one read in place.
+    b = twinfer.load(consumer, device="sim", cuda_graphs=False)
+    cb = b.create_context()
+    reader = "a copy from device to device memory" if offset % 256 else "a kernel"
+    with inject_faults("event_wait"), pytest.raises(
+            twinfer.Error, match=rf"race: {reader} \(stream \d+\) reads device memory .* without an event wait"):
+        b.run({"x": window(flat_input())}, context=cb, outputs="host")
+
+
+def test_window_shares_the_storage_and_refuses_what_does_not_fit(rng):
+    x = rng.standard_normal(10).astype(np.float32)
+    on_device = twinfer.load(chain_model(shape=("N",)), device="sim").run({"x": x}, outputs="device")["y"]
+    on_host = twinfer._core.Tensor._from_capsule(x.__dlpack__())
+    for t in (on_device, on_host):
+        values = t.numpy()
+        w = t._window(8, "float32", (2, 4))
+        assert w.device == t.device and w.data_ptr == t.data_ptr + 8
+        assert np.array_equal(w.numpy(), values[2:10].reshape(2, 4))
+        assert np.array_equal(t._window(4, "int32", (9,)).numpy(), values[1:].view(np.int32))
+        assert w._window(4, "float32", (7,)).data_ptr == t.data_ptr + 12  # from the window's start
+        assert t._window(40, "float32", (0,)).size == 0  # empty, at the very end
+        with pytest.raises(twinfer.InvalidArgumentError, match="byte_offset must be >= 0"):
+            t._window(-4, "float32", (2,))
+        with pytest.raises(twinfer.ShapeError, match="goes past the end of the storage"):
+            t._window(4, "float32", (10,))  # 4 + 40 bytes of 40
+        with pytest.raises(twinfer.ShapeError, match="goes past the end of the storage"):
+            w._window(0, "float32", (9,))  # a window's storage is the whole block, not more
+        with pytest.raises(twinfer.ShapeError, match="past the end of the storage"):
+            t._window(44, "float32", (0,))
+        with pytest.raises(twinfer.ShapeError, match="goes past the end"):
+            t._window(0, "float32", (1 << 62, 1 << 62))  # no overflow
+        with pytest.raises(twinfer.ShapeError, match="negative dimension"):
+            t._window(0, "float32", (-1,))
+        with pytest.raises(twinfer.InvalidArgumentError, match="not a multiple of float32's size"):
+            t._window(2, "float32", (2,))
+        with pytest.raises(twinfer.InvalidArgumentError, match="cannot be a string tensor"):
+            t._window(0, "string", (1,))
+        with pytest.raises(twinfer.Error, match="unknown dtype"):
+            t._window(0, "float33", (1,))
+    with pytest.raises(twinfer.InvalidArgumentError, match="string tensor holds objects"):
+        twinfer._core.Tensor._from_strings(["a", "b"], [2])._window(0, "uint8", (1,))
+    # The window keeps the storage alive.
+    w = on_device._window(4, "float32", (9,))
+    want = on_device.numpy()[1:]
+    del on_device
+    assert np.array_equal(w.numpy(), want)
 
 
 # -- CUDA's capture rules, which the simulated device enforces ------------------------

@@ -453,9 +453,74 @@ void bind_tensor(py::module_& m) {
              if (!t.storage()) return Tensor::empty(to, t.shape(), t.device());
              const size_t off = static_cast<size_t>(static_cast<const char*>(t.data()) -
                                                     static_cast<const char*>(t.storage()->data()));
-             return Tensor::from_storage(t.storage(), off, to, t.shape());
+             // Ready when t is: a device view must wait for t's writer too.
+             Tensor v = Tensor::from_storage(t.storage(), off, to, t.shape());
+             v.set_ready_event(t.ready_event());
+             v.set_error_flag(t.error_flag());
+             return v;
            },
            py::arg("dtype"))
+      .def("_window",
+           [](const Tensor& t, int64_t byte_offset, const std::string& name, const Shape& shape) {
+             // Another tensor over the same storage (no copy), starting
+             // byte_offset bytes after this one: how tests make a device
+             // input that is not at the arena's alignment.
+             if (dtype_is_container(t.dtype()) || t.dtype() == DType::kString)
+               throw Error(ErrorKind::kInvalidArgument,
+                           std::string("_window: a ") + dtype_name(t.dtype()) + " tensor holds objects, not bytes");
+             if (!t.storage())
+               throw Error(ErrorKind::kInvalidArgument, "_window: the tensor has no storage");
+             const DType to = dtype_from_name(name);
+             if (to == DType::kString)
+               throw Error(ErrorKind::kInvalidArgument, "_window: a window cannot be a string tensor");
+             if (byte_offset < 0)
+               throw Error(ErrorKind::kInvalidArgument,
+                           "_window: byte_offset must be >= 0, got " + std::to_string(byte_offset));
+             const size_t start = static_cast<size_t>(static_cast<const char*>(t.data()) -
+                                                      static_cast<const char*>(t.storage()->data()));
+             const size_t total = t.storage()->bytes();
+             const size_t avail = start <= total ? total - start : 0;
+             if (static_cast<uint64_t>(byte_offset) > avail)
+               throw Error(ErrorKind::kShape, "_window: byte_offset " + std::to_string(byte_offset) +
+                                                  " is past the end of the storage (" + std::to_string(avail) +
+                                                  " bytes from this tensor's start)");
+             const size_t off = start + static_cast<size_t>(byte_offset);
+             if (off % dtype_size(to) != 0)
+               throw Error(ErrorKind::kInvalidArgument,
+                           "_window: the window would start " + std::to_string(off) +
+                               " bytes into its storage, not a multiple of " + name + "'s size " +
+                               std::to_string(dtype_size(to)));
+             // Its size, without overflowing: no more than what is left.
+             const size_t left = total - off;
+             bool empty = false;
+             for (int64_t d : shape) {
+               if (d < 0) throw Error(ErrorKind::kShape, "_window: negative dimension in shape " + shape_str(shape));
+               empty = empty || d == 0;
+             }
+             size_t bytes = empty ? 0 : dtype_size(to);
+             for (int64_t d : shape) {
+               if (empty) break;
+               if (static_cast<uint64_t>(d) > left / bytes) {
+                 bytes = left + 1;  // too big, whatever the rest
+                 break;
+               }
+               bytes *= static_cast<size_t>(d);
+             }
+             if (bytes > left)
+               throw Error(ErrorKind::kShape, "_window: a " + name + " window of shape " + shape_str(shape) +
+                                                  " at byte_offset " + std::to_string(byte_offset) +
+                                                  " goes past the end of the storage (" + std::to_string(left) +
+                                                  " bytes left there)");
+             Tensor w = Tensor::from_storage(t.storage(), off, to, shape);
+             // Ready when this tensor is: a run reading the window waits for the writer.
+             w.set_ready_event(t.ready_event());
+             w.set_error_flag(t.error_flag());
+             return w;
+           },
+           py::arg("byte_offset"), py::arg("dtype"), py::arg("shape"),
+           "A tensor over the same memory (no copy), starting byte_offset bytes after this one's start, of "
+           "another dtype and shape that must fit inside the storage; it is ready when this tensor is. For "
+           "tests of inputs that are not at the arena's alignment.")
       .def("__repr__", [](const Tensor& t) {
         return "twinfer.Tensor(shape=" + shape_str(t.shape()) + ", dtype=" + t.type_name() +
                ", device=" + t.device().str() + ")";

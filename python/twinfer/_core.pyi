@@ -39,6 +39,10 @@ class Tensor:
         """
     def _view_as(self, dtype: str) -> Tensor:
         ...
+    def _window(self, byte_offset: typing.SupportsInt | typing.SupportsIndex, dtype: str, shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> Tensor:
+        """
+        A tensor over the same memory (no copy), starting byte_offset bytes after this one's start, of another dtype and shape that must fit inside the storage; it is ready when this tensor is. For tests of inputs that are not at the arena's alignment.
+        """
     def cpu(self) -> Tensor:
         """
         The tensor on the host (itself if it is there already; a device tensor is waited for and copied).
