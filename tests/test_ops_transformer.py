@@ -214,6 +214,80 @@ def test_linear_attention(rng, rule):
               out=[F32, F32], opset=27, rtol=1e-4, atol=1e-5)
 
 
+def _linear_attention_numpy(q, k, v, past, decay, beta, rule, hq, hkv, scale=None):
+    """The recurrence of the op's definition, token by token in float64: per kv
+    head a state S [d_k, d_v]; gated rules first decay S by exp(g) (per head or
+    per key dim), delta rules replace v by beta (v - S^T k); then S += k v^T and
+    every query head of the group reads o = scale q^T S. Returns (y, present)."""
+    b, t, _ = q.shape
+    dk, dv = q.shape[2] // hq, v.shape[2] // hkv
+    group = hq // hkv
+    scale = scale or 1 / np.sqrt(dk)
+    q4 = q.astype(np.float64).reshape(b, t, hq, dk)
+    k4 = k.astype(np.float64).reshape(b, t, hkv, dk)
+    v4 = v.astype(np.float64).reshape(b, t, hkv, dv)
+    state = np.zeros((b, hkv, dk, dv)) if past is None else past.astype(np.float64).copy()
+    y = np.zeros((b, t, hq, dv))
+    for n in range(b):
+        for h in range(hkv):
+            st = state[n, h]
+            for i in range(t):
+                kt, vt = k4[n, i, h], v4[n, i, h]
+                if rule in ("gated", "gated_delta"):
+                    g = decay[n, i].astype(np.float64)
+                    st = (np.exp(g[h * dk:(h + 1) * dk])[:, None] if g.size == hkv * dk else np.exp(g[h])) * st
+                if rule in ("delta", "gated_delta"):
+                    bt = float(beta[n, i, h if beta.shape[-1] == hkv else 0])
+                    vt = bt * (vt - st.T @ kt)
+                st = st + np.outer(kt, vt)
+                for j in range(group):
+                    y[n, i, h * group + j] = scale * (q4[n, i, h * group + j] @ st)
+            state[n, h] = st
+    return y.reshape(b, t, hq * dv), state
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
+@pytest.mark.parametrize("past", [True, False])
+def test_linear_attention_without_present_state(rng, rule, past):
+    """present_state is optional: a node with output 0 only (CUDA has always
+    taken it) gives the same output as the node with both, and as the NumPy
+    recurrence."""
+    B, T, Hq, Hkv, dk, dv = 2, 5, 6, 2, 3, 4
+    gating, delta = "gated" in rule, "delta" in rule
+    q, k = rand(rng, (B, T, Hq * dk), F32), rand(rng, (B, T, Hkv * dk), F32) * 0.5
+    v = rand(rng, (B, T, Hkv * dv), F32)
+    st = rand(rng, (B, Hkv, dk, dv), F32) if past else None
+    decay = -np.abs(rand(rng, (B, T, Hkv * dk if rule == "gated" else Hkv), F32)) if gating else None
+    beta = (1 / (1 + np.exp(-rand(rng, (B, T, 1 if rule == "delta" else Hkv), F32)))).astype(F32) if delta else None
+    ins = [("q", q), ("k", k), ("v", v), ("past", st), ("g", decay), ("b", beta)]
+    attrs = {"update_rule": rule, "q_num_heads": Hq, "kv_num_heads": Hkv}
+    one = run(*build("LinearAttention", ins, attrs, out=[F32], opset=27))
+    two = run(*build("LinearAttention", ins, attrs, out=[F32, F32], opset=27))
+    assert len(one) == 1 and len(two) == 2
+    np.testing.assert_array_equal(one[0], two[0])
+    y, present = _linear_attention_numpy(q, k, v, st, decay, beta, rule, Hq, Hkv)
+    assert_close(one[0].astype(np.float64), y, rtol=1e-4, atol=1e-5, what="LinearAttention y")
+    assert_close(two[1].astype(np.float64), present, rtol=1e-4, atol=1e-5, what="LinearAttention present")
+
+
+def test_linear_attention_without_present_state_float16_float32_past(rng):
+    """float16 activations with a float32 past_state and no present_state
+    output: the state keeps past_state's dtype (float32 in the kernel)."""
+    B, T, H, dk, dv = 1, 4, 2, 5, 3
+    q, k, v = (rand(rng, (B, T, H * d), F16) for d in (dk, dk, dv))
+    st = rand(rng, (B, H, dk, dv), F32)
+    decay = (-np.abs(rand(rng, (B, T, H), F32))).astype(F16)
+    beta = (1 / (1 + np.exp(-rand(rng, (B, T, H), F32)))).astype(F16)
+    ins = [("q", q), ("k", k), ("v", v), ("past", st), ("g", decay), ("b", beta)]
+    attrs = {"update_rule": "gated_delta", "q_num_heads": H, "kv_num_heads": H, "scale": 0.7}
+    one = run(*build("LinearAttention", ins, attrs, out=[F16], opset=27))
+    two = run(*build("LinearAttention", ins, attrs, out=[F16, F32], opset=27))
+    assert one[0].dtype == F16 and two[1].dtype == F32
+    np.testing.assert_array_equal(one[0], two[0])
+    y, _ = _linear_attention_numpy(q, k, v, st, decay, beta, "gated_delta", H, H, scale=0.7)
+    assert_close(one[0].astype(np.float64), y, rtol=5e-3, atol=5e-3, what="LinearAttention y")
+
+
 def test_linear_attention_errors(rng):
     q = rand(rng, (1, 2, 4), F32)
     expect_error(*build("LinearAttention", [("q", q), ("k", q), ("v", q)],

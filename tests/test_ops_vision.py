@@ -6,10 +6,13 @@ data with odd sizes; plus bad inputs raising twinfer errors."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 from onnx import helper
 
+from grid_sample_nan_ref import expected_grid_sample, grid_with_nan, torch_grid_sample_2d
 from op_cases import F32, F64, I64, Const, build, check, expect_error, out_shapes, rand, reference, run
 from onnx_helpers import assert_close, run_reference
 
@@ -307,6 +310,43 @@ def test_grid_sample_volumetric_and_opset16():
     x = rand(rng, (1, 2, 6, 5), F32)
     grid = (rng.random((1, 3, 3, 2)) * 2 - 1).astype(np.float32)
     check("GridSample", [("x", x), ("grid", grid)], dict(mode="bilinear"), opset=16, **TOL)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_nan_grid(mode, padding_mode, align):
+    """NaN in the grid: the ONNX reference has no answer (it raises for linear /
+    cubic), so NaN points follow PyTorch's CUDA kernel (tests/grid_sample_nan_ref.py),
+    the other points the reference evaluator."""
+    rng = np.random.default_rng(21)
+    x = rand(rng, (2, 3, 5, 7), F32)
+    grid = grid_with_nan(rng, (2, 4, 6, 2))
+    model, feeds = build("GridSample", [("x", x), ("grid", grid)],
+                         dict(mode=mode, padding_mode=padding_mode, align_corners=align), opset=20)
+    got = run(model, feeds)[0]
+    want = expected_grid_sample(x, grid, mode, padding_mode, align)
+    # At the NaN points the rule as expected_grid_sample states it is PyTorch's
+    # (elsewhere they differ: cubic + border clamps the coordinate in ONNX, the
+    # taps in PyTorch), and the case is live: NaN points give NaN (cubic) or numbers.
+    nan_pos = np.broadcast_to(np.isnan(grid).any(axis=-1)[:, None], want.shape)
+    if importlib.util.find_spec("torch") is not None:
+        assert_close(torch_grid_sample_2d(x, grid, mode, padding_mode, align).astype(F32)[nan_pos], want[nan_pos],
+                     what="the rule against PyTorch", **TOL)
+    assert np.isnan(want[nan_pos]).all() == (mode == "cubic") and not np.isnan(want[~nan_pos]).any()
+    assert_close(got, want, what="GridSample with NaN", **TOL)
+
+
+@pytest.mark.parametrize("mode,padding_mode", [("nearest", "zeros"), ("nearest", "reflection"), ("linear", "zeros"),
+                                               ("linear", "border"), ("linear", "reflection")])
+def test_grid_sample_nan_grid_volumetric_float64(mode, padding_mode):
+    rng = np.random.default_rng(22)
+    x = rand(rng, (1, 2, 3, 4, 5), F64)
+    grid = grid_with_nan(rng, (1, 2, 3, 4, 3), dtype=np.float64)
+    model, feeds = build("GridSample", [("x", x), ("grid", grid)], dict(mode=mode, padding_mode=padding_mode),
+                         opset=20)
+    assert_close(run(model, feeds)[0], expected_grid_sample(x, grid, mode, padding_mode, 0),
+                 what="GridSample 3-D with NaN", **TOL)
 
 
 @pytest.mark.parametrize("align", [0, 1])

@@ -6,7 +6,8 @@ interleaved or not, full or partial rotary_embedding_dim, with position_ids
 default and an explicit alpha; CausalConvWithState with and without bias and
 past_state, every activation, kernel sizes 1 and 4, an input shorter than the
 state; LinearAttention with every update rule, grouped query heads, decay per
-head or per key dim, beta per head or shared, past_state, an explicit scale.
+head or per key dim, beta per head or shared, past_state, an explicit scale,
+and without the present_state output.
 
 On the simulated device with sim_coverage="cuda" the nodes are placed as CUDA
 would place them (allow_cpu_fallback=False: each has a CUDA kernel whose
@@ -156,7 +157,7 @@ def _l2(x, heads):
 
 
 def _linear_attention(device, dtype, rng, rule, hq, hkv, past, decay_per_dim=True, beta_shared=False, scale=None,
-                      b=2, t=6, dk=5, dv=7):
+                      b=2, t=6, dk=5, dv=7, present=True):
     gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
     names = ["q", "k", "v", "past" if past else "", "decay" if gating else "", "beta" if delta else ""]
     while names[-1] == "":
@@ -168,7 +169,7 @@ def _linear_attention(device, dtype, rng, rule, hq, hkv, past, decay_per_dim=Tru
     bs = [b, t, 1 if beta_shared else hkv]
 
     def build(dt):
-        node = helper.make_node("LinearAttention", names, ["y", "present"], **attrs)
+        node = helper.make_node("LinearAttention", names, ["y", "present"] if present else ["y"], **attrs)
         ins = [("q", dt, [b, t, hq * dk]), ("k", dt, [b, t, hkv * dk]), ("v", dt, [b, t, hkv * dv])]
         if past:
             ins.append(("past", dt, [b, hkv, dk, dv]))
@@ -176,7 +177,8 @@ def _linear_attention(device, dtype, rng, rule, hq, hkv, past, decay_per_dim=Tru
             ins.append(("decay", dt, ds))
         if delta:
             ins.append(("beta", dt, bs))
-        return make_model([node], ins, [("y", dt, [b, t, hq * dv]), ("present", dt, [b, hkv, dk, dv])], opset=27)
+        outs = [("y", dt, [b, t, hq * dv])] + ([("present", dt, [b, hkv, dk, dv])] if present else [])
+        return make_model([node], ins, outs, opset=27)
 
     k = rng.standard_normal((b, t, hkv * dk)).astype(np.float32)
     feeds = {"q": rng.standard_normal((b, t, hq * dk)).astype(np.float32),
@@ -211,6 +213,15 @@ def test_linear_attention_decay_per_head(device, dtype, rule, rng):
 def test_linear_attention_beta_shared_scale_t1(device, dtype, rng):
     _linear_attention(device, dtype, rng, "delta", 4, 2, True, beta_shared=True, scale=0.25)
     _linear_attention(device, dtype, rng, "gated_delta", 2, 2, False, t=1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rule,past", [("linear", False), ("gated", True), ("gated_delta", True), ("delta", False)])
+def test_linear_attention_without_present(device, dtype, rule, past, rng):
+    """A node with output 0 only: the state lives in scratch (the CPU kernel
+    the simulated device runs takes the node as the CUDA kernel does)."""
+    _linear_attention(device, dtype, rng, rule, 4, 2, past, present=False)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,7 +1,8 @@
 """GridSample, AffineGrid, RoiAlign, LpPool, Col2Im and DeformConv on the device
 (csrc/backends/cuda/vision.cu) against the ONNX reference evaluator, on fresh
 random data with odd sizes: every GridSample mode x padding x align_corners
-in 2-D, linear / nearest in 3-D, AffineGrid 2-D / 3-D, RoiAlign avg / max in
+in 2-D (also with NaN in the grid, against PyTorch's rule where the reference
+evaluator has none), linear / nearest in 3-D, AffineGrid 2-D / 3-D, RoiAlign avg / max in
 both coordinate modes, LpPool p = 1 / 2 / 3 over 1-3 spatial dims with pads,
 strides, dilations and ceil_mode, Col2Im 1-D to 3-D, DeformConv with groups,
 offset groups, bias and mask.
@@ -23,6 +24,7 @@ import pytest
 from onnx import helper
 
 from conftest import SIM_AS_CUDA
+from grid_sample_nan_ref import expected_grid_sample, grid_with_nan
 from onnx_helpers import make_model, run_on_device, run_ort, run_reference
 
 DEVICES = [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
@@ -95,6 +97,31 @@ def test_grid_sample_3d(device, mode, pad, align, rng):
     x = rng.standard_normal(xs).astype(np.float32)
     g = rng.uniform(-1.3, 1.3, gs).astype(np.float32)
     _check(_grid_sample_model(np.float32, xs, gs, mode, pad, align), {"x": x, "g": g}, device, np.float32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode,pad,align", list(itertools.product(["nearest", "linear", "cubic"],
+                                                                  ["zeros", "border", "reflection"], [0, 1])))
+def test_grid_sample_nan_grid(device, mode, pad, align, rng):
+    """NaN in the grid, where the reference evaluator has no answer: PyTorch's
+    CUDA rule (tests/grid_sample_nan_ref.py), which the CPU kernel follows too."""
+    xs, gs = (2, 3, 5, 7), (2, 4, 6, 2)
+    x = rng.standard_normal(xs).astype(np.float32)
+    g = grid_with_nan(rng, gs)
+    _check(_grid_sample_model(np.float32, xs, gs, mode, pad, align), {"x": x, "g": g}, device, np.float32,
+           ref=lambda m, f: [expected_grid_sample(f["x"], f["g"], mode, pad, align)])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode,pad", [("nearest", "zeros"), ("linear", "zeros"), ("linear", "border"),
+                                      ("nearest", "reflection")])
+def test_grid_sample_nan_grid_3d_float16(device, mode, pad, rng):
+    """NaN in a float16 grid of a 3-D sample (a NaN survives the 16-bit load)."""
+    xs, gs = (1, 2, 3, 4, 5), (1, 2, 3, 4, 3)
+    feeds = {"x": rng.standard_normal(xs), "g": grid_with_nan(rng, gs, dtype=np.float64)}
+    m16, f16, (m32, f32) = _f16_pair(lambda dt: _grid_sample_model(dt, xs, gs, mode, pad, 0), feeds)
+    _check(m16, f16, device, np.float16, (m32, f32),
+           ref=lambda m, f: [expected_grid_sample(f["x"], f["g"], mode, pad, 0)])
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -272,16 +272,16 @@ class CudaCausalConv final : public Kernel {
 
 // ---- LinearAttention ------------------------------------------------------------
 
-bool has_present(const KernelBuildInfo& info) { return info.num_outputs() > 1 && info.has_output(1); }
+using tx::linattn_has_present;
+using tx::linattn_state_dtype;
 
 bool linattn_supports(const KernelBuildInfo& info, std::string* why) {
   if (!same_float(info, {1, 2, 4, 5}, false, why)) return false;
-  if (has_present(info) && info.has_input(3) && info.input_dtype(3) != info.output(1).dtype) {
+  if (linattn_has_present(info) && info.has_input(3) && info.input_dtype(3) != info.output(1).dtype) {
     if (why) *why = "LinearAttention present_state dtype differs from past_state";
     return false;
   }
-  const DType st = has_present(info) ? info.output(1).dtype : info.has_input(3) ? info.input_dtype(3)
-                                                                                  : info.input_dtype(0);
+  const DType st = linattn_state_dtype(info);
   if (!ew::in_typeset(ew::kFloatTypes, st) || st == DType::kFloat64) {
     if (why) *why = std::string("LinearAttention state of ") + dtype_name(st) + " has no CUDA kernel";
     return false;
@@ -292,9 +292,10 @@ bool linattn_supports(const KernelBuildInfo& info, std::string* why) {
 class CudaLinearAttention final : public Kernel {
  public:
   explicit CudaLinearAttention(const KernelBuildInfo& info)
-      : g_(tx::linear_attention_geom(info)), dtype_(info.input_dtype(0)), present_(has_present(info)) {
-    state_dtype_ = present_ ? info.output(1).dtype : info.has_input(3) ? info.input_dtype(3) : dtype_;
-  }
+      : g_(tx::linear_attention_geom(info)),
+        dtype_(info.input_dtype(0)),
+        state_dtype_(linattn_state_dtype(info)),
+        present_(linattn_has_present(info)) {}
   size_t scratch_bytes() const override {
     return static_cast<size_t>(g_.B * g_.Hkv * g_.dk * g_.dv) * sizeof(float);
   }

@@ -70,7 +70,7 @@ __global__ void grid_sample(int64_t n, GsGeom g, const T* __restrict__ x, const 
           const double w = td[0].w[a] * td[1].w[bb] * td[2].w[cc];
           acc += w * static_cast<double>(load(xc[(i0 * g.L[1] + i1) * g.L[2] + i2]));
         }
-    y[i] = store<T>(acc);
+    y[i] = store<T>(tv::gs_result(td, acc));
   }
 }
 

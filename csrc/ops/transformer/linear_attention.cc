@@ -71,14 +71,14 @@ TWINFER_REGISTER_SCHEMA("LinearAttention", infer_linear_attention);
 
 class LinearAttentionKernel final : public Kernel {
  public:
-  explicit LinearAttentionKernel(const KernelBuildInfo& info) : g_(linear_attention_geom(info)) {}
+  explicit LinearAttentionKernel(const KernelBuildInfo& info)
+      : g_(linear_attention_geom(info)), state_dtype_(linattn_state_dtype(info)) {}
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
     dispatch_any_float(ctx.inputs[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const DType sdt = ctx.outputs[1].dtype;
-      dispatch_any_float(sdt, [&](auto stag) {
+      dispatch_any_float(state_dtype_, [&](auto stag) {
         using S = typename decltype(stag)::type;
         compute<T, S>(ctx);
       });
@@ -95,7 +95,9 @@ class LinearAttentionKernel final : public Kernel {
     const T* G = g_.rule.gating ? ctx.inputs[4].as<T>() : nullptr;
     const T* Bt = g_.rule.delta ? ctx.inputs[5].as<T>() : nullptr;
     T* Y = ctx.outputs[0].as<T>();
-    S* present = ctx.outputs[1].as<S>();
+    // present_state is optional (a node may have only output 0): the state then
+    // lives only in the per-thread buffer, as on CUDA (scratch).
+    S* present = ctx.outputs.size() > 1 && ctx.outputs[1].data ? ctx.outputs[1].as<S>() : nullptr;
     const int64_t Hq = g_.Hq, Hkv = g_.Hkv, Tn = g_.T, dk = g_.dk, dv = g_.dv, group = Hq / Hkv;
     const int64_t beta_last_ = g_.beta_last;
     const bool decay_per_dim_ = g_.decay_per_dim;
@@ -152,22 +154,24 @@ class LinearAttentionKernel final : public Kernel {
             for (int64_t m = 0; m < dv; ++m) yr[m] = store<T>(scale * tmp[m]);
           }
         }
-        for (int64_t i = 0; i < dk * dv; ++i) present[bh * dk * dv + i] = store<S>(st[i]);
+        if (present)
+          for (int64_t i = 0; i < dk * dv; ++i) present[bh * dk * dv + i] = store<S>(st[i]);
       }
     });
   }
 
   LinAttnGeom g_;
+  DType state_dtype_;
 };
 
 bool linattn_supports(const KernelBuildInfo& info, std::string* why) {
   if (!float_inputs(info, {1, 2, 4, 5}, why)) return false;
-  for (DType d : {info.input_dtype(0), info.output(1).dtype})
-    if (d == DType::kFloat64) {
-      *why = "LinearAttention supports float16/bfloat16/float32, not float64";
+  for (DType d : {info.input_dtype(0), linattn_state_dtype(info)})
+    if (!ew::in_typeset(ew::kFloatTypes, d) || d == DType::kFloat64) {
+      *why = std::string("LinearAttention supports float16/bfloat16/float32, not ") + dtype_name(d);
       return false;
     }
-  if (info.has_input(3) && info.input_dtype(3) != info.output(1).dtype) {
+  if (linattn_has_present(info) && info.has_input(3) && info.input_dtype(3) != info.output(1).dtype) {
     *why = "present_state dtype differs from past_state";
     return false;
   }

@@ -31,6 +31,18 @@ struct LinAttnGeom {
   float scale = 1.f;
 };
 
+// Whether the node has the optional present_state output (output 1). Without
+// it the state is only carried in scratch and dropped after the last token.
+inline bool linattn_has_present(const KernelBuildInfo& info) { return info.num_outputs() > 1 && info.has_output(1); }
+
+// The state's storage dtype: present_state's, else past_state's, else the
+// query's (the state is always accumulated in float32).
+inline DType linattn_state_dtype(const KernelBuildInfo& info) {
+  return linattn_has_present(info) ? info.output(1).dtype
+         : info.has_input(3)       ? info.input_dtype(3)
+                                   : info.input_dtype(0);
+}
+
 inline LinAttnGeom linear_attention_geom(const KernelBuildInfo& info) {
   LinAttnGeom g;
   const graph::Node& n = info.node();

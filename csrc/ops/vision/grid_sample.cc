@@ -8,8 +8,9 @@
 // (border) or reflected (reflection) first; then nearest (round half to
 // even), linear (2 taps per dim) or cubic (4 taps, Keys a = -0.75) sampling,
 // every tap outside the input reading 0 (zeros), the edge (border) or its
-// reflection (reflection). The taps of one output position are built once
-// and reused for all channels.
+// reflection (reflection). A NaN in the grid follows PyTorch (the reference
+// has no answer; see gs_nan_coordinate). The taps of one output position are
+// built once and reused for all channels.
 //
 // AffineGrid: out[n, p..., :] = theta[n] @ (x, y[, z], 1) over the base grid
 // of `size` (-1..1 per dim, pixel centres unless align_corners).
@@ -142,7 +143,7 @@ class GridSampleKernel final : public Kernel {
           const T* xc = xn + c * plane;
           double acc = 0;
           for (size_t k = 0; k < off.size(); ++k) acc += wt[k] * static_cast<double>(ew::load(xc[off[k]]));
-          yn[c * P] = ew::store<T>(acc);
+          yn[c * P] = ew::store<T>(gs_result(td, acc));
         }
       }
     });

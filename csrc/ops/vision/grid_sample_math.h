@@ -9,7 +9,8 @@
 // pixel centres with align_corners, else the pixel edges) is clamped to the
 // edge pixels (border) or reflected (reflection); then 1 (nearest), 2
 // (linear) or 4 (cubic, Keys a = -0.75) taps, each tap's index mapped
-// through the padding mode (-1: reads zero).
+// through the padding mode (-1: reads zero). A NaN coordinate follows
+// gs_nan_coordinate below.
 #pragma once
 #include <math.h>
 
@@ -70,7 +71,44 @@ struct GsTaps {
   int n = 0;
   int64_t idx[4] = {0, 0, 0, 0};  // -1: reads zero
   double w[4] = {0, 0, 0, 0};
+  bool nan = false;  // the sample is NaN whatever the input (see gs_nan_coordinate)
 };
+
+// A NaN unnormalised coordinate x (a NaN in the grid). The ONNX reference has
+// no answer (linear and cubic raise converting NaN to an integer; nearest casts
+// it to INT32_MIN), and casting NaN to an integer is undefined in C++ (x86
+// gives INT64_MIN, CUDA 0: the CPU and CUDA kernels disagreed), so this is
+// PyTorch's CUDA grid_sample rule, for every dim and on every backend:
+//   nearest, linear: with border or reflection padding NaN clamps to pixel 0
+//     (PyTorch's clip_coordinates, fmaxf / fminf); with zeros padding it lies
+//     outside the input (PyTorch's safe_downgrade_to_int_range), so the
+//     sample is 0;
+//   cubic: NaN whatever the padding (its weights come from the NaN fraction).
+// (PyTorch's CPU kernels each depart in one case: the vectorised 2-D one gives
+// NaN for linear + zeros, the scalar 3-D one clamps NaN to the last pixel.)
+// Returns true (and sets *t) when the taps are decided here; else x is the
+// coordinate to sample (0 for a NaN under border / reflection).
+TWINFER_HD bool gs_nan_coordinate(double* x, GsMode mode, GsPad pad, GsTaps* t) {
+  if (*x == *x) return false;  // not NaN
+  if (mode == GsMode::kCubic) {
+    t->n = 0;
+    t->nan = true;
+    return true;
+  }
+  if (pad == GsPad::kZeros) {
+    t->n = 1;
+    t->idx[0] = -1;
+    t->w[0] = 0;
+    return true;
+  }
+  *x = 0.0;
+  return false;
+}
+
+// The value of a sample whose taps td[0..2] (one per dim) accumulated to acc.
+TWINFER_HD double gs_result(const GsTaps* td, double acc) {
+  return td[0].nan || td[1].nan || td[2].nan ? nan("") : acc;
+}
 
 // A tap index through the padding mode.
 TWINFER_HD int64_t gs_pixel(int64_t i, int64_t L, double lo, double hi, GsPad pad) {
@@ -88,6 +126,7 @@ TWINFER_HD int64_t gs_pixel(int64_t i, int64_t L, double lo, double hi, GsPad pa
 TWINFER_HD GsTaps gs_taps(double x, int64_t L, GsMode mode, GsPad pad, bool align) {
   const double lo = align ? 0.0 : -0.5, hi = align ? static_cast<double>(L - 1) : static_cast<double>(L) - 0.5;
   GsTaps t;
+  if (gs_nan_coordinate(&x, mode, pad, &t)) return t;
   if (mode == GsMode::kNearest) x = nearbyint(x);
   if (x < lo || x > hi) {
     if (pad == GsPad::kBorder) {
