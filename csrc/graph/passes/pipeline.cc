@@ -8,6 +8,7 @@
 #include "graph/passes/fold_pad_conv.h"
 #include "graph/passes/fuse.h"
 #include "graph/passes/fuse_attention.h"
+#include "graph/passes/fuse_attention_softmax.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_matmul_integer.h"
 #include "graph/passes/fuse_qdq.h"
@@ -145,6 +146,10 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
   // Attention on a device: one op, its scores never in memory (concrete
   // shapes prove the operands are [B, H, S, D]).
   if (options.optimize) keep_if_valid(g, pc, "fuse_attention", [&] { return fuse_attention(g, pc); });
+  // On the CPU: the GEMMs stay oneDNN's, the scaling, mask, softmax and NaN
+  // guard between them become one op.
+  if (options.optimize)
+    keep_if_valid(g, pc, "fuse_attention_softmax", [&] { return fuse_attention_softmax(g, pc); });
 
   // Activations between convolutions stay in the CPU's channel-blocked
   // layout; the planner sizes the flagged values with their channel padding.

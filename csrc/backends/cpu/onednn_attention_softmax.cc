@@ -1,0 +1,152 @@
+// com.twinfer::AttentionSoftmax (ops/nn/attention_softmax.h) on the CPU:
+// x * scale + mask into y (threaded over rows, vectorised), oneDNN's
+// softmax on y in place (the primitive the plain Softmax kernel runs, so a
+// fused chain normalises exactly as the unfused one), then NaN -> 0 when the
+// node carries the exporter's guard.
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "backends/cpu/onednn_common.h"
+#include "core/parallel.h"
+#include "core/simd_clones.h"
+#include "graph/domains.h"
+#include "ops/nn/attention_softmax.h"
+
+namespace twinfer::cpu::onednn {
+namespace {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+// y = x * scale + m, m one value per element (m_step 1) or one for the row (0).
+TWINFER_SIMD_CLONES void scale_add_row(const float* __restrict x, const float* __restrict m, int64_t m_step,
+                                       float* __restrict y, int64_t n, float scale) {
+  if (m_step) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + m[i];
+  } else {
+    const float c = *m;
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + c;
+  }
+}
+
+TWINFER_SIMD_CLONES void scale_row(const float* __restrict x, float* __restrict y, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+}
+
+TWINFER_SIMD_CLONES void zero_nans(float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] == y[i] ? y[i] : 0.f;
+}
+
+class OnednnAttentionSoftmax final : public Kernel {
+ public:
+  explicit OnednnAttentionSoftmax(const KernelBuildInfo& info) : node_(info.node().name), op_(info.node().op_type) {
+    const Shape x = info.input_shape(0);
+    len_ = x.back();
+    rows_ = len_ ? shape_numel(x) / len_ : 0;
+    scale_ = info.node().attr_float("scale", 1.f);
+    nan_to_zero_ = info.node().attr_int("nan_to_zero", 0) != 0;
+    if (info.has_input(1)) {
+      // The mask's element strides against x's row coordinates (0 where it broadcasts).
+      has_mask_ = true;
+      const Shape m = info.input_shape(1);
+      const size_t r = x.size(), lead = r - m.size();
+      std::vector<int64_t> ms(r, 0);
+      int64_t stride = 1;
+      for (size_t d = r; d-- > lead;) {
+        const int64_t md = m[d - lead];
+        ms[d] = md == 1 ? 0 : stride;
+        stride *= md;
+      }
+      mask_step_ = ms[r - 1] ? 1 : 0;
+      row_dims_.assign(x.begin(), x.end() - 1);
+      mask_row_strides_.assign(ms.begin(), ms.end() - 1);
+    }
+    if (rows_ * len_ == 0) return;
+    md_ = plain_desc({rows_, len_});
+    guarded(node_, op_, [&] {
+      declared_scratch_ = variants_.get(current_threads(), [&] { return make_variant(); }).pad_bytes;
+    });
+  }
+
+  size_t scratch_bytes() const override { return declared_scratch_; }
+  const char* impl_name() const override { return "scale + mask, onednn softmax"; }
+
+  void run(KernelContext& ctx) const override {
+    if (rows_ * len_ == 0) return;
+    const float* x = ctx.inputs[0].as<const float>();
+    const float* m = has_mask_ ? ctx.inputs[1].as<const float>() : nullptr;
+    float* y = ctx.outputs[0].as<float>();
+    const int64_t grain = std::max<int64_t>(1, 16384 / len_);
+    parallel_for(rows_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        if (m) scale_add_row(x + r * len_, m + mask_offset(r), mask_step_, y + r * len_, len_, scale_);
+        else scale_row(x + r * len_, y + r * len_, len_, scale_);
+      }
+    });
+    guarded(node_, op_, [&] {
+      ThreadScope threads(ctx.num_threads);
+      const Variant& v = variants_.get(threads.threads(), [&] { return make_variant(); });
+      const dnnl::engine& eng = engine();
+      dnnl::stream s(eng);
+      const dnnl::memory ym(md_, eng, y);
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ym}, {DNNL_ARG_DST, ym}};
+      if (v.pad_bytes)
+        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(v.pad_md, eng, run_scratch(ctx, declared_scratch_, v.pad_bytes));
+      v.prim.execute(s, args);
+      s.wait();
+    });
+    if (nan_to_zero_)
+      parallel_for(rows_ * len_, ctx.num_threads, 16384, [&](int64_t b, int64_t e) { zero_nans(y + b, e - b); });
+  }
+
+ private:
+  struct Variant {
+    dnnl::softmax_forward prim;
+    dnnl::memory::desc pad_md;
+    size_t pad_bytes = 0;
+  };
+
+  Variant make_variant() const {
+    Variant v;
+    dnnl::softmax_forward::primitive_desc pd(engine(), dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::softmax_accurate, md_, md_, 1, base_attr());
+    v.prim = dnnl::softmax_forward(pd);
+    v.pad_bytes = align_up(pd.scratchpad_desc().get_size());
+    if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
+    return v;
+  }
+
+  // Where row r of x (its leading coordinates) starts in the mask.
+  int64_t mask_offset(int64_t r) const {
+    int64_t off = 0;
+    for (size_t d = row_dims_.size(); d-- > 0;) {
+      off += (r % row_dims_[d]) * mask_row_strides_[d];
+      r /= row_dims_[d];
+    }
+    return off;
+  }
+
+  std::string node_, op_;
+  int64_t rows_ = 0, len_ = 0, mask_step_ = 0;
+  float scale_ = 1.f;
+  bool nan_to_zero_ = false, has_mask_ = false;
+  std::vector<int64_t> row_dims_, mask_row_strides_;
+  dnnl::memory::desc md_;
+  ByThreads<Variant> variants_;
+  size_t declared_scratch_ = 0;
+};
+
+bool supports(const KernelBuildInfo& info, std::string* why) {
+  if (info.input_dtype(0) != DType::kFloat32 || (info.has_input(1) && info.input_dtype(1) != DType::kFloat32)) {
+    if (why) *why = "AttentionSoftmax: float32 only";
+    return false;
+  }
+  return true;
+}
+
+TWINFER_REGISTER_KERNEL(nn::kAttentionSoftmaxOp, Backend::kCPU, 10, supports,
+                        make_kernel<OnednnAttentionSoftmax>, kTwinferDomain);
+
+}  // namespace
+}  // namespace twinfer::cpu::onednn
