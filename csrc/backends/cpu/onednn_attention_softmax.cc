@@ -5,9 +5,8 @@
 // node carries the exporter's guard.
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 
-#include "backends/cpu/onednn_common.h"
+#include "backends/cpu/onednn_softmax_rows.h"
 #include "core/parallel.h"
 #include "core/simd_clones.h"
 #include "graph/domains.h"
@@ -15,9 +14,6 @@
 
 namespace twinfer::cpu::onednn {
 namespace {
-
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
 
 // y = x * scale + m, m one value per element (m_step 1) or one for the row (0).
 TWINFER_SIMD_CLONES void scale_add_row(const float* __restrict x, const float* __restrict m, int64_t m_step,
@@ -65,7 +61,8 @@ class OnednnAttentionSoftmax final : public Kernel {
     if (rows_ * len_ == 0) return;
     md_ = plain_desc({rows_, len_});
     guarded(node_, op_, [&] {
-      declared_scratch_ = variants_.get(current_threads(), [&] { return make_variant(); }).pad_bytes;
+      declared_scratch_ =
+          variants_.get(current_threads(), [&] { return make_softmax_rows(md_, false); }).pad_bytes;
     });
   }
 
@@ -84,39 +81,12 @@ class OnednnAttentionSoftmax final : public Kernel {
         else scale_row(x + r * len_, y + r * len_, len_, scale_);
       }
     });
-    guarded(node_, op_, [&] {
-      ThreadScope threads(ctx.num_threads);
-      const Variant& v = variants_.get(threads.threads(), [&] { return make_variant(); });
-      const dnnl::engine& eng = engine();
-      dnnl::stream s(eng);
-      const dnnl::memory ym(md_, eng, y);
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ym}, {DNNL_ARG_DST, ym}};
-      if (v.pad_bytes)
-        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(v.pad_md, eng, run_scratch(ctx, declared_scratch_, v.pad_bytes));
-      v.prim.execute(s, args);
-      s.wait();
-    });
+    guarded(node_, op_, [&] { run_softmax_rows(variants_, md_, y, y, ctx, declared_scratch_, false); });
     if (nan_to_zero_)
       parallel_for(rows_ * len_, ctx.num_threads, 16384, [&](int64_t b, int64_t e) { zero_nans(y + b, e - b); });
   }
 
  private:
-  struct Variant {
-    dnnl::softmax_forward prim;
-    dnnl::memory::desc pad_md;
-    size_t pad_bytes = 0;
-  };
-
-  Variant make_variant() const {
-    Variant v;
-    dnnl::softmax_forward::primitive_desc pd(engine(), dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::softmax_accurate, md_, md_, 1, base_attr());
-    v.prim = dnnl::softmax_forward(pd);
-    v.pad_bytes = align_up(pd.scratchpad_desc().get_size());
-    if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
-    return v;
-  }
-
   // Where row r of x (its leading coordinates) starts in the mask.
   int64_t mask_offset(int64_t r) const {
     int64_t off = 0;
@@ -133,7 +103,7 @@ class OnednnAttentionSoftmax final : public Kernel {
   bool nan_to_zero_ = false, has_mask_ = false;
   std::vector<int64_t> row_dims_, mask_row_strides_;
   dnnl::memory::desc md_;
-  ByThreads<Variant> variants_;
+  ByThreads<SoftmaxRows> variants_;
   size_t declared_scratch_ = 0;
 };
 

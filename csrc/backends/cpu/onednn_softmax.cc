@@ -3,14 +3,39 @@
 // the reference loop; strided reductions (inner > 1) stay on the reference.
 #include <unordered_map>
 
-#include "backends/cpu/onednn_common.h"
+#include "backends/cpu/onednn_softmax_rows.h"
 #include "ops/nn/softmax.h"
 
 namespace twinfer::cpu::onednn {
-namespace {
 
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
+SoftmaxRows make_softmax_rows(const dnnl::memory::desc& rows, bool log) {
+  SoftmaxRows v;
+  dnnl::softmax_forward::primitive_desc pd(engine(), dnnl::prop_kind::forward_inference,
+                                           log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate,
+                                           rows, rows, 1, base_attr());
+  v.prim = dnnl::softmax_forward(pd);
+  v.pad_bytes = align_up(pd.scratchpad_desc().get_size());
+  if (v.pad_bytes)
+    v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dnnl::memory::data_type::u8,
+                                  dnnl::memory::format_tag::a);
+  return v;
+}
+
+void run_softmax_rows(const ByThreads<SoftmaxRows>& variants, const dnnl::memory::desc& rows, const void* src,
+                      void* dst, const KernelContext& ctx, size_t declared_scratch, bool log) {
+  ThreadScope threads(ctx.num_threads);
+  const SoftmaxRows& v = variants.get(threads.threads(), [&] { return make_softmax_rows(rows, log); });
+  const dnnl::engine& eng = engine();
+  dnnl::stream s(eng);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(rows, eng, const_cast<void*>(src))},
+                                             {DNNL_ARG_DST, dnnl::memory(rows, eng, dst)}};
+  if (v.pad_bytes)
+    args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(v.pad_md, eng, run_scratch(ctx, declared_scratch, v.pad_bytes));
+  v.prim.execute(s, args);
+  s.wait();
+}
+
+namespace {
 
 class OnednnSoftmax final : public Kernel {
  public:
@@ -19,7 +44,8 @@ class OnednnSoftmax final : public Kernel {
     if (g_.outer * g_.len == 0) return;
     md_ = plain_desc({g_.outer, g_.len});
     guarded(node_, op_, [&] {
-      declared_scratch_ = variants_.get(current_threads(), [&] { return make_variant(); }).pad_bytes;
+      declared_scratch_ =
+          variants_.get(current_threads(), [&] { return make_softmax_rows(md_, g_.log); }).pad_bytes;
     });
   }
 
@@ -29,41 +55,15 @@ class OnednnSoftmax final : public Kernel {
   void run(KernelContext& ctx) const override {
     if (g_.outer * g_.len == 0) return;
     guarded(node_, op_, [&] {
-      ThreadScope threads(ctx.num_threads);
-      const Variant& v = variants_.get(threads.threads(), [&] { return make_variant(); });
-      const dnnl::engine& eng = engine();
-      dnnl::stream s(eng);
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(md_, eng, ctx.inputs[0].data)},
-                                                 {DNNL_ARG_DST, dnnl::memory(md_, eng, ctx.outputs[0].data)}};
-      if (v.pad_bytes)
-        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(v.pad_md, eng, run_scratch(ctx, declared_scratch_, v.pad_bytes));
-      v.prim.execute(s, args);
-      s.wait();
+      run_softmax_rows(variants_, md_, ctx.inputs[0].data, ctx.outputs[0].data, ctx, declared_scratch_, g_.log);
     });
   }
 
  private:
-  struct Variant {
-    dnnl::softmax_forward prim;
-    dnnl::memory::desc pad_md;
-    size_t pad_bytes = 0;
-  };
-
-  Variant make_variant() const {
-    Variant v;
-    dnnl::softmax_forward::primitive_desc pd(
-        engine(), dnnl::prop_kind::forward_inference,
-        g_.log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, md_, md_, 1, base_attr());
-    v.prim = dnnl::softmax_forward(pd);
-    v.pad_bytes = align_up(pd.scratchpad_desc().get_size());
-    if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
-    return v;
-  }
-
   nn::SoftmaxGeom g_;
   std::string node_, op_;
   dnnl::memory::desc md_;
-  ByThreads<Variant> variants_;
+  ByThreads<SoftmaxRows> variants_;
   size_t declared_scratch_ = 0;
 };
 
