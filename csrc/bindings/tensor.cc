@@ -337,6 +337,17 @@ Tensor strings_from_py(const py::sequence& values, const Shape& shape) {
   return Tensor::strings(shape, std::move(v));
 }
 
+namespace {
+// Another tensor over t's storage from byte `offset` of it, ready when t
+// is: a run reading the view waits for t's writer and sees its errors.
+Tensor view_of(const Tensor& t, size_t offset, DType dtype, const Shape& shape) {
+  Tensor v = Tensor::from_storage(t.storage(), offset, dtype, shape);
+  v.set_ready_event(t.ready_event());
+  v.set_error_flag(t.error_flag());
+  return v;
+}
+}  // namespace
+
 py::object tensor_to_numpy(const Tensor& in) {
   if (in.dtype() == DType::kString) return strings_to_numpy(in);
   Tensor t = in;
@@ -453,11 +464,7 @@ void bind_tensor(py::module_& m) {
              if (!t.storage()) return Tensor::empty(to, t.shape(), t.device());
              const size_t off = static_cast<size_t>(static_cast<const char*>(t.data()) -
                                                     static_cast<const char*>(t.storage()->data()));
-             // Ready when t is: a device view must wait for t's writer too.
-             Tensor v = Tensor::from_storage(t.storage(), off, to, t.shape());
-             v.set_ready_event(t.ready_event());
-             v.set_error_flag(t.error_flag());
-             return v;
+             return view_of(t, off, to, t.shape());
            },
            py::arg("dtype"))
       .def("_window",
@@ -511,11 +518,7 @@ void bind_tensor(py::module_& m) {
                                                   " at byte_offset " + std::to_string(byte_offset) +
                                                   " goes past the end of the storage (" + std::to_string(left) +
                                                   " bytes left there)");
-             Tensor w = Tensor::from_storage(t.storage(), off, to, shape);
-             // Ready when this tensor is: a run reading the window waits for the writer.
-             w.set_ready_event(t.ready_event());
-             w.set_error_flag(t.error_flag());
-             return w;
+             return view_of(t, off, to, shape);
            },
            py::arg("byte_offset"), py::arg("dtype"), py::arg("shape"),
            "A tensor over the same memory (no copy), starting byte_offset bytes after this one's start, of "

@@ -21,16 +21,6 @@ Shape shape_of(const graph::Graph& g, int v) {
   return sym_shape_values(val.shape);
 }
 
-// The node producing v when v is read by `reader` alone (and is not a graph output).
-int sole_producer(const graph::Graph& g, const std::vector<std::vector<int>>& users, const std::vector<char>& dead,
-                  int v, int reader) {
-  if (v < 0 || v >= static_cast<int>(users.size()) || is_graph_output(g, v) || users[v].size() != 1 ||
-      users[v][0] != reader)
-    return -1;
-  const int p = g.values[v].producer;
-  return p >= 0 && !dead[p] ? p : -1;
-}
-
 }  // namespace
 
 int fuse_attention(graph::Graph& g, const PassContext& ctx) {

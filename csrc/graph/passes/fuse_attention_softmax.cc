@@ -37,7 +37,6 @@ int fuse_attention_softmax(graph::Graph& g, const PassContext& ctx) {
     const bool guard = c.guard_where >= 0;
     if (c.q_mul < 0 && c.k_mul < 0 && c.scaler < 0 && c.mask < 0 && !guard) continue;  // a plain Softmax
     if ((c.q_mul >= 0 && !same_shape(g, c.q_mul)) || (c.k_mul >= 0 && !same_shape(g, c.k_mul))) continue;
-    graph::Node& mm = g.nodes[c.scores_matmul];
     graph::Node sm;
     sm.name = g.nodes[si].name.empty() ? "attention_softmax" : g.nodes[si].name + "/attention";
     sm.domain = kTwinferDomain;
@@ -47,11 +46,11 @@ int fuse_attention_softmax(graph::Graph& g, const PassContext& ctx) {
     scale.f = static_cast<float>(c.scale);
     sm.attrs["scale"] = scale;
     sm.attrs["nan_to_zero"] = int_attr(guard ? 1 : 0);
-    sm.inputs = {mm.outputs[0]};
+    sm.inputs = {g.nodes[c.scores_matmul].outputs[0]};
     if (c.mask >= 0) sm.inputs.push_back(c.mask);
     sm.outputs = {c.probs};
     if (!rewrite_fits(g, sm, ctx)) continue;
-    mm.inputs = {c.q, c.k};  // the scalar factors now in `scale`
+    g.nodes[c.scores_matmul].inputs = {c.q, c.k};  // the scalar factors now in `scale`
     for (int n : c.between()) dead[n] = 1;
     added.push_back(std::move(sm));
     ++fused;

@@ -13,14 +13,7 @@ struct Walk {
   const std::vector<std::vector<int>>& users;
   const std::vector<char>& dead;
 
-  // The node producing v when v is read by that one node alone (and is not a graph output).
-  int sole_producer(int v, int reader) const {
-    if (v < 0 || v >= static_cast<int>(users.size()) || is_graph_output(g, v) || users[v].size() != 1 ||
-        users[v][0] != reader)
-      return -1;
-    const int p = g.values[v].producer;
-    return p >= 0 && !dead[p] ? p : -1;
-  }
+  int sole_producer(int v, int reader) const { return passes::sole_producer(g, users, dead, v, reader); }
   // For Mul(x, c) / Mul(c, x) with a scalar constant: x and the factor.
   bool scaled_by(int node, int* x, double* factor) const {
     const graph::Node& n = g.nodes[node];
@@ -55,6 +48,15 @@ struct Walk {
 };
 
 }  // namespace
+
+int sole_producer(const graph::Graph& g, const std::vector<std::vector<int>>& users, const std::vector<char>& dead,
+                  int v, int reader) {
+  if (v < 0 || v >= static_cast<int>(users.size()) || is_graph_output(g, v) || users[v].size() != 1 ||
+      users[v][0] != reader)
+    return -1;
+  const int p = g.values[v].producer;
+  return p >= 0 && !dead[p] ? p : -1;
+}
 
 std::vector<int> SoftmaxChain::between() const {
   std::vector<int> out;

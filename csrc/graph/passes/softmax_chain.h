@@ -35,6 +35,11 @@ struct SoftmaxChain {
 // value read by the chain alone (not a graph output) and no node in `dead`:
 // float32, over the last axis, the scores made by a MatMul. `users`:
 // value_users(g).
+// The node producing v when v is read by `reader` alone (and is not a graph
+// output), or -1; nodes flagged in `dead` do not count.
+int sole_producer(const graph::Graph& g, const std::vector<std::vector<int>>& users, const std::vector<char>& dead,
+                  int v, int reader);
+
 bool match_softmax_chain(const graph::Graph& g, const std::vector<std::vector<int>>& users,
                          const std::vector<char>& dead, int opset, int softmax, SoftmaxChain* out);
 
