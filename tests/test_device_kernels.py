@@ -118,6 +118,31 @@ def test_binary_broadcasting(device, op, pattern, rng):
         _assert_same(got["y"], want["y"], NP[t])
 
 
+@pytest.mark.parametrize("device", ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_prelu_before_opset_7_has_a_slope_per_channel(device, precision, rng):
+    """Opset 6 PRelu with a [C] slope on [N, C, ...] (PyTorch's old
+    per-channel export): one slope per channel, also where the last dim is C
+    too (numpy broadcasting would read the slope along it), and also inside
+    an elementwise chain (the Relu after it), against NumPy."""
+    x_shape, c = (2, 3, 5, 3), 3
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    slope = rng.standard_normal(c).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("PRelu", ["x", "slope"], ["p"]), helper.make_node("Neg", ["p"], ["n"]),
+         helper.make_node("Relu", ["n"], ["y"])], "legacy_prelu",
+        [_vi("x", TensorProto.FLOAT, x_shape)], [_vi("y", TensorProto.FLOAT, x_shape)],
+        [numpy_helper.from_array(slope, "slope")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 6)])
+    m.ir_version = 3
+    per_channel = slope.reshape(c, 1, 1)
+    want = np.maximum(-np.where(x < 0, x * per_channel, x), 0)
+    kw = {} if device == "cpu" else dict(sim_coverage="cuda", allow_cpu_fallback=False, precision=precision)
+    got = twinfer.load(m, device=device, **kw).run({"x": x})["y"]
+    tol = 1e-6 if precision == "fp32" or device == "cpu" else 2e-3
+    np.testing.assert_allclose(np.asarray(got, np.float32), want, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_where_every_width(device, rng):
     shape_c, shape_x, shape_y = (4, 1, 33), (1, 6, 33), (33,)

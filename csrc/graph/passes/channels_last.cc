@@ -37,7 +37,8 @@ bool in_list(const graph::Node& n, std::initializer_list<const char*> ops) {
   return false;
 }
 
-Kind kind_of(const graph::Node& n) {
+Kind kind_of(const graph::Node& n, int64_t opset) {
+  if (is_default(n, "PRelu") && opset < 7) return Kind::kNone;  // its slope may be per channel (ew::prelu_slope_shape)
   if (n.op_type == "Conv" && (n.domain.empty() || n.domain == kTwinferDomain)) return Kind::kConv;
   if (is_default(n, "MaxPool") || is_default(n, "AveragePool")) return Kind::kPool;
   if (is_default(n, "GlobalAveragePool") || is_default(n, "GlobalMaxPool")) return Kind::kGlobalPool;
@@ -107,7 +108,7 @@ class Rewriter {
 
   // The node's channels-last form in `trial` when it can join (or start) a region.
   bool join(const graph::Node& n, graph::Node* trial) {
-    const Kind k = kind_of(n);
+    const Kind k = kind_of(n, ctx_.opset);
     if (k == Kind::kNone || n.inputs.empty() || n.outputs.empty() || !activation_4d(g_, n.outputs[0])) return false;
     for (size_t o = 1; o < n.outputs.size(); ++o)
       if (n.outputs[o] >= 0) return false;  // MaxPool's Indices
@@ -281,7 +282,7 @@ class Rewriter {
     for (size_t i = 0; i < n_nodes; ++i) {
       if (!in_region_[i]) continue;
       graph::Node& n = trial_[i];
-      const Kind k = kind_of(g_.nodes[i]);
+      const Kind k = kind_of(g_.nodes[i], ctx_.opset);
       for (size_t s = 0; s < n.inputs.size(); ++s) {
         const int v = n.inputs[s];
         if (v < 0 || v == axes_) continue;

@@ -46,10 +46,11 @@ struct StepOf {
   float p0 = 0.f, p1 = 0.f;
 };
 
-StepOf step_of(const graph::Graph& g, const graph::Node& n) {
+StepOf step_of(const graph::Graph& g, const graph::Node& n, int64_t opset) {
   StepOf s;
   if (!n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] < 0 || n.inputs.empty()) return s;
   std::string name = n.op_type;
+  if (name == "PRelu" && opset < 7) return s;  // its slope may be per channel (ew::prelu_slope_shape)
   if (name == "GeluTanh") return s;  // our spelling only, not an ONNX op
   if (name == "Gelu") {
     const std::string approx = n.attr_string("approximate", "none");
@@ -102,9 +103,9 @@ graph::Attribute strings_attr(std::vector<std::string> v) {
 
 class Fuser {
  public:
-  Fuser(graph::Graph& g, const FuseElementwiseOptions& o)
+  Fuser(graph::Graph& g, const FuseElementwiseOptions& o, int64_t opset)
       : g_(g), o_(o), users_(value_users(g)), member_(g.nodes.size(), -1), dead_(g.nodes.size(), 0) {
-    for (const auto& n : g.nodes) steps_.push_back(step_of(g, n));
+    for (const auto& n : g.nodes) steps_.push_back(step_of(g, n, opset));
   }
 
   // Grows a group back from each node, last node first; returns the nodes
@@ -214,7 +215,7 @@ class Fuser {
 int fuse_elementwise(graph::Graph& g, const FuseElementwiseOptions& o, const PassContext& ctx) {
   g.topo_sort();
   std::vector<std::string> summaries;
-  const int removed = Fuser(g, o).run(&summaries);
+  const int removed = Fuser(g, o, ctx.opset).run(&summaries);
   if (!removed) return 0;
   g.remove_dead();  // Clip's bounds, now params, are constants nothing reads
   std::string line = "fuse elementwise: " + std::to_string(summaries.size()) + " chains of " +

@@ -20,23 +20,6 @@ std::unique_ptr<Kernel> make_bitshift(const KernelBuildInfo& info) {
 // PRelu's output has X's shape (the slope broadcasts one way).
 void prelu_infer(InferContext& c) { infer_same_as_input0(c); }
 
-// Before opset 7 PRelu named no broadcasting rule, and exporters of the time
-// (PyTorch's per-channel PReLU) wrote a [C] slope for an [N, C, ...] input,
-// meaning one slope per channel. There such a slope is read as [C, 1, ...].
-std::unique_ptr<Kernel> make_prelu(const KernelBuildInfo& info) {
-  const Shape& x = info.input_shape(0);
-  Shape slope = info.input_shape(1);
-  if (info.opset() < 7 && slope.size() == 1 && slope[0] > 1 && x.size() >= 3 && slope[0] == x[1]) {
-    slope.resize(x.size() - 1, 1);
-    try {
-      return std::make_unique<BinaryKernel<PReluOp>>(info, make_broadcast_plan({x, slope}, info.output_shape(0)));
-    } catch (const Error& e) {
-      info.fail(ErrorKind::kShape, e.what());
-    }
-  }
-  return make_kernel<BinaryKernel<PReluOp>>(info);
-}
-
 class PowKernel final : public Kernel {
  public:
   explicit PowKernel(const KernelBuildInfo& info)
@@ -88,7 +71,7 @@ TWINFER_REGISTER_SCHEMA("BitShift", infer_broadcast);
 TWINFER_REGISTER_KERNEL("BitShift", Backend::kCPU, 0, bitshift_supports, make_bitshift);
 
 TWINFER_REGISTER_SCHEMA("PRelu", prelu_infer);
-TWINFER_REGISTER_KERNEL("PRelu", Backend::kCPU, 0, binary_supports<PReluOp>, make_prelu);
+TWINFER_REGISTER_KERNEL("PRelu", Backend::kCPU, 0, binary_supports<PReluOp>, make_kernel<BinaryKernel<PReluOp>>);
 
 TWINFER_REGISTER_SCHEMA("Pow", infer_broadcast);
 TWINFER_REGISTER_KERNEL("Pow", Backend::kCPU, 0, pow_supports, make_kernel<PowKernel>);

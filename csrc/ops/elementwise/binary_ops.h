@@ -45,6 +45,19 @@ inline bool bitshift_supports(const KernelBuildInfo& info, std::string* why) {
 // ---- PRelu: slope broadcasts to X (one direction); output has X's shape.
 using PReluOp = BinaryTraits<PRelu, kFloatTypes | kI32 | kI64 | kU32 | kU64>;
 
+// Before opset 7 PRelu named no broadcasting rule, and exporters of the time
+// (PyTorch's per-channel PReLU) wrote a [C] slope for an [N, C, ...] input,
+// meaning one slope per channel. Such a slope is read as [C, 1, ...]: the
+// shape every backend's kernel broadcasts (ew::plan_for_node); the layout and
+// fusion passes leave these PRelus alone.
+inline bool prelu_slope_per_channel(int64_t opset, const Shape& x, const Shape& slope) {
+  return opset < 7 && slope.size() == 1 && slope[0] > 1 && x.size() >= 3 && slope[0] == x[1];
+}
+inline Shape prelu_slope_shape(int64_t opset, const Shape& x, Shape slope) {
+  if (prelu_slope_per_channel(opset, x, slope)) slope.resize(x.size() - 1, 1);
+  return slope;
+}
+
 // ---- Pow: base T (floats, int32, int64), exponent of any numeric type
 // (functors Pow, and Square for a constant exponent of 2).
 constexpr unsigned kPowBase = kFloatTypes | kI32 | kI64;

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "ops/elementwise/binary_kernel.h"
+#include "ops/elementwise/binary_ops.h"
 
 namespace twinfer::ew {
 
@@ -74,6 +75,9 @@ namespace twinfer::ew {
 BroadcastPlan plan_for_node(const KernelBuildInfo& info, std::initializer_list<size_t> ins) {
   std::vector<Shape> shapes;
   for (size_t i : ins) shapes.push_back(info.input_shape(i));
+  const graph::Node& n = info.node();
+  if (n.op_type == "PRelu" && n.domain.empty() && shapes.size() == 2)
+    shapes[1] = prelu_slope_shape(info.opset(), shapes[0], shapes[1]);
   try {
     return make_broadcast_plan(shapes, info.output_shape(0));
   } catch (const Error& e) {
