@@ -558,6 +558,39 @@ def test_pooling(device, op, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("x_shape, attrs", [
+    ((2, 3, 29), dict(kernel_shape=[4], strides=[3], pads=[1, 2])),                                   # 1-d
+    ((2, 3, 11, 13), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 5, 10, 9), dict(kernel_shape=[2, 3], strides=[1, 2], dilations=[2, 1], ceil_mode=1)),
+    ((2, 2, 5, 7, 6), dict(kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[0, 1, 1, 1, 0, 0])),      # 3-d
+])
+def test_maxpool_indices(device, storage_order, x_shape, attrs, rng):
+    # MaxPool's second output, the flat position of each window's maximum in
+    # x (row-major, or the first spatial dim fastest with storage_order=1).
+    # Reference: onnxruntime on float32; fp16 on the device against the
+    # float32 positions of the same (fp16-exact) values.
+    import onnxruntime as ort
+
+    x32 = rng.permutation(np.prod(x_shape)).reshape(x_shape).astype(np.float32) / 8  # no ties, fp16-exact
+    for t in (TensorProto.FLOAT, TensorProto.FLOAT16):
+        node = helper.make_node("MaxPool", ["x"], ["y", "i"], storage_order=storage_order, **attrs)
+        g = helper.make_graph([node], "p", [_vi("x", t, x_shape)],
+                              [helper.make_tensor_value_info("y", t, None),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 12)])
+        m.ir_version = 8
+        if t == TensorProto.FLOAT:
+            want_y, want_i = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+                None, {"x": x32})
+        x = x32.astype(NP[t])
+        want, got = _run_both(m, {"x": x}, device)
+        for r in (want, got):  # the CPU backend and the device, each against onnxruntime
+            np.testing.assert_array_equal(r["i"], want_i)
+            np.testing.assert_array_equal(r["y"], want_y.astype(NP[t]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("group,dilation,stride", [(1, 1, 1), (1, 2, 2), (3, 1, 1), (6, 1, 2)])
 def test_conv(device, group, dilation, stride, rng):
     F = TensorProto.FLOAT

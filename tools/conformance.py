@@ -251,6 +251,9 @@ def cuda_kernels_main(args) -> int:
     seconds = time.time() - t0
     text = cuda_markdown(ran, failed, cs.load_cases(), seconds, args.cuda_kernels)
     print(text)
+    if args.verbose:
+        for name, msg in sorted(failed.items()):
+            print(f"  {name}: {msg}")
     if args.markdown:
         old = args.markdown.read_text() if args.markdown.exists() else ""
         if CUDA_BEGIN in old and CUDA_END in old:

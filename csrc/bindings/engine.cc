@@ -221,6 +221,7 @@ void bind_engine(py::module_& m) {
              d["plan_hits"] = s.plan_hits;
              d["plan_misses"] = s.plan_misses;
              d["passes"] = s.pass_log;
+             d["shape_inputs"] = s.shape_inputs;
              return d;
            })
       .def("memory_report",

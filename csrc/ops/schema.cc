@@ -54,7 +54,9 @@ Shape InferContext::input_values_shape(size_t i) const {
 const Tensor* InferContext::input_constant(size_t i) const {
   if (!has_input(i)) return nullptr;
   const auto& v = graph_.values[node_.inputs[i]];
-  return v.is_constant() ? &v.constant : nullptr;
+  if (v.is_constant()) return &v.constant;
+  if (asked_) asked_->push_back(node_.inputs[i]);
+  return nullptr;
 }
 
 bool InferContext::constant_ints(size_t i, std::vector<int64_t>* out) const {

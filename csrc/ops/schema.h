@@ -29,6 +29,10 @@ class InferContext {
   bool input_known(size_t i) const;              // rank and every dim known
   Shape input_values_shape(size_t i) const;      // concrete shape; throws when unknown
   const Tensor* input_constant(size_t i) const;  // nullptr when not a constant
+  // Every input whose value the rule asks for (input_constant, constant_ints)
+  // and cannot have is appended to `*asked` (value ids): the inputs a shape
+  // waits for (graph/passes/shape_inputs.h).
+  void record_asked(std::vector<int>* asked) { asked_ = asked; }
   // Reads an int64/int32 constant input as a list; false when not constant.
   bool constant_ints(size_t i, std::vector<int64_t>* out) const;
 
@@ -47,6 +51,7 @@ class InferContext {
   graph::Graph& graph_;
   const graph::Node& node_;
   int64_t opset_;
+  std::vector<int>* asked_ = nullptr;
 };
 
 using InferFn = void (*)(InferContext&);

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -10,6 +11,7 @@
 #include "graph/domains.h"
 #include "graph/passes/expand_contrib.h"
 #include "graph/passes/pipeline.h"
+#include "graph/passes/shape_inputs.h"
 #include "ops/schema.h"
 #include "graph/subgraph.h"
 #include "runtime/evaluate.h"
@@ -201,7 +203,8 @@ Backend Engine::passes_backend() const {
 
 void Engine::check_fallback(const graph::Graph& g) const {
   if (!options_.device.is_accelerator() || options_.allow_cpu_fallback) return;
-  const auto missing = nodes_without_device_kernel(g, options_.device, options_.sim_coverage);
+  const auto missing =
+      nodes_without_device_kernel(g, options_.device, options_.sim_coverage, passes::shape_input_indices(g, opset_));
   if (missing.empty()) return;
   std::string msg = "allow_cpu_fallback=False but " + std::to_string(missing.size()) + " node" +
                     (missing.size() > 1 ? "s have" : " has") + " no " + options_.device.str() + " kernel: ";
@@ -259,6 +262,7 @@ void Engine::finish(graph::Graph g) {
     outputs_.push_back({val.name, val.dtype, val.has_shape ? val.shape : SymShape{}});
   }
   graph_ = std::move(g);
+  shape_inputs_ = passes::shape_input_indices(graph_, opset_);
 
   // Fully static models get their plan now: errors surface at load and the
   // first run pays nothing extra.
@@ -302,6 +306,7 @@ EngineStats Engine::stats() const {
   s.plans_cached = plans_.size();
   s.plan_hits = plan_hits_;
   s.plan_misses = plan_misses_;
+  for (int i : shape_inputs_) s.shape_inputs.push_back(inputs_[i].name);
   return s;
 }
 
@@ -320,42 +325,114 @@ std::shared_ptr<const Plan> find_cached_plan(PlanList& plans, Same same) {
   return nullptr;
 }
 
+// Same bytes, dtype and shape (host tensors).
+bool same_value(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         (a.bytes() == 0 || std::memcmp(a.data(), b.data(), a.bytes()) == 0);
+}
+
+bool same_values(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_value(a[i], b[i])) return false;
+  return true;
+}
+
 }  // namespace
 
-std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) const {
+std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) const { return plan_for(shapes, {}); }
+
+std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, const std::vector<Tensor>& values) const {
   std::lock_guard<std::mutex> lock(plans_mutex_);
-  if (auto p = find_cached_plan(plans_, [&](const std::vector<Shape>& s) { return s == shapes; })) {
+  if (auto p = find_cached_plan(plans_, [&](const PlanKey& k) { return k.shapes == shapes && same_values(k.values, values); })) {
     ++plan_hits_;
     return p;
   }
   ++plan_misses_;
+  // The key and the plan hold copies: the caller's arrays may change after.
+  PlanKey key{shapes, {}};
+  std::vector<Tensor> by_input;
+  if (!values.empty()) {
+    by_input.resize(shapes.size());
+    for (size_t k = 0; k < values.size(); ++k) {
+      key.values.push_back(values[k].clone());
+      by_input[shape_inputs_[k]] = key.values.back();
+    }
+    ++value_plans_built_;
+  }
   const PlanSource src{graph_, opset_, options_, constants_.get()};
-  std::shared_ptr<const Plan> p = build_plan(src, shapes);
-  plans_.emplace_front(shapes, p);
+  std::shared_ptr<const Plan> p = build_plan(src, shapes, by_input);
+  plans_.emplace_front(std::move(key), p);
   while (plans_.size() > std::max<size_t>(1, options_.max_cached_plans)) plans_.pop_back();
   return p;
 }
 
-std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& inputs) const {
+std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& inputs, const RunOptions& o) const {
   // A run at a known shape compares the inputs' shapes in place: the shapes
   // are copied (allocated) only to build a new plan.
-  const auto same = [&](const std::vector<Shape>& s) {
+  const auto same_shapes = [&](const std::vector<Shape>& s) {
     if (s.size() != inputs.size()) return false;
     for (size_t i = 0; i < s.size(); ++i)
       if (s[i] != inputs[i].shape()) return false;
     return true;
   };
+  std::shared_ptr<const Plan> p;
   {
     std::lock_guard<std::mutex> lock(plans_mutex_);
-    if (auto p = find_cached_plan(plans_, same)) {
-      ++plan_hits_;
-      return p;
-    }
+    p = find_cached_plan(plans_, [&](const PlanKey& k) { return k.values.empty() && same_shapes(k.shapes); });
+    if (p) ++plan_hits_;
   }
   std::vector<Shape> shapes;
-  shapes.reserve(inputs.size());
-  for (const auto& t : inputs) shapes.push_back(t.shape());
-  return plan_for(shapes);
+  if (!p) {
+    shapes.reserve(inputs.size());
+    for (const auto& t : inputs) shapes.push_back(t.shape());
+    p = plan_for(shapes);
+  }
+  // Shapes alone size everything (or nothing here is a shape input): done.
+  if (!p->value_dependent || shape_inputs_.empty()) return p;
+
+  // A value longer than a shape can be is data, not a shape: the run goes
+  // to the host evaluator (copying and comparing it every run would cost
+  // more than the plan saves).
+  for (int i : shape_inputs_)
+    if (inputs[i].numel() > passes::kMaxShapeInputElements) return p;
+
+  // The shape inputs' values, on the host (a device one is read back: the
+  // stream that made it finishes first).
+  std::vector<Tensor> values;
+  values.reserve(shape_inputs_.size());
+  for (int i : shape_inputs_) {
+    const Tensor& t = inputs[i];
+    if (t.device().is_cpu()) {
+      values.push_back(t);
+      continue;
+    }
+    const Stream* s = o.stream.get();
+    if (s && s->capturing())
+      throw Error(ErrorKind::kInvalidArgument, "input '" + inputs_[i].name + "' decides shapes, so its value is read "
+                                               "when the run starts, which a graph being captured cannot do; pass "
+                                               "it as a host array");
+    if (o.stream) o.stream->synchronize();
+    values.push_back(to_host(t));
+  }
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex_);
+    if (auto hit = find_cached_plan(plans_, [&](const PlanKey& k) {
+          return !k.values.empty() && same_shapes(k.shapes) && same_values(k.values, values);
+        })) {
+      ++plan_hits_;
+      return hit;
+    }
+    // A CPU engine whose shape inputs keep changing (a step counter) would
+    // build a plan per run: past max_cached_plans new values run through
+    // the host evaluator instead, which is what the CPU runs anyway. A
+    // device engine always plans: the evaluator would take the whole model
+    // to the host.
+    if (!options_.device.is_accelerator() && value_plans_built_ >= options_.max_cached_plans) return p;
+  }
+  if (shapes.empty())
+    for (const auto& t : inputs) shapes.push_back(t.shape());
+  return plan_for(shapes, values);
 }
 
 MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
@@ -448,13 +525,17 @@ std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>
     throw Error(ErrorKind::kInvalidArgument, "a context for " + ctx.device().str() + " given to an engine on " +
                                                  options_.device.str());
   check_inputs(inputs);
-  auto plan = plan_for_inputs(inputs);
+  auto plan = plan_for_inputs(inputs, options);
   if (plan->value_dependent) {
     const Stream* s = options.stream ? options.stream.get() : ctx.stream().get();
     if (s && s->capturing())
       throw Error(ErrorKind::kInvalidArgument, "this run is being captured into a graph, but its shapes depend on "
                                                "values (" + plan->value_dependent_reason +
                                                "), which only the host evaluator can run");
+    if (options_.device.is_accelerator() && !options_.allow_cpu_fallback)
+      throw Error(ErrorKind::kUnsupportedOp, "allow_cpu_fallback=False but this run's shapes depend on values (" +
+                                                 plan->value_dependent_reason +
+                                                 "), which only the CPU evaluator can run");
     if (options_.device.is_accelerator()) {
       std::lock_guard<std::mutex> lock(fallback_mutex_);
       if (host_fallback_.empty()) host_fallback_ = plan->value_dependent_reason;

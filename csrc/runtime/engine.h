@@ -36,6 +36,7 @@ struct EngineStats {
   size_t plan_hits = 0;
   size_t plan_misses = 0;
   std::vector<std::string> pass_log;
+  std::vector<std::string> shape_inputs;  // inputs whose values key plans (Engine::shape_inputs)
 };
 
 // Memory of one plan: what the arenas hold at peak vs. what all
@@ -81,6 +82,10 @@ class Engine {
 
   // The plan for these input shapes, built on first use and cached.
   std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& input_shapes) const;
+  // Inputs whose values decide shapes (graph/passes/shape_inputs.h), as
+  // indices into inputs(): where a plan at some shapes needs them, plans are
+  // keyed by their values too.
+  const std::vector<int>& shape_inputs() const { return shape_inputs_; }
   MemoryReport memory_report(const std::vector<Shape>& input_shapes) const;
   std::vector<KernelReportRow> kernel_report(const std::vector<Shape>& input_shapes) const;
 
@@ -108,7 +113,10 @@ class Engine {
  private:
   Engine() = default;
   void check_inputs(const std::vector<Tensor>& inputs) const;
-  std::shared_ptr<const Plan> plan_for_inputs(const std::vector<Tensor>& inputs) const;  // plan_for, no copies on a hit
+  std::shared_ptr<const Plan> plan_for_inputs(const std::vector<Tensor>& inputs, const RunOptions& o) const;  // no copies on a hit
+  // The cached plan for these shapes and shape inputs' values (host
+  // tensors, in shape_inputs_ order; empty: shapes alone), else a new one.
+  std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& shapes, const std::vector<Tensor>& values) const;
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store
@@ -127,9 +135,18 @@ class Engine {
   mutable std::mutex fallback_mutex_;
   mutable std::string host_fallback_;
 
+  std::vector<int> shape_inputs_;
+
+  // What a plan was built for: input shapes, and the shape inputs' values
+  // where the shapes alone did not size every value (empty otherwise).
+  struct PlanKey {
+    std::vector<Shape> shapes;
+    std::vector<Tensor> values;  // owned host copies, in shape_inputs_ order
+  };
   mutable std::mutex plans_mutex_;
-  mutable std::list<std::pair<std::vector<Shape>, std::shared_ptr<const Plan>>> plans_;  // MRU first
+  mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first
   mutable size_t plan_hits_ = 0, plan_misses_ = 0;
+  mutable size_t value_plans_built_ = 0;  // plans keyed by values (a CPU engine stops at max_cached_plans)
 
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<ExecutionContext>> pool_;

@@ -207,13 +207,16 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o) {
   return pl;
 }
 
-std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c) {
+std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c,
+                                                     const std::vector<int>& shape_inputs) {
   const Backend b = placement_backend(d, c);
   // Shape arithmetic folds into constants once a plan knows the input
-  // shapes (Shape -> Gather -> Concat -> Reshape): nodes computed only from
-  // constants and Shape / Size are never run, on any device.
+  // shapes (Shape -> Gather -> Concat -> Reshape) and the shape inputs'
+  // values: nodes computed only from constants, Shape / Size and shape
+  // inputs are never run, on any device.
   std::vector<char> shape_only(g.values.size(), 0);
   for (size_t v = 0; v < g.values.size(); ++v) shape_only[v] = g.values[v].is_constant();
+  for (int i : shape_inputs) shape_only[g.inputs[i]] = 1;
   std::vector<char> folds(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const auto& n = g.nodes[i];

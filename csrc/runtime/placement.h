@@ -75,7 +75,10 @@ Backend placement_backend(Device d, SimCoverage c);
 Placement place_nodes(graph::Graph& g, const PlacementOptions& o);
 
 // Load-time check (symbolic shapes) for allow_cpu_fallback=False: the nodes
-// whose op has no device kernel at all, as "name (op)".
-std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c);
+// whose op has no device kernel at all, as "name (op)". Nodes computed only
+// from constants, shapes and the shape inputs (indices into g.inputs, whose
+// values every plan folds in) never run.
+std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c,
+                                                     const std::vector<int>& shape_inputs);
 
 }  // namespace twinfer

@@ -67,7 +67,8 @@ bool is_view_step(const PlannedStep& st) {
 
 }  // namespace
 
-std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>& shapes) {
+std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>& shapes,
+                                 const std::vector<Tensor>& values) {
   const EngineOptions& opt = src.options;
   const Device device = opt.device;
   const bool on_device = device.is_accelerator();
@@ -93,6 +94,7 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
                                          " has more elements than a tensor can hold (2^47)");
     v.has_shape = true;
     v.shape = sym_shape_from(shapes[i]);
+    if (i < values.size() && values[i].defined()) v.constant = values[i];
   }
   passes::PassContext pc;
   pc.opset = src.opset;

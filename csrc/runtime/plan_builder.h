@@ -20,6 +20,10 @@ struct PlanSource {
   ConstantStore* constants = nullptr;  // device engines: where weights are uploaded
 };
 
-std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>& shapes);
+// `values`: empty, or one per input; a defined one is that input's value
+// (a shape input, graph/passes/shape_inputs.h), folded into the plan as a
+// constant: the plan then serves only runs with the same value.
+std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>& shapes,
+                                 const std::vector<Tensor>& values = {});
 
 }  // namespace twinfer

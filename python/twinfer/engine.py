@@ -47,7 +47,8 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              weights ("fp32" default; "int8": MatMul/Gemm weights stored int8 per output channel and
              dequantized inside the GEMM, activations stay float32 — a quarter of the weight bytes),
              on a GPU: allow_cpu_fallback (True: nodes without a GPU kernel run on the CPU, with
-             copies between; False: such nodes raise at load, listed), cuda_graphs (True: after the
+             copies between; False: such nodes raise at load, listed, and a run whose shapes
+             depend on values, which only the CPU evaluator runs, raises), cuda_graphs (True: after the
              first run at an input shape, runs replay a captured CUDA graph), stream_priority
              (the engine's streams; lower is more urgent), sim_coverage (device="sim" only:
              "all" runs every node on the simulated device, "cuda" only those CUDA has kernels for).

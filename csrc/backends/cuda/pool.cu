@@ -1,6 +1,7 @@
 // MaxPool / AveragePool on CUDA (NCHW, or NHWC for the com.twinfer.nhwc
-// forms; 1-3 spatial dims, without MaxPool's Indices output): one thread per
-// output element walks its window, with the CPU kernel's rules
+// forms; 1-3 spatial dims; MaxPool's Indices output in NCHW, counted as the
+// CPU counts them, ops/nn/pool_indices.h): one thread per output element
+// walks its window, with the CPU kernel's rules
 // (ops/nn/pool.cc): windows clipped to the input; with count_include_pad
 // the divisor is the window clipped to the padded extent; a max starts at
 // the window's first element (so a NaN there stays, later NaNs are passed
@@ -14,6 +15,7 @@
 #include "backends/cuda/kernel_util.h"
 #include "graph/domains.h"
 #include "ops/nn/pool.h"
+#include "ops/nn/pool_indices.h"
 
 namespace twinfer_gpu {
 
@@ -25,6 +27,7 @@ struct PoolGeom {
   PoolDim d[3];  // depth, height, width (missing dims are 1)
   twinfer::cuda::PoolIndex index;  // output element -> position and plane (the same dims, and the layout)
   bool is_max = true, include_pad = false;
+  bool column_major = false;  // Indices with storage_order=1
 };
 
 // The window of output position o along dim `p`: first input index, taps
@@ -47,7 +50,8 @@ __device__ __forceinline__ void window(const PoolDim& p, int64_t o, int64_t* fir
 }
 
 template <typename T>
-__global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* __restrict__ y) {
+__global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* __restrict__ y,
+                        int64_t* __restrict__ indices) {
   const PoolDim &D = g.d[0], &H = g.d[1], &W = g.d[2];
   const int64_t step = g.index.step();  // between spatial positions of one plane: 1 (NCHW) or C (NHWC)
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
@@ -61,17 +65,21 @@ __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* _
     if (g.is_max) {
       float best = 0.f;
       bool have = false;
+      int64_t bd = 0, bh = 0, bw = 0;  // where the maximum is (Indices)
       for (int64_t kd = 0; kd < td; ++kd)
         for (int64_t kh = 0; kh < th; ++kh)
           for (int64_t kw = 0; kw < tw; ++kw) {
-            const float v = twinfer::ew::load(
-                xp[(((fd + kd * D.dil) * H.in + fh + kh * H.dil) * W.in + fw + kw * W.dil) * step]);
+            const int64_t id = fd + kd * D.dil, ih = fh + kh * H.dil, iw = fw + kw * W.dil;
+            const float v = twinfer::ew::load(xp[((id * H.in + ih) * W.in + iw) * step]);
             if (!have || v > best) {
               best = v;
               have = true;
+              bd = id, bh = ih, bw = iw;
             }
           }
       y[i] = twinfer::ew::store<T>(have ? best : -FLT_MAX);  // the CPU's numeric_limits<float>::lowest()
+      if (indices)  // NCHW only (pool_supports): `base` is the plane's first element
+        indices[i] = have ? twinfer::nn::max_pool_index(base, bd, bh, bw, D.in, H.in, W.in, g.column_major) : -1;
     } else {
       float sum = 0.f;
       for (int64_t kd = 0; kd < td; ++kd)
@@ -95,8 +103,8 @@ constexpr unsigned kPoolTypes = ew::kF32 | ew::kF16 | ew::kBF16;
 bool pool_supports(const KernelBuildInfo& info, std::string* why) {
   if (!ew::check_input_dtype(info, 0, kPoolTypes, why)) return false;
   const nn::PoolSpec ps = nn::pool_spec(info);
-  if (ps.want_indices) {
-    if (why) *why = "MaxPool's Indices output has no CUDA kernel";
+  if (ps.want_indices && ps.channels_last) {  // the channels_last pass leaves such MaxPools in NCHW
+    if (why) *why = "MaxPool's Indices output has no channels-last CUDA kernel";
     return false;
   }
   if (ps.win.nsp < 1 || ps.win.nsp > 3) {  // the kernel's geometry holds 3 spatial dims
@@ -112,6 +120,8 @@ class CudaPool final : public Kernel {
     const nn::PoolSpec ps = nn::pool_spec(info);
     g_.is_max = ps.is_max;
     g_.include_pad = ps.include_pad;
+    g_.column_major = info.node().attr_int("storage_order", 0) == 1;
+    want_indices_ = ps.want_indices;
     const size_t off = 3 - ps.win.nsp;
     for (size_t j = 0; j < ps.win.nsp; ++j) {
       twinfer_gpu::PoolDim& p = g_.d[off + j];
@@ -137,8 +147,9 @@ class CudaPool final : public Kernel {
     const cudaStream_t s = stream_of(ctx);
     ew::dispatch_typeset<kPoolTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      twinfer_gpu::pool_nd<<<lc.blocks, lc.threads, 0, s>>>(total_, g_, ctx.inputs[0].as<const T>(),
-                                                            ctx.outputs[0].as<T>());
+      twinfer_gpu::pool_nd<<<lc.blocks, lc.threads, 0, s>>>(
+          total_, g_, ctx.inputs[0].as<const T>(), ctx.outputs[0].as<T>(),
+          want_indices_ ? ctx.outputs[1].as<int64_t>() : nullptr);
     });
     check_launch("pooling launch");
   }
@@ -149,6 +160,7 @@ class CudaPool final : public Kernel {
   const char* name_ = "cuda pool";
   twinfer_gpu::PoolGeom g_;
   int64_t total_ = 0;
+  bool want_indices_ = false;
 };
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "ops/kernel.h"
 #include "ops/nn/channels_last.h"
 #include "ops/nn/pool.h"
+#include "ops/nn/pool_indices.h"
 #include "ops/reduce/reduce_walks.h"
 #include "ops/schema.h"
 
@@ -257,12 +258,12 @@ class PoolKernel final : public Kernel {
                       const C v = ew::load(xp[row + iw]);
                       if (v > best || best_i < 0) {
                         best = v;
-                        best_i = column_major_ ? id + (ih + iw * H.in) * D.in : row + iw;
+                        best_i = max_pool_index(p * in_plane, id, ih, iw, D.in, H.in, W.in, column_major_);
                       }
                     }
                   }
                 yp[o] = ew::store<T>(best);
-                if (idx) idx[p * out_plane + o] = best_i < 0 ? -1 : p * in_plane + best_i;
+                if (idx) idx[p * out_plane + o] = best_i;  // -1: an empty window
               } else {
                 C sum = 0;
                 for (int64_t kd = 0, id = D.first[od]; kd < D.taps[od]; ++kd, id += D.dil)

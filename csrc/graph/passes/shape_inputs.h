@@ -1,0 +1,34 @@
+// Shape inputs: small graph inputs whose values decide shapes, like
+// TensorRT's shape tensors. A Range's bounds, a window's size, the target of
+// a Reshape or ConstantOfShape fed by the caller: without their values no
+// plan can size anything, and a run would go to the host evaluator. The
+// engine keys its plans by these inputs' values as well as by the inputs'
+// shapes, and folds them as constants into each plan (runtime/engine.cc).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace twinfer::passes {
+
+// The most elements a shape input's value may have for a plan to be keyed
+// on it (a shape's rank is far below this): a longer value at run time, or
+// a rank-1 input declared longer, leaves the run to the host evaluator, as
+// before, instead of copying and comparing a data tensor on every run.
+constexpr int64_t kMaxShapeInputElements = 64;
+
+// Whether graph input `v` may be a shape input: a number or a short list
+// (rank 0 or 1, at most kMaxShapeInputElements where the length is known)
+// of a numeric type.
+bool shape_input_type(const graph::Value& v);
+
+// Indices into g.inputs of the shape inputs: those of shape_input_type that
+// a node's shape rule asked for the value of (through any chain of nodes
+// other than Shape / Size, whose outputs a plan knows from shapes alone) and
+// whose outputs stayed unsized without it. NonZero, Compress, Unique and
+// NonMaxSuppression ask for their data, not a size: never keyed on. `g` has its load-time types
+// (symbolic shapes); it is not changed.
+std::vector<int> shape_input_indices(const graph::Graph& g, int64_t opset);
+
+}  // namespace twinfer::passes
