@@ -83,6 +83,27 @@ def test_reduce_block_splits_outer_len_inner(shape, axes, want):
         assert tuple(got) == want
 
 
+@pytest.mark.parametrize("shape, axes", [
+    ([2, 7, 5, 6], [0, 2]),            # two blocks
+    ([3, 4, 5, 6], [0, 2, 3]),         # MeanVarianceNormalization's default
+    ([2, 1, 5, 6, 3], [1, 3]),         # a size-1 dim between
+    ([5, 2, 3, 2, 3, 2, 3], [0, 2, 4, 6]),
+    ([4, 3, 2], [0, 2]),
+    ([2, 0, 3, 4], [1, 3]),            # empty
+])
+def test_reduce_gather_puts_the_reduced_dims_innermost(shape, axes):
+    # The CUDA reduction's copy where the reduced dims are not one block
+    # (rows.cu): scratch element i reads x at offsets[i]; the kept dims, in
+    # order, then the reduced ones: NumPy's transpose of x, row by row.
+    got = twinfer._core._test_reduce_gather(shape, axes)
+    offsets, outer, len_ = got
+    x = np.arange(int(np.prod(shape))).reshape(shape)
+    kept = [d for d in range(len(shape)) if d not in axes]
+    want = np.transpose(x, kept + list(axes)).reshape(-1)
+    np.testing.assert_array_equal(np.asarray(offsets, dtype=np.int64).reshape(-1), want)
+    assert outer == int(np.prod([shape[d] for d in kept])) and len_ == int(np.prod([shape[d] for d in axes]))
+
+
 # ---- cuDNN's checks of the NHWC convolution graphs, no GPU needed -------------
 
 @pytest.mark.cuda_build

@@ -538,6 +538,50 @@ def test_rows_softmax_layernorm_reductions(device, rng):
         _check(device, helper.make_node(op, ["x"], ["y"]), [_vi("x", F, x.shape)], [_vi("y", F, (2, 5, 1, 1))], {"x": x})
 
 
+REDUCE_NP = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min,
+             "ReduceL1": lambda x, axis, keepdims: np.sum(np.abs(x), axis=axis, keepdims=keepdims),
+             "ReduceL2": lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims)),
+             "ReduceSumSquare": lambda x, axis, keepdims: np.sum(x * x, axis=axis, keepdims=keepdims),
+             "ReduceLogSum": lambda x, axis, keepdims: np.log(np.sum(x, axis=axis, keepdims=keepdims)),
+             "ReduceLogSumExp": lambda x, axis, keepdims: np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims)),
+             "ReduceProd": np.prod}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("t", [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16])
+@pytest.mark.parametrize("shape, axes", [((3, 5, 4, 7), (0, 2, 3)), ((2, 9, 5, 6), (0, 2)), ((2, 3, 1, 4, 5), (1, 4)),
+                                         ((37, 3, 65), (1,)), ((4, 6), ())])
+def test_reductions_over_any_axes_in_every_float_type(device, t, shape, axes, rng):
+    # Reduced dims that are not one block go through a gathered copy (the
+    # reduced dims innermost), double computes in double, and empty axes
+    # with noop_with_empty_axes are a copy. Against NumPy in float64 and the
+    # CPU backend; NaN in one row must reach its Max / Min.
+    npt = NP[t]
+    for op, fn in REDUCE_NP.items():
+        x = rng.standard_normal(shape) * 2
+        if op == "ReduceLogSum":
+            x = np.abs(x) + 0.1
+        if op == "ReduceProd":
+            x = 1 + x / 30
+        x = x.astype(npt)
+        if op in ("ReduceMax", "ReduceMin") and x.size:
+            x.flat[x.size // 3] = np.nan
+        for keepdims in (0, 1):
+            noop = not axes
+            node = helper.make_node(op, ["x", "ax"], ["y"], keepdims=keepdims, noop_with_empty_axes=int(noop))
+            ax = helper.make_tensor("ax", TensorProto.INT64, [len(axes)], list(axes))
+            g = helper.make_graph([node], "r", [_vi("x", t, shape)], [helper.make_tensor_value_info("y", t, None)], [ax])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+            m.ir_version = 10
+            want_cpu, got = _run_both(m, {"x": x}, device)
+            ref = x.astype(np.float64) if noop else fn(x.astype(np.float64), axis=axes, keepdims=bool(keepdims))
+            tol = {TensorProto.FLOAT16: 3e-3, TensorProto.FLOAT: 2e-6, TensorProto.DOUBLE: 1e-12}[t]
+            for r in (got["y"], want_cpu["y"]):
+                assert r.dtype == npt and r.shape == ref.shape, (op, r.shape, ref.shape)
+                np.testing.assert_array_equal(np.isnan(r), np.isnan(ref), err_msg=op)
+                np.testing.assert_allclose(r.astype(np.float64), ref, rtol=tol, atol=tol, equal_nan=True, err_msg=op)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_pooling(device, op, rng):

@@ -107,6 +107,8 @@ def cuda_cause(msg: str) -> str:
         return f"{m.group(1)}: no CUDA kernel (or control flow)"
     if "depends on input values" in msg or "value-dependent" in msg:
         return "an output shape depends on input values: the CPU evaluates it"
+    if "needs the CPU evaluator" in msg:  # strings, sequences, optionals
+        return "strings, sequences or optionals: the CPU evaluates them"
     return cause(msg)
 
 

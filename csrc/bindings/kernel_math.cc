@@ -156,6 +156,26 @@ void bind_kernel_math(py::module_& m) {
     if (!cuda::reduce_block(shape, red, &outer, &len, &inner, &why)) return py::object(py::str(why));
     return py::object(py::make_tuple(outer, len, inner));
   });
+
+  // A reduction over dims that are not one block, as the CUDA kernel runs
+  // it (backends/cuda/rows.cu): the x offset each gathered element reads,
+  // through the OffsetCalc the kernel gets, and (outer, len).
+  m.def("_test_reduce_gather", [](const std::vector<int64_t>& shape, const std::vector<int64_t>& axes) {
+    std::vector<char> red(shape.size(), 0);
+    for (int64_t a : axes) red.at(static_cast<size_t>(a)) = 1;
+    std::vector<int64_t> dims, strides;
+    int64_t outer, len;
+    cuda::reduce_gather(shape, red, &dims, &strides, &outer, &len);
+    ew::OffsetCalc<1> src;
+    if (!ew::offsets_for(dims, strides, &src)) return py::object(py::none());
+    std::vector<int64_t> offsets(static_cast<size_t>(outer * len));
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      int64_t o[1];
+      src.get(i, o);
+      offsets[i] = o[0];
+    }
+    return py::object(py::make_tuple(offsets, outer, len));
+  });
 }
 
 }  // namespace twinfer::bindings

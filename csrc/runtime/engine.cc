@@ -533,9 +533,8 @@ std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>
                                                "values (" + plan->value_dependent_reason +
                                                "), which only the host evaluator can run");
     if (options_.device.is_accelerator() && !options_.allow_cpu_fallback)
-      throw Error(ErrorKind::kUnsupportedOp, "allow_cpu_fallback=False but this run's shapes depend on values (" +
-                                                 plan->value_dependent_reason +
-                                                 "), which only the CPU evaluator can run");
+      throw Error(ErrorKind::kUnsupportedOp,
+                  "allow_cpu_fallback=False but this run needs the CPU evaluator (" + plan->value_dependent_reason + ")");
     if (options_.device.is_accelerator()) {
       std::lock_guard<std::mutex> lock(fallback_mutex_);
       if (host_fallback_.empty()) host_fallback_ = plan->value_dependent_reason;

@@ -33,11 +33,17 @@ __device__ A block_reduce(A v, F op, A* shared, A identity) {
 struct SumOp {
   template <typename A> __device__ A operator()(A a, A b) const { return a + b; }
 };
+// fmax / fmin in the operands' own precision (float or double).
+__device__ __forceinline__ float max_of(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double max_of(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ float min_of(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double min_of(double a, double b) { return fmin(a, b); }
+
 struct MaxOp {  // NaN is ignored, as std::max(m, NaN) keeps m on the CPU
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  template <typename A> __device__ A operator()(A a, A b) const { return max_of(a, b); }
 };
 struct MinOp {
-  __device__ float operator()(float a, float b) const { return fminf(a, b); }
+  template <typename A> __device__ A operator()(A a, A b) const { return min_of(a, b); }
 };
 
 // The mean of a row of len values and the sum of their squared deviations

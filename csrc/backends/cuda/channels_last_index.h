@@ -1,7 +1,8 @@
 // Index math of the CUDA kernels that take channels-last (NHWC) activations
 // (com.twinfer.nhwc, graph/domains.h) next to their NCHW form: the conv
 // epilogue's channel of an element, a pooling output's window origin, and
-// how a reduction splits its input into [outer, len, inner]. __host__
+// how a reduction splits its input into [outer, len, inner] (or gathers it
+// first where the reduced dims are not one block). __host__
 // __device__ (or host-only, for the plan-time split) and free of CUDA
 // headers, so bindings/kernel_math.cc runs exactly this code on the host and
 // tests/test_channels_last_cuda.py checks it against NumPy.
@@ -94,6 +95,28 @@ inline bool reduce_block(const std::vector<int64_t>& shape, const std::vector<ch
     }
   }
   return true;
+}
+
+// A reduction whose reduced dims are not one block, as a gather of x with
+// the kept dims outermost (in their order, so the results come out in the
+// output's order) and the reduced ones innermost, then rows of `len`:
+// `dims` and `strides` (x's element strides) of the gathered copy, for
+// ew::offsets_for; size-1 dims dropped. `outer` results of `len` each.
+inline void reduce_gather(const std::vector<int64_t>& shape, const std::vector<char>& red, std::vector<int64_t>* dims,
+                          std::vector<int64_t>* strides, int64_t* outer, int64_t* len) {
+  const size_t rank = shape.size();
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * shape[d];
+  dims->clear();
+  strides->clear();
+  *outer = *len = 1;
+  for (int reduced = 0; reduced < 2; ++reduced)
+    for (size_t d = 0; d < rank; ++d)
+      if (shape[d] != 1 && (red[d] != 0) == (reduced == 1)) {
+        dims->push_back(shape[d]);
+        strides->push_back(stride[d]);
+        (reduced ? *len : *outer) *= shape[d];
+      }
 }
 
 }  // namespace twinfer::cuda

@@ -9,23 +9,14 @@
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/error_flag.h"
 #include "backends/cuda/kernel_util.h"
+#include "backends/cuda/strided_gather.cuh"
 #include "ops/elementwise/offset_calc.h"
 #include "ops/tensor/split_sizes.h"
 #include "ops/tensor/strided_copy.h"
 
 namespace twinfer_gpu {
 
-// out[i] = in[base + src(i)]: the output walked in order, the input strided.
-template <typename U>
-__global__ void gather_copy(int64_t n, twinfer::ew::OffsetCalc<1> src, int64_t base, const U* __restrict__ in,
-                            U* __restrict__ out) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    int64_t o[1];
-    src.get(static_cast<uint64_t>(i), o);
-    out[i] = in[base + o[0]];
-  }
-}
-
+// out[i] = in[base + src(i)] is gather_copy (strided_gather.cuh).
 // out[dst(i)] = in[i]: the input walked in order, the output strided.
 template <typename U>
 __global__ void scatter_copy(int64_t n, twinfer::ew::OffsetCalc<1> dst, const U* __restrict__ in,
@@ -113,19 +104,7 @@ namespace twinfer::cuda {
 namespace {
 
 using ew::OffsetCalc;
-
-// Dims (outermost first) and one stride each as an OffsetCalc (innermost first).
-bool offsets_for(const Shape& dims, const std::vector<int64_t>& strides, OffsetCalc<1>* c) {
-  if (dims.size() > static_cast<size_t>(ew::kMaxOffsetDims)) return false;
-  c->rank = dims.empty() ? 1 : static_cast<int>(dims.size());
-  if (dims.empty()) c->sizes[0] = ew::FastDivmod(1);
-  for (size_t d = 0; d < dims.size(); ++d) {
-    const size_t from = dims.size() - 1 - d;
-    c->sizes[d] = ew::FastDivmod(static_cast<uint64_t>(dims[from] > 0 ? dims[from] : 1));
-    c->strides[d][0] = strides[from];
-  }
-  return true;
-}
+using ew::offsets_for;
 
 struct alignas(16) Bytes16 {
   uint64_t lo, hi;

@@ -6,7 +6,9 @@
 // reaches every reduction (no early return; CUDA_GUIDE.md section 3).
 // Reduce ops over a block of middle axes ([outer, len, inner], e.g. axes
 // [1, 2] of an NHWC tensor: the channels-last global pools) go by columns
-// instead (reduce_cols).
+// instead (reduce_cols); over axes that are no one block, as rows of a copy
+// with the reduced axes moved innermost (ReducePlan). Reduce ops also take
+// double, computed in double.
 #include <cfloat>
 #include <type_traits>
 
@@ -14,6 +16,7 @@
 #include "backends/cuda/channels_last_index.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
+#include "backends/cuda/strided_gather.cuh"
 #include "ops/nn/softmax.h"
 #include "ops/reduce/reduce_axes.h"
 
@@ -183,17 +186,17 @@ __device__ __forceinline__ double reduce_fin(int kind, double a, int64_t len, do
 struct ProdOp {
   __device__ double operator()(double a, double b) const { return a * b; }
 };
-struct MaxDoubleOp {  // NaN ignored, as std::max(m, NaN) on the CPU
-  __device__ double operator()(double a, double b) const { return fmax(a, b); }
-};
 
 __device__ __forceinline__ double finite_or_zero(double m) { return isfinite(m) ? m : 0.0; }
 
-// Reductions of contiguous rows of `len`.
+// Reductions of contiguous rows of `len`. Max / Min compare in C: float
+// (double for double inputs).
 template <typename T>
 __global__ void reduce_rows(int64_t rows, int64_t len, const T* __restrict__ x, T* __restrict__ y, int kind) {
+  using C = decltype(twinfer::ew::load(x[0]));
   __shared__ double sd[32];
   __shared__ float sf[32];
+  __shared__ C sc[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * len;
     if (!max_like(kind)) {
@@ -202,7 +205,7 @@ __global__ void reduce_rows(int64_t rows, int64_t len, const T* __restrict__ x, 
         double m = -INFINITY;
         for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
           m = fmax(m, static_cast<double>(twinfer::ew::load(xr[i])));
-        shift = finite_or_zero(block_reduce(m, MaxDoubleOp{}, sd, -static_cast<double>(INFINITY)));
+        shift = finite_or_zero(block_reduce(m, MaxOp{}, sd, -static_cast<double>(INFINITY)));
       }
       const bool prod = kind == kRProd;
       double s = prod ? 1.0 : 0.0;
@@ -214,14 +217,15 @@ __global__ void reduce_rows(int64_t rows, int64_t len, const T* __restrict__ x, 
       if (threadIdx.x == 0) y[r] = twinfer::ew::store<T>(reduce_fin(kind, s, len, shift));
     } else {
       // NaN propagates through Max / Min, as the CPU's reduce_ops.h does.
-      float m = kind == kRMax ? -INFINITY : INFINITY;
+      const C lo = -INFINITY, hi = INFINITY;
+      C m = kind == kRMax ? lo : hi;
       bool nan = false;
       for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-        const float v = twinfer::ew::load(xr[i]);
+        const C v = twinfer::ew::load(xr[i]);
         nan = nan || v != v;
-        m = kind == kRMax ? fmaxf(m, v) : fminf(m, v);
+        m = kind == kRMax ? max_of(m, v) : min_of(m, v);
       }
-      m = kind == kRMax ? block_reduce(m, MaxOp{}, sf, -INFINITY) : block_reduce(m, MinOp{}, sf, INFINITY);
+      m = kind == kRMax ? block_reduce(m, MaxOp{}, sc, lo) : block_reduce(m, MinOp{}, sc, hi);
       const float any_nan = block_reduce(nan ? 1.f : 0.f, MaxOp{}, sf, 0.f);
       if (threadIdx.x == 0) y[r] = twinfer::ew::store<T>(any_nan > 0.f ? NAN : m);
     }
@@ -241,8 +245,9 @@ constexpr int kColWidth = 32, kColSplit = 8;
 template <typename T>
 __global__ void reduce_cols(int64_t outer, int64_t len, int64_t inner, const T* __restrict__ x, T* __restrict__ y,
                             int kind) {
+  using C = decltype(twinfer::ew::load(x[0]));  // Max / Min's: float, or double
   __shared__ double sd[kColSplit][kColWidth];
-  __shared__ float sf[kColSplit][kColWidth];
+  __shared__ C sf[kColSplit][kColWidth];
   __shared__ bool sn[kColSplit][kColWidth];
   const int64_t cols = outer * inner;
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -276,13 +281,13 @@ __global__ void reduce_cols(int64_t outer, int64_t len, int64_t inner, const T* 
         }
       sd[ty][tx] = s;
     } else {
-      float m = kind == kRMax ? -INFINITY : INFINITY;
+      C m = kind == kRMax ? -INFINITY : INFINITY;
       bool nan = false;
       if (live)
         for (int64_t k = ty; k < len; k += kColSplit) {
-          const float v = twinfer::ew::load(xc[k * inner]);
+          const C v = twinfer::ew::load(xc[k * inner]);
           nan = nan || v != v;
-          m = kind == kRMax ? fmaxf(m, v) : fminf(m, v);
+          m = kind == kRMax ? max_of(m, v) : min_of(m, v);
         }
       sf[ty][tx] = m;
       sn[ty][tx] = nan;
@@ -295,10 +300,10 @@ __global__ void reduce_cols(int64_t outer, int64_t len, int64_t inner, const T* 
         for (int r = 1; r < kColSplit; ++r) s = prod ? s * sd[r][tx] : s + sd[r][tx];
         y[col] = twinfer::ew::store<T>(reduce_fin(kind, s, len, shift));
       } else {
-        float m = sf[0][tx];
+        C m = sf[0][tx];
         bool nan = sn[0][tx];
         for (int r = 1; r < kColSplit; ++r) {
-          m = kind == kRMax ? fmaxf(m, sf[r][tx]) : fminf(m, sf[r][tx]);
+          m = kind == kRMax ? max_of(m, sf[r][tx]) : min_of(m, sf[r][tx]);
           nan = nan || sn[r][tx];
         }
         y[col] = twinfer::ew::store<T>(nan ? NAN : m);
@@ -314,6 +319,8 @@ namespace twinfer::cuda {
 namespace {
 
 constexpr unsigned kRowTypes = ew::kF32 | ew::kF16 | ew::kBF16;
+// Reduce* and the global pools also take double (computed in double).
+constexpr unsigned kReduceTypes = kRowTypes | ew::kF64;
 
 // f(std::integral_constant<int, K>) with K the values per lane a warp-per-row
 // kernel needs for rows of len <= 1024 (a power of two, 1 to 32).
@@ -455,10 +462,24 @@ int reduce_kind(const std::string& op) {
   return -1;
 }
 
-// The reduction as [outer, len, inner] (channels_last_index.h's
-// reduce_block): inner == 1 reduces trailing dims (rows of len), inner > 1
-// a block in the middle (columns). supports() and the kernel share it.
-bool reduce_geom(const KernelBuildInfo& info, int64_t* outer, int64_t* len, int64_t* inner, std::string* why) {
+// How a reduction runs: as [outer, len, inner] over x itself
+// (channels_last_index.h's reduce_block; inner == 1 reduces trailing dims,
+// rows of len, inner > 1 a block in the middle, columns), or, where the
+// reduced dims are not one block (axes [0, 2, 3] of NCHW:
+// MeanVarianceNormalization's), gathered first into scratch with the kept
+// dims outermost and the reduced ones innermost, then as rows: the kept
+// dims stay in their order, so the rows come out in the output's order. A
+// no-op reduction (empty axes with noop_with_empty_axes) is a copy.
+// supports() and the kernel share it.
+struct ReducePlan {
+  int64_t outer = 1, len = 1, inner = 1;
+  bool copy = false;                 // the no-op
+  bool gather = false;               // x gathered into scratch first
+  int64_t gather_n = 0;              // x's elements
+  ew::OffsetCalc<1> gather_src;      // scratch element -> x element
+};
+
+bool reduce_plan(const KernelBuildInfo& info, ReducePlan* p, std::string* why) {
   const Shape in = info.input_shape(0);
   const int64_t rank = static_cast<int64_t>(in.size());
   std::vector<char> red(rank, 0);
@@ -468,19 +489,34 @@ bool reduce_geom(const KernelBuildInfo& info, int64_t* outer, int64_t* len, int6
   } else {
     bool noop = false, known = true;
     red = reduce::reduced_dims(info, rank, &noop, &known);
-    if (!known || noop) {
-      if (why) *why = known ? "a no-op reduction" : "axes computed at run time";
+    if (!known) {
+      if (why) *why = "axes computed at run time";
       return false;
     }
+    if (noop) {
+      p->copy = true;
+      return true;
+    }
   }
-  return reduce_block(in, red, outer, len, inner, why);
+  if (reduce_block(in, red, &p->outer, &p->len, &p->inner, nullptr)) return true;
+  std::vector<int64_t> dims, strides;
+  reduce_gather(in, red, &dims, &strides, &p->outer, &p->len);
+  p->inner = 1;
+  if (!ew::offsets_for(dims, strides, &p->gather_src)) {
+    if (why) *why = "a reduction over dims that are not one block, of more than " + std::to_string(ew::kMaxOffsetDims) +
+                    " dims, has no CUDA kernel";
+    return false;
+  }
+  p->gather = true;
+  p->gather_n = shape_numel(in);
+  return true;
 }
 
 bool reduce_supports(const KernelBuildInfo& info, std::string* why) {
-  if (!row_dtype_ok(info, why)) return false;
+  if (!ew::check_input_dtype(info, 0, kReduceTypes, why)) return false;
   if (reduce_kind(info.node().op_type) < 0) return false;
-  int64_t outer, len, inner;
-  return reduce_geom(info, &outer, &len, &inner, why);
+  ReducePlan p;
+  return reduce_plan(info, &p, why);
 }
 
 class CudaReduce final : public Kernel {
@@ -488,32 +524,53 @@ class CudaReduce final : public Kernel {
   explicit CudaReduce(const KernelBuildInfo& info)
       : dtype_(info.input_dtype(0)), kind_(reduce_kind(info.node().op_type)) {
     std::string why;
-    if (!reduce_geom(info, &outer_, &len_, &inner_, &why)) info.fail(ErrorKind::kUnsupportedOp, why);
+    if (!reduce_plan(info, &p_, &why)) info.fail(ErrorKind::kUnsupportedOp, why);
+  }
+  size_t scratch_bytes() const override {
+    return p_.gather ? static_cast<size_t>(p_.gather_n) * dtype_size(dtype_) : 0;
   }
   void run(KernelContext& ctx) const override {
-    const int64_t cols = outer_ * inner_;  // outputs
-    if (cols == 0) return;
     const cudaStream_t s = stream_of(ctx);
-    ew::dispatch_typeset<kRowTypes>(dtype_, [&](auto tag) {
+    if (p_.copy) {
+      const size_t bytes = ctx.outputs[0].bytes();
+      if (bytes) check(cudaMemcpyAsync(ctx.outputs[0].data, ctx.inputs[0].data, bytes, cudaMemcpyDeviceToDevice, s),
+                       "no-op reduction copy");
+      return;
+    }
+    const int64_t cols = p_.outer * p_.inner;  // outputs
+    if (cols == 0) return;
+    ew::dispatch_typeset<kReduceTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* x = ctx.inputs[0].as<const T>();
       T* y = ctx.outputs[0].as<T>();
-      if (inner_ == 1) {
-        twinfer_gpu::reduce_rows<<<row_blocks(outer_), twinfer_gpu::kRowThreads, 0, s>>>(outer_, len_, x, y, kind_);
+      if (p_.gather) {
+        T* moved = static_cast<T*>(ctx.scratch);
+        const ew::LaunchConfig lc = ew::elementwise_launch(p_.gather_n);
+        if (lc.blocks)
+          twinfer_gpu::gather_copy<<<lc.blocks, lc.threads, 0, s>>>(p_.gather_n, p_.gather_src, 0, x, moved);
+        x = moved;
+      }
+      if (p_.inner == 1) {
+        twinfer_gpu::reduce_rows<<<row_blocks(p_.outer), twinfer_gpu::kRowThreads, 0, s>>>(p_.outer, p_.len, x, y,
+                                                                                          kind_);
       } else {
         const dim3 block(twinfer_gpu::kColWidth, twinfer_gpu::kColSplit);
         twinfer_gpu::reduce_cols<<<row_blocks((cols + twinfer_gpu::kColWidth - 1) / twinfer_gpu::kColWidth), block, 0,
-                                   s>>>(outer_, len_, inner_, x, y, kind_);
+                                   s>>>(p_.outer, p_.len, p_.inner, x, y, kind_);
       }
     });
     check_launch("reduction launch");
   }
-  const char* impl_name() const override { return inner_ == 1 ? "cuda rows" : "cuda columns"; }
+  const char* impl_name() const override {
+    if (p_.copy) return "cuda copy (no-op reduction)";
+    if (p_.gather) return "cuda gather + rows";
+    return p_.inner == 1 ? "cuda rows" : "cuda columns";
+  }
 
  private:
   DType dtype_;
   int kind_;
-  int64_t outer_ = 0, len_ = 0, inner_ = 1;
+  ReducePlan p_;
 };
 
 }  // namespace

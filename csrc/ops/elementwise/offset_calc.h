@@ -10,6 +10,7 @@
 // contiguously, so most launches see rank 1 or 2.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/half.h"  // TWINFER_HD
 
@@ -70,5 +71,20 @@ struct OffsetCalc {
     }
   }
 };
+
+// Host side: dims (outermost first) and one stride each (elements) as an
+// OffsetCalc<1> (innermost first), for a strided copy's source or
+// destination; false when there are more dims than an OffsetCalc holds.
+inline bool offsets_for(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, OffsetCalc<1>* c) {
+  if (dims.size() > static_cast<size_t>(kMaxOffsetDims)) return false;
+  c->rank = dims.empty() ? 1 : static_cast<int>(dims.size());
+  if (dims.empty()) c->sizes[0] = FastDivmod(1);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const size_t from = dims.size() - 1 - d;
+    c->sizes[d] = FastDivmod(static_cast<uint64_t>(dims[from] > 0 ? dims[from] : 1));
+    c->strides[d][0] = strides[from];
+  }
+  return true;
+}
 
 }  // namespace twinfer::ew
