@@ -2,8 +2,10 @@
 
 - chain: Sin/Cos alternating (every node has a device kernel, so on a GPU or
   the simulated device the whole run is one captured graph after the first);
-- mixed: Sin -> If(flag) -> Cos, where If (control flow) always runs on the
-  host, so placement puts copies on both sides of it;
+- mixed: Sin -> If(flag or NaN in x) -> Cos, where If (control flow) runs on
+  the host, so placement puts copies on both sides of it (its condition
+  reads x, so no plan can fold it and inline the branch: a condition from
+  the flag alone would make it a steering input, graph/passes/shape_inputs.h);
 - nonzero: a value-dependent shape (NonZero), which no plan can run on a
   device: device engines evaluate it on the host.
 """
@@ -48,7 +50,10 @@ def mixed_model(width: int = 33):
                                [helper.make_tensor_value_info("r2", F, ["N", width])])
     nodes = [
         helper.make_node("Sin", ["x"], ["s"], name="sin"),
-        helper.make_node("If", ["flag"], ["b"], then_branch=then_g, else_branch=else_g, name="branch"),
+        helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0, name="total"),
+        helper.make_node("IsNaN", ["total"], ["any_nan"], name="any_nan"),
+        helper.make_node("Or", ["flag", "any_nan"], ["cond"], name="cond"),
+        helper.make_node("If", ["cond"], ["b"], then_branch=then_g, else_branch=else_g, name="branch"),
         helper.make_node("Cos", ["b"], ["y"], name="cos"),
     ]
     return _model(nodes, [helper.make_tensor_value_info("x", F, ["N", width]),
@@ -58,7 +63,7 @@ def mixed_model(width: int = 33):
 
 def mixed_ref(x: np.ndarray, flag: bool) -> np.ndarray:
     s = np.sin(x.astype(np.float64))
-    return np.cos(s + 1 if flag else s - 1)
+    return np.cos(s + 1 if flag or np.isnan(x.sum()) else s - 1)
 
 
 def nonzero_model():

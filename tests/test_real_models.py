@@ -98,6 +98,30 @@ def test_silero_vad_streams_like_onnxruntime(variant, device, rng):
     assert max(probs) - min(probs) > 0.05, "the stream should move the detector (speech and pauses)"
 
 
+@pytest.mark.cuda_build
+@pytest.mark.parametrize("variant", list(SILERO_V5))
+def test_silero_vad_runs_wholly_on_the_device(variant, rng):
+    """Every variant's Ifs fold away on a device plan, so no step is left on
+    the host: those on a shape (x's length, the state's batch) fold with the
+    plan's shapes, `If(sr == 16000)` with the value of sr (a steering input,
+    graph/passes/shape_inputs.h); the simulated device places as CUDA would.
+    At 8 kHz too where the variant has that branch."""
+    path = wheel_file("silero_vad", SILERO_V5[variant])
+    engine = twinfer.load(path, device="sim", sim_coverage="cuda", allow_cpu_fallback=False)
+    sess = ort_session(path)
+    takes_sr = any(i.name == "sr" for i in sess.get_inputs())
+    for sr, n in ((16000, 576), (8000, 288), (16000, 576)):
+        if sr == 8000 and not takes_sr:
+            continue
+        audio = speech_like(0.1, sr, rng)[:n]
+        feeds = {"input": audio[None].astype(np.float32), "state": rng.standard_normal((2, 1, 128)).astype(np.float32) / 4,
+                 **({"sr": np.array(sr, np.int64)} if takes_sr else {})}
+        got, want = run_both(path, feeds, engine=engine)
+        rows = engine.kernel_report(feeds)
+        assert rows and not [r for r in rows if r.backend == "cpu"], rows
+        assert not [r for r in rows if r.op == "If"]
+
+
 def test_silero_vad_frame_sequence_model(rng):
     """The sequence export (PyTorch 2.11): many 576-sample frames in one call."""
     path = wheel_file("silero_vad", "data/silero_vad_16k_sequence.onnx")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 from conftest import SIM_AS_CUDA
@@ -139,18 +139,21 @@ def make_case(rng, op, direction, layout, bias, lens, init, peep, dt, hs=H):
     return feeds
 
 
-def make_model(op, feeds, direction, layout, dt, hs=H, attrs=None, opset=22):
+def make_model(op, feeds, direction, layout, dt, hs=H, attrs=None, opset=22, consts=()):
+    """The node over `feeds`; the names in `consts` become initializers (the
+    kernels prepare constant weights when they are built) instead of inputs."""
     names = ["X", "W", "R", "B", "L", "H0", "C0", "P"][:8 if op == "LSTM" else 6]
     ins = [k if k in feeds else "" for k in names]
     while ins and ins[-1] == "":
         ins.pop()
     t = ONNX_T[dt]
     inputs = [helper.make_tensor_value_info(k, TensorProto.INT32 if k == "L" else t, list(feeds[k].shape))
-              for k in ins if k]
+              for k in ins if k and k not in consts]
+    inits = [numpy_helper.from_array(feeds[k], k) for k in ins if k and k in consts]
     outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
     node = helper.make_node(op, ins, outs, direction=direction, hidden_size=hs, layout=layout, **(attrs or {}))
     outputs = [helper.make_tensor_value_info(o, t, None) for o in outs]
-    m = helper.make_model(helper.make_graph([node], op.lower(), inputs, outputs),
+    m = helper.make_model(helper.make_graph([node], op.lower(), inputs, outputs, inits),
                           opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 10
     return m
@@ -176,12 +179,20 @@ def acts_list(op, direction, attrs):
 
 
 def check_case(device, rng, op, direction, layout, dt=np.float32, bias=True, lens=None, init=True, peep=True,
-               attrs=None, outputs=None):
+               attrs=None, outputs=None, consts=()):
     attrs = attrs or {}
     feeds = make_case(rng, op, direction, layout, bias, lens, init, peep, dt)
-    got = run_on(device, make_model(op, feeds, direction, layout, dt, attrs=attrs), feeds)
+    m = make_model(op, feeds, direction, layout, dt, attrs=attrs, consts=consts)
+    run_feeds = {k: v for k, v in feeds.items() if k not in consts}
+    if device == "cpu":
+        import twinfer
+
+        got = {k: v.numpy() for k, v in twinfer.load(m, device="cpu").run(run_feeds).items()}
+    else:
+        got = run_on(device, m, run_feeds)
     want = reference(op, feeds["X"], feeds["W"], feeds["R"], feeds.get("B"), feeds.get("L"), feeds.get("H0"),
-                     feeds.get("C0"), feeds.get("P"), direction, layout, attrs.get("clip"),
+                     feeds.get("C0"), feeds.get("P"), direction, layout,
+                     None if attrs.get("clip") is None else float(np.float32(attrs["clip"])),  # a float32 attribute
                      acts_list(op, direction, attrs), attrs.get("linear_before_reset", 0),
                      attrs.get("input_forget", 0))
     for name, w in zip(["Y", "Y_h", "Y_c"], want):
@@ -224,6 +235,18 @@ def test_cells_match_reference(device, op, direction, layout, opts, rng):
               full=dict(bias=True, lens="varied", init=True, peep=True),
               random_lens=dict(bias=False, lens="random", init=True, peep=False))[opts]
     check_case(device, rng, op, direction, layout, **kw)
+
+
+@pytest.mark.parametrize("device", ["cpu"] + DEVICES)
+@pytest.mark.parametrize("op,attrs", [("RNN", {}), ("GRU", {}), ("GRU", dict(linear_before_reset=1)), ("LSTM", {}),
+                                      ("LSTM", dict(input_forget=1, clip=0.6))])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_constant_weights(device, op, attrs, direction, dt, rng):
+    # W, R, B, P as initializers: the CPU kernel transposes W and R once when
+    # it is built (ops/rnn/rnn.cc) and its products read them that way; the
+    # answers are the reference's, as with weights fed per run.
+    check_case(device, rng, op, direction, 0, dt=dt, lens="varied", attrs=attrs, consts=("W", "R", "B", "P"))
 
 
 @pytest.mark.parametrize("device", DEVICES)

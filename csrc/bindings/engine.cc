@@ -132,6 +132,13 @@ void set_device_options(EngineOptions& opt, const std::string& device, bool allo
   opt.sim_coverage = sim_coverage_from_name(sim_coverage);
 }
 
+// kernel_report's rows as (node, op, kernel, where, note) tuples.
+py::list report_list(const std::vector<KernelReportRow>& rows) {
+  py::list out;
+  for (const auto& r : rows) out.append(py::make_tuple(r.node, r.op, r.kernel, r.where, r.note));
+  return out;
+}
+
 }  // namespace
 
 void bind_engine(py::module_& m) {
@@ -222,6 +229,8 @@ void bind_engine(py::module_& m) {
              d["plan_misses"] = s.plan_misses;
              d["passes"] = s.pass_log;
              d["shape_inputs"] = s.shape_inputs;
+             d["steering_inputs"] = s.steering_inputs;
+             d["steering_active"] = s.steering_active;
              return d;
            })
       .def("memory_report",
@@ -253,9 +262,16 @@ void bind_engine(py::module_& m) {
                py::gil_scoped_release nogil;
                rows = e.kernel_report(sh);
              }
-             py::list out;
-             for (const auto& r : rows) out.append(py::make_tuple(r.node, r.op, r.kernel, r.where, r.note));
-             return out;
+             return report_list(rows);
+           })
+      .def("kernel_report_for",
+           [](const Engine& e, const std::vector<Tensor>& inputs) {
+             std::vector<KernelReportRow> rows;
+             {
+               py::gil_scoped_release nogil;
+               rows = e.kernel_report(inputs);
+             }
+             return report_list(rows);
            })
       .def(
           "save",

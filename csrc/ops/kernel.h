@@ -31,6 +31,14 @@ class KernelBuildInfo {
   int64_t opset() const { return opset_; }
   Backend backend() const { return backend_; }
   Precision precision() const { return precision_; }
+  // Built to run once (constant folding, the eager evaluator): a kernel may
+  // skip preparing what pays off only over many runs (weights in another
+  // layout), since it would pay for it on every evaluation.
+  bool single_run() const { return single_run_; }
+  KernelBuildInfo& set_single_run(bool v) {
+    single_run_ = v;
+    return *this;
+  }
   size_t num_inputs() const { return node_.inputs.size(); }
   size_t num_outputs() const { return node_.outputs.size(); }
   bool has_input(size_t i) const { return i < node_.inputs.size() && node_.inputs[i] >= 0; }
@@ -51,6 +59,7 @@ class KernelBuildInfo {
   int64_t opset_;
   Backend backend_;
   Precision precision_;
+  bool single_run_ = false;
 };
 
 // Per-run arguments. Missing optional inputs/outputs have data == nullptr.

@@ -203,8 +203,9 @@ Backend Engine::passes_backend() const {
 
 void Engine::check_fallback(const graph::Graph& g) const {
   if (!options_.device.is_accelerator() || options_.allow_cpu_fallback) return;
-  const auto missing =
-      nodes_without_device_kernel(g, options_.device, options_.sim_coverage, passes::shape_input_indices(g, opset_));
+  std::vector<int> folded = passes::shape_input_indices(g, opset_);
+  for (int i : passes::steering_input_indices(g)) folded.push_back(i);
+  const auto missing = nodes_without_device_kernel(g, options_.device, options_.sim_coverage, folded);
   if (missing.empty()) return;
   std::string msg = "allow_cpu_fallback=False but " + std::to_string(missing.size()) + " node" +
                     (missing.size() > 1 ? "s have" : " has") + " no " + options_.device.str() + " kernel: ";
@@ -263,6 +264,7 @@ void Engine::finish(graph::Graph g) {
   }
   graph_ = std::move(g);
   shape_inputs_ = passes::shape_input_indices(graph_, opset_);
+  steering_inputs_ = passes::steering_input_indices(graph_);
 
   // Fully static models get their plan now: errors surface at load and the
   // first run pays nothing extra.
@@ -307,6 +309,8 @@ EngineStats Engine::stats() const {
   s.plan_hits = plan_hits_;
   s.plan_misses = plan_misses_;
   for (int i : shape_inputs_) s.shape_inputs.push_back(inputs_[i].name);
+  for (int i : steering_inputs_) s.steering_inputs.push_back(inputs_[i].name);
+  s.steering_active = steering_active_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -340,23 +344,28 @@ bool same_values(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 
 }  // namespace
 
-std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) const { return plan_for(shapes, {}); }
+std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) const {
+  return plan_for(shapes, {}, {});
+}
 
-std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, const std::vector<Tensor>& values) const {
+std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
+                                             const std::vector<Tensor>& values) const {
   std::lock_guard<std::mutex> lock(plans_mutex_);
-  if (auto p = find_cached_plan(plans_, [&](const PlanKey& k) { return k.shapes == shapes && same_values(k.values, values); })) {
+  if (auto p = find_cached_plan(plans_, [&](const PlanKey& k) {
+        return k.keyed == keyed && k.shapes == shapes && same_values(k.values, values);
+      })) {
     ++plan_hits_;
     return p;
   }
   ++plan_misses_;
   // The key and the plan hold copies: the caller's arrays may change after.
-  PlanKey key{shapes, {}};
+  PlanKey key{shapes, keyed, {}};
   std::vector<Tensor> by_input;
-  if (!values.empty()) {
+  if (!keyed.empty()) {
     by_input.resize(shapes.size());
-    for (size_t k = 0; k < values.size(); ++k) {
+    for (size_t k = 0; k < keyed.size(); ++k) {
       key.values.push_back(values[k].clone());
-      by_input[shape_inputs_[k]] = key.values.back();
+      by_input[keyed[k]] = key.values.back();
     }
     ++value_plans_built_;
   }
@@ -379,7 +388,7 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
   std::shared_ptr<const Plan> p;
   {
     std::lock_guard<std::mutex> lock(plans_mutex_);
-    p = find_cached_plan(plans_, [&](const PlanKey& k) { return k.values.empty() && same_shapes(k.shapes); });
+    p = find_cached_plan(plans_, [&](const PlanKey& k) { return k.keyed.empty() && same_shapes(k.shapes); });
     if (p) ++plan_hits_;
   }
   std::vector<Shape> shapes;
@@ -388,26 +397,37 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
     for (const auto& t : inputs) shapes.push_back(t.shape());
     p = plan_for(shapes);
   }
-  // Shapes alone size everything (or nothing here is a shape input): done.
-  if (!p->value_dependent || shape_inputs_.empty()) return p;
-
+  // Which inputs' values this run's plan is keyed by: the shape inputs
+  // where the shapes alone left the plan needing values, and the steering
+  // inputs while they are few-valued (graph/passes/shape_inputs.h).
+  const bool sizing = p->value_dependent && !shape_inputs_.empty();
+  const Stream* s = o.stream.get();
+  const bool steering = steering_active_.load(std::memory_order_relaxed) && !steering_inputs_.empty() &&
+                        !(s && s->capturing());
+  if (!sizing && !steering) return p;
   // A value longer than a shape can be is data, not a shape: the run goes
   // to the host evaluator (copying and comparing it every run would cost
   // more than the plan saves).
-  for (int i : shape_inputs_)
-    if (inputs[i].numel() > passes::kMaxShapeInputElements) return p;
+  if (sizing)
+    for (int i : shape_inputs_)
+      if (inputs[i].numel() > passes::kMaxShapeInputElements) return p;
+  if (p->value_dependent && !sizing) return p;
+  std::vector<int> keyed;
+  if (sizing) keyed = shape_inputs_;
+  if (steering) keyed.insert(keyed.end(), steering_inputs_.begin(), steering_inputs_.end());
+  std::sort(keyed.begin(), keyed.end());
+  keyed.erase(std::unique(keyed.begin(), keyed.end()), keyed.end());
 
-  // The shape inputs' values, on the host (a device one is read back: the
-  // stream that made it finishes first).
+  // Their values, on the host (a device one is read back: the stream that
+  // made it finishes first).
   std::vector<Tensor> values;
-  values.reserve(shape_inputs_.size());
-  for (int i : shape_inputs_) {
+  values.reserve(keyed.size());
+  for (int i : keyed) {
     const Tensor& t = inputs[i];
     if (t.device().is_cpu()) {
       values.push_back(t);
       continue;
     }
-    const Stream* s = o.stream.get();
     if (s && s->capturing())
       throw Error(ErrorKind::kInvalidArgument, "input '" + inputs_[i].name + "' decides shapes, so its value is read "
                                                "when the run starts, which a graph being captured cannot do; pass "
@@ -415,10 +435,23 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
     if (o.stream) o.stream->synchronize();
     values.push_back(to_host(t));
   }
+  if (steering && !note_steering_values(keyed, values)) {
+    // Too many values to specialise on: the If runs as control flow.
+    std::vector<int> k2;
+    std::vector<Tensor> v2;
+    for (size_t k = 0; k < keyed.size(); ++k)
+      if (sizing && std::binary_search(shape_inputs_.begin(), shape_inputs_.end(), keyed[k])) {
+        k2.push_back(keyed[k]);
+        v2.push_back(values[k]);
+      }
+    if (k2.empty()) return p;
+    keyed = std::move(k2);
+    values = std::move(v2);
+  }
   {
     std::lock_guard<std::mutex> lock(plans_mutex_);
     if (auto hit = find_cached_plan(plans_, [&](const PlanKey& k) {
-          return !k.values.empty() && same_shapes(k.shapes) && same_values(k.values, values);
+          return k.keyed == keyed && same_shapes(k.shapes) && same_values(k.values, values);
         })) {
       ++plan_hits_;
       return hit;
@@ -432,7 +465,27 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
   }
   if (shapes.empty())
     for (const auto& t : inputs) shapes.push_back(t.shape());
-  return plan_for(shapes, values);
+  return plan_for(shapes, keyed, values);
+}
+
+bool Engine::note_steering_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const {
+  std::vector<Tensor> mine;  // the steering inputs' values, in steering_inputs_ order
+  for (int i : steering_inputs_)
+    for (size_t k = 0; k < keyed.size(); ++k)
+      if (keyed[k] == i) mine.push_back(values[k]);
+  std::lock_guard<std::mutex> lock(plans_mutex_);
+  if (!steering_active_.load(std::memory_order_relaxed)) return false;
+  for (const auto& seen : steering_seen_)
+    if (same_values(seen, mine)) return true;
+  if (steering_seen_.size() >= passes::kMaxSteeringValues) {
+    steering_active_.store(false, std::memory_order_relaxed);
+    steering_seen_.clear();
+    return false;
+  }
+  std::vector<Tensor> copy;
+  for (const auto& t : mine) copy.push_back(t.clone());
+  steering_seen_.push_back(std::move(copy));
+  return true;
 }
 
 MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
@@ -454,7 +507,16 @@ MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
 }
 
 std::vector<KernelReportRow> Engine::kernel_report(const std::vector<Shape>& shapes) const {
-  auto p = plan_for(shapes);
+  return report_rows(*plan_for(shapes));
+}
+
+std::vector<KernelReportRow> Engine::kernel_report(const std::vector<Tensor>& inputs) const {
+  check_inputs(inputs);
+  return report_rows(*plan_for_inputs(inputs, RunOptions{}));
+}
+
+std::vector<KernelReportRow> Engine::report_rows(const Plan& plan) const {
+  const Plan* p = &plan;
   std::vector<KernelReportRow> r;
   const std::string dev = p->device.is_cuda() ? "cuda" : p->device.is_sim() ? "sim" : "cpu";
   for (const auto& st : p->steps) {

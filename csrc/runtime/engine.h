@@ -36,7 +36,9 @@ struct EngineStats {
   size_t plan_hits = 0;
   size_t plan_misses = 0;
   std::vector<std::string> pass_log;
-  std::vector<std::string> shape_inputs;  // inputs whose values key plans (Engine::shape_inputs)
+  std::vector<std::string> shape_inputs;     // inputs whose values key plans (Engine::shape_inputs)
+  std::vector<std::string> steering_inputs;  // flags Ifs branch on, keyed while few-valued
+  bool steering_active = true;               // false: they took too many values, no longer keyed
 };
 
 // Memory of one plan: what the arenas hold at peak vs. what all
@@ -88,6 +90,9 @@ class Engine {
   const std::vector<int>& shape_inputs() const { return shape_inputs_; }
   MemoryReport memory_report(const std::vector<Shape>& input_shapes) const;
   std::vector<KernelReportRow> kernel_report(const std::vector<Shape>& input_shapes) const;
+  // The plan a run with these inputs uses (shape and steering inputs' values
+  // included).
+  std::vector<KernelReportRow> kernel_report(const std::vector<Tensor>& inputs) const;
 
   // Validate the inputs (count, dtype, rank, dims, device) and run in `ctx`.
   // A device engine takes inputs on its device or on the host.
@@ -113,10 +118,16 @@ class Engine {
  private:
   Engine() = default;
   void check_inputs(const std::vector<Tensor>& inputs) const;
+  std::vector<KernelReportRow> report_rows(const Plan& plan) const;
   std::shared_ptr<const Plan> plan_for_inputs(const std::vector<Tensor>& inputs, const RunOptions& o) const;  // no copies on a hit
-  // The cached plan for these shapes and shape inputs' values (host
-  // tensors, in shape_inputs_ order; empty: shapes alone), else a new one.
-  std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& shapes, const std::vector<Tensor>& values) const;
+  // The cached plan for these shapes and the values (host tensors) of the
+  // inputs `keyed` (indices, ascending; empty: shapes alone), else a new one.
+  std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
+                                       const std::vector<Tensor>& values) const;
+  // Records a run's steering values (those of steering_inputs_ among
+  // `keyed`); false once more than kMaxSteeringValues have been seen, after
+  // which plans are no longer keyed by them.
+  bool note_steering_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const;
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store
@@ -135,13 +146,17 @@ class Engine {
   mutable std::mutex fallback_mutex_;
   mutable std::string host_fallback_;
 
-  std::vector<int> shape_inputs_;
+  std::vector<int> shape_inputs_;     // ascending
+  std::vector<int> steering_inputs_;  // ascending
+  mutable std::atomic<bool> steering_active_{true};
+  mutable std::vector<std::vector<Tensor>> steering_seen_;  // under plans_mutex_
 
   // What a plan was built for: input shapes, and the shape inputs' values
   // where the shapes alone did not size every value (empty otherwise).
   struct PlanKey {
     std::vector<Shape> shapes;
-    std::vector<Tensor> values;  // owned host copies, in shape_inputs_ order
+    std::vector<int> keyed;      // the inputs whose values key the plan (ascending)
+    std::vector<Tensor> values;  // owned host copies, one per keyed input
   };
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first

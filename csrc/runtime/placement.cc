@@ -3,6 +3,8 @@
 #include <map>
 
 #include "graph/domains.h"
+#include "graph/passes/inline_if.h"
+#include "graph/subgraph.h"
 
 namespace twinfer {
 
@@ -207,16 +209,14 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o) {
   return pl;
 }
 
-std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c,
-                                                     const std::vector<int>& shape_inputs) {
-  const Backend b = placement_backend(d, c);
-  // Shape arithmetic folds into constants once a plan knows the input
-  // shapes (Shape -> Gather -> Concat -> Reshape) and the shape inputs'
-  // values: nodes computed only from constants, Shape / Size and shape
-  // inputs are never run, on any device.
-  std::vector<char> shape_only(g.values.size(), 0);
-  for (size_t v = 0; v < g.values.size(); ++v) shape_only[v] = g.values[v].is_constant();
-  for (int i : shape_inputs) shape_only[g.inputs[i]] = 1;
+namespace {
+
+// nodes_without_device_kernel for one graph whose values flagged in
+// `shape_only` fold (constants, shape inputs; a branch's outer values that
+// fold in the graph around it), appending to `r`.
+void missing_kernels(const graph::Graph& g, Backend b, std::vector<char> shape_only, std::vector<std::string>* r) {
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].is_constant()) shape_only[v] = 1;
   std::vector<char> folds(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const auto& n = g.nodes[i];
@@ -231,13 +231,48 @@ std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Devi
       for (int out : n.outputs)
         if (out >= 0) shape_only[out] = 1;
   }
-  std::vector<std::string> r;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const auto& n = g.nodes[i];
     if (folds[i]) continue;
+    // An If whose condition folds becomes its branch (graph/passes/
+    // inline_if.h): either branch's nodes must have kernels instead.
+    if (n.domain.empty() && n.op_type == "If" && !n.inputs.empty() && n.inputs[0] >= 0 && shape_only[n.inputs[0]] &&
+        passes::if_inlining_wanted()) {
+      std::map<std::string, int> outer;
+      if (const graph::Attribute* imp = n.attr(graph::kImplicitAttr)) {
+        const size_t first = graph::explicit_input_count(n);
+        for (size_t k = 0; k < imp->strings.size(); ++k) outer[imp->strings[k]] = n.inputs[first + k];
+      }
+      for (const char* name : {"then_branch", "else_branch"}) {
+        const graph::Attribute* a = n.attr(name);
+        if (!a || !a->g) continue;
+        const graph::Graph& sub = *a->g;
+        std::vector<char> seed(sub.values.size(), 0);
+        for (size_t v = 0; v < sub.values.size(); ++v) {
+          auto it = outer.find(sub.values[v].name);
+          if (sub.values[v].producer < 0 && it != outer.end() && it->second >= 0) seed[v] = shape_only[it->second];
+        }
+        missing_kernels(sub, b, std::move(seed), r);
+      }
+      continue;
+    }
     if (is_control_flow(n) || !any_kernel_for(n.domain, n.op_type, b))
-      r.push_back("'" + n.name + "' (" + (n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type) + ")");
+      r->push_back("'" + n.name + "' (" + (n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type) + ")");
   }
+}
+
+}  // namespace
+
+std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c,
+                                                     const std::vector<int>& shape_inputs) {
+  // Shape arithmetic folds into constants once a plan knows the input
+  // shapes (Shape -> Gather -> Concat -> Reshape) and the shape inputs'
+  // values: nodes computed only from constants, Shape / Size and shape
+  // inputs are never run, on any device.
+  std::vector<char> shape_only(g.values.size(), 0);
+  for (int i : shape_inputs) shape_only[g.inputs[i]] = 1;
+  std::vector<std::string> r;
+  missing_kernels(g, placement_backend(d, c), std::move(shape_only), &r);
   return r;
 }
 

@@ -77,7 +77,8 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o);
 // Load-time check (symbolic shapes) for allow_cpu_fallback=False: the nodes
 // whose op has no device kernel at all, as "name (op)". Nodes computed only
 // from constants, shapes and the shape inputs (indices into g.inputs, whose
-// values every plan folds in) never run.
+// values plans fold in: shape and steering inputs) never run; an If whose
+// condition is so computed is inlined, so its branches' nodes are checked.
 std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c,
                                                      const std::vector<int>& shape_inputs);
 

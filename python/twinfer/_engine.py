@@ -326,8 +326,16 @@ class Engine:
     def kernel_report(self, shapes=None) -> list[KernelRow]:
         """One KernelRow (node, op, kernel, backend, note) per step of the plan at
         ``shapes``: on a device engine, where each node runs and, for a node on
-        the CPU, why; "copy" rows are the host<->device transfers between them."""
-        return [KernelRow(*r) for r in self._core.kernel_report(self._shapes(shapes))]
+        the CPU, why; "copy" rows are the host<->device transfers between them.
+
+        ``shapes`` may also be a feeds dict of arrays: the plan a run with them
+        uses, keyed by the values of shape and steering inputs too
+        (``stats()["shape_inputs"]``, ``["steering_inputs"]``)."""
+        if isinstance(shapes, dict) and any(not isinstance(v, (tuple, list)) for v in shapes.values()):
+            rows = self._core.kernel_report_for(self._ordered_inputs(shapes))
+        else:
+            rows = self._core.kernel_report(self._shapes(shapes))
+        return [KernelRow(*r) for r in rows]
 
     def profile_ops(self, feeds: dict, iterations: int = 10, warmup: int = 2):
         """Time every kernel over ``iterations`` runs on ``feeds``: a

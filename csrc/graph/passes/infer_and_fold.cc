@@ -57,6 +57,7 @@ static bool outputs_fully_known(const graph::Graph& g, const graph::Node& n, siz
 // their own outputs (run_dynamic) can fold then.
 static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx, bool dynamic = false) {
   KernelBuildInfo info(g, n, ctx.opset, Backend::kCPU, Precision::kFP32);
+  info.set_single_run(true);
   std::string why;
   const KernelDef* def = select_kernel(info, &why);
   // Evaluating eagerly, a node no kernel takes (a string input to a numeric

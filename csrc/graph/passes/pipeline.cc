@@ -14,6 +14,7 @@
 #include "graph/passes/fuse_qdq.h"
 #include "graph/passes/fuse_qdq_binary.h"
 #include "graph/passes/infer_and_fold.h"
+#include "graph/passes/inline_if.h"
 #include "graph/passes/fp8_gemm.h"
 #include "graph/passes/int8_channels_last.h"
 #include "graph/passes/int8_movement.h"
@@ -68,6 +69,33 @@ int keep_if_valid(graph::Graph& g, PassContext& pc, const char* name, Pass&& pas
   }
 }
 
+// The first node with an output whose shape is not known (a plan's shapes
+// then need input values), as node index and value id.
+bool first_unknown(const graph::Graph& g, int* node, int* value) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int o : g.nodes[i].outputs)
+      if (o >= 0 && (!g.values[o].has_shape || !sym_shape_known(g.values[o].shape))) {
+        if (node) *node = static_cast<int>(i);
+        if (value) *value = o;
+        return true;
+      }
+  return false;
+}
+
+// Ifs with constant conditions inlined, and folded after each round, whose
+// inlined branches' own Ifs may then have constant conditions (a few rounds:
+// exporters nest them one or two deep).
+int inline_ifs(graph::Graph& g, PassContext& pc) {
+  int total = 0;
+  for (int round = 0; round < 8; ++round) {
+    const int n = inline_constant_ifs(g, pc);
+    if (!n) break;
+    total += n;
+    infer_and_fold(g, pc, true);
+  }
+  return total;
+}
+
 }  // namespace
 
 void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContext& pc) {
@@ -85,6 +113,8 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   }
   int folded = infer_and_fold(g, pc, fold);
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
+  // An If whose condition folded is its branch (graph/passes/inline_if.h).
+  if (fold) keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); });
   if (imported_qdq)  // again: a Pad's fill, DQ(Q(0)), is a constant only now
     keep_if_valid(g, pc, "int8_movement", [&] { return int8_movement(g, pc); });
   std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
@@ -134,14 +164,28 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
   // Concrete input shapes: Shape -> Gather -> Concat -> Reshape chains fold.
   infer_and_fold(g, pc, options.optimize);
   g.remove_dead();
-
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int o : g.nodes[i].outputs)
-      if (o >= 0 && (!g.values[o].has_shape || !sym_shape_known(g.values[o].shape))) {
-        r.unknown_node = static_cast<int>(i);
-        r.unknown_value = o;
-        return r;
+  // Conditions that folded with them (or with a steering input's value):
+  // those Ifs become their branches, which the load-time rewrites never saw
+  // (they do not enter subgraphs), so the idempotent ones run on them here.
+  // Kept only where every shape stays known: a branch whose shapes need
+  // values would send the whole plan to the evaluator, the If alone did not.
+  if (options.optimize) {
+    graph::Graph before = g;
+    if (keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); })) {
+      g.remove_dead();
+      if (first_unknown(g, nullptr, nullptr) && !first_unknown(before, nullptr, nullptr)) {
+        g = std::move(before);
+        pc.note("inline_if: undone, a branch's shapes need input values");
+      } else {
+        keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
+        keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
+        keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
+        g.remove_dead();
       }
+    }
+  }
+
+  if (first_unknown(g, &r.unknown_node, &r.unknown_value)) return r;
 
   // Attention on a device: one op, its scores never in memory (concrete
   // shapes prove the operands are [B, H, S, D]).

@@ -85,4 +85,54 @@ std::vector<int> shape_input_indices(const graph::Graph& g, int64_t opset) {
   return r;
 }
 
+bool steering_input_type(const graph::Value& v) {
+  if (v.is_constant() || !v.has_shape || v.shape.size() > 1) return false;
+  if (v.shape.size() == 1 && !(v.shape[0].known() && v.shape[0].value == 1)) return false;
+  return v.dtype == DType::kBool || dtype_is_integer(v.dtype);
+}
+
+std::vector<int> steering_input_indices(const graph::Graph& g) {
+  std::vector<char> is_input(g.values.size(), 0), chosen(g.values.size(), 0);
+  for (int v : g.inputs) is_input[v] = 1;
+  for (const auto& n : g.nodes) {
+    if (!n.domain.empty() || n.op_type != "If" || n.inputs.empty() || n.inputs[0] < 0) continue;
+    // The graph inputs the condition is computed from (Shape / Size give
+    // what the plan's shapes fold): all steering inputs, or the condition
+    // reads data and no value keys it.
+    std::vector<char> seen(g.values.size(), 0);
+    std::vector<int> stack{n.inputs[0]}, reached;
+    bool data = false;
+    while (!stack.empty() && !data) {
+      const int v = stack.back();
+      stack.pop_back();
+      if (v < 0 || seen[v]) continue;
+      seen[v] = 1;
+      const graph::Value& val = g.values[v];
+      if (val.is_constant()) continue;
+      if (is_input[v]) {
+        if (steering_input_type(val)) reached.push_back(v);
+        else data = true;
+        continue;
+      }
+      if (val.producer < 0) {
+        data = true;  // an outer value of a subgraph: not this graph's to key
+        continue;
+      }
+      const graph::Node& p = g.nodes[val.producer];
+      if (p.domain.empty() && (p.op_type == "Shape" || p.op_type == "Size")) continue;
+      if (!p.domain.empty() || p.op_type == "If" || p.op_type == "Loop" || p.op_type == "Scan") {
+        data = true;  // a condition computed by control flow: left to it
+        continue;
+      }
+      for (int in : p.inputs) stack.push_back(in);
+    }
+    if (!data)
+      for (int v : reached) chosen[v] = 1;
+  }
+  std::vector<int> r;
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    if (chosen[g.inputs[i]]) r.push_back(static_cast<int>(i));
+  return r;
+}
+
 }  // namespace twinfer::passes

@@ -31,4 +31,16 @@ bool shape_input_type(const graph::Value& v);
 // (symbolic shapes); it is not changed.
 std::vector<int> shape_input_indices(const graph::Graph& g, int64_t opset);
 
+// Steering inputs: a flag or mode (an integer or bool scalar) that an If's
+// condition is computed from, with nothing but constants and shapes beside
+// it (silero VAD's `If(Equal(sr, 16000))`). A plan keyed by their values
+// folds the condition, and the If becomes its branch (inline_if.h): the
+// whole model on the device instead of the branch on the host. Keying is an
+// option, not a need (the If runs either way): the engine stops keying on
+// them once they have taken more than kMaxSteeringValues values (a step
+// counter would otherwise build a plan per run).
+constexpr size_t kMaxSteeringValues = 8;
+bool steering_input_type(const graph::Value& v);  // rank 0 or [1], integer or bool
+std::vector<int> steering_input_indices(const graph::Graph& g);  // indices into g.inputs
+
 }  // namespace twinfer::passes

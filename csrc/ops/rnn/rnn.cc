@@ -17,7 +17,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
+#include "core/simd_clones.h"
 #include "core/parallel.h"
 #include "ops/rnn/rnn_math.h"
 #include "ops/rnn/rnn_spec.h"
@@ -25,6 +28,52 @@
 
 namespace twinfer::tx {
 namespace {
+
+// y[0, n) += a * x[0, n): the matrix products below as rows of the
+// transposed weights, so the inner loop runs along the outputs and
+// vectorises, each output still summed over k in order (the reference's
+// rounding, and the CUDA kernel's: no FMA, this file is built with
+// -ffp-contract=off).
+TWINFER_SIMD_CLONES void axpy(float* __restrict y, float a, const float* __restrict x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+void axpy(double* __restrict y, double a, const double* __restrict x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+// A weight as the products read it: transposed ([K, G*H], built once with
+// the kernel), or as the node holds it ([G*H, K], copied into C for one run
+// by a kernel built for one evaluation, where transposing would cost more
+// than it saves). Either way y[j] = sum over k in order of v[k] * w(j, k).
+template <typename C>
+struct Weight {
+  const C* data;
+  int64_t k;        // K: the product's length
+  int64_t ld;       // transposed: G*H (the distance between rows k); plain: K
+  bool transposed;
+
+  // y[0, n) = the products of v with outputs [first, first + n).
+  void product(const C* v, int64_t first, int64_t n, C* y) const {
+    if (transposed) {
+      std::fill(y, y + n, C(0));
+      for (int64_t i = 0; i < k; ++i) axpy(y, v[i], data + i * ld + first, n);
+      return;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const C* w = data + (first + j) * ld;
+      C s = 0;
+      for (int64_t i = 0; i < k; ++i) s += v[i] * w[i];
+      y[j] = s;
+    }
+  }
+};
+
+// A weight [G*H, K] (row j: gate output j) transposed into [K, G*H], in C.
+template <typename T, typename C>
+void transpose_weight(const T* w, int64_t rows, int64_t cols, C* out) {
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t k = 0; k < cols; ++k) out[k * rows + j] = static_cast<C>(load(w[j * cols + k]));
+}
 
 using rnn::acts_of;
 using rnn::Act;
@@ -88,6 +137,16 @@ class RecurrentKernel final : public Kernel {
         input_forget_(spec_.input_forget), linear_before_reset_(spec_.linear_before_reset),
         has_clip_(spec_.has_clip), clip_(spec_.clip) {
     for (size_t i = 0; i < 3; ++i) out_[i] = spec_.out[i];
+    // Constant weights (the usual case) are transposed into the compute
+    // type once, here, instead of on every run; a kernel built for one
+    // evaluation reads them as they are.
+    const Tensor* w = info.input_constant(1);
+    const Tensor* r = info.input_constant(2);
+    if (w && r && !info.single_run())
+      dispatch_any_float(w->dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        cache_weights<T, compute_t<T>>(w->data_as<T>(), r->data_as<T>());
+      });
   }
   const char* impl_name() const override { return "cpu loop"; }
 
@@ -127,14 +186,17 @@ class RecurrentKernel final : public Kernel {
         lens[b] = v;
       }
     }
-    // Workspace (grows once): projections [S, N, GH], W and R of a direction in C,
-    // states h and c [N, H].
-    const size_t need = static_cast<size_t>(S * N * GH + GH * I + GH * H + 2 * GH + 3 * H + 4 * N * H);
+    // Workspace (grows once): projections [S, N, GH], W and R of a direction
+    // in C (unless transposed at build), states h and c [N, H].
+    const std::vector<C>& wt_all = cached<C>(0);
+    const std::vector<C>& rt_all = cached<C>(1);
+    const bool have_cache = !wt_all.empty();
+    const size_t need = static_cast<size_t>(S * N * GH + (have_cache ? 0 : GH * I + GH * H) + 2 * GH + 3 * H + 4 * N * H);
     C* ws = thread_buffer<C>(need, 0);
     C* xp = ws;
-    C* wc = xp + S * N * GH;
-    C* rc = wc + GH * I;
-    C* wb = rc + GH * H;  // Wb then Rb
+    C* wtmp = xp + S * N * GH;
+    C* rtmp = wtmp + (have_cache ? 0 : GH * I);
+    C* wb = rtmp + (have_cache ? 0 : GH * H);  // Wb then Rb
     C* pc = wb + 2 * GH;
     C* h = pc + 3 * H;
     C* cst = h + N * H;
@@ -153,8 +215,15 @@ class RecurrentKernel final : public Kernel {
     for (int d = 0; d < dirs_; ++d) {
       const bool rev = reverse_only_ || d == 1;
       const Act* acts = acts_.data() + d * acts_of(cell_);
-      for (int64_t i = 0; i < GH * I; ++i) wc[i] = load(W[d * GH * I + i]);
-      for (int64_t i = 0; i < GH * H; ++i) rc[i] = load(R[d * GH * H + i]);
+      // W and R of this direction: transposed at build, or copied into C now.
+      Weight<C> wt{wtmp, I, I, false}, rt{rtmp, H, H, false};
+      if (have_cache) {
+        wt = {wt_all.data() + d * GH * I, I, GH, true};
+        rt = {rt_all.data() + d * GH * H, H, GH, true};
+      } else {
+        for (int64_t i = 0; i < GH * I; ++i) wtmp[i] = load(W[d * GH * I + i]);
+        for (int64_t i = 0; i < GH * H; ++i) rtmp[i] = load(R[d * GH * H + i]);
+      }
       for (int64_t i = 0; i < 2 * GH; ++i) wb[i] = Bv ? C(load(Bv[d * 2 * GH + i])) : C(0);
       for (int64_t i = 0; i < 3 * H; ++i) pc[i] = P ? C(load(P[d * 3 * H + i])) : C(0);
       // Input projections of every step: X_t W^T + Wb (+ Rb, except GRU's h gate
@@ -166,12 +235,10 @@ class RecurrentKernel final : public Kernel {
           const T* xr = x_at(tb / N, tb % N);
           for (int64_t k = 0; k < I; ++k) xb[k] = load(xr[k]);
           C* o = xp + tb * GH;
+          wt.product(xb, 0, GH, o);
           for (int64_t j = 0; j < GH; ++j) {
-            const C* wr = wc + j * I;
-            C s = 0;
-            for (int64_t k = 0; k < I; ++k) s += xb[k] * wr[k];
             const bool rb_later = cell_ == Cell::kGRU && j >= 2 * H;
-            o[j] = s + wb[j] + (rb_later ? C(0) : wb[GH + j]);
+            o[j] = o[j] + wb[j] + (rb_later ? C(0) : wb[GH + j]);
           }
         }
       });
@@ -193,12 +260,7 @@ class RecurrentKernel final : public Kernel {
             C* ho = hn + b * H;
             C* co = cn + b * H;
             const C* x = xp + (t * N + b) * GH;
-            for (int64_t j = 0; j < GH; ++j) {
-              const C* rr = rc + j * H;
-              C s = 0;
-              for (int64_t k = 0; k < H; ++k) s += hp[k] * rr[k];
-              rh[j] = s;
-            }
+            rt.product(hp, 0, GH, rh);
             if (cell_ == Cell::kRNN) {
               for (int64_t k = 0; k < H; ++k) ho[k] = acts[0](clipv(x[k] + rh[k]));
             } else if (cell_ == Cell::kGRU) {
@@ -211,12 +273,9 @@ class RecurrentKernel final : public Kernel {
               }
               if (!linear_before_reset_) {
                 // (r . h_prev) R_h^T replaces h_prev R_h^T.
-                for (int64_t j = 0; j < H; ++j) {
-                  const C* rr = rc + (2 * H + j) * H;
-                  C s = 0;
-                  for (int64_t k = 0; k < H; ++k) s += g[H + k] * hp[k] * rr[k];
-                  rh[2 * H + j] = s;
-                }
+                C* rhp = g + 2 * H;  // r . h_prev (g's third block is free)
+                for (int64_t k = 0; k < H; ++k) rhp[k] = g[H + k] * hp[k];
+                rt.product(rhp, 2 * H, H, rh + 2 * H);
               }
               for (int64_t k = 0; k < H; ++k) {
                 const C z = g[k], r = g[H + k];
@@ -259,6 +318,34 @@ class RecurrentKernel final : public Kernel {
         }
     }
   }
+
+  // W and R of every direction, transposed to [I, G*H] and [H, G*H] in C
+  // (double for double inputs, float otherwise); empty where they are not
+  // constants.
+  template <typename T, typename C>
+  void cache_weights(const T* W, const T* R) {
+    const int64_t GH = gates_of(cell_) * H_;
+    std::vector<C>& wt = cached<C>(0);
+    std::vector<C>& rt = cached<C>(1);
+    wt.resize(static_cast<size_t>(dirs_ * GH * I_));
+    rt.resize(static_cast<size_t>(dirs_ * GH * H_));
+    for (int d = 0; d < dirs_; ++d) {
+      transpose_weight(W + d * GH * I_, GH, I_, wt.data() + d * GH * I_);
+      transpose_weight(R + d * GH * H_, GH, H_, rt.data() + d * GH * H_);
+    }
+  }
+  template <typename C>
+  std::vector<C>& cached(int which) {
+    if constexpr (std::is_same_v<C, double>) return which ? rt_d_ : wt_d_;
+    else return which ? rt_f_ : wt_f_;
+  }
+  template <typename C>
+  const std::vector<C>& cached(int which) const {
+    if constexpr (std::is_same_v<C, double>) return which ? rt_d_ : wt_d_;
+    else return which ? rt_f_ : wt_f_;
+  }
+  std::vector<float> wt_f_, rt_f_;
+  std::vector<double> wt_d_, rt_d_;
 
   rnn::RnnSpec spec_;
   Cell cell_;

@@ -1,0 +1,119 @@
+#include "graph/passes/inline_if.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "graph/passes/rewrite_util.h"
+#include "graph/subgraph.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+// The taken branch of If node `n` when its condition is a one-element
+// constant, else null.
+const graph::Graph* taken_branch(const graph::Graph& g, const graph::Node& n) {
+  if (!n.domain.empty() || n.op_type != "If" || n.inputs.empty() || n.inputs[0] < 0) return nullptr;
+  const graph::Value& cond = g.values[n.inputs[0]];
+  if (!cond.is_constant() || cond.constant.dtype() != DType::kBool || cond.constant.numel() != 1) return nullptr;
+  const graph::Attribute* a = n.attr(*cond.constant.data_as<bool>() ? "then_branch" : "else_branch");
+  return a && a->g ? a->g.get() : nullptr;
+}
+
+// Moves `branch`'s nodes into g in place of If node `at` (erased by the
+// caller); false, changing nothing, where a branch output is unknown to it.
+bool splice(graph::Graph& g, size_t at, const graph::Graph& branch, std::vector<graph::Node>* added) {
+  const graph::Node n = g.nodes[at];
+  if (branch.outputs.size() != n.outputs.size()) return false;
+  // Outer values the branch reads, by name: the If's captured inputs.
+  std::unordered_map<std::string, int> outer;
+  if (const graph::Attribute* imp = n.attr(graph::kImplicitAttr)) {
+    const size_t first = graph::explicit_input_count(n);
+    for (size_t k = 0; k < imp->strings.size(); ++k) outer[imp->strings[k]] = n.inputs[first + k];
+  }
+  const std::string prefix = n.name.empty() ? "if" : n.name;
+  std::vector<int> id(branch.values.size(), -1);
+  for (size_t v = 0; v < branch.values.size(); ++v) {
+    const graph::Value& bv = branch.values[v];
+    if (bv.is_constant()) {
+      id[v] = add_constant(g, prefix + "/" + bv.name, bv.constant);
+    } else if (bv.producer >= 0) {
+      id[v] = add_value(g, prefix + "/" + bv.name);
+      graph::Value& pv = g.values[id[v]];
+      pv.dtype = bv.dtype;
+      pv.elem_type = bv.elem_type;
+      pv.has_shape = bv.has_shape;
+      pv.shape = bv.shape;
+    } else {
+      auto it = outer.find(bv.name);
+      if (it != outer.end()) id[v] = it->second;
+    }
+  }
+  for (int o : branch.outputs)
+    if (o < 0 || id[o] < 0) return false;
+  for (const graph::Node& bn : branch.nodes) {
+    graph::Node c = bn;
+    c.name = prefix + "/" + bn.name;
+    for (int& in : c.inputs)
+      if (in >= 0) {
+        if (id[in] < 0) return false;  // a name neither the branch nor the If defines
+        in = id[in];
+      }
+    for (int& out : c.outputs)
+      if (out >= 0) out = id[out];
+    added->push_back(std::move(c));
+  }
+  // The If's results: their readers read the branch's instead; a graph
+  // output keeps its name through an Identity.
+  for (size_t j = 0; j < n.outputs.size(); ++j) {
+    const int o = n.outputs[j], r = id[branch.outputs[j]];
+    if (o < 0) continue;
+    if (is_graph_output(g, o)) {
+      graph::Node copy;
+      copy.name = prefix + "/output_" + std::to_string(j);
+      copy.op_type = "Identity";
+      copy.inputs = {r};
+      copy.outputs = {o};
+      added->push_back(std::move(copy));
+    } else {
+      replace_uses(g, o, r);
+      for (graph::Node& a : *added) {  // nodes spliced in earlier may read it too
+        for (int& in : a.inputs)
+          if (in == o) in = r;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool if_inlining_wanted() {
+  const char* e = std::getenv("TWINFER_INLINE_IF");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+int inline_constant_ifs(graph::Graph& g, const PassContext& pc) {
+  if (!if_inlining_wanted()) return 0;
+  std::vector<char> dead(g.nodes.size(), 0);
+  std::vector<graph::Node> added;
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Graph* branch = taken_branch(g, g.nodes[i]);
+    if (!branch) continue;
+    const size_t mark = added.size();
+    if (splice(g, i, *branch, &added)) {
+      dead[i] = 1;
+      ++count;
+    } else {
+      added.resize(mark);
+    }
+  }
+  if (!count) return 0;
+  replace_fused_nodes(g, dead, added);
+  pc.note("inline_if: " + std::to_string(count) + " If node(s) with a constant condition inlined");
+  return count;
+}
+
+}  // namespace twinfer::passes
