@@ -21,8 +21,12 @@
 #     working CUDA backend (every cuda test would skip: a false green);
 #   - packs the logs after every step into $OUT/gpu_check_logs.tar.gz, beside
 #     phases.log, summary.txt, env.txt and the timeline.
-# A session's plan (30 min of device time): call 1 `build test`, call 2 at
-# once `bench`, call 3 `test bench sanitize` for whatever is left.
+# A session's plan: 15 minutes of device time in all (each machine start, a
+# minute or two, and each idle wait count), so two calls: call 1
+# `GPU_CHECK_BUDGET=520 tools/gpu_check.sh build test` (run's timeout_s 570),
+# call 2 at once on the warm machine, about 200 s of whatever call 1 left
+# most to learn (`test` again for the files not reached, `bench_runtime`, or
+# `sanitize`), then give the machine back (docs/gpu-runs/README.md).
 #
 # The GPU machine has no network: run tools/gpu_wheels.sh on the development
 # machine first and carry .whl and .gpu_commit (run(carry=[".whl", ".gpu_commit"])).
@@ -129,14 +133,14 @@ if wants test; then
   # A file that fails to import or skips itself (a missing package) has no
   # tests in the list: say so, instead of leaving its cuda tests unrun without a word.
   grep -E '^(ERROR|SKIPPED) ' "$WORK/collect.log" | sed 's/^/not collected: /' >> "$WORK/phases.log"
-  # Several files at once (GPU_CHECK_JOBS, default 4): most of a cuda test's
+  # Several files at once (GPU_CHECK_JOBS, default 6): most of a cuda test's
   # time is host work (exports, references, plan building), and one file at a
   # time did not fit the budget. The GPU has room for them all (the largest
   # single test holds about 4 GB); the OOM test asks for 1 TiB, which fails at
   # once without taking memory. Each process gets its share of the cores.
   # test_models (ten exports) and the conformance count start first, then the
   # files with most tests.
-  jobs_n=${GPU_CHECK_JOBS:-4}
+  jobs_n=${GPU_CHECK_JOBS:-6}
   threads=$(( $(nproc) / jobs_n )); [ "$threads" -ge 1 ] || threads=1
   ordered=$( (echo "tests/test_models.py 999999"; grep '::' "$WORK/collect.log" | cut -d: -f1 | sort | uniq -c |
               awk '{print $2, $1}') | sort -k2,2nr | awk '!seen[$1]++ {print $1}' | grep -Fx -f <(echo "$files"))
