@@ -63,6 +63,22 @@ def device(request):
     return request.param
 
 
+# Where a test checks what runs on the device, beside "cpu" and "sim": the
+# simulated device placing nodes as CUDA would, under its own name (load_on
+# maps it), so the two sims are separate parameters.
+PLAN_DEVICES = ["cpu", "sim", pytest.param("sim-cuda", marks=pytest.mark.cuda_build),
+                pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+def load_on(model, device: str, **options):
+    """twinfer.load on one of PLAN_DEVICES."""
+    import twinfer
+
+    if device == "sim-cuda":
+        device, options["sim_coverage"] = "sim", "cuda"
+    return twinfer.load(model, device=device, **options)
+
+
 def rel_err(got, want) -> float:
     """||got - want|| / ||want|| in float64 (NaN positions must match to be finite)."""
     got = np.asarray(got, dtype=np.float64)

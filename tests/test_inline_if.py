@@ -15,21 +15,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
+from conftest import PLAN_DEVICES, load_on
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-DEVICES = ["cpu", "sim", pytest.param("sim-cuda", marks=pytest.mark.cuda_build),
-           pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
-@pytest.fixture(params=DEVICES)
+@pytest.fixture(params=PLAN_DEVICES)
 def device(request):
     return request.param
-
-
-def _load(m, device, **kw):
-    if device == "sim-cuda":
-        device, kw["sim_coverage"] = "sim", "cuda"
-    return twinfer.load(m, device=device, **kw)
 
 
 def _ort(m, feeds):
@@ -89,7 +82,7 @@ def _shape_guard_model():
 @pytest.mark.parametrize("shape", [(5, 1), (5, 4), (2, 4)])
 def test_a_shape_guard_becomes_its_branch(device, shape, rng):
     m = _shape_guard_model()
-    e = _load(m, device, allow_cpu_fallback=device == "cpu")
+    e = load_on(m, device, allow_cpu_fallback=device == "cpu")
     x = rng.standard_normal(shape).astype(np.float32)
     want = _ort(m, {"x": x})["y"]
     np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), want, rtol=1e-6, atol=1e-6)
@@ -129,7 +122,7 @@ def _mode_model():
 
 def test_a_steering_input_picks_the_branch_per_value(device, rng):
     m = _mode_model()
-    e = _load(m, device, allow_cpu_fallback=device == "cpu")
+    e = load_on(m, device, allow_cpu_fallback=device == "cpu")
     assert e.stats()["steering_inputs"] == ["sr"] and e.stats()["shape_inputs"] == []
     for sr in (16000, 8000, 16000, 8000):
         x = rng.standard_normal((3, 4)).astype(np.float32)

@@ -11,27 +11,17 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import rel_err
+from conftest import PLAN_DEVICES, load_on, rel_err
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
-# "sim-cuda": the simulated device placing nodes as CUDA would (every node
-# must have a CUDA kernel or fold away).
-DEVICES = ["cpu", "sim", pytest.param("sim-cuda", marks=pytest.mark.cuda_build),
-           pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
-@pytest.fixture(params=DEVICES)
+@pytest.fixture(params=PLAN_DEVICES)
 def device(request):
     return request.param
-
-
-def _load(m, device, **kw):
-    if device == "sim-cuda":
-        device, kw["sim_coverage"] = "sim", "cuda"
-    return twinfer.load(m, device=device, **kw)
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=17):
@@ -78,7 +68,7 @@ def _head_ref(x, n):
 
 def test_a_scalar_input_that_sizes_a_slice_and_a_range(device, rng):
     m = _head_model()
-    e = _load(m, device, allow_cpu_fallback=device == "cpu")
+    e = load_on(m, device, allow_cpu_fallback=device == "cpu")
     assert e.stats()["shape_inputs"] == ["n"]
     x = rng.standard_normal((11, 7)).astype(np.float32)
     for n in (3, 11, 1, 3, 0, 11, 5):
@@ -92,7 +82,7 @@ def test_a_scalar_input_that_sizes_a_slice_and_a_range(device, rng):
 
 
 def test_new_data_and_the_same_value_reuse_the_plan(device, rng):
-    e = _load(_head_model(), device)
+    e = load_on(_head_model(), device)
     ctx = e.create_context()
     n = np.array(6, np.int64)
     for _ in range(5):
@@ -117,7 +107,7 @@ def test_a_reshape_target_and_a_tile_count_from_the_caller(device, rng):
              helper.make_node("Sin", ["t"], ["y"])]
     m = _model(nodes, [helper.make_tensor_value_info("x", F, ["N"]), helper.make_tensor_value_info("shape", I64, [2]),
                        helper.make_tensor_value_info("reps", I64, [2])], [("y", F)], [one])
-    e = _load(m, device, allow_cpu_fallback=device == "cpu")
+    e = load_on(m, device, allow_cpu_fallback=device == "cpu")
     assert sorted(e.stats()["shape_inputs"]) == ["reps", "shape"]
     for shape, reps in (([3, -1], [0, 1]), ([-1, 4], [2, 0]), ([3, -1], [1, 1])):
         x = rng.standard_normal(12).astype(np.float32)
@@ -135,7 +125,7 @@ def test_a_window_length_and_a_filled_shape(device):
              helper.make_node("Add", ["c", "w"], ["y"])]
     m = _model(nodes, [helper.make_tensor_value_info("size", TensorProto.INT32, []),
                        helper.make_tensor_value_info("shape", I64, [2])], [("y", F)], opset=17)
-    e = _load(m, device, allow_cpu_fallback=device == "cpu")
+    e = load_on(m, device, allow_cpu_fallback=device == "cpu")
     for size, rows in ((5, 3), (8, 1), (5, 2)):
         got = _no_host_fallback(e, {"size": np.array(size, np.int32), "shape": np.array([rows, size], np.int64)})["y"]
         want = 2.5 + np.hanning(size)[None, :].repeat(rows, 0)  # NumPy's Hann is the symmetric one
@@ -147,7 +137,7 @@ def test_a_model_output_that_is_a_shape_input_only(device):
     # the plan, still copied out per run.
     nodes = [helper.make_node("Range", ["a", "b", "d"], ["y"])]
     vi = [helper.make_tensor_value_info(n, F, []) for n in "abd"]
-    e = _load(_model(nodes, vi, [("y", F)], opset=11), device,
+    e = load_on(_model(nodes, vi, [("y", F)], opset=11), device,
               allow_cpu_fallback=device == "cpu")
     for a, b, d in ((0.5, 4.0, 0.75), (10.0, 1.0, -3.0), (0.5, 4.0, 0.75)):
         feeds = {"a": np.array(a, np.float32), "b": np.array(b, np.float32), "d": np.array(d, np.float32)}
@@ -162,8 +152,8 @@ def test_a_shape_input_on_the_device(device, rng):
         pytest.skip("device tensors are for device engines")
     add = _model([helper.make_node("Add", ["a", "b"], ["n"])],
                  [helper.make_tensor_value_info("a", I64, []), helper.make_tensor_value_info("b", I64, [])], [("n", I64)])
-    producer = _load(add, device)
-    e = _load(_head_model(), device)
+    producer = load_on(add, device)
+    e = load_on(_head_model(), device)
     for n in (4, 9, 4):
         x = rng.standard_normal((10, 7)).astype(np.float32)
         dn = producer.run({"a": np.array(n - 1, np.int64), "b": np.array(1, np.int64)}, outputs="device")["n"]
@@ -176,7 +166,7 @@ def test_a_value_out_of_range_is_a_named_error(device, rng):
     # node, as for any other bad shape, and the engine keeps working.
     m = _model([helper.make_node("Reshape", ["x", "shape"], ["y"])],
                [helper.make_tensor_value_info("x", F, [6]), helper.make_tensor_value_info("shape", I64, [2])], [("y", F)])
-    e = _load(m, device)
+    e = load_on(m, device)
     x = rng.standard_normal(6).astype(np.float32)
     with pytest.raises(twinfer.ShapeError):
         e.run({"x": x, "shape": np.array([4, -1], np.int64)})
@@ -202,7 +192,7 @@ def test_data_inputs_are_not_shape_inputs(device, rng):
     w = rng.standard_normal(7).astype(np.float32)
     m = _model([helper.make_node("Mul", ["x", "w"], ["y"])],
                [helper.make_tensor_value_info("x", F, ["N", 7]), helper.make_tensor_value_info("w", F, [7])], [("y", F)])
-    e = _load(m, device)
+    e = load_on(m, device)
     assert e.stats()["shape_inputs"] == []
     x = rng.standard_normal((3, 7)).astype(np.float32)
     np.testing.assert_allclose(_no_host_fallback(e, {"x": x, "w": w})["y"], x * w, rtol=1e-6)
@@ -213,7 +203,7 @@ def test_data_inputs_are_not_shape_inputs(device, rng):
              helper.make_node("Cast", ["mx"], ["m"], to=I64),
              helper.make_node("Range", ["z0", "m", "one"], ["r"]),
              helper.make_node("Cast", ["r"], ["y"], to=F)]
-    e = _load(_model(nodes, [helper.make_tensor_value_info("v", F, ["L"])], [("y", F)], [z0, one]), device,)
+    e = load_on(_model(nodes, [helper.make_tensor_value_info("v", F, ["L"])], [("y", F)], [z0, one]), device,)
     assert e.stats()["shape_inputs"] == ["v"]
     short = np.array([1.0, 6.5, 3.0], np.float32)
     np.testing.assert_array_equal(_no_host_fallback(e, {"v": short})["y"], np.arange(6, dtype=np.float32))
@@ -234,7 +224,7 @@ def test_data_whose_contents_size_the_output_is_not_keyed(device, rng):
     zero = numpy_helper.from_array(np.array(0, np.float32), "zero")
     m = _model([helper.make_node("Greater", ["x", "zero"], ["pos"]), helper.make_node("NonZero", ["pos"], ["y"])],
                [helper.make_tensor_value_info("x", F, ["N"])], [("y", I64)], [zero])
-    e = _load(m, "sim" if device == "sim-cuda" else device)
+    e = load_on(m, "sim" if device == "sim-cuda" else device)
     assert e.stats()["shape_inputs"] == []
     x = rng.standard_normal(9).astype(np.float32)
     if device == "cpu":

@@ -28,6 +28,51 @@ bool unsized(const graph::Value& v) {
   return false;
 }
 
+// Walks from `stack`'s values back through their producers to the graph
+// inputs they are computed from, passing constants by and stopping at
+// Shape / Size (their outputs fold from the plan's shapes). Calls
+// at_input(value) for each graph input reached and returns false if the walk
+// met what it cannot see through: a value nothing in this graph produces (a
+// subgraph's outer value) or a producer `through` refuses.
+template <typename AtInput, typename Through>
+bool walk_back(const graph::Graph& g, std::vector<int> stack, AtInput at_input, Through through) {
+  std::vector<char> seen(g.values.size(), 0), is_input(g.values.size(), 0);
+  for (int v : g.inputs) is_input[v] = 1;
+  bool clear = true;
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    if (v < 0 || seen[v]) continue;
+    seen[v] = 1;
+    const graph::Value& val = g.values[v];
+    if (val.is_constant()) continue;
+    if (is_input[v]) {
+      at_input(v);
+      continue;
+    }
+    if (val.producer < 0) {
+      clear = false;
+      continue;
+    }
+    const graph::Node& p = g.nodes[val.producer];
+    if (p.domain.empty() && (p.op_type == "Shape" || p.op_type == "Size")) continue;
+    if (!through(p)) {
+      clear = false;
+      continue;
+    }
+    for (int in : p.inputs) stack.push_back(in);
+  }
+  return clear;
+}
+
+// Indices into g.inputs of the flagged values.
+std::vector<int> input_indices(const graph::Graph& g, const std::vector<char>& chosen) {
+  std::vector<int> r;
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    if (chosen[g.inputs[i]]) r.push_back(static_cast<int>(i));
+  return r;
+}
+
 }  // namespace
 
 bool shape_input_type(const graph::Value& v) {
@@ -60,29 +105,11 @@ std::vector<int> shape_input_indices(const graph::Graph& g, int64_t opset) {
   if (wanted.empty()) return {};
 
   // Back from the wanted values to the graph inputs they are computed from.
-  std::vector<char> seen(g.values.size(), 0), is_input(g.values.size(), 0);
-  for (int v : g.inputs) is_input[v] = 1;
   std::vector<char> chosen(g.values.size(), 0);
-  while (!wanted.empty()) {
-    const int v = wanted.back();
-    wanted.pop_back();
-    if (v < 0 || seen[v]) continue;
-    seen[v] = 1;
-    const graph::Value& val = g.values[v];
-    if (val.is_constant()) continue;
-    if (is_input[v]) {
-      chosen[v] = shape_input_type(val);
-      continue;
-    }
-    if (val.producer < 0) continue;
-    const graph::Node& p = g.nodes[val.producer];
-    if (p.domain.empty() && (p.op_type == "Shape" || p.op_type == "Size")) continue;
-    for (int in : p.inputs) wanted.push_back(in);
-  }
-  std::vector<int> r;
-  for (size_t i = 0; i < g.inputs.size(); ++i)
-    if (chosen[g.inputs[i]]) r.push_back(static_cast<int>(i));
-  return r;
+  walk_back(
+      g, std::move(wanted), [&](int v) { chosen[v] = shape_input_type(g.values[v]); },
+      [](const graph::Node&) { return true; });
+  return input_indices(g, chosen);
 }
 
 bool steering_input_type(const graph::Value& v) {
@@ -92,47 +119,27 @@ bool steering_input_type(const graph::Value& v) {
 }
 
 std::vector<int> steering_input_indices(const graph::Graph& g) {
-  std::vector<char> is_input(g.values.size(), 0), chosen(g.values.size(), 0);
-  for (int v : g.inputs) is_input[v] = 1;
+  std::vector<char> chosen(g.values.size(), 0);
   for (const auto& n : g.nodes) {
     if (!n.domain.empty() || n.op_type != "If" || n.inputs.empty() || n.inputs[0] < 0) continue;
-    // The graph inputs the condition is computed from (Shape / Size give
-    // what the plan's shapes fold): all steering inputs, or the condition
-    // reads data and no value keys it.
-    std::vector<char> seen(g.values.size(), 0);
-    std::vector<int> stack{n.inputs[0]}, reached;
+    // The graph inputs the condition is computed from: all steering inputs,
+    // or the condition reads data (or control flow's results) and no value
+    // keys it.
+    std::vector<int> reached;
     bool data = false;
-    while (!stack.empty() && !data) {
-      const int v = stack.back();
-      stack.pop_back();
-      if (v < 0 || seen[v]) continue;
-      seen[v] = 1;
-      const graph::Value& val = g.values[v];
-      if (val.is_constant()) continue;
-      if (is_input[v]) {
-        if (steering_input_type(val)) reached.push_back(v);
-        else data = true;
-        continue;
-      }
-      if (val.producer < 0) {
-        data = true;  // an outer value of a subgraph: not this graph's to key
-        continue;
-      }
-      const graph::Node& p = g.nodes[val.producer];
-      if (p.domain.empty() && (p.op_type == "Shape" || p.op_type == "Size")) continue;
-      if (!p.domain.empty() || p.op_type == "If" || p.op_type == "Loop" || p.op_type == "Scan") {
-        data = true;  // a condition computed by control flow: left to it
-        continue;
-      }
-      for (int in : p.inputs) stack.push_back(in);
-    }
-    if (!data)
+    const bool clear = walk_back(
+        g, {n.inputs[0]},
+        [&](int v) {
+          if (steering_input_type(g.values[v])) reached.push_back(v);
+          else data = true;
+        },
+        [](const graph::Node& p) {
+          return p.domain.empty() && p.op_type != "If" && p.op_type != "Loop" && p.op_type != "Scan";
+        });
+    if (clear && !data)
       for (int v : reached) chosen[v] = 1;
   }
-  std::vector<int> r;
-  for (size_t i = 0; i < g.inputs.size(); ++i)
-    if (chosen[g.inputs[i]]) r.push_back(static_cast<int>(i));
-  return r;
+  return input_indices(g, chosen);
 }
 
 }  // namespace twinfer::passes
