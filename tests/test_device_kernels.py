@@ -635,6 +635,30 @@ def test_maxpool_indices(device, storage_order, x_shape, attrs, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("t", [TensorProto.INT8, TensorProto.UINT8])
+def test_maxpool_on_8_bit_integers(device, t, rng):
+    # MaxPool takes int8 / uint8 since opset 12 (compared as floats on CUDA,
+    # which hold every 8-bit value): against onnxruntime, padding, ceil_mode
+    # and dilation included, the extremes of the type in the data.
+    import onnxruntime as ort
+
+    info = np.iinfo(NP[t])
+    x = rng.integers(info.min, info.max + 1, size=(2, 3, 11, 9)).astype(NP[t])
+    x[0, 0, :2, :2] = info.min
+    x[1, 2, -1, -1] = info.max
+    for attrs in (dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                  dict(kernel_shape=[2, 3], strides=[1, 2], ceil_mode=1, dilations=[2, 1])):
+        node = helper.make_node("MaxPool", ["x"], ["y"], **attrs)
+        g = helper.make_graph([node], "p", [_vi("x", t, x.shape)], [helper.make_tensor_value_info("y", t, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 12)])
+        m.ir_version = 8
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        cpu, got = _run_both(m, {"x": x}, device)
+        np.testing.assert_array_equal(cpu["y"], want)
+        np.testing.assert_array_equal(got["y"], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("group,dilation,stride", [(1, 1, 1), (1, 2, 2), (3, 1, 1), (6, 1, 2)])
 def test_conv(device, group, dilation, stride, rng):
     F = TensorProto.FLOAT

@@ -49,6 +49,12 @@ __device__ __forceinline__ void window(const PoolDim& p, int64_t o, int64_t* fir
   *padded = np;
 }
 
+// An empty window's maximum: the CPU's numeric_limits<C>::lowest(), C the
+// compute type (float for the float types, the type itself for int8/uint8).
+template <typename T> __device__ __forceinline__ float empty_max() { return -FLT_MAX; }
+template <> __device__ __forceinline__ float empty_max<int8_t>() { return -128.f; }
+template <> __device__ __forceinline__ float empty_max<uint8_t>() { return 0.f; }
+
 template <typename T>
 __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* __restrict__ y,
                         int64_t* __restrict__ indices) {
@@ -77,7 +83,7 @@ __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* _
               bd = id, bh = ih, bw = iw;
             }
           }
-      y[i] = twinfer::ew::store<T>(have ? best : -FLT_MAX);  // the CPU's numeric_limits<float>::lowest()
+      y[i] = twinfer::ew::store<T>(have ? best : empty_max<T>());
       if (indices)  // NCHW only (pool_supports): `base` is the plane's first element
         indices[i] = have ? twinfer::nn::max_pool_index(base, bd, bh, bw, D.in, H.in, W.in, g.column_major) : -1;
     } else {
@@ -98,10 +104,14 @@ __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* _
 namespace twinfer::cuda {
 namespace {
 
-constexpr unsigned kPoolTypes = ew::kF32 | ew::kF16 | ew::kBF16;
+// MaxPool also takes int8 / uint8 (opset 12), compared as floats, which
+// hold every 8-bit value exactly; AveragePool the float types alone.
+constexpr unsigned kPoolTypes = ew::kF32 | ew::kF16 | ew::kBF16 | ew::kI8 | ew::kU8;
+constexpr unsigned kAveragePoolTypes = ew::kF32 | ew::kF16 | ew::kBF16;
 
 bool pool_supports(const KernelBuildInfo& info, std::string* why) {
-  if (!ew::check_input_dtype(info, 0, kPoolTypes, why)) return false;
+  const bool max = info.node().op_type == "MaxPool";
+  if (!ew::check_input_dtype(info, 0, max ? kPoolTypes : kAveragePoolTypes, why)) return false;
   const nn::PoolSpec ps = nn::pool_spec(info);
   if (ps.want_indices && ps.channels_last) {  // the channels_last pass leaves such MaxPools in NCHW
     if (why) *why = "MaxPool's Indices output has no channels-last CUDA kernel";
