@@ -140,22 +140,6 @@ def test_bad_feeds_raise_clear_errors(model, rng):
     np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_inconsistent_symbolic_dims_are_refused(rng):
-    nodes = [helper.make_node("Add", ["a", "b"], ["c"])]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [
-            helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, ["n", 3]),
-            helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, ["n", 3]),
-        ],
-        [helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, ["n", 3])],
-    )
-    e = twinfer.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), device="cpu")
-    with pytest.raises(twinfer.ShapeError, match="dim 'n'"):
-        e.run({"a": np.zeros((2, 3), np.float32), "b": np.zeros((4, 3), np.float32)})
-
-
 def test_every_unsupported_op_is_listed_at_load():
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="ok"),

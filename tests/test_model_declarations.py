@@ -134,3 +134,24 @@ def test_a_named_dim_repeated_still_means_equal_dims(rng):
     engine = twinfer.load(model, device="cpu")
     with pytest.raises(twinfer.ShapeError, match="dim 'n'"):
         engine.run({"a": np.zeros((2, 4), np.float32), "b": np.zeros((3, 4), np.float32)})
+
+
+def test_inputs_that_disagree_with_a_shared_dim_name_run_as_onnxruntime_runs_them(rng):
+    # Both inputs name their first dim "n", but the graph never needs them
+    # equal: onnxruntime runs any lengths, and so does twinfer.
+    model = _model([helper.make_node("ReduceSum", ["a"], ["sa"], keepdims=1),
+                    helper.make_node("ReduceSum", ["b"], ["sb"], keepdims=1),
+                    helper.make_node("Concat", ["sa", "sb"], ["y"], axis=0)],
+                   [_vi("a", ["n", 3]), _vi("b", ["n", 3])], [_vi("y", [2, 1])])
+    _check(model, {"a": rng.standard_normal((2, 3)).astype(np.float32),
+                   "b": rng.standard_normal((5, 3)).astype(np.float32)})
+
+
+def test_when_such_inputs_then_do_not_fit_the_error_names_the_dims():
+    model = _model([helper.make_node("Add", ["a", "b"], ["c"])], [_vi("a", ["n", 3]), _vi("b", ["n", 3])],
+                   [_vi("c", ["n", 3])])
+    e = twinfer.load(model, device="cpu")
+    with pytest.raises(twinfer.ShapeError, match="dim 'n' is 2 in input 'a' but 4 in input 'b'"):
+        e.run({"a": np.zeros((2, 3), np.float32), "b": np.zeros((4, 3), np.float32)})
+    np.testing.assert_array_equal(e.run({"a": np.ones((3, 3), np.float32), "b": np.ones((3, 3), np.float32)})["c"]
+                                  .numpy(), np.full((3, 3), 2, np.float32))

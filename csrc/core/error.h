@@ -22,12 +22,16 @@ class Error : public std::runtime_error {
   Error(ErrorKind kind, const std::string& message, std::string node = {}, std::string op = {})
       : std::runtime_error(format(message, node, op)),
         kind_(kind),
+        message_(message),
         node_(std::move(node)),
         op_(std::move(op)) {}
 
   ErrorKind kind() const { return kind_; }
   const std::string& node() const { return node_; }
   const std::string& op() const { return op_; }
+  // The same error with `note` after its message (what a caller knows that
+  // the thrower did not).
+  Error with_note(const std::string& note) const { return Error(kind_, message_ + note, node_, op_); }
 
  private:
   static std::string format(const std::string& m, const std::string& node, const std::string& op) {
@@ -35,6 +39,7 @@ class Error : public std::runtime_error {
     return "node '" + node + "' (" + op + "): " + m;
   }
   ErrorKind kind_;
+  std::string message_;
   std::string node_;
   std::string op_;
 };

@@ -536,7 +536,8 @@ std::vector<KernelReportRow> Engine::report_rows(const Plan& plan) const {
   return r;
 }
 
-void Engine::check_inputs(const std::vector<Tensor>& inputs) const {
+std::string Engine::check_inputs(const std::vector<Tensor>& inputs) const {
+  std::string conflict;
   if (inputs.size() != inputs_.size())
     throw Error(ErrorKind::kInvalidArgument, "expected " + std::to_string(inputs_.size()) +
                                                  " inputs, got " + std::to_string(inputs.size()));
@@ -571,14 +572,14 @@ void Engine::check_inputs(const std::vector<Tensor>& inputs) const {
         auto it = symbols.find(dim.symbol);
         if (it == symbols.end()) {
           symbols[dim.symbol] = {s[d], spec.name};
-        } else if (it->second.first != s[d]) {
-          throw Error(ErrorKind::kShape, "dim '" + dim.symbol + "' is " + std::to_string(it->second.first) +
-                                             " in input '" + it->second.second + "' but " +
-                                             std::to_string(s[d]) + " in input '" + spec.name + "'");
+        } else if (it->second.first != s[d] && conflict.empty()) {
+          conflict = "dim '" + dim.symbol + "' is " + std::to_string(it->second.first) + " in input '" +
+                     it->second.second + "' but " + std::to_string(s[d]) + " in input '" + spec.name + "'";
         }
       }
     }
   }
+  return conflict;
 }
 
 std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>& inputs,
@@ -586,7 +587,25 @@ std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>
   if (ctx.device() != options_.device)
     throw Error(ErrorKind::kInvalidArgument, "a context for " + ctx.device().str() + " given to an engine on " +
                                                  options_.device.str());
-  check_inputs(inputs);
+  // Inputs that disagree with a dim name the model gives several of them
+  // run as onnxruntime runs them: the names are the exporter's words, the
+  // shapes decide (optimum's merged decoders name attention_mask's length as
+  // input_ids', which holds only without past). Should the shapes then not
+  // fit, the error says which names disagreed.
+  const std::string conflict = check_inputs(inputs);
+  if (!conflict.empty()) {
+    try {
+      return run_checked(ctx, inputs, options);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kShape) throw e.with_note(" (the model names these dims alike, but " + conflict + ")");
+      throw;
+    }
+  }
+  return run_checked(ctx, inputs, options);
+}
+
+std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector<Tensor>& inputs,
+                                        const RunOptions& options) const {
   auto plan = plan_for_inputs(inputs, options);
   if (plan->value_dependent) {
     const Stream* s = options.stream ? options.stream.get() : ctx.stream().get();

@@ -117,7 +117,12 @@ class Engine {
 
  private:
   Engine() = default;
-  void check_inputs(const std::vector<Tensor>& inputs) const;
+  // Throws for inputs that cannot run (count, device, dtype, rank, a fixed
+  // dim); returns the first pair of inputs that disagree on a dim the model
+  // names alike ("" if none), which a run tolerates.
+  std::string check_inputs(const std::vector<Tensor>& inputs) const;
+  std::vector<Tensor> run_checked(ExecutionContext& ctx, const std::vector<Tensor>& inputs,
+                                  const RunOptions& options) const;  // run, after check_inputs
   std::vector<KernelReportRow> report_rows(const Plan& plan) const;
   std::shared_ptr<const Plan> plan_for_inputs(const std::vector<Tensor>& inputs, const RunOptions& o) const;  // no copies on a hit
   // The cached plan for these shapes and the values (host tensors) of the
