@@ -125,8 +125,8 @@ def test_a_steering_input_picks_the_branch_per_value(device, rng):
     m = _mode_model()
     e = load_on(m, device, allow_cpu_fallback=device == "cpu")
     assert e.stats()["steering_inputs"] == ["sr"] and e.stats()["shape_inputs"] == []
-    for sr in (16000, 8000, 16000, 8000):
-        x = rng.standard_normal((3, 4)).astype(np.float32)
+    for sr, rows in ((16000, 3), (8000, 3), (16000, 5), (8000, 7), (16000, 3)):
+        x = rng.standard_normal((rows, 4)).astype(np.float32)
         feeds = {"x": x, "sr": np.array(sr, np.int64)}
         want = _ort(m, feeds)
         got = e.run(feeds)
@@ -134,7 +134,10 @@ def test_a_steering_input_picks_the_branch_per_value(device, rng):
             np.testing.assert_allclose(got[k].numpy(), want[k], rtol=1e-6, atol=1e-6)
         ops, host = _ops(e, feeds)
         assert "If" not in ops and not host, (sr, ops, host)
-    assert e.stats()["steering_active"]
+    s = e.stats()
+    # One graph per value of sr (its If inlined once), whatever the shapes;
+    # a plan per (shape, value), no plan for the shapes alone.
+    assert s["steering_active"] and s["steered_graphs"] == 2 and s["plans_cached"] == 4, s
 
 
 def test_a_flag_with_many_values_stops_steering(rng):

@@ -231,6 +231,7 @@ void bind_engine(py::module_& m) {
              d["shape_inputs"] = s.shape_inputs;
              d["steering_inputs"] = s.steering_inputs;
              d["steering_active"] = s.steering_active;
+             d["steered_graphs"] = s.steered_graphs;
              return d;
            })
       .def("memory_report",

@@ -311,6 +311,10 @@ EngineStats Engine::stats() const {
   for (int i : shape_inputs_) s.shape_inputs.push_back(inputs_[i].name);
   for (int i : steering_inputs_) s.steering_inputs.push_back(inputs_[i].name);
   s.steering_active = steering_active_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> steered(steered_mutex_);
+    s.steered_graphs = steered_graphs_.size();
+  }
   return s;
 }
 
@@ -367,9 +371,16 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
       key.values.push_back(values[k].clone());
       by_input[keyed[k]] = key.values.back();
     }
-    ++value_plans_built_;
   }
-  const PlanSource src{graph_, opset_, options_, constants_.get()};
+  // With steering values, plans come from the graph those values steer
+  // (its Ifs inlined and rewritten once, not per plan).
+  std::vector<Tensor> steer;
+  for (int i : steering_inputs_)
+    for (size_t k = 0; k < keyed.size(); ++k)
+      if (keyed[k] == i) steer.push_back(values[k]);
+  const std::shared_ptr<const graph::Graph> steered =
+      steer.size() == steering_inputs_.size() && !steer.empty() ? steered_graph(steer) : nullptr;
+  const PlanSource src{steered ? *steered : graph_, opset_, options_, constants_.get()};
   std::shared_ptr<const Plan> p = build_plan(src, shapes, by_input);
   plans_.emplace_front(std::move(key), p);
   while (plans_.size() > std::max<size_t>(1, options_.max_cached_plans)) plans_.pop_back();
@@ -385,36 +396,39 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
       if (s[i] != inputs[i].shape()) return false;
     return true;
   };
-  std::shared_ptr<const Plan> p;
-  {
-    std::lock_guard<std::mutex> lock(plans_mutex_);
-    p = find_cached_plan(plans_, [&](const PlanKey& k) { return k.keyed.empty() && same_shapes(k.shapes); });
-    if (p) ++plan_hits_;
-  }
   std::vector<Shape> shapes;
-  if (!p) {
-    shapes.reserve(inputs.size());
-    for (const auto& t : inputs) shapes.push_back(t.shape());
-    p = plan_for(shapes);
-  }
-  // Which inputs' values this run's plan is keyed by: the shape inputs
-  // where the shapes alone left the plan needing values, and the steering
-  // inputs while they are few-valued (graph/passes/shape_inputs.h).
-  const bool sizing = p->value_dependent && !shape_inputs_.empty();
+  const auto input_shapes = [&]() -> const std::vector<Shape>& {
+    if (shapes.empty())
+      for (const auto& t : inputs) shapes.push_back(t.shape());
+    return shapes;
+  };
   const Stream* s = o.stream.get();
-  const bool steering = steering_active_.load(std::memory_order_relaxed) && !steering_inputs_.empty() &&
-                        !(s && s->capturing());
-  if (!sizing && !steering) return p;
+  const bool capturing = s && s->capturing();
+  // While steering inputs are few-valued their values key every plan, with
+  // the shape inputs' (no plan for the shapes alone is built first: with an
+  // If on a steering input, that plan would be thrown away).
+  const bool steering =
+      !steering_inputs_.empty() && !capturing && steering_active_.load(std::memory_order_relaxed);
+
+  std::shared_ptr<const Plan> p;
+  if (!steering) {
+    {
+      std::lock_guard<std::mutex> lock(plans_mutex_);
+      p = find_cached_plan(plans_, [&](const PlanKey& k) { return k.keyed.empty() && same_shapes(k.shapes); });
+      if (p) ++plan_hits_;
+    }
+    if (!p) p = plan_for(input_shapes());
+    // Shapes alone size everything (or nothing here is a shape input): done.
+    if (!p->value_dependent || shape_inputs_.empty()) return p;
+  }
   // A value longer than a shape can be is data, not a shape: the run goes
   // to the host evaluator (copying and comparing it every run would cost
   // more than the plan saves).
-  if (sizing)
-    for (int i : shape_inputs_)
-      if (inputs[i].numel() > passes::kMaxShapeInputElements) return p;
-  if (p->value_dependent && !sizing) return p;
-  std::vector<int> keyed;
-  if (sizing) keyed = shape_inputs_;
-  if (steering) keyed.insert(keyed.end(), steering_inputs_.begin(), steering_inputs_.end());
+  bool data_not_shape = false;
+  for (int i : shape_inputs_) data_not_shape = data_not_shape || inputs[i].numel() > passes::kMaxShapeInputElements;
+  if (data_not_shape && !steering) return p;
+  std::vector<int> keyed = steering_inputs_;
+  if (!data_not_shape) keyed.insert(keyed.end(), shape_inputs_.begin(), shape_inputs_.end());
   std::sort(keyed.begin(), keyed.end());
   keyed.erase(std::unique(keyed.begin(), keyed.end()), keyed.end());
 
@@ -428,26 +442,22 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
       values.push_back(t);
       continue;
     }
-    if (s && s->capturing())
+    if (capturing)
       throw Error(ErrorKind::kInvalidArgument, "input '" + inputs_[i].name + "' decides shapes, so its value is read "
                                                "when the run starts, which a graph being captured cannot do; pass "
                                                "it as a host array");
     if (o.stream) o.stream->synchronize();
     values.push_back(to_host(t));
   }
-  if (steering && !note_steering_values(keyed, values)) {
-    // Too many values to specialise on: the If runs as control flow.
-    std::vector<int> k2;
-    std::vector<Tensor> v2;
-    for (size_t k = 0; k < keyed.size(); ++k)
-      if (sizing && std::binary_search(shape_inputs_.begin(), shape_inputs_.end(), keyed[k])) {
-        k2.push_back(keyed[k]);
-        v2.push_back(values[k]);
-      }
-    if (k2.empty()) return p;
-    keyed = std::move(k2);
-    values = std::move(v2);
-  }
+  // Too many distinct values to specialise on (a counter), whatever the
+  // shapes: steering inputs stop keying plans (their If runs as control
+  // flow again: the plan as without steering), and a CPU engine's shape
+  // inputs too (the host evaluator is what the CPU runs anyway; a device
+  // engine always plans, as the evaluator would take the whole model to the
+  // host).
+  if (steering && !note_steering_values(keyed, values)) return plan_for_inputs(inputs, o);
+  if (!options_.device.is_accelerator() && !note_shape_values(keyed, values))
+    return p ? p : plan_for(input_shapes());
   {
     std::lock_guard<std::mutex> lock(plans_mutex_);
     if (auto hit = find_cached_plan(plans_, [&](const PlanKey& k) {
@@ -456,16 +466,39 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
       ++plan_hits_;
       return hit;
     }
-    // A CPU engine whose shape inputs keep changing (a step counter) would
-    // build a plan per run: past max_cached_plans new values run through
-    // the host evaluator instead, which is what the CPU runs anyway. A
-    // device engine always plans: the evaluator would take the whole model
-    // to the host.
-    if (!options_.device.is_accelerator() && value_plans_built_ >= options_.max_cached_plans) return p;
   }
-  if (shapes.empty())
-    for (const auto& t : inputs) shapes.push_back(t.shape());
-  return plan_for(shapes, keyed, values);
+  return plan_for(input_shapes(), keyed, values);
+}
+
+std::shared_ptr<const graph::Graph> Engine::steered_graph(const std::vector<Tensor>& values) const {
+  std::lock_guard<std::mutex> lock(steered_mutex_);
+  for (const auto& [key, g] : steered_graphs_)
+    if (same_values(key, values)) return g;
+  auto g = std::make_shared<graph::Graph>(graph_);  // constants share storage
+  for (size_t k = 0; k < steering_inputs_.size(); ++k) g->values[g->inputs[steering_inputs_[k]]].constant = values[k].clone();
+  passes::PassContext pc;
+  pc.opset = opset_;
+  pc.backend = passes_backend();
+  if (pc.backend == Backend::kCUDA) pc.compute_capability = device_api(options_.device).compute_capability();
+  pc.precision = options_.precision;
+  std::vector<std::string> log;
+  pc.log = &log;
+  passes::run_steered_passes(*g, options_.optimize, pc);
+  std::vector<Tensor> key;
+  for (const auto& t : values) key.push_back(t.clone());
+  steered_graphs_.emplace_back(std::move(key), g);
+  return g;
+}
+
+bool Engine::note_shape_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const {
+  std::lock_guard<std::mutex> lock(plans_mutex_);
+  for (const auto& seen : shape_values_seen_)
+    if (seen.first == keyed && same_values(seen.second, values)) return true;
+  if (shape_values_seen_.size() >= std::max<size_t>(1, options_.max_cached_plans)) return false;
+  std::vector<Tensor> copy;
+  for (const auto& t : values) copy.push_back(t.clone());
+  shape_values_seen_.emplace_back(keyed, std::move(copy));
+  return true;
 }
 
 bool Engine::note_steering_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const {

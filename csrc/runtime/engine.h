@@ -39,6 +39,7 @@ struct EngineStats {
   std::vector<std::string> shape_inputs;     // inputs whose values key plans (Engine::shape_inputs)
   std::vector<std::string> steering_inputs;  // flags Ifs branch on, keyed while few-valued
   bool steering_active = true;               // false: they took too many values, no longer keyed
+  size_t steered_graphs = 0;                 // graphs built for steering values (one each)
 };
 
 // Memory of one plan: what the arenas hold at peak vs. what all
@@ -133,6 +134,14 @@ class Engine {
   // `keyed`); false once more than kMaxSteeringValues have been seen, after
   // which plans are no longer keyed by them.
   bool note_steering_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const;
+  // The same for a CPU engine's keyed values: false once max_cached_plans
+  // distinct ones have been planned for (a counter-like shape input).
+  bool note_shape_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const;
+  // The engine's graph with the steering inputs at these values (in
+  // steering_inputs_ order) as constants, the Ifs they decide inlined and
+  // rewritten (passes::run_steered_passes): built once per value, shared by
+  // the plans of every shape.
+  std::shared_ptr<const graph::Graph> steered_graph(const std::vector<Tensor>& values) const;
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store
@@ -155,6 +164,8 @@ class Engine {
   std::vector<int> steering_inputs_;  // ascending
   mutable std::atomic<bool> steering_active_{true};
   mutable std::vector<std::vector<Tensor>> steering_seen_;  // under plans_mutex_
+  mutable std::mutex steered_mutex_;  // taken under plans_mutex_, never the other way
+  mutable std::vector<std::pair<std::vector<Tensor>, std::shared_ptr<const graph::Graph>>> steered_graphs_;
 
   // What a plan was built for: input shapes, and the shape inputs' values
   // where the shapes alone did not size every value (empty otherwise).
@@ -166,7 +177,9 @@ class Engine {
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first
   mutable size_t plan_hits_ = 0, plan_misses_ = 0;
-  mutable size_t value_plans_built_ = 0;  // plans keyed by values (a CPU engine stops at max_cached_plans)
+  // Distinct values (of the inputs keyed) a CPU engine has planned for; past
+  // max_cached_plans of them, new ones run through the host evaluator.
+  mutable std::vector<std::pair<std::vector<int>, std::vector<Tensor>>> shape_values_seen_;  // under plans_mutex_
 
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<ExecutionContext>> pool_;

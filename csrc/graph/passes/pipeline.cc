@@ -159,6 +159,25 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   }
 }
 
+int run_steered_passes(graph::Graph& g, bool optimize, PassContext& pc) {
+  infer_and_fold(g, pc, optimize);
+  if (!optimize) return 0;
+  const int inlined = keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); });
+  if (!inlined) return 0;
+  g.remove_dead();
+  // What the load ran, where running it again changes only what is new:
+  // each rewrite matches only the patterns it has not rewritten yet.
+  keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
+  std::map<std::string, std::string> renamed;  // calibration's names: nothing here is calibrated
+  keep_if_valid(g, pc, "fold_pad_conv", [&] { return fold_pad_into_conv(g, pc, &renamed); });
+  keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
+  keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
+  keep_if_valid(g, pc, "fuse", [&] { return fuse_all(g, pc); });
+  g.remove_dead();
+  infer_and_fold(g, pc, true);
+  return inlined;
+}
+
 PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, PassContext& pc) {
   PlanPassResult r;
   // Concrete input shapes: Shape -> Gather -> Concat -> Reshape chains fold.

@@ -2,6 +2,10 @@
 //
 //   run_load_passes: once per engine, on the model's graph with symbolic
 //     shapes (folding, fusion, int8 rewrites).
+//   run_steered_passes: once per steering value (shape_inputs.h), on a copy
+//     of the engine's graph whose steering inputs are constants: the Ifs they
+//     decide become their branches, which the rewrites that are safe to run
+//     again then see (the load's ran before the branches were in the graph).
 //   run_plan_passes: once per plan, on a copy of that graph whose inputs have
 //     concrete shapes (folding again, then fusion and the blocked layout that
 //     only concrete shapes allow).
@@ -31,6 +35,9 @@ struct LoadPassOptions {
 };
 
 void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContext& pc);
+
+// Returns how many Ifs became their branches.
+int run_steered_passes(graph::Graph& g, bool optimize, PassContext& pc);
 
 struct PlanPassOptions {
   bool optimize = true;
