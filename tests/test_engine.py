@@ -229,3 +229,30 @@ def test_reshapes_share_their_input_block(rng, device):
         assert report["device_arena_bytes"] == (1 + 2) * 256, report
     else:
         assert report["arena_bytes"] == 64, report
+
+
+def test_plans_for_new_shapes_reuse_the_kernels_that_did_not_change(rng):
+    # A plan per input shape: the Gemm on the fixed-size input is the same
+    # kernel in every plan (runtime/kernel_cache.h), the MatMul on the
+    # growing one is built for each shape. Answers against NumPy each time.
+    w = rng.standard_normal((8, 16)).astype(np.float32)
+    g_w = rng.standard_normal((16, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["a"], name="grows"),
+         helper.make_node("Gemm", ["z", "gw"], ["b"], name="fixed", transB=1),
+         helper.make_node("Relu", ["a"], ["ya"]), helper.make_node("Relu", ["b"], ["yb"])],
+        "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, "n", 8]),
+              helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("ya", onnx.TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("yb", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(g_w, "gw")])
+    e = twinfer.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), device="cpu")
+    for n in (3, 5, 7, 5):
+        x = rng.standard_normal((1, n, 8)).astype(np.float32)
+        z = rng.standard_normal((2, 8)).astype(np.float32)
+        out = e.run({"x": x, "z": z})
+        np.testing.assert_allclose(out["ya"].numpy(), np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out["yb"].numpy(), np.maximum(z @ g_w.T, 0), rtol=1e-5, atol=1e-5)
+    s = e.stats()
+    # Three plans; the second and third reuse the Gemm (fused with its Relu).
+    assert s["plan_misses"] == 3 and s["kernels_reused"] >= 2, s

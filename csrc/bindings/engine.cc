@@ -232,6 +232,8 @@ void bind_engine(py::module_& m) {
              d["steering_inputs"] = s.steering_inputs;
              d["steering_active"] = s.steering_active;
              d["steered_graphs"] = s.steered_graphs;
+             d["kernels_built"] = s.kernels_built;
+             d["kernels_reused"] = s.kernels_reused;
              return d;
            })
       .def("memory_report",

@@ -315,6 +315,9 @@ EngineStats Engine::stats() const {
     std::lock_guard<std::mutex> steered(steered_mutex_);
     s.steered_graphs = steered_graphs_.size();
   }
+  const KernelCache::Stats ks = kernels_.stats();
+  s.kernels_built = ks.misses;
+  s.kernels_reused = ks.hits;
   return s;
 }
 
@@ -380,7 +383,7 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
       if (keyed[k] == i) steer.push_back(values[k]);
   const std::shared_ptr<const graph::Graph> steered =
       steer.size() == steering_inputs_.size() && !steer.empty() ? steered_graph(steer) : nullptr;
-  const PlanSource src{steered ? *steered : graph_, opset_, options_, constants_.get()};
+  const PlanSource src{steered ? *steered : graph_, opset_, options_, constants_.get(), &kernels_};
   std::shared_ptr<const Plan> p = build_plan(src, shapes, by_input);
   plans_.emplace_front(std::move(key), p);
   while (plans_.size() > std::max<size_t>(1, options_.max_cached_plans)) plans_.pop_back();

@@ -19,6 +19,7 @@
 #include "runtime/engine_file.h"
 #include "runtime/engine_options.h"
 #include "runtime/execution_context.h"
+#include "runtime/kernel_cache.h"
 #include "runtime/plan.h"
 
 namespace twinfer {
@@ -40,6 +41,7 @@ struct EngineStats {
   std::vector<std::string> steering_inputs;  // flags Ifs branch on, keyed while few-valued
   bool steering_active = true;               // false: they took too many values, no longer keyed
   size_t steered_graphs = 0;                 // graphs built for steering values (one each)
+  size_t kernels_built = 0, kernels_reused = 0;  // by plans (runtime/kernel_cache.h)
 };
 
 // Memory of one plan: what the arenas hold at peak vs. what all
@@ -174,6 +176,7 @@ class Engine {
     std::vector<int> keyed;      // the inputs whose values key the plan (ascending)
     std::vector<Tensor> values;  // owned host copies, one per keyed input
   };
+  mutable KernelCache kernels_;  // shared by the plans (a plan for new shapes reuses what it can)
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first
   mutable size_t plan_hits_ = 0, plan_misses_ = 0;

@@ -52,7 +52,7 @@ struct PlannedStep {
   const graph::Node* node = nullptr;  // points into Plan::graph
   StepKind kind = StepKind::kHost;    // device plans: where and how it runs
   std::string note;                   // why a node of a device plan runs on the host
-  std::unique_ptr<Kernel> kernel;     // none for copies
+  std::shared_ptr<const Kernel> kernel;  // none for copies; may be shared with other plans (runtime/kernel_cache.h)
   std::vector<int> inputs;   // value ids, -1 for a missing optional
   std::vector<int> outputs;
   size_t scratch_offset = 0;

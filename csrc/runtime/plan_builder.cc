@@ -189,8 +189,14 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   // and the device kernels built now: one that supports a node but cannot
   // be built for it sends the node back to the host, and placement runs
   // again (a device's limits must never make a loadable model fail).
+  // A node's kernel: one another plan of the engine built for the same node
+  // at the same types where there is one (runtime/kernel_cache.h).
+  const auto make_kernel = [&](const KernelDef& def, const KernelBuildInfo& info) -> std::shared_ptr<const Kernel> {
+    if (src.kernels) return src.kernels->get(def, info);
+    return def.create(info);
+  };
   Placement placement;
-  std::vector<std::unique_ptr<Kernel>> device_kernels;
+  std::vector<std::shared_ptr<const Kernel>> device_kernels;
   if (on_device) {
     PlacementOptions po2;
     po2.device = device;
@@ -210,8 +216,8 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
         const NodePlacement& np = placement.nodes[s];
         if (np.kind != StepKind::kDevice) continue;
         try {
-          device_kernels[s] = np.kernel->create(KernelBuildInfo(g, g.nodes[s], src.opset, np.build_backend,
-                                                                opt.precision));
+          device_kernels[s] =
+              make_kernel(*np.kernel, KernelBuildInfo(g, g.nodes[s], src.opset, np.build_backend, opt.precision));
         } catch (const Error& e) {
           if (e.kind() != ErrorKind::kUnsupportedOp || !opt.allow_cpu_fallback) throw;
           failed = np.source;
@@ -276,8 +282,7 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
       if (np.kind == StepKind::kDevice) {
         st.kernel = std::move(device_kernels[s]);
       } else if (np.kernel) {
-        KernelBuildInfo info(g, n, src.opset, np.build_backend, opt.precision);
-        st.kernel = np.kernel->create(info);
+        st.kernel = make_kernel(*np.kernel, KernelBuildInfo(g, n, src.opset, np.build_backend, opt.precision));
       }
       plan->host_steps += st.kind == StepKind::kHost;
       plan->copy_steps += st.kind == StepKind::kCopyToDevice || st.kind == StepKind::kCopyToHost;
@@ -286,7 +291,7 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
       std::string why;
       const KernelDef* def = select_kernel(info, &why);
       if (!def) throw Error(ErrorKind::kUnsupportedOp, why, n.name, n.op_type);
-      st.kernel = def->create(info);
+      st.kernel = make_kernel(*def, info);
     }
     st.inputs = n.inputs;
     st.outputs = n.outputs;

@@ -9,6 +9,7 @@
 #include "graph/ir.h"
 #include "runtime/constant_store.h"
 #include "runtime/engine_options.h"
+#include "runtime/kernel_cache.h"
 #include "runtime/plan.h"
 
 namespace twinfer {
@@ -18,6 +19,7 @@ struct PlanSource {
   int64_t opset = 0;
   const EngineOptions& options;
   ConstantStore* constants = nullptr;  // device engines: where weights are uploaded
+  KernelCache* kernels = nullptr;      // kernels other plans of the engine built (none: each built anew)
 };
 
 // `values`: empty, or one per input; a defined one is that input's value
