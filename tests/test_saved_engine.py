@@ -108,14 +108,19 @@ def test_truncated_or_corrupt_files_are_clear_errors(rng, tmp_path):
         with pytest.raises(twinfer.ModelFormatError, match="corrupt or truncated|not a twinfer engine"):
             twinfer.load(bad, device="cpu")
     # Random bytes flipped in the metadata: an error or an engine, never a crash.
+    # A flip can make a valid but huge model (a pad of 47105: a 13 GB
+    # intermediate, minutes of reference convolution for seed 18); such an
+    # engine is only planned, not run.
     for k in range(40):
         b = bytearray(blob)
         at = int(rng.integers(32, meta_end))
         b[at] ^= int(rng.integers(1, 256))
         bad.write_bytes(bytes(b))
+        x = rng.standard_normal((1,) + shape[1:]).astype(np.float32)
         try:
             e = twinfer.load(bad, device="cpu")
-            e.run({"x": rng.standard_normal((1,) + shape[1:]).astype(np.float32)})
+            if e.memory_report({"x": x.shape})["arena_bytes"] < 64 << 20:
+                e.run({"x": x})
         except twinfer.Error:
             pass
     # Targeted: the graph's output id set to -1 (the last 8 bytes of the

@@ -94,6 +94,13 @@ bool if_inlining_wanted() {
   return !(e && std::strcmp(e, "0") == 0);
 }
 
+bool has_constant_if(const graph::Graph& g) {
+  if (!if_inlining_wanted()) return false;
+  for (const auto& n : g.nodes)
+    if (taken_branch(g, n)) return true;
+  return false;
+}
+
 int inline_constant_ifs(graph::Graph& g, const PassContext& pc) {
   if (!if_inlining_wanted()) return 0;
   std::vector<char> dead(g.nodes.size(), 0);

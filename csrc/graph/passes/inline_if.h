@@ -17,6 +17,10 @@ namespace twinfer::passes {
 // inlines: a branch's own Ifs have conditions that fold only then.
 int inline_constant_ifs(graph::Graph& g, const PassContext& pc);
 
+// Whether g has an If whose condition is a constant (and inlining is on):
+// what is worth copying the graph for.
+bool has_constant_if(const graph::Graph& g);
+
 // False when TWINFER_INLINE_IF=0 (for side-by-side measurements): Ifs then
 // always run as control flow.
 bool if_inlining_wanted();

@@ -1,5 +1,6 @@
 #include "graph/passes/pipeline.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -114,7 +115,7 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   int folded = infer_and_fold(g, pc, fold);
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
   // An If whose condition folded is its branch (graph/passes/inline_if.h).
-  if (fold) keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); });
+  if (fold && has_constant_if(g)) keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); });
   if (imported_qdq)  // again: a Pad's fill, DQ(Q(0)), is a constant only now
     keep_if_valid(g, pc, "int8_movement", [&] { return int8_movement(g, pc); });
   std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
@@ -162,7 +163,7 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
 int run_steered_passes(graph::Graph& g, bool optimize, PassContext& pc) {
   infer_and_fold(g, pc, optimize);
   if (!optimize) return 0;
-  const int inlined = keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); });
+  const int inlined = has_constant_if(g) ? keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); }) : 0;
   if (!inlined) return 0;
   g.remove_dead();
   // What the load ran, where running it again changes only what is new:
@@ -188,7 +189,7 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
   // (they do not enter subgraphs), so the idempotent ones run on them here.
   // Kept only where every shape stays known: a branch whose shapes need
   // values would send the whole plan to the evaluator, the If alone did not.
-  if (options.optimize) {
+  if (options.optimize && has_constant_if(g)) {
     graph::Graph before = g;
     if (keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); })) {
       g.remove_dead();
@@ -206,12 +207,19 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
 
   if (first_unknown(g, &r.unknown_node, &r.unknown_value)) return r;
 
+  // Both attention rewrites start at a Softmax: without one, neither is
+  // tried (keep_if_valid's copy of the graph is a good part of what a plan
+  // for new shapes costs).
+  const bool softmax = std::any_of(g.nodes.begin(), g.nodes.end(), [](const graph::Node& n) {
+    return n.domain.empty() && n.op_type == "Softmax";
+  });
   // Attention on a device: one op, its scores never in memory (concrete
   // shapes prove the operands are [B, H, S, D]).
-  if (options.optimize) keep_if_valid(g, pc, "fuse_attention", [&] { return fuse_attention(g, pc); });
+  if (options.optimize && softmax && pc.backend != Backend::kCPU)
+    keep_if_valid(g, pc, "fuse_attention", [&] { return fuse_attention(g, pc); });
   // On the CPU: the GEMMs stay oneDNN's, the scaling, mask, softmax and NaN
   // guard between them become one op.
-  if (options.optimize)
+  if (options.optimize && softmax && pc.backend == Backend::kCPU)
     keep_if_valid(g, pc, "fuse_attention_softmax", [&] { return fuse_attention_softmax(g, pc); });
 
   // Activations between convolutions stay in the CPU's channel-blocked
