@@ -35,6 +35,15 @@ size_t explicit_input_count(const Node& n) {
   return a ? n.inputs.size() - a->strings.size() : n.inputs.size();
 }
 
+std::unordered_map<std::string, int> captured_inputs(const Node& n) {
+  std::unordered_map<std::string, int> r;
+  if (const Attribute* a = n.attr(kImplicitAttr)) {
+    const size_t first = explicit_input_count(n);
+    for (size_t k = 0; k < a->strings.size(); ++k) r[a->strings[k]] = n.inputs[first + k];
+  }
+  return r;
+}
+
 void capture_implicit_inputs(Graph& g, bool top_level) {
   bool changed = false;
   for (size_t i = 0; i < g.nodes.size(); ++i) {

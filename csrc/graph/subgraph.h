@@ -6,6 +6,7 @@
 // and kernels bind the names to the tensors they receive.
 #pragma once
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/ir.h"
@@ -24,5 +25,9 @@ std::vector<std::string> free_names(const Graph& sub);
 
 // Number of a node's inputs that are its own (not captured outer values).
 size_t explicit_input_count(const Node& n);
+
+// The outer values a node's subgraphs read, as value ids of the node's
+// graph, by the name the subgraphs read them by.
+std::unordered_map<std::string, int> captured_inputs(const Node& n);
 
 }  // namespace twinfer::graph

@@ -177,6 +177,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   for (const auto& [name, sm] : options.int8_smoothing) lo.int8.smoothing[name] = {sm.first, sm.second};
   lo.int8_weights = options.int8_weights;
   passes::run_load_passes(g, lo, pc);
+  e->find_value_inputs(g);
   e->check_fallback(g);
 
   e->finish(std::move(g));
@@ -201,11 +202,18 @@ Backend Engine::passes_backend() const {
   return options_.device.is_accelerator() ? placement_backend(options_.device, options_.sim_coverage) : Backend::kCPU;
 }
 
+void Engine::find_value_inputs(const graph::Graph& g) {
+  shape_inputs_ = passes::shape_input_indices(g, opset_);
+  steering_inputs_ = passes::steering_input_indices(g);
+  value_keyed_ = shape_inputs_;
+  value_keyed_.insert(value_keyed_.end(), steering_inputs_.begin(), steering_inputs_.end());
+  std::sort(value_keyed_.begin(), value_keyed_.end());
+  value_keyed_.erase(std::unique(value_keyed_.begin(), value_keyed_.end()), value_keyed_.end());
+}
+
 void Engine::check_fallback(const graph::Graph& g) const {
   if (!options_.device.is_accelerator() || options_.allow_cpu_fallback) return;
-  std::vector<int> folded = passes::shape_input_indices(g, opset_);
-  for (int i : passes::steering_input_indices(g)) folded.push_back(i);
-  const auto missing = nodes_without_device_kernel(g, options_.device, options_.sim_coverage, folded);
+  const auto missing = nodes_without_device_kernel(g, options_.device, options_.sim_coverage, value_keyed_);
   if (missing.empty()) return;
   std::string msg = "allow_cpu_fallback=False but " + std::to_string(missing.size()) + " node" +
                     (missing.size() > 1 ? "s have" : " has") + " no " + options_.device.str() + " kernel: ";
@@ -249,6 +257,7 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
     for (const auto& kv : missing) msg += kv.first + " ";
     throw Error(ErrorKind::kUnsupportedOp, msg + "(load the ONNX model again)");
   }
+  e->find_value_inputs(model.graph);
   e->check_fallback(model.graph);
   e->finish(std::move(model.graph));
   return e;
@@ -263,8 +272,6 @@ void Engine::finish(graph::Graph g) {
     outputs_.push_back({val.name, val.dtype, val.has_shape ? val.shape : SymShape{}});
   }
   graph_ = std::move(g);
-  shape_inputs_ = passes::shape_input_indices(graph_, opset_);
-  steering_inputs_ = passes::steering_input_indices(graph_);
 
   // Fully static models get their plan now: errors surface at load and the
   // first run pays nothing extra.
@@ -377,10 +384,7 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
   }
   // With steering values, plans come from the graph those values steer
   // (its Ifs inlined and rewritten once, not per plan).
-  std::vector<Tensor> steer;
-  for (int i : steering_inputs_)
-    for (size_t k = 0; k < keyed.size(); ++k)
-      if (keyed[k] == i) steer.push_back(values[k]);
+  const std::vector<Tensor> steer = values_of(steering_inputs_, keyed, values);
   const std::shared_ptr<const graph::Graph> steered =
       steer.size() == steering_inputs_.size() && !steer.empty() ? steered_graph(steer) : nullptr;
   const PlanSource src{steered ? *steered : graph_, opset_, options_, constants_.get(), &kernels_};
@@ -430,10 +434,7 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
   bool data_not_shape = false;
   for (int i : shape_inputs_) data_not_shape = data_not_shape || inputs[i].numel() > passes::kMaxShapeInputElements;
   if (data_not_shape && !steering) return p;
-  std::vector<int> keyed = steering_inputs_;
-  if (!data_not_shape) keyed.insert(keyed.end(), shape_inputs_.begin(), shape_inputs_.end());
-  std::sort(keyed.begin(), keyed.end());
-  keyed.erase(std::unique(keyed.begin(), keyed.end()), keyed.end());
+  const std::vector<int>& keyed = !steering ? shape_inputs_ : data_not_shape ? steering_inputs_ : value_keyed_;
 
   // Their values, on the host (a device one is read back: the stream that
   // made it finishes first).
@@ -452,15 +453,6 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
     if (o.stream) o.stream->synchronize();
     values.push_back(to_host(t));
   }
-  // Too many distinct values to specialise on (a counter), whatever the
-  // shapes: steering inputs stop keying plans (their If runs as control
-  // flow again: the plan as without steering), and a CPU engine's shape
-  // inputs too (the host evaluator is what the CPU runs anyway; a device
-  // engine always plans, as the evaluator would take the whole model to the
-  // host).
-  if (steering && !note_steering_values(keyed, values)) return plan_for_inputs(inputs, o);
-  if (!options_.device.is_accelerator() && !note_shape_values(keyed, values))
-    return p ? p : plan_for(input_shapes());
   {
     std::lock_guard<std::mutex> lock(plans_mutex_);
     if (auto hit = find_cached_plan(plans_, [&](const PlanKey& k) {
@@ -469,8 +461,42 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
       ++plan_hits_;
       return hit;
     }
+    // A new plan. Too many distinct values to specialise on (a counter),
+    // whatever the shapes: steering inputs stop keying plans (their If runs
+    // as control flow again: the plan as without steering), and a CPU
+    // engine's shape inputs too (the host evaluator is what the CPU runs
+    // anyway; a device engine always plans, as the evaluator would take the
+    // whole model to the host).
+    if (steering && steering_active_.load(std::memory_order_relaxed) &&
+        !steering_seen_.note(steering_inputs_, values_of(steering_inputs_, keyed, values), passes::kMaxSteeringValues))
+      steering_active_.store(false, std::memory_order_relaxed);
+  }
+  if (steering && !steering_active_.load(std::memory_order_relaxed)) return plan_for_inputs(inputs, o);
+  if (!options_.device.is_accelerator()) {
+    std::lock_guard<std::mutex> lock(plans_mutex_);
+    if (!shape_values_seen_.note(keyed, values, std::max<size_t>(1, options_.max_cached_plans)))
+      return p ? p : plan_for(input_shapes());
   }
   return plan_for(input_shapes(), keyed, values);
+}
+
+std::vector<Tensor> Engine::values_of(const std::vector<int>& of, const std::vector<int>& keyed,
+                                      const std::vector<Tensor>& values) {
+  std::vector<Tensor> r;
+  for (int i : of)
+    for (size_t k = 0; k < keyed.size(); ++k)
+      if (keyed[k] == i) r.push_back(values[k]);
+  return r;
+}
+
+bool Engine::SeenValues::note(const std::vector<int>& keyed, const std::vector<Tensor>& values, size_t limit) {
+  for (const auto& [k, v] : seen)
+    if (k == keyed && same_values(v, values)) return true;
+  if (seen.size() >= limit) return false;
+  std::vector<Tensor> copy;
+  for (const auto& t : values) copy.push_back(t.clone());
+  seen.emplace_back(keyed, std::move(copy));
+  return true;
 }
 
 std::shared_ptr<const graph::Graph> Engine::steered_graph(const std::vector<Tensor>& values) const {
@@ -491,37 +517,6 @@ std::shared_ptr<const graph::Graph> Engine::steered_graph(const std::vector<Tens
   for (const auto& t : values) key.push_back(t.clone());
   steered_graphs_.emplace_back(std::move(key), g);
   return g;
-}
-
-bool Engine::note_shape_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const {
-  std::lock_guard<std::mutex> lock(plans_mutex_);
-  for (const auto& seen : shape_values_seen_)
-    if (seen.first == keyed && same_values(seen.second, values)) return true;
-  if (shape_values_seen_.size() >= std::max<size_t>(1, options_.max_cached_plans)) return false;
-  std::vector<Tensor> copy;
-  for (const auto& t : values) copy.push_back(t.clone());
-  shape_values_seen_.emplace_back(keyed, std::move(copy));
-  return true;
-}
-
-bool Engine::note_steering_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const {
-  std::vector<Tensor> mine;  // the steering inputs' values, in steering_inputs_ order
-  for (int i : steering_inputs_)
-    for (size_t k = 0; k < keyed.size(); ++k)
-      if (keyed[k] == i) mine.push_back(values[k]);
-  std::lock_guard<std::mutex> lock(plans_mutex_);
-  if (!steering_active_.load(std::memory_order_relaxed)) return false;
-  for (const auto& seen : steering_seen_)
-    if (same_values(seen, mine)) return true;
-  if (steering_seen_.size() >= passes::kMaxSteeringValues) {
-    steering_active_.store(false, std::memory_order_relaxed);
-    steering_seen_.clear();
-    return false;
-  }
-  std::vector<Tensor> copy;
-  for (const auto& t : mine) copy.push_back(t.clone());
-  steering_seen_.push_back(std::move(copy));
-  return true;
 }
 
 MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {

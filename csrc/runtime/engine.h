@@ -132,13 +132,9 @@ class Engine {
   // inputs `keyed` (indices, ascending; empty: shapes alone), else a new one.
   std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
                                        const std::vector<Tensor>& values) const;
-  // Records a run's steering values (those of steering_inputs_ among
-  // `keyed`); false once more than kMaxSteeringValues have been seen, after
-  // which plans are no longer keyed by them.
-  bool note_steering_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const;
-  // The same for a CPU engine's keyed values: false once max_cached_plans
-  // distinct ones have been planned for (a counter-like shape input).
-  bool note_shape_values(const std::vector<int>& keyed, const std::vector<Tensor>& values) const;
+  // The values of the inputs `of` (a subset of `keyed`), in of's order.
+  static std::vector<Tensor> values_of(const std::vector<int>& of, const std::vector<int>& keyed,
+                                       const std::vector<Tensor>& values);
   // The engine's graph with the steering inputs at these values (in
   // steering_inputs_ order) as constants, the Ifs they decide inlined and
   // rewritten (passes::run_steered_passes): built once per value, shared by
@@ -149,6 +145,7 @@ class Engine {
   void prepare_device();                            // device engines: check the device, the constant store
   Backend passes_backend() const;                   // the backend load-time fusions target
   void check_fallback(const graph::Graph& g) const;  // allow_cpu_fallback=False: every node has a device kernel
+  void find_value_inputs(const graph::Graph& g);     // shape_inputs_, steering_inputs_, value_keyed_ (before check_fallback)
 
   EngineOptions options_;
   int64_t opset_ = 0;
@@ -164,8 +161,16 @@ class Engine {
 
   std::vector<int> shape_inputs_;     // ascending
   std::vector<int> steering_inputs_;  // ascending
+  std::vector<int> value_keyed_;      // both, ascending: what steering plans are keyed by
+  // Distinct value tuples seen, up to a limit: a run with a new one past it
+  // is not specialised (a counter would build a plan per run).
+  struct SeenValues {
+    std::vector<std::pair<std::vector<int>, std::vector<Tensor>>> seen;
+    // False when (keyed, values) is new and `limit` tuples are already seen.
+    bool note(const std::vector<int>& keyed, const std::vector<Tensor>& values, size_t limit);
+  };
   mutable std::atomic<bool> steering_active_{true};
-  mutable std::vector<std::vector<Tensor>> steering_seen_;  // under plans_mutex_
+  mutable SeenValues steering_seen_;  // under plans_mutex_; at most kMaxSteeringValues
   mutable std::mutex steered_mutex_;  // taken under plans_mutex_, never the other way
   mutable std::vector<std::pair<std::vector<Tensor>, std::shared_ptr<const graph::Graph>>> steered_graphs_;
 
@@ -180,9 +185,9 @@ class Engine {
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first
   mutable size_t plan_hits_ = 0, plan_misses_ = 0;
-  // Distinct values (of the inputs keyed) a CPU engine has planned for; past
+  // Distinct keyed values a CPU engine has planned for; past
   // max_cached_plans of them, new ones run through the host evaluator.
-  mutable std::vector<std::pair<std::vector<int>, std::vector<Tensor>>> shape_values_seen_;  // under plans_mutex_
+  mutable SeenValues shape_values_seen_;  // under plans_mutex_
 
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<ExecutionContext>> pool_;

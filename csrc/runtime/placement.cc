@@ -238,11 +238,7 @@ void missing_kernels(const graph::Graph& g, Backend b, std::vector<char> shape_o
     // inline_if.h): either branch's nodes must have kernels instead.
     if (n.domain.empty() && n.op_type == "If" && !n.inputs.empty() && n.inputs[0] >= 0 && shape_only[n.inputs[0]] &&
         passes::if_inlining_wanted()) {
-      std::map<std::string, int> outer;
-      if (const graph::Attribute* imp = n.attr(graph::kImplicitAttr)) {
-        const size_t first = graph::explicit_input_count(n);
-        for (size_t k = 0; k < imp->strings.size(); ++k) outer[imp->strings[k]] = n.inputs[first + k];
-      }
+      const auto outer = graph::captured_inputs(n);
       for (const char* name : {"then_branch", "else_branch"}) {
         const graph::Attribute* a = n.attr(name);
         if (!a || !a->g) continue;

@@ -27,11 +27,7 @@ bool splice(graph::Graph& g, size_t at, const graph::Graph& branch, std::vector<
   const graph::Node n = g.nodes[at];
   if (branch.outputs.size() != n.outputs.size()) return false;
   // Outer values the branch reads, by name: the If's captured inputs.
-  std::unordered_map<std::string, int> outer;
-  if (const graph::Attribute* imp = n.attr(graph::kImplicitAttr)) {
-    const size_t first = graph::explicit_input_count(n);
-    for (size_t k = 0; k < imp->strings.size(); ++k) outer[imp->strings[k]] = n.inputs[first + k];
-  }
+  const std::unordered_map<std::string, int> outer = graph::captured_inputs(n);
   const std::string prefix = n.name.empty() ? "if" : n.name;
   std::vector<int> id(branch.values.size(), -1);
   for (size_t v = 0; v < branch.values.size(); ++v) {

@@ -97,6 +97,18 @@ int inline_ifs(graph::Graph& g, PassContext& pc) {
   return total;
 }
 
+// After Ifs became their branches: the load's rewrites that are safe to run
+// again (each matches only what it has not rewritten yet), for the branches'
+// nodes, which the load never saw (it does not enter subgraphs).
+void rewrite_inlined_branches(graph::Graph& g, PassContext& pc) {
+  keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
+  std::map<std::string, std::string> renamed;  // calibration's names: nothing here is calibrated
+  keep_if_valid(g, pc, "fold_pad_conv", [&] { return fold_pad_into_conv(g, pc, &renamed); });
+  keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
+  keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
+  g.remove_dead();
+}
+
 }  // namespace
 
 void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContext& pc) {
@@ -166,13 +178,7 @@ int run_steered_passes(graph::Graph& g, bool optimize, PassContext& pc) {
   const int inlined = has_constant_if(g) ? keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); }) : 0;
   if (!inlined) return 0;
   g.remove_dead();
-  // What the load ran, where running it again changes only what is new:
-  // each rewrite matches only the patterns it has not rewritten yet.
-  keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
-  std::map<std::string, std::string> renamed;  // calibration's names: nothing here is calibrated
-  keep_if_valid(g, pc, "fold_pad_conv", [&] { return fold_pad_into_conv(g, pc, &renamed); });
-  keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
-  keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
+  rewrite_inlined_branches(g, pc);
   keep_if_valid(g, pc, "fuse", [&] { return fuse_all(g, pc); });
   g.remove_dead();
   infer_and_fold(g, pc, true);
@@ -197,10 +203,7 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
         g = std::move(before);
         pc.note("inline_if: undone, a branch's shapes need input values");
       } else {
-        keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
-        keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
-        keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
-        g.remove_dead();
+        rewrite_inlined_branches(g, pc);  // fuse_all comes below, for fp32
       }
     }
   }
