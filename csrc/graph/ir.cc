@@ -161,4 +161,41 @@ void Graph::remove_dead() {
       if (o >= 0) values[o].producer = static_cast<int>(i);
 }
 
+void Graph::compact() {
+  remove_dead();
+  std::vector<int> remap(values.size(), -1);
+  int next = 0;
+  const auto keep = [&](int v) {
+    if (v >= 0 && remap[v] < 0) remap[v] = next++;
+  };
+  for (int v : inputs) keep(v);
+  for (const auto& n : nodes) {
+    for (int v : n.inputs) keep(v);
+    for (int v : n.outputs) keep(v);
+  }
+  for (int v : outputs) keep(v);
+  if (next == static_cast<int>(values.size())) {
+    bool same = true;
+    for (size_t v = 0; v < remap.size() && same; ++v) same = remap[v] == static_cast<int>(v);
+    if (same) return;
+  }
+  std::vector<Value> kept(next);
+  for (size_t v = 0; v < values.size(); ++v)
+    if (remap[v] >= 0) kept[remap[v]] = std::move(values[v]);
+  values = std::move(kept);
+  const auto renumber = [&](std::vector<int>& ids) {
+    for (int& v : ids)
+      if (v >= 0) v = remap[v];
+  };
+  renumber(inputs);
+  renumber(outputs);
+  for (auto& n : nodes) {
+    renumber(n.inputs);
+    renumber(n.outputs);
+  }
+  value_ids.clear();
+  value_ids.reserve(values.size());
+  for (size_t v = 0; v < values.size(); ++v) value_ids.emplace(values[v].name, static_cast<int>(v));
+}
+
 }  // namespace twinfer::graph

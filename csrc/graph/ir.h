@@ -83,6 +83,11 @@ struct Graph {
   void topo_sort();
   // Drop nodes no graph output depends on, and values nothing refers to.
   void remove_dead();
+  // remove_dead, then renumber the values so that only those a node, an
+  // input or an output refers to remain: value ids change. For a graph
+  // folded from a much larger one (a plan's), every later copy and the
+  // plan's own storage then cost what the folded graph holds.
+  void compact();
 };
 
 struct Model {

@@ -189,7 +189,7 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
   PlanPassResult r;
   // Concrete input shapes: Shape -> Gather -> Concat -> Reshape chains fold.
   infer_and_fold(g, pc, options.optimize);
-  g.remove_dead();
+  g.compact();
   // Conditions that folded with them (or with a steering input's value):
   // those Ifs become their branches, which the load-time rewrites never saw
   // (they do not enter subgraphs), so the idempotent ones run on them here.
