@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +44,12 @@ struct Value {
   bool has_shape = false;   // false: rank unknown
   SymShape shape;
   Tensor constant;          // defined for initializers and folded constants (host memory)
+  // A small integer tensor (rank 0 or 1) known in part before its value is:
+  // the Shape of a tensor with some dims symbolic, and what selections and
+  // arithmetic make of it (graph/passes/partial_values.h). One entry per
+  // element, empty when nothing is known or the value is a constant.
+  // Reshape, Expand and ConstantOfShape size the dims it knows.
+  std::vector<std::optional<int64_t>> partial;
   int producer = -1;        // node index, -1 for graph inputs/constants
   bool is_constant() const { return constant.defined(); }
 };

@@ -75,9 +75,26 @@ bool InferContext::constant_ints(size_t i, std::vector<int64_t>* out) const {
   return true;
 }
 
+bool InferContext::partial_ints(size_t i, std::vector<std::optional<int64_t>>* out) const {
+  if (!has_input(i)) return false;
+  const auto& v = graph_.values[node_.inputs[i]];
+  std::vector<int64_t> full;
+  if (v.is_constant()) {
+    if (v.constant.dtype() != DType::kInt64 && v.constant.dtype() != DType::kInt32) return false;
+    constant_ints(i, &full);
+    out->assign(full.begin(), full.end());
+    return true;
+  }
+  if (asked_) asked_->push_back(node_.inputs[i]);
+  if (v.partial.empty()) return false;
+  *out = v.partial;
+  return true;
+}
+
 void InferContext::set_output(size_t i, DType dtype, SymShape shape) {
   if (!has_output(i)) return;
   auto& v = graph_.values[node_.outputs[i]];
+  v.partial.clear();  // the rule's types first; graph/passes/partial_values.h then
   v.dtype = dtype;
   v.has_shape = true;
   v.shape = std::move(shape);
@@ -86,6 +103,7 @@ void InferContext::set_output(size_t i, DType dtype, SymShape shape) {
 void InferContext::set_output_rank_unknown(size_t i, DType dtype) {
   if (!has_output(i)) return;
   auto& v = graph_.values[node_.outputs[i]];
+  v.partial.clear();
   v.dtype = dtype;
   v.has_shape = false;
   v.shape.clear();

@@ -35,6 +35,10 @@ class InferContext {
   void record_asked(std::vector<int>* asked) { asked_ = asked; }
   // Reads an int64/int32 constant input as a list; false when not constant.
   bool constant_ints(size_t i, std::vector<int64_t>* out) const;
+  // An integer input's elements where known: a constant's all of them, a
+  // computed one's those its partial value knows (graph::Value::partial).
+  // False when none is known.
+  bool partial_ints(size_t i, std::vector<std::optional<int64_t>>* out) const;
 
   void set_output(size_t i, DType dtype, SymShape shape);
   void set_output_rank_unknown(size_t i, DType dtype);

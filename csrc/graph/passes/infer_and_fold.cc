@@ -5,6 +5,7 @@
 
 #include "ops/kernel.h"
 #include "ops/schema.h"
+#include "graph/passes/partial_values.h"
 
 namespace twinfer::passes {
 
@@ -55,7 +56,7 @@ static bool outputs_fully_known(const graph::Graph& g, const graph::Node& n, siz
 // Runs the node's CPU kernel on its constant inputs and stores the outputs as
 // constants. `dynamic`: output shapes are unknown; only kernels that allocate
 // their own outputs (run_dynamic) can fold then.
-static bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx, bool dynamic = false) {
+bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx, bool dynamic) {
   KernelBuildInfo info(g, n, ctx.opset, Backend::kCPU, Precision::kFP32);
   info.set_single_run(true);
   std::string why;
@@ -123,7 +124,16 @@ int infer_and_fold(graph::Graph& g, const PassContext& ctx, bool fold) {
       throw Error(ErrorKind::kUnsupportedOp, "no shape rule for op '" + n.op_type + "'", n.name, n.op_type);
     InferContext ic(g, n, ctx.opset);
     schema->infer(ic);
-    if (!fold || (is_unfoldable(n) && !ctx.evaluate_all) || !all_inputs_constant(g, n)) continue;
+    if (is_unfoldable(n) && !ctx.evaluate_all) continue;
+    if (!all_inputs_constant(g, n)) {
+      // Shape arithmetic on dims known in part (graph/passes/partial_values.h).
+      if (propagate_partial(g, n, ctx, fold)) {
+        dead[i] = 1;
+        ++folded;
+      }
+      continue;
+    }
+    if (!fold) continue;
     bool small = false;
     const size_t limit = ctx.evaluate_all ? SIZE_MAX : ctx.fold_limit_bytes;
     const bool known = outputs_fully_known(g, n, limit, &small);

@@ -15,4 +15,10 @@ int infer_and_fold(graph::Graph& g, const PassContext& ctx, bool fold = true);
 // True for ops that must not be folded even with constant inputs.
 bool is_unfoldable(const graph::Node& n);
 
+// Runs the node's CPU kernel on its constant inputs (a dims-only op on its
+// input's dims) and stores the outputs as constants; false when no kernel
+// takes the node. `dynamic`: output shapes are unknown, only kernels that
+// allocate their own outputs can run.
+bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx, bool dynamic = false);
+
 }  // namespace twinfer::passes

@@ -28,13 +28,15 @@ int64_t known_length(InferContext& c, size_t i) {
 void expand_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   check_int64_input(c, 1);
-  std::vector<int64_t> spec;
+  std::vector<std::optional<int64_t>> spec;
   const bool has_in = c.input_has_shape(0);
-  if (c.constant_ints(1, &spec)) {
+  // A target known in part (graph/passes/partial_values.h): its unknown
+  // elements broadcast as unknown dims.
+  if (c.partial_ints(1, &spec)) {
     SymShape target;
-    for (int64_t v : spec) {
-      c.check(v >= 0, ErrorKind::kShape, "negative dim " + std::to_string(v) + " in the shape input");
-      target.push_back(Dim(v));
+    for (const auto& v : spec) {
+      c.check(!v || *v >= 0, ErrorKind::kShape, "negative dim " + std::to_string(v.value_or(0)) + " in the shape input");
+      target.push_back(v ? Dim(*v) : Dim());
     }
     if (!has_in) return c.set_output_rank_unknown(0, dt);
     try {

@@ -85,7 +85,22 @@ void reshape_infer(InferContext& c) {
           std::string("the shape input must be int64, got ") + dtype_name(c.input_dtype(1)));
   const bool allowzero = c.opset() >= 14 && c.node().attr_int("allowzero", 0) != 0;
   std::vector<int64_t> spec;
-  if (!c.constant_ints(1, &spec)) {
+  std::vector<std::optional<int64_t>> part;
+  if (!c.constant_ints(1, &spec) && c.partial_ints(1, &part)) {
+    // A computed shape known in part (graph/passes/partial_values.h): a
+    // number it gives is the output's dim, a 0 the input's; an unknown or a
+    // -1 (which needs every other dim) stays unknown.
+    const SymShape* in = c.input_has_shape(0) ? &c.input_shape(0) : nullptr;
+    SymShape out(part.size());
+    for (size_t i = 0; i < part.size(); ++i) {
+      if (!part[i]) continue;
+      c.check(*part[i] >= -1, ErrorKind::kShape, "invalid dim " + std::to_string(*part[i]) + " in the shape input");
+      if (*part[i] > 0 || (*part[i] == 0 && allowzero)) out[i] = Dim(*part[i]);
+      else if (*part[i] == 0 && in && i < in->size()) out[i] = (*in)[i];
+    }
+    return c.set_output(0, dt, out);
+  }
+  if (spec.empty() && !c.constant_ints(1, &spec)) {
     // A computed shape: its length (when known) is the output rank.
     if (c.input_has_shape(1) && c.input_shape(1).size() == 1 && c.input_shape(1)[0].known())
       return c.set_output(0, dt, unknown_dims(c.input_shape(1)[0].value));

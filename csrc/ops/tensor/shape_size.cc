@@ -3,12 +3,11 @@
 // folding replaces the nodes by constants.
 #include <algorithm>
 
+#include "ops/tensor/shape_range.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
-namespace {
 
-// [start, end) of the dims Shape returns, clamped as the spec says.
 std::pair<int64_t, int64_t> shape_range(const graph::Node& n, int64_t opset, int64_t rank) {
   int64_t start = opset >= 15 ? n.attr_int("start", 0) : 0;
   int64_t end = opset >= 15 ? n.attr_int("end", rank) : rank;
@@ -17,6 +16,8 @@ std::pair<int64_t, int64_t> shape_range(const graph::Node& n, int64_t opset, int
   end = clamp(end);
   return {start, std::max(start, end)};
 }
+
+namespace {
 
 void shape_infer(InferContext& c) {
   if (!c.input_has_shape(0)) {
