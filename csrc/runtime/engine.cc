@@ -321,6 +321,7 @@ EngineStats Engine::stats() const {
   {
     std::lock_guard<std::mutex> steered(steered_mutex_);
     s.steered_graphs = steered_graphs_.size();
+    s.fixed_dims_graphs = fixed_dims_built_;
   }
   const KernelCache::Stats ks = kernels_.stats();
   s.kernels_built = ks.misses;
@@ -387,11 +388,52 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
   const std::vector<Tensor> steer = values_of(steering_inputs_, keyed, values);
   const std::shared_ptr<const graph::Graph> steered =
       steer.size() == steering_inputs_.size() && !steer.empty() ? steered_graph(steer) : nullptr;
-  const PlanSource src{steered ? *steered : graph_, opset_, options_, constants_.get(), &kernels_};
+  const PlanSource src{plan_source_graph(steered ? *steered : graph_, shapes), opset_, options_, constants_.get(),
+                       &kernels_};
   std::shared_ptr<const Plan> p = build_plan(src, shapes, by_input);
   plans_.emplace_front(std::move(key), p);
   while (plans_.size() > std::max<size_t>(1, options_.max_cached_plans)) plans_.pop_back();
   return p;
+}
+
+const graph::Graph& Engine::plan_source_graph(const graph::Graph& base, const std::vector<Shape>& shapes) const {
+  auto h = std::find_if(dims_history_.begin(), dims_history_.end(),
+                        [&](const DimsHistory& d) { return d.base == &base; });
+  if (h == dims_history_.end()) {
+    dims_history_.push_back(DimsHistory{&base, shapes, passes::changed_dims(shapes, shapes)});
+    return base;
+  }
+  if (h->failed) return base;
+  // Once a dim has changed it counts as changing from then on (a decoder's
+  // past length), so the bound graph stays the same while only it moves.
+  const passes::DimMask changed = passes::changed_dims(shapes, h->last);
+  for (size_t i = 0; i < changed.size(); ++i)
+    for (size_t d = 0; d < changed[i].size(); ++d) h->varying[i][d] |= changed[i][d];
+  h->last = shapes;
+  if (!passes::any_dim(h->varying)) return base;
+  std::vector<Shape> masked = passes::mask_dims(shapes, h->varying);
+  for (auto it = fixed_dims_graphs_.begin(); it != fixed_dims_graphs_.end(); ++it)
+    if (it->base == &base && it->masked == masked) {
+      fixed_dims_graphs_.splice(fixed_dims_graphs_.begin(), fixed_dims_graphs_, it);
+      return *fixed_dims_graphs_.front().graph;
+    }
+  auto g = std::make_shared<graph::Graph>(base);  // constants share storage
+  passes::PassContext pc;
+  pc.opset = opset_;
+  pc.backend = passes_backend();
+  pc.precision = options_.precision;
+  try {
+    passes::bind_fixed_dims(*g, shapes, h->varying, pc);
+  } catch (const Error&) {
+    // The plan for these shapes will say what is wrong, if anything: the
+    // dims left symbolic may be what a rule needed.
+    h->failed = true;
+    return base;
+  }
+  ++fixed_dims_built_;
+  fixed_dims_graphs_.push_front(FixedDimsGraph{&base, std::move(masked), std::move(g)});
+  if (fixed_dims_graphs_.size() > kMaxFixedDimsGraphs) fixed_dims_graphs_.pop_back();
+  return *fixed_dims_graphs_.front().graph;
 }
 
 std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& inputs, const RunOptions& o) const {

@@ -19,6 +19,7 @@
 #include "runtime/engine_file.h"
 #include "runtime/engine_options.h"
 #include "runtime/execution_context.h"
+#include "graph/passes/fixed_dims.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/plan.h"
 
@@ -41,6 +42,7 @@ struct EngineStats {
   std::vector<std::string> steering_inputs;  // flags Ifs branch on, keyed while few-valued
   bool steering_active = true;               // false: they took too many values, no longer keyed
   size_t steered_graphs = 0;                 // graphs built for steering values (one each)
+  size_t fixed_dims_graphs = 0;              // graphs with the dims that stay bound (passes/fixed_dims.h)
   size_t kernels_built = 0, kernels_reused = 0;  // by plans (runtime/kernel_cache.h)
 };
 
@@ -140,6 +142,11 @@ class Engine {
   // rewritten (passes::run_steered_passes): built once per value, shared by
   // the plans of every shape.
   std::shared_ptr<const graph::Graph> steered_graph(const std::vector<Tensor>& values) const;
+  // What a new plan for `shapes` starts from: `base` (the engine's graph or
+  // a steered one) with the input dims that have not changed since its last
+  // new plan bound and folded (passes::bind_fixed_dims), once some have
+  // changed; `base` itself before that or if binding fails. Under plans_mutex_.
+  const graph::Graph& plan_source_graph(const graph::Graph& base, const std::vector<Shape>& shapes) const;
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store
@@ -181,6 +188,24 @@ class Engine {
     std::vector<int> keyed;      // the inputs whose values key the plan (ascending)
     std::vector<Tensor> values;  // owned host copies, one per keyed input
   };
+  // Per base graph (by address: the engine's graph and its steered graphs
+  // live as long as the engine): the input shapes of its last new plan and
+  // every dim that has changed between its new plans.
+  struct DimsHistory {
+    const graph::Graph* base;
+    std::vector<Shape> last;
+    passes::DimMask varying;
+    bool failed = false;  // binding threw once: plans start from the base
+  };
+  struct FixedDimsGraph {
+    const graph::Graph* base;
+    std::vector<Shape> masked;  // the input shapes it binds, varying dims -1
+    std::shared_ptr<const graph::Graph> graph;
+  };
+  static constexpr size_t kMaxFixedDimsGraphs = 4;
+  mutable std::vector<DimsHistory> dims_history_;           // under plans_mutex_
+  mutable std::list<FixedDimsGraph> fixed_dims_graphs_;     // under plans_mutex_, MRU first
+  mutable size_t fixed_dims_built_ = 0;
   mutable KernelCache kernels_;  // shared by the plans (a plan for new shapes reuses what it can)
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first
