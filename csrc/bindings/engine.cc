@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/onednn_common.h"
 #include "bindings/bindings.h"
 #include "bindings/tensor_convert.h"
 #include "onnx/reader.h"
@@ -142,6 +143,8 @@ py::list report_list(const std::vector<KernelReportRow>& rows) {
 }  // namespace
 
 void bind_engine(py::module_& m) {
+  // (count, bytes) of the packed weight copies kernels share (PackedWeights).
+  m.def("_test_shared_packed_weights", [] { return cpu::onednn::shared_packed_copies(); });
   py::class_<ExecutionContext, std::shared_ptr<ExecutionContext>>(m, "ExecutionContext",
                                "Per-run state (arena, thread budget); use one per thread.")
       .def_property("num_threads", &ExecutionContext::num_threads, &ExecutionContext::set_num_threads)
@@ -232,6 +235,7 @@ void bind_engine(py::module_& m) {
              d["steering_inputs"] = s.steering_inputs;
              d["steering_active"] = s.steering_active;
              d["steered_graphs"] = s.steered_graphs;
+             d["fixed_dims_graphs"] = s.fixed_dims_graphs;
              d["kernels_built"] = s.kernels_built;
              d["kernels_reused"] = s.kernels_reused;
              return d;

@@ -1,5 +1,7 @@
 #include "backends/cpu/onednn_common.h"
 
+#include <algorithm>
+
 #include <omp.h>
 
 #include <cstdlib>
@@ -118,15 +120,71 @@ void append_activation(dnnl::post_ops& ops, const nn::Activation& act) {
   ops.append_eltwise(e.alg, e.alpha, e.beta);
 }
 
-const dnnl::memory& PackedWeights::init(const dnnl::memory::desc& plain, const void* data,
-                                        const dnnl::memory::desc& layout) {
-  copies_.clear();
-  dnnl::memory src(plain, engine(), const_cast<void*>(data));
-  auto dst = std::make_unique<dnnl::memory>(layout, engine());
+namespace {
+
+std::shared_ptr<dnnl::memory> reordered(const dnnl::memory& src, const dnnl::memory::desc& layout) {
+  auto dst = std::make_shared<dnnl::memory>(layout, engine());
   dnnl::stream s(engine());
-  dnnl::reorder(src, *dst).execute(s, src, *dst);
+  dnnl::reorder(src, *dst).execute(s, const_cast<dnnl::memory&>(src), *dst);
   s.wait();
-  copies_.push_back(std::move(dst));
+  return dst;
+}
+
+// Packed copies by the bytes they were made from (address, plain layout,
+// packed layout), held weakly: a copy lives as long as a kernel uses it.
+// The owner is kept weakly too and must be the same live storage, so an
+// address that a freed tensor's successor reuses never matches.
+struct SharedCopy {
+  const void* data;
+  dnnl::memory::desc plain, layout;
+  std::weak_ptr<const void> owner;
+  std::weak_ptr<const dnnl::memory> copy;
+};
+std::mutex shared_mutex;
+std::vector<SharedCopy> shared_copies;  // under shared_mutex
+
+std::shared_ptr<const dnnl::memory> shared_copy(const dnnl::memory::desc& plain, const void* data,
+                                                const dnnl::memory::desc& layout,
+                                                const std::shared_ptr<const void>& owner) {
+  std::lock_guard<std::mutex> lock(shared_mutex);
+  for (const SharedCopy& c : shared_copies)
+    if (c.data == data && c.plain == plain && c.layout == layout) {
+      const auto same_owner = c.owner.lock();
+      auto copy = c.copy.lock();
+      if (copy && same_owner == owner) return copy;
+    }
+  // Under the lock: two kernels packing the same weights at once make one copy.
+  dnnl::memory src(plain, engine(), const_cast<void*>(data));
+  std::shared_ptr<const dnnl::memory> copy = reordered(src, layout);
+  shared_copies.erase(std::remove_if(shared_copies.begin(), shared_copies.end(),
+                                     [](const SharedCopy& c) { return c.copy.expired() || c.owner.expired(); }),
+                      shared_copies.end());
+  shared_copies.push_back(SharedCopy{data, plain, layout, owner, copy});
+  return copy;
+}
+
+}  // namespace
+
+std::pair<size_t, size_t> shared_packed_copies() {
+  std::lock_guard<std::mutex> lock(shared_mutex);
+  size_t n = 0, bytes = 0;
+  for (const SharedCopy& c : shared_copies)
+    if (auto copy = c.copy.lock()) {
+      ++n;
+      bytes += copy->get_desc().get_size();
+    }
+  return {n, bytes};
+}
+
+const dnnl::memory& PackedWeights::init(const dnnl::memory::desc& plain, const void* data,
+                                        const dnnl::memory::desc& layout, const std::shared_ptr<const void>& owner) {
+  copies_.clear();
+  if (owner) {
+    copies_.push_back(shared_copy(plain, data, layout, owner));
+  } else {
+    dnnl::memory src(plain, engine(), const_cast<void*>(data));
+    copies_.push_back(reordered(src, layout));
+  }
   return *copies_.back();
 }
 
@@ -134,11 +192,7 @@ const dnnl::memory& PackedWeights::get(const dnnl::memory::desc& layout) {
   for (auto& c : copies_)
     if (c->get_desc() == layout) return *c;
   if (copies_.empty()) throw Error(ErrorKind::kRuntime, "packed weights used before init");
-  auto dst = std::make_unique<dnnl::memory>(layout, engine());
-  dnnl::stream s(engine());
-  dnnl::reorder(*copies_.front(), *dst).execute(s, *copies_.front(), *dst);
-  s.wait();
-  copies_.push_back(std::move(dst));
+  copies_.push_back(reordered(*copies_.front(), layout));
   return *copies_.back();
 }
 

@@ -127,18 +127,31 @@ class ByThreads {
 // budget may pick another blocking) are reordered from that copy, so the
 // plain tensor need not be kept. Not thread-safe by itself: call it from a
 // kernel constructor or from inside ByThreads::get's make().
+//
+// Copies are shared by every kernel that packs the same weights into the
+// same layout (init with the weights' `owner`): each plan for a new input
+// shape builds its own MatMul kernels (a sentence of another length, a
+// decoder's next step), and they used to pack the weights again, costing a
+// reorder per weight per new shape and a copy of the weights per cached plan.
 class PackedWeights {
  public:
-  // Reorders `data` (laid out as `plain`) into `layout` and keeps it.
-  const dnnl::memory& init(const dnnl::memory::desc& plain, const void* data,
-                           const dnnl::memory::desc& layout);
+  // Reorders `data` (laid out as `plain`) into `layout` and keeps it. With
+  // `owner` (the storage `data` lies in; `data` not modified since, as
+  // constants are not), a copy another kernel made of the same bytes in the
+  // same layout is shared instead.
+  const dnnl::memory& init(const dnnl::memory::desc& plain, const void* data, const dnnl::memory::desc& layout,
+                           const std::shared_ptr<const void>& owner = nullptr);
   // The weights in `layout`, reordering from the first copy when new.
   const dnnl::memory& get(const dnnl::memory::desc& layout);
   bool empty() const { return copies_.empty(); }
 
  private:
-  std::vector<std::unique_ptr<dnnl::memory>> copies_;
+  std::vector<std::shared_ptr<const dnnl::memory>> copies_;
 };
+
+// Packed copies that kernels share now (PackedWeights::init with an owner):
+// how many, and their bytes. For tests.
+std::pair<size_t, size_t> shared_packed_copies();
 
 // Scratch memory for one run: the context's scratch when it is large
 // enough, else a grow-only buffer of the calling thread (only when a run

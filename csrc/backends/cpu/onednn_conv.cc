@@ -226,7 +226,7 @@ class OnednnConv final : public Kernel {
     }
     v.prim = dnnl::convolution_forward(pd);
     if (const_weights_) {
-      v.weights = packed_.empty() ? packed_.init(w_user_, wc->data(), pd.weights_desc())
+      v.weights = packed_.empty() ? packed_.init(w_user_, wc->data(), pd.weights_desc(), wc->storage())
                                   : packed_.get(pd.weights_desc());
     }
     v.src_md = pd.src_desc();

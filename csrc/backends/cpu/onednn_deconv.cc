@@ -83,7 +83,7 @@ class OnednnDeconv final : public Kernel {
     v.prim = dnnl::deconvolution_forward(pd);
     v.impl = pd.impl_info_str();
     if (const_weights_)
-      v.weights = packed_.empty() ? packed_.init(w_md_, wc->data(), pd.weights_desc()) : packed_.get(pd.weights_desc());
+      v.weights = packed_.empty() ? packed_.init(w_md_, wc->data(), pd.weights_desc(), wc->storage()) : packed_.get(pd.weights_desc());
     v.pad_bytes = align_up(pd.scratchpad_desc().get_size());
     if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
     return v;

@@ -65,10 +65,12 @@ class QConvKernel final : public Kernel {
       w_plain_ = onednn::plain_desc(wd, DType::kInt8);
       if (!p_.bias.empty()) b_md_ = dnnl::memory::desc({w[0]}, dt::f32, tag::a);
       w_const_ = info.input_constant(kQW)->data();
+      w_owner_ = info.input_constant(kQW)->storage();
       const Variant& v = variants_.get(onednn::current_threads(), [&] { return make_variant(); });
       declared_scratch_ = v.scratch_total;
       impl_ = "onednn int8 conv (" + v.impl + ")";
-      w_const_ = nullptr;
+      w_const_ = nullptr;  // packed now; other thread budgets reorder from the packed copy
+      w_owner_ = nullptr;
     });
   }
 
@@ -123,7 +125,7 @@ class QConvKernel final : public Kernel {
         any(w_plain_), b_md_, any(y_user_), strides_, dilates_, pad_l_, pad_r_, qlinear_attr(p_, mask));
     v.prim = dnnl::convolution_forward(pd);
     v.impl = pd.impl_info_str();
-    v.weights = packed_.empty() ? packed_.init(w_plain_, w_const_, pd.weights_desc()) : packed_.get(pd.weights_desc());
+    v.weights = packed_.empty() ? packed_.init(w_plain_, w_const_, pd.weights_desc(), w_owner_) : packed_.get(pd.weights_desc());
     v.src_md = pd.src_desc();
     v.dst_md = pd.dst_desc();
     v.reorder_src = v.src_md != x_user_;
@@ -153,6 +155,7 @@ class QConvKernel final : public Kernel {
   dnnl::memory::dims strides_, dilates_, pad_l_, pad_r_;
   dnnl::memory::desc x_user_, y_user_, w_plain_, b_md_;
   const void* w_const_ = nullptr;
+  std::shared_ptr<const void> w_owner_;  // w_const_'s storage: packed copies shared across kernels
   mutable onednn::PackedWeights packed_;
   onednn::ByThreads<Variant> variants_;
   size_t declared_scratch_ = 0;

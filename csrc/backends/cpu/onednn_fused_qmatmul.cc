@@ -57,10 +57,12 @@ class QMatMulKernel final : public Kernel {
         if (!p_.bias.empty()) bias_md_ = dnnl::memory::desc({1, n_}, dt::f32, tag::ab);
       }
       w_const_ = info.input_constant(kQW)->data();
+      w_owner_ = info.input_constant(kQW)->storage();
       const Variant& v = variants_.get(onednn::current_threads(), [&] { return make_variant(); });
       declared_scratch_ = v.pad_bytes;
       impl_ = std::string(p_.x_per_token ? "onednn int8 matmul, x per token (" : "onednn int8 matmul (") + v.impl + ")";
       w_const_ = nullptr;  // packed now; other thread budgets reorder from the packed copy
+      w_owner_ = nullptr;
     });
   }
 
@@ -134,7 +136,7 @@ class QMatMulKernel final : public Kernel {
     dnnl::matmul::primitive_desc pd(onednn::engine(), a_md_, w_any, bias_md_, y_md_, attr);
     v.prim = dnnl::matmul(pd);
     v.impl = pd.impl_info_str();
-    v.weights = packed_.empty() ? packed_.init(w_plain_, w_const_, pd.weights_desc()) : packed_.get(pd.weights_desc());
+    v.weights = packed_.empty() ? packed_.init(w_plain_, w_const_, pd.weights_desc(), w_owner_) : packed_.get(pd.weights_desc());
     v.pad_bytes = onednn::align_up(pd.scratchpad_desc().get_size());
     if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
     return v;
@@ -166,6 +168,7 @@ class QMatMulKernel final : public Kernel {
   QLinearParams p_;
   dnnl::memory::desc a_md_, w_plain_, y_md_, bias_md_;
   const void* w_const_ = nullptr;
+  std::shared_ptr<const void> w_owner_;  // w_const_'s storage: packed copies shared across kernels
   mutable onednn::PackedWeights packed_;
   onednn::ByThreads<Variant> variants_;
   size_t declared_scratch_ = 0;

@@ -30,6 +30,7 @@ class OnednnGemm final : public Kernel {
     const Tensor* bc = info.input_constant(1);
     b_const_ = bc != nullptr;
     d.b_const = bc ? bc->data() : nullptr;
+    if (bc) d.b_owner = bc->storage();
     d.alpha = g_.alpha;
     d.act = g_.act;
     if (g_.has_c && g_.beta != 0.f) {

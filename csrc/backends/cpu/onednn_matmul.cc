@@ -36,6 +36,7 @@ class OnednnMatMul final : public Kernel {
     const Tensor* bc = info.input_constant(1);
     b_const_ = bc != nullptr;
     d.b_const = bc ? bc->data() : nullptr;
+    if (bc) d.b_owner = bc->storage();
     if (g.has_bias) {
       d.bias = Shape(d.y.size(), 1);
       d.bias.back() = g.N;

@@ -14,6 +14,7 @@
 // [1,..,1] or full-shape operands, sum for anything else (the caller fills y
 // with the broadcast operand before run()).
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct MatmulDesc {
   Shape a, b, y;                            // oneDNN dims, equal rank
   dnnl::memory::dims a_strides, b_strides;  // empty: row-major
   const void* b_const = nullptr;            // constant B, packed at construction
+  std::shared_ptr<const void> b_owner;      // b_const's storage: packed copies shared (PackedWeights)
   float alpha = 1.f;
   Shape bias;                               // empty: none; else [1,..,1,N]
   const void* bias_const = nullptr;         // constant bias (copied, times bias_scale); else runtime

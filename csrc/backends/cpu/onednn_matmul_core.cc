@@ -59,7 +59,10 @@ MatmulCore::Variant MatmulCore::make_variant() const {
   v.prim = dnnl::matmul(pd);
   if (packed) {
     const void* src = b_scaled_.empty() ? d_.b_const : b_scaled_.data();
-    v.weights = packed_.empty() ? packed_.init(b_md_, src, pd.weights_desc()) : packed_.get(pd.weights_desc());
+    // The model's own bytes are shared with other kernels' copies; a copy
+    // scaled by alpha is this kernel's.
+    v.weights = packed_.empty() ? packed_.init(b_md_, src, pd.weights_desc(), b_scaled_.empty() ? d_.b_owner : nullptr)
+                                : packed_.get(pd.weights_desc());
   }
   v.pad_bytes = align_up(pd.scratchpad_desc().get_size());
   if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
