@@ -193,6 +193,28 @@ def test_loading_options_and_sources(model, tmp_path, rng):
         twinfer.load(tmp_path / "missing.onnx")
 
 
+def test_max_cached_plans_bounds_the_plan_cache(model, tmp_path, rng):
+    # Five sequence lengths with room for three plans: the least recently
+    # used go, a kept one is a hit, a dropped one is planned again; the
+    # answers are onnxruntime's throughout. A saved engine takes the option.
+    e = twinfer.load(model, device="cpu", max_cached_plans=3)
+    assert e._core.options["max_cached_plans"] == 3
+    xs = {s: rng.standard_normal((1, s, 24)).astype(np.float32) for s in (3, 4, 5, 6, 7)}
+    for s, x in xs.items():
+        np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    st = e.stats()
+    assert (st["plans_cached"], st["plan_misses"], st["plan_hits"]) == (3, 5, 0), st
+    e.run({"x": xs[7]})  # kept
+    e.run({"x": xs[3]})  # dropped: planned again
+    st = e.stats()
+    assert (st["plans_cached"], st["plan_misses"], st["plan_hits"]) == (3, 6, 1), st
+    path = tmp_path / "m.twinfer"
+    e.save(path)
+    assert twinfer.load(path, device="cpu", max_cached_plans=2)._core.options["max_cached_plans"] == 2
+    with pytest.raises(twinfer.InvalidArgumentError, match="max_cached_plans"):
+        twinfer.load(model, device="cpu", max_cached_plans=0)
+
+
 def _views_model(nodes):
     """x [2, 6] -> nodes -> y [2, 6], with the shapes s34 = [3, 4] and s26 = [2, 6]."""
     i64 = onnx.TensorProto.INT64

@@ -125,7 +125,10 @@ py::object run_feeds(const Engine& e, py::handle feeds, py::handle input_names, 
 }
 
 void set_device_options(EngineOptions& opt, const std::string& device, bool allow_cpu_fallback, bool cuda_graphs,
-                        int stream_priority, const std::string& sim_coverage) {
+                        int stream_priority, const std::string& sim_coverage, int64_t max_cached_plans) {
+  if (max_cached_plans < 1)
+    throw Error(ErrorKind::kInvalidArgument, "max_cached_plans must be at least 1, got " + std::to_string(max_cached_plans));
+  opt.max_cached_plans = static_cast<size_t>(max_cached_plans);
   opt.device = parse_device(device);
   opt.allow_cpu_fallback = allow_cpu_fallback;
   opt.cuda_graphs = cuda_graphs;
@@ -219,6 +222,7 @@ void bind_engine(py::module_& m) {
                                d["cuda_graphs"] = o.cuda_graphs;
                                d["stream_priority"] = o.stream_priority;
                                d["sim_coverage"] = sim_coverage_name(o.sim_coverage);
+                               d["max_cached_plans"] = o.max_cached_plans;
                                return d;
                              })
       .def("stats",
@@ -327,9 +331,9 @@ void bind_engine(py::module_& m) {
   m.def(
       "load_engine",
       [](const std::string& path, const std::string& device, int num_threads, bool allow_cpu_fallback,
-         bool cuda_graphs, int stream_priority, const std::string& sim_coverage) {
+         bool cuda_graphs, int stream_priority, const std::string& sim_coverage, int64_t max_cached_plans) {
         EngineOptions opt;
-        set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage);
+        set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans);
         opt.num_threads = num_threads;
         SavedEngineInfo info;
         std::shared_ptr<Engine> e;
@@ -341,7 +345,7 @@ void bind_engine(py::module_& m) {
       },
       py::arg("path"), py::arg("device") = "cpu", py::arg("num_threads") = 0, py::arg("allow_cpu_fallback") = true,
       py::arg("cuda_graphs") = true, py::arg("stream_priority") = 0, py::arg("sim_coverage") = "all",
-      "(Engine, metadata) from a saved engine file: no load-time pass runs.");
+      py::arg("max_cached_plans") = 16, "(Engine, metadata) from a saved engine file: no load-time pass runs.");
 
   m.def(
       "load_model",
@@ -351,11 +355,11 @@ void bind_engine(py::module_& m) {
          std::map<std::string, std::vector<float>> int8_channel_mean, bool allow_cpu_fallback, bool cuda_graphs,
          int stream_priority, const std::string& sim_coverage,
          std::map<std::string, std::pair<std::vector<float>, float>> int8_smoothing,
-         std::set<std::string> int8_per_token) {
+         std::set<std::string> int8_per_token, int64_t max_cached_plans) {
         EngineOptions opt;
         opt.int8_smoothing = std::move(int8_smoothing);
         opt.int8_per_token = std::move(int8_per_token);
-        set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage);
+        set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans);
         opt.int8_channel_mean = std::move(int8_channel_mean);
         opt.int8_unsigned = std::move(int8_unsigned);
         opt.int8_weights = int8_weights;
@@ -387,7 +391,7 @@ void bind_engine(py::module_& m) {
       py::arg("allow_cpu_fallback") = true, py::arg("cuda_graphs") = true, py::arg("stream_priority") = 0,
       py::arg("sim_coverage") = "all",
       py::arg("int8_smoothing") = std::map<std::string, std::pair<std::vector<float>, float>>{},
-      py::arg("int8_per_token") = std::set<std::string>{});
+      py::arg("int8_per_token") = std::set<std::string>{}, py::arg("max_cached_plans") = 16);
 
   py::class_<GroupGraph, std::shared_ptr<GroupGraph>>(
       m, "GroupGraph", "Engines' runs captured as one graph across their contexts' streams (Parallel/Pipeline).")

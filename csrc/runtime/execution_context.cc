@@ -37,7 +37,11 @@ void ExecutionContext::prepare(const std::shared_ptr<const Plan>& plan) {
     // a copy in flight.
     if (api_ && arena_) synchronize();
     Allocator& a = api_ ? api_->pinned_allocator() : allocator_for(device_);
-    arena_ = Storage::allocate(a, std::max<size_t>(plan->arena_bytes, 64));
+    // At least half again the old size: shapes that keep growing (longer
+    // sentences, a decoder's past) reallocate, and fault fresh pages in,
+    // a logarithmic number of times instead of on every new plan.
+    const size_t grown = arena_ ? arena_->bytes() + arena_->bytes() / 2 : 0;
+    arena_ = Storage::allocate(a, std::max<size_t>({plan->arena_bytes, grown, 64}));
   }
   // Argument blocks carry shapes and dtypes once; each run only patches pointers.
   step_args_.assign(plan->steps.size(), KernelContext{});

@@ -387,7 +387,7 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
                 optimize: bool = True, extra_outputs=(), calibration=None, bias_correction: bool = True,
                 keep_float=(), int8_weights: bool = False, allow_cpu_fallback: bool = True,
                 cuda_graphs: bool = True, stream_priority: int = 0, sim_coverage: str = "all",
-                smoothing: bool = True, per_token="auto") -> "_core.Engine":
+                smoothing: bool = True, per_token="auto", max_cached_plans: int = 16) -> "_core.Engine":
     """The core engine for ``source`` ((source, is_path, base_dir) from
     twinfer._source.model_source) on a concrete ``device``; for
     precision="int8", ``calibration`` is a ready twinfer.quantize.Calibration,
@@ -410,4 +410,4 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
     return _core.load_model(src, is_path, device, precision, num_threads, optimize, os.fspath(base_dir),
                             [str(n) for n in extra_outputs], int8_amax, set(keep_float), int8_weights,
                             int8_unsigned, int8_mean, allow_cpu_fallback, cuda_graphs, stream_priority,
-                            sim_coverage, int8_smoothing, int8_per_token)
+                            sim_coverage, int8_smoothing, int8_per_token, max_cached_plans=max_cached_plans)

@@ -34,6 +34,8 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              shape_ranges ({input name: (min_shape, max_shape)}: plans for both are built at
              load, and a run outside the range raises twinfer.ShapeError),
              extra_outputs (names of intermediate values to return too, after the model's outputs),
+             max_cached_plans (16: plans kept, one per input shape, least recently used dropped;
+             raise it when inputs take more shapes, such as sentence lengths, and repeat them),
              for precision="int8" / "fp8": calibration (sample inputs: feed dicts or arrays; or a saved
              twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default for
              int8, "minmax" for fp8, "entropy"), percentile (99.99), keep_float (node names left in float),
@@ -95,11 +97,15 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
 
 
 def _device_options(options: dict) -> dict:
-    """The GPU runtime's load options (popped from ``options``), checked."""
+    """The options of running (popped from ``options``), checked: the GPU
+    runtime's and the plan cache's; a saved engine takes them too."""
     out = dict(allow_cpu_fallback=bool(options.pop("allow_cpu_fallback", True)),
                cuda_graphs=bool(options.pop("cuda_graphs", True)),
                stream_priority=int(options.pop("stream_priority", 0)),
-               sim_coverage=options.pop("sim_coverage", "all"))
+               sim_coverage=options.pop("sim_coverage", "all"),
+               max_cached_plans=int(options.pop("max_cached_plans", 16)))
+    if out["max_cached_plans"] < 1:
+        raise InvalidArgumentError(f"max_cached_plans must be at least 1, got {out['max_cached_plans']}")
     if out["sim_coverage"] not in ("all", "cuda"):
         raise InvalidArgumentError(f"sim_coverage must be 'all' or 'cuda', got {out['sim_coverage']!r}")
     return out

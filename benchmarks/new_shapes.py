@@ -1,0 +1,86 @@
+"""What a new input shape costs: MiniLM (all-MiniLM-L6-v2, real weights)
+run at one sentence length after another, batch 1, twinfer against
+onnxruntime (CPU EP). twinfer builds a plan per new shape (its kernels,
+its memory plan), kept in a cache of 16, so a length's first run pays for
+that and a second run at it does not; onnxruntime plans nothing, so its two
+are alike. Also the resident memory after 16 lengths (each plan holds its
+kernels; packed weights are shared, backends/cpu/onednn_common.h). Not a
+test: no assertion, a table and a JSON line.
+
+    python benchmarks/new_shapes.py                  # lengths 5..44, one thread
+    python benchmarks/new_shapes.py --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def feeds(names, length: int) -> dict:
+    f = {"input_ids": np.full((1, length), 7, np.int64), "attention_mask": np.ones((1, length), np.int64)}
+    if "token_type_ids" in names:
+        f["token_type_ids"] = np.zeros((1, length), np.int64)
+    return f
+
+
+def per_length(run, names, lengths) -> tuple[list[float], list[float]]:
+    first, again = [], []
+    for n in lengths:
+        f = feeds(names, n)
+        t = time.perf_counter()
+        run(f)
+        first.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        run(f)
+        again.append(time.perf_counter() - t)
+    return first, again
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--first", type=int, default=5)
+    ap.add_argument("--count", type=int, default=40)
+    args = ap.parse_args()
+
+    import onnxruntime as ort
+
+    import twinfer
+    from twinfer.models import minilm
+
+    path = str(minilm.export_onnx())
+    lengths = list(range(args.first, args.first + args.count))
+    e = twinfer.load(path, device="cpu", num_threads=args.threads)
+    names = [i.name for i in e.inputs]
+    before = rss_mb()
+    per_length(e.run, names, lengths[:16])
+    grown = rss_mb() - before
+    tw_first, tw_again = per_length(e.run, names, lengths[16:])  # past the cache: every plan new
+    del e
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    ort_first, ort_again = per_length(lambda f: sess.run(None, f), names, lengths[16:])
+    ms = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
+    rows = {"twinfer": (ms(tw_first), ms(tw_again)), "onnxruntime": (ms(ort_first), ms(ort_again))}
+    print(f"MiniLM, batch 1, lengths {lengths[16]}..{lengths[-1]} each new, {args.threads} thread(s); ms, median")
+    print(f"{'runtime':12s} {'new length':>11s} {'again':>8s}")
+    for k, (f, a) in rows.items():
+        print(f"{k:12s} {f:11.2f} {a:8.2f}")
+    print(f"twinfer resident memory grew {grown:.0f} MB over 16 lengths (16 cached plans)")
+    print(json.dumps({"threads": args.threads, "ms": rows, "rss_growth_mb_16_plans": grown}))
+
+
+if __name__ == "__main__":
+    main()
