@@ -45,6 +45,11 @@ def run_ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     return sess.run(None, feeds)
 
 
+def run_ort_named(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:
+    """run_ort's outputs by name."""
+    return dict(zip([o.name for o in model.graph.output], run_ort(model, feeds)))
+
+
 def run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 

@@ -4,29 +4,19 @@ bound and their shape arithmetic folded once (graph/passes/fixed_dims.h).
 The answers must not depend on it: every step against onnxruntime, with the
 dims changing in turn, back to a cached shape, and on an Optimum decoder."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import PLAN_DEVICES, load_on
+from merged_decoder import MERGED_DECODER, greedy_steps_against_onnxruntime
+from onnx_helpers import make_model, run_ort_named
 
-F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
 @pytest.fixture(params=PLAN_DEVICES)
 def device(request):
     return request.param
-
-
-def _ort(m, feeds):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
 
 
 def _growing_past_model():
@@ -50,7 +40,7 @@ def _growing_past_model():
         helper.make_node("Concat", ["b1", "nc1"], ["target"], axis=0),
         helper.make_node("Reshape", ["cat", "target"], ["flat"]),
         helper.make_node("Range", ["zero", "nc", "one"], ["ramp"]),
-        helper.make_node("Cast", ["ramp"], ["rampf"], to=F),
+        helper.make_node("Cast", ["ramp"], ["rampf"], to=TensorProto.FLOAT),
         helper.make_node("Add", ["flat", "rampf"], ["y"]),
         helper.make_node("Gather", ["sx", "i1"], ["t"], axis=0),
         helper.make_node("Gather", ["sp", "i1"], ["p"], axis=0),
@@ -58,14 +48,8 @@ def _growing_past_model():
         helper.make_node("Add", ["tp", "b"], ["z"]),
     ]
     inits = [c("i0", 0), c("i1", 1), c("i2", 2), c("ax0", [0]), c("zero", 0), c("one", 1)]
-    g = helper.make_graph(nodes, "growing_past",
-                          [helper.make_tensor_value_info("x", F, ["batch", "tokens", 3]),
-                           helper.make_tensor_value_info("past", F, ["batch", "past_len", 3])],
-                          [helper.make_tensor_value_info("y", F, None),
-                           helper.make_tensor_value_info("z", I64, None)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+    inputs = [("x", np.float32, ["batch", "tokens", 3]), ("past", np.float32, ["batch", "past_len", 3])]
+    return make_model(nodes, inputs, [("y", np.float32, None), ("z", np.int64, None)], inits, name="growing_past")
 
 
 # (batch, tokens, past): the past grows, then the batch changes, then the
@@ -79,7 +63,7 @@ def test_changing_dims_plan_from_the_bound_graph(device, rng):
     for b, t, p in STEPS:
         feeds = {"x": rng.standard_normal((b, t, 3)).astype(np.float32),
                  "past": rng.standard_normal((b, p, 3)).astype(np.float32)}
-        want = _ort(m, feeds)
+        want = run_ort_named(m, feeds)
         got = {k: v.numpy() for k, v in e.run(feeds).items()}
         np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, err_msg=str((b, t, p)))
         np.testing.assert_array_equal(got["z"], want["z"], err_msg=str((b, t, p)))
@@ -100,34 +84,12 @@ def test_one_shape_after_another_binds_nothing(rng):
     assert e.stats()["fixed_dims_graphs"] == 0
 
 
-MERGED_DECODER = Path(__file__).parent / "data" / "gpt2_tiny_merged_decoder.onnx"
-
-
 @pytest.mark.parametrize("device", ["cpu", "sim"])
 def test_an_optimum_decoder_binds_all_but_the_past(device, rng):
     # Greedy steps of the merged GPT-2 (If on use_cache_branch): from the
     # second step with past on, only the past's and the mask's lengths
     # change, so one bound graph serves every later step; each step's
     # outputs are onnxruntime's.
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(str(MERGED_DECODER), providers=["CPUExecutionProvider"])
     e = load_on(str(MERGED_DECODER), device)
-    batch, prompt = 2, 4
-    ids = rng.integers(0, 97, (batch, prompt)).astype(np.int64)
-    past = {f"past_key_values.{i}.{kv}": np.zeros((batch, 2, 0, 16), np.float32) for i in range(2)
-            for kv in ("key", "value")}
-    total = 0
-    for step in range(8):
-        seq = ids.shape[1]
-        feeds = {"input_ids": ids, "attention_mask": np.ones((batch, total + seq), np.int64),
-                 "position_ids": np.arange(total, total + seq, dtype=np.int64)[None].repeat(batch, 0),
-                 "use_cache_branch": np.array([step > 0]), **past}
-        want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-        got = {k: v.numpy() for k, v in e.run(feeds).items()}
-        for k, w in want.items():
-            np.testing.assert_allclose(got[k], w, rtol=1e-5, atol=1e-5, err_msg=f"step {step} {k}")
-        total += seq
-        past = {f"past_key_values.{i}.{kv}": want[f"present.{i}.{kv}"] for i in range(2) for kv in ("key", "value")}
-        ids = want["logits"][:, -1:].argmax(-1).astype(np.int64)
+    greedy_steps_against_onnxruntime(e, rng, steps=8, prompt=4)
     assert e.stats()["fixed_dims_graphs"] == 1, e.stats()

@@ -9,7 +9,6 @@ References: onnxruntime on the same files, NumPy; which ops run comes from
 kernel_report on the feeds a run uses."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 from conftest import PLAN_DEVICES, load_on
+from merged_decoder import MERGED_DECODER, greedy_steps_against_onnxruntime
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -197,9 +197,6 @@ def test_a_branch_with_data_sized_shapes_still_runs(rng):
                 np.testing.assert_allclose(got[k].numpy(), want[k], rtol=1e-6)
 
 
-MERGED_DECODER = Path(__file__).parent / "data" / "gpt2_tiny_merged_decoder.onnx"
-
-
 def test_an_optimum_merged_decoder_runs_each_step_planned(device, rng):
     # A 2-layer GPT-2 merged by Hugging Face Optimum (tests/data/
     # make_merged_decoder.py): If(use_cache_branch) picks the first step's
@@ -208,27 +205,11 @@ def test_an_optimum_merged_decoder_runs_each_step_planned(device, rng):
     # attention_mask's length, named like input_ids' by the merge, differs
     # from it with past, as onnxruntime allows. A short generation loop,
     # against onnxruntime step by step.
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(str(MERGED_DECODER), providers=["CPUExecutionProvider"])
     e = load_on(str(MERGED_DECODER), device, allow_cpu_fallback=device == "cpu")
     assert e.stats()["steering_inputs"] == ["use_cache_branch"]
-    batch, prompt = 2, 5
-    ids = rng.integers(0, 97, (batch, prompt)).astype(np.int64)
-    past = {f"past_key_values.{i}.{kv}": np.zeros((batch, 2, 0, 16), np.float32) for i in range(2)
-            for kv in ("key", "value")}
-    total = 0
-    for step in range(4):
-        seq = ids.shape[1]
-        feeds = {"input_ids": ids, "attention_mask": np.ones((batch, total + seq), np.int64),
-                 "position_ids": np.arange(total, total + seq, dtype=np.int64)[None].repeat(batch, 0),
-                 "use_cache_branch": np.array([step > 0]), **past}
-        want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-        got = {k: v.numpy() for k, v in e.run(feeds).items()}
-        for k, w in want.items():
-            np.testing.assert_allclose(got[k], w, rtol=1e-5, atol=1e-5, err_msg=f"step {step} {k}")
+
+    def planned_on_the_device(step, feeds):
         ops, host = _ops(e, feeds)
         assert "If" not in ops and not host, (step, ops, host)
-        total += seq
-        past = {f"past_key_values.{i}.{kv}": want[f"present.{i}.{kv}"] for i in range(2) for kv in ("key", "value")}
-        ids = want["logits"][:, -1:].argmax(-1).astype(np.int64)
+
+    greedy_steps_against_onnxruntime(e, rng, steps=4, after_step=planned_on_the_device)

@@ -10,21 +10,11 @@ import gc
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 import twinfer
+from onnx_helpers import make_model, run_ort
 from twinfer import _core
-
-F = TensorProto.FLOAT
-
-
-def _ort(m, feeds):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return s.run(None, feeds)[0]
 
 
 def _mlp(rng):
@@ -38,22 +28,15 @@ def _mlp(rng):
              helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["z"]),
              helper.make_node("Flatten", ["z"], ["zf"], axis=2),
              helper.make_node("Gemm", ["zf", "w3"], ["y"])]
-    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", F, ["b", "t", 16])],
-                          [helper.make_tensor_value_info("y", F, None)], [w1, b1, w2, w3])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+    return make_model(nodes, [("x", np.float32, ["b", "t", 16])], [("y", np.float32, None)], [w1, b1, w2, w3],
+                      name="mlp")
 
 
 def _conv(rng):
     w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
     b = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], "conv",
-                          [helper.make_tensor_value_info("x", F, ["n", 3, "h", "w"])],
-                          [helper.make_tensor_value_info("y", F, None)], [w, b])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+    return make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])],
+                      [("x", np.float32, ["n", 3, "h", "w"])], [("y", np.float32, None)], [w, b], name="conv")
 
 
 @pytest.mark.parametrize("make, shapes", [
@@ -68,7 +51,7 @@ def test_engines_with_other_weights_keep_their_own(make, shapes, rng):
     for shape in shapes:
         for m, e in zip(models, engines):
             x = rng.standard_normal(shape).astype(np.float32)
-            np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), _ort(m, {"x": x}), rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), run_ort(m, {"x": x})[0], rtol=1e-4, atol=1e-4)
 
 
 def test_plans_for_new_shapes_share_the_packed_copies(rng):
@@ -81,7 +64,7 @@ def test_plans_for_new_shapes_share_the_packed_copies(rng):
     e = twinfer.load(m.SerializeToString(), device="cpu", num_threads=1)
     for t in (3, 5, 7, 9, 11):
         x = rng.standard_normal((1, t, 16)).astype(np.float32)
-        np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), _ort(m, {"x": x}), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), run_ort(m, {"x": x})[0], rtol=1e-4, atol=1e-4)
     assert e.stats()["plans_cached"] == 5
     live = _core._test_shared_packed_weights()[0] - before
     assert 3 <= live < 15, live

@@ -7,20 +7,10 @@ known at load read from the engine's output specs and op histogram."""
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 import twinfer
-
-F, I64 = TensorProto.FLOAT, TensorProto.INT64
-
-
-def _ort(m, feeds):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+from onnx_helpers import make_model, run_ort_named
 
 
 def _model(rng):
@@ -51,12 +41,8 @@ def _model(rng):
     ]
     inits = [c("i0", 0), c("i1", 1), c("i2", 2), c("ax0", [0]), c("zero", 0), c("ones", [1, 1]),
              c("m1", [-1]), c("big", [9]), w, bias]
-    g = helper.make_graph(nodes, "partial", [helper.make_tensor_value_info("x", F, ["b", 3, 4])],
-                          [helper.make_tensor_value_info("flat", F, None), helper.make_tensor_value_info("y", F, None),
-                           helper.make_tensor_value_info("k", I64, None)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+    outputs = [("flat", np.float32, None), ("y", np.float32, None), ("k", np.int64, None)]
+    return make_model(nodes, [("x", np.float32, ["b", 3, 4])], outputs, inits, name="partial")
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
@@ -72,7 +58,7 @@ def test_dims_known_in_part_are_known_at_load(device, rng):
     assert ops.get("Gather", 0) == 1 and "Mul" not in ops, ops
     for b in (1, 2, 5):
         x = rng.standard_normal((b, 3, 4)).astype(np.float32)
-        want = _ort(m, {"x": x})
+        want = run_ort_named(m, {"x": x})
         got = {k: v.numpy() for k, v in e.run({"x": x}).items()}
         np.testing.assert_allclose(got["flat"], want["flat"], rtol=1e-6)
         np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
@@ -87,7 +73,7 @@ def test_an_unknown_element_is_never_taken_for_a_known_one(rng):
     e = twinfer.load(m.SerializeToString(), device="cpu")
     for b in (3, 12, 4):
         x = rng.standard_normal((b, 3, 4)).astype(np.float32)
-        want = _ort(m, {"x": x})
+        want = run_ort_named(m, {"x": x})
         got = {k: v.numpy() for k, v in e.run({"x": x}).items()}
         np.testing.assert_array_equal(got["k"], want["k"])
         np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
