@@ -93,3 +93,35 @@ def test_an_optimum_decoder_binds_all_but_the_past(device, rng):
     e = load_on(str(MERGED_DECODER), device)
     greedy_steps_against_onnxruntime(e, rng, steps=8, prompt=4)
     assert e.stats()["fixed_dims_graphs"] == 1, e.stats()
+
+
+def test_reports_at_shapes_that_do_not_fit_the_inputs_are_errors(rng):
+    # memory_report and kernel_report take shapes, not tensors: a list of the
+    # wrong length or rank is a clear error (a short list used to crash the
+    # interpreter), also once some dims have been changing.
+    import twinfer
+
+    e = load_on(_growing_past_model().SerializeToString(), "cpu")
+    for p in (4, 5):
+        e.memory_report([[2, 1, 3], [2, p, 3]])
+    assert e.stats()["fixed_dims_graphs"] == 1
+    with pytest.raises(twinfer.InvalidArgumentError, match="2 inputs"):
+        e.memory_report([[2, 1, 3]])
+    with pytest.raises(twinfer.ShapeError, match="rank 3"):
+        e.memory_report([[2, 1, 3, 7], [2, 5, 3]])
+    with pytest.raises(twinfer.ShapeError, match="dim 2"):
+        e.kernel_report([[2, 1, 4], [2, 5, 3]])
+    x = rng.standard_normal((2, 1, 3)).astype(np.float32)
+    past = rng.standard_normal((2, 6, 3)).astype(np.float32)
+    want = run_ort_named(_growing_past_model(), {"x": x, "past": past})
+    np.testing.assert_allclose(e.run({"x": x, "past": past})["y"].numpy(), want["y"], rtol=1e-6)
+
+
+def test_without_optimize_nothing_is_bound(rng):
+    m = _growing_past_model()
+    e = load_on(m.SerializeToString(), "cpu", optimize=False)
+    for p in (1, 2, 3):
+        feeds = {"x": rng.standard_normal((2, 1, 3)).astype(np.float32),
+                 "past": rng.standard_normal((2, p, 3)).astype(np.float32)}
+        np.testing.assert_allclose(e.run(feeds)["y"].numpy(), run_ort_named(m, feeds)["y"], rtol=1e-6)
+    assert e.stats()["fixed_dims_graphs"] == 0

@@ -360,7 +360,28 @@ bool same_values(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 }  // namespace
 
 std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) const {
+  // Shapes from a report's caller, not from tensors run checks: the same
+  // checks here (a short list used to read past its end).
+  if (shapes.size() != inputs_.size())
+    throw Error(ErrorKind::kInvalidArgument, "expected shapes for " + std::to_string(inputs_.size()) +
+                                                 " inputs, got " + std::to_string(shapes.size()));
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    for (int64_t d : shapes[i])
+      if (d < 0)
+        throw Error(ErrorKind::kShape, "input '" + inputs_[i].name + "': negative dim in " + shape_str(shapes[i]));
+    if (!dtype_is_container(inputs_[i].dtype)) check_input_shape(inputs_[i], shapes[i]);
+  }
   return plan_for(shapes, {}, {});
+}
+
+void Engine::check_input_shape(const IOSpec& spec, const Shape& s) {
+  if (s.size() != spec.shape.size())
+    throw Error(ErrorKind::kShape, "input '" + spec.name + "' expects rank " + std::to_string(spec.shape.size()) +
+                                       " " + sym_shape_str(spec.shape) + ", got " + shape_str(s));
+  for (size_t d = 0; d < s.size(); ++d)
+    if (spec.shape[d].known() && spec.shape[d].value != s[d])
+      throw Error(ErrorKind::kShape, "input '" + spec.name + "' expects shape " + sym_shape_str(spec.shape) +
+                                         ", got " + shape_str(s) + " (dim " + std::to_string(d) + ")");
 }
 
 std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
@@ -397,43 +418,56 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
 }
 
 const graph::Graph& Engine::plan_source_graph(const graph::Graph& base, const std::vector<Shape>& shapes) const {
+  // Without optimize nothing folds; shapes that do not fit the inputs
+  // (memory_report and kernel_report take any) are the plan's to refuse.
+  if (!options_.optimize || shapes.size() != base.inputs.size()) return base;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const graph::Value& v = base.values[base.inputs[i]];
+    if (v.has_shape && v.shape.size() != shapes[i].size()) return base;
+  }
   auto h = std::find_if(dims_history_.begin(), dims_history_.end(),
                         [&](const DimsHistory& d) { return d.base == &base; });
   if (h == dims_history_.end()) {
     dims_history_.push_back(DimsHistory{&base, shapes, passes::changed_dims(shapes, shapes)});
     return base;
   }
-  if (h->failed) return base;
   // Once a dim has changed it counts as changing from then on (a decoder's
   // past length), so the bound graph stays the same while only it moves.
+  // (A rank the model leaves open may change too: then every dim of that
+  // input counts as changing.)
   const passes::DimMask changed = passes::changed_dims(shapes, h->last);
-  for (size_t i = 0; i < changed.size(); ++i)
+  for (size_t i = 0; i < changed.size(); ++i) {
+    if (h->varying[i].size() != changed[i].size()) h->varying[i].assign(changed[i].size(), 1);
     for (size_t d = 0; d < changed[i].size(); ++d) h->varying[i][d] |= changed[i][d];
+  }
   h->last = shapes;
   if (!passes::any_dim(h->varying)) return base;
   std::vector<Shape> masked = passes::mask_dims(shapes, h->varying);
   for (auto it = fixed_dims_graphs_.begin(); it != fixed_dims_graphs_.end(); ++it)
     if (it->base == &base && it->masked == masked) {
       fixed_dims_graphs_.splice(fixed_dims_graphs_.begin(), fixed_dims_graphs_, it);
-      return *fixed_dims_graphs_.front().graph;
+      const auto& bound = fixed_dims_graphs_.front().graph;
+      return bound ? *bound : base;
     }
   auto g = std::make_shared<graph::Graph>(base);  // constants share storage
   passes::PassContext pc;
   pc.opset = opset_;
   pc.backend = passes_backend();
+  if (pc.backend == Backend::kCUDA) pc.compute_capability = device_api(options_.device).compute_capability();
   pc.precision = options_.precision;
   try {
     passes::bind_fixed_dims(*g, shapes, h->varying, pc);
   } catch (const Error&) {
-    // The plan for these shapes will say what is wrong, if anything: the
-    // dims left symbolic may be what a rule needed.
-    h->failed = true;
-    return base;
+    // These shapes may be wrong (the plan will say so) or a rule may need
+    // a dim left symbolic: plans for this class of shapes start from the
+    // base (remembered, so the binding is not tried on every plan).
+    g = nullptr;
   }
-  ++fixed_dims_built_;
+  if (g) ++fixed_dims_built_;
   fixed_dims_graphs_.push_front(FixedDimsGraph{&base, std::move(masked), std::move(g)});
   if (fixed_dims_graphs_.size() > kMaxFixedDimsGraphs) fixed_dims_graphs_.pop_back();
-  return *fixed_dims_graphs_.front().graph;
+  const auto& bound = fixed_dims_graphs_.front().graph;
+  return bound ? *bound : base;
 }
 
 std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& inputs, const RunOptions& o) const {
@@ -633,14 +667,9 @@ std::string Engine::check_inputs(const std::vector<Tensor>& inputs) const {
       throw Error(ErrorKind::kDType, "input '" + spec.name + "' expects " + dtype_name(spec.dtype) +
                                          ", got " + dtype_name(t.dtype()));
     const Shape& s = t.shape();
-    if (s.size() != spec.shape.size())
-      throw Error(ErrorKind::kShape, "input '" + spec.name + "' expects rank " + std::to_string(spec.shape.size()) +
-                                         " " + sym_shape_str(spec.shape) + ", got " + shape_str(s));
+    check_input_shape(spec, s);
     for (size_t d = 0; d < s.size(); ++d) {
       const Dim& dim = spec.shape[d];
-      if (dim.known() && dim.value != s[d])
-        throw Error(ErrorKind::kShape, "input '" + spec.name + "' expects shape " + sym_shape_str(spec.shape) +
-                                           ", got " + shape_str(s) + " (dim " + std::to_string(d) + ")");
       if (!dim.known() && !dim.symbol.empty()) {
         auto it = symbols.find(dim.symbol);
         if (it == symbols.end()) {

@@ -126,6 +126,8 @@ class Engine {
   // dim); returns the first pair of inputs that disagree on a dim the model
   // names alike ("" if none), which a run tolerates.
   std::string check_inputs(const std::vector<Tensor>& inputs) const;
+  // Throws kShape when `s` has another rank than `spec` or differs in a fixed dim.
+  static void check_input_shape(const IOSpec& spec, const Shape& s);
   std::vector<Tensor> run_checked(ExecutionContext& ctx, const std::vector<Tensor>& inputs,
                                   const RunOptions& options) const;  // run, after check_inputs
   std::vector<KernelReportRow> report_rows(const Plan& plan) const;
@@ -145,7 +147,8 @@ class Engine {
   // What a new plan for `shapes` starts from: `base` (the engine's graph or
   // a steered one) with the input dims that have not changed since its last
   // new plan bound and folded (passes::bind_fixed_dims), once some have
-  // changed; `base` itself before that or if binding fails. Under plans_mutex_.
+  // changed; `base` itself before that, without optimize, for shapes that do
+  // not fit the inputs, or if binding fails. Under plans_mutex_.
   const graph::Graph& plan_source_graph(const graph::Graph& base, const std::vector<Shape>& shapes) const;
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
@@ -195,12 +198,11 @@ class Engine {
     const graph::Graph* base;
     std::vector<Shape> last;
     passes::DimMask varying;
-    bool failed = false;  // binding threw once: plans start from the base
   };
   struct FixedDimsGraph {
     const graph::Graph* base;
     std::vector<Shape> masked;  // the input shapes it binds, varying dims -1
-    std::shared_ptr<const graph::Graph> graph;
+    std::shared_ptr<const graph::Graph> graph;  // null: binding threw, plans start from the base
   };
   static constexpr size_t kMaxFixedDimsGraphs = 4;
   mutable std::vector<DimsHistory> dims_history_;           // under plans_mutex_

@@ -41,7 +41,13 @@ void ExecutionContext::prepare(const std::shared_ptr<const Plan>& plan) {
     // sentences, a decoder's past) reallocate, and fault fresh pages in,
     // a logarithmic number of times instead of on every new plan.
     const size_t grown = arena_ ? arena_->bytes() + arena_->bytes() / 2 : 0;
-    arena_ = Storage::allocate(a, std::max<size_t>({plan->arena_bytes, grown, 64}));
+    const size_t need = std::max<size_t>(plan->arena_bytes, 64);
+    try {  // the old arena stays until the new one is there (a failure leaves the context as it was)
+      arena_ = Storage::allocate(a, std::max(need, grown));
+    } catch (const Error&) {
+      if (grown <= need) throw;
+      arena_ = Storage::allocate(a, need);  // the exact size may still fit
+    }
   }
   // Argument blocks carry shapes and dtypes once; each run only patches pointers.
   step_args_.assign(plan->steps.size(), KernelContext{});

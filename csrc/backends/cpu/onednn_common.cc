@@ -142,23 +142,38 @@ struct SharedCopy {
 };
 std::mutex shared_mutex;
 std::vector<SharedCopy> shared_copies;  // under shared_mutex
+size_t inserts_since_prune = 0;         // under shared_mutex
+
+std::shared_ptr<const dnnl::memory> find_shared(const dnnl::memory::desc& plain, const void* data,
+                                                const dnnl::memory::desc& layout,
+                                                const std::shared_ptr<const void>& owner) {
+  for (const SharedCopy& c : shared_copies)
+    if (c.data == data && c.plain == plain && c.layout == layout) {
+      auto copy = c.copy.lock();
+      if (copy && c.owner.lock() == owner) return copy;
+    }
+  return nullptr;
+}
 
 std::shared_ptr<const dnnl::memory> shared_copy(const dnnl::memory::desc& plain, const void* data,
                                                 const dnnl::memory::desc& layout,
                                                 const std::shared_ptr<const void>& owner) {
-  std::lock_guard<std::mutex> lock(shared_mutex);
-  for (const SharedCopy& c : shared_copies)
-    if (c.data == data && c.plain == plain && c.layout == layout) {
-      const auto same_owner = c.owner.lock();
-      auto copy = c.copy.lock();
-      if (copy && same_owner == owner) return copy;
-    }
-  // Under the lock: two kernels packing the same weights at once make one copy.
+  {
+    std::lock_guard<std::mutex> lock(shared_mutex);
+    if (auto copy = find_shared(plain, data, layout, owner)) return copy;
+  }
+  // Reordered without the lock (other engines pack meanwhile); should
+  // another kernel have made the same copy in between, that one is kept.
   dnnl::memory src(plain, engine(), const_cast<void*>(data));
   std::shared_ptr<const dnnl::memory> copy = reordered(src, layout);
-  shared_copies.erase(std::remove_if(shared_copies.begin(), shared_copies.end(),
-                                     [](const SharedCopy& c) { return c.copy.expired() || c.owner.expired(); }),
-                      shared_copies.end());
+  std::lock_guard<std::mutex> lock(shared_mutex);
+  if (auto first = find_shared(plain, data, layout, owner)) return first;
+  if (++inserts_since_prune >= 64) {
+    inserts_since_prune = 0;
+    shared_copies.erase(std::remove_if(shared_copies.begin(), shared_copies.end(),
+                                       [](const SharedCopy& c) { return c.copy.expired() || c.owner.expired(); }),
+                        shared_copies.end());
+  }
   shared_copies.push_back(SharedCopy{data, plain, layout, owner, copy});
   return copy;
 }

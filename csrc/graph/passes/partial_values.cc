@@ -173,15 +173,26 @@ bool propagate_partial(graph::Graph& g, const graph::Node& n, const PassContext&
     for (const auto& p : in)
       for (const auto& e : p)
         if (e && *e >= sentinel0 && *e < sentinel0 + sentinels) sentinels = -1;  // a known element looks like one
+  // The stand-ins go whatever happens (an exception included): a value
+  // left holding one would pass for a constant.
+  struct Restore {
+    graph::Graph& g;
+    const std::vector<int>& values;
+    ~Restore() {
+      for (int v : values) g.values[v].constant = Tensor();
+    }
+  };
   bool ran = false;
-  if (sentinels >= 0) {
-    try {
-      ran = fold_node(g, n, ctx);
-    } catch (const Error&) {
-      ran = false;  // the node's rule has its say once the values are known
+  {
+    Restore restore{g, stood_in};
+    if (sentinels >= 0) {
+      try {
+        ran = fold_node(g, n, ctx);
+      } catch (const Error&) {
+        ran = false;  // the node's rule has its say once the values are known
+      }
     }
   }
-  for (int v : stood_in) g.values[v].constant = Tensor();
   if (!ran) {
     for (int o : n.outputs)
       if (o >= 0) g.values[o].constant = Tensor();

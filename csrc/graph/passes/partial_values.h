@@ -30,7 +30,8 @@ bool partial_values_enabled();
 // Sets the partial values of `n`'s outputs from its inputs' constants,
 // partial values and (Shape) dims. Returns true when `fold` and every output
 // is known whole: they are then constants, and the caller drops `n`.
-// Never throws: what it cannot compute stays unknown for the node's rule.
+// What it cannot compute stays unknown for the node's rule (only an
+// exception other than twinfer::Error, such as bad_alloc, passes through).
 bool propagate_partial(graph::Graph& g, const graph::Node& n, const PassContext& ctx, bool fold);
 
 }  // namespace twinfer::passes
