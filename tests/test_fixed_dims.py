@@ -111,6 +111,12 @@ def test_reports_at_shapes_that_do_not_fit_the_inputs_are_errors(rng):
         e.memory_report([[2, 1, 3, 7], [2, 5, 3]])
     with pytest.raises(twinfer.ShapeError, match="dim 2"):
         e.kernel_report([[2, 1, 4], [2, 5, 3]])
+    with pytest.raises(twinfer.InvalidArgumentError, match="'past'"):
+        e.memory_report({"x": (2, 1, 3)})
+    with pytest.raises(twinfer.InvalidArgumentError, match="lists of ints"):
+        e.memory_report([["2", 1, 3], [2, 5, 3]])
+    with pytest.raises(twinfer.ShapeError, match="negative"):
+        e.memory_report([[2, -1, 3], [2, 5, 3]])
     x = rng.standard_normal((2, 1, 3)).astype(np.float32)
     past = rng.standard_normal((2, 6, 3)).astype(np.float32)
     want = run_ort_named(_growing_past_model(), {"x": x, "past": past})

@@ -6,6 +6,7 @@ so quantize never imports engine.py, which imports quantize."""
 from __future__ import annotations
 
 import json
+import operator
 import os
 import warnings
 from typing import NamedTuple
@@ -312,8 +313,14 @@ class Engine:
                 raise InvalidArgumentError("the model has symbolic input dims: pass shapes=[...] explicitly")
             return [list(s.shape) for s in specs]
         if isinstance(shapes, dict):
-            return [list(shapes[s.name]) for s in self.inputs]
-        return [list(s) for s in shapes]
+            missing = [s.name for s in self.inputs if s.name not in shapes]
+            if missing:
+                raise InvalidArgumentError(f"shapes for input(s) {missing} missing; inputs are {[s.name for s in self.inputs]}")
+            shapes = [shapes[s.name] for s in self.inputs]
+        try:
+            return [[operator.index(d) for d in s] for s in shapes]
+        except TypeError:
+            raise InvalidArgumentError(f"shapes must be lists of ints, one per input, got {shapes!r}") from None
 
     def stats(self) -> dict:
         """Load-time passes applied, plan-cache hits and misses."""
