@@ -6,9 +6,12 @@
 //     of the engine's graph whose steering inputs are constants: the Ifs they
 //     decide become their branches, which the rewrites that are safe to run
 //     again then see (the load's ran before the branches were in the graph).
-//   run_plan_passes: once per plan, on a copy of that graph whose inputs have
-//     concrete shapes (folding again, then fusion and the blocked layout that
-//     only concrete shapes allow).
+//   bind_fixed_dims (fixed_dims.h, from the engine): once per class of shapes
+//     that change in a few dims, on a copy of that graph with the other dims
+//     bound: folding only.
+//   run_plan_passes: once per plan, on a copy of that graph (or of the bound
+//     one) whose inputs have concrete shapes (folding again, compacting, then
+//     fusion and the blocked layout that only concrete shapes allow).
 //   run_channels_last: device plans, once their precision is lowered.
 //   run_fuse_residual: device plans, after that.
 //   run_fuse_elementwise: device plans, after that, before placement.
