@@ -124,7 +124,9 @@ py::object run_feeds(const Engine& e, py::handle feeds, py::handle input_names, 
   return outputs_to_py(outs, output_names);
 }
 
-void set_device_options(EngineOptions& opt, const std::string& device, bool allow_cpu_fallback, bool cuda_graphs,
+// The options of running, for a model and a saved engine alike: the device
+// runtime's and the plan cache's.
+void set_run_options(EngineOptions& opt, const std::string& device, bool allow_cpu_fallback, bool cuda_graphs,
                         int stream_priority, const std::string& sim_coverage, int64_t max_cached_plans) {
   if (max_cached_plans < 1)
     throw Error(ErrorKind::kInvalidArgument, "max_cached_plans must be at least 1, got " + std::to_string(max_cached_plans));
@@ -333,7 +335,7 @@ void bind_engine(py::module_& m) {
       [](const std::string& path, const std::string& device, int num_threads, bool allow_cpu_fallback,
          bool cuda_graphs, int stream_priority, const std::string& sim_coverage, int64_t max_cached_plans) {
         EngineOptions opt;
-        set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans);
+        set_run_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans);
         opt.num_threads = num_threads;
         SavedEngineInfo info;
         std::shared_ptr<Engine> e;
@@ -359,7 +361,7 @@ void bind_engine(py::module_& m) {
         EngineOptions opt;
         opt.int8_smoothing = std::move(int8_smoothing);
         opt.int8_per_token = std::move(int8_per_token);
-        set_device_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans);
+        set_run_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans);
         opt.int8_channel_mean = std::move(int8_channel_mean);
         opt.int8_unsigned = std::move(int8_unsigned);
         opt.int8_weights = int8_weights;

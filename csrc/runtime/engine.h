@@ -15,11 +15,11 @@
 
 #include "core/device.h"
 #include "graph/ir.h"
+#include "graph/passes/fixed_dims.h"
 #include "runtime/constant_store.h"
 #include "runtime/engine_file.h"
 #include "runtime/engine_options.h"
 #include "runtime/execution_context.h"
-#include "graph/passes/fixed_dims.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/plan.h"
 

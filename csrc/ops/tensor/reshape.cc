@@ -86,7 +86,8 @@ void reshape_infer(InferContext& c) {
   const bool allowzero = c.opset() >= 14 && c.node().attr_int("allowzero", 0) != 0;
   std::vector<int64_t> spec;
   std::vector<std::optional<int64_t>> part;
-  if (!c.constant_ints(1, &spec) && c.partial_ints(1, &part)) {
+  const bool constant = c.constant_ints(1, &spec);
+  if (!constant && c.partial_ints(1, &part)) {
     // A computed shape known in part (graph/passes/partial_values.h): a
     // number it gives is the output's dim, a 0 the input's; an unknown or a
     // -1 (which needs every other dim) stays unknown.
@@ -100,7 +101,7 @@ void reshape_infer(InferContext& c) {
     }
     return c.set_output(0, dt, out);
   }
-  if (spec.empty() && !c.constant_ints(1, &spec)) {
+  if (!constant) {
     // A computed shape: its length (when known) is the output rank.
     if (c.input_has_shape(1) && c.input_shape(1).size() == 1 && c.input_shape(1)[0].known())
       return c.set_output(0, dt, unknown_dims(c.input_shape(1)[0].value));
