@@ -4,7 +4,10 @@ by one token): a tiny GPT-2 merged by Hugging Face Optimum
 batch 1, twinfer against onnxruntime (CPU EP) step by step. twinfer builds a
 plan per new shape (kept in its cache, 16 by default), so this measures that
 cost beside the run itself: "again" repeats each step's inputs, the time of a
-run whose plan is cached. Not a test: no assertion, a table and a JSON line.
+run whose plan is cached. Once the past has grown by one token twice, twinfer
+builds each next step's plan ahead on a background thread (plan_ahead=True,
+the default); the "on demand" row turns that off. Not a test: no assertion,
+a table and a JSON line.
 
     python benchmarks/decode_steps.py                 # 40 steps, one thread
     python benchmarks/decode_steps.py --steps 100 --threads 2
@@ -63,11 +66,13 @@ def main() -> None:
     names = [o.name for o in sess.get_outputs()]
     ort_first, ort_again = decode(lambda f: dict(zip(names, sess.run(None, f))), args.steps)
     del sess
-    e = twinfer.load(MODEL, device="cpu", num_threads=args.threads)
-    tw_first, tw_again = decode(lambda f: {k: v.numpy() for k, v in e.run(f).items()}, args.steps)
     ms = lambda xs: statistics.median(xs[1:]) * 1e3  # noqa: E731  (step 0, the prompt, apart)
-    rows = {"twinfer": (tw_first[0] * 1e3, ms(tw_first), ms(tw_again)),
-            "onnxruntime": (ort_first[0] * 1e3, ms(ort_first), ms(ort_again))}
+    rows = {}
+    for name, ahead in (("on demand", False), ("twinfer", True)):
+        e = twinfer.load(MODEL, device="cpu", num_threads=args.threads, plan_ahead=ahead)
+        tw_first, tw_again = decode(lambda f: {k: v.numpy() for k, v in e.run(f).items()}, args.steps)
+        rows[name] = (tw_first[0] * 1e3, ms(tw_first), ms(tw_again))
+    rows["onnxruntime"] = (ort_first[0] * 1e3, ms(ort_first), ms(ort_again))
     print(f"{args.steps} greedy steps, batch 1, {args.threads} thread(s); ms, median over steps 1..{args.steps - 1}")
     print(f"{'runtime':12s} {'prompt':>8s} {'new step':>9s} {'again':>8s}")
     for k, (p, f, a) in rows.items():

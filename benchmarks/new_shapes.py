@@ -4,8 +4,11 @@ onnxruntime (CPU EP). twinfer builds a plan per new shape (its kernels,
 its memory plan), kept in a cache of 16, so a length's first run pays for
 that and a second run at it does not; onnxruntime plans nothing, so its two
 are alike. Also the resident memory after 16 lengths (each plan holds its
-kernels; packed weights are shared, backends/cpu/onednn_common.h). Not a
-test: no assertion, a table and a JSON line.
+kernels; packed weights are shared, backends/cpu/onednn_common.h). The
+lengths come in a shuffled order: in increasing order twinfer would build
+each next length's plan ahead (plan_ahead), which is what decode_steps.py
+measures; here every length is one no run foresaw. Not a test: no
+assertion, a table and a JSON line.
 
     python benchmarks/new_shapes.py                  # lengths 5..44, one thread
     python benchmarks/new_shapes.py --threads 2
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import time
 
@@ -60,6 +64,7 @@ def main() -> None:
 
     path = str(minilm.export_onnx())
     lengths = list(range(args.first, args.first + args.count))
+    random.Random(0).shuffle(lengths)  # no progression (see above)
     e = twinfer.load(path, device="cpu", num_threads=args.threads)
     names = [i.name for i in e.inputs]
     before = rss_mb()
@@ -74,7 +79,7 @@ def main() -> None:
     ort_first, ort_again = per_length(lambda f: sess.run(None, f), names, lengths[16:])
     ms = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
     rows = {"twinfer": (ms(tw_first), ms(tw_again)), "onnxruntime": (ms(ort_first), ms(ort_again))}
-    print(f"MiniLM, batch 1, lengths {lengths[16]}..{lengths[-1]} each new, {args.threads} thread(s); ms, median")
+    print(f"MiniLM, batch 1, {len(lengths) - 16} lengths of {args.first}..{args.first + args.count - 1}, each new, {args.threads} thread(s); ms, median")
     print(f"{'runtime':12s} {'new length':>11s} {'again':>8s}")
     for k, (f, a) in rows.items():
         print(f"{k:12s} {f:11.2f} {a:8.2f}")

@@ -62,7 +62,7 @@ def test_plans_for_new_shapes_share_the_packed_copies(rng):
     before = _core._test_shared_packed_weights()[0]
     m = _mlp(rng)
     e = twinfer.load(m.SerializeToString(), device="cpu", num_threads=1)
-    for t in (3, 5, 7, 9, 11):
+    for t in (3, 7, 5, 11, 9):  # no progression: none is planned ahead
         x = rng.standard_normal((1, t, 16)).astype(np.float32)
         np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), run_ort(m, {"x": x})[0], rtol=1e-4, atol=1e-4)
     assert e.stats()["plans_cached"] == 5

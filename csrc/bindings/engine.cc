@@ -127,10 +127,12 @@ py::object run_feeds(const Engine& e, py::handle feeds, py::handle input_names, 
 // The options of running, for a model and a saved engine alike: the device
 // runtime's and the plan cache's.
 void set_run_options(EngineOptions& opt, const std::string& device, bool allow_cpu_fallback, bool cuda_graphs,
-                        int stream_priority, const std::string& sim_coverage, int64_t max_cached_plans) {
+                        int stream_priority, const std::string& sim_coverage, int64_t max_cached_plans,
+                        bool plan_ahead) {
   if (max_cached_plans < 1)
     throw Error(ErrorKind::kInvalidArgument, "max_cached_plans must be at least 1, got " + std::to_string(max_cached_plans));
   opt.max_cached_plans = static_cast<size_t>(max_cached_plans);
+  opt.plan_ahead = plan_ahead;
   opt.device = parse_device(device);
   opt.allow_cpu_fallback = allow_cpu_fallback;
   opt.cuda_graphs = cuda_graphs;
@@ -225,8 +227,16 @@ void bind_engine(py::module_& m) {
                                d["stream_priority"] = o.stream_priority;
                                d["sim_coverage"] = sim_coverage_name(o.sim_coverage);
                                d["max_cached_plans"] = o.max_cached_plans;
+                               d["plan_ahead"] = o.plan_ahead;
                                return d;
                              })
+      .def(
+          "_wait_plans_ahead",
+          [](const Engine& e) {
+            py::gil_scoped_release nogil;
+            e.wait_plans_ahead();
+          },
+          "Until no plan is being built ahead of a run (tests).")
       .def("stats",
            [](const Engine& e) {
              EngineStats s = e.stats();
@@ -242,6 +252,8 @@ void bind_engine(py::module_& m) {
              d["steering_active"] = s.steering_active;
              d["steered_graphs"] = s.steered_graphs;
              d["fixed_dims_graphs"] = s.fixed_dims_graphs;
+             d["plans_ahead"] = s.plans_ahead;
+             d["plans_ahead_used"] = s.plans_ahead_used;
              d["kernels_built"] = s.kernels_built;
              d["kernels_reused"] = s.kernels_reused;
              return d;
@@ -333,9 +345,11 @@ void bind_engine(py::module_& m) {
   m.def(
       "load_engine",
       [](const std::string& path, const std::string& device, int num_threads, bool allow_cpu_fallback,
-         bool cuda_graphs, int stream_priority, const std::string& sim_coverage, int64_t max_cached_plans) {
+         bool cuda_graphs, int stream_priority, const std::string& sim_coverage, int64_t max_cached_plans,
+         bool plan_ahead) {
         EngineOptions opt;
-        set_run_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans);
+        set_run_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans,
+                        plan_ahead);
         opt.num_threads = num_threads;
         SavedEngineInfo info;
         std::shared_ptr<Engine> e;
@@ -347,7 +361,8 @@ void bind_engine(py::module_& m) {
       },
       py::arg("path"), py::arg("device") = "cpu", py::arg("num_threads") = 0, py::arg("allow_cpu_fallback") = true,
       py::arg("cuda_graphs") = true, py::arg("stream_priority") = 0, py::arg("sim_coverage") = "all",
-      py::arg("max_cached_plans") = 16, "(Engine, metadata) from a saved engine file: no load-time pass runs.");
+      py::arg("max_cached_plans") = 16, py::arg("plan_ahead") = true,
+      "(Engine, metadata) from a saved engine file: no load-time pass runs.");
 
   m.def(
       "load_model",
@@ -357,11 +372,12 @@ void bind_engine(py::module_& m) {
          std::map<std::string, std::vector<float>> int8_channel_mean, bool allow_cpu_fallback, bool cuda_graphs,
          int stream_priority, const std::string& sim_coverage,
          std::map<std::string, std::pair<std::vector<float>, float>> int8_smoothing,
-         std::set<std::string> int8_per_token, int64_t max_cached_plans) {
+         std::set<std::string> int8_per_token, int64_t max_cached_plans, bool plan_ahead) {
         EngineOptions opt;
         opt.int8_smoothing = std::move(int8_smoothing);
         opt.int8_per_token = std::move(int8_per_token);
-        set_run_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans);
+        set_run_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans,
+                        plan_ahead);
         opt.int8_channel_mean = std::move(int8_channel_mean);
         opt.int8_unsigned = std::move(int8_unsigned);
         opt.int8_weights = int8_weights;
@@ -393,7 +409,8 @@ void bind_engine(py::module_& m) {
       py::arg("allow_cpu_fallback") = true, py::arg("cuda_graphs") = true, py::arg("stream_priority") = 0,
       py::arg("sim_coverage") = "all",
       py::arg("int8_smoothing") = std::map<std::string, std::pair<std::vector<float>, float>>{},
-      py::arg("int8_per_token") = std::set<std::string>{}, py::arg("max_cached_plans") = 16);
+      py::arg("int8_per_token") = std::set<std::string>{}, py::arg("max_cached_plans") = 16,
+      py::arg("plan_ahead") = true);
 
   py::class_<GroupGraph, std::shared_ptr<GroupGraph>>(
       m, "GroupGraph", "Engines' runs captured as one graph across their contexts' streams (Parallel/Pipeline).")

@@ -315,6 +315,8 @@ EngineStats Engine::stats() const {
   s.plans_cached = plans_.size();
   s.plan_hits = plan_hits_;
   s.plan_misses = plan_misses_;
+  s.plans_ahead = plans_ahead_;
+  s.plans_ahead_used = plans_ahead_used_;
   for (int i : shape_inputs_) s.shape_inputs.push_back(inputs_[i].name);
   for (int i : steering_inputs_) s.steering_inputs.push_back(inputs_[i].name);
   s.steering_active = steering_active_.load(std::memory_order_relaxed);
@@ -331,15 +333,15 @@ EngineStats Engine::stats() const {
 
 namespace {
 
-// The cached plan whose input shapes `same` accepts, moved to the front of
-// the list (most recently used first); null if none. The caller holds the
-// plans' mutex.
+// The cache entry whose key `same` accepts, moved to the front of the list
+// (most recently used first); null if none. The caller holds the plans'
+// mutex.
 template <typename PlanList, typename Same>
-std::shared_ptr<const Plan> find_cached_plan(PlanList& plans, Same same) {
+typename PlanList::value_type* find_cached_plan(PlanList& plans, Same same) {
   for (auto it = plans.begin(); it != plans.end(); ++it) {
     if (!same(it->first)) continue;
     if (it != plans.begin()) plans.splice(plans.begin(), plans, it);
-    return plans.front().second;
+    return &plans.front();
   }
   return nullptr;
 }
@@ -355,6 +357,12 @@ bool same_values(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   for (size_t i = 0; i < a.size(); ++i)
     if (!same_value(a[i], b[i])) return false;
   return true;
+}
+
+// Two plan keys for the same plan (Engine::PlanKey, private to it).
+template <typename Key>
+bool same_key(const Key& a, const Key& b) {
+  return a.keyed == b.keyed && a.shapes == b.shapes && same_values(a.values, b.values);
 }
 
 }  // namespace
@@ -386,50 +394,152 @@ void Engine::check_input_shape(const IOSpec& spec, const Shape& s) {
 
 std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
                                              const std::vector<Tensor>& values) const {
-  std::lock_guard<std::mutex> lock(plans_mutex_);
-  if (auto p = find_cached_plan(plans_, [&](const PlanKey& k) {
-        return k.keyed == keyed && k.shapes == shapes && same_values(k.values, values);
-      })) {
-    ++plan_hits_;
-    return p;
+  std::unique_lock<std::mutex> lock(plans_mutex_);
+  const auto same = [&](const PlanKey& k) {
+    return k.keyed == keyed && k.shapes == shapes && same_values(k.values, values);
+  };
+  for (;;) {
+    if (auto* e = find_cached_plan(plans_, same)) return count_hit(e->first, e->second);
+    if (std::none_of(promised_.begin(), promised_.end(), same)) break;
+    ahead_built_.wait(lock);  // this very plan is being built ahead: it comes sooner than a new build
   }
   ++plan_misses_;
-  // The key and the plan hold copies: the caller's arrays may change after.
-  PlanKey key{shapes, keyed, {}};
-  std::vector<Tensor> by_input;
-  if (!keyed.empty()) {
-    by_input.resize(shapes.size());
-    for (size_t k = 0; k < keyed.size(); ++k) {
-      key.values.push_back(values[k].clone());
-      by_input[keyed[k]] = key.values.back();
-    }
-  }
-  // With steering values, plans come from the graph those values steer
-  // (its Ifs inlined and rewritten once, not per plan).
-  const std::vector<Tensor> steer = values_of(steering_inputs_, keyed, values);
-  const std::shared_ptr<const graph::Graph> steered =
-      steer.size() == steering_inputs_.size() && !steer.empty() ? steered_graph(steer) : nullptr;
-  const PlanSource src{plan_source_graph(steered ? *steered : graph_, shapes), opset_, options_, constants_.get(),
-                       &kernels_};
-  std::shared_ptr<const Plan> p = build_plan(src, shapes, by_input);
-  plans_.emplace_front(std::move(key), p);
-  while (plans_.size() > std::max<size_t>(1, options_.max_cached_plans)) plans_.pop_back();
+  NewPlan np = new_plan(shapes, keyed, values);
+  std::shared_ptr<const Plan> p = build(np);
+  cache(std::move(np.key), p);
+  first_use(shapes, keyed, values, *p);
   return p;
 }
 
-const graph::Graph& Engine::plan_source_graph(const graph::Graph& base, const std::vector<Shape>& shapes) const {
+Engine::NewPlan Engine::new_plan(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
+                                 const std::vector<Tensor>& values) const {
+  // The key and the plan hold copies: the caller's arrays may change after.
+  NewPlan np{PlanKey{shapes, keyed, {}}, nullptr, {}};
+  if (!keyed.empty()) {
+    np.by_input.resize(shapes.size());
+    for (size_t k = 0; k < keyed.size(); ++k) {
+      np.key.values.push_back(values[k].clone());
+      np.by_input[keyed[k]] = np.key.values.back();
+    }
+  }
+  // With steering values, plans come from the graph those values steer
+  // (its Ifs inlined and rewritten once, not per plan). The engine's own
+  // graph lives as long as the engine: held without owning.
+  const std::vector<Tensor> steer = values_of(steering_inputs_, keyed, values);
+  std::shared_ptr<const graph::Graph> base =
+      steer.size() == steering_inputs_.size() && !steer.empty() ? steered_graph(steer) : nullptr;
+  if (!base) base = std::shared_ptr<const graph::Graph>(std::shared_ptr<const graph::Graph>{}, &graph_);
+  np.source = plan_source_graph(base, shapes);
+  return np;
+}
+
+std::shared_ptr<const Plan> Engine::build(const NewPlan& np) const {
+  const PlanSource src{*np.source, opset_, options_, constants_.get(), &kernels_};
+  return build_plan(src, np.key.shapes, np.by_input);
+}
+
+void Engine::cache(PlanKey key, std::shared_ptr<const Plan> plan) const {
+  plans_.emplace_front(std::move(key), std::move(plan));
+  while (plans_.size() > std::max<size_t>(1, options_.max_cached_plans)) plans_.pop_back();
+}
+
+bool Engine::cached(const PlanKey& key) const {
+  for (const auto& [k, p] : plans_)
+    if (same_key(k, key)) return true;
+  return false;
+}
+
+std::shared_ptr<const Plan> Engine::count_hit(PlanKey& key, std::shared_ptr<const Plan> plan) const {
+  ++plan_hits_;
+  if (key.ahead) {
+    key.ahead = false;
+    ++plans_ahead_used_;
+    first_use(key.shapes, key.keyed, key.values, *plan);
+  }
+  return plan;
+}
+
+void Engine::first_use(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
+                       const std::vector<Tensor>& values, const Plan& plan) const {
+  // A plan the host evaluator runs saves nothing when built early (and a
+  // model with shape inputs builds one per shapes before its keyed plan).
+  if (plan.value_dependent) return;
+  ShapeRun& run = shape_run_;
+  // Building ahead would evict the plan in use from a cache of one.
+  if (!options_.plan_ahead || options_.max_cached_plans < 2) {
+    run.recent.clear();
+    return;
+  }
+  if (run.keyed != keyed || !same_values(run.values, values)) {
+    run.keyed = keyed;
+    run.values.clear();
+    for (const Tensor& v : values) run.values.push_back(v.clone());  // the caller's arrays may change
+    run.recent.clear();
+  }
+  run.recent.push_back(shapes);
+  if (run.recent.size() > 3) run.recent.erase(run.recent.begin());
+  std::optional<std::vector<Shape>> next = next_in_progression(run.recent);
+  if (!next) return;
+  PlanKey key{std::move(*next), keyed, run.values, true};
+  if (cached(key) || std::any_of(promised_.begin(), promised_.end(), [&](const PlanKey& k) { return same_key(k, key); }))
+    return;
+  if (plan_ahead_.post([this, key] { build_ahead(key); })) promised_.push_back(std::move(key));
+}
+
+void Engine::build_ahead(const PlanKey& key) const {
+  // Whatever happens here, the key is no longer promised (runs waiting for
+  // it look in the cache again, and build it themselves if it is not there).
+  struct Done {
+    const Engine& e;
+    const PlanKey& key;
+    ~Done() {
+      {
+        std::lock_guard<std::mutex> lock(e.plans_mutex_);
+        auto it = std::find_if(e.promised_.begin(), e.promised_.end(),
+                               [&](const PlanKey& k) { return same_key(k, key); });
+        if (it != e.promised_.end()) e.promised_.erase(it);
+      }
+      e.ahead_built_.notify_all();
+    }
+  } done{*this, key};
+  // The plan is built outside plans_mutex_: runs at cached shapes (this
+  // step's own, the caller's other threads) go on meanwhile.
+  NewPlan np;
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex_);
+    if (cached(key)) return;
+    np = new_plan(key.shapes, key.keyed, key.values);
+    np.key.ahead = true;
+  }
+  std::shared_ptr<const Plan> p;
+  try {
+    p = build(np);
+  } catch (...) {
+    // Shapes no run has asked for may be ones no plan can take: dropped,
+    // and the run that comes with them, if one does, gets the error.
+    return;
+  }
+  std::lock_guard<std::mutex> lock(plans_mutex_);
+  if (cached(np.key)) return;
+  cache(std::move(np.key), std::move(p));
+  ++plans_ahead_;
+}
+
+std::shared_ptr<const graph::Graph> Engine::plan_source_graph(const std::shared_ptr<const graph::Graph>& base_graph,
+                                                              const std::vector<Shape>& shapes) const {
+  const graph::Graph& base = *base_graph;
   // Without optimize nothing folds; shapes that do not fit the inputs
   // (memory_report and kernel_report take any) are the plan's to refuse.
-  if (!options_.optimize || shapes.size() != base.inputs.size()) return base;
+  if (!options_.optimize || shapes.size() != base.inputs.size()) return base_graph;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const graph::Value& v = base.values[base.inputs[i]];
-    if (v.has_shape && v.shape.size() != shapes[i].size()) return base;
+    if (v.has_shape && v.shape.size() != shapes[i].size()) return base_graph;
   }
   auto h = std::find_if(dims_history_.begin(), dims_history_.end(),
                         [&](const DimsHistory& d) { return d.base == &base; });
   if (h == dims_history_.end()) {
     dims_history_.push_back(DimsHistory{&base, shapes, passes::changed_dims(shapes, shapes)});
-    return base;
+    return base_graph;
   }
   // Once a dim has changed it counts as changing from then on (a decoder's
   // past length), so the bound graph stays the same while only it moves.
@@ -441,13 +551,13 @@ const graph::Graph& Engine::plan_source_graph(const graph::Graph& base, const st
     for (size_t d = 0; d < changed[i].size(); ++d) h->varying[i][d] |= changed[i][d];
   }
   h->last = shapes;
-  if (!passes::any_dim(h->varying)) return base;
+  if (!passes::any_dim(h->varying)) return base_graph;
   std::vector<Shape> masked = passes::mask_dims(shapes, h->varying);
   for (auto it = fixed_dims_graphs_.begin(); it != fixed_dims_graphs_.end(); ++it)
     if (it->base == &base && it->masked == masked) {
       fixed_dims_graphs_.splice(fixed_dims_graphs_.begin(), fixed_dims_graphs_, it);
       const auto& bound = fixed_dims_graphs_.front().graph;
-      return bound ? *bound : base;
+      return bound ? bound : base_graph;
     }
   auto g = std::make_shared<graph::Graph>(base);  // constants share storage
   passes::PassContext pc;
@@ -467,7 +577,7 @@ const graph::Graph& Engine::plan_source_graph(const graph::Graph& base, const st
   fixed_dims_graphs_.push_front(FixedDimsGraph{&base, std::move(masked), std::move(g)});
   if (fixed_dims_graphs_.size() > kMaxFixedDimsGraphs) fixed_dims_graphs_.pop_back();
   const auto& bound = fixed_dims_graphs_.front().graph;
-  return bound ? *bound : base;
+  return bound ? bound : base_graph;
 }
 
 std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& inputs, const RunOptions& o) const {
@@ -497,8 +607,8 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
   if (!steering) {
     {
       std::lock_guard<std::mutex> lock(plans_mutex_);
-      p = find_cached_plan(plans_, [&](const PlanKey& k) { return k.keyed.empty() && same_shapes(k.shapes); });
-      if (p) ++plan_hits_;
+      if (auto* e = find_cached_plan(plans_, [&](const PlanKey& k) { return k.keyed.empty() && same_shapes(k.shapes); }))
+        p = count_hit(e->first, e->second);
     }
     if (!p) p = plan_for(input_shapes());
     // Shapes alone size everything (or nothing here is a shape input): done.
@@ -531,12 +641,10 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
   }
   {
     std::lock_guard<std::mutex> lock(plans_mutex_);
-    if (auto hit = find_cached_plan(plans_, [&](const PlanKey& k) {
+    if (auto* e = find_cached_plan(plans_, [&](const PlanKey& k) {
           return k.keyed == keyed && same_shapes(k.shapes) && same_values(k.values, values);
-        })) {
-      ++plan_hits_;
-      return hit;
-    }
+        }))
+      return count_hit(e->first, e->second);
     // A new plan. Too many distinct values to specialise on (a counter),
     // whatever the shapes: steering inputs stop keying plans (their If runs
     // as control flow again: the plan as without steering), and a CPU

@@ -8,6 +8,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <string>
@@ -22,6 +23,7 @@
 #include "runtime/execution_context.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/plan.h"
+#include "runtime/plan_ahead.h"
 
 namespace twinfer {
 
@@ -44,6 +46,8 @@ struct EngineStats {
   size_t steered_graphs = 0;                 // graphs built for steering values (one each)
   size_t fixed_dims_graphs = 0;              // graphs with the dims that stay bound (passes/fixed_dims.h)
   size_t kernels_built = 0, kernels_reused = 0;  // by plans (runtime/kernel_cache.h)
+  size_t plans_ahead = 0;       // plans built ahead of a run (runtime/plan_ahead.h)
+  size_t plans_ahead_used = 0;  // of those, the ones a run then used
 };
 
 // Memory of one plan: what the arenas hold at peak vs. what all
@@ -120,6 +124,9 @@ class Engine {
 
   int default_threads() const;
 
+  // Until no plan is being built ahead (runtime/plan_ahead.h): tests.
+  void wait_plans_ahead() const { plan_ahead_.wait_idle(); }
+
  private:
   Engine() = default;
   // Throws for inputs that cannot run (count, device, dtype, rank, a fixed
@@ -136,6 +143,11 @@ class Engine {
   // inputs `keyed` (indices, ascending; empty: shapes alone), else a new one.
   std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
                                        const std::vector<Tensor>& values) const;
+  // Under plans_mutex_: a run used the plan of `key` for the first time (a
+  // new plan, or one built ahead); when its shapes continue a progression,
+  // the plan for the next ones is built ahead.
+  void first_use(const std::vector<Shape>& shapes, const std::vector<int>& keyed, const std::vector<Tensor>& values,
+                 const Plan& plan) const;
   // The values of the inputs `of` (a subset of `keyed`), in of's order.
   static std::vector<Tensor> values_of(const std::vector<int>& of, const std::vector<int>& keyed,
                                        const std::vector<Tensor>& values);
@@ -148,8 +160,10 @@ class Engine {
   // a steered one) with the input dims that have not changed since its last
   // new plan bound and folded (passes::bind_fixed_dims), once some have
   // changed; `base` itself before that, without optimize, for shapes that do
-  // not fit the inputs, or if binding fails. Under plans_mutex_.
-  const graph::Graph& plan_source_graph(const graph::Graph& base, const std::vector<Shape>& shapes) const;
+  // not fit the inputs, or if binding fails. Under plans_mutex_. Held by
+  // the pointer: a bound graph may leave its list while a plan builds from it.
+  std::shared_ptr<const graph::Graph> plan_source_graph(const std::shared_ptr<const graph::Graph>& base,
+                                                        const std::vector<Shape>& shapes) const;
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store
@@ -190,6 +204,31 @@ class Engine {
     std::vector<Shape> shapes;
     std::vector<int> keyed;      // the inputs whose values key the plan (ascending)
     std::vector<Tensor> values;  // owned host copies, one per keyed input
+    bool ahead = false;          // built ahead of a run and not used yet
+  };
+  // A cache hit (under plans_mutex_): counted; a run's first use of a plan
+  // built ahead continues its progression (first_use).
+  std::shared_ptr<const Plan> count_hit(PlanKey& key, std::shared_ptr<const Plan> plan) const;
+  // What a new plan needs (taken under plans_mutex_, built with or without
+  // it): its key, with owned copies of the values; the graph it starts from;
+  // the values by input index.
+  struct NewPlan {
+    PlanKey key;
+    std::shared_ptr<const graph::Graph> source;
+    std::vector<Tensor> by_input;
+  };
+  NewPlan new_plan(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
+                   const std::vector<Tensor>& values) const;
+  std::shared_ptr<const Plan> build(const NewPlan& np) const;
+  void cache(PlanKey key, std::shared_ptr<const Plan> plan) const;  // under plans_mutex_; drops the oldest past the limit
+  bool cached(const PlanKey& key) const;                           // under plans_mutex_; not a use
+  void build_ahead(const PlanKey& key) const;                      // on the plan-ahead thread
+  // The new shapes runs used lately (oldest first, at most 3), while the
+  // keyed inputs and their values stay the same.
+  struct ShapeRun {
+    std::vector<int> keyed;
+    std::vector<Tensor> values;
+    std::vector<std::vector<Shape>> recent;
   };
   // Per base graph (by address: the engine's graph and its steered graphs
   // live as long as the engine): the input shapes of its last new plan and
@@ -212,6 +251,13 @@ class Engine {
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first
   mutable size_t plan_hits_ = 0, plan_misses_ = 0;
+  mutable ShapeRun shape_run_;  // under plans_mutex_
+  mutable size_t plans_ahead_ = 0, plans_ahead_used_ = 0;
+  // The keys posted to be built ahead and not done yet (built outside
+  // plans_mutex_): a run that needs one waits for it instead of building it
+  // again.
+  mutable std::vector<PlanKey> promised_;  // under plans_mutex_
+  mutable std::condition_variable ahead_built_;
   // Distinct keyed values a CPU engine has planned for; past
   // max_cached_plans of them, new ones run through the host evaluator.
   mutable SeenValues shape_values_seen_;  // under plans_mutex_
@@ -222,6 +268,9 @@ class Engine {
   // around a pooled run): that graph reads and writes their buffers on every
   // replay, so they never go back to the pool; they live as long as the engine.
   mutable std::vector<std::unique_ptr<ExecutionContext>> captured_;
+
+  // Last, so it is destroyed first: its thread builds with the members above.
+  mutable PlanAheadWorker plan_ahead_;
 };
 
 }  // namespace twinfer

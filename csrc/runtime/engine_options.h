@@ -19,6 +19,7 @@ struct EngineOptions {
   int num_threads = 0;            // CPU threads per run; 0 = all the process may use
   bool optimize = true;           // run the rewrite passes (folding, fusion)
   size_t max_cached_plans = 16;   // per-shape plans kept (least recently used dropped)
+  bool plan_ahead = true;         // build the plan for the next shapes of a progression ahead (runtime/plan_ahead.h)
   // Intermediate values to return as extra outputs, after the model's own
   // (calibration and per-layer accuracy reports read activations this way).
   std::vector<std::string> extra_outputs;

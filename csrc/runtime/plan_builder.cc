@@ -87,15 +87,19 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
       plan->value_dependent_reason = "'" + v.name + "' is a " + type_str(v.dtype, v.elem_type);
       return plan;
     }
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    auto& v = g.values[g.inputs[i]];
-    if (!shape_fits(shapes[i]))
-      throw Error(ErrorKind::kShape, "input '" + v.name + "' of shape " + shape_str(shapes[i]) +
-                                         " has more elements than a tensor can hold (2^47)");
-    v.has_shape = true;
-    v.shape = sym_shape_from(shapes[i]);
-    if (i < values.size() && values[i].defined()) v.constant = values[i];
-  }
+  // The inputs' shapes, and the values of those that key the plan.
+  const auto bind_inputs = [&](graph::Graph& to) {
+    for (size_t i = 0; i < to.inputs.size(); ++i) {
+      auto& v = to.values[to.inputs[i]];
+      if (!shape_fits(shapes[i]))
+        throw Error(ErrorKind::kShape, "input '" + v.name + "' of shape " + shape_str(shapes[i]) +
+                                           " has more elements than a tensor can hold (2^47)");
+      v.has_shape = true;
+      v.shape = sym_shape_from(shapes[i]);
+      if (i < values.size() && values[i].defined()) v.constant = values[i];
+    }
+  };
+  bind_inputs(g);
   passes::PassContext pc;
   pc.opset = src.opset;
   const Backend kb = placement_backend(device, opt.sim_coverage);  // the device's kernels (CPU for the host)
@@ -104,6 +108,10 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   passes::PlanPassOptions po;
   po.optimize = opt.optimize;
   po.blocked_layout = !on_device;
+  po.rebuild = [&](graph::Graph& to) {
+    to = src.graph;
+    bind_inputs(to);
+  };
   const passes::PlanPassResult passed = passes::run_plan_passes(g, po, pc);
   if (passed.unknown_node >= 0) {
     const graph::Node& n = g.nodes[passed.unknown_node];

@@ -221,6 +221,10 @@ class Engine:
         """
     def _test_step_inputs(self, arg0: list) -> list:
         ...
+    def _wait_plans_ahead(self) -> None:
+        """
+        Until no plan is being built ahead of a run (tests).
+        """
     def create_context(self, num_threads: typing.SupportsInt | typing.SupportsIndex = 0, priority: typing.Any = None, sm_share: typing.Any = None) -> ExecutionContext:
         ...
     def kernel_report(self, arg0: list) -> list:

@@ -323,7 +323,8 @@ class Engine:
             raise InvalidArgumentError(f"shapes must be lists of ints, one per input, got {shapes!r}") from None
 
     def stats(self) -> dict:
-        """Load-time passes applied, plan-cache hits and misses."""
+        """Load-time passes applied, plan-cache hits and misses, plans built
+        ahead of the runs that used them (``plans_ahead``, ``plans_ahead_used``)."""
         return self._core.stats()
 
     def memory_report(self, shapes=None) -> dict:
@@ -394,7 +395,8 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
                 optimize: bool = True, extra_outputs=(), calibration=None, bias_correction: bool = True,
                 keep_float=(), int8_weights: bool = False, allow_cpu_fallback: bool = True,
                 cuda_graphs: bool = True, stream_priority: int = 0, sim_coverage: str = "all",
-                smoothing: bool = True, per_token="auto", max_cached_plans: int = 16) -> "_core.Engine":
+                smoothing: bool = True, per_token="auto", max_cached_plans: int = 16,
+                plan_ahead: bool = True) -> "_core.Engine":
     """The core engine for ``source`` ((source, is_path, base_dir) from
     twinfer._source.model_source) on a concrete ``device``; for
     precision="int8", ``calibration`` is a ready twinfer.quantize.Calibration,
@@ -417,4 +419,5 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
     return _core.load_model(src, is_path, device, precision, num_threads, optimize, os.fspath(base_dir),
                             [str(n) for n in extra_outputs], int8_amax, set(keep_float), int8_weights,
                             int8_unsigned, int8_mean, allow_cpu_fallback, cuda_graphs, stream_priority,
-                            sim_coverage, int8_smoothing, int8_per_token, max_cached_plans=max_cached_plans)
+                            sim_coverage, int8_smoothing, int8_per_token, max_cached_plans=max_cached_plans,
+                            plan_ahead=plan_ahead)

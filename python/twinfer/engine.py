@@ -36,6 +36,9 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
              extra_outputs (names of intermediate values to return too, after the model's outputs),
              max_cached_plans (16: plans kept, one per input shape, least recently used dropped;
              raise it when inputs take more shapes, such as sentence lengths, and repeat them),
+             plan_ahead (True: when the shapes of new plans grow by the same step, as a decoder's
+             past length does, the plan for the next step is built on a background thread
+             while the caller works, so the next run finds it ready; False: only on demand),
              for precision="int8" / "fp8": calibration (sample inputs: feed dicts or arrays; or a saved
              twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default for
              int8, "minmax" for fp8, "entropy"), percentile (99.99), keep_float (node names left in float),
@@ -103,7 +106,8 @@ def _device_options(options: dict) -> dict:
                cuda_graphs=bool(options.pop("cuda_graphs", True)),
                stream_priority=int(options.pop("stream_priority", 0)),
                sim_coverage=options.pop("sim_coverage", "all"),
-               max_cached_plans=int(options.pop("max_cached_plans", 16)))
+               max_cached_plans=int(options.pop("max_cached_plans", 16)),
+               plan_ahead=bool(options.pop("plan_ahead", True)))
     if out["max_cached_plans"] < 1:
         raise InvalidArgumentError(f"max_cached_plans must be at least 1, got {out['max_cached_plans']}")
     if out["sim_coverage"] not in ("all", "cuda"):

@@ -1,7 +1,10 @@
 #include "graph/passes/pipeline.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
+#include <set>
 #include <string>
 
 #include "graph/passes/eliminate_identity.h"
@@ -47,6 +50,16 @@ void follow_renames(const std::map<std::string, std::string>& renamed, QuantizeS
   }
 }
 
+// Whether the graph still type-checks after the rewrite `name`. Tests make
+// one fail here (TWINFER_TEST_FAIL_REWRITE=<name>) to see it undone: no
+// rewrite is known to fail on its own.
+void check_rewrite(graph::Graph& g, PassContext& pc, const char* name) {
+  const char* fail = std::getenv("TWINFER_TEST_FAIL_REWRITE");
+  if (fail && std::strcmp(fail, name) == 0)
+    throw Error(ErrorKind::kShape, "TWINFER_TEST_FAIL_REWRITE=" + std::string(name));
+  infer_and_fold(g, pc, false);
+}
+
 // Runs one rewrite pass and keeps what it did only if the whole graph still
 // type-checks afterwards; otherwise the graph goes back to how it was and the
 // log says why. Each pass already checks the nodes it fuses
@@ -60,7 +73,7 @@ int keep_if_valid(graph::Graph& g, PassContext& pc, const char* name, Pass&& pas
   const int changed = pass();
   if (!changed) return 0;
   try {
-    infer_and_fold(g, pc, false);
+    check_rewrite(g, pc, name);
     return changed;
   } catch (const Error& e) {
     g = std::move(before);
@@ -185,7 +198,34 @@ int run_steered_passes(graph::Graph& g, bool optimize, PassContext& pc) {
   return inlined;
 }
 
-PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, PassContext& pc) {
+namespace {
+
+// A plan-time rewrite that failed to type-check where there is no copy of
+// the graph to go back to (PlanPassOptions::rebuild).
+struct RewriteFailed {
+  std::string pass;
+  std::string why;
+};
+
+// keep_if_valid, or with options.rebuild: no copy first, and a rewrite that
+// fails throws RewriteFailed for run_plan_passes to start again without it.
+template <typename Pass>
+int keep_or_restart(graph::Graph& g, PassContext& pc, const PlanPassOptions& options,
+                    const std::set<std::string>& failed, const char* name, Pass&& pass) {
+  if (failed.count(name)) return 0;
+  if (!options.rebuild) return keep_if_valid(g, pc, name, pass);
+  const int changed = pass();
+  if (!changed) return 0;
+  try {
+    check_rewrite(g, pc, name);
+  } catch (const Error& e) {
+    throw RewriteFailed{name, e.what()};
+  }
+  return changed;
+}
+
+PlanPassResult plan_passes(graph::Graph& g, const PlanPassOptions& options, PassContext& pc,
+                           const std::set<std::string>& failed) {
   PlanPassResult r;
   // Concrete input shapes: Shape -> Gather -> Concat -> Reshape chains fold.
   infer_and_fold(g, pc, options.optimize);
@@ -219,21 +259,42 @@ PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, 
   // Attention on a device: one op, its scores never in memory (concrete
   // shapes prove the operands are [B, H, S, D]).
   if (options.optimize && softmax && pc.backend != Backend::kCPU)
-    keep_if_valid(g, pc, "fuse_attention", [&] { return fuse_attention(g, pc); });
+    keep_or_restart(g, pc, options, failed, "fuse_attention", [&] { return fuse_attention(g, pc); });
   // On the CPU: the GEMMs stay oneDNN's, the scaling, mask, softmax and NaN
   // guard between them become one op.
   if (options.optimize && softmax && pc.backend == Backend::kCPU)
-    keep_if_valid(g, pc, "fuse_attention_softmax", [&] { return fuse_attention_softmax(g, pc); });
+    keep_or_restart(g, pc, options, failed, "fuse_attention_softmax", [&] { return fuse_attention_softmax(g, pc); });
 
   // Activations between convolutions stay in the CPU's channel-blocked
   // layout; the planner sizes the flagged values with their channel padding.
   if (options.optimize && pc.precision == Precision::kFP32) {
     // Concrete shapes prove what symbolic ones could not (a residual Add of
     // two [batch, C, h, w] maps), so fusion gets a second chance first.
-    if (keep_if_valid(g, pc, "fuse", [&] { return fuse_all(g, pc); })) g.remove_dead();
+    if (keep_or_restart(g, pc, options, failed, "fuse", [&] { return fuse_all(g, pc); })) g.remove_dead();
     if (options.blocked_layout) r.blocked = blocked_layout(g, pc, channel_block(pc.backend));
   }
   return r;
+}
+
+}  // namespace
+
+PlanPassResult run_plan_passes(graph::Graph& g, const PlanPassOptions& options, PassContext& pc) {
+  std::set<std::string> failed;
+  std::vector<std::string> undone;
+  const size_t log_mark = pc.log ? pc.log->size() : 0;
+  for (;;) {
+    try {
+      return plan_passes(g, options, pc, failed);
+    } catch (const RewriteFailed& f) {
+      // Deterministic passes: the same graph without that rewrite comes out
+      // as keep_if_valid's undo would have left it.
+      options.rebuild(g);
+      if (pc.log) pc.log->resize(log_mark);
+      failed.insert(f.pass);
+      undone.push_back(f.pass + ": undone, the rewritten graph failed to type-check (" + f.why + ")");
+      for (const std::string& line : undone) pc.note(line);
+    }
+  }
 }
 
 int run_channels_last(graph::Graph& g, const ChannelsLastOptions& options, PassContext& pc) {

@@ -20,6 +20,8 @@
 // Both take the PassContext the caller set up (opset, backend, precision,
 // the pass log) and change nothing else.
 #pragma once
+#include <functional>
+
 #include "graph/ir.h"
 #include "graph/passes/attention_views.h"
 #include "graph/passes/blocked_layout.h"
@@ -47,6 +49,12 @@ struct PlanPassOptions {
   // The CPU's channel-blocked activations (plans that run on the CPU backend
   // only: a device plan's kernels take plain layouts).
   bool blocked_layout = true;
+  // Sets the graph back to what run_plan_passes was given. With it, the
+  // rewrites keep no copy of the graph to undo themselves with (a plan for
+  // each new shape paid for one per rewrite, found something or not): one
+  // that fails to type-check has the graph rebuilt, and the passes run
+  // again without it.
+  std::function<void(graph::Graph&)> rebuild;
 };
 
 struct PlanPassResult {

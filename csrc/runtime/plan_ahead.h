@@ -1,0 +1,52 @@
+// Plans built ahead. A run whose input shapes have grown by the same step
+// for its last new plans (a decoder's past length, one token a step) will
+// most likely come next with one step more. The engine builds that plan on a
+// background thread while the caller is busy with this step's results, so
+// the next run finds it in the plan cache instead of building it: on small
+// models a plan for new shapes costs ten times the step itself.
+//
+// A guess costs a plan build on another core, and a place in the plan cache
+// when it is wrong; never a wrong result: the plan is keyed by the shapes it
+// was built for, like any other.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace twinfer {
+
+// The input shapes that continue `recent` (oldest first) when its last three
+// entries form a progression: the same ranks, and the same step per dim
+// twice, not all zero. Null otherwise, or when a dim would go negative.
+std::optional<std::vector<Shape>> next_in_progression(const std::vector<std::vector<Shape>>& recent);
+
+// One thread that runs the tasks posted to it in order, a few waiting at
+// most. Started on first use.
+class PlanAheadWorker {
+ public:
+  PlanAheadWorker() = default;
+  PlanAheadWorker(const PlanAheadWorker&) = delete;
+  PlanAheadWorker& operator=(const PlanAheadWorker&) = delete;
+  ~PlanAheadWorker();  // drops a task not started, waits for the one running
+
+  static constexpr size_t kMaxWaiting = 2;
+  bool post(std::function<void()> task);  // false: not taken (full, or stopping)
+  void wait_idle();                       // until nothing is waiting or running
+
+ private:
+  void loop();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> waiting_;
+  bool running_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace twinfer

@@ -1,0 +1,135 @@
+"""Plans built ahead (csrc/runtime/plan_ahead.h): when the shapes of new
+plans grow by the same step twice (a decoder's past), the engine builds the
+next step's plan on a background thread. Results come from an independent
+reference (onnxruntime, NumPy); the stats say which plans were built ahead
+and used."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from conftest import PLAN_DEVICES, load_on
+from merged_decoder import MERGED_DECODER, greedy_steps_against_onnxruntime
+from onnx_helpers import make_model
+
+
+@pytest.fixture(params=PLAN_DEVICES)
+def device(request):
+    return request.param
+
+
+def _add_model():
+    """y = x + w: x [1, n], w [m] broadcast (n == m, or either is 1)."""
+    return make_model([helper.make_node("Add", ["x", "w"], ["y"])],
+                      [("x", np.float32, [1, "n"]), ("w", np.float32, ["m"])], [("y", np.float32, None)])
+
+
+def _run(e, rng, n: int, m: int):
+    x = rng.standard_normal((1, n)).astype(np.float32)
+    w = rng.standard_normal(m).astype(np.float32)
+    np.testing.assert_array_equal(e.run({"x": x, "w": w})["y"].numpy(), x + w)
+
+
+def test_a_decoder_runs_each_step_on_a_plan_built_ahead(device, rng):
+    e = load_on(MERGED_DECODER, device)
+    greedy_steps_against_onnxruntime(e, rng, steps=12)
+    s = e.stats()
+    # The prompt, the first step with a past and the next two are planned
+    # on demand (three new shapes make a progression); every later step
+    # finds its plan built (or being built) ahead.
+    assert s["plans_ahead_used"] == 8, s
+    assert s["plan_misses"] == 4, s
+    assert e._core.options["plan_ahead"] is True
+
+
+def test_plan_ahead_off_builds_on_demand_only(rng):
+    e = load_on(MERGED_DECODER, "cpu", plan_ahead=False)
+    greedy_steps_against_onnxruntime(e, rng, steps=8)
+    s = e.stats()
+    assert (s["plans_ahead"], s["plans_ahead_used"], s["plan_misses"]) == (0, 0, 8), s
+    assert e._core.options["plan_ahead"] is False
+
+
+def test_only_a_progression_is_guessed(rng):
+    import twinfer
+
+    e = twinfer.load(_add_model())
+    for n in (3, 5, 6, 10, 4):  # steps 2, 1, 4, -6: never the same twice
+        _run(e, rng, n, n)
+    e._core._wait_plans_ahead()
+    assert e.stats()["plans_ahead"] == 0
+    for n in (7, 8, 9):  # +1, +1: 10 is cached already, nothing to build
+        _run(e, rng, n, n)
+    e._core._wait_plans_ahead()
+    assert e.stats()["plans_ahead"] == 0
+    for n in (12, 14, 16):  # +2, +2: 18 is built ahead, and used
+        _run(e, rng, n, n)
+    e._core._wait_plans_ahead()
+    assert e.stats()["plans_ahead"] == 1
+    misses = e.stats()["plan_misses"]
+    _run(e, rng, 18, 18)
+    s = e.stats()
+    assert (s["plan_misses"], s["plans_ahead_used"]) == (misses, 1), s
+    e._core._wait_plans_ahead()  # and 20 after it: the progression goes on
+    assert e.stats()["plans_ahead"] == 2
+
+
+def test_a_cache_of_one_plan_builds_nothing_ahead(rng):
+    import twinfer
+
+    e = twinfer.load(_add_model(), max_cached_plans=1)
+    for n in (3, 4, 5, 6):
+        _run(e, rng, n, n)
+    e._core._wait_plans_ahead()
+    assert e.stats()["plans_ahead"] == 0
+
+
+def test_a_guess_no_plan_can_take_is_dropped(rng):
+    import twinfer
+
+    e = twinfer.load(_add_model())
+    for n, m in ((1, 3), (2, 2), (3, 1)):  # (+1, -1) twice: the guess (4, 0) cannot broadcast
+        _run(e, rng, n, m)
+    e._core._wait_plans_ahead()
+    assert e.stats()["plans_ahead"] == 0
+    with pytest.raises(twinfer.ShapeError):  # the run that asks for it gets the error
+        e.run({"x": np.zeros((1, 4), np.float32), "w": np.zeros(0, np.float32)})
+    _run(e, rng, 5, 5)  # and the engine goes on
+
+
+def test_threads_with_their_own_progressions(rng):
+    import twinfer
+
+    e = twinfer.load(_add_model(), max_cached_plans=4)
+    errors = []
+
+    def worker(seed, lengths):
+        r = np.random.default_rng(seed)
+        try:
+            for n in lengths:
+                _run(e, r, n, n if n % 3 else 1)
+        except Exception as ex:  # noqa: BLE001 - reported below
+            errors.append(ex)
+
+    threads = [threading.Thread(target=worker, args=(k, range(2 + k, 60, 1 + k))) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    e._core._wait_plans_ahead()
+
+
+def test_an_engine_dropped_while_it_builds_ahead(rng):
+    import twinfer
+
+    for _ in range(5):
+        e = twinfer.load(MERGED_DECODER)
+        greedy_steps_against_onnxruntime(e, rng, steps=4)  # the guess for step 5 may be building
+        del e
+        gc.collect()
