@@ -59,20 +59,41 @@ std::vector<float> Node::attr_floats(const std::string& n, std::vector<float> df
   return a->floats;
 }
 
+std::unordered_map<std::string, int>& Graph::own_value_ids() {
+  if (!value_ids_) {
+    value_ids_ = std::make_shared<std::unordered_map<std::string, int>>();
+    value_ids_->reserve(values.size());
+    for (size_t v = 0; v < values.size(); ++v)
+      if (!values[v].name.empty()) value_ids_->emplace(values[v].name, static_cast<int>(v));
+  } else if (value_ids_.use_count() > 1) {
+    value_ids_ = std::make_shared<std::unordered_map<std::string, int>>(*value_ids_);
+  }
+  return *value_ids_;
+}
+
 int Graph::value_id(const std::string& name) {
-  auto it = value_ids.find(name);
-  if (it != value_ids.end()) return it->second;
+  auto& ids = own_value_ids();
+  auto it = ids.find(name);
+  if (it != ids.end()) return it->second;
   int id = static_cast<int>(values.size());
   values.push_back(Value{});
   values.back().name = name;
-  value_ids.emplace(name, id);
+  ids.emplace(name, id);
   return id;
 }
 
 int Graph::find_value(const std::string& name) const {
-  auto it = value_ids.find(name);
-  return it == value_ids.end() ? -1 : it->second;
+  if (value_ids_) {
+    auto it = value_ids_->find(name);
+    return it == value_ids_->end() ? -1 : it->second;
+  }
+  if (name.empty()) return -1;  // as in the index (an omitted input is not a value)
+  for (size_t v = 0; v < values.size(); ++v)
+    if (values[v].name == name) return static_cast<int>(v);
+  return -1;
 }
+
+void Graph::index_value(int id) { own_value_ids()[values[id].name] = id; }
 
 int Graph::add_node(Node n) {
   int idx = static_cast<int>(nodes.size());
@@ -193,9 +214,7 @@ void Graph::compact() {
     renumber(n.inputs);
     renumber(n.outputs);
   }
-  value_ids.clear();
-  value_ids.reserve(values.size());
-  for (size_t v = 0; v < values.size(); ++v) value_ids.emplace(values[v].name, static_cast<int>(v));
+  value_ids_.reset();
 }
 
 }  // namespace twinfer::graph

@@ -79,11 +79,11 @@ struct Graph {
   std::vector<Node> nodes;        // topologically sorted after Graph::topo_sort()
   std::vector<int> inputs;        // value ids of graph inputs (not initializers)
   std::vector<int> outputs;       // value ids of graph outputs
-  std::unordered_map<std::string, int> value_ids;
 
   // Id of the value with this name, creating it when absent.
   int value_id(const std::string& name);
   int find_value(const std::string& name) const;  // -1 when absent
+  void index_value(int id);                       // find_value(values[id].name) is id from now on
   int add_node(Node n);                           // sets producers; returns node index
   // Re-establish producer links and order nodes so producers come first.
   // Throws kModelFormat on a cycle or on a value produced twice.
@@ -95,6 +95,14 @@ struct Graph {
   // folded from a much larger one (a plan's), every later copy and the
   // plan's own storage then cost what the folded graph holds.
   void compact();
+
+ private:
+  // Name -> id, shared by copies of the graph until one of them names a
+  // value (a plan copies its source graph for every new shape); null once
+  // compact() renumbers the values, built again when a value is next named
+  // (find_value scans the values meanwhile).
+  std::shared_ptr<std::unordered_map<std::string, int>> value_ids_;
+  std::unordered_map<std::string, int>& own_value_ids();
 };
 
 struct Model {

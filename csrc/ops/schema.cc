@@ -1,29 +1,47 @@
 #include "ops/schema.h"
 
-#include <map>
+#include <algorithm>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 namespace twinfer {
 
 namespace {
-std::map<std::pair<std::string, std::string>, OpSchema>& schemas() {
-  static std::map<std::pair<std::string, std::string>, OpSchema> m;
+// By op type, then the few domains that define it: every node's shape rule
+// is looked up once per inference pass (each plan for new shapes runs one),
+// so no key is built and no string copied to find it.
+std::unordered_map<std::string, std::vector<std::unique_ptr<OpSchema>>>& schemas() {
+  static std::unordered_map<std::string, std::vector<std::unique_ptr<OpSchema>>> m;
   return m;
 }
 }  // namespace
 
-void register_schema(const OpSchema& s) { schemas()[{s.domain, s.op_type}] = s; }
+void register_schema(const OpSchema& s) {
+  auto& same_op = schemas()[s.op_type];
+  for (auto& known : same_op)
+    if (known->domain == s.domain) {
+      *known = s;
+      return;
+    }
+  same_op.push_back(std::make_unique<OpSchema>(s));
+}
 
 const OpSchema* find_schema(const std::string& domain, const std::string& op_type) {
-  std::string d = (domain == "ai.onnx") ? "" : domain;
-  auto it = schemas().find({d, op_type});
-  return it == schemas().end() ? nullptr : &it->second;
+  auto it = schemas().find(op_type);
+  if (it == schemas().end()) return nullptr;
+  const bool onnx = domain.empty() || domain == "ai.onnx";
+  for (const auto& s : it->second)
+    if (onnx ? s->domain.empty() : s->domain == domain) return s.get();
+  return nullptr;
 }
 
 std::vector<std::string> registered_op_types() {
   std::vector<std::string> r;
-  for (auto& kv : schemas()) r.push_back(kv.first.first.empty() ? kv.first.second
-                                                                  : kv.first.first + "::" + kv.first.second);
+  for (const auto& [op, same_op] : schemas())
+    for (const auto& s : same_op) r.push_back(s->domain.empty() ? op : s->domain + "::" + op);
+  std::sort(r.begin(), r.end());
   return r;
 }
 

@@ -231,7 +231,7 @@ class Reader {
       }
       v.producer = static_cast<int>(i64());
       v.constant = tensor();
-      if (!v.name.empty()) g.value_ids[v.name] = static_cast<int>(i);
+      if (!v.name.empty()) g.index_value(static_cast<int>(i));
     }
     const size_t nvalues = g.values.size();
     g.nodes.resize(count(24));

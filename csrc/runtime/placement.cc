@@ -158,7 +158,7 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o) {
       c.producer = -1;
       const int id = static_cast<int>(g.values.size());
       g.values.push_back(std::move(c));
-      g.value_ids[g.values.back().name] = id;
+      g.index_value(id);
       space.push_back(MemorySpace::kDevice);
       twin[{v, want}] = id;
       return id;
@@ -174,7 +174,7 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o) {
     copy.shape = val.shape;
     const int id = static_cast<int>(g.values.size());
     g.values.push_back(std::move(copy));
-    g.value_ids[g.values.back().name] = id;
+    g.index_value(id);
     space.push_back(want);
     graph::Node cn;
     cn.name = g.values[id].name;
