@@ -7,7 +7,10 @@ are alike. Also the resident memory after 16 lengths (each plan holds its
 kernels; packed weights are shared, backends/cpu/onednn_common.h). The
 lengths come in a shuffled order: in increasing order twinfer would build
 each next length's plan ahead (plan_ahead), which is what decode_steps.py
-measures; here every length is one no run foresaw. Not a test: no
+measures; here every length is one no run foresaw. Last, a length whose
+plan is cached, run on one thread alone and then while a second thread runs
+new lengths on the same engine (every plan builds outside the plan cache's
+lock, so a cached run does not wait for another's plan). Not a test: no
 assertion, a table and a JSON line.
 
     python benchmarks/new_shapes.py                  # lengths 5..44, one thread
@@ -20,6 +23,7 @@ import argparse
 import json
 import random
 import statistics
+import threading
 import time
 
 import numpy as np
@@ -48,6 +52,40 @@ def per_length(run, names, lengths) -> tuple[list[float], list[float]]:
         run(f)
         again.append(time.perf_counter() - t)
     return first, again
+
+
+def cached_while_planning(e, names, length: int, new_lengths, runs: int = 150) -> dict:
+    """Per-run ms of a cached length on this thread: alone, and while
+    another thread runs `new_lengths` (each a new plan) on the same engine."""
+    f = feeds(names, length)
+    e.run(f)
+
+    def timed(n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            e.run(f)
+            out.append((time.perf_counter() - t) * 1e3)
+        return out
+
+    alone = timed(runs)
+    stop, planned = threading.Event(), []
+
+    def planner():
+        for n in new_lengths:
+            if stop.is_set():
+                return
+            e.run(feeds(names, n))
+            planned.append(n)
+
+    th = threading.Thread(target=planner)
+    th.start()
+    busy = timed(runs)
+    stop.set()
+    th.join()
+    pct = lambda xs, q: float(np.percentile(xs, q))  # noqa: E731
+    return {"alone_p50": pct(alone, 50), "alone_p99": pct(alone, 99), "planning_p50": pct(busy, 50),
+            "planning_p99": pct(busy, 99), "planning_max": max(busy), "new_plans_meanwhile": len(planned)}
 
 
 def main() -> None:
@@ -84,7 +122,16 @@ def main() -> None:
     for k, (f, a) in rows.items():
         print(f"{k:12s} {f:11.2f} {a:8.2f}")
     print(f"twinfer resident memory grew {grown:.0f} MB over 16 lengths (16 cached plans)")
-    print(json.dumps({"threads": args.threads, "ms": rows, "rss_growth_mb_16_plans": grown}))
+    e = twinfer.load(path, device="cpu", num_threads=args.threads, plan_ahead=False)
+    new = list(range(60, 260))
+    random.Random(1).shuffle(new)
+    busy = cached_while_planning(e, names, 24, new)
+    print(f"length 24, plan cached, on one thread: alone p50 {busy['alone_p50']:.2f} / p99 "
+          f"{busy['alone_p99']:.2f} ms; while another thread planned {busy['new_plans_meanwhile']} new "
+          f"lengths p50 {busy['planning_p50']:.2f} / p99 {busy['planning_p99']:.2f} / max "
+          f"{busy['planning_max']:.2f} ms")
+    print(json.dumps({"threads": args.threads, "ms": rows, "rss_growth_mb_16_plans": grown,
+                      "cached_while_planning_ms": busy}))
 
 
 if __name__ == "__main__":

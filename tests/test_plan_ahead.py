@@ -1,8 +1,9 @@
 """Plans built ahead (csrc/runtime/plan_ahead.h): when the shapes of new
 plans grow by the same step twice (a decoder's past), the engine builds the
-next step's plan on a background thread. Results come from an independent
-reference (onnxruntime, NumPy); the stats say which plans were built ahead
-and used."""
+next step's plan on a background thread. And plans built outside the plan
+cache's lock: threads that need the same new plan wait for one build, threads
+with other shapes go on. Results come from an independent reference
+(onnxruntime, NumPy); the stats say which plans were built and used."""
 
 from __future__ import annotations
 
@@ -133,3 +134,52 @@ def test_an_engine_dropped_while_it_builds_ahead(rng):
         greedy_steps_against_onnxruntime(e, rng, steps=4)  # the guess for step 5 may be building
         del e
         gc.collect()
+
+
+def test_threads_that_want_one_new_plan_build_it_once(rng):
+    import twinfer
+
+    e = twinfer.load(_add_model(), plan_ahead=False)
+    x = rng.standard_normal((1, 37)).astype(np.float32)
+    w = rng.standard_normal(37).astype(np.float32)
+    start, outs = threading.Barrier(8), []
+
+    def worker():
+        start.wait()
+        outs.append(e.run({"x": x, "w": w})["y"].numpy())
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outs) == 8
+    for y in outs:
+        np.testing.assert_array_equal(y, x + w)
+    s = e.stats()
+    assert (s["plan_misses"], s["plan_hits"]) == (1, 7), s
+
+
+def test_threads_build_plans_for_their_own_new_shapes_at_once(rng):
+    import twinfer
+
+    e = twinfer.load(_add_model(), plan_ahead=False, max_cached_plans=64)
+    lengths = rng.permutation(np.arange(1, 49)).reshape(4, 12)  # each new, in no progression
+    start, errors = threading.Barrier(4), []
+
+    def worker(k):
+        r = np.random.default_rng(k)
+        start.wait()
+        try:
+            for n in lengths[k]:
+                _run(e, r, int(n), int(n))
+        except Exception as ex:  # noqa: BLE001 - reported below
+            errors.append(ex)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert e.stats()["plan_misses"] == 48

@@ -400,14 +400,25 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
   };
   for (;;) {
     if (auto* e = find_cached_plan(plans_, same)) return count_hit(e->first, e->second);
-    if (std::none_of(promised_.begin(), promised_.end(), same)) break;
-    ahead_built_.wait(lock);  // this very plan is being built ahead: it comes sooner than a new build
+    if (std::none_of(building_.begin(), building_.end(), same)) break;
+    plan_built_.wait(lock);  // another thread builds this very plan (or builds it ahead)
   }
   ++plan_misses_;
-  NewPlan np = new_plan(shapes, keyed, values);
-  std::shared_ptr<const Plan> p = build(np);
-  cache(std::move(np.key), p);
+  NewPlan np = new_plan(shapes, keyed, values);  // the engine's state, under the lock
+  building_.push_back(np.key);
+  lock.unlock();
+  std::shared_ptr<const Plan> p;
+  try {
+    p = build(np);
+  } catch (...) {
+    lock.lock();
+    built(np.key);  // whoever waited builds it and gets the error too
+    throw;
+  }
+  lock.lock();
+  built(np.key);
   first_use(shapes, keyed, values, *p);
+  cache(std::move(np.key), p);
   return p;
 }
 
@@ -481,48 +492,37 @@ void Engine::first_use(const std::vector<Shape>& shapes, const std::vector<int>&
   std::optional<std::vector<Shape>> next = next_in_progression(run.recent);
   if (!next) return;
   PlanKey key{std::move(*next), keyed, run.values, true};
-  if (cached(key) || std::any_of(promised_.begin(), promised_.end(), [&](const PlanKey& k) { return same_key(k, key); }))
+  if (cached(key) || std::any_of(building_.begin(), building_.end(), [&](const PlanKey& k) { return same_key(k, key); }))
     return;
-  if (plan_ahead_.post([this, key] { build_ahead(key); })) promised_.push_back(std::move(key));
+  if (plan_ahead_.post([this, key] { build_ahead(key); })) building_.push_back(std::move(key));
 }
 
 void Engine::build_ahead(const PlanKey& key) const {
-  // Whatever happens here, the key is no longer promised (runs waiting for
-  // it look in the cache again, and build it themselves if it is not there).
-  struct Done {
-    const Engine& e;
-    const PlanKey& key;
-    ~Done() {
-      {
-        std::lock_guard<std::mutex> lock(e.plans_mutex_);
-        auto it = std::find_if(e.promised_.begin(), e.promised_.end(),
-                               [&](const PlanKey& k) { return same_key(k, key); });
-        if (it != e.promised_.end()) e.promised_.erase(it);
-      }
-      e.ahead_built_.notify_all();
-    }
-  } done{*this, key};
-  // The plan is built outside plans_mutex_: runs at cached shapes (this
-  // step's own, the caller's other threads) go on meanwhile.
-  NewPlan np;
-  {
-    std::lock_guard<std::mutex> lock(plans_mutex_);
-    if (cached(key)) return;
-    np = new_plan(key.shapes, key.keyed, key.values);
-    np.key.ahead = true;
-  }
-  std::shared_ptr<const Plan> p;
+  // A posted key is in building_ until this ends, however it ends: runs
+  // that need it wait meanwhile, then find the plan or build it themselves.
+  std::unique_lock<std::mutex> lock(plans_mutex_);
   try {
-    p = build(np);
+    if (!cached(key)) {
+      NewPlan np = new_plan(key.shapes, key.keyed, key.values);
+      np.key.ahead = true;
+      lock.unlock();
+      std::shared_ptr<const Plan> p = build(np);
+      lock.lock();
+      cache(std::move(np.key), std::move(p));
+      ++plans_ahead_;
+    }
   } catch (...) {
     // Shapes no run has asked for may be ones no plan can take: dropped,
     // and the run that comes with them, if one does, gets the error.
-    return;
+    if (!lock.owns_lock()) lock.lock();
   }
-  std::lock_guard<std::mutex> lock(plans_mutex_);
-  if (cached(np.key)) return;
-  cache(std::move(np.key), std::move(p));
-  ++plans_ahead_;
+  built(key);
+}
+
+void Engine::built(const PlanKey& key) const {
+  auto it = std::find_if(building_.begin(), building_.end(), [&](const PlanKey& k) { return same_key(k, key); });
+  if (it != building_.end()) building_.erase(it);
+  plan_built_.notify_all();
 }
 
 std::shared_ptr<const graph::Graph> Engine::plan_source_graph(const std::shared_ptr<const graph::Graph>& base_graph,

@@ -221,6 +221,7 @@ class Engine {
                    const std::vector<Tensor>& values) const;
   std::shared_ptr<const Plan> build(const NewPlan& np) const;
   void cache(PlanKey key, std::shared_ptr<const Plan> plan) const;  // under plans_mutex_; drops the oldest past the limit
+  void built(const PlanKey& key) const;                            // under plans_mutex_: no longer in building_
   bool cached(const PlanKey& key) const;                           // under plans_mutex_; not a use
   void build_ahead(const PlanKey& key) const;                      // on the plan-ahead thread
   // The new shapes runs used lately (oldest first, at most 3), while the
@@ -253,11 +254,11 @@ class Engine {
   mutable size_t plan_hits_ = 0, plan_misses_ = 0;
   mutable ShapeRun shape_run_;  // under plans_mutex_
   mutable size_t plans_ahead_ = 0, plans_ahead_used_ = 0;
-  // The keys posted to be built ahead and not done yet (built outside
-  // plans_mutex_): a run that needs one waits for it instead of building it
-  // again.
-  mutable std::vector<PlanKey> promised_;  // under plans_mutex_
-  mutable std::condition_variable ahead_built_;
+  // Keys whose plans are being built (outside plans_mutex_: runs at cached
+  // shapes go on meanwhile), or posted to be built ahead: a run that needs
+  // one waits for it instead of building it again.
+  mutable std::vector<PlanKey> building_;  // under plans_mutex_
+  mutable std::condition_variable plan_built_;
   // Distinct keyed values a CPU engine has planned for; past
   // max_cached_plans of them, new ones run through the host evaluator.
   mutable SeenValues shape_values_seen_;  // under plans_mutex_

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/domains.h"
+#include "graph/passes/pass_switch.h"
 #include "graph/passes/rewrite_util.h"
 #include "graph/passes/rows_through_gemm.h"
 #include "graph/passes/strided_view.h"
@@ -11,10 +12,7 @@
 
 namespace twinfer::passes {
 
-bool attention_views_wanted() {
-  const char* e = std::getenv("TWINFER_ATTENTION_VIEWS");
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool attention_views_wanted() { return pass_enabled("TWINFER_ATTENTION_VIEWS"); }
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "graph/domains.h"
+#include "graph/passes/pass_switch.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
 
@@ -12,11 +13,7 @@ namespace twinfer::passes {
 namespace {
 
 
-// Read each time a plan is built, so one process can compare both settings.
-bool enabled() {
-  const char* e = std::getenv("TWINFER_BLOCKED_LAYOUT");
-  return !(e && std::string(e) == "0");
-}
+bool enabled() { return pass_enabled("TWINFER_BLOCKED_LAYOUT"); }
 
 bool is_default(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 

@@ -7,6 +7,7 @@
 
 #include "core/half.h"
 #include "graph/domains.h"
+#include "graph/passes/pass_switch.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/elementwise/fused_chain_node.h"
 
@@ -14,10 +15,7 @@ namespace twinfer::passes {
 
 using ew::ChainOp;
 
-bool elementwise_fusion_wanted() {
-  const char* e = std::getenv("TWINFER_FUSE_ELEMENTWISE");
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool elementwise_fusion_wanted() { return pass_enabled("TWINFER_FUSE_ELEMENTWISE"); }
 
 namespace {
 

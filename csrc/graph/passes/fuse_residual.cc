@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/domains.h"
+#include "graph/passes/pass_switch.h"
 #include "graph/passes/rewrite_util.h"
 
 namespace twinfer::passes {
@@ -28,10 +29,7 @@ bool open_matmul(const graph::Node& n) {
 
 }  // namespace
 
-bool residual_fusion_wanted() {
-  const char* e = std::getenv("TWINFER_FUSE_RESIDUAL");
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool residual_fusion_wanted() { return pass_enabled("TWINFER_FUSE_RESIDUAL"); }
 
 int fuse_residual(graph::Graph& g, const FuseResidualOptions& o, const PassContext& ctx) {
   const std::vector<std::vector<int>> users = value_users(g);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "graph/passes/pass_switch.h"
 #include "graph/passes/rewrite_util.h"
 #include "graph/subgraph.h"
 
@@ -85,10 +86,7 @@ bool splice(graph::Graph& g, size_t at, const graph::Graph& branch, std::vector<
 
 }  // namespace
 
-bool if_inlining_wanted() {
-  const char* e = std::getenv("TWINFER_INLINE_IF");
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool if_inlining_wanted() { return pass_enabled("TWINFER_INLINE_IF"); }
 
 bool has_constant_if(const graph::Graph& g) {
   if (!if_inlining_wanted()) return false;

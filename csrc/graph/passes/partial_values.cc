@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "graph/passes/infer_and_fold.h"
+#include "graph/passes/pass_switch.h"
 #include "ops/tensor/shape_range.h"
 
 namespace twinfer::passes {
@@ -118,10 +119,7 @@ bool from_shape(graph::Graph& g, const graph::Node& n, const PassContext& ctx, b
 }  // namespace
 
 bool partial_values_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TWINFER_PARTIAL_VALUES");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = pass_enabled("TWINFER_PARTIAL_VALUES");  // read once: asked per node
   return on;
 }
 
