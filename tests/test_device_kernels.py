@@ -583,6 +583,93 @@ def test_reductions_over_any_axes_in_every_float_type(device, t, shape, axes, rn
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape, axes", [((5, 7), (1,)), ((4, 6, 3), (1,)), ((3, 4, 5, 2), (0, 2)),
+                                         ((2, 0, 3), (1,)), ((6, 9), ())])
+def test_bool_reduce_max_and_min_are_any_and_all(device, shape, axes, rng):
+    # Opset 20's bool ReduceMax / ReduceMin: any / all over a trailing axis,
+    # a middle one, axes that are not one block (gathered first), an empty
+    # axis (the identities: False, True) and all axes; rows all True, all
+    # False and mixed. Against NumPy and the CPU backend.
+    x = rng.random(shape) < 0.5
+    if x.ndim == 2 and x.shape[0] > 2:
+        x[0], x[1] = True, False
+    for op, fn in (("ReduceMax", np.any), ("ReduceMin", np.all)):
+        for keepdims in (0, 1):
+            node = helper.make_node(op, ["x", "ax"] if axes else ["x"], ["y"], keepdims=keepdims)
+            inits = [helper.make_tensor("ax", TensorProto.INT64, [len(axes)], list(axes))] if axes else []
+            g = helper.make_graph([node], "r", [_vi("x", TensorProto.BOOL, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.BOOL, None)], inits)
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+            m.ir_version = 10
+            want_cpu, got = _run_both(m, {"x": x}, device)
+            ref = fn(x, axis=axes if axes else None, keepdims=bool(keepdims))
+            for r in (got["y"], want_cpu["y"]):
+                assert r.dtype == np.bool_ and r.shape == ref.shape, (op, r.shape, ref.shape)
+                np.testing.assert_array_equal(r, ref, err_msg=f"{op} {shape} {axes}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("t", [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16])
+def test_det(device, t, rng):
+    # Batches of odd sizes, 1x1 to 9x9, a singular matrix (a repeated row)
+    # and one whose first pivot is zero (a row swap flips the sign);
+    # against NumPy in float64 and the CPU backend.
+    npt = NP[t]
+    for shape in ((2, 2), (3, 4, 5, 5), (7, 1, 1), (2, 9, 9)):
+        x = rng.standard_normal(shape)
+        if shape == (3, 4, 5, 5):
+            x[0, 0, 3] = x[0, 0, 1]
+            x[1, 2, 0, 0] = 0.0
+        x = x.astype(npt)
+        node = helper.make_node("Det", ["x"], ["y"])
+        g = helper.make_graph([node], "d", [_vi("x", t, shape)], [helper.make_tensor_value_info("y", t, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 10
+        want_cpu, got = _run_both(m, {"x": x}, device)
+        ref = np.linalg.det(x.astype(np.float64))
+        tol = {TensorProto.FLOAT16: 2e-2, TensorProto.FLOAT: 1e-5, TensorProto.DOUBLE: 1e-12}[t]
+        for r in (got["y"], want_cpu["y"]):
+            assert r.dtype == npt and r.shape == ref.shape
+            np.testing.assert_allclose(r.astype(np.float64), ref, rtol=tol, atol=tol * 10, err_msg=str(shape))
+        np.testing.assert_array_equal(got["y"], want_cpu["y"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_max_unpool(device, rng):
+    # Values sent where their indices point (distinct places in each plane,
+    # as MaxPool's Indices), zeros elsewhere; the default output shape and a
+    # larger output_shape that keeps the coordinates; float32 and int64.
+    # Against NumPy and the CPU; an index out of range is an error.
+    plane = 6 * 8
+    pos = np.stack([rng.choice(plane, size=3 * 4, replace=False) for _ in range(6)]).reshape(2, 3, 3, 4)
+    idx = (np.arange(6).reshape(2, 3, 1, 1) * plane + pos).astype(np.int64)
+    for npt, t in ((np.float32, TensorProto.FLOAT), (np.int64, TensorProto.INT64)):
+        x = (rng.standard_normal((2, 3, 3, 4)) * 100).astype(npt)
+        want = np.zeros((2, 3, 6, 8), npt)
+        want.reshape(-1)[idx.reshape(-1)] = x.reshape(-1)
+        for out_shape in (None, [2, 3, 7, 9]):
+            ins = ["x", "i"] + (["os"] if out_shape else [])
+            inits = [helper.make_tensor("os", TensorProto.INT64, [4], out_shape)] if out_shape else []
+            node = helper.make_node("MaxUnpool", ins, ["y"], kernel_shape=[2, 2], strides=[2, 2])
+            g = helper.make_graph([node], "u", [_vi("x", t, x.shape), _vi("i", TensorProto.INT64, idx.shape)],
+                                  [helper.make_tensor_value_info("y", t, None)], inits)
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+            m.ir_version = 10
+            want_cpu, got = _run_both(m, {"x": x, "i": idx}, device)
+            ref = want
+            if out_shape:
+                ref = np.zeros(out_shape, npt)
+                ref[:, :, :6, :8] = want
+            np.testing.assert_array_equal(got["y"], ref)
+            np.testing.assert_array_equal(want_cpu["y"], ref)
+    e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+    bad = idx.copy()
+    bad[1, 2, 0, 3] = 2 * 3 * plane
+    with pytest.raises(twinfer.InvalidArgumentError, match="out of range"):
+        e.run({"x": x, "i": bad})
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_pooling(device, op, rng):
     F = TensorProto.FLOAT
@@ -1027,11 +1114,17 @@ def _topk_ref(x, k, axis, largest):
 @pytest.mark.parametrize("device", DEVICES)
 def test_topk(device, rng):
     # Ties (values drawn from a few levels), a NaN, largest and smallest, the
-    # last and a middle axis, float / float16 / int64; against NumPy and the CPU.
+    # last and a middle axis, float / float16 / double / int64 / uint32 /
+    # uint64 (with values past int64's range, which a signed comparison
+    # would put last); against NumPy and the CPU.
     x = rng.integers(-4, 5, (3, 37, 6)).astype(np.float32)
     x[1, 7, 2] = np.nan
+    big = (np.nan_to_num(x) + 4).astype(np.uint64)
+    big[0, 3, 1], big[2, 30, 4], big[1, 0, 0] = 2**63 + 7, 2**64 - 1, 2**63 + 7
     for data, t in ((x, TensorProto.FLOAT), (x.astype(np.float16), TensorProto.FLOAT16),
-                    (np.nan_to_num(x).astype(np.int64), TensorProto.INT64)):
+                    (x.astype(np.float64), TensorProto.DOUBLE),
+                    (np.nan_to_num(x).astype(np.int64), TensorProto.INT64),
+                    ((np.nan_to_num(x) + 4).astype(np.uint32), TensorProto.UINT32), (big, TensorProto.UINT64)):
         for axis, k, largest in ((1, 5, 1), (1, 37, 0), (-1, 3, 1), (0, 2, 0)):
             out_shape = list(data.shape)
             out_shape[axis] = k

@@ -30,7 +30,7 @@ void raise_if_set(volatile int* f, int device) {
   switch (code) {
     case kIndexOutOfRange:
       throw Error(ErrorKind::kInvalidArgument,
-                  "an index was out of range (an indexed read or write: Gather, Scatter, ReverseSequence, "
+                  "an index was out of range (an indexed read or write: Gather, Scatter, ReverseSequence, MaxUnpool, "
                   "RoiAlign, RotaryEmbedding, Attention's padding lengths, RNN/GRU/LSTM sequence_lens, on cuda:" +
                       std::to_string(device) + ")");
     case kTargetOutOfRange:

@@ -14,7 +14,7 @@ namespace twinfer::cuda {
 
 enum KernelError : int {
   kNoKernelError = 0,
-  kIndexOutOfRange = 1,   // Gather
+  kIndexOutOfRange = 1,   // Gather, Scatter*, MaxUnpool
   kTargetOutOfRange = 2,  // NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss
   kAxisOutOfRange = 3,    // an axis read on the device (CumSum / CumProd)
   kFloatZeroPoint = 4,    // a nonzero float8/float4 zero point (QuantizeLinear / DequantizeLinear)

@@ -313,6 +313,23 @@ __global__ void reduce_cols(int64_t outer, int64_t len, int64_t inner, const T* 
   }
 }
 
+// Bool ReduceMax / ReduceMin (opset 20): any / all over the middle dim of
+// [outer, len, inner], a thread per output. Bool masks reduce over short
+// lengths, so one thread walking its column is enough; an empty reduction
+// gives the identity (false for any, true for all), as the CPU's.
+__global__ void reduce_bool(int64_t outer, int64_t len, int64_t inner, const bool* __restrict__ x,
+                            bool* __restrict__ y, bool all) {
+  const int64_t n = outer * inner;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < n;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = c / inner, j = c - o * inner;
+    const bool* xc = x + o * len * inner + j;
+    bool r = all;
+    for (int64_t k = 0; k < len && r == all; ++k) r = xc[k * inner];  // the first element that decides it
+    y[c] = r;
+  }
+}
+
 }  // namespace twinfer_gpu
 
 namespace twinfer::cuda {
@@ -512,8 +529,14 @@ bool reduce_plan(const KernelBuildInfo& info, ReducePlan* p, std::string* why) {
   return true;
 }
 
+// Bool inputs: ReduceMax and ReduceMin only (any / all).
+bool bool_minmax(const KernelBuildInfo& info) {
+  const std::string& op = info.node().op_type;
+  return info.input_dtype(0) == DType::kBool && (op == "ReduceMax" || op == "ReduceMin");
+}
+
 bool reduce_supports(const KernelBuildInfo& info, std::string* why) {
-  if (!ew::check_input_dtype(info, 0, kReduceTypes, why)) return false;
+  if (!bool_minmax(info) && !ew::check_input_dtype(info, 0, kReduceTypes, why)) return false;
   if (reduce_kind(info.node().op_type) < 0) return false;
   ReducePlan p;
   return reduce_plan(info, &p, why);
@@ -539,6 +562,21 @@ class CudaReduce final : public Kernel {
     }
     const int64_t cols = p_.outer * p_.inner;  // outputs
     if (cols == 0) return;
+    if (dtype_ == DType::kBool) {
+      const bool* x = ctx.inputs[0].as<const bool>();
+      if (p_.gather) {
+        bool* moved = static_cast<bool*>(ctx.scratch);
+        const ew::LaunchConfig lc = ew::elementwise_launch(p_.gather_n);
+        if (lc.blocks)
+          twinfer_gpu::gather_copy<<<lc.blocks, lc.threads, 0, s>>>(p_.gather_n, p_.gather_src, 0, x, moved);
+        x = moved;
+      }
+      const ew::LaunchConfig lc = ew::elementwise_launch(cols);
+      twinfer_gpu::reduce_bool<<<lc.blocks, lc.threads, 0, s>>>(p_.outer, p_.len, p_.inner, x,
+                                                                 ctx.outputs[0].as<bool>(), kind_ == twinfer_gpu::kRMin);
+      check_launch("bool reduction launch");
+      return;
+    }
     ew::dispatch_typeset<kReduceTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* x = ctx.inputs[0].as<const T>();
@@ -563,6 +601,7 @@ class CudaReduce final : public Kernel {
   }
   const char* impl_name() const override {
     if (p_.copy) return "cuda copy (no-op reduction)";
+    if (dtype_ == DType::kBool) return p_.gather ? "cuda gather + bool any/all" : "cuda bool any/all";
     if (p_.gather) return "cuda gather + rows";
     return p_.inner == 1 ? "cuda rows" : "cuda columns";
   }

@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(kTopKThreads)
 namespace twinfer::cuda {
 namespace {
 
-constexpr unsigned kTopKTypes = ew::kF32 | ew::kF16 | ew::kBF16 | ew::kI32 | ew::kI64;
+// Types a warp shuffle moves whole (the 8- and 16-bit integers stay on the CPU).
+constexpr unsigned kTopKTypes = ew::kF32 | ew::kF64 | ew::kF16 | ew::kBF16 | ew::kI32 | ew::kI64 | ew::kU32 | ew::kU64;
 
 struct TopKGeom {
   int64_t outer = 1, inner = 1, n = 0, k = 0;

@@ -1,8 +1,9 @@
 // Det(X [..., M, M]) -> [...]: determinants by LU factorisation with partial
-// pivoting, in double precision, stored in the input's float type.
-#include <cmath>
+// pivoting (det_lu.h), in double precision, stored in the input's float type.
+#include <vector>
 
 #include "ops/elementwise/scalar.h"
+#include "ops/tensor/det_lu.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -38,26 +39,7 @@ class DetKernel final : public Kernel {
       std::vector<double> a(static_cast<size_t>(m * m));
       for (int64_t b = 0; b < batch_; ++b) {
         for (int64_t i = 0; i < m * m; ++i) a[i] = static_cast<double>(ew::load(x[b * m * m + i]));
-        double det = 1.0;
-        for (int64_t k = 0; k < m && det != 0.0; ++k) {
-          int64_t p = k;
-          for (int64_t i = k + 1; i < m; ++i)
-            if (std::fabs(a[i * m + k]) > std::fabs(a[p * m + k])) p = i;
-          if (a[p * m + k] == 0.0) {
-            det = 0.0;
-            break;
-          }
-          if (p != k) {
-            for (int64_t j = 0; j < m; ++j) std::swap(a[k * m + j], a[p * m + j]);
-            det = -det;
-          }
-          const double piv = a[k * m + k];
-          det *= piv;
-          for (int64_t i = k + 1; i < m; ++i) {
-            const double f = a[i * m + k] / piv;
-            for (int64_t j = k + 1; j < m; ++j) a[i * m + j] -= f * a[k * m + j];
-          }
-        }
+        const double det = lu_determinant(a.data(), m);
         y[b] = ew::store<T>(static_cast<ew::compute_t<T>>(det));
       }
     });

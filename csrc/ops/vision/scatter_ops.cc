@@ -22,6 +22,7 @@
 #include "ops/schema.h"
 #include "ops/tensor/tensor_util.h"
 #include "ops/vision/col2im_geom.h"
+#include "ops/vision/unpool_geom.h"
 
 namespace twinfer::vision {
 namespace {
@@ -240,53 +241,27 @@ void max_unpool_infer(InferContext& c) {
 
 class MaxUnpoolKernel final : public Kernel {
  public:
-  explicit MaxUnpoolKernel(const KernelBuildInfo& info) : node_(info.node().name), op_(info.node().op_type) {
-    const graph::Node& n = info.node();
-    const Shape x = info.input_shape(0);
-    if (x != info.input_shape(1))
-      info.fail(ErrorKind::kShape, "X " + shape_str(x) + " and I " + shape_str(info.input_shape(1)) + " differ in shape");
-    if (x.size() < 3) info.fail(ErrorKind::kShape, "MaxUnpool input must have rank >= 3");
-    const size_t nsp = x.size() - 2;
-    const std::vector<int64_t> k = ints_attr(n, "kernel_shape", nsp, 1);
-    const std::vector<int64_t> s = ints_attr(n, "strides", nsp, 1);
-    const std::vector<int64_t> p = ints_attr(n, "pads", 2 * nsp, 0);
-    // The indices address the default output (as MaxPool's Indices address
-    // its input); an explicit output_shape keeps their coordinates.
-    dflt_ = {x[0], x[1]};
-    for (size_t i = 0; i < nsp; ++i) dflt_.push_back((x[2 + i] - 1) * s[i] - p[i] - p[nsp + i] + k[i]);
-    y_ = info.output_shape(0);
-    if (y_.size() != x.size() || y_[0] != x[0] || y_[1] != x[1])
-      info.fail(ErrorKind::kShape, "output_shape " + shape_str(y_) + " does not fit the input " + shape_str(x));
-  }
+  explicit MaxUnpoolKernel(const KernelBuildInfo& info)
+      : node_(info.node().name), op_(info.node().op_type), g_(unpool_geom(info)) {}
 
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
-    const int64_t n = ctx.inputs[0].numel(), total = shape_numel(dflt_);
+    const int64_t n = ctx.inputs[0].numel();
     const int64_t* idx = ctx.inputs[1].as<const int64_t>();
     std::vector<int64_t> dst(static_cast<size_t>(n));
-    const size_t r = y_.size();
     for (int64_t j = 0; j < n; ++j) {
-      int64_t v = idx[j];
-      if (v < 0 || v >= total)
+      dst[j] = unpool_target(idx[j], g_);
+      if (dst[j] == kUnpoolOutOfRange)
         throw Error(ErrorKind::kInvalidArgument,
-                    "index " + std::to_string(v) + " is out of range for the unpooled shape " + shape_str(dflt_),
+                    "index " + std::to_string(idx[j]) + " is out of range for the unpooled shape " +
+                        shape_str(unpool_default_shape(g_)),
                     node_, op_);
-      if (y_ == dflt_) {
-        dst[j] = v;
-        continue;
-      }
-      int64_t off = 0, mul = 1;
-      for (size_t d = r; d-- > 0;) {
-        const int64_t c = v % dflt_[d];
-        v /= dflt_[d];
-        if (c >= y_[d])
-          throw Error(ErrorKind::kInvalidArgument,
-                      "index " + std::to_string(idx[j]) + " falls outside output_shape " + shape_str(y_), node_, op_);
-        off += c * mul;
-        mul *= y_[d];
-      }
-      dst[j] = off;
+      if (dst[j] == kUnpoolOutsideOut)
+        throw Error(ErrorKind::kInvalidArgument,
+                    "index " + std::to_string(idx[j]) + " falls outside output_shape " +
+                        shape_str(unpool_output_shape(g_)),
+                    node_, op_);
     }
     dispatch_bytes(ctx.inputs[0].dtype, [&](auto tag) {
       using E = typename decltype(tag)::type;
@@ -299,7 +274,7 @@ class MaxUnpoolKernel final : public Kernel {
 
  private:
   std::string node_, op_;
-  Shape dflt_, y_;
+  UnpoolGeom g_;
 };
 
 bool movable_supports(const KernelBuildInfo& info, std::string* why) { return tensor::check_movable(info, 0, why); }
@@ -318,6 +293,35 @@ bool numeric_supports(const KernelBuildInfo& info, std::string* why) {
 }
 
 }  // namespace
+
+UnpoolGeom unpool_geom(const KernelBuildInfo& info) {
+  const graph::Node& n = info.node();
+  const Shape x = info.input_shape(0);
+  if (x != info.input_shape(1))
+    info.fail(ErrorKind::kShape, "X " + shape_str(x) + " and I " + shape_str(info.input_shape(1)) + " differ in shape");
+  if (x.size() < 3) info.fail(ErrorKind::kShape, "MaxUnpool input must have rank >= 3");
+  const size_t nsp = x.size() - 2;
+  const std::vector<int64_t> k = ints_attr(n, "kernel_shape", nsp, 1);
+  const std::vector<int64_t> s = ints_attr(n, "strides", nsp, 1);
+  const std::vector<int64_t> p = ints_attr(n, "pads", 2 * nsp, 0);
+  Shape dflt = {x[0], x[1]};
+  for (size_t i = 0; i < nsp; ++i) dflt.push_back((x[2 + i] - 1) * s[i] - p[i] - p[nsp + i] + k[i]);
+  const Shape y = info.output_shape(0);
+  if (y.size() != x.size() || y[0] != x[0] || y[1] != x[1])
+    info.fail(ErrorKind::kShape, "output_shape " + shape_str(y) + " does not fit the input " + shape_str(x));
+  if (y.size() > static_cast<size_t>(kMaxUnpoolRank))
+    info.fail(ErrorKind::kShape, "MaxUnpool of rank " + std::to_string(y.size()) + " has no kernel (at most " +
+                                     std::to_string(kMaxUnpoolRank) + ")");
+  UnpoolGeom g;
+  g.rank = static_cast<int>(y.size());
+  for (size_t d = 0; d < y.size(); ++d) {
+    g.dflt[d] = dflt[d];
+    g.out[d] = y[d];
+  }
+  g.total = shape_numel(dflt);
+  g.same = y == dflt;
+  return g;
+}
 
 TWINFER_REGISTER_SCHEMA("Col2Im", col2im_infer);
 TWINFER_REGISTER_KERNEL("Col2Im", Backend::kCPU, 0, numeric_supports, make_kernel<Col2ImKernel>);
