@@ -8,7 +8,9 @@ with other shapes go on. Results come from an independent reference
 from __future__ import annotations
 
 import gc
+import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -28,6 +30,16 @@ def _add_model():
     """y = x + w: x [1, n], w [m] broadcast (n == m, or either is 1)."""
     return make_model([helper.make_node("Add", ["x", "w"], ["y"])],
                       [("x", np.float32, [1, "n"]), ("w", np.float32, ["m"])], [("y", np.float32, None)])
+
+
+def _start_and_join(threads, timeout: float = 120):
+    """A deadlock fails the test instead of hanging the suite."""
+    for t in threads:
+        t.daemon = True
+        t.start()
+    for t in threads:
+        t.join(timeout)
+        assert not t.is_alive(), "a thread did not finish: deadlock?"
 
 
 def _run(e, rng, n: int, m: int):
@@ -118,10 +130,7 @@ def test_threads_with_their_own_progressions(rng):
             errors.append(ex)
 
     threads = [threading.Thread(target=worker, args=(k, range(2 + k, 60, 1 + k))) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _start_and_join(threads)
     assert not errors, errors[:3]
     e._core._wait_plans_ahead()
 
@@ -148,11 +157,7 @@ def test_threads_that_want_one_new_plan_build_it_once(rng):
         start.wait()
         outs.append(e.run({"x": x, "w": w})["y"].numpy())
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _start_and_join([threading.Thread(target=worker) for _ in range(8)])
     assert len(outs) == 8
     for y in outs:
         np.testing.assert_array_equal(y, x + w)
@@ -176,10 +181,61 @@ def test_threads_build_plans_for_their_own_new_shapes_at_once(rng):
         except Exception as ex:  # noqa: BLE001 - reported below
             errors.append(ex)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _start_and_join([threading.Thread(target=worker, args=(k,)) for k in range(4)])
     assert not errors, errors[:3]
     assert e.stats()["plan_misses"] == 48
+
+
+def test_a_run_at_a_cached_shape_does_not_wait_for_another_threads_plan(rng, monkeypatch):
+    import twinfer
+
+    e = twinfer.load(_add_model(), plan_ahead=False)
+    _run(e, rng, 5, 5)  # cached from now on
+    monkeypatch.setenv("TWINFER_TEST_PLAN_DELAY_MS", "2000")  # every new plan from here takes 2 s
+    builder = threading.Thread(target=_run, args=(e, np.random.default_rng(1), 9, 9), daemon=True)
+    builder.start()
+    deadline = time.monotonic() + 60
+    while e.stats()["plans_building"] == 0:
+        assert time.monotonic() < deadline, "the other thread's build never started"
+        time.sleep(0.005)
+    _run(e, rng, 5, 5)
+    # The cached run came back while the other plan was still being built
+    # (plans build outside the cache's lock).
+    assert e.stats()["plans_building"] == 1
+    builder.join(60)
+    assert not builder.is_alive()
+    assert e.stats()["plans_building"] == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_forked_child_plans_and_builds_ahead(rng):
+    # The parent's plan-ahead thread does not exist in a child: the child
+    # must neither wait for it nor hang, and builds ahead with its own.
+    import twinfer
+
+    e = twinfer.load(_add_model())
+    for n in (3, 4, 5):  # 6 is being built ahead, or is built
+        _run(e, rng, n, n)
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if every answer is right
+        code = 1
+        try:
+            r = np.random.default_rng(2)
+            for n in (6, 7, 8, 9, 11, 13):
+                _run(e, r, n, n)
+            e._core._wait_plans_ahead()
+            code = 0 if e.stats()["plans_ahead"] >= 1 else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 120
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.01)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    _run(e, rng, 7, 7)  # and the parent goes on

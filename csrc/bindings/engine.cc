@@ -254,6 +254,7 @@ void bind_engine(py::module_& m) {
              d["fixed_dims_graphs"] = s.fixed_dims_graphs;
              d["plans_ahead"] = s.plans_ahead;
              d["plans_ahead_used"] = s.plans_ahead_used;
+             d["plans_building"] = s.plans_building;
              d["kernels_built"] = s.kernels_built;
              d["kernels_reused"] = s.kernels_reused;
              return d;

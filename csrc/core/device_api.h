@@ -199,6 +199,11 @@ class DeviceApi {
   // Makes this the calling thread's current device until the returned guard
   // goes (CUDA keeps a current device per thread; null where there is none).
   virtual std::shared_ptr<void> make_current() { return nullptr; }  // the whole device, for tests and shutdown
+  // Until the returned guard goes, the calling thread's API calls do not
+  // break a graph capture another thread has under way (CUDA's relaxed
+  // capture mode): for work the engine starts by itself, such as a plan
+  // built ahead on its background thread. Null where captures are not.
+  virtual std::shared_ptr<void> relax_capture() { return nullptr; }
 };
 
 // The device API of `d` (throws kDevice when the build or machine lacks it).

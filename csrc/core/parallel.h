@@ -28,4 +28,23 @@ void parallel_for(int64_t n, int num_threads, int64_t grain, F&& fn) {
   }
 }
 
+// Sets the calling thread's OpenMP thread budget (what parallel_for and the
+// oneDNN primitives created or run meanwhile use) and restores it after.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads) : threads_(threads < 1 ? 1 : threads), prev_(omp_get_max_threads()) {
+    if (threads_ != prev_) omp_set_num_threads(threads_);
+  }
+  ~ThreadScope() {
+    if (threads_ != prev_) omp_set_num_threads(prev_);
+  }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+  int threads() const { return threads_; }
+
+ private:
+  int threads_;
+  int prev_;
+};
+
 }  // namespace twinfer

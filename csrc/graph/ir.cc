@@ -1,6 +1,7 @@
 #include "graph/ir.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 
 namespace twinfer::graph {
@@ -67,6 +68,10 @@ std::unordered_map<std::string, int>& Graph::own_value_ids() {
       if (!values[v].name.empty()) value_ids_->emplace(values[v].name, static_cast<int>(v));
   } else if (value_ids_.use_count() > 1) {
     value_ids_ = std::make_shared<std::unordered_map<std::string, int>>(*value_ids_);
+  } else {
+    // The last holder: copies on other threads that read the index and let
+    // go of it did so before this write (use_count is a relaxed load).
+    std::atomic_thread_fence(std::memory_order_acquire);
   }
   return *value_ids_;
 }

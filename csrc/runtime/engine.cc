@@ -3,11 +3,15 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "core/device_info.h"
+#include "core/parallel.h"
 #include "graph/domains.h"
 #include "graph/passes/expand_contrib.h"
 #include "graph/passes/pipeline.h"
@@ -317,6 +321,7 @@ EngineStats Engine::stats() const {
   s.plan_misses = plan_misses_;
   s.plans_ahead = plans_ahead_;
   s.plans_ahead_used = plans_ahead_used_;
+  s.plans_building = building_.size();
   for (int i : shape_inputs_) s.shape_inputs.push_back(inputs_[i].name);
   for (int i : steering_inputs_) s.steering_inputs.push_back(inputs_[i].name);
   s.steering_active = steering_active_.load(std::memory_order_relaxed);
@@ -417,8 +422,8 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
   }
   lock.lock();
   built(np.key);
-  first_use(shapes, keyed, values, *p);
   cache(std::move(np.key), p);
+  first_use(shapes, keyed, values, *p);
   return p;
 }
 
@@ -446,6 +451,13 @@ Engine::NewPlan Engine::new_plan(const std::vector<Shape>& shapes, const std::ve
 
 std::shared_ptr<const Plan> Engine::build(const NewPlan& np) const {
   const PlanSource src{*np.source, opset_, options_, constants_.get(), &kernels_};
+  // Kernels that keep a variant per thread budget (oneDNN's) build the one
+  // the runs use (a context's default), not the building thread's: a plan
+  // built under another budget made a second variant on its first run.
+  ThreadScope budget(default_threads());
+  // Tests slow builds down to see what runs meanwhile (tests/test_plan_ahead.py).
+  if (const char* ms = std::getenv("TWINFER_TEST_PLAN_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
   return build_plan(src, np.key.shapes, np.by_input);
 }
 
@@ -472,6 +484,17 @@ std::shared_ptr<const Plan> Engine::count_hit(PlanKey& key, std::shared_ptr<cons
 
 void Engine::first_use(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
                        const std::vector<Tensor>& values, const Plan& plan) const {
+  // Building ahead is an optimisation: nothing it does (a thread that cannot
+  // start, memory for a key) may fail the run that has its plan already.
+  try {
+    guess_next(shapes, keyed, values, plan);
+  } catch (...) {
+    shape_run_.recent.clear();
+  }
+}
+
+void Engine::guess_next(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
+                        const std::vector<Tensor>& values, const Plan& plan) const {
   // A plan the host evaluator runs saves nothing when built early (and a
   // model with shape inputs builds one per shapes before its keyed plan).
   if (plan.value_dependent) return;
@@ -506,6 +529,9 @@ void Engine::build_ahead(const PlanKey& key) const {
       NewPlan np = new_plan(key.shapes, key.keyed, key.values);
       np.key.ahead = true;
       lock.unlock();
+      // No run asked for this: it must not break a capture on another thread.
+      const std::shared_ptr<void> relaxed =
+          options_.device.is_accelerator() ? device_api(options_.device).relax_capture() : nullptr;
       std::shared_ptr<const Plan> p = build(np);
       lock.lock();
       cache(std::move(np.key), std::move(p));

@@ -1,14 +1,15 @@
 // Engine: an optimised graph plus compiled plans, one per concrete input
 // shape signature. Immutable from the outside and safe to share between
-// threads: plan building is serialised by a mutex, running is not.
+// threads: the plan cache is guarded by a mutex, plans build outside it (one
+// build per plan, whoever needs it waits for it), and runs are not serialised.
 #pragma once
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <map>
 #include <memory>
-#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <string>
@@ -48,6 +49,7 @@ struct EngineStats {
   size_t kernels_built = 0, kernels_reused = 0;  // by plans (runtime/kernel_cache.h)
   size_t plans_ahead = 0;       // plans built ahead of a run (runtime/plan_ahead.h)
   size_t plans_ahead_used = 0;  // of those, the ones a run then used
+  size_t plans_building = 0;    // plans being built now, or posted to be built ahead
 };
 
 // Memory of one plan: what the arenas hold at peak vs. what all
@@ -148,6 +150,8 @@ class Engine {
   // the plan for the next ones is built ahead.
   void first_use(const std::vector<Shape>& shapes, const std::vector<int>& keyed, const std::vector<Tensor>& values,
                  const Plan& plan) const;
+  void guess_next(const std::vector<Shape>& shapes, const std::vector<int>& keyed, const std::vector<Tensor>& values,
+                  const Plan& plan) const;  // first_use's work; may throw
   // The values of the inputs `of` (a subset of `keyed`), in of's order.
   static std::vector<Tensor> values_of(const std::vector<int>& of, const std::vector<int>& keyed,
                                        const std::vector<Tensor>& values);

@@ -1,5 +1,10 @@
 #include "runtime/plan_ahead.h"
 
+#include <pthread.h>
+
+#include <chrono>
+#include <new>
+#include <set>
 #include <utility>
 
 namespace twinfer {
@@ -26,7 +31,72 @@ std::optional<std::vector<Shape>> next_in_progression(const std::vector<std::vec
   return next;
 }
 
+// ---- fork() ------------------------------------------------------------------
+// A child process has none of the parent's threads. Before a fork every
+// worker finishes what it has (its tasks take the engines' locks, which the
+// child must find free) and holds its lock through the fork; the child's
+// copies forget their thread and start a new one when next posted to.
+
+namespace {
+
+struct Workers {
+  std::mutex mutex;
+  std::set<PlanAheadWorker*> live;
+};
+
+Workers& workers() {
+  static Workers* w = new Workers;  // never destroyed: fork handlers may run late
+  return *w;
+}
+
+}  // namespace
+
+void PlanAheadWorker::before_fork() {
+  workers().mutex.lock();
+  for (PlanAheadWorker* w : workers().live) {
+    std::unique_lock<std::mutex> lock(w->mutex_);
+    w->cv_.wait(lock, [&] { return w->stop_ || (w->waiting_.empty() && !w->running_); });
+    lock.release();  // held until after the fork
+  }
+}
+
+void PlanAheadWorker::after_fork(bool child) {
+  for (PlanAheadWorker* w : workers().live) {
+    if (child) {
+      // The handle names a thread this process does not have: it can be
+      // neither joined nor destroyed joinable, so it is left behind.
+      if (w->thread_.joinable()) new std::thread(std::move(w->thread_));
+      w->exited_ = false;
+      // The parent's idle thread was waiting on the condition variable: its
+      // state counts a waiter this process does not have, and a notify
+      // would wait for it forever. A fresh one (never destroyed: that too
+      // would wait) replaces it.
+      new (&w->cv_) std::condition_variable();
+    }
+    w->mutex_.unlock();
+  }
+  workers().mutex.unlock();
+}
+
+// ---- the worker ----------------------------------------------------------------
+
+// Known to the fork handlers from the start (registering in post() would
+// take their lock under an engine's, which a fork waiting on this worker's
+// task, itself waiting for the engine's lock, would deadlock on).
+PlanAheadWorker::PlanAheadWorker() {
+  static std::once_flag handlers;
+  std::call_once(handlers, [] {
+    pthread_atfork(&PlanAheadWorker::before_fork, [] { after_fork(false); }, [] { after_fork(true); });
+  });
+  std::lock_guard<std::mutex> registry(workers().mutex);
+  workers().live.insert(this);
+}
+
 PlanAheadWorker::~PlanAheadWorker() {
+  {
+    std::lock_guard<std::mutex> registry(workers().mutex);
+    workers().live.erase(this);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -41,7 +111,11 @@ bool PlanAheadWorker::post(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_ || waiting_.size() >= kMaxWaiting) return false;
     waiting_.push_back(std::move(task));
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    if (!thread_.joinable() || exited_) {
+      if (thread_.joinable()) thread_.join();  // it left after idling; it holds no lock now
+      exited_ = false;
+      thread_ = std::thread([this] { loop(); });
+    }
   }
   cv_.notify_all();
   return true;
@@ -55,7 +129,13 @@ void PlanAheadWorker::wait_idle() {
 void PlanAheadWorker::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !waiting_.empty(); });
+    // A thread idle this long leaves (the next post starts another): a
+    // process that stopped decoding does not keep it, and fork() in a
+    // process with no thread of ours left is the safe kind.
+    if (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_ || !waiting_.empty(); })) {
+      exited_ = true;
+      return;
+    }
     if (stop_) return;
     std::function<void()> task = std::move(waiting_.front());
     waiting_.pop_front();

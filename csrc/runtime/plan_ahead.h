@@ -27,10 +27,11 @@ namespace twinfer {
 std::optional<std::vector<Shape>> next_in_progression(const std::vector<std::vector<Shape>>& recent);
 
 // One thread that runs the tasks posted to it in order, a few waiting at
-// most. Started on first use.
+// most. Started on first use, gone after a second idle, started again by
+// the next post; safe across fork() (the child starts its own when needed).
 class PlanAheadWorker {
  public:
-  PlanAheadWorker() = default;
+  PlanAheadWorker();
   PlanAheadWorker(const PlanAheadWorker&) = delete;
   PlanAheadWorker& operator=(const PlanAheadWorker&) = delete;
   ~PlanAheadWorker();  // drops a task not started, waits for the one running
@@ -41,11 +42,16 @@ class PlanAheadWorker {
 
  private:
   void loop();
+  // pthread_atfork's handlers for every worker (plan_ahead.cc).
+  static void before_fork();
+  static void after_fork(bool child);
+
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> waiting_;
   bool running_ = false;
   bool stop_ = false;
+  bool exited_ = false;  // the thread left after idling (joinable, not running)
   std::thread thread_;
 };
 

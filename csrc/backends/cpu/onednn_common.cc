@@ -56,14 +56,6 @@ dnnl::memory::format_tag plain_tag(size_t rank) {
   throw Error(ErrorKind::kShape, "oneDNN supports ranks 1..12, got " + std::to_string(rank));
 }
 
-ThreadScope::ThreadScope(int threads) : threads_(threads < 1 ? 1 : threads), prev_(omp_get_max_threads()) {
-  if (threads_ != prev_) omp_set_num_threads(threads_);
-}
-
-ThreadScope::~ThreadScope() {
-  if (threads_ != prev_) omp_set_num_threads(prev_);
-}
-
 int current_threads() { return omp_get_max_threads(); }
 
 int64_t channel_block() {

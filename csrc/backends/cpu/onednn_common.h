@@ -24,6 +24,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/shape.h"
 #include "ops/kernel.h"
 #include "ops/nn/activation.h"
@@ -64,19 +65,8 @@ inline dnnl::memory::desc blocked_desc(const Shape& s, DType t = DType::kFloat32
   return dnnl::memory::desc(to_dims(s), dnnl_type(t), blocked_tag(s.size()));
 }
 
-// Sets the calling thread's OpenMP thread budget for one run and restores it after.
-class ThreadScope {
- public:
-  explicit ThreadScope(int threads);
-  ~ThreadScope();
-  ThreadScope(const ThreadScope&) = delete;
-  ThreadScope& operator=(const ThreadScope&) = delete;
-  int threads() const { return threads_; }
-
- private:
-  int threads_;
-  int prev_;
-};
+// ThreadScope (core/parallel.h): the calling thread's OpenMP budget for a run.
+using twinfer::ThreadScope;
 
 // The calling thread's current OpenMP budget (what a primitive created now would use).
 int current_threads();

@@ -436,6 +436,14 @@ class CudaDevice final : public DeviceApi {
   void host_access(const MemoryRange&, bool, const char*) override {}
   bool kernels_run_on_host() const override { return false; }
   std::shared_ptr<void> make_current() override { return std::make_shared<DeviceGuard>(index_); }
+  std::shared_ptr<void> relax_capture() override {
+    struct Relaxed {
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      Relaxed() { cudaThreadExchangeStreamCaptureMode(&mode); }
+      ~Relaxed() { cudaThreadExchangeStreamCaptureMode(&mode); }
+    };
+    return std::make_shared<Relaxed>();
+  }
   std::shared_ptr<void> create_kernel_error_flag() override { return cuda::create_kernel_error_flag(index_); }
   void check_kernel_errors(void* flag) override { cuda::check_kernel_errors(index_, flag); }
   void synchronize() override {

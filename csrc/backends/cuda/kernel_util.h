@@ -22,6 +22,18 @@ inline cudaStream_t stream_of(const KernelContext& ctx) {
 
 inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
+// f(U{}) with U the unsigned integer as wide as an element of `width` bytes
+// (1, 2, 4 or 8): for kernels that move elements without reading them.
+template <typename F>
+void dispatch_width(size_t width, F&& f) {
+  switch (width) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    default: f(uint64_t{}); break;
+  }
+}
+
 // A kernel's own constant (weights in another layout, per-channel
 // parameters), copied to the current device once when the kernel is built.
 inline Tensor device_copy(const void* host, DType dtype, Shape shape) {

@@ -104,12 +104,7 @@ class CudaPad final : public Kernel {
           n_, g_, maps_.data_as<int64_t>(), ctx.inputs[0].as<const U>(),
           value_input ? ctx.inputs[2].as<const U>() : nullptr, value, ctx.outputs[0].as<U>());
     };
-    switch (elem_) {
-      case 1: launch(uint8_t{}); break;
-      case 2: launch(uint16_t{}); break;
-      case 4: launch(uint32_t{}); break;
-      default: launch(uint64_t{}); break;
-    }
+    dispatch_width(elem_, launch);
     check_launch("Pad launch");
   }
   const char* impl_name() const override { return "cuda pad"; }

@@ -201,12 +201,7 @@ class CudaResize final : public Kernel {
                                                                      ctx.inputs[0].as<const U>(), fill,
                                                                      ctx.outputs[0].as<U>());
       };
-      switch (dtype_size(dtype_)) {
-        case 1: launch(uint8_t{}); break;
-        case 2: launch(uint16_t{}); break;
-        case 4: launch(uint32_t{}); break;
-        default: launch(uint64_t{}); break;
-      }
+      dispatch_width(dtype_size(dtype_), launch);
     } else {
       ew::dispatch_typeset<kInterpTypes>(dtype_, [&](auto tag) {
         using T = typename decltype(tag)::type;

@@ -563,14 +563,7 @@ class CudaReduce final : public Kernel {
     const int64_t cols = p_.outer * p_.inner;  // outputs
     if (cols == 0) return;
     if (dtype_ == DType::kBool) {
-      const bool* x = ctx.inputs[0].as<const bool>();
-      if (p_.gather) {
-        bool* moved = static_cast<bool*>(ctx.scratch);
-        const ew::LaunchConfig lc = ew::elementwise_launch(p_.gather_n);
-        if (lc.blocks)
-          twinfer_gpu::gather_copy<<<lc.blocks, lc.threads, 0, s>>>(p_.gather_n, p_.gather_src, 0, x, moved);
-        x = moved;
-      }
+      const bool* x = gathered(ctx.inputs[0].as<const bool>(), ctx.scratch, s);
       const ew::LaunchConfig lc = ew::elementwise_launch(cols);
       twinfer_gpu::reduce_bool<<<lc.blocks, lc.threads, 0, s>>>(p_.outer, p_.len, p_.inner, x,
                                                                  ctx.outputs[0].as<bool>(), kind_ == twinfer_gpu::kRMin);
@@ -579,15 +572,8 @@ class CudaReduce final : public Kernel {
     }
     ew::dispatch_typeset<kReduceTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* x = ctx.inputs[0].as<const T>();
+      const T* x = gathered(ctx.inputs[0].as<const T>(), ctx.scratch, s);
       T* y = ctx.outputs[0].as<T>();
-      if (p_.gather) {
-        T* moved = static_cast<T*>(ctx.scratch);
-        const ew::LaunchConfig lc = ew::elementwise_launch(p_.gather_n);
-        if (lc.blocks)
-          twinfer_gpu::gather_copy<<<lc.blocks, lc.threads, 0, s>>>(p_.gather_n, p_.gather_src, 0, x, moved);
-        x = moved;
-      }
       if (p_.inner == 1) {
         twinfer_gpu::reduce_rows<<<row_blocks(p_.outer), twinfer_gpu::kRowThreads, 0, s>>>(p_.outer, p_.len, x, y,
                                                                                           kind_);
@@ -607,6 +593,16 @@ class CudaReduce final : public Kernel {
   }
 
  private:
+  // x itself, or x gathered into `scratch` with the reduced dims innermost (ReducePlan).
+  template <typename T>
+  const T* gathered(const T* x, void* scratch, cudaStream_t s) const {
+    if (!p_.gather) return x;
+    T* moved = static_cast<T*>(scratch);
+    const ew::LaunchConfig lc = ew::elementwise_launch(p_.gather_n);
+    if (lc.blocks) twinfer_gpu::gather_copy<<<lc.blocks, lc.threads, 0, s>>>(p_.gather_n, p_.gather_src, 0, x, moved);
+    return moved;
+  }
+
   DType dtype_;
   int kind_;
   ReducePlan p_;

@@ -333,12 +333,7 @@ class CudaTensorScatter final : public Kernel {
                                                                    static_cast<const U*>(ctx.inputs[1].data),
                                                                    static_cast<U*>(ctx.outputs[0].data), error);
     };
-    switch (elem_) {
-      case 1: go(uint8_t{}); break;
-      case 2: go(uint16_t{}); break;
-      case 4: go(uint32_t{}); break;
-      default: go(uint64_t{}); break;
-    }
+    dispatch_width(elem_, go);
     check_launch("TensorScatter launch");
   }
   const char* impl_name() const override { return "cuda tensor scatter"; }

@@ -54,12 +54,7 @@ class TriluKernel final : public Kernel {
       twinfer_gpu::trilu<<<lc.blocks, lc.threads, 0, s>>>(n, rows_, cols_, upper_, k, ctx.inputs[0].as<const U>(),
                                                            ctx.outputs[0].as<U>());
     };
-    switch (width_) {
-      case 1: go(uint8_t{}); break;
-      case 2: go(uint16_t{}); break;
-      case 4: go(uint32_t{}); break;
-      default: go(uint64_t{}); break;
-    }
+    dispatch_width(width_, go);
     check_launch("Trilu kernel launch");
   }
   const char* impl_name() const override { return "cuda trilu"; }

@@ -31,15 +31,37 @@ namespace {
 
 bool unpool_supports(const KernelBuildInfo& info, std::string* why) {
   const DType dt = info.input_dtype(0);
-  if (dtype_is_float(dt) || dtype_is_integer(dt)) return true;
-  if (why) *why = std::string("MaxUnpool does not support ") + dtype_name(dt);
-  return false;
+  if (!dtype_is_float(dt) && !dtype_is_integer(dt)) {
+    if (why) *why = std::string("MaxUnpool does not support ") + dtype_name(dt);
+    return false;
+  }
+  const size_t rank = info.input(0).shape.size();
+  if (rank > static_cast<size_t>(vision::kMaxUnpoolRank)) {
+    if (why) *why = "MaxUnpool of rank " + std::to_string(rank) + " has no CUDA kernel (at most " +
+                    std::to_string(vision::kMaxUnpoolRank) + ")";
+    return false;
+  }
+  return true;
+}
+
+vision::UnpoolGeom unpool_geom(const KernelBuildInfo& info) {
+  const vision::UnpoolShapes s = vision::unpool_shapes(info);
+  if (s.out.size() > static_cast<size_t>(vision::kMaxUnpoolRank)) info.fail(ErrorKind::kUnsupportedOp, "rank above 8");
+  vision::UnpoolGeom g;
+  g.rank = static_cast<int>(s.out.size());
+  for (int d = 0; d < g.rank; ++d) {
+    g.dflt[d] = s.dflt[d];
+    g.out[d] = s.out[d];
+  }
+  g.total = shape_numel(s.dflt);
+  g.same = s.out == s.dflt;
+  return g;
 }
 
 class MaxUnpoolKernel final : public Kernel {
  public:
   explicit MaxUnpoolKernel(const KernelBuildInfo& info)
-      : g_(vision::unpool_geom(info)), width_(dtype_size(info.input_dtype(0))) {}
+      : g_(unpool_geom(info)), width_(dtype_size(info.input_dtype(0))) {}
   void run(KernelContext& ctx) const override {
     const cudaStream_t s = stream_of(ctx);
     const size_t bytes = ctx.outputs[0].bytes();
@@ -54,12 +76,7 @@ class MaxUnpoolKernel final : public Kernel {
       twinfer_gpu::max_unpool<<<lc.blocks, lc.threads, 0, s>>>(n, g_, ctx.inputs[0].as<const U>(), idx,
                                                                ctx.outputs[0].as<U>(), error);
     };
-    switch (width_) {
-      case 1: go(uint8_t{}); break;
-      case 2: go(uint16_t{}); break;
-      case 4: go(uint32_t{}); break;
-      default: go(uint64_t{}); break;
-    }
+    dispatch_width(width_, go);
     check_launch("MaxUnpool launch");
   }
   const char* impl_name() const override { return "cuda max unpool (a thread per element)"; }

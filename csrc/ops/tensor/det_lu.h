@@ -11,6 +11,18 @@
 
 namespace twinfer::tensor {
 
+// x - f * y rounded twice, as two operations: nvcc would fuse them into one
+// FMA (rounded once) by default, and the CPU's generic x86-64 code cannot,
+// so both keep them apart.
+TWINFER_HD double minus_product(double x, double f, double y) {
+#ifdef __CUDA_ARCH__
+  return __dsub_rn(x, __dmul_rn(f, y));
+#else
+  volatile double p = f * y;  // a separate rounding even where the compiler may contract
+  return x - p;
+#endif
+}
+
 TWINFER_HD double lu_determinant(double* a, int64_t m) {
   double det = 1.0;
   for (int64_t k = 0; k < m && det != 0.0; ++k) {  // a product that underflowed stays 0
@@ -30,7 +42,7 @@ TWINFER_HD double lu_determinant(double* a, int64_t m) {
     det *= piv;
     for (int64_t i = k + 1; i < m; ++i) {
       const double f = a[i * m + k] / piv;
-      for (int64_t j = k + 1; j < m; ++j) a[i * m + j] -= f * a[k * m + j];
+      for (int64_t j = k + 1; j < m; ++j) a[i * m + j] = minus_product(a[i * m + j], f, a[k * m + j]);
     }
   }
   return det;

@@ -242,26 +242,25 @@ void max_unpool_infer(InferContext& c) {
 class MaxUnpoolKernel final : public Kernel {
  public:
   explicit MaxUnpoolKernel(const KernelBuildInfo& info)
-      : node_(info.node().name), op_(info.node().op_type), g_(unpool_geom(info)) {}
+      : node_(info.node().name), op_(info.node().op_type), s_(unpool_shapes(info)), total_(shape_numel(s_.dflt)) {}
 
   const char* impl_name() const override { return "cpu loop"; }
 
   void run(KernelContext& ctx) const override {
     const int64_t n = ctx.inputs[0].numel();
     const int64_t* idx = ctx.inputs[1].as<const int64_t>();
+    const int rank = static_cast<int>(s_.out.size());
+    const bool same = s_.out == s_.dflt;
     std::vector<int64_t> dst(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {
-      dst[j] = unpool_target(idx[j], g_);
+      dst[j] = unpool_target(idx[j], rank, s_.dflt.data(), s_.out.data(), total_, same);
       if (dst[j] == kUnpoolOutOfRange)
         throw Error(ErrorKind::kInvalidArgument,
-                    "index " + std::to_string(idx[j]) + " is out of range for the unpooled shape " +
-                        shape_str(unpool_default_shape(g_)),
+                    "index " + std::to_string(idx[j]) + " is out of range for the unpooled shape " + shape_str(s_.dflt),
                     node_, op_);
       if (dst[j] == kUnpoolOutsideOut)
         throw Error(ErrorKind::kInvalidArgument,
-                    "index " + std::to_string(idx[j]) + " falls outside output_shape " +
-                        shape_str(unpool_output_shape(g_)),
-                    node_, op_);
+                    "index " + std::to_string(idx[j]) + " falls outside output_shape " + shape_str(s_.out), node_, op_);
     }
     dispatch_bytes(ctx.inputs[0].dtype, [&](auto tag) {
       using E = typename decltype(tag)::type;
@@ -274,7 +273,8 @@ class MaxUnpoolKernel final : public Kernel {
 
  private:
   std::string node_, op_;
-  UnpoolGeom g_;
+  UnpoolShapes s_;
+  int64_t total_;
 };
 
 bool movable_supports(const KernelBuildInfo& info, std::string* why) { return tensor::check_movable(info, 0, why); }
@@ -294,7 +294,7 @@ bool numeric_supports(const KernelBuildInfo& info, std::string* why) {
 
 }  // namespace
 
-UnpoolGeom unpool_geom(const KernelBuildInfo& info) {
+UnpoolShapes unpool_shapes(const KernelBuildInfo& info) {
   const graph::Node& n = info.node();
   const Shape x = info.input_shape(0);
   if (x != info.input_shape(1))
@@ -304,23 +304,13 @@ UnpoolGeom unpool_geom(const KernelBuildInfo& info) {
   const std::vector<int64_t> k = ints_attr(n, "kernel_shape", nsp, 1);
   const std::vector<int64_t> s = ints_attr(n, "strides", nsp, 1);
   const std::vector<int64_t> p = ints_attr(n, "pads", 2 * nsp, 0);
-  Shape dflt = {x[0], x[1]};
-  for (size_t i = 0; i < nsp; ++i) dflt.push_back((x[2 + i] - 1) * s[i] - p[i] - p[nsp + i] + k[i]);
-  const Shape y = info.output_shape(0);
-  if (y.size() != x.size() || y[0] != x[0] || y[1] != x[1])
-    info.fail(ErrorKind::kShape, "output_shape " + shape_str(y) + " does not fit the input " + shape_str(x));
-  if (y.size() > static_cast<size_t>(kMaxUnpoolRank))
-    info.fail(ErrorKind::kShape, "MaxUnpool of rank " + std::to_string(y.size()) + " has no kernel (at most " +
-                                     std::to_string(kMaxUnpoolRank) + ")");
-  UnpoolGeom g;
-  g.rank = static_cast<int>(y.size());
-  for (size_t d = 0; d < y.size(); ++d) {
-    g.dflt[d] = dflt[d];
-    g.out[d] = y[d];
-  }
-  g.total = shape_numel(dflt);
-  g.same = y == dflt;
-  return g;
+  UnpoolShapes r;
+  r.dflt = {x[0], x[1]};
+  for (size_t i = 0; i < nsp; ++i) r.dflt.push_back((x[2 + i] - 1) * s[i] - p[i] - p[nsp + i] + k[i]);
+  r.out = info.output_shape(0);
+  if (r.out.size() != x.size() || r.out[0] != x[0] || r.out[1] != x[1])
+    info.fail(ErrorKind::kShape, "output_shape " + shape_str(r.out) + " does not fit the input " + shape_str(x));
+  return r;
 }
 
 TWINFER_REGISTER_SCHEMA("Col2Im", col2im_infer);

@@ -6,11 +6,13 @@
 
 namespace twinfer::vision {
 
-// Throws (info.fail) when X and I differ in shape, the rank is under 3 or
-// over kMaxUnpoolRank, or the output does not keep X's batch and channels.
-UnpoolGeom unpool_geom(const KernelBuildInfo& info);
+struct UnpoolShapes {
+  Shape dflt;  // the default unpooled shape the indices address
+  Shape out;   // the output's
+};
 
-inline Shape unpool_default_shape(const UnpoolGeom& g) { return Shape(g.dflt, g.dflt + g.rank); }
-inline Shape unpool_output_shape(const UnpoolGeom& g) { return Shape(g.out, g.out + g.rank); }
+// Throws (info.fail) when X and I differ in shape, the rank is under 3, or
+// the output does not keep X's batch and channels.
+UnpoolShapes unpool_shapes(const KernelBuildInfo& info);
 
 }  // namespace twinfer::vision

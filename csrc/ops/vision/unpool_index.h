@@ -10,32 +10,39 @@
 
 namespace twinfer::vision {
 
-constexpr int kMaxUnpoolRank = 8;
+constexpr int64_t kUnpoolOutOfRange = -1;   // the index is outside the default shape
+constexpr int64_t kUnpoolOutsideOut = -2;   // its coordinates are outside the output
 
-struct UnpoolGeom {
-  int rank = 0;
-  int64_t dflt[kMaxUnpoolRank] = {};  // the default unpooled shape
-  int64_t out[kMaxUnpoolRank] = {};   // the output's
-  int64_t total = 0;                  // elements of dflt
-  bool same = true;                   // out == dflt
-};
-
-constexpr int64_t kUnpoolOutOfRange = -1;   // the index is outside dflt
-constexpr int64_t kUnpoolOutsideOut = -2;   // its coordinates are outside out
-
-// The output element index `v` lands on, or one of the codes above.
-TWINFER_HD int64_t unpool_target(int64_t v, const UnpoolGeom& g) {
-  if (v < 0 || v >= g.total) return kUnpoolOutOfRange;
-  if (g.same) return v;
+// The output element index `v` lands on, or one of the codes above: `dflt`
+// the default unpooled shape (`total` elements), `out` the output's (both of
+// `rank` dims), `same` when they are equal.
+TWINFER_HD int64_t unpool_target(int64_t v, int rank, const int64_t* dflt, const int64_t* out, int64_t total,
+                                 bool same) {
+  if (v < 0 || v >= total) return kUnpoolOutOfRange;
+  if (same) return v;
   int64_t off = 0, mul = 1;
-  for (int d = g.rank; d-- > 0;) {
-    const int64_t c = v % g.dflt[d];
-    v /= g.dflt[d];
-    if (c >= g.out[d]) return kUnpoolOutsideOut;
+  for (int d = rank; d-- > 0;) {
+    const int64_t c = v % dflt[d];
+    v /= dflt[d];
+    if (c >= out[d]) return kUnpoolOutsideOut;
     off += c * mul;
-    mul *= g.out[d];
+    mul *= out[d];
   }
   return off;
+}
+
+// The shapes by value, for a kernel's arguments (the CUDA kernel's).
+constexpr int kMaxUnpoolRank = 8;
+struct UnpoolGeom {
+  int rank = 0;
+  int64_t dflt[kMaxUnpoolRank] = {};
+  int64_t out[kMaxUnpoolRank] = {};
+  int64_t total = 0;
+  bool same = true;
+};
+
+TWINFER_HD int64_t unpool_target(int64_t v, const UnpoolGeom& g) {
+  return unpool_target(v, g.rank, g.dflt, g.out, g.total, g.same);
 }
 
 }  // namespace twinfer::vision
