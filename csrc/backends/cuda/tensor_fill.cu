@@ -106,16 +106,6 @@ bool width_ok(DType dt) {
   return dt != DType::kString && dt != DType::kUndefined && (w == 1 || w == 2 || w == 4 || w == 8);
 }
 
-template <typename F>
-void by_width(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); return;
-    case 2: f(uint16_t{}); return;
-    case 4: f(uint32_t{}); return;
-    default: f(uint64_t{}); return;
-  }
-}
-
 // ---- OneHot --------------------------------------------------------------------
 
 bool onehot_supports(const KernelBuildInfo& info, std::string* why) {
@@ -147,7 +137,7 @@ class CudaOneHot final : public Kernel {
     const ew::FastDivmod inner(static_cast<uint64_t>(inner_)), depth(static_cast<uint64_t>(depth_));
     ew::dispatch_typeset<ew::kNumericTypes>(index_, [&](auto itag) {
       using I = typename decltype(itag)::type;
-      by_width(elem_, [&](auto tag) {
+      dispatch_width(elem_, [&](auto tag) {
         using U = decltype(tag);
         twinfer_gpu::onehot<<<lc.blocks, lc.threads, 0, s>>>(n_, inner, depth, ctx.inputs[0].as<const I>(),
                                                              static_cast<const U*>(ctx.inputs[2].data),
@@ -236,7 +226,7 @@ class CudaReverseSequence final : public Kernel {
     const cudaStream_t s = stream_of(ctx);
     int* error = kernel_error_flag(ctx.backend_state);
     const ew::FastDivmod inner(static_cast<uint64_t>(inner_)), d1(static_cast<uint64_t>(d1_));
-    by_width(elem_, [&](auto tag) {
+    dispatch_width(elem_, [&](auto tag) {
       using U = decltype(tag);
       auto go = [&](auto ltag) {
         using L = decltype(ltag);
@@ -295,7 +285,7 @@ class CudaCenterCropPad final : public Kernel {
     const ew::LaunchConfig lc = ew::elementwise_launch(n_);
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
-    by_width(elem_, [&](auto tag) {
+    dispatch_width(elem_, [&](auto tag) {
       using U = decltype(tag);
       twinfer_gpu::center_crop_pad<<<lc.blocks, lc.threads, 0, s>>>(
           n_, g_, static_cast<const U*>(ctx.inputs[0].data), static_cast<U*>(ctx.outputs[0].data));
