@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 from conftest import SIM_AS_CUDA
+from onnx_helpers import run_ort
 
 DEVICES = [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
 
@@ -635,6 +636,22 @@ def test_det(device, t, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_det_of_large_matrices_stays_on_the_cpu_with_a_reason(device, rng):
+    # One thread per matrix is m^3 serial steps: above 64x64 the node runs
+    # on the CPU and the report says why; the answer is NumPy's either way.
+    x = (rng.standard_normal((2, 70, 70)) / 8 + np.eye(70)).astype(np.float32)
+    node = helper.make_node("Det", ["x"], ["y"], name="det")
+    g = helper.make_graph([node], "d", [_vi("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 10
+    e = twinfer.load(m, device=device, sim_coverage="cuda")
+    (row,) = [r for r in e.kernel_report({"x": x.shape}) if r.node == "det"]
+    assert row.backend == "cpu" and "70x70" in row.note, row
+    np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), np.linalg.det(x.astype(np.float64)), rtol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_max_unpool(device, rng):
     # Values sent where their indices point (distinct places in each plane,
     # as MaxPool's Indices), zeros elsewhere; the default output shape and a
@@ -667,6 +684,32 @@ def test_max_unpool(device, rng):
     bad[1, 2, 0, 3] = 2 * 3 * plane
     with pytest.raises(twinfer.InvalidArgumentError, match="out of range"):
         e.run({"x": x, "i": bad})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_max_unpool_repeated_indices_keep_the_last(device, rng):
+    # Overlapping windows (kernel 3, stride 2) that share a maximum repeat an
+    # index; with X from elsewhere (a decoder's values, not the pool's) two
+    # different values go to one place, and the last in order wins, as in
+    # onnxruntime and on the CPU. Every place repeated several times over.
+    x = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
+    idx = rng.integers(0, 13 * 15, size=x.shape).astype(np.int64)  # ~1.6 inputs per place, per plane
+    idx += (np.arange(6).reshape(2, 3, 1, 1) * 13 * 15)
+    want = np.zeros((2, 3, 13, 15), np.float32)
+    flat = want.reshape(-1)
+    for j, to in enumerate(idx.reshape(-1)):  # in order: the last write stays
+        flat[to] = x.reshape(-1)[j]
+    assert len(np.unique(idx)) < idx.size
+    node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[3, 3], strides=[2, 2])
+    g = helper.make_graph([node], "u", [_vi("x", TensorProto.FLOAT, x.shape), _vi("i", TensorProto.INT64, idx.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 10
+    (ort_y,) = run_ort(m, {"x": x, "i": idx})
+    np.testing.assert_array_equal(ort_y, want)
+    want_cpu, got = _run_both(m, {"x": x, "i": idx}, device)
+    np.testing.assert_array_equal(want_cpu["y"], want)
+    np.testing.assert_array_equal(got["y"], want)
 
 
 @pytest.mark.parametrize("device", DEVICES)

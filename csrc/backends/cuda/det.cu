@@ -1,7 +1,8 @@
 // Det on CUDA: a thread per matrix, each factorising its own double copy in
 // the step's scratch with the CPU kernel's routine (ops/tensor/det_lu.h), so
 // both pivot and round alike. Det's batches are small matrices (2x2 to a
-// few dozen), where one thread per matrix is the whole job.
+// few dozen), where one thread per matrix is the whole job; larger ones
+// (m^3 dependent steps in one thread) stay on the CPU.
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
 #include "ops/tensor/det_lu.h"
@@ -26,17 +27,27 @@ __global__ void det_batch(int64_t batch, int64_t m, const T* __restrict__ x, dou
 namespace twinfer::cuda {
 namespace {
 
+constexpr int64_t kMaxDetOrder = 64;
+
 bool det_supports(const KernelBuildInfo& info, std::string* why) {
-  return ew::check_input_dtype(info, 0, ew::kFloatTypes, why);
+  if (!ew::check_input_dtype(info, 0, ew::kFloatTypes, why)) return false;
+  const SymShape& s = info.input(0).shape;
+  if (!s.empty() && s.back().known() && s.back().value > kMaxDetOrder) {
+    if (why) *why = "Det of " + std::to_string(s.back().value) + "x" + std::to_string(s.back().value) +
+                    " matrices runs on the CPU (the CUDA kernel is a thread per matrix, up to " +
+                    std::to_string(kMaxDetOrder) + "x" + std::to_string(kMaxDetOrder) + ")";
+    return false;
+  }
+  return true;
 }
 
 class DetKernel final : public Kernel {
  public:
   explicit DetKernel(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)) {
     const Shape s = info.input_shape(0);
-    m_ = s.back();
-    if (s.size() < 2 || s[s.size() - 2] != m_)
+    if (s.size() < 2 || s[s.size() - 2] != s.back())
       info.fail(ErrorKind::kShape, "input " + shape_str(s) + " must end in square matrices");
+    m_ = s.back();
     batch_ = shape_numel(Shape(s.begin(), s.end() - 2));
   }
   size_t scratch_bytes() const override { return static_cast<size_t>(batch_ * m_ * m_) * sizeof(double); }
