@@ -348,6 +348,37 @@ def test_runs_inside_a_callers_graph_capture(gpu, rng):
         assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
 
 
+def test_a_capture_never_builds_a_plan(gpu, rng):
+    # Building allocates, uploads and synchronises, none of which a thread
+    # may do while it captures (on a GPU the first such call breaks the
+    # caller's capture): a capture at shapes no run has planned is refused
+    # with what to do, the capture itself goes on, and an eager run at those
+    # shapes then plans them.
+    e = twinfer.load(chain_model(), device=gpu)
+    ctx = e.create_context()
+    x = rng.standard_normal((12, 33)).astype(np.float32)
+    x_dev = e.run({"x": x}, context=ctx, outputs="device")["y"]
+    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()
+    new = e.run({"x": x[:5]}, context=ctx, outputs="device")["y"]  # a device tensor of new shape
+    e2 = twinfer.load(chain_model(), device=gpu)
+    ctx2 = e2.create_context()
+    e2.run({"x": x_dev}, context=ctx2, outputs="device")["y"].synchronize()
+    misses = e2.stats()["plan_misses"]
+    s = twinfer.create_stream(gpu)
+    s.begin_capture()
+    try:
+        with pytest.raises(twinfer.InvalidArgumentError, match="cannot build a plan"):
+            e2.run({"x": new}, context=ctx2, stream=s, outputs="device")
+        y = e2.run({"x": x_dev}, context=ctx2, stream=s, outputs="device")["y"]
+    finally:
+        graph = s.end_capture()
+    assert e2.stats()["plan_misses"] == misses
+    graph.launch(s)
+    s.synchronize()
+    assert rel_err(y.numpy(), chain_ref(chain_ref(x))) < 1e-6
+    assert rel_err(e2.run({"x": new}, context=ctx2)["y"].numpy(), chain_ref(chain_ref(x[:5]))) < 1e-6
+
+
 def test_a_pooled_run_captured_by_the_caller_keeps_its_buffers(gpu, rng):
     # engine.run without a context (a pooled one, as the torch drop-in runs)
     # captured into the caller's graph: the graph's outputs are views of that

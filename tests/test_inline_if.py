@@ -142,6 +142,38 @@ def test_a_steering_input_picks_the_branch_per_value(device, rng):
     assert s["steering_active"] and s["steered_graphs"] == 2 and s["plans_cached"] == 4, s
 
 
+@pytest.mark.parametrize("gpu", ["sim", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_a_steered_model_captured_in_one_graph_per_value(gpu, rng):
+    # Parallel.graphed(): the group's graph is keyed by the steering value
+    # too, each captured with the plan that value picks (its If inlined),
+    # the value read on the host. Before, the capture asked for a plan of
+    # the shapes alone, which no run had built, and building it inside the
+    # capture failed (the simulated device: an allocation while capturing).
+    m = _mode_model()
+    e = twinfer.load(m, device=gpu, allow_cpu_fallback=False)
+    g = twinfer.Parallel([e]).graphed()
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    for sr in (16000, 8000, 16000, 8000, 16000):
+        x = x + 1  # new data, same shapes: a replay of that value's graph
+        feeds = {"x": x, "sr": np.array(sr, np.int64)}
+        want = _ort(m, feeds)
+        (got,) = g.run([feeds])
+        for k in ("y", "z"):
+            np.testing.assert_allclose(got[k].numpy(), want[k], rtol=1e-6, atol=1e-6)
+    st = g.stats()
+    assert st["captures"] == 2 and st["graphs"] == 2 and st["replays"] == 3, st
+    assert e.stats()["plans_cached"] == 2  # a plan per value, none for the shapes alone
+
+
+def test_a_group_refuses_a_steering_input_fed_by_another_member():
+    m = _mode_model()
+    first = twinfer.load(m, device="sim")
+    second = twinfer.load(m, device="sim")
+    g = twinfer.Pipeline([first, second], links={"x": "y", "sr": "z"}).graphed()
+    with pytest.raises(twinfer.InvalidArgumentError, match="member 1's input 'sr' picks its plan by value"):
+        g.run({"x": np.ones((3, 4), np.float32), "sr": np.array(16000, np.int64)})
+
+
 def test_a_flag_with_many_values_stops_steering(rng):
     # A counter-like flag would build a plan per value: past eight values the
     # engine stops keying on it and the If runs as control flow, right still.

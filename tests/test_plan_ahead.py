@@ -239,3 +239,45 @@ def test_a_forked_child_plans_and_builds_ahead(rng):
         time.sleep(0.01)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     _run(e, rng, 7, 7)  # and the parent goes on
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_fork_during_another_threads_build_leaves_the_child_free_to_build_it(rng, monkeypatch):
+    # A thread of the parent is building the plan for n = 7 when the fork
+    # comes: the child has no such thread, so its own run at n = 7 must
+    # build the plan itself rather than wait for one no thread will finish.
+    import threading
+
+    import twinfer
+
+    e = twinfer.load(_add_model(), plan_ahead=False)
+    _run(e, rng, 3, 3)
+    monkeypatch.setenv("TWINFER_TEST_PLAN_DELAY_MS", "1500")
+    builder = threading.Thread(target=_run, args=(e, np.random.default_rng(1), 7, 7))
+    builder.start()
+    deadline = time.monotonic() + 60
+    while e.stats()["plans_building"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert e.stats()["plans_building"] == 1
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.environ.pop("TWINFER_TEST_PLAN_DELAY_MS", None)
+            _run(e, np.random.default_rng(2), 7, 7)
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child waited for a build no thread of it runs")
+        time.sleep(0.01)
+    builder.join(60)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    _run(e, rng, 7, 7)

@@ -201,8 +201,8 @@ class DeviceApi {
   virtual std::shared_ptr<void> make_current() { return nullptr; }  // the whole device, for tests and shutdown
   // Until the returned guard goes, the calling thread's API calls do not
   // break a graph capture another thread has under way (CUDA's relaxed
-  // capture mode): for work the engine starts by itself, such as a plan
-  // built ahead on its background thread. Null where captures are not.
+  // capture mode): for work that is never part of a graph, a plan's build on
+  // whatever thread. Null where captures are not.
   virtual std::shared_ptr<void> relax_capture() { return nullptr; }
 };
 

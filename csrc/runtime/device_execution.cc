@@ -253,6 +253,9 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Tensor& t = inputs[i];
       const int v = plan.graph.inputs[i];
+      // A value that picked this plan (a shape or steering input): nothing
+      // reads the caller's copy, a capture included.
+      if (plan.input_unread[i]) continue;
       char* slot = darena + plan.input_slots[i];
       const size_t bytes = t.bytes();
       if (t.device() == device_) {

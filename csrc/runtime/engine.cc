@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <set>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "runtime/execution_context.h"
 #include "runtime/plan_builder.h"
 #include "runtime/transfer.h"
+#include "runtime/value_key.h"
 
 namespace twinfer {
 
@@ -276,6 +278,17 @@ void Engine::finish(graph::Graph g) {
     outputs_.push_back({val.name, val.dtype, val.has_shape ? val.shape : SymShape{}});
   }
   graph_ = std::move(g);
+  // A fork while another thread of the parent builds a plan: the child has
+  // no such thread, so nothing would take that key out of building_ and a
+  // run needing it would wait forever. (The worker's own builds finish
+  // before any fork.) Threads of the parent that waited for such a build
+  // are counted in the condition variable's state, where a notify would
+  // wait for them: a fresh one replaces it (never destroyed, as that would
+  // wait too).
+  plan_ahead_.on_fork_child([this] {
+    building_.clear();
+    new (&plan_built_) std::condition_variable();
+  });
 
   // Fully static models get their plan now: errors surface at load and the
   // first run pays nothing extra.
@@ -351,19 +364,6 @@ typename PlanList::value_type* find_cached_plan(PlanList& plans, Same same) {
   return nullptr;
 }
 
-// Same bytes, dtype and shape (host tensors).
-bool same_value(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         (a.bytes() == 0 || std::memcmp(a.data(), b.data(), a.bytes()) == 0);
-}
-
-bool same_values(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!same_value(a[i], b[i])) return false;
-  return true;
-}
-
 // Two plan keys for the same plan (Engine::PlanKey, private to it).
 template <typename Key>
 bool same_key(const Key& a, const Key& b) {
@@ -372,7 +372,7 @@ bool same_key(const Key& a, const Key& b) {
 
 }  // namespace
 
-std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) const {
+std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, bool may_build) const {
   // Shapes from a report's caller, not from tensors run checks: the same
   // checks here (a short list used to read past its end).
   if (shapes.size() != inputs_.size())
@@ -384,7 +384,7 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes) c
         throw Error(ErrorKind::kShape, "input '" + inputs_[i].name + "': negative dim in " + shape_str(shapes[i]));
     if (!dtype_is_container(inputs_[i].dtype)) check_input_shape(inputs_[i], shapes[i]);
   }
-  return plan_for(shapes, {}, {});
+  return plan_for(shapes, {}, {}, may_build);
 }
 
 void Engine::check_input_shape(const IOSpec& spec, const Shape& s) {
@@ -398,7 +398,7 @@ void Engine::check_input_shape(const IOSpec& spec, const Shape& s) {
 }
 
 std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
-                                             const std::vector<Tensor>& values) const {
+                                             const std::vector<Tensor>& values, bool may_build) const {
   std::unique_lock<std::mutex> lock(plans_mutex_);
   const auto same = [&](const PlanKey& k) {
     return k.keyed == keyed && k.shapes == shapes && same_values(k.values, values);
@@ -408,6 +408,10 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
     if (std::none_of(building_.begin(), building_.end(), same)) break;
     plan_built_.wait(lock);  // another thread builds this very plan (or builds it ahead)
   }
+  if (!may_build)
+    throw Error(ErrorKind::kInvalidArgument,
+                "this run is being captured into a graph, which cannot build a plan (that allocates and "
+                "synchronises): run the engine once with these inputs before capturing");
   ++plan_misses_;
   NewPlan np = new_plan(shapes, keyed, values);  // the engine's state, under the lock
   building_.push_back(np.key);
@@ -451,6 +455,16 @@ Engine::NewPlan Engine::new_plan(const std::vector<Shape>& shapes, const std::ve
 
 std::shared_ptr<const Plan> Engine::build(const NewPlan& np) const {
   const PlanSource src{*np.source, opset_, options_, constants_.get(), &kernels_};
+  // A build is never part of a graph (a capturing run may not build, see
+  // plan_for): its uploads and library set-up must neither fail in nor
+  // break a capture another thread has under way (torch.cuda.graph's global
+  // mode); and on the engine's device from the first call, on any thread.
+  std::shared_ptr<void> current, relaxed;
+  if (options_.device.is_accelerator()) {
+    DeviceApi& api = device_api(options_.device);
+    current = api.make_current();
+    relaxed = api.relax_capture();
+  }
   // Kernels that keep a variant per thread budget (oneDNN's) build the one
   // the runs use (a context's default), not the building thread's: a plan
   // built under another budget made a second variant on its first run.
@@ -529,9 +543,6 @@ void Engine::build_ahead(const PlanKey& key) const {
       NewPlan np = new_plan(key.shapes, key.keyed, key.values);
       np.key.ahead = true;
       lock.unlock();
-      // No run asked for this: it must not break a capture on another thread.
-      const std::shared_ptr<void> relaxed =
-          options_.device.is_accelerator() ? device_api(options_.device).relax_capture() : nullptr;
       std::shared_ptr<const Plan> p = build(np);
       lock.lock();
       cache(std::move(np.key), std::move(p));
@@ -626,8 +637,10 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
   // While steering inputs are few-valued their values key every plan, with
   // the shape inputs' (no plan for the shapes alone is built first: with an
   // If on a steering input, that plan would be thrown away).
-  const bool steering =
-      !steering_inputs_.empty() && !capturing && steering_active_.load(std::memory_order_relaxed);
+  // During a capture too: the run before it (the one that set the context
+  // up) used the plan its steering values key. Values on the device cannot
+  // be read then (refused below).
+  const bool steering = !steering_inputs_.empty() && steering_active_.load(std::memory_order_relaxed);
 
   std::shared_ptr<const Plan> p;
   if (!steering) {
@@ -636,7 +649,7 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
       if (auto* e = find_cached_plan(plans_, [&](const PlanKey& k) { return k.keyed.empty() && same_shapes(k.shapes); }))
         p = count_hit(e->first, e->second);
     }
-    if (!p) p = plan_for(input_shapes());
+    if (!p) p = plan_for(input_shapes(), !capturing);
     // Shapes alone size everything (or nothing here is a shape input): done.
     if (!p->value_dependent || shape_inputs_.empty()) return p;
   }
@@ -685,9 +698,9 @@ std::shared_ptr<const Plan> Engine::plan_for_inputs(const std::vector<Tensor>& i
   if (!options_.device.is_accelerator()) {
     std::lock_guard<std::mutex> lock(plans_mutex_);
     if (!shape_values_seen_.note(keyed, values, std::max<size_t>(1, options_.max_cached_plans)))
-      return p ? p : plan_for(input_shapes());
+      return p ? p : plan_for(input_shapes(), !capturing);
   }
-  return plan_for(input_shapes(), keyed, values);
+  return plan_for(input_shapes(), keyed, values, !capturing);
 }
 
 std::vector<Tensor> Engine::values_of(const std::vector<int>& of, const std::vector<int>& keyed,

@@ -94,11 +94,14 @@ class Engine {
   EngineStats stats() const;
 
   // The plan for these input shapes, built on first use and cached.
-  std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& input_shapes) const;
+  std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& input_shapes, bool may_build = true) const;
   // Inputs whose values decide shapes (graph/passes/shape_inputs.h), as
   // indices into inputs(): where a plan at some shapes needs them, plans are
   // keyed by their values too.
   const std::vector<int>& shape_inputs() const { return shape_inputs_; }
+  // Shape and steering inputs together (ascending): the inputs whose values
+  // may key a plan.
+  const std::vector<int>& value_keyed_inputs() const { return value_keyed_; }
   MemoryReport memory_report(const std::vector<Shape>& input_shapes) const;
   std::vector<KernelReportRow> kernel_report(const std::vector<Shape>& input_shapes) const;
   // The plan a run with these inputs uses (shape and steering inputs' values
@@ -143,8 +146,11 @@ class Engine {
   std::shared_ptr<const Plan> plan_for_inputs(const std::vector<Tensor>& inputs, const RunOptions& o) const;  // no copies on a hit
   // The cached plan for these shapes and the values (host tensors) of the
   // inputs `keyed` (indices, ascending; empty: shapes alone), else a new one.
+  // `may_build` false: a run being captured into a graph, whose thread may
+  // neither allocate nor synchronise; a miss is its error (it may still wait
+  // for a plan another thread is building).
   std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
-                                       const std::vector<Tensor>& values) const;
+                                       const std::vector<Tensor>& values, bool may_build = true) const;
   // Under plans_mutex_: a run used the plan of `key` for the first time (a
   // new plan, or one built ahead); when its shapes continue a progression,
   // the plan for the next ones is built ahead.

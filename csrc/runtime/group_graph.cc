@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "runtime/transfer.h"
+#include "runtime/value_key.h"
 
 namespace twinfer {
 
@@ -14,7 +15,8 @@ constexpr size_t kMaxGraphs = 8;  // shapes kept; the oldest goes
 struct GroupGraph::Entry {
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
-  std::vector<Tensor> inputs;                  // the graph reads these
+  std::vector<Tensor> values;                  // per group input: the host value it is keyed by, or none
+  std::vector<Tensor> inputs;                  // the graph reads these (not the keyed ones)
   std::vector<std::vector<Tensor>> outputs;    // views of the members' buffers, written by the graph
   std::unique_ptr<GraphExec> exec;
   std::shared_ptr<Storage> staging;            // page-locked: host inputs in, host outputs out
@@ -50,6 +52,22 @@ GroupGraph::GroupGraph(std::vector<GroupMember> members, size_t num_inputs)
                                                      ") names no group input or earlier member's output");
     }
   }
+  keyed_.assign(num_inputs_, 0);
+  for (size_t m = 0; m < members_.size(); ++m) {
+    const Engine& eng = *members_[m].engine;
+    for (int i : eng.value_keyed_inputs()) {
+      const auto [src, k] = members_[m].sources[i];
+      if (src == -1) {
+        keyed_[k] = 1;
+        continue;
+      }
+      throw Error(ErrorKind::kInvalidArgument,
+                  "member " + std::to_string(m) + "'s input '" + eng.inputs()[i].name +
+                      "' picks its plan by value (a shape or steering input) and comes from member " +
+                      std::to_string(src) + "'s output, which a graph cannot read before it is captured: "
+                      "feed it from the group's inputs, or run the group without one graph");
+    }
+  }
   api_ = &device_api(device_);
   stream_ = api_->create_stream(0);
 }
@@ -82,8 +100,19 @@ std::vector<std::vector<Tensor>> GroupGraph::run_eagerly(const std::vector<Tenso
   return outs;
 }
 
-std::unique_ptr<GroupGraph::Entry> GroupGraph::capture(const std::vector<Tensor>& inputs) {
+std::vector<Tensor> GroupGraph::keyed_values(const std::vector<Tensor>& inputs) const {
+  std::vector<Tensor> values(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (keyed_[i]) values[i] = inputs[i].device().is_cpu() ? inputs[i] : to_host(inputs[i]);
+  return values;
+}
+
+std::unique_ptr<GroupGraph::Entry> GroupGraph::capture(const std::vector<Tensor>& inputs,
+                                                       const std::vector<Tensor>& values) {
   auto e = std::make_unique<Entry>();
+  for (size_t i = 0; i < values.size(); ++i)
+    if (keyed_[i]) e->values.push_back(values[i].clone());  // the caller's array may change
+    else e->values.emplace_back();
   size_t staging_bytes = 0;
   for (const Tensor& t : inputs) {
     e->shapes.push_back(t.shape());
@@ -113,7 +142,12 @@ std::unique_ptr<GroupGraph::Entry> GroupGraph::capture(const std::vector<Tensor>
       ro.stream = g.context->capture_stream();
       Stream& s = *ro.stream;
       s.wait(*fork);
-      e->outputs.push_back(g.engine->run(*g.context, feeds_for(m, e->inputs, e->outputs), ro));
+      // Keyed inputs as host values: the member's plan for them holds them
+      // as constants, so the capture reads nothing of them.
+      std::vector<Tensor> graph_inputs = e->inputs;
+      for (size_t i = 0; i < graph_inputs.size(); ++i)
+        if (keyed_[i]) graph_inputs[i] = e->values[i];
+      e->outputs.push_back(g.engine->run(*g.context, feeds_for(m, graph_inputs, e->outputs), ro));
       auto join = api_->create_event();
       edges.push_back(join);
       s.record(*join);
@@ -149,6 +183,7 @@ std::vector<std::vector<Tensor>> GroupGraph::replay(Entry& e, const std::vector<
   bool staged = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
+    if (keyed_[i]) continue;  // the graph's plans hold its value
     if (t.device() == device_) {
       if (t.ready_event()) wait_across_capture(S, *t.ready_event());
       S.copy(e.inputs[i].data(), t.data(), t.bytes());
@@ -216,11 +251,13 @@ std::vector<std::vector<Tensor>> GroupGraph::run(const std::vector<Tensor>& inpu
       throw Error(ErrorKind::kInvalidArgument, "a group input on " + t.device().str() + "; the group runs on " +
                                                    device_.str() + " (or takes host arrays)");
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::vector<Tensor> values = keyed_values(inputs);
   Entry* hit = nullptr;
   for (auto& e : entries_) {
     bool same = true;
     for (size_t i = 0; i < inputs.size() && same; ++i)
-      same = e->shapes[i] == inputs[i].shape() && e->dtypes[i] == inputs[i].dtype();
+      same = e->shapes[i] == inputs[i].shape() && e->dtypes[i] == inputs[i].dtype() &&
+             (!keyed_[i] || same_value(e->values[i], values[i]));
     if (same) hit = e.get();
   }
   if (hit) return replay(*hit, inputs, host_outputs);
@@ -230,7 +267,7 @@ std::vector<std::vector<Tensor>> GroupGraph::run(const std::vector<Tensor>& inpu
   if (host_outputs)
     for (auto& o : outs)
       for (auto& t : o) t = to_host(t);
-  auto e = capture(inputs);
+  auto e = capture(inputs, values);
   if (entries_.size() >= kMaxGraphs) {
     stream_->synchronize();
     entries_.erase(entries_.begin());

@@ -7,6 +7,13 @@
 // runs the members eagerly (their buffers and the libraries get set up, and
 // its results are returned), then captures; later calls copy the inputs into
 // the graph's own input buffers, launch, and copy the outputs out.
+//
+// A group input that a member's plan is keyed by (a shape or steering
+// input: its value, not only its shape, picks the plan) keys the graphs too:
+// one per value, captured with that plan, the value read on the host (the
+// plan holds it as a constant; the graph never reads it). Such an input fed
+// by another member's output could not be read before the capture: refused
+// when the group is made.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -46,7 +53,8 @@ class GroupGraph {
  private:
   struct Entry;
   std::vector<std::vector<Tensor>> run_eagerly(const std::vector<Tensor>& inputs);
-  std::unique_ptr<Entry> capture(const std::vector<Tensor>& inputs);
+  std::unique_ptr<Entry> capture(const std::vector<Tensor>& inputs, const std::vector<Tensor>& values);
+  std::vector<Tensor> keyed_values(const std::vector<Tensor>& inputs) const;
   std::vector<std::vector<Tensor>> replay(Entry& e, const std::vector<Tensor>& inputs, bool host_outputs);
   std::vector<Tensor> feeds_for(size_t m, const std::vector<Tensor>& inputs,
                                 const std::vector<std::vector<Tensor>>& outputs) const;
@@ -55,6 +63,7 @@ class GroupGraph {
   DeviceApi* api_ = nullptr;
   std::vector<GroupMember> members_;
   size_t num_inputs_;
+  std::vector<char> keyed_;  // per group input: a member's plan is keyed by its value
   std::shared_ptr<Stream> stream_;  // the capture's origin; graphs launch here
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Entry>> entries_;

@@ -76,6 +76,10 @@ struct Plan {
   size_t device_naive_bytes = 0;
   std::vector<size_t> input_slots, output_slots;      // device arena offsets
   std::vector<size_t> input_staging, output_staging;  // host arena offsets
+  // Per input: no step reads it, so a run neither copies nor checks it (a
+  // shape or steering value that picked this plan and is held as one of its
+  // constants, or an input only the branch not taken read).
+  std::vector<char> input_unread;
   bool capturable = false;  // no host step: one CUDA graph can hold the whole run
   size_t host_steps = 0, copy_steps = 0;
   std::vector<Shape> output_shapes;  // per engine output

@@ -74,6 +74,7 @@ void PlanAheadWorker::after_fork(bool child) {
       new (&w->cv_) std::condition_variable();
     }
     w->mutex_.unlock();
+    if (child && w->fork_child_reset_) w->fork_child_reset_();
   }
   workers().mutex.unlock();
 }

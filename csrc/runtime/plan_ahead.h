@@ -39,6 +39,10 @@ class PlanAheadWorker {
   static constexpr size_t kMaxWaiting = 2;
   bool post(std::function<void()> task);  // false: not taken (full, or stopping)
   void wait_idle();                       // until nothing is waiting or running
+  // Called in a forked child, its only thread, after the worker is reset:
+  // for the owner to forget what the parent's other threads were doing (a
+  // plan they were building, which no thread of the child will finish).
+  void on_fork_child(std::function<void()> reset) { fork_child_reset_ = std::move(reset); }
 
  private:
   void loop();
@@ -53,6 +57,7 @@ class PlanAheadWorker {
   bool stop_ = false;
   bool exited_ = false;  // the thread left after idling (joinable, not running)
   std::thread thread_;
+  std::function<void()> fork_child_reset_;
 };
 
 }  // namespace twinfer

@@ -362,6 +362,16 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     plan->input_staging.assign(nin, 0);
     plan->output_slots.assign(nout, 0);
     plan->output_staging.assign(nout, 0);
+    std::vector<char> read(g.values.size(), 0);
+    for (const auto& st : plan->steps)
+      for (int v : st.inputs)
+        if (v >= 0) read[v] = 1;
+    for (int v : g.outputs) read[v] = 1;
+    plan->input_unread.assign(nin, 0);
+    for (size_t i = 0; i < nin; ++i) {
+      const int v = g.inputs[i];
+      plan->input_unread[i] = plan->values[v].home == ValueHome::kConstant || !read[v];
+    }
     for (size_t i = 0; i < nin; ++i) {
       const size_t bytes = static_cast<size_t>(shape_numel(shapes[i])) * dtype_size(g.values[g.inputs[i]].dtype);
       dev.whole_run(bytes, nsteps, &plan->input_slots[i]);

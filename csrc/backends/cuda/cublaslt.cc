@@ -6,6 +6,8 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cuda/build_stream.h"
+#include "backends/cuda/capture_mode.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/libraries.h"
 #include "core/device_info.h"
@@ -94,31 +96,23 @@ cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDe
   return r;
 }
 
-namespace {
-
-// Relaxed capture mode for this thread while it lives: a trial's allocations
-// and synchronisation must not invalidate a capture another thread runs.
-struct RelaxedCapture {
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
-  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
-};
-
-}  // namespace
-
+// A trial's allocations and synchronisation must not invalidate a capture
+// another thread runs: relaxed capture mode (capture_mode.h) while they run.
 TrialBuffer::TrialBuffer(size_t bytes) {
-  RelaxedCapture relaxed;
+  RelaxedCaptureScope relaxed;
   if (!bytes) return;
   check(cudaMalloc(&p_, bytes), "cudaMalloc (cuBLASLt trial operand)");
-  if (cudaMemset(p_, 0, bytes) != cudaSuccess) {
+  try {
+    zero_device_now(p_, bytes, "cudaMemsetAsync (cuBLASLt trial operand)");
+  } catch (...) {
     cudaFree(p_);
     p_ = nullptr;
-    check(cudaGetLastError(), "cudaMemset (cuBLASLt trial operand)");
+    throw;
   }
 }
 
 TrialBuffer::~TrialBuffer() {
-  RelaxedCapture relaxed;
+  RelaxedCaptureScope relaxed;
   if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
 }
 
@@ -136,7 +130,7 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
   if (s != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt has no algorithm for " + what +
                                                " (CUBLASLT_LOG_LEVEL=5 names what it refused)");
-  RelaxedCapture relaxed;
+  RelaxedCaptureScope relaxed;
   size_t most = 0;
   for (int i = 0; i < found; ++i) most = std::max(most, r[i].workspaceSize);
   TrialBuffer workspace(most);

@@ -8,11 +8,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "backends/cuda/capture_mode.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/error_flag.h"
 #include "backends/cuda/green_context.h"
@@ -24,8 +26,38 @@ namespace twinfer::cuda {
 
 namespace {
 
+// Whether `device`'s primary context exists (the driver's
+// cuDevicePrimaryCtxGetState, through the runtime's entry point so nothing
+// links the driver library). True when that cannot be asked.
+// Graph captures of ours under way in this process (any device): while one
+// is, a device-wide synchronisation is invalid whatever this thread's
+// capture mode, and would invalidate it.
+std::atomic<int> captures_under_way{0};
+
+bool primary_context_active(int device) {
+  using GetState = int (*)(int, unsigned int*, int*);  // CUresult (CUdevice, flags, active)
+  static const GetState get_state = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 7000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return GetState{nullptr};
+    }
+    return reinterpret_cast<GetState>(fn);
+  }();
+  unsigned int flags = 0;
+  int active = 1;
+  return !get_state || get_state(device, &flags, &active) != 0 || active != 0;
+}
+
 // Makes `index` the calling thread's current device for the guard's life
-// (the static runtime keeps its own per-thread current device).
+// (the static runtime keeps its own per-thread current device). The device
+// before is restored only when its context exists: cudaSetDevice creates
+// one (hundreds of MB), and a thread's untouched default is device 0, so a
+// process on cuda:1 alone would get a context on GPU 0 from every fresh
+// thread that builds or runs a plan (the plan-ahead worker, a server's).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int index) {
@@ -34,7 +66,8 @@ class DeviceGuard {
     index_ = index;
   }
   ~DeviceGuard() {
-    if (prev_ != index_ && cudaSetDevice(prev_) != cudaSuccess) cudaGetLastError();
+    if (prev_ == index_ || !primary_context_active(prev_)) return;
+    if (cudaSetDevice(prev_) != cudaSuccess) cudaGetLastError();
   }
 
  private:
@@ -70,10 +103,11 @@ class CudaEvent final : public Event {
   bool ready() override {
     // A thread capturing in thread-local mode may not query events (the
     // query would invalidate its capture): relaxed mode for this one call.
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    const cudaError_t r = cudaEventQuery(e_);
-    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t r;
+    {
+      RelaxedCaptureScope relaxed;
+      r = cudaEventQuery(e_);
+    }
     if (r == cudaErrorNotReady) return false;
     if (r == cudaErrorCapturedEvent || r == cudaErrorStreamCaptureUnsupported) {
       cudaGetLastError();
@@ -198,13 +232,16 @@ class CudaStream final : public Stream {
     DeviceGuard g(index_);
     std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
     check(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    ++captures_under_way;
   }
   std::unique_ptr<GraphExec> end_capture() override {
     DeviceGuard g(index_);
     cudaGraph_t graph = nullptr;
     {
       std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
-      check(cudaStreamEndCapture(s_, &graph), "cudaStreamEndCapture");
+      const cudaError_t ended = cudaStreamEndCapture(s_, &graph);  // ends it, even when it failed
+      --captures_under_way;
+      check(ended, "cudaStreamEndCapture");
     }
     size_t nodes = 0;
     if (cudaGraphGetNodes(graph, nullptr, &nodes) != cudaSuccess) cudaGetLastError();
@@ -234,6 +271,7 @@ class CudaStream final : public Stream {
     cudaGraph_t graph = nullptr;
     std::lock_guard<std::mutex> lock(cudnn_handle_mutex());  // as end_capture
     if (cudaStreamEndCapture(s_, &graph) != cudaSuccess) cudaGetLastError();
+    --captures_under_way;
     if (graph) cudaGraphDestroy(graph);
   }
 
@@ -302,7 +340,7 @@ class DeviceAllocator final : public Allocator {
     cudaError_t e = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, pool_, native(s));
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      trim();
+      trim(&s);
       e = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, pool_, native(s));
     }
     if (e == cudaErrorMemoryAllocation) {
@@ -319,9 +357,15 @@ class DeviceAllocator final : public Allocator {
   Device device() const override { return Device::cuda(index_); }
 
  private:
-  // Gives back what the pool keeps once pending frees have happened.
-  void trim() {
-    cudaDeviceSynchronize();
+  // Gives back what the pool keeps once pending frees have happened: all of
+  // them (a device-wide wait) when no capture of ours is under way, else
+  // those on the allocating stream (a device sync would invalidate the
+  // capture, in any capture mode).
+  void trim(Stream* s = nullptr) {
+    if (captures_under_way.load() == 0)
+      cudaDeviceSynchronize();
+    else if (s && !s->capturing())
+      cudaStreamSynchronize(native(*s));
     cudaMemPoolTrimTo(pool_, 0);
     cudaGetLastError();
   }
@@ -436,14 +480,7 @@ class CudaDevice final : public DeviceApi {
   void host_access(const MemoryRange&, bool, const char*) override {}
   bool kernels_run_on_host() const override { return false; }
   std::shared_ptr<void> make_current() override { return std::make_shared<DeviceGuard>(index_); }
-  std::shared_ptr<void> relax_capture() override {
-    struct Relaxed {
-      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-      Relaxed() { cudaThreadExchangeStreamCaptureMode(&mode); }
-      ~Relaxed() { cudaThreadExchangeStreamCaptureMode(&mode); }
-    };
-    return std::make_shared<Relaxed>();
-  }
+  std::shared_ptr<void> relax_capture() override { return std::make_shared<RelaxedCaptureScope>(); }
   std::shared_ptr<void> create_kernel_error_flag() override { return cuda::create_kernel_error_flag(index_); }
   void check_kernel_errors(void* flag) override { cuda::check_kernel_errors(index_, flag); }
   void synchronize() override {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/cuda/build_stream.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/device_api.h"
 #include "core/tensor.h"
@@ -40,7 +41,7 @@ inline Tensor device_copy(const void* host, DType dtype, Shape shape) {
   int dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   Tensor t = Tensor::empty(dtype, std::move(shape), Device::cuda(dev));
-  if (t.bytes()) check(cudaMemcpy(t.data(), host, t.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy (kernel constant)");
+  copy_to_device_now(t.data(), host, t.bytes(), "cudaMemcpyAsync (kernel constant)");
   return t;
 }
 

@@ -1,0 +1,43 @@
+#include "backends/cuda/build_stream.h"
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/cuda_check.h"
+
+namespace twinfer::cuda {
+namespace {
+
+// One per device, made on first use and never destroyed (builds may run
+// during static destruction's teardown of other objects). Threads share it:
+// each waits for its own work and anything queued before it, all short.
+cudaStream_t build_stream() {
+  static std::mutex mutex;
+  static auto* streams = new std::map<int, cudaStream_t>;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  cudaStream_t& s = (*streams)[dev];
+  if (!s) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate (plan build)");
+  return s;
+}
+
+}  // namespace
+
+void copy_to_device_now(void* dst, const void* src, size_t bytes, const char* what) {
+  if (!bytes) return;
+  const cudaStream_t s = build_stream();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), what);
+  check(cudaStreamSynchronize(s), what);
+}
+
+void zero_device_now(void* dst, size_t bytes, const char* what) {
+  if (!bytes) return;
+  const cudaStream_t s = build_stream();
+  check(cudaMemsetAsync(dst, 0, bytes, s), what);
+  check(cudaStreamSynchronize(s), what);
+}
+
+}  // namespace twinfer::cuda

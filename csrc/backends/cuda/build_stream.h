@@ -1,0 +1,17 @@
+// Device work a plan's build does at once (a kernel's own constants, a
+// cuBLASLt trial's zeroed operands) goes through a non-blocking stream of the
+// device's own and waits for it, never through the legacy default stream:
+// that stream is torch's default (a build would queue behind the user's
+// work and hold it up) and cannot be used at all while any blocking stream
+// of the context is being captured (CuPy's default stream is blocking).
+#pragma once
+#include <cstddef>
+
+namespace twinfer::cuda {
+
+// Copies host bytes to the current device's memory and returns when done.
+void copy_to_device_now(void* dst, const void* src, size_t bytes, const char* what);
+// Zeroes device memory of the current device and returns when done.
+void zero_device_now(void* dst, size_t bytes, const char* what);
+
+}  // namespace twinfer::cuda
