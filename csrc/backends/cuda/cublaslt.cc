@@ -138,6 +138,13 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (cuBLASLt trial)");
   std::string refused;
   int chosen = -1;
+  // The trials launch real GEMMs (and load cuBLASLt's modules lazily) from
+  // whatever thread builds the plan: kept apart from another thread's
+  // capture beginning or ending, under the lock those take (cuda_device.cc:
+  // cuDNN work on another thread during cuStreamEndCapture crashed the
+  // driver on an H100; whether cuBLASLt's can is not known, and a trial is
+  // plan-build work, where the wait costs nothing a run sees).
+  std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());
   for (int i = 0; i < found && chosen < 0; ++i) {
     if (r[i].state != CUBLAS_STATUS_SUCCESS) continue;
     const cublasStatus_t st = trial(r[i], workspace.get(), stream);
