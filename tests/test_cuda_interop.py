@@ -96,3 +96,46 @@ def test_torch_compile_backend_on_a_cuda_module(rng):
         got = compiled(x)
         assert got.device.type == "cuda"
         assert rel_err(got.cpu().numpy(), net(x).cpu().numpy()) < 1e-6
+
+
+def test_torch_graph_captures_while_twinfer_builds_plans_on_another_thread(rng):
+    # torch.cuda.graph captures in global mode by default: any thread's
+    # unsafe call (an allocation, a sync) while it captures fails and breaks
+    # that capture. twinfer builds plans (weights and kernel constants
+    # uploaded, cuBLASLt trials, workspaces) in relaxed mode, so a build on
+    # one thread leaves another thread's torch capture whole, and the other
+    # way round. New shapes keep the builder busy the whole time.
+    import threading
+
+    e = twinfer.load(chain_model(), device="cuda", plan_ahead=True)
+    errors, stop = [], threading.Event()
+
+    def build_new_shapes():
+        try:
+            for n in range(3, 400):
+                if stop.is_set():
+                    return
+                x = np.full((n, 33), 0.25, np.float32)
+                assert rel_err(e.run({"x": x})["y"].numpy(), chain_ref(x)) < 1e-6
+        except Exception as ex:  # noqa: BLE001 (reported below)
+            errors.append(ex)
+
+    a = torch.randn(256, 256, device="cuda")
+    torch.cuda.synchronize()
+    builder = threading.Thread(target=build_new_shapes)
+    builder.start()
+    try:
+        for i in range(20):
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                with torch.cuda.graph(g, stream=s):
+                    b = torch.relu(a @ a) + i
+            g.replay()
+            torch.cuda.synchronize()
+            want = torch.relu(a @ a) + i
+            assert torch.allclose(b, want, rtol=1e-3, atol=1e-3), i
+    finally:
+        stop.set()
+        builder.join(120)
+    assert not errors, errors

@@ -379,6 +379,82 @@ def test_a_capture_never_builds_a_plan(gpu, rng):
     assert rel_err(e2.run({"x": new}, context=ctx2)["y"].numpy(), chain_ref(chain_ref(x[:5]))) < 1e-6
 
 
+def test_one_context_captured_into_two_graphs_in_a_row(gpu, rng):
+    # The context's last run was recorded inside the first capture: the
+    # second capture must not wait on that event (an ended capture's; CUDA:
+    # cudaErrorCapturedEvent), it is ordered by the first graph's launches.
+    producer = twinfer.load(chain_model(2), device=gpu)
+    e = twinfer.load(chain_model(), device=gpu)
+    ctx = e.create_context()
+    x = rng.standard_normal((12, 33)).astype(np.float32)
+    x_dev = producer.run({"x": x}, outputs="device")["y"]
+    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()
+    s = twinfer.create_stream(gpu)
+    graphs, ys = [], []
+    for _ in range(2):
+        s.begin_capture()
+        try:
+            ys.append(e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"])
+        finally:
+            graphs.append(s.end_capture())
+    for g, y in zip(graphs, ys):
+        g.launch(s)
+        s.synchronize()
+        assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
+
+
+def test_captures_on_one_thread_while_another_builds_plans(gpu, rng):
+    # A thread capturing and replaying (a graphed group, the caller's own
+    # capture) while another thread builds plans for new shapes of the same
+    # engine and of another, on demand and ahead: every capture completes,
+    # every answer is right. On a GPU the builds run in relaxed capture mode
+    # and take the lock captures begin and end under for their library
+    # trials; the simulated device refuses allocations on a capturing thread.
+    import threading
+
+    e = twinfer.load(chain_model(), device=gpu)
+    other = twinfer.load(chain_model(2), device=gpu)
+    errors, stop = [], threading.Event()
+
+    def build_new_shapes():
+        try:
+            for n in range(3, 200):
+                if stop.is_set():
+                    return
+                x = np.full((n, 33), 0.5, np.float32)
+                for eng, ref in ((e, chain_ref(x)), (other, chain_ref(x, 2))):
+                    assert rel_err(eng.run({"x": x})["y"].numpy(), ref) < 1e-6
+        except Exception as ex:  # noqa: BLE001 (reported below)
+            errors.append(ex)
+
+    group = twinfer.Parallel([e]).graphed()
+    ctx = e.create_context()
+    x = rng.standard_normal((12, 33)).astype(np.float32)
+    x_dev = other.run({"x": x}, outputs="device")["y"]
+    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()
+    builder = threading.Thread(target=build_new_shapes)
+    builder.start()
+    try:
+        for i in range(12):
+            xi = x + i
+            (got,) = group.run([{"x": xi}])
+            assert rel_err(got["y"].numpy(), chain_ref(xi)) < 1e-6
+            s = twinfer.create_stream(gpu)
+            s.begin_capture()
+            try:
+                y = e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"]
+            finally:
+                graph = s.end_capture()
+            graph.launch(s)
+            s.synchronize()
+            assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
+    finally:
+        stop.set()
+        builder.join(120)
+    assert not errors, errors
+    assert group.stats()["replays"] >= 10
+
+
 def test_a_pooled_run_captured_by_the_caller_keeps_its_buffers(gpu, rng):
     # engine.run without a context (a pooled one, as the torch drop-in runs)
     # captured into the caller's graph: the graph's outputs are views of that

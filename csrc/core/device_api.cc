@@ -17,7 +17,7 @@ const char* memory_space_name(MemorySpace s) {
 }
 
 void wait_across_capture(Stream& s, Event& e) {
-  if (e.captured() == s.capturing()) s.wait(e);
+  if (e.capture_sequence() == s.capture_sequence()) s.wait(e);
 }
 
 void host_wait(Event& e) {

@@ -60,14 +60,18 @@ class Event {
   virtual bool ready() = 0;        // reached (true for an event never recorded)
   // Last recorded on a stream that was being captured.
   virtual bool captured() const = 0;
+  // Which capture that was (0: none): a capturing stream may wait only on
+  // events of its own capture, never on one of a capture that has ended.
+  virtual uint64_t capture_sequence() const = 0;
   // Created with create_timing_event: DeviceApi::elapsed_ms can time it.
   virtual bool timed() const = 0;
 };
 
-// Makes `s` wait for `e` where the capture rules allow a wait; across a
-// capture's boundary the order comes from the caller instead (work before a
-// capture is synchronised before it begins; a graph's launches are ordered
-// on the stream that launches them).
+// Makes `s` wait for `e` where the capture rules allow a wait: both outside
+// any capture, or both in the same one. Across a capture's boundary the
+// order comes from the caller instead (work before a capture is
+// synchronised before it begins; a graph's launches are ordered on the
+// stream that launches them; an earlier capture's work is its graph's).
 void wait_across_capture(Stream& s, Event& e);
 // The host waits for `e`, unless it was recorded in a capture (the graph's
 // launches, not the event, say when such a value is written).
@@ -118,6 +122,7 @@ class Stream {
   virtual void begin_capture() = 0;
   virtual std::unique_ptr<GraphExec> end_capture() = 0;
   virtual bool capturing() const = 0;
+  virtual uint64_t capture_sequence() const = 0;  // the capture under way (0: none)
   // Ends whatever capture this stream began, a live one or one the device
   // invalidated (CUDA: a failed or forbidden call inside it), and drops the
   // graph; never throws. Every error path of a capture calls it: a capture

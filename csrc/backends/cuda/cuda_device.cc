@@ -116,10 +116,11 @@ class CudaEvent final : public Event {
     check(r, "cudaEventQuery");
     return true;
   }
-  bool captured() const override { return captured_; }
+  bool captured() const override { return capture_ != 0; }
+  uint64_t capture_sequence() const override { return capture_; }
   bool timed() const override { return timing_; }
   cudaEvent_t get() const { return e_; }
-  void set_captured(bool c) { captured_ = c; }
+  void set_capture(uint64_t id) { capture_ = id; }
 
  private:
   void create() {
@@ -130,7 +131,7 @@ class CudaEvent final : public Event {
 
   int index_;
   bool timing_;
-  bool captured_ = false;  // CUDA cannot be asked; the stream that records it says
+  uint64_t capture_ = 0;  // CUDA cannot be asked; the stream that records it says
   cudaEvent_t e_ = nullptr;
   void* ctx_ = nullptr;  // the green context it was made in (null: the primary one)
 };
@@ -218,7 +219,7 @@ class CudaStream final : public Stream {
     CudaEvent& ce = cuda_event(e);
     ce.rebind(green_.get());  // a no-op unless green contexts are in play
     check(cudaEventRecord(ce.get(), s_), "cudaEventRecord");
-    ce.set_captured(capturing());
+    ce.set_capture(capture_sequence());
   }
   void wait(Event& e) override { check(cudaStreamWaitEvent(s_, native(e), 0), "cudaStreamWaitEvent"); }
   void synchronize() override { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
@@ -261,6 +262,16 @@ class CudaStream final : public Stream {
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(s_, &st) != cudaSuccess) cudaGetLastError();
     return st == cudaStreamCaptureStatusActive;
+  }
+  uint64_t capture_sequence() const override {
+    // CUDA's ids are unique per capture sequence in the process, never 0.
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (cudaStreamGetCaptureInfo(s_, &st, &id) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return st == cudaStreamCaptureStatusActive ? static_cast<uint64_t>(id) : 0;
   }
   void abort_capture() noexcept override {
     // capturing() says Active only; an invalidated capture must be ended too

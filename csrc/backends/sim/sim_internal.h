@@ -61,6 +61,7 @@ class SimEvent final : public Event, public std::enable_shared_from_this<SimEven
   void synchronize() override;
   bool ready() override;
   bool captured() const override;
+  uint64_t capture_sequence() const override;
   bool timed() const override { return timing; }
 
   // Set when a record is enqueued (under the device mutex). Weak: a worker
@@ -111,6 +112,7 @@ class SimStream final : public Stream, public std::enable_shared_from_this<SimSt
   void begin_capture() override;
   std::unique_ptr<GraphExec> end_capture() override;
   bool capturing() const override;
+  uint64_t capture_sequence() const override;
 
   static uintptr_t handle_of(int id) { return static_cast<uintptr_t>(id) + 15; }  // above DLPack's 1/2
   int id() const { return id_; }

@@ -107,6 +107,11 @@ bool SimEvent::captured() const {
   return capture_id != 0;
 }
 
+uint64_t SimEvent::capture_sequence() const {
+  std::lock_guard<std::mutex> lock(dev_.mutex_);
+  return capture_id;
+}
+
 void SimEvent::synchronize() {
   std::shared_ptr<Worker> w;
   uint64_t t = 0;
@@ -290,6 +295,11 @@ std::unique_ptr<GraphExec> SimStream::end_capture() {
 bool SimStream::capturing() const {
   std::lock_guard<std::mutex> lock(dev_.mutex_);
   return capture_id != 0;
+}
+
+uint64_t SimStream::capture_sequence() const {
+  std::lock_guard<std::mutex> lock(dev_.mutex_);
+  return capture_id;
 }
 
 bool thread_is_capturing() { return tls_capturing != nullptr; }
