@@ -335,15 +335,34 @@ def test_matmul(device, shapes, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_matmul_batch_broadcast_both_ways_falls_back_with_a_reason(device, rng):
-    m = _model(helper.make_node("MatMul", ["a", "b"], ["y"], name="mm"),
-               [_vi("a", TensorProto.FLOAT, (2, 1, 5, 7)), _vi("b", TensorProto.FLOAT, (1, 3, 7, 4))],
-               [_vi("y", TensorProto.FLOAT, (2, 3, 5, 4))])
-    e = twinfer.load(m, device=device, sim_coverage="cuda")
-    (row,) = [r for r in e.kernel_report({"a": (2, 1, 5, 7), "b": (1, 3, 7, 4)}) if r.node == "mm"]
-    assert row.backend == "cpu" and "batch broadcast" in row.note
-    a, b = rng.standard_normal((2, 1, 5, 7)).astype(np.float32), rng.standard_normal((1, 3, 7, 4)).astype(np.float32)
-    assert _rel(e.run({"a": a, "b": b})["y"].numpy(), a @ b) < 1e-5
+@pytest.mark.parametrize("t", [TensorProto.FLOAT, TensorProto.FLOAT16])
+def test_matmul_batches_that_broadcast_both_ways(device, t, rng):
+    # Neither operand's batch dims are all 1 nor the output's: the CUDA
+    # MatMul expands them into scratch (one matrix per output batch) and
+    # strides through those; against NumPy and the CPU backend.
+    npt = NP[t]
+    for a_shape, b_shape in (((2, 1, 5, 7), (1, 3, 7, 4)), ((3, 1, 2, 1, 6, 9), (1, 4, 1, 5, 9, 3)),
+                             ((4, 1, 3, 8), (5, 8, 2)), ((2, 6, 1, 3, 5), (6, 4, 5, 3))):
+        y_shape = np.broadcast_shapes(a_shape[:-2], b_shape[:-2]) + (a_shape[-2], b_shape[-1])
+        m = _model(helper.make_node("MatMul", ["a", "b"], ["y"], name="mm"), [_vi("a", t, a_shape), _vi("b", t, b_shape)],
+                   [_vi("y", t, y_shape)])
+        a = rng.standard_normal(a_shape).astype(npt)
+        b = rng.standard_normal(b_shape).astype(npt)
+        want_cpu, got = _run_both(m, {"a": a, "b": b}, device)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        tol = 2e-2 if t == TensorProto.FLOAT16 else 1e-5
+        for r in (got["y"], want_cpu["y"]):
+            assert r.shape == ref.shape and r.dtype == npt
+            assert _rel(r.astype(np.float64), ref) < tol, (a_shape, b_shape)
+
+
+def test_matmul_batch_expansion_index_math():
+    # ops/nn/batch_broadcast.h, the index the CUDA expansion reads, against
+    # NumPy's own broadcasting of batch indices.
+    for src, y in (((2, 1), (2, 3)), ((1, 3), (2, 3)), ((3, 1, 2, 1), (3, 4, 2, 5)), ((1, 1, 7), (2, 3, 7)),
+                   ((1,), (4,)), ((5, 1, 1), (5, 6, 2))):
+        want = np.broadcast_to(np.arange(int(np.prod(src))).reshape(src), y).ravel()
+        assert twinfer._core._test_source_batch(list(src), list(y)) == want.tolist(), (src, y)
 
 
 @pytest.mark.parametrize("device", DEVICES)

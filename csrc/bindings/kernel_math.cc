@@ -10,6 +10,7 @@
 #include "bindings/bindings.h"
 #include "graph/ir.h"
 #include "ops/nn/activation_fn.h"
+#include "ops/nn/batch_broadcast.h"
 #include "ops/quant/conv_geometry.h"
 #include "ops/quant/quant_math.h"
 
@@ -160,6 +161,17 @@ void bind_kernel_math(py::module_& m) {
   // A reduction over dims that are not one block, as the CUDA kernel runs
   // it (backends/cuda/rows.cu): the x offset each gathered element reads,
   // through the OffsetCalc the kernel gets, and (outer, len).
+  m.def("_test_source_batch", [](const std::vector<int64_t>& src_batch, const std::vector<int64_t>& y_batch) {
+    nn::BatchBroadcast g;
+    if (src_batch.size() != y_batch.size() ||
+        !nn::make_batch_broadcast(src_batch.data(), y_batch.data(), static_cast<int>(y_batch.size()), &g))
+      throw Error(ErrorKind::kInvalidArgument, "batch dims of equal rank, at most 8");
+    int64_t nb = 1;
+    for (int64_t d : y_batch) nb *= d;
+    std::vector<int64_t> r;
+    for (int64_t b = 0; b < nb; ++b) r.push_back(nn::source_batch(g, b));
+    return r;
+  });
   m.def("_test_reduce_gather", [](const std::vector<int64_t>& shape, const std::vector<int64_t>& axes) {
     std::vector<char> red(shape.size(), 0);
     for (int64_t a : axes) red.at(static_cast<size_t>(a)) = 1;

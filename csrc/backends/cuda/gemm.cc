@@ -206,15 +206,12 @@ cublasLtEpilogue_t epilogue_for(bool bias, const nn::Activation& act, nn::Activa
 
 // ---- MatMul / com.twinfer MatMul -------------------------------------------
 
-// Batches cuBLASLt can stride through: each operand's batch dims are the
-// output's (stride one matrix) or all 1 (the same matrix for every batch).
-bool batch_strides(const nn::MatMulGeom& g, int64_t* sa, int64_t* sb) {
-  const bool a_full = g.a_batch == g.y_batch, a_one = shape_numel(g.a_batch) == 1;
-  const bool b_full = g.b_batch == g.y_batch, b_one = shape_numel(g.b_batch) == 1;
-  if (!(a_full || a_one) || !(b_full || b_one)) return false;
-  *sa = a_one ? 0 : g.M * g.K;
-  *sb = b_one ? 0 : g.K * g.N;
-  return true;
+// Batch strides for cuBLASLt, in elements: one matrix per output batch, or 0
+// for an operand whose batch dims are all 1 (the same matrix every time). An
+// operand that broadcasts otherwise is expanded to the output's batches first.
+void batch_strides(const nn::MatMulGeom& g, int64_t* sa, int64_t* sb) {
+  *sa = shape_numel(g.a_batch) == 1 ? 0 : g.M * g.K;
+  *sb = shape_numel(g.b_batch) == 1 ? 0 : g.K * g.N;
 }
 
 bool matmul_supports(const KernelBuildInfo& info, std::string* why) {
@@ -224,10 +221,9 @@ bool matmul_supports(const KernelBuildInfo& info, std::string* why) {
     return false;
   }
   const nn::MatMulGeom g = nn::matmul_geom(info);
-  int64_t sa, sb;
-  if (!batch_strides(g, &sa, &sb)) {
-    if (why) *why = "MatMul batch broadcast " + shape_str(g.a_batch) + " x " + shape_str(g.b_batch) +
-                    " has no CUDA kernel (one side's batch dims must be all 1)";
+  if (static_cast<int>(g.y_batch.size()) > nn::BatchBroadcast::kMaxRank) {
+    if (why) *why = "MatMul with more than " + std::to_string(nn::BatchBroadcast::kMaxRank) +
+                    " batch dims has no CUDA kernel";
     return false;
   }
   if (g.K == 0 || shape_numel(g.y_batch) > INT32_MAX) {
@@ -237,9 +233,26 @@ bool matmul_supports(const KernelBuildInfo& info, std::string* why) {
   return true;
 }
 
+// An operand whose batches broadcast both ways (neither all 1 nor the
+// output's) is expanded into scratch first: one matrix per output batch.
+bool needs_expansion(const Shape& batch, const Shape& y_batch) {
+  return batch != y_batch && shape_numel(batch) != 1;
+}
+
 class CudaMatMul final : public Kernel {
  public:
   explicit CudaMatMul(const KernelBuildInfo& info) : g_(nn::matmul_geom(info)), dtype_(info.input_dtype(0)) {
+    const int64_t nb = shape_numel(g_.y_batch);
+    const int rank = static_cast<int>(g_.y_batch.size());
+    const size_t elem = dtype_size(dtype_);
+    if (needs_expansion(g_.a_batch, g_.y_batch)) {
+      nn::make_batch_broadcast(g_.a_batch.data(), g_.y_batch.data(), rank, &expand_a_);
+      a_bytes_ = align_scratch(static_cast<size_t>(nb * g_.M * g_.K) * elem);
+    }
+    if (needs_expansion(g_.b_batch, g_.y_batch)) {
+      nn::make_batch_broadcast(g_.b_batch.data(), g_.y_batch.data(), rank, &expand_b_);
+      b_bytes_ = align_scratch(static_cast<size_t>(nb * g_.K * g_.N) * elem);
+    }
     int64_t sa = 0, sb = 0;
     batch_strides(g_, &sa, &sb);
     LtMatmul::Config c;
@@ -256,23 +269,43 @@ class CudaMatMul final : public Kernel {
     // An empty output needs no GEMM (cuBLASLt refuses layouts of 0 rows).
     if (c.batch > 0 && g_.M > 0 && g_.N > 0) mm_ = std::make_unique<LtMatmul>(c);
   }
-  size_t scratch_bytes() const override { return mm_ ? mm_->workspace_bytes() : 0; }
+  // Scratch: [A expanded][B expanded][cuBLASLt's workspace], each 256-aligned.
+  size_t scratch_bytes() const override { return a_bytes_ + b_bytes_ + (mm_ ? mm_->workspace_bytes() : 0); }
   void run(KernelContext& ctx) const override {
     if (ctx.outputs[0].numel() == 0) return;
     const cudaStream_t s = stream_of(ctx);
     const void* bias = g_.has_bias ? ctx.inputs[2].data : nullptr;
     const void* residual = g_.has_residual ? ctx.inputs[3].data : nullptr;
-    mm_->run(ctx.inputs[1].data, ctx.inputs[0].data, ctx.outputs[0].data, bias, ctx.scratch, s, ctx.stream->sm_count(),
-             residual);
+    char* scratch = static_cast<char*>(ctx.scratch);
+    const void* a = ctx.inputs[0].data;
+    const void* b = ctx.inputs[1].data;
+    const int64_t nb = shape_numel(g_.y_batch);
+    const size_t elem = dtype_size(dtype_);
+    if (a_bytes_) {
+      expand_batches(a, expand_a_, nb, g_.M * g_.K, scratch, elem, s);
+      a = scratch;
+    }
+    if (b_bytes_) {
+      expand_batches(b, expand_b_, nb, g_.K * g_.N, scratch + a_bytes_, elem, s);
+      b = scratch + a_bytes_;
+    }
+    mm_->run(b, a, ctx.outputs[0].data, bias, scratch + a_bytes_ + b_bytes_, s, ctx.stream->sm_count(), residual);
     apply_activation(ctx.outputs[0].data, ctx.outputs[0].numel(), dtype_, rest_, s);
   }
-  const char* impl_name() const override { return g_.has_residual ? "cublasLt matmul + residual (C)" : "cublasLt matmul"; }
+  const char* impl_name() const override {
+    if (a_bytes_ || b_bytes_) return "cublasLt matmul (batches expanded)";
+    return g_.has_residual ? "cublasLt matmul + residual (C)" : "cublasLt matmul";
+  }
 
  private:
+  static size_t align_scratch(size_t n) { return (n + 255) / 256 * 256; }
+
   nn::MatMulGeom g_;
   DType dtype_;
   nn::Activation rest_;
   std::unique_ptr<LtMatmul> mm_;
+  nn::BatchBroadcast expand_a_, expand_b_;
+  size_t a_bytes_ = 0, b_bytes_ = 0;  // scratch for the expanded operands (0: read in place)
 };
 
 // ---- Gemm / com.twinfer Gemm -------------------------------------------------

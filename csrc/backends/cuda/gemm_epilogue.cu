@@ -30,6 +30,14 @@ __global__ void gemm_broadcast_c(const U* __restrict__ c, int64_t rows, int64_t 
     y[i] = c[(rows == 1 ? 0 : r) * cols + (cols == 1 ? 0 : k)];
   }
 }
+template <typename U>
+__global__ void expand_batches(const U* __restrict__ src, twinfer::nn::BatchBroadcast g, int64_t total,
+                               int64_t matrix, U* __restrict__ dst) {
+  for (int64_t j = first_index(); j < total; j += grid_stride()) {
+    const int64_t b = j / matrix, i = j - b * matrix;
+    dst[j] = src[twinfer::nn::source_batch(g, b) * matrix + i];
+  }
+}
 __global__ void bias_activation_f32(float* __restrict__ y, int64_t rows, int64_t n, const float* __restrict__ bias,
                                     twinfer::nn::ActFn f) {
   const int64_t total = rows * n;
@@ -76,6 +84,19 @@ void broadcast_2d(const void* c, int64_t rows, int64_t cols, void* y, int64_t M,
     default: throw Error(ErrorKind::kDType, "Gemm: C of an unsupported element size");
   }
   check_launch("Gemm C broadcast launch");
+}
+
+void expand_batches(const void* src, const nn::BatchBroadcast& g, int64_t nb, int64_t matrix_elems, void* dst,
+                    size_t elem_bytes, cudaStream_t s) {
+  const int64_t total = nb * matrix_elems;
+  const ew::LaunchConfig lc = ew::elementwise_launch(total);
+  if (!lc.blocks) return;
+  dispatch_width(elem_bytes, [&](auto tag) {
+    using U = decltype(tag);
+    twinfer_gpu::expand_batches<<<lc.blocks, lc.threads, 0, s>>>(static_cast<const U*>(src), g, total, matrix_elems,
+                                                                 static_cast<U*>(dst));
+  });
+  check_launch("MatMul batch expansion launch");
 }
 
 }  // namespace twinfer::cuda
