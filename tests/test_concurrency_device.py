@@ -5,6 +5,8 @@ that proves the detector sees a missing wait, profiles timed by device
 events, SM shares (green contexts), and the whole group captured as one
 graph. References: the same models on the CPU backend."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -294,6 +296,29 @@ def test_sm_shares_are_green_context_partitions_on_the_simulated_device(models, 
     ctx = dev["mlp"].create_context(sm_share=0.1)
     assert ctx.sm_count == 8  # floor(0.1 x 16 groups), at least one: a share is never exceeded
     close(dev["mlp"].run({"v": v}, context=ctx)["scores"].numpy(), alone(cpu["mlp"], {"v": v}, 1)["scores"])
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_closing_gives_sms_back_while_outputs_live_on(models, cpu, rng, gpu):
+    # Device outputs hold their context's stream (their memory is freed in
+    # its order), not its SM share: close() gives the SMs back at once.
+    dev = on(gpu, models)
+    x = images(rng)
+    par = twinfer.Parallel([(dev["conv"], {"sm_share": 0.5}), (dev["conv"], {"sm_share": 0.5})])
+    a, b = (dev["conv"].run({"x": x}, context=m.context, outputs="device")["feat"] for m in par.members)
+    par.close()
+    whole = twinfer.Parallel([(dev["conv"], {"sm_share": 0.9})])
+    (c,) = whole.run([{"x": x}])
+    want = alone(cpu["conv"], {"x": x}, 1)["feat"]
+    for t in (a, b, c["feat"]):  # the first two, kept across the close, still read right
+        close(t.numpy(), want)
+    whole.close()
+    ctx = dev["conv"].create_context(sm_share=0.5)
+    kept = dev["conv"].run({"x": x}, context=ctx, outputs="device")["feat"]
+    del ctx
+    gc.collect()
+    dev["conv"].create_context(sm_share=0.9)
+    close(kept.numpy(), want)
 
 
 @pytest.mark.cuda

@@ -4,6 +4,7 @@ streams and events between engines, the DLPack stream protocol, threads,
 running out of device memory, placement with copies, the host fallback.
 References: NumPy (device_models) and twinfer's CPU backend."""
 
+import gc
 import threading
 import warnings
 
@@ -403,6 +404,67 @@ def test_one_context_captured_into_two_graphs_in_a_row(gpu, rng):
         assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
 
 
+def test_a_callers_graph_outlives_its_plan_in_the_cache(gpu, rng):
+    # The plan a caller's graph was captured with leaves the plan cache (one
+    # plan kept, another shape run): the graph still launches its kernels,
+    # which the context holds for it (before: freed, a crash on replay).
+    producer = twinfer.load(chain_model(2), device=gpu)
+    e = twinfer.load(chain_model(), device=gpu, max_cached_plans=1, cuda_graphs=False)
+    ctx = e.create_context()
+    x = rng.standard_normal((12, 33)).astype(np.float32)
+    x_dev = producer.run({"x": x}, outputs="device")["y"]
+    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()
+    s = twinfer.create_stream(gpu)
+    s.begin_capture()
+    try:
+        y = e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"]
+    finally:
+        graph = s.end_capture()
+    for n in (3, 40):  # other shapes: the captured plan is evicted, the arena grows
+        z = rng.standard_normal((n, 33)).astype(np.float32)
+        assert rel_err(e.run({"x": z}, context=ctx)["y"].numpy(), chain_ref(z)) < 1e-6
+    assert e.stats()["plans_cached"] == 1
+    gc.collect()
+    for _ in range(2):
+        graph.launch(s)
+        s.synchronize()
+        assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
+
+
+def test_a_graphed_group_replays_after_its_plans_leave_the_cache(gpu, rng):
+    e = twinfer.load(chain_model(), device=gpu, max_cached_plans=1)
+    g = twinfer.Parallel([e]).graphed()
+    for n in (5, 9, 5, 9, 5):  # 5 and 9 captured once each, then replayed; one plan cached at a time
+        x = rng.standard_normal((n, 33)).astype(np.float32)
+        (got,) = g.run([{"x": x}])
+        assert rel_err(got["y"].numpy(), chain_ref(x)) < 1e-6
+    st = g.stats()
+    assert st["captures"] == 2 and st["replays"] == 3, st
+
+
+def test_a_foreign_device_array_without_a_stream_runs_on_the_default_stream(gpu, rng):
+    # Neither torch nor CuPy, no stream=: DLPack's producer is told the
+    # legacy default stream, and the run goes there (the simulated device
+    # has one for handles 1 and 2, as CUDA does).
+    class Foreign:
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None, **kw):
+            return self.t.__dlpack__(stream=-1 if stream is None else stream, **kw)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    producer = twinfer.load(chain_model(2), device=gpu)
+    e = twinfer.load(chain_model(), device=gpu)
+    x = rng.standard_normal((7, 33)).astype(np.float32)
+    y_dev = producer.run({"x": x}, outputs="device")["y"]
+    y_dev.synchronize()
+    got = e.run({"x": Foreign(y_dev)})["y"]
+    assert rel_err(got.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
+
+
 def test_captures_on_one_thread_while_another_builds_plans(gpu, rng):
     # A thread capturing and replaying (a graphed group, the caller's own
     # capture) while another thread builds plans for new shapes of the same
@@ -564,3 +626,29 @@ def test_a_callers_tensor_at_any_offset(rng, precision):
     got = e.run({"x": offset})["y"]
     torch.cuda.synchronize()
     assert rel_err(np.asarray(torch.from_dlpack(got).cpu()), want) < (1e-5 if precision == "fp32" else 5e-3)
+
+
+def test_a_sequence_of_device_tensors_reaches_the_host_evaluator(gpu, rng):
+    # A sequence input runs through the host evaluator: its device items
+    # come to the host, each after the run that wrote it (before, the host
+    # read device pointers: NaN on the simulated device, a crash on a GPU).
+    import warnings
+
+    from onnx import TensorProto, helper
+    from onnx_helpers import make_model
+    from twinfer.testing import sim_options
+
+    seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [64, 33])
+    pos = helper.make_node("Constant", [], ["p"], value=helper.make_tensor("pv", TensorProto.INT64, [], [1]))
+    m = make_model([pos, helper.make_node("SequenceAt", ["s", "p"], ["t"]), helper.make_node("Neg", ["t"], ["u"])],
+                   [seq], [("u", np.float32, [64, 33])], name="seqat")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "runs through the CPU": the point here
+        e = twinfer.load(m, device=gpu)
+    producer = twinfer.load(chain_model(), device=gpu)
+    with sim_options(max_delay_us=2000):
+        for _ in range(3):
+            x0, x1 = (rng.standard_normal((64, 33)).astype(np.float32) for _ in range(2))
+            y0, y1 = (producer.run({"x": v}, outputs="device")["y"] for v in (x0, x1))
+            got = e.run({"s": [y0, y1]}, outputs="host")["u"].numpy()
+            assert rel_err(got, -chain_ref(x1)) < 1e-6

@@ -101,3 +101,58 @@ def test_scalars_and_lists_take_the_requested_dtype():
     t = twinfer.as_tensor([[1, 2], [3, 4]], "float32")
     assert t.dtype == "float32" and t.shape == (2, 2)
     assert twinfer.as_tensor(3, "int64").dtype == "int64"
+
+
+def test_read_only_memory_comes_in_as_a_copy(tmp_path, rng):
+    # A NumPy array mapped read-only exports a read-only capsule: twinfer's
+    # tensor (writable, and so its NumPy view) must not alias it. Before,
+    # writing to the view wrote through to read-only pages: a crash.
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    ro = np.load(tmp_path / "a.npy", mmap_mode="r")
+    for src in (ro, np.frombuffer(a.tobytes(), np.float32).reshape(4, 6)):  # mapped, and a read-only buffer
+        assert not src.flags.writeable
+        t = twinfer.as_tensor(src)
+        assert t.data_ptr != src.ctypes.data
+        view = t.numpy()
+        view[0, 0] = 123.0
+        np.testing.assert_array_equal(np.asarray(src), a)
+        assert view[0, 0] == 123.0
+
+
+def test_a_device_tensor_refuses_bad_stream_values(rng):
+    from device_models import chain_model
+
+    y = twinfer.load(chain_model(), device="sim").run({"x": np.ones((2, 33), np.float32)}, outputs="device")["y"]
+    with pytest.raises(ValueError, match="-1, 1, 2 or a stream handle"):
+        y.__dlpack__(stream=-7)
+    with pytest.raises(TypeError, match="must be an int"):
+        y.__dlpack__(stream="default")
+
+
+def test_from_dlpack_of_a_framework_array_waits_for_its_producer(rng):
+    # A foreign device array with no stream named: exported for its
+    # framework's current stream and marked ready there, so a run reading it
+    # waits for the producer's pending writes (the simulated device, with
+    # aggressive delays, reports a read before the write as a race).
+    from device_models import chain_model, chain_ref
+    from twinfer.testing import sim_options
+
+    class Foreign:  # DLPack as torch does it: no stream, no ordering
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None, **kw):
+            return self.t.__dlpack__(stream=-1 if stream is None else stream, **kw)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    with sim_options(max_delay_us=3000):
+        producer = twinfer.load(chain_model(2), device="sim")
+        e = twinfer.load(chain_model(), device="sim")
+        for _ in range(3):
+            x = rng.standard_normal((64, 33)).astype(np.float32)
+            t = twinfer.from_dlpack(Foreign(producer.run({"x": x}, outputs="device")["y"]))
+            got = e.run({"x": t})["y"].numpy()
+            np.testing.assert_allclose(got, chain_ref(chain_ref(x, 2)), rtol=1e-5, atol=1e-5)

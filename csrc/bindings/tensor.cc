@@ -126,8 +126,12 @@ std::shared_ptr<Stream> make_ready_for(const Tensor& t, const py::object& stream
       return nullptr;
     }
   } else {
+    if (!py::isinstance<py::int_>(stream))
+      throw py::type_error("DLPack stream must be an int (-1, 1, 2 or a stream handle), not " +
+                           std::string(py::str(py::type::of(stream).attr("__name__"))));
     const long long h = stream.cast<long long>();
     if (h == -1) return nullptr;
+    if (h < -1) throw py::value_error("DLPack stream must be -1, 1, 2 or a stream handle, not " + std::to_string(h));
     // 0 is ambiguous in the spec: the legacy default stream.
     consumer = device_api(t.device()).borrow_stream(h == 0 && t.device().is_cuda() ? 1 : static_cast<uintptr_t>(h));
   }
@@ -292,7 +296,12 @@ Tensor tensor_from_capsule(py::capsule cap) {
     if (mt->version.major > 1)
       throw Error(ErrorKind::kInvalidArgument, "DLPack major version " + std::to_string(mt->version.major) + " is not supported");
     PyCapsule_SetName(cap.ptr(), "used_dltensor_versioned");
-    return import_dltensor(mt->dl_tensor, owner_of(mt));
+    Tensor t = import_dltensor(mt->dl_tensor, owner_of(mt));
+    // Read-only host memory (a NumPy array mapped read-only, say) is copied:
+    // a twinfer tensor is writable, and so is its NumPy view, and a write
+    // through an alias of read-only pages would crash the interpreter.
+    if ((mt->flags & dlpack::kFlagReadOnly) && t.device().is_cpu() && !dtype_is_container(t.dtype())) return t.clone();
+    return t;
   }
   if (name && std::strcmp(name, "dltensor") == 0) {
     auto* mt = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), name));
@@ -400,6 +409,15 @@ void bind_tensor(py::module_& m) {
           py::arg("stream"),
           "Marks the tensor ready at the point `stream` has reached now: an array a framework exported for that "
           "stream (DLPack), which runs on other streams then wait for.")
+      .def(
+          "_mark_ready_on",
+          [](Tensor& t, uintptr_t handle) {
+            auto s = device_api(t.device()).borrow_stream(handle);
+            auto e = device_api(t.device()).create_event();
+            s->record(*e);
+            t.set_ready_event(std::move(e));
+          },
+          py::arg("handle"), "The same, for a stream given by its handle (a framework's cudaStream_t, 1 or 2).")
       .def_property_readonly("ready", [](const Tensor& t) {
                                return !t.ready_event() || t.ready_event()->captured() || t.ready_event()->ready();
                              },

@@ -96,6 +96,11 @@ class Stream {
   // SMs the stream's kernels may use: 0 for the whole device, else the size
   // of its partition (create_partitioned_stream).
   virtual int sm_count() const { return 0; }
+  // The context that owned this stream's SM share is gone: its groups go
+  // back to the device for other shares now, though the stream lives on
+  // while tensors still free their memory in its order (no kernel of ours
+  // runs on it any more). A no-op for a stream with no share.
+  virtual void release_sm_share() {}
   // Makes the stream's context current on the calling thread until the
   // guard goes (a green context's; null where streams need nothing).
   virtual std::shared_ptr<void> enter() { return nullptr; }

@@ -39,6 +39,9 @@ ExecutionContext::~ExecutionContext() {
   } catch (...) {
   }
   graphs_.clear();
+  // Its SM share, if any, is free for other contexts now, whatever output
+  // of it still holds the stream (to free its memory in stream order).
+  stream_->release_sm_share();
 }
 
 void ExecutionContext::synchronize() {
@@ -118,13 +121,16 @@ void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_a
                             st.node->name, st.node->op_type);
               (views == &a.inputs ? acc.reads : acc.writes).push_back(range_of(v));
             }
-          const Kernel* k = st.kernel.get();
+          // A recorded launch (a capture) may run long after this plan
+          // leaves the cache: it holds the kernel and the error flag.
+          std::shared_ptr<const Kernel> k = st.kernel;
+          std::shared_ptr<void> flag = error_flag_;
           const std::string node = st.node->name, op = st.node->op_type;
           KernelContext args = a;
           args.stream = nullptr;  // runs as host code on the worker
           DeviceApi* api = api_;
           s.host_task(
-              [k, args, node, op, api]() mutable {
+              [k, flag, args, node, op, api]() mutable {
                 try {
                   const uint64_t t0 = api->trace_clock_ns();
                   k->run(args);
@@ -198,7 +204,9 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
   if (outer_capture && (prepared_for_ != pp || !device_arena_ || device_arena_->bytes() < pp->device_arena_bytes))
     throw Error(ErrorKind::kInvalidArgument,
                 "this run is being captured into a graph, which cannot set up buffers: run the engine once at "
-                "these shapes in this context before capturing");
+                "these shapes in this context before capturing (a run without context= takes a pooled context, "
+                "and one a caller's graph holds is not handed out again: pass context= to capture one context "
+                "more than once)");
   prepare(pp);
   const Plan& plan = *pp;
   if (!outer_capture) release_finished_inputs();  // (querying events inside a capture is not allowed)
@@ -370,6 +378,10 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
     S.record(*done_);
     last_stream_ = S.handle();
     ran_ = true;
+    if (outer_capture &&
+        std::none_of(held_for_caller_graphs_.begin(), held_for_caller_graphs_.end(),
+                     [&](const HeldForCallerGraph& h) { return h.plan == pp && h.arena == device_arena_; }))
+      held_for_caller_graphs_.push_back({pp, device_arena_});
     // Blocks others free on their own stream after every stream that used
     // them: other contexts' outputs we read, our outputs when S is not ours.
     for (auto& st : device_inputs) st->record_use(done_, this);

@@ -133,6 +133,16 @@ class ExecutionContext {
   bool ran_ = false, staging_pending_ = false;
   std::shared_ptr<Storage> device_arena_;
   std::vector<std::unique_ptr<GraphEntry>> graphs_;
+  // What a graph the caller captured a run of this context into reads and
+  // writes on every launch: the plan (its kernels, their constants and
+  // library plans) and the device arena. Held for the context's life, as
+  // the caller's graph may be launched at any time (a later plan or a
+  // larger arena does not free them under it).
+  struct HeldForCallerGraph {
+    std::shared_ptr<const Plan> plan;
+    std::shared_ptr<Storage> arena;
+  };
+  std::vector<HeldForCallerGraph> held_for_caller_graphs_;
   GraphStats gstats_;
   uint64_t run_counter_ = 0;
   struct InFlight {

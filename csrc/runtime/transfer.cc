@@ -1,5 +1,6 @@
 #include "runtime/transfer.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -17,7 +18,18 @@ std::shared_ptr<Stream> transfer_stream(Device d) {
 }
 
 Tensor to_host(const Tensor& t) {
-  if (!t.device().is_accelerator() || dtype_is_container(t.dtype())) return t;
+  if (dtype_is_container(t.dtype())) {
+    // A sequence or optional of device arrays (the host evaluator runs those
+    // models): its items come to the host, each after its own run.
+    const TensorList& l = t.list();
+    if (std::none_of(l.items.begin(), l.items.end(), [](const Tensor& i) { return i.device().is_accelerator(); }))
+      return t;
+    std::vector<Tensor> items;
+    items.reserve(l.items.size());
+    for (const Tensor& i : l.items) items.push_back(to_host(i));
+    return Tensor::container(t.dtype(), l.elem_type, std::move(items));
+  }
+  if (!t.device().is_accelerator()) return t;
   if (t.ready_event()) host_wait(*t.ready_event());
   Tensor h = Tensor::empty(t.dtype(), t.shape(), Device::cpu());
   // Into pageable memory the copy returns once it is done (and, on the

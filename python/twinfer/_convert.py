@@ -145,6 +145,17 @@ def from_dlpack(x, stream: int | None = None) -> Tensor:
         return _from_numpy(x)
     if stream is not None and not is_device_array(x):
         stream = None  # host memory needs no stream (NumPy refuses one)
+    if stream is None and is_foreign_device_array(x):
+        # No stream named: exported for the producer's current stream, and
+        # ready once that stream gets there, so a run that reads it later
+        # waits for the producer's pending writes (with no stream, DLPack
+        # orders nothing).
+        from ._streams import producer_stream
+
+        h = producer_stream(x)
+        t = Tensor._from_capsule(_capsule(x, h))
+        t._mark_ready_on(h)
+        return t
     return Tensor._from_capsule(_capsule(x, stream))
 
 

@@ -71,9 +71,9 @@ def _to_value(x, type_name: str, what: str, stream: int | None = None):
     if kind == "sequence":
         if not isinstance(x, (list, tuple)):
             raise InvalidArgumentError(f"{what} is a {type_name}: feed a list of arrays, not a {type(x).__name__}")
-        items = [_to_value(v, inner, f"{what}[{k}]") for k, v in enumerate(x)]
+        items = [_to_value(v, inner, f"{what}[{k}]", stream) for k, v in enumerate(x)]
     else:
-        items = [] if x is None else [_to_value(x, inner, what)]
+        items = [] if x is None else [_to_value(x, inner, what, stream)]
     # An unknown inner type ("?") takes the items' (checked by the engine).
     if inner.endswith("?") and items:
         type_name = f"{kind}({items[0].dtype})"
@@ -251,7 +251,9 @@ class Engine:
             raise InvalidArgumentError(f"outputs must be 'auto', 'host' or 'device', got {outputs!r}")
         handle = stream_handle(stream)
         if handle is None:
-            for x in feeds.values():
+            # The first framework device array, fed alone or in a sequence.
+            arrays = (a for x in feeds.values() for a in (x if isinstance(x, (list, tuple)) else (x,)))
+            for x in arrays:
                 if not isinstance(x, Tensor) and is_device_array(x):
                     handle = producer_stream(x)
                     break

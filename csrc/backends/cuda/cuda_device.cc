@@ -190,6 +190,9 @@ class CudaStream final : public Stream {
   uintptr_t handle() const override { return reinterpret_cast<uintptr_t>(s_); }
   int priority() const override { return priority_; }
   int sm_count() const override { return green_ ? green_->sm_count() : 0; }
+  void release_sm_share() override {
+    if (green_) green_->release_groups();
+  }
   std::shared_ptr<void> enter() override { return green_ ? green_->enter() : nullptr; }
   const std::shared_ptr<GreenContext>& green() const { return green_; }
 
@@ -216,12 +219,16 @@ class CudaStream final : public Stream {
     check(r, "cudaLaunchHostFunc");
   }
   void record(Event& e) override {
+    DeviceGuard g(index_);  // handles 1 and 2 name the current device's default streams
     CudaEvent& ce = cuda_event(e);
     ce.rebind(green_.get());  // a no-op unless green contexts are in play
     check(cudaEventRecord(ce.get(), s_), "cudaEventRecord");
     ce.set_capture(capture_sequence());
   }
-  void wait(Event& e) override { check(cudaStreamWaitEvent(s_, native(e), 0), "cudaStreamWaitEvent"); }
+  void wait(Event& e) override {
+    DeviceGuard g(index_);
+    check(cudaStreamWaitEvent(s_, native(e), 0), "cudaStreamWaitEvent");
+  }
   void synchronize() override { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
 
   // A capture begins and ends under the cuDNN lock: cudnnConvolutionForward

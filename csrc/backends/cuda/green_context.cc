@@ -138,7 +138,13 @@ std::shared_ptr<GreenContext> GreenContext::create(int device, double share) {
 
 GreenContext::~GreenContext() {
   if (green_ && driver().green_destroy) driver().green_destroy(static_cast<CUgreenCtx>(green_));
+  release_groups();
+}
+
+void GreenContext::release_groups() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (!groups_.empty()) split_of(device_).partitioner->release(groups_);
+  groups_.clear();
 }
 
 cudaStream_t GreenContext::create_stream(int priority) {

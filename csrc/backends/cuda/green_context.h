@@ -32,6 +32,10 @@ class GreenContext {
   // reentrant, so a thread inside may enter again.
   std::shared_ptr<void> enter();
   void* context() const { return context_; }  // its CUcontext
+  // The share's groups back to the device's bookkeeping now (the context
+  // that used the partition is gone; the green context lives on for its
+  // streams' last frees).
+  void release_groups();
 
  private:
   GreenContext() = default;

@@ -136,6 +136,10 @@ double SimDevice::elapsed_ms(Event& start, Event& end) {
 }
 
 std::shared_ptr<Stream> SimDevice::borrow_stream(uintptr_t handle) {
+  if (handle == 1 || handle == 2) {
+    std::call_once(default_once_, [&] { default_stream_ = create_stream(0); });
+    return default_stream_;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const int id = handle >= 16 ? static_cast<int>(handle - 15) : -1;
   auto it = streams_.find(id);

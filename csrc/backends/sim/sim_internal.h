@@ -111,6 +111,7 @@ class SimStream final : public Stream, public std::enable_shared_from_this<SimSt
   void synchronize() override;
   void begin_capture() override;
   std::unique_ptr<GraphExec> end_capture() override;
+  void release_sm_share() override;
   bool capturing() const override;
   uint64_t capture_sequence() const override;
 
@@ -130,7 +131,7 @@ class SimStream final : public Stream, public std::enable_shared_from_this<SimSt
   const int id_;
   const int priority_;
   const int sm_count_;
-  const std::vector<int> sm_groups_;
+  std::vector<int> sm_groups_;  // given back by release_sm_share or the destructor
   std::shared_ptr<Worker> worker_;
 };
 
@@ -228,6 +229,12 @@ class SimDevice final : public DeviceApi {
   std::atomic<bool> tracing_{false};
   std::mutex trace_mutex_;
   std::vector<KernelSpan> trace_;
+  // Handles 1 and 2, CUDA's legacy and per-thread default streams (what a
+  // DLPack producer is told when the consumer names no stream): one stream
+  // of the device's own, made on first use. (twinfer's streams are
+  // non-blocking, so the legacy stream's implicit syncs never concern them.)
+  std::once_flag default_once_;
+  std::shared_ptr<Stream> default_stream_;
 };
 
 }  // namespace twinfer::sim

@@ -166,6 +166,11 @@ SimStream::~SimStream() {
   if (!sm_groups_.empty()) dev_.partitioner().release(sm_groups_);
 }
 
+void SimStream::release_sm_share() {
+  if (!sm_groups_.empty()) dev_.partitioner().release(sm_groups_);
+  sm_groups_.clear();  // not again in the destructor
+}
+
 Device SimStream::device() const { return dev_.device(); }
 
 void SimStream::copy(void* dst, const void* src, size_t bytes) {
