@@ -139,3 +139,49 @@ def test_torch_graph_captures_while_twinfer_builds_plans_on_another_thread(rng):
         stop.set()
         builder.join(120)
     assert not errors, errors
+
+
+def test_a_consumer_stream_destroyed_before_the_import_is_released():
+    # torch.from_dlpack(y) on a stream torch did not make (an ExternalStream
+    # over a cudaStream_t of the user's), destroyed before the imported
+    # tensor goes: releasing the import must not record on the dead stream
+    # (a crash in the driver, not an error). In a child process, so a crash
+    # fails this test and nothing else.
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import ctypes, gc, sys, numpy as np, torch, twinfer
+        from device_models import chain_model
+        lib = None
+        for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                pass
+        if lib is None:
+            print("no libcudart"); sys.exit(0)
+        e = twinfer.load(chain_model(), device="cuda")
+        y = e.run({"x": np.ones((64, 33), np.float32)}, outputs="device")["y"]
+        h = ctypes.c_void_p()
+        assert lib.cudaStreamCreateWithFlags(ctypes.byref(h), 1) == 0
+        with torch.cuda.stream(torch.cuda.ExternalStream(h.value)):
+            t = torch.from_dlpack(y)
+            z = (t * 2).cpu()
+        torch.cuda.synchronize()
+        assert lib.cudaStreamDestroy(h) == 0
+        del t, y
+        gc.collect()
+        torch.cuda.synchronize()
+        print("ok", float(z[0, 0]))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    if "no libcudart" in r.stdout:
+        pytest.skip("libcudart not loadable by name here")
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])

@@ -210,16 +210,25 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
   prepare(pp);
   const Plan& plan = *pp;
   if (!outer_capture) release_finished_inputs();  // (querying events inside a capture is not allowed)
+  bool fresh_arena = false;
   if (!device_arena_ || device_arena_->bytes() < plan.device_arena_bytes) {
+    fresh_arena = true;
     graphs_.clear();  // they point into the old arena
     if (device_arena_) synchronize();
     device_arena_.reset();
-    device_arena_ = Storage::allocate(api_->allocator(), std::max<size_t>(plan.device_arena_bytes, 256));
+    // In the context stream's order, so giving back the old one is a
+    // stream-ordered free, not cudaFree's wait for the whole device (which
+    // would stall every other stream, a torch model's included).
+    device_arena_ = Storage::allocate_on(api_->allocator(), std::max<size_t>(plan.device_arena_bytes, 256), stream_);
   }
   char* darena = static_cast<char*>(device_arena_->data());
   char* harena = static_cast<char*>(arena_->data());
   const bool own = !ro.stream || ro.stream->handle() == stream_->handle();
   const bool skip_waits = fault_injected(Fault::kEventWait, device_);
+  if (fresh_arena && !own) {  // allocated in stream_'s order: a run elsewhere waits for that
+    stream_->record(*alloc_done_);
+    S.wait(*alloc_done_);
+  }
   const bool skip_sync = fault_injected(Fault::kHostSync, device_);
   const bool stale_graph = fault_injected(Fault::kGraphInput, device_);
   if (outer_capture && (ro.host_outputs || plan.host_steps))

@@ -99,7 +99,14 @@ class TorchRunner:
                 raise InvalidArgumentError(
                     f"input {i} ({self.input_names[i]}) is a {type(x).__name__}; the compiled module takes tensors"
                 )
-        stream = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
+        if self.device.type == "cuda":
+            # torch exports CUDA tensors of the current device only, and the
+            # default stream handles (1, 2) name the current device's.
+            with torch.cuda.device(self.device):
+                return self._run(inputs, torch.cuda.current_stream(self.device))
+        return self._run(inputs, None)
+
+    def _run(self, inputs: Sequence[torch.Tensor], stream) -> list[torch.Tensor]:
         feeds = {
             name: self._to_twinfer(x, dt, stream) for name, x, dt in zip(self.input_names, inputs, self.input_dtypes)
         }
