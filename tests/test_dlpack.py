@@ -156,3 +156,28 @@ def test_from_dlpack_of_a_framework_array_waits_for_its_producer(rng):
             t = twinfer.from_dlpack(Foreign(producer.run({"x": x}, outputs="device")["y"]))
             got = e.run({"x": t})["y"].numpy()
             np.testing.assert_allclose(got, chain_ref(chain_ref(x, 2)), rtol=1e-5, atol=1e-5)
+
+
+def test_copy_true_copies_device_and_host_tensors_and_says_so(rng):
+    # DLPack's copy=True: a copy in the consumer's stream order, flagged
+    # IS_COPIED on a versioned capsule; the original is untouched by writes
+    # to the copy. On the simulated device (and a GPU), and on the host.
+    import ctypes
+
+    from device_models import chain_model, chain_ref
+
+    x = rng.standard_normal((5, 33)).astype(np.float32)
+    y = twinfer.load(chain_model(), device="sim").run({"x": x}, outputs="device")["y"]
+    host = twinfer.as_tensor(x)
+    for t in (y, host):
+        for stream in ((None,) if t.device == "cpu" else (None, -1)):
+            cap = t.__dlpack__(stream=stream, max_version=(1, 0), copy=True)
+            # DLManagedTensorVersioned: version (2 x u32), manager_ctx, deleter, flags (u64)
+            ptr = ctypes.pythonapi.PyCapsule_GetPointer
+            ptr.restype, ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+            flags = ctypes.c_uint64.from_address(ptr(cap, b"dltensor_versioned") + 8 + 8 + 8).value
+            assert flags & 2, flags  # DLPACK_FLAG_BITMASK_IS_COPIED
+            c = twinfer._core.Tensor._from_capsule(cap)
+            assert c.data_ptr != t.data_ptr
+            want = chain_ref(x) if t is y else x
+            np.testing.assert_allclose(c.numpy(), want, rtol=1e-6, atol=1e-6)

@@ -236,11 +236,12 @@ M* make_managed(const Tensor& t, std::shared_ptr<Stream> consumer) {
   return m;
 }
 
-py::capsule export_capsule(const Tensor& t, bool versioned, std::shared_ptr<Stream> consumer = nullptr) {
+py::capsule export_capsule(const Tensor& t, bool versioned, std::shared_ptr<Stream> consumer = nullptr,
+                           bool copied = false) {
   if (versioned) {
     auto* m = make_managed<dlpack::ManagedTensorVersioned>(t, consumer);
     m->version = {1, 0};
-    m->flags = 0;
+    m->flags = copied ? dlpack::kFlagIsCopied : 0;
     return py::capsule(m, "dltensor_versioned", [](PyObject* cap) {
       if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
         auto* mt = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
@@ -443,9 +444,23 @@ void bind_tensor(py::module_& m) {
              bool versioned = false;
              if (!max_version.is_none()) versioned = max_version.cast<std::pair<int, int>>().first >= 1;
              const bool want_copy = !copy.is_none() && copy.cast<bool>();
-             if (want_copy && t.device().is_accelerator())
-               throw py::buffer_error("twinfer.Tensor cannot copy device memory on export (copy=True)");
-             return export_capsule(want_copy ? t.clone() : t, versioned, std::move(consumer));
+             if (!want_copy) return export_capsule(t, versioned, std::move(consumer));
+             if (!t.device().is_accelerator()) return export_capsule(t.clone(), versioned, std::move(consumer), true);
+             // A device copy, made in the consumer's stream order (after the
+             // wait above); with no consumer stream, on the transfer stream
+             // after the tensor's writes, and waited for.
+             std::shared_ptr<Stream> s = consumer ? consumer : transfer_stream(t.device());
+             if (!consumer && t.ready_event()) wait_across_capture(*s, *t.ready_event());
+             Tensor c = Tensor::empty_on(t.dtype(), t.shape(), t.device(), s);
+             s->copy(c.data(), t.data(), t.bytes());
+             auto done = device_api(t.device()).create_event();
+             s->record(*done);
+             if (!consumer) {  // no consumer stream to order it: done when handed over
+               py::gil_scoped_release nogil;
+               host_wait(*done);
+             }
+             c.set_ready_event(std::move(done));
+             return export_capsule(c, versioned, std::move(consumer), true);
            },
            py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
            py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
