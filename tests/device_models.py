@@ -79,3 +79,67 @@ def nonzero_model():
 
 def nonzero_ref(x: np.ndarray) -> np.ndarray:
     return np.stack(np.nonzero(x > 0)).astype(np.float32)
+
+
+class ForeignArray:
+    """A device array of some framework twinfer does not know (not torch,
+    not CuPy), over a twinfer tensor, with DLPack as torch does it: no
+    stream (or -1) orders nothing; a stream is made to wait for the writes."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None, **kw):
+        return self.t.__dlpack__(stream=-1 if stream is None else stream, **kw)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+def warm_context(device: str, x: np.ndarray, **load_options):
+    """chain_model() (loaded with `load_options`) with a context of its own
+    warmed up at x's shape on a device input, that input (chain_model(2) of
+    x, on the device), and what the context's run of it gives: what a
+    capture of that run needs."""
+    import twinfer
+
+    producer = twinfer.load(chain_model(2), device=device)
+    e = twinfer.load(chain_model(), device=device, **load_options)
+    ctx = e.create_context()
+    x_dev = producer.run({"x": x}, outputs="device")["y"]
+    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()  # warm-up: buffers allocated
+    return e, ctx, x_dev, chain_ref(chain_ref(x, 2))
+
+
+class NewShapes:
+    """A thread that runs each engine at new shapes (n x 33, n = 3, 4, ...)
+    until stopped, checking every answer against chain_ref with the
+    engine's depth; what went wrong is in `errors` after stop()."""
+
+    def __init__(self, engines_and_depths, last: int = 200):
+        import threading
+
+        self.errors, self._stop = [], threading.Event()
+        self._jobs, self._last = engines_and_depths, last
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self):
+        try:
+            for n in range(3, self._last):
+                if self._stop.is_set():
+                    return
+                x = np.full((n, 33), 0.5, np.float32)
+                for eng, depth in self._jobs:
+                    got, want = eng.run({"x": x})["y"].numpy(), chain_ref(x, depth)
+                    assert np.abs(got - want).max() <= 1e-6 * max(np.abs(want).max(), 1e-30), (n, depth)
+        except Exception as ex:  # noqa: BLE001 (reported by stop())
+            self.errors.append(ex)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(120)
+        assert not self.errors, self.errors

@@ -105,26 +105,12 @@ def test_torch_graph_captures_while_twinfer_builds_plans_on_another_thread(rng):
     # uploaded, cuBLASLt trials, workspaces) in relaxed mode, so a build on
     # one thread leaves another thread's torch capture whole, and the other
     # way round. New shapes keep the builder busy the whole time.
-    import threading
+    from device_models import NewShapes
 
     e = twinfer.load(chain_model(), device="cuda", plan_ahead=True)
-    errors, stop = [], threading.Event()
-
-    def build_new_shapes():
-        try:
-            for n in range(3, 400):
-                if stop.is_set():
-                    return
-                x = np.full((n, 33), 0.25, np.float32)
-                assert rel_err(e.run({"x": x})["y"].numpy(), chain_ref(x)) < 1e-6
-        except Exception as ex:  # noqa: BLE001 (reported below)
-            errors.append(ex)
-
     a = torch.randn(256, 256, device="cuda")
     torch.cuda.synchronize()
-    builder = threading.Thread(target=build_new_shapes)
-    builder.start()
-    try:
+    with NewShapes([(e, 6)], last=400):
         for i in range(20):
             g = torch.cuda.CUDAGraph()
             s = torch.cuda.Stream()
@@ -135,10 +121,6 @@ def test_torch_graph_captures_while_twinfer_builds_plans_on_another_thread(rng):
             torch.cuda.synchronize()
             want = torch.relu(a @ a) + i
             assert torch.allclose(b, want, rtol=1e-3, atol=1e-3), i
-    finally:
-        stop.set()
-        builder.join(120)
-    assert not errors, errors
 
 
 def test_a_consumer_stream_destroyed_before_the_import_is_released():

@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 import pytest
 from conftest import rel_err
-from device_models import chain_model, chain_ref, mixed_model, mixed_ref, nonzero_model, nonzero_ref
+from device_models import (ForeignArray, NewShapes, chain_model, chain_ref, mixed_model, mixed_ref, nonzero_model,
+                           nonzero_ref, warm_context)
 
 import twinfer
 from twinfer.testing import sim_options
@@ -327,13 +328,20 @@ def test_onnx_backend_on_the_device(gpu, rng):
     assert rel_err(y, chain_ref(x)) < 1e-6
 
 
+def _captured_run(e, ctx, x_dev, s):
+    """The graph of one run of `e` in `ctx` on `x_dev`, captured on stream
+    `s`, and that run's output (written by each launch)."""
+    s.begin_capture()
+    try:
+        y = e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"]
+    finally:
+        graph = s.end_capture()
+    return graph, y
+
+
 def test_runs_inside_a_callers_graph_capture(gpu, rng):
-    producer = twinfer.load(chain_model(2), device=gpu)
-    e = twinfer.load(chain_model(), device=gpu)
-    ctx = e.create_context()
     x = rng.standard_normal((12, 33)).astype(np.float32)
-    x_dev = producer.run({"x": x}, outputs="device")["y"]
-    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()  # warm-up: buffers allocated
+    e, ctx, x_dev, _ = warm_context(gpu, x)
     s = twinfer.create_stream(gpu)
     s.begin_capture()
     try:
@@ -355,71 +363,46 @@ def test_a_capture_never_builds_a_plan(gpu, rng):
     # caller's capture): a capture at shapes no run has planned is refused
     # with what to do, the capture itself goes on, and an eager run at those
     # shapes then plans them.
-    e = twinfer.load(chain_model(), device=gpu)
-    ctx = e.create_context()
     x = rng.standard_normal((12, 33)).astype(np.float32)
-    x_dev = e.run({"x": x}, context=ctx, outputs="device")["y"]
-    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()
-    new = e.run({"x": x[:5]}, context=ctx, outputs="device")["y"]  # a device tensor of new shape
-    e2 = twinfer.load(chain_model(), device=gpu)
-    ctx2 = e2.create_context()
-    e2.run({"x": x_dev}, context=ctx2, outputs="device")["y"].synchronize()
-    misses = e2.stats()["plan_misses"]
+    e, ctx, x_dev, want = warm_context(gpu, x)
+    new = twinfer.load(chain_model(2), device=gpu).run({"x": x[:5]}, outputs="device")["y"]  # new shape
+    misses = e.stats()["plan_misses"]
     s = twinfer.create_stream(gpu)
     s.begin_capture()
     try:
         with pytest.raises(twinfer.InvalidArgumentError, match="cannot build a plan"):
-            e2.run({"x": new}, context=ctx2, stream=s, outputs="device")
-        y = e2.run({"x": x_dev}, context=ctx2, stream=s, outputs="device")["y"]
+            e.run({"x": new}, context=ctx, stream=s, outputs="device")
+        y = e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"]
     finally:
         graph = s.end_capture()
-    assert e2.stats()["plan_misses"] == misses
+    assert e.stats()["plan_misses"] == misses
     graph.launch(s)
     s.synchronize()
-    assert rel_err(y.numpy(), chain_ref(chain_ref(x))) < 1e-6
-    assert rel_err(e2.run({"x": new}, context=ctx2)["y"].numpy(), chain_ref(chain_ref(x[:5]))) < 1e-6
+    assert rel_err(y.numpy(), want) < 1e-6
+    assert rel_err(e.run({"x": new}, context=ctx)["y"].numpy(), chain_ref(chain_ref(x[:5], 2))) < 1e-6
 
 
 def test_one_context_captured_into_two_graphs_in_a_row(gpu, rng):
     # The context's last run was recorded inside the first capture: the
     # second capture must not wait on that event (an ended capture's; CUDA:
     # cudaErrorCapturedEvent), it is ordered by the first graph's launches.
-    producer = twinfer.load(chain_model(2), device=gpu)
-    e = twinfer.load(chain_model(), device=gpu)
-    ctx = e.create_context()
-    x = rng.standard_normal((12, 33)).astype(np.float32)
-    x_dev = producer.run({"x": x}, outputs="device")["y"]
-    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()
+    e, ctx, x_dev, want = warm_context(gpu, rng.standard_normal((12, 33)).astype(np.float32))
     s = twinfer.create_stream(gpu)
-    graphs, ys = [], []
-    for _ in range(2):
-        s.begin_capture()
-        try:
-            ys.append(e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"])
-        finally:
-            graphs.append(s.end_capture())
-    for g, y in zip(graphs, ys):
+    captured = [_captured_run(e, ctx, x_dev, s) for _ in range(2)]
+    for g, y in captured:
         g.launch(s)
         s.synchronize()
-        assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
+        assert rel_err(y.numpy(), want) < 1e-6
 
 
 def test_a_callers_graph_outlives_its_plan_in_the_cache(gpu, rng):
     # The plan a caller's graph was captured with leaves the plan cache (one
     # plan kept, another shape run): the graph still launches its kernels,
     # which the context holds for it (before: freed, a crash on replay).
-    producer = twinfer.load(chain_model(2), device=gpu)
-    e = twinfer.load(chain_model(), device=gpu, max_cached_plans=1, cuda_graphs=False)
-    ctx = e.create_context()
-    x = rng.standard_normal((12, 33)).astype(np.float32)
-    x_dev = producer.run({"x": x}, outputs="device")["y"]
-    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()
+    e, ctx, x_dev, want = warm_context(gpu, rng.standard_normal((12, 33)).astype(np.float32), max_cached_plans=1,
+                                       cuda_graphs=False)
     s = twinfer.create_stream(gpu)
-    s.begin_capture()
-    try:
-        y = e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"]
-    finally:
-        graph = s.end_capture()
+    graph, y = _captured_run(e, ctx, x_dev, s)
     for n in (3, 40):  # other shapes: the captured plan is evicted, the arena grows
         z = rng.standard_normal((n, 33)).astype(np.float32)
         assert rel_err(e.run({"x": z}, context=ctx)["y"].numpy(), chain_ref(z)) < 1e-6
@@ -428,7 +411,7 @@ def test_a_callers_graph_outlives_its_plan_in_the_cache(gpu, rng):
     for _ in range(2):
         graph.launch(s)
         s.synchronize()
-        assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
+        assert rel_err(y.numpy(), want) < 1e-6
 
 
 def test_a_graphed_group_replays_after_its_plans_leave_the_cache(gpu, rng):
@@ -446,22 +429,12 @@ def test_a_foreign_device_array_without_a_stream_runs_on_the_default_stream(gpu,
     # Neither torch nor CuPy, no stream=: DLPack's producer is told the
     # legacy default stream, and the run goes there (the simulated device
     # has one for handles 1 and 2, as CUDA does).
-    class Foreign:
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, stream=None, **kw):
-            return self.t.__dlpack__(stream=-1 if stream is None else stream, **kw)
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
-
     producer = twinfer.load(chain_model(2), device=gpu)
     e = twinfer.load(chain_model(), device=gpu)
     x = rng.standard_normal((7, 33)).astype(np.float32)
     y_dev = producer.run({"x": x}, outputs="device")["y"]
     y_dev.synchronize()
-    got = e.run({"x": Foreign(y_dev)})["y"]
+    got = e.run({"x": ForeignArray(y_dev)})["y"]
     assert rel_err(got.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
 
 
@@ -472,48 +445,20 @@ def test_captures_on_one_thread_while_another_builds_plans(gpu, rng):
     # every answer is right. On a GPU the builds run in relaxed capture mode
     # and take the lock captures begin and end under for their library
     # trials; the simulated device refuses allocations on a capturing thread.
-    import threading
-
-    e = twinfer.load(chain_model(), device=gpu)
-    other = twinfer.load(chain_model(2), device=gpu)
-    errors, stop = [], threading.Event()
-
-    def build_new_shapes():
-        try:
-            for n in range(3, 200):
-                if stop.is_set():
-                    return
-                x = np.full((n, 33), 0.5, np.float32)
-                for eng, ref in ((e, chain_ref(x)), (other, chain_ref(x, 2))):
-                    assert rel_err(eng.run({"x": x})["y"].numpy(), ref) < 1e-6
-        except Exception as ex:  # noqa: BLE001 (reported below)
-            errors.append(ex)
-
-    group = twinfer.Parallel([e]).graphed()
-    ctx = e.create_context()
     x = rng.standard_normal((12, 33)).astype(np.float32)
-    x_dev = other.run({"x": x}, outputs="device")["y"]
-    e.run({"x": x_dev}, context=ctx, outputs="device")["y"].synchronize()
-    builder = threading.Thread(target=build_new_shapes)
-    builder.start()
-    try:
+    e, ctx, x_dev, want = warm_context(gpu, x)
+    other = twinfer.load(chain_model(2), device=gpu)
+    group = twinfer.Parallel([e]).graphed()
+    with NewShapes([(e, 6), (other, 2)]):
         for i in range(12):
             xi = x + i
             (got,) = group.run([{"x": xi}])
             assert rel_err(got["y"].numpy(), chain_ref(xi)) < 1e-6
             s = twinfer.create_stream(gpu)
-            s.begin_capture()
-            try:
-                y = e.run({"x": x_dev}, context=ctx, stream=s, outputs="device")["y"]
-            finally:
-                graph = s.end_capture()
+            graph, y = _captured_run(e, ctx, x_dev, s)
             graph.launch(s)
             s.synchronize()
-            assert rel_err(y.numpy(), chain_ref(chain_ref(x, 2))) < 1e-6
-    finally:
-        stop.set()
-        builder.join(120)
-    assert not errors, errors
+            assert rel_err(y.numpy(), want) < 1e-6
     assert group.stats()["replays"] >= 10
 
 

@@ -135,25 +135,15 @@ def test_from_dlpack_of_a_framework_array_waits_for_its_producer(rng):
     # framework's current stream and marked ready there, so a run reading it
     # waits for the producer's pending writes (the simulated device, with
     # aggressive delays, reports a read before the write as a race).
-    from device_models import chain_model, chain_ref
+    from device_models import ForeignArray, chain_model, chain_ref
     from twinfer.testing import sim_options
-
-    class Foreign:  # DLPack as torch does it: no stream, no ordering
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, stream=None, **kw):
-            return self.t.__dlpack__(stream=-1 if stream is None else stream, **kw)
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
 
     with sim_options(max_delay_us=3000):
         producer = twinfer.load(chain_model(2), device="sim")
         e = twinfer.load(chain_model(), device="sim")
         for _ in range(3):
             x = rng.standard_normal((64, 33)).astype(np.float32)
-            t = twinfer.from_dlpack(Foreign(producer.run({"x": x}, outputs="device")["y"]))
+            t = twinfer.from_dlpack(ForeignArray(producer.run({"x": x}, outputs="device")["y"]))
             got = e.run({"x": t})["y"].numpy()
             np.testing.assert_allclose(got, chain_ref(chain_ref(x, 2)), rtol=1e-5, atol=1e-5)
 

@@ -42,6 +42,21 @@ def _start_and_join(threads, timeout: float = 120):
         assert not t.is_alive(), "a thread did not finish: deadlock?"
 
 
+def _assert_child_succeeds(pid: int, hung: str, timeout: float = 120):
+    """A forked child exits 0 within `timeout` s; killed and failed with `hung` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail(hung)
+        time.sleep(0.01)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
 def _run(e, rng, n: int, m: int):
     x = rng.standard_normal((1, n)).astype(np.float32)
     w = rng.standard_normal(m).astype(np.float32)
@@ -227,17 +242,7 @@ def test_a_forked_child_plans_and_builds_ahead(rng):
             code = 0 if e.stats()["plans_ahead"] >= 1 else 2
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 120
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung")
-        time.sleep(0.01)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    _assert_child_succeeds(pid, "the forked child hung")
     _run(e, rng, 7, 7)  # and the parent goes on
 
 
@@ -268,16 +273,6 @@ def test_a_fork_during_another_threads_build_leaves_the_child_free_to_build_it(r
             code = 0
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child waited for a build no thread of it runs")
-        time.sleep(0.01)
+    _assert_child_succeeds(pid, "the forked child waited for a build no thread of it runs", timeout=60)
     builder.join(60)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     _run(e, rng, 7, 7)
