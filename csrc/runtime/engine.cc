@@ -341,6 +341,9 @@ EngineStats Engine::stats() const {
   {
     std::lock_guard<std::mutex> steered(steered_mutex_);
     s.steered_graphs = steered_graphs_.size();
+  }
+  {
+    std::lock_guard<std::mutex> sources(sources_mutex_);
     s.fixed_dims_graphs = fixed_dims_built_;
   }
   const KernelCache::Stats ks = kernels_.stats();
@@ -434,7 +437,7 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, c
 Engine::NewPlan Engine::new_plan(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
                                  const std::vector<Tensor>& values) const {
   // The key and the plan hold copies: the caller's arrays may change after.
-  NewPlan np{PlanKey{shapes, keyed, {}}, nullptr, {}};
+  NewPlan np{PlanKey{shapes, keyed, {}}, {}};
   if (!keyed.empty()) {
     np.by_input.resize(shapes.size());
     for (size_t k = 0; k < keyed.size(); ++k) {
@@ -442,19 +445,27 @@ Engine::NewPlan Engine::new_plan(const std::vector<Shape>& shapes, const std::ve
       np.by_input[keyed[k]] = np.key.values.back();
     }
   }
-  // With steering values, plans come from the graph those values steer
-  // (its Ifs inlined and rewritten once, not per plan). The engine's own
-  // graph lives as long as the engine: held without owning.
-  const std::vector<Tensor> steer = values_of(steering_inputs_, keyed, values);
-  std::shared_ptr<const graph::Graph> base =
-      steer.size() == steering_inputs_.size() && !steer.empty() ? steered_graph(steer) : nullptr;
-  if (!base) base = std::shared_ptr<const graph::Graph>(std::shared_ptr<const graph::Graph>{}, &graph_);
-  np.source = plan_source_graph(base, shapes);
   return np;
 }
 
+std::shared_ptr<const graph::Graph> Engine::source_of(const PlanKey& key) const {
+  // With steering values, plans come from the graph those values steer
+  // (its Ifs inlined and rewritten once, not per plan). The engine's own
+  // graph lives as long as the engine: held without owning.
+  const std::vector<Tensor> steer = values_of(steering_inputs_, key.keyed, key.values);
+  std::shared_ptr<const graph::Graph> base =
+      steer.size() == steering_inputs_.size() && !steer.empty() ? steered_graph(steer) : nullptr;
+  if (!base) base = std::shared_ptr<const graph::Graph>(std::shared_ptr<const graph::Graph>{}, &graph_);
+  std::lock_guard<std::mutex> lock(sources_mutex_);
+  return plan_source_graph(base, key.shapes);
+}
+
 std::shared_ptr<const Plan> Engine::build(const NewPlan& np) const {
-  const PlanSource src{*np.source, opset_, options_, constants_.get(), &kernels_};
+  // The graph it starts from: chosen here, outside plans_mutex_ (a steered
+  // graph's passes or a fixed-dims binding, once per value or class of
+  // shapes, would otherwise hold up every cached run meanwhile).
+  const std::shared_ptr<const graph::Graph> source = source_of(np.key);
+  const PlanSource src{*source, opset_, options_, constants_.get(), &kernels_};
   // A build is never part of a graph (a capturing run may not build, see
   // plan_for): its uploads and library set-up must neither fail in nor
   // break a capture another thread has under way (torch.cuda.graph's global

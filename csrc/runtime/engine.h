@@ -170,7 +170,7 @@ class Engine {
   // a steered one) with the input dims that have not changed since its last
   // new plan bound and folded (passes::bind_fixed_dims), once some have
   // changed; `base` itself before that, without optimize, for shapes that do
-  // not fit the inputs, or if binding fails. Under plans_mutex_. Held by
+  // not fit the inputs, or if binding fails. Under sources_mutex_. Held by
   // the pointer: a bound graph may leave its list while a plan builds from it.
   std::shared_ptr<const graph::Graph> plan_source_graph(const std::shared_ptr<const graph::Graph>& base,
                                                         const std::vector<Shape>& shapes) const;
@@ -205,7 +205,7 @@ class Engine {
   };
   mutable std::atomic<bool> steering_active_{true};
   mutable SeenValues steering_seen_;  // under plans_mutex_; at most kMaxSteeringValues
-  mutable std::mutex steered_mutex_;  // taken under plans_mutex_, never the other way
+  mutable std::mutex steered_mutex_;  // taken alone or under plans_mutex_, never the other way
   mutable std::vector<std::pair<std::vector<Tensor>, std::shared_ptr<const graph::Graph>>> steered_graphs_;
 
   // What a plan was built for: input shapes, and the shape inputs' values
@@ -219,16 +219,18 @@ class Engine {
   // A cache hit (under plans_mutex_): counted; a run's first use of a plan
   // built ahead continues its progression (first_use).
   std::shared_ptr<const Plan> count_hit(PlanKey& key, std::shared_ptr<const Plan> plan) const;
-  // What a new plan needs (taken under plans_mutex_, built with or without
-  // it): its key, with owned copies of the values; the graph it starts from;
-  // the values by input index.
+  // What a new plan needs (taken under plans_mutex_, built without it): its
+  // key, with owned copies of the values; the values by input index.
   struct NewPlan {
     PlanKey key;
-    std::shared_ptr<const graph::Graph> source;
     std::vector<Tensor> by_input;
   };
   NewPlan new_plan(const std::vector<Shape>& shapes, const std::vector<int>& keyed,
                    const std::vector<Tensor>& values) const;
+  // The graph a plan for `key` starts from: the engine's, the one its
+  // steering values steer, or either bound to the dims that stay fixed
+  // (plan_source_graph, under sources_mutex_). Outside plans_mutex_.
+  std::shared_ptr<const graph::Graph> source_of(const PlanKey& key) const;
   std::shared_ptr<const Plan> build(const NewPlan& np) const;
   void cache(PlanKey key, std::shared_ptr<const Plan> plan) const;  // under plans_mutex_; drops the oldest past the limit
   void built(const PlanKey& key) const;                            // under plans_mutex_: no longer in building_
@@ -255,8 +257,11 @@ class Engine {
     std::shared_ptr<const graph::Graph> graph;  // null: binding threw, plans start from the base
   };
   static constexpr size_t kMaxFixedDimsGraphs = 4;
-  mutable std::vector<DimsHistory> dims_history_;           // under plans_mutex_
-  mutable std::list<FixedDimsGraph> fixed_dims_graphs_;     // under plans_mutex_, MRU first
+  // The three under sources_mutex_ (taken alone or under plans_mutex_,
+  // never the other way): a plan's source is chosen while it builds.
+  mutable std::mutex sources_mutex_;
+  mutable std::vector<DimsHistory> dims_history_;
+  mutable std::list<FixedDimsGraph> fixed_dims_graphs_;     // MRU first
   mutable size_t fixed_dims_built_ = 0;
   mutable KernelCache kernels_;  // shared by the plans (a plan for new shapes reuses what it can)
   mutable std::mutex plans_mutex_;
