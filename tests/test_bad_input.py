@@ -389,3 +389,31 @@ def test_file_rewritten_while_loading_never_crashes(tmp_path):
         stop.touch()
         child.wait(timeout=30)
     assert loaded + len(refused) == 300
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_a_kernel_error_of_an_unnamed_node_names_it_once(device):
+    # Before: "node '' (Gather): node '' (Gather): index 30 is out of range".
+    g = helper.make_graph([helper.make_node("Gather", ["x", "i"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [10, 3]),
+                           helper.make_tensor_value_info("i", T.INT64, [2])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    e = twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), device=device)
+    with pytest.raises(twinfer.Error) as info:
+        e.run({"x": np.zeros((10, 3), np.float32), "i": np.array([1, 30], np.int64)})["y"].numpy()
+    assert str(info.value).count("(Gather)") == 1 and "out of range" in str(info.value), str(info.value)
+
+
+def test_closed_groups_and_bad_context_priorities_say_what_is_wrong():
+    from device_models import chain_model
+
+    e = twinfer.load(chain_model(), device="sim")
+    par = twinfer.Parallel([e])
+    par.close()
+    with pytest.raises(twinfer.InvalidArgumentError, match="is closed"):
+        par.run([{"x": np.ones((2, 33), np.float32)}])
+    least, greatest = twinfer.stream_priority_range("sim")
+    assert e.create_context(priority="high").stream.priority == greatest
+    assert e.create_context(priority="low").stream.priority == least
+    with pytest.raises(twinfer.InvalidArgumentError, match="priority must be"):
+        e.create_context(priority="urgent")

@@ -197,3 +197,25 @@ def test_gpu_and_cpu_instances_together(rng):
         futures = [batcher.submit({"x": x}) for x in xs]
         for x, f in zip(xs, futures):
             np.testing.assert_allclose(f.result(timeout=30)["y"], x @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_batcher_dropped_without_close_lets_its_workers_go(rng):
+    # Workers hold their Batcher weakly and let go of it while idle: one
+    # dropped without close() is collected, and its threads (and contexts)
+    # go with it. Before, each leaked its workers for the process's life.
+    import gc
+
+    e, _ = _matmul_engine(rng)
+
+    def workers():
+        return [t for t in threading.enumerate() if t.name.startswith("twinfer-batcher-leak")]
+
+    for k in range(6):
+        b = twinfer.Batcher(e, max_batch_size=4, instances=2, name=f"leak{k}")
+        b.run({"x": rng.standard_normal((2, 5)).astype(np.float32)})
+        del b
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while workers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not workers(), workers()

@@ -227,6 +227,7 @@ def test_inspect_and_bench_a_saved_engine(small_model, tmp_path):
     assert "com.twinfer::Conv" in r.stdout and "fuse:" in r.stdout  # what the build did
     assert json.loads((tmp_path / "engine.json").read_text())["precision"] == "fp32"
     r = _cli("bench", str(tmp_path / "small.twinfer"), "--device", "cpu", "--shapes", "input:2x3x8x8",
-             "--iterations", "3", tmp_path=tmp_path)
+             "--iterations", "3", "--compare", "onnxruntime", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "twinfer" in r.stdout and "p50" in r.stdout
+    assert "onnxruntime: skipped (a saved twinfer engine is not an ONNX file" in r.stdout  # was a traceback

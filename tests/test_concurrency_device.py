@@ -213,6 +213,11 @@ def test_device_profiles_are_timed_by_events_on_each_stream(models, rng, gpu):
     pipe = twinfer.Pipeline([dev["conv"], dev["head"]], links={"feat_in": "feat"})
     pprof = pipe.profile([{"x": images(rng)} for _ in range(5)])
     assert pprof.clock == clock and pprof.serial_s > 0 and pprof.concurrent_s > 0
+    # A function stage runs on the host: the spans keep their clocks, but the
+    # totals are the host's, and the profile says so (it claimed event spans).
+    mixed = twinfer.Pipeline([dev["conv"], lambda o: {"feat_in": o["feat"]}, dev["head"]])
+    mprof = mixed.profile([{"x": images(rng)} for _ in range(3)])
+    assert mprof.clock == "host" and "first start to last end" not in str(mprof)
 
 
 @pytest.mark.parametrize("gpu", GPUS)

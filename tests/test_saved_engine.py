@@ -95,6 +95,30 @@ def test_options_that_were_fixed_at_build_are_refused(rng, tmp_path):
     assert twinfer.load(path, device="cpu", num_threads=1).num_threads == 1
 
 
+def test_a_saved_engine_keeps_its_precision_and_refuses_another(rng, tmp_path):
+    # Precision left out: the engine's own. Given: it must be the engine's
+    # (before, an explicit fp32 was taken for the default and a saved fp16
+    # engine ran in fp16 regardless). A lowered engine on the CPU, which
+    # computes in fp32, is refused as loading the model so would be.
+    from device_models import chain_model, chain_ref
+
+    path = tmp_path / "c16.twinfer"
+    twinfer.load(chain_model(4), device="sim", precision="fp16").save(path)
+    x = rng.standard_normal((2, 33)).astype(np.float32)
+    e = twinfer.load(path, device="sim")
+    assert e.precision == "fp16"
+    assert np.abs(e.run({"x": x})["y"].numpy() - chain_ref(x, 4)).max() < 1e-2
+    assert twinfer.load(path, device="sim", precision="fp16").precision == "fp16"
+    for asked in ("fp32", "float32", "bf16"):
+        with pytest.raises(twinfer.InvalidArgumentError, match="saved fp16 engine"):
+            twinfer.load(path, device="sim", precision=asked)
+    with pytest.raises(twinfer.InvalidArgumentError, match="fp16, which the CPU backend does not run"):
+        twinfer.load(path, device="cpu")
+    fp32 = tmp_path / "c32.twinfer"
+    twinfer.load(chain_model(4), device="cpu").save(fp32)
+    assert twinfer.load(fp32, device="cpu", precision="fp32").precision == "fp32"
+
+
 def test_truncated_or_corrupt_files_are_clear_errors(rng, tmp_path):
     model, shape = cnn(rng)
     path = tmp_path / "cnn.twinfer"

@@ -181,3 +181,14 @@ def test_saved_engine_version(tmp_path, rng):
     np.testing.assert_allclose(served.batcher.run({"x": x})["y"], engine.run({"x": x})["y"].numpy(), rtol=1e-6,
                                atol=1e-6)
     repo.close()
+
+
+def test_server_ports_off_free_or_refused(tmp_path):
+    # None or -1 (the command line's "off") turn a listener off; a number no
+    # port can be is refused by name (was an OverflowError from bind()).
+    from twinfer.serve.server import Server
+
+    s = Server(str(tmp_path), http_port=0, grpc_port=None, metrics_port=-1)
+    assert s.http_port == 0 and s.grpc_port is None and s.metrics_port is None
+    with pytest.raises(twinfer.InvalidArgumentError, match="metrics_port must be a port number"):
+        Server(str(tmp_path), metrics_port=70000)

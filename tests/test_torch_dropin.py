@@ -351,3 +351,11 @@ def test_compiled_module_renders_as_html(seed):
     html = compiled._repr_html_()
     assert "<table" in html and "twinfer.torch.compile(Linear)" in html and "batch" in html
     assert "cache_hit=False" in repr(compiled)
+
+
+def test_a_device_torch_does_not_know_is_refused_by_name():
+    import twinfer.torch as tt
+
+    net = torch.nn.Linear(4, 2)
+    with pytest.raises(twinfer.InvalidArgumentError, match="'sim', twinfer's test device, holds no torch tensors"):
+        tt.compile(net, (torch.randn(3, 4),), device="sim")

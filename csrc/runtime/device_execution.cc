@@ -136,7 +136,7 @@ void ExecutionContext::enqueue_steps(const Plan& plan, Stream& s, char* device_a
                   k->run(args);
                   api->note_host_kernel(node, op, t0, api->trace_clock_ns());
                 } catch (const Error& e) {
-                  if (!e.node().empty()) throw;
+                  if (!e.node().empty() || !e.op().empty()) throw;
                   throw Error(e.kind(), e.what(), node, op);
                 } catch (const std::exception& e) {
                   throw Error(ErrorKind::kRuntime, e.what(), node, op);

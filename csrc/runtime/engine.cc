@@ -241,7 +241,12 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
   e->options_.optimize = info.optimize;
   e->prepare_device();
   // The saved engine's precision, not the caller's; and FP8 GEMMs an FP8 QDQ
-  // model fused into on a newer GPU.
+  // model fused into on a newer GPU. The CPU computes in fp32: a lowered
+  // engine there would claim a precision it does not run.
+  if (info.precision != Precision::kFP32 && info.precision != Precision::kINT8 && !options.device.is_accelerator())
+    throw Error(ErrorKind::kInvalidArgument, std::string("this saved engine is ") + precision_name(info.precision) +
+                                                 ", which the CPU backend does not run (it computes in fp32): load "
+                                                 "the ONNX model on the CPU, or the engine on a GPU");
   check_device_precision(info.precision, options.device);
   for (const auto& n : model.graph.nodes)
     if (n.domain == kTwinferDomain && n.op_type == "FP8MatMul") {

@@ -100,7 +100,7 @@ void ExecutionContext::run_kernel(const Plan& plan, size_t index, KernelContext&
   try {
     st.kernel->run(a);
   } catch (const Error& e) {
-    if (!e.node().empty()) throw;
+    if (!e.node().empty() || !e.op().empty()) throw;  // named already (an unnamed node has its op)
     throw Error(e.kind(), e.what(), st.node->name, st.node->op_type);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kRuntime, e.what(), st.node->name, st.node->op_type);

@@ -298,13 +298,23 @@ class Engine:
             outs = [_from_value(t) for t in self._core.run(self._ordered_inputs(feeds))]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def create_context(self, num_threads: int = 0, priority: int | None = None,
+    def create_context(self, num_threads: int = 0, priority: int | str | None = None,
                        sm_share: float | None = None) -> "_core.ExecutionContext":
         """A private execution context for ``run(..., context=)``: its arenas, thread
-        budget and, on a GPU, its own stream (``priority``: lower is more urgent,
-        see ``twinfer.stream_priority_range``; None: the engine's stream_priority;
+        budget and, on a GPU, its own stream (``priority``: a stream priority, lower
+        is more urgent, see ``twinfer.stream_priority_range``, or "high" / "normal" /
+        "low" as Parallel takes them; None: the engine's stream_priority;
         ``sm_share``: run on that fraction of the GPU's SMs, a CUDA green context
         whose size is ``context.sm_count``)."""
+        if isinstance(priority, str):
+            from .concurrency._members import PRIORITIES, _stream_priority
+
+            if priority not in PRIORITIES:
+                raise InvalidArgumentError(f"priority must be an int or one of {PRIORITIES}, not {priority!r}")
+            priority = _stream_priority(self, priority)
+        elif priority is not None and not isinstance(priority, int):
+            raise InvalidArgumentError(f"priority must be an int or one of 'high', 'normal', 'low', not "
+                                       f"{type(priority).__name__}")
         return self._core.create_context(num_threads, priority, sm_share)
 
     # -- reports -----------------------------------------------------------

@@ -20,15 +20,16 @@ def _resolve_device(device: str) -> str:
     return device
 
 
-def load(model, device: str = "auto", precision: str = "fp32", **options) -> Engine:
+def load(model, device: str = "auto", precision: str | None = None, **options) -> Engine:
     """Load and compile a model.
 
     model: a path to an ONNX file or to a saved engine (``Engine.save``), ONNX bytes, or an
            ``onnx.ModelProto``. A saved engine takes only device= and num_threads=.
     device: "auto" (the GPU when present, else the CPU), "cpu", "cuda" or "cuda:N"; "sim" is the
             simulated device, a GPU stand-in on the CPU for tests (twinfer.testing).
-    precision: "fp32" (default), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU; "int8" (calibrated;
-               CPU and GPU); "fp8" (GPU: calibrated E4M3 GEMMs, the rest in fp16).
+    precision: "fp32" (the default for a model), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU;
+               "int8" (calibrated; CPU and GPU); "fp8" (GPU: calibrated E4M3 GEMMs, the rest in
+               fp16). A saved engine keeps the precision it was built with: none given, or the same.
     options: num_threads (CPU threads per run, default all), optimize (passes, default True),
              base_dir (folder for external weights when loading from bytes),
              shape_ranges ({input name: (min_shape, max_shape)}: plans for both are built at
@@ -62,6 +63,7 @@ def load(model, device: str = "auto", precision: str = "fp32", **options) -> Eng
     """
     if isinstance(model, (str, os.PathLike)) and os.path.isfile(model) and _core.is_engine_file(os.fspath(model)):
         return _load_saved(os.fspath(model), device, precision, options)
+    precision = "fp32" if precision is None else precision
     source, is_path, base_dir = model_source(model)
     base_dir = options.pop("base_dir", base_dir)
     num_threads = int(options.pop("num_threads", 0))
@@ -115,7 +117,7 @@ def _device_options(options: dict) -> dict:
     return out
 
 
-def _load_saved(path: str, device: str, precision: str, options: dict) -> Engine:
+def _load_saved(path: str, device: str, precision: str | None, options: dict) -> Engine:
     """A saved engine (Engine.save): device, num_threads and the GPU runtime's
     options are chosen now; everything else was fixed when it was built."""
     from ._version import __version__
@@ -145,9 +147,9 @@ def _load_saved(path: str, device: str, precision: str, options: dict) -> Engine
     if saved_by != __version__:
         raise ModelFormatError(f"{path} was saved by twinfer {saved_by}; this is twinfer {__version__}: "
                                "load the ONNX model again and save a new engine")
-    if precision not in ("fp32", "float32", core.precision):
+    if precision is not None and ("fp32" if precision == "float32" else precision) != core.precision:
         raise InvalidArgumentError(f"{path} is a saved {core.precision} engine; precision={precision!r} cannot change "
-                                   "it (load the ONNX model with that precision instead)")
+                                   "it (leave precision out, or load the ONNX model with that precision instead)")
     ranges = {k: (tuple(v[0]), tuple(v[1])) for k, v in json.loads(meta.get("shape_ranges", "{}")).items()}
     engine = Engine(core, ranges)
     if "calibration" in meta:

@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N, sim (the simulated GPU)")
-    p.add_argument("--precision", default="fp32", help="fp32 (default), tf32, fp16, bf16 (GPU)")
+    p.add_argument("--precision", default=None,
+                   help="fp32 (default for a model), tf32, fp16, bf16 (GPU); a saved engine keeps its own")
     p.add_argument("--batch", type=int, default=1, help="size of symbolic batch dims (default 1)")
     p.add_argument("--shapes", default=None, metavar="NAME:DIMS,...",
                    help="input shapes, e.g. input:1x3x224x224,mask:1x128 (overrides --batch for those inputs)")
@@ -85,6 +86,10 @@ def run(args) -> int:
         notes.append("agreement with peers: not computed (copying device outputs to the host needs torch)")
     for peer in peers:
         if peer == "onnxruntime":
+            if str(model.path).endswith(".twinfer"):
+                notes.append("onnxruntime: skipped (a saved twinfer engine is not an ONNX file; bench the ONNX model "
+                             "to compare)")
+                continue
             t, theirs = time_onnxruntime(model.path, feeds, threads, args.iterations, args.warmup, engine.device)
             results.append(t)
             if ours is not None:

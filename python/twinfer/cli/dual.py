@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
     p.add_argument("model_a", metavar="A", help=MODEL_HELP)
     p.add_argument("model_b", metavar="B", help="the second model, same forms as A")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N, sim (the simulated GPU)")
-    p.add_argument("--precision", default="fp32", help="fp32 (default), tf32, fp16, bf16 (GPU)")
+    p.add_argument("--precision", default=None,
+                   help="fp32 (default for a model), tf32, fp16, bf16 (GPU); a saved engine keeps its own")
     p.add_argument("--batch", type=int, default=1, help="size of symbolic batch dims (default 1)")
     p.add_argument("--shapes", default=None, metavar="NAME:DIMS,...",
                    help="input shapes of either model, e.g. input:1x3x224x224 (see above)")

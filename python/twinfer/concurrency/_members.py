@@ -144,7 +144,11 @@ class Member:
     def submit(self, fn: Callable, *args) -> Future:
         """Run fn(*args) on this member's own worker thread (FIFO, one at a time,
         so its context is never used by two runs at once)."""
-        return self._pool.submit(fn, *args)
+        try:
+            return self._pool.submit(fn, *args)
+        except RuntimeError as e:  # "cannot schedule new futures after shutdown"
+            raise InvalidArgumentError(f"member {self.name!r} is closed (its group was closed); make a new "
+                                       "Parallel or Pipeline") from e
 
     def run_engine(self, feeds: dict, outputs: str = "auto") -> dict:
         """engine.run in this member's context, on its own stream."""

@@ -234,11 +234,14 @@ class Pipeline:
         except BaseException:
             clock.abort()
             raise
-        if clock.kind != "host" and all(m.on_device for m in self.members):
+        # The totals from the device's events when every stage is timed by
+        # them; with a host stage (a function, a CPU engine), host clock times.
+        totals_clock = clock.kind if clock.kind != "host" and all(m.on_device for m in self.members) else "host"
+        if totals_clock != "host":
             serial, together = busy(spans, "alone"), extent(spans, "together")
         return Profile(kind="pipeline", members=self.members, spans=spans, serial_s=serial,
                        concurrent_s=together, count=len(items), sharing=weight_sharing(self.members),
-                       clock=clock.kind, kernels=kernel_spans if kernels else None,
+                       clock=totals_clock, kernels=kernel_spans if kernels else None,
                        kernel_clock_error_s=clock.kernel_clock_error_s if kernels else None)
 
     def graphed(self):

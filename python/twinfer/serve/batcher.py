@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -136,8 +137,15 @@ class Batcher:
         # One context per instance: its own arena and thread budget, and on a
         # GPU its own stream, so instances run concurrently without sharing.
         self._instances = [(e, e.create_context(num_threads)) for e in engines for _ in range(int(instances))]
-        self._workers = [threading.Thread(target=self._work, args=(i,), name=f"twinfer-batcher-{name}-{i}",
-                                          daemon=True) for i in range(len(self._instances))]
+        # The workers hold the Batcher weakly and let go of it while idle
+        # (they wait on _wake, which holds no Batcher), so one dropped
+        # without close() is collected, and its finalizer sends them away.
+        self._wake = _Wake()
+        weakref.finalize(self, self._wake.close, self._cond)
+        ref = weakref.ref(self)
+        self._workers = [threading.Thread(target=_work, args=(ref, self._cond, self._wake, i),
+                                          name=f"twinfer-batcher-{name}-{i}", daemon=True)
+                         for i in range(len(self._instances))]
         for w in self._workers:
             w.start()
 
@@ -177,6 +185,7 @@ class Batcher:
                 raise QueueFull(f"the queue of {self.name!r} holds {len(self._queue)} requests, its limit")
             self._queue.append(request)
             self._counts["requests"] += 1
+            self._wake.submitted += 1
             self._cond.notify()
         return request.future
 
@@ -220,21 +229,20 @@ class Batcher:
         return arrays, size, tuple((n, a.shape[1:]) for n, a in arrays.items())
 
     # -- scheduling (workers) --------------------------------------------------
-    def _work(self, index: int) -> None:
+    def _run_batch(self, index: int, batch: list[_Request]) -> None:
         engine, context = self._instances[index]
-        while True:
-            batch = self._next_batch()
-            if batch is None:
-                return
-            try:
-                self._execute(index, engine, context, batch)
-            except BaseException as e:  # noqa: BLE001 - a worker must outlive any one batch
-                log.exception("%s: batch failed unexpectedly", self.name)
-                for r in batch:
-                    if not r.future.done():
-                        r.future.set_exception(e)
+        try:
+            self._execute(index, engine, context, batch)
+        except BaseException as e:  # noqa: BLE001 - a worker must outlive any one batch
+            log.exception("%s: batch failed unexpectedly", self.name)
+            for r in batch:
+                if not r.future.done():
+                    r.future.set_exception(e)
 
-    def _next_batch(self) -> list[_Request] | None:
+    def _next_batch(self) -> list[_Request] | None | tuple:
+        """The next batch; None once closed and drained; (_IDLE, requests
+        submitted so far) when the queue is empty, for the worker to wait
+        without holding the Batcher."""
         with self._cond:
             while True:
                 now = time.monotonic()
@@ -254,6 +262,8 @@ class Batcher:
                         continue
                 elif self._closing:
                     return None
+                else:
+                    return _IDLE, self._wake.submitted
                 deadlines = [r.deadline for r in self._queue if r.deadline is not None]
                 if wake_at is not None:
                     deadlines.append(wake_at)
@@ -389,6 +399,7 @@ class Batcher:
         they fail with BatcherClosed); then stop the workers."""
         with self._cond:
             self._closing = True
+            self._wake.closing = True
             if not drain:
                 for r in self._queue:
                     if r.future.set_running_or_notify_cancel():
@@ -408,6 +419,43 @@ class Batcher:
     def __repr__(self) -> str:
         return (f"twinfer.Batcher({self.name!r}, instances={self.instances}, max_batch_size={self.max_batch_size}, "
                 f"max_queue_delay={self.max_queue_delay}, preferred_batch_sizes={list(self.preferred_batch_sizes)})")
+
+
+_IDLE = object()  # _next_batch: the queue is empty
+
+
+class _Wake:
+    """What an idle worker waits for, under the Batcher's condition: a new
+    request (the count moved) or the end (closed, or the Batcher collected)."""
+
+    def __init__(self):
+        self.submitted = 0
+        self.closing = False
+
+    def close(self, cond: threading.Condition) -> None:
+        with cond:
+            self.closing = True
+            cond.notify_all()
+
+
+def _work(ref: "weakref.ref[Batcher]", cond: threading.Condition, wake: _Wake, index: int) -> None:
+    """A worker: batches of its Batcher, until that is closed or collected."""
+    while True:
+        batcher = ref()
+        if batcher is None:
+            return
+        batch = batcher._next_batch()
+        if batch is None:
+            return
+        if isinstance(batch, tuple):  # idle: wait holding no Batcher, so it can be collected
+            del batcher
+            with cond:
+                cond.wait_for(lambda: wake.closing or wake.submitted != batch[1])
+            if wake.closing and ref() is None:
+                return
+            continue
+        batcher._run_batch(index, batch)
+        del batcher, batch
 
 
 def default_cpu_threads(cpu_instances: int) -> int:

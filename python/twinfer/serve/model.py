@@ -100,8 +100,11 @@ class ServedVersion:
         options = {"num_threads": num_threads}
         if path.suffix != ".twinfer" and s.precision == "int8":
             options["calibration"] = s.calibration
+        # A saved engine keeps its own precision unless the config asks for
+        # another (the config's fp32 is its default, not a request).
+        precision = None if path.suffix == ".twinfer" and s.precision == "fp32" else s.precision
         try:
-            return load(str(path), device=device, precision=s.precision, **options)
+            return load(str(path), device=device, precision=precision, **options)
         except InvalidArgumentError as e:
             if "precision" in str(e):
                 raise ModelLoadError(f"model {self.name!r}: parameters.precision: {e}") from None

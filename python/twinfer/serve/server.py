@@ -19,6 +19,7 @@ import threading
 import uvicorn
 from prometheus_client import make_asgi_app
 
+from ..errors import InvalidArgumentError
 from . import grpc as grpc_api
 from . import http as http_api
 from .inference import InferenceService
@@ -52,6 +53,16 @@ class _Uvicorn(uvicorn.Server):
         pass
 
 
+def _port(port: int | None, what: str) -> int | None:
+    """A listening port: None or a negative number (the command line's -1)
+    for off, 0 for a free one."""
+    if port is None or (isinstance(port, int) and port < 0):
+        return None
+    if not isinstance(port, int) or port > 65535:
+        raise InvalidArgumentError(f"{what} must be a port number (0 picks a free one; None or -1: off), not {port!r}")
+    return port
+
+
 class Server:
     """Serve a model repository over KServe v2 HTTP and gRPC, with metrics.
 
@@ -67,7 +78,8 @@ class Server:
                  load_models: list[str] | None = None, gpu_device: str = "cuda",
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, drain_timeout: float = 30.0):
         self.host = host
-        self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
+        self.http_port, self.grpc_port, self.metrics_port = (_port(p, what) for p, what in (
+            (http_port, "http_port"), (grpc_port, "grpc_port"), (metrics_port, "metrics_port")))
         self.max_request_bytes = int(max_request_bytes)
         self.drain_timeout = float(drain_timeout)
         self.load_models = list(load_models or [])

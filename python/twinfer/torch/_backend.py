@@ -23,7 +23,7 @@ import torch
 import twinfer
 from twinfer._cache import cache_dir
 from twinfer._progress import Steps
-from twinfer.torch._bridge import TorchRunner, twinfer_device
+from twinfer.torch._bridge import TorchRunner, as_torch_device, twinfer_device
 from twinfer.torch._export import export_onnx, export_to_cache_dir
 from twinfer.torch._key import graph_key
 
@@ -151,7 +151,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, options: dict
     acts = [example_inputs[p] for p in positions]
     if not acts:
         raise _Unsupported("the graph takes no tensor inputs")
-    dev = torch.device(options.get("device") or acts[0].device)
+    dev = as_torch_device(options.get("device") or acts[0].device)
     in_names = [f"input_{i}" for i in range(len(acts))]
     out_names = [f"output_{i}" for i in range(n_out)]
     dyn = {n: d for n, d in zip(in_names + out_names, sym_dims + out_dims) if d}

@@ -47,6 +47,17 @@ def twinfer_device(device: torch.device) -> str:
     raise InvalidArgumentError(f"twinfer runs on 'cpu' and 'cuda' devices, not '{device}'")
 
 
+def as_torch_device(device) -> torch.device:
+    """A device= argument as a torch.device; twinfer's own "sim" (its test
+    device holds no torch tensors) and anything torch does not know are
+    refused by name."""
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise InvalidArgumentError(f"device {device!r}: the torch integration runs on torch's devices ('cpu', "
+                                   "'cuda', 'cuda:N'); 'sim', twinfer's test device, holds no torch tensors") from None
+
+
 def module_device(module: torch.nn.Module, args: Sequence[torch.Tensor] = ()) -> torch.device:
     """Where the module lives: its first parameter or buffer, else its first input, else the CPU."""
     for t in module.parameters():

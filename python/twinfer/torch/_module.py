@@ -15,7 +15,7 @@ import twinfer
 from twinfer._cache import cache_dir
 from twinfer._progress import Steps
 from twinfer.errors import DeviceError, InvalidArgumentError
-from twinfer.torch._bridge import TorchRunner, module_device, twinfer_device
+from twinfer.torch._bridge import TorchRunner, as_torch_device, module_device, twinfer_device
 from twinfer.torch._dynamic import normalize_dynamic_axes, probe_dynamic_dims, warn_frozen_dims
 from twinfer.torch._export import ExportError, export_onnx, export_to_cache_dir, warn_tracer_notes
 from twinfer.torch._key import module_key
@@ -77,7 +77,7 @@ def _input_names(module: torch.nn.Module, n: int) -> list[str]:
 
 
 def _device_of(device, module, args) -> torch.device:
-    dev = module_device(module, args) if device is None else torch.device(device)
+    dev = module_device(module, args) if device is None else as_torch_device(device)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise DeviceError(f"device {dev} was asked for, but PyTorch sees no CUDA GPU here; use device='cpu'")
