@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 
 #include <omp.h>
 
@@ -19,13 +20,24 @@ void parallel_for(int64_t n, int num_threads, int64_t grain, F&& fn) {
     fn(int64_t(0), n);
     return;
   }
+  // An exception may not leave an OpenMP region (std::terminate would end
+  // the process): the first one a chunk throws is rethrown here, after all.
+  std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
   {
     int t = omp_get_thread_num();
     int64_t chunk = (n + threads - 1) / threads;
     int64_t b = std::min<int64_t>(n, t * chunk), e = std::min<int64_t>(n, b + chunk);
-    if (b < e) fn(b, e);
+    if (b < e) {
+      try {
+        fn(b, e);
+      } catch (...) {
+#pragma omp critical(twinfer_parallel_for_error)
+        if (!error) error = std::current_exception();
+      }
+    }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 // Sets the calling thread's OpenMP thread budget (what parallel_for and the

@@ -35,7 +35,10 @@ constexpr int64_t kMaxOpset = 28;
 void collect_unsupported(const graph::Graph& g, Backend backend,
                          std::map<std::string, std::vector<std::string>>* missing) {
   for (const auto& n : g.nodes) {
-    const bool known = find_schema(n.domain, n.op_type) && any_kernel_for(n.domain, n.op_type, backend);
+    // The layouts plans use between kernels (channel-blocked, channels-last)
+    // are never a model's: their kernels trust the data to be in them.
+    const bool plan_only = n.domain == kBlockedDomain || n.domain == kChannelsLastDomain;
+    const bool known = !plan_only && find_schema(n.domain, n.op_type) && any_kernel_for(n.domain, n.op_type, backend);
     if (!known) {
       std::string key = n.domain.empty() || n.domain == "ai.onnx" ? n.op_type : n.domain + "::" + n.op_type;
       (*missing)[key].push_back(n.name.empty() ? "<unnamed>" : n.name);

@@ -183,6 +183,9 @@ class TreeClassifierKernel final : public MlKernel {
     base_ = reals(n, "base_values");
     classes_ = static_cast<int64_t>(labels_.size());
     if (classes_ == 0) bad_model(n, "has no classlabels_int64s or classlabels_strings");
+    // The two-class rules below read and write two columns: one label would
+    // read past its scores and labels (a classifier is fitted on two or more).
+    if (classes_ == 1) bad_model(n, "has a single class label; a classifier needs two or more");
     if (model_.targets > classes_)
       bad_model(n, "a leaf names class " + std::to_string(model_.targets - 1) + " of " + std::to_string(classes_));
     std::vector<int64_t> ids = n.attr_ints("class_ids");

@@ -90,7 +90,10 @@ class TfIdfKernel final : public Kernel {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t* row = tok.data() + r * cols;
       int64_t* f = freq.data() + r * s_.out_size;
-      for (int64_t d = 1; d <= s_.max_skip + 1; ++d) {
+      // A distance of cols or more fits no gram of two (max_skip_count may
+      // be INT64_MAX: max_skip + 1 wrapped, and the loop never ended).
+      const int64_t last_d = std::min<int64_t>(s_.max_skip, std::max<int64_t>(cols - 1, 0)) + 1;
+      for (int64_t d = 1; d <= last_d; ++d) {
         const int64_t start_n = d == 1 ? s_.min_n : std::max<int64_t>(s_.min_n, 2);
         if (start_n > s_.max_n) break;
         for (int64_t st = 0; st < cols; ++st) {

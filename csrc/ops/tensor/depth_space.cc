@@ -12,8 +12,12 @@ bool is_d2s(const graph::Node& n) { return n.op_type == "DepthToSpace"; }
 
 template <typename Ctx>
 int64_t block_size(const Ctx& c) {
+  // b * b divides or multiplies the channels: bounded so it cannot wrap (a
+  // block of 2^32 squared is 0, and a division by it ended the process).
+  constexpr int64_t kMaxBlock = int64_t{1} << 20;
   const int64_t b = c.node().required_attr("blocksize").i;
-  if (b < 1) c.fail(ErrorKind::kShape, "blocksize must be >= 1, got " + std::to_string(b));
+  if (b < 1 || b > kMaxBlock)
+    c.fail(ErrorKind::kShape, "blocksize must be in [1, 2^20], got " + std::to_string(b));
   return b;
 }
 
@@ -29,7 +33,12 @@ bool crd_mode(const Ctx& c) {
 Dim scale_dim(InferContext& c, const Dim& d, int64_t b, bool divide, const char* what) {
   if (b == 1) return d;
   if (!d.known()) return Dim();
-  if (!divide) return Dim(d.value * b);
+  if (!divide) {
+    int64_t v = 0;
+    c.check(!__builtin_mul_overflow(d.value, b, &v), ErrorKind::kShape,
+            std::string(what) + " " + std::to_string(d.value) + " times " + std::to_string(b) + " is too large");
+    return Dim(v);
+  }
   c.check(d.value % b == 0, ErrorKind::kShape,
           std::string(what) + " " + std::to_string(d.value) + " is not divisible by " + std::to_string(b));
   return Dim(d.value / b);

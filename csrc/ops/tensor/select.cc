@@ -189,10 +189,15 @@ UniqueResult unique_compute(const TensorView& x, int64_t axis, bool sorted) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < inner; ++j) s[i * m + o * inner + j] = static_cast<C>(ew::load(p[(o * n + i) * inner + j]));
+    // NaN after every number and equal to NaN (NumPy's unique, which the
+    // ONNX reference uses): a strict weak order, which the sort needs (with
+    // NaN unordered it merged distinct values and lost the NaNs).
+    auto same = [](C u, C v) { return u == v || (u != u && v != v); };
+    auto before = [](C u, C v) { return u != u ? false : (v != v || u < v); };
     auto less = [&](int64_t a, int64_t b) {
       const C *pa = &s[a * m], *pb = &s[b * m];
       for (int64_t t = 0; t < m; ++t)
-        if (pa[t] != pb[t]) return pa[t] < pb[t];
+        if (!same(pa[t], pb[t])) return before(pa[t], pb[t]);
       return false;
     };
     std::vector<int64_t> order(static_cast<size_t>(n));

@@ -56,6 +56,9 @@ class RoiAlignKernel final : public Kernel {
     oh_ = n.attr_int("output_height", 1);
     ow_ = n.attr_int("output_width", 1);
     ratio_ = n.attr_int("sampling_ratio", 0);
+    if (ratio_ > kMaxRoiGrid)
+      info.fail(ErrorKind::kInvalidArgument, "sampling_ratio " + std::to_string(ratio_) + " is above " +
+                                                 std::to_string(kMaxRoiGrid) + " samples per bin and axis");
     scale_ = n.attr_float("spatial_scale", 1.f);
     const std::string ct =
         n.attr_string("coordinate_transformation_mode", info.opset() >= 16 ? "half_pixel" : "output_half_pixel");
@@ -96,7 +99,16 @@ class RoiAlignKernel final : public Kernel {
         const RoiGeom geo = roi_geom(roi[0] * scale_, roi[1] * scale_, roi[2] * scale_, roi[3] * scale_, half_pixel_,
                                      OH, OW, ratio_);
         const int64_t gh = geo.gh, gw = geo.gw, count = geo.count;
-        samples.assign(static_cast<size_t>(std::max<int64_t>(0, OH * OW * gh * gw)), Sample{});
+        // The roi's samples, precomputed once for all channels: bounded (a
+        // roi of 2^32 pixels asked for a wrapped count, then wrote past it).
+        constexpr int64_t kMaxSamples = int64_t{1} << 26;
+        int64_t n_samples = 0;
+        if (__builtin_mul_overflow(OH * OW, gh * gw, &n_samples) || n_samples > kMaxSamples)
+          throw Error(ErrorKind::kInvalidArgument,
+                      "roi " + std::to_string(r) + " needs " + std::to_string(gh) + " x " + std::to_string(gw) +
+                          " samples in each of " + std::to_string(OH * OW) + " bins, more than 2^26: a roi that "
+                          "large, or sampling_ratio, is not what RoiAlign is for", node_, op_);
+        samples.assign(static_cast<size_t>(n_samples), Sample{});
         size_t k = 0;
         for (int64_t ph = 0; ph < OH; ++ph)
           for (int64_t pw = 0; pw < OW; ++pw)

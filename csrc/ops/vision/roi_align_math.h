@@ -16,6 +16,18 @@ struct RoiGeom {
   int64_t gh = 1, gw = 1, count = 1;      // samples per bin (y, x) and their count (>= 1)
 };
 
+// Samples per bin along one axis: sampling_ratio, or adaptive ceil(span /
+// bins). At most kMaxRoiGrid (a roi of 2^32 pixels asked for as many, and
+// the count overflowed); NaN or a non-positive span gives 0 (the caller's
+// count of 1 then averages nothing, as before).
+constexpr int64_t kMaxRoiGrid = 4096;
+TWINFER_HD int64_t roi_grid(double span, int64_t bins, int64_t ratio) {
+  if (ratio > 0) return ratio < kMaxRoiGrid ? ratio : kMaxRoiGrid;
+  const double n = ceil(span / static_cast<double>(bins));
+  if (!(n > 0.0)) return 0;
+  return n < static_cast<double>(kMaxRoiGrid) ? static_cast<int64_t>(n) : kMaxRoiGrid;
+}
+
 // One roi given as its scaled corners (roi * spatial_scale, in the data's type).
 TWINFER_HD RoiGeom roi_geom(double x1, double y1, double x2, double y2, bool half_pixel, int64_t OH, int64_t OW,
                             int64_t ratio) {
@@ -31,8 +43,8 @@ TWINFER_HD RoiGeom roi_geom(double x1, double y1, double x2, double y2, bool hal
   }
   g.bh = rh / static_cast<double>(OH);
   g.bw = rw / static_cast<double>(OW);
-  g.gh = ratio > 0 ? ratio : static_cast<int64_t>(ceil(rh / static_cast<double>(OH)));
-  g.gw = ratio > 0 ? ratio : static_cast<int64_t>(ceil(rw / static_cast<double>(OW)));
+  g.gh = roi_grid(rh, OH, ratio);
+  g.gw = roi_grid(rw, OW, ratio);
   g.count = g.gh * g.gw > 1 ? g.gh * g.gw : 1;
   return g;
 }
