@@ -467,7 +467,7 @@ def test_a_tree_classifier_with_one_class_label_is_refused():
         twinfer.load(m, device="cpu").run({"x": np.random.rand(3, 4).astype(np.float32)})
 
 
-@pytest.mark.parametrize("domain", ["com.twinfer.blocked", "com.twinfer.nhwc"])
+@pytest.mark.parametrize("domain", ["com.twinfer.blocked"])
 def test_plan_only_layout_ops_in_a_model_are_refused(domain):
     m = _one_node(helper.make_node("MaxPool", ["x"], ["y"], domain=domain, kernel_shape=[2, 2]),
                   [helper.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
