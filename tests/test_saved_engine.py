@@ -119,6 +119,41 @@ def test_a_saved_engine_keeps_its_precision_and_refuses_another(rng, tmp_path):
     assert twinfer.load(fp32, device="cpu", precision="fp32").precision == "fp32"
 
 
+def _reseal(b: bytearray) -> bytes:
+    """The engine file's checksum (runtime/engine_file.cc: a 64-bit state
+    over little-endian 8-byte words of everything after the 32-byte header,
+    the last word zero-padded, then the byte count; folded to 32 bits) put
+    back at offset 20, so a file corrupted on purpose reaches the parser's
+    own checks."""
+    mask = (1 << 64) - 1
+    body = bytes(b[32:])
+    body += b"\0" * (-len(body) % 8)
+    h = 0x243F6A8885A308D3
+    words = [int.from_bytes(body[i:i + 8], "little") for i in range(0, len(body), 8)] + [len(body)]
+    for w in words:
+        h = ((h ^ w) * 0x9E3779B97F4A7C15) & mask
+        h ^= h >> 29
+    b[20:24] = ((h ^ (h >> 32)) & 0xFFFFFFFF).to_bytes(4, "little")
+    return bytes(b)
+
+
+def test_a_flipped_bit_anywhere_is_caught_by_the_checksum(rng, tmp_path):
+    # About a fifth of bit-flipped files used to load and compute something
+    # else (a flip in a weight, say); the checksum catches every one.
+    model, shape = cnn(rng)
+    path = tmp_path / "cnn.twinfer"
+    twinfer.load(model, device="cpu").save(path)
+    blob = path.read_bytes()
+    assert _reseal(bytearray(blob)) == blob  # the test's checksum is the file's
+    bad = tmp_path / "bad.twinfer"
+    for at in [int(v) for v in rng.integers(32, len(blob), 25)] + [len(blob) - 1]:
+        b = bytearray(blob)
+        b[at] ^= 1 << int(rng.integers(0, 8))
+        bad.write_bytes(bytes(b))
+        with pytest.raises(twinfer.ModelFormatError, match="checksum does not match"):
+            twinfer.load(bad, device="cpu")
+
+
 def test_truncated_or_corrupt_files_are_clear_errors(rng, tmp_path):
     model, shape = cnn(rng)
     path = tmp_path / "cnn.twinfer"
@@ -139,7 +174,7 @@ def test_truncated_or_corrupt_files_are_clear_errors(rng, tmp_path):
         b = bytearray(blob)
         at = int(rng.integers(32, meta_end))
         b[at] ^= int(rng.integers(1, 256))
-        bad.write_bytes(bytes(b))
+        bad.write_bytes(_reseal(b))  # past the checksum: the parser's own checks
         x = rng.standard_normal((1,) + shape[1:]).astype(np.float32)
         try:
             e = twinfer.load(bad, device="cpu")
@@ -151,14 +186,14 @@ def test_truncated_or_corrupt_files_are_clear_errors(rng, tmp_path):
     # metadata), and a weight's leading dim made 2**62 + 1 (numel * 4 would wrap).
     b = bytearray(blob)
     b[meta_end - 8:meta_end] = (-1).to_bytes(8, "little", signed=True)
-    bad.write_bytes(bytes(b))
+    bad.write_bytes(_reseal(b))
     with pytest.raises(twinfer.ModelFormatError, match="out of range"):
         twinfer.load(bad, device="cpu")
     dims = b"".join(int(v).to_bytes(8, "little") for v in (4, 16, 3, 3, 3))  # w1: rank 4, [16, 3, 3, 3]
     at = blob.index(dims, 32, meta_end)
     b = bytearray(blob)
     b[at + 8:at + 16] = (2**62 + 1).to_bytes(8, "little")
-    bad.write_bytes(bytes(b))
+    bad.write_bytes(_reseal(b))
     with pytest.raises(twinfer.ModelFormatError, match="larger than the file"):
         twinfer.load(bad, device="cpu")
     # A newer format.

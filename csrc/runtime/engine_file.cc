@@ -16,6 +16,52 @@ namespace {
 
 constexpr char kMagic[16] = {'T', 'W', 'I', 'N', 'F', 'E', 'R', '-', 'E', 'N', 'G', 'I', 'N', 'E', 0, 0};
 constexpr size_t kAlign = 64;
+
+// A 64-bit state over 8-byte words, each step a bijection of the state for a
+// given word and of the word for a given state: any one changed word changes
+// the result (folded to 32 bits: a collision of 2^-32). Several GB/s, so a
+// large engine's load barely notices it.
+class Checksum {
+ public:
+  void add(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    while (n && fill_) {  // finish a partial word first
+      word_[fill_++] = *b++;
+      --n;
+      if (fill_ == 8) step_buffer();
+    }
+    for (; n >= 8; n -= 8, b += 8) {
+      uint64_t w;
+      std::memcpy(&w, b, 8);
+      step(w);
+    }
+    while (n--) word_[fill_++] = *b++;
+  }
+  uint32_t value() {
+    if (fill_) {
+      std::memset(word_ + fill_, 0, 8 - fill_);
+      step_buffer();
+    }
+    step(total_);
+    return static_cast<uint32_t>(h_ ^ (h_ >> 32));
+  }
+
+ private:
+  void step(uint64_t w) {
+    h_ = (h_ ^ w) * 0x9E3779B97F4A7C15ull;
+    h_ ^= h_ >> 29;
+    total_ += 8;
+  }
+  void step_buffer() {
+    uint64_t w;
+    std::memcpy(&w, word_, 8);
+    fill_ = 0;
+    step(w);
+  }
+  uint64_t h_ = 0x243F6A8885A308D3ull, total_ = 0;
+  uint8_t word_[8] = {};
+  size_t fill_ = 0;
+};
 constexpr size_t kHeaderBytes = 16 + 4 + 4 + 8;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -351,24 +397,32 @@ void write_engine_file(const std::string& path, const graph::Model& model, const
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw Error(ErrorKind::kRuntime, "cannot write the engine file '" + path + "'");
-    const uint32_t version = kEngineFileVersion, zero = 0;
+    const uint32_t version = kEngineFileVersion, unknown = 0;
     const uint64_t meta_bytes = w.meta.size();
+    Checksum sum;
+    const auto put = [&](const void* p, size_t n) {
+      f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+      sum.add(p, n);
+    };
     f.write(kMagic, 16);
     f.write(reinterpret_cast<const char*>(&version), 4);
-    f.write(reinterpret_cast<const char*>(&zero), 4);
+    f.write(reinterpret_cast<const char*>(&unknown), 4);  // the checksum, once the rest is written
     f.write(reinterpret_cast<const char*>(&meta_bytes), 8);
-    f.write(w.meta.data(), static_cast<std::streamsize>(w.meta.size()));
+    put(w.meta.data(), w.meta.size());
     const size_t data_start = align_up(kHeaderBytes + w.meta.size());
     static const char zeros[kAlign] = {};
-    f.write(zeros, static_cast<std::streamsize>(data_start - kHeaderBytes - w.meta.size()));
+    put(zeros, data_start - kHeaderBytes - w.meta.size());
     size_t at = 0;
     for (const Tensor* t : w.blobs) {
       const size_t pad = align_up(at) - at;
-      f.write(zeros, static_cast<std::streamsize>(pad));
+      put(zeros, pad);
       at += pad;
-      f.write(static_cast<const char*>(t->data()), static_cast<std::streamsize>(t->bytes()));
+      put(t->data(), t->bytes());
       at += t->bytes();
     }
+    const uint32_t checksum = sum.value();
+    f.seekp(20);
+    f.write(reinterpret_cast<const char*>(&checksum), 4);
     if (!f) {
       f.close();
       std::remove(tmp.c_str());
@@ -393,7 +447,7 @@ graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info) {
 }
 
 graph::Model read_engine_bytes(const uint8_t* base, size_t size, std::shared_ptr<void> keep_alive,
-                               const std::string& path, SavedEngineInfo* info) {
+                               const std::string& path, SavedEngineInfo* info, bool verify_checksum) {
   if (size < kHeaderBytes || std::memcmp(base, kMagic, 16) != 0)
     throw Error(ErrorKind::kModelFormat, "'" + path + "' is not a twinfer engine file");
   if (reinterpret_cast<uintptr_t>(base) % kAlign)
@@ -409,6 +463,15 @@ graph::Model read_engine_bytes(const uint8_t* base, size_t size, std::shared_ptr
                                              ": load the ONNX model again and save a new engine");
   if (meta_bytes > size - kHeaderBytes)
     throw Error(ErrorKind::kModelFormat, "saved engine '" + path + "' is corrupt or truncated: the metadata ends early");
+  if (verify_checksum) {
+    uint32_t stored = 0;
+    std::memcpy(&stored, base + 20, 4);
+    Checksum sum;
+    sum.add(base + kHeaderBytes, size - kHeaderBytes);
+    if (sum.value() != stored)
+      throw Error(ErrorKind::kModelFormat, "saved engine '" + path + "' is corrupt or truncated: its checksum does "
+                                           "not match its bytes");
+  }
   const size_t data_start = align_up(kHeaderBytes + meta_bytes);
   const size_t data_n = data_start <= size ? size - data_start : 0;
   Reader r(base + kHeaderBytes, meta_bytes, base + std::min(data_start, size), data_n, keep_alive, path);

@@ -5,7 +5,9 @@
 // input shape, as for an engine loaded from ONNX.
 //
 // File layout (little-endian):
-//   magic "TWINFER-ENGINE\0\0" (16 bytes), u32 format version, u32 0,
+//   magic "TWINFER-ENGINE\0\0" (16 bytes), u32 format version, u32 checksum
+//   of every byte after the header (a bit flipped anywhere, in a weight as
+//   well, is a ModelFormatError, not a model that computes something else),
 //   u64 meta bytes, then the meta section (graph, opsets, options, pass log,
 //   user metadata), then, 64-byte aligned, every constant's bytes (each
 //   64-byte aligned), which a loaded engine borrows from the file's bytes
@@ -24,7 +26,7 @@
 
 namespace twinfer {
 
-inline constexpr uint32_t kEngineFileVersion = 1;
+inline constexpr uint32_t kEngineFileVersion = 2;  // 2: the checksum
 
 // What a saved engine holds besides the graph.
 struct SavedEngineInfo {
@@ -48,8 +50,9 @@ graph::Model read_engine_file(const std::string& path, SavedEngineInfo* info);
 
 // The same from bytes someone else owns (64-byte aligned, as a mapping is);
 // constants borrow from them and `keep_alive` holds their owner. `name` names
-// the engine in errors. The fuzz target (fuzz/engine_file_fuzzer.cc) enters here.
+// the engine in errors. The fuzz target (fuzz/engine_file_fuzzer.cc) enters
+// here with `verify_checksum` false, so mutated bytes reach the parser.
 graph::Model read_engine_bytes(const uint8_t* data, size_t size, std::shared_ptr<void> keep_alive,
-                               const std::string& name, SavedEngineInfo* info);
+                               const std::string& name, SavedEngineInfo* info, bool verify_checksum = true);
 
 }  // namespace twinfer
