@@ -555,3 +555,18 @@ def test_an_error_inside_a_parallel_loop_is_raised_not_fatal():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
     assert r.returncode == 0 and "raised: True" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+def test_overflowing_window_and_scalar_arithmetic_names_the_attribute():
+    vi = helper.make_tensor_value_info
+    w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    m = _one_node(helper.make_node("Conv", ["x", "w"], ["y"], dilations=[2**62, 1]),
+                  [vi("x", T.FLOAT, [1, 1, 8, 8])], [vi("y", T.FLOAT, None)], [w])
+    with pytest.raises(twinfer.ShapeError, match="with dilation 4611686018427387904 spans more than"):
+        twinfer.load(m, device="cpu")  # was "kernel of size -9223372036854775807"
+    depth = numpy_helper.from_array(np.array(np.nan, np.float32), "depth")
+    values = numpy_helper.from_array(np.array([0, 1], np.float32), "v")
+    m = _one_node(helper.make_node("OneHot", ["i", "depth", "v"], ["y"]), [vi("i", T.INT64, [3])],
+                  [vi("y", T.FLOAT, None)], [depth, values])
+    with pytest.raises(twinfer.Error, match="depth: a scalar used as an integer is nan"):
+        twinfer.load(m, device="cpu")  # was "depth must be positive, got -9223372036854775808"

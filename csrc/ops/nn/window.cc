@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/shape_limits.h"
 
 namespace twinfer::nn {
 
@@ -68,6 +69,17 @@ Window parse_window(const graph::Node& n, size_t nsp, const std::vector<int64_t>
     fail(n, ErrorKind::kModelFormat, "explicit pads cannot be combined with auto_pad=" + ap);
   w.pad_begin.assign(pads.begin(), pads.begin() + nsp);
   w.pad_end.assign(pads.begin() + nsp, pads.end());
+  // Window arithmetic in int64 that cannot wrap: no extent past a tensor's
+  // most elements (dilations of 2^62 gave "a kernel of size -2^63").
+  for (size_t i = 0; i < nsp; ++i) {
+    int64_t span = 0;
+    if (__builtin_mul_overflow(w.kernel[i] - 1, w.dilation[i], &span) || span >= kMaxElements)
+      fail(n, ErrorKind::kShape, "kernel_shape " + std::to_string(w.kernel[i]) + " with dilation " +
+                                     std::to_string(w.dilation[i]) + " spans more than a tensor dim can (2^47)");
+    if (w.stride[i] >= kMaxElements || w.pad_begin[i] >= kMaxElements || w.pad_end[i] >= kMaxElements)
+      fail(n, ErrorKind::kShape, "strides or pads of dim " + std::to_string(i) + " are larger than a tensor dim can "
+                                 "be (2^47)");
+  }
 
   int64_t ceil_mode = n.attr_int("ceil_mode", 0);
   if (ceil_mode != 0 && !opt.allow_ceil_mode)

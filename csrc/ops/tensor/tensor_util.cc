@@ -39,13 +39,19 @@ int64_t view_scalar_int(const TensorView& t) {
     dispatch_integer(t.dtype, [&](auto tag) { v = static_cast<int64_t>(*t.as<const typename decltype(tag)::type>()); });
     return v;
   }
+  double d = 0;
   switch (t.dtype) {
-    case DType::kFloat32: return static_cast<int64_t>(*t.as<const float>());
-    case DType::kFloat64: return static_cast<int64_t>(*t.as<const double>());
-    case DType::kFloat16: return static_cast<int64_t>(half_to_float(t.as<const half_t>()->bits));
-    case DType::kBFloat16: return static_cast<int64_t>(bf16_to_float(t.as<const bfloat16_t>()->bits));
+    case DType::kFloat32: d = *t.as<const float>(); break;
+    case DType::kFloat64: d = *t.as<const double>(); break;
+    case DType::kFloat16: d = half_to_float(t.as<const half_t>()->bits); break;
+    case DType::kBFloat16: d = bf16_to_float(t.as<const bfloat16_t>()->bits); break;
     default: dispatch_unsupported(t.dtype, "a scalar integer input");
   }
+  // A float to int64 cast of NaN, inf or past 2^63 is undefined in C++.
+  if (!(d > -9.2e18 && d < 9.2e18))
+    throw Error(ErrorKind::kInvalidArgument, "a scalar used as an integer is " + std::to_string(d) +
+                                                 ", which no integer is");
+  return static_cast<int64_t>(d);
 }
 
 bool const_ints(const KernelBuildInfo& info, size_t i, std::vector<int64_t>* out) {
