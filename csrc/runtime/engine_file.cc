@@ -19,8 +19,9 @@ constexpr size_t kAlign = 64;
 
 // A 64-bit state over 8-byte words, each step a bijection of the state for a
 // given word and of the word for a given state: any one changed word changes
-// the result (folded to 32 bits: a collision of 2^-32). Several GB/s, so a
-// large engine's load barely notices it.
+// the result (folded to 32 bits: a collision of 2^-32). 5.6 GB/s on the
+// 2-core development VM (256 MB, g++ -O2, a copy of this class timed alone):
+// a 400 MB engine's load spends about 0.07 s on it.
 class Checksum {
  public:
   void add(const void* p, size_t n) {
