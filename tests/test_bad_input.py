@@ -570,3 +570,140 @@ def test_overflowing_window_and_scalar_arithmetic_names_the_attribute():
                   [vi("y", T.FLOAT, None)], [depth, values])
     with pytest.raises(twinfer.Error, match="depth: a scalar used as an integer is nan"):
         twinfer.load(m, device="cpu")  # was "depth must be positive, got -9223372036854775808"
+
+
+def _run_python_child(code, env_extra=None, timeout=300):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **(env_extra or {})}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+_DOUBLING_LOOP = """
+    import numpy as np, twinfer
+    from onnx import helper, TensorProto as T
+    vi = helper.make_tensor_value_info
+    # Each iteration concatenates the state with itself: 4 KiB doubled 40
+    # times is 4 PiB.
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Concat", ["s", "s"], ["s_out"], axis=0)],
+        "body", [vi("i", T.INT64, []), vi("c", T.BOOL, []), vi("s", T.FLOAT, None)],
+        [vi("c_out", T.BOOL, []), vi("s_out", T.FLOAT, None)])
+    loop = helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)
+    g = helper.make_graph([loop], "g", [vi("n", T.INT64, []), vi("x", T.FLOAT, [1024])], [vi("y", T.FLOAT, None)])
+    e = twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), device="cpu")
+    x = np.random.rand(1024).astype(np.float32)
+    try:
+        e.run({"n": np.array(40, np.int64), "x": x})
+        print("ran")
+    except twinfer.OutOfMemoryError as ex:
+        print("refused:", ex)
+    # The engine is not damaged: a small trip count still runs.
+    y = np.asarray(e.run({"n": np.array(3, np.int64), "x": x})["y"])
+    print("after:", np.array_equal(y, np.tile(x, 8)))
+"""
+
+
+def test_a_loop_whose_state_doubles_is_refused_at_the_memory_limit():
+    # With TWINFER_HOST_MEMORY_LIMIT_MB the allocator refuses to hold more
+    # than the limit: the doubling Loop stops with OutOfMemoryError naming it.
+    # (Without a limit it stops at what the system has available, the test
+    # below; here the limit keeps the test light.)
+    r = _run_python_child(_DOUBLING_LOOP, {"TWINFER_HOST_MEMORY_LIMIT_MB": "256"})
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "refused:" in r.stdout and "TWINFER_HOST_MEMORY_LIMIT_MB" in r.stdout, r.stdout
+    assert "after: True" in r.stdout, r.stdout
+
+
+def test_a_tensor_larger_than_the_free_host_memory_is_refused_not_killed():
+    # Linux overcommits: allocating more than the machine can back succeeds,
+    # and filling it gets the process killed by the kernel. A large host
+    # allocation is checked against what /proc/meminfo (and the cgroup) says
+    # is available, so the Expand below is an OutOfMemoryError. In a child
+    # process: without the check the child is the one the kernel kills.
+    r = _run_python_child("""
+        import numpy as np, twinfer
+        from onnx import helper, TensorProto as T
+        vi = helper.make_tensor_value_info
+        n = (twinfer._core.host_bytes_available() + (1 << 30)) // 4
+        g = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["y"])], "g",
+                              [vi("x", T.FLOAT, [1]), vi("shape", T.INT64, [1])], [vi("y", T.FLOAT, None)])
+        e = twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), device="cpu")
+        try:
+            e.run({"x": np.ones(1, np.float32), "shape": np.array([n], np.int64)})
+            print("ran")
+        except twinfer.OutOfMemoryError as ex:
+            print("refused:", ex)
+        y = np.asarray(e.run({"x": np.full(1, 2, np.float32), "shape": np.array([5], np.int64)})["y"])
+        print("after:", y.tolist() == [2.0] * 5)
+        """)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
+    # The check's message, not malloc's failure (which would also be an
+    # OutOfMemoryError where the size is past what overcommit allows at all).
+    assert "refused:" in r.stdout and "available (allocating it would get the process killed)" in r.stdout, r.stdout
+    assert "after: True" in r.stdout, r.stdout
+
+
+def _meminfo_bytes():
+    fields = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, value = line.split(":", 1)
+            fields[key] = int(value.split()[0]) * 1024
+    return fields
+
+
+def _cgroup_bytes_left():
+    try:
+        with open("/proc/self/cgroup") as f:
+            line = next(line for line in f if line.startswith("0::"))
+        d = "/sys/fs/cgroup" + line[3:].strip().rstrip("/")
+        with open(d + "/memory.max") as f:
+            limit = f.read().strip()
+        if limit == "max":
+            return None
+        with open(d + "/memory.current") as f:
+            return max(int(limit) - int(f.read()), 0)
+    except (OSError, StopIteration):
+        return None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="reads Linux's /proc/meminfo")
+def test_host_bytes_available_is_what_the_kernel_reports():
+    info = _meminfo_bytes()
+    expected = info["MemAvailable"] + info.get("SwapFree", 0)
+    left = _cgroup_bytes_left()
+    if left is not None:
+        expected = min(expected, left)
+    got = twinfer._core.host_bytes_available()
+    # Both are read moments apart while other processes run.
+    assert abs(got - expected) < (256 << 20), (got, expected)
+
+
+@pytest.mark.parametrize("pads_are_input", [False, True])
+def test_pads_too_large_to_hold_are_named(pads_are_input):
+    # 2^62 + 2^62 wrapped to a negative size ("shape of output 'y' is not
+    # known"); a 2^40 pad built an index map of 8 TiB ("out of host memory").
+    vi = helper.make_tensor_value_info
+    inputs, inits = [vi("x", T.FLOAT, [3])], []
+    cases = [([2**62, 2**62], twinfer.ShapeError, "grow axis 0"), ([0, 2**62], twinfer.ShapeError, "grow axis 0"),
+             ([-(2**63), -1], twinfer.ShapeError, "crop more than axis 0"),
+             ([0, 2**40], twinfer.OutOfMemoryError, "Pad's index maps needs")]
+    for pads, error, words in cases:
+        if pads_are_input:
+            graph_inputs, inits = inputs + [vi("pads", T.INT64, [2])], []
+        else:
+            graph_inputs, inits = inputs, [numpy_helper.from_array(np.array(pads, np.int64), "pads")]
+        g = helper.make_graph([helper.make_node("Pad", ["x", "pads"], ["y"])], "g", graph_inputs,
+                              [vi("y", T.FLOAT, None)], inits)
+        feeds = {"x": np.ones(3, np.float32)}
+        if pads_are_input:
+            feeds["pads"] = np.array(pads, np.int64)
+        with pytest.raises(error, match=words):
+            twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])).run(feeds)
+    # Ordinary pads on the same shapes still give NumPy's answer.
+    x = np.random.rand(3).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Pad", ["x", "pads"], ["y"])], "g",
+                          [vi("x", T.FLOAT, [3]), vi("pads", T.INT64, [2])], [vi("y", T.FLOAT, None)])
+    y = twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])).run(
+        {"x": x, "pads": np.array([2, -1], np.int64)})["y"]
+    np.testing.assert_array_equal(np.asarray(y), np.pad(x[:2], (2, 0)))

@@ -6,6 +6,7 @@
 #include "backends/sim/sim_device.h"
 #include "bindings/bindings.h"
 #include "core/device_api.h"
+#include "core/host_memory.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/elementwise/broadcast_offsets.h"
@@ -121,6 +122,8 @@ void bind_device(py::module_& m) {
           device_api(d).synchronize();
         },
         py::arg("device"));
+  m.def("host_bytes_available", &host_bytes_available,
+        "Host memory a large allocation is checked against (MemAvailable + SwapFree, capped by the cgroup).");
   m.def("parse_device", [](const std::string& s) { return parse_device(s).str(); }, py::arg("device"));
   // Kernel spans for concurrency profiles (core/kernel_trace.h).
   m.def("start_kernel_trace", [](const std::string& device) { device_api(parse_device(device)).start_kernel_trace(); },

@@ -10,6 +10,7 @@
 
 #include "core/device_api.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 
 namespace twinfer {
 
@@ -22,6 +23,9 @@ namespace {
 // sizes are rounded up to 8 steps per power of two (<= 12.5% slack), so
 // blocks of similar size are reused. The cache holds at most
 // TWINFER_CPU_CACHE_MB (default 512) and drops its oldest blocks beyond.
+// A new large block is refused (kOutOfMemory) when the system could not back
+// it (core/host_memory.h) or when it would take what twinfer holds past
+// TWINFER_HOST_MEMORY_LIMIT_MB; the cache is given back first either way.
 class CpuAllocator final : public Allocator {
  public:
   CpuAllocator() {
@@ -41,23 +45,29 @@ class CpuAllocator final : public Allocator {
         void* p = it->second;
         free_.erase(it);
         cached_ -= size;
+        live_ += size;
         return p;
       }
     }
+    if (size >= kMinCached) reserve(size, bytes);
     void* p = std::aligned_alloc(64, size);
     if (!p) {
       release_cache();  // give the cache back and try once more
       p = std::aligned_alloc(64, size);
     }
-    if (!p)
+    if (!p) {
+      if (size >= kMinCached) unreserve(size);
       throw Error(ErrorKind::kOutOfMemory, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+    }
     return p;
   }
 
   void deallocate(void* p, size_t bytes) override {
     const size_t size = size_class(bytes);
-    if (size < kMinCached || size > limit_) return std::free(p);
+    if (size < kMinCached) return std::free(p);
     std::lock_guard<std::mutex> lock(mutex_);
+    live_ -= size;
+    if (size > limit_) return std::free(p);
     free_.emplace(size, p);
     cached_ += size;
     while (cached_ > limit_ && !free_.empty()) {  // drop the largest blocks first
@@ -81,6 +91,38 @@ class CpuAllocator final : public Allocator {
     return (n + step - 1) / step * step;
   }
 
+  // Counts a new block of `size` as held, after the checks that refuse it.
+  void reserve(size_t size, size_t bytes) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t cap = host_memory_limit();
+    if (cap && live_ + cached_ + size > cap) {
+      drop_cache_locked();
+      if (live_ + size > cap)
+        throw Error(ErrorKind::kOutOfMemory, "out of host memory allocating " + std::to_string(bytes) + " bytes: " +
+                                                 std::to_string(live_) + " of TWINFER_HOST_MEMORY_LIMIT_MB's " +
+                                                 std::to_string(cap) + " bytes are in use");
+    }
+    if (size >= kCheckedHostAllocation) {
+      const size_t reclaimable = cached_;
+      lock.unlock();  // reads /proc; other threads' small blocks go on
+      const uint64_t available = check_host_allocation(size, reclaimable, "a tensor");
+      lock.lock();
+      if (size > available) drop_cache_locked();  // it fits only with the cache given back
+    }
+    live_ += size;
+  }
+
+  void unreserve(size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_ -= size;
+  }
+
+  void drop_cache_locked() {
+    for (auto& kv : free_) std::free(kv.second);
+    free_.clear();
+    cached_ = 0;
+  }
+
   void release_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& kv : free_) std::free(kv.second);
@@ -91,6 +133,7 @@ class CpuAllocator final : public Allocator {
   std::mutex mutex_;
   std::multimap<size_t, void*> free_;
   size_t cached_ = 0;
+  size_t live_ = 0;  // bytes of cached-size-class blocks handed out and not yet given back
   size_t limit_ = 0;
 };
 

@@ -9,6 +9,7 @@
 
 #include "backends/sim/sim_internal.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 
 namespace twinfer::sim {
 
@@ -351,7 +352,17 @@ void* SimDevice::allocate_block(size_t bytes, MemorySpace space) {
                                                " of " + std::to_string(limit) + " in use)");
     if (space == MemorySpace::kDevice) device_bytes_ += size;
   }
-  void* p = std::aligned_alloc(kBlockAlignment, size);
+  void* p = nullptr;
+  try {
+    // The block is host memory, filled below: an overcommitted one would get
+    // the process killed rather than fail.
+    check_host_allocation(size, 0, "simulated device memory");
+    p = std::aligned_alloc(kBlockAlignment, size);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (space == MemorySpace::kDevice) device_bytes_ -= size;
+    throw;
+  }
   if (!p) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (space == MemorySpace::kDevice) device_bytes_ -= size;

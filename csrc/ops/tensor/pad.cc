@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/host_memory.h"
 #include "core/parallel.h"
+#include "core/shape_limits.h"
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/pad_plan.h"
@@ -63,10 +65,17 @@ std::vector<std::pair<int64_t, int64_t>> full_pads(const Ctx& c, const std::vect
 
 template <typename Ctx>
 void check_dim(const Ctx& c, int64_t d, int64_t b, int64_t e, PadMode mode, size_t axis) {
-  const int64_t kept = d - std::max<int64_t>(0, -b) - std::max<int64_t>(0, -e);
-  if (kept < 0 || d + b + e < 0)
+  // Pads past +-kMaxElements are refused before any sum (d <= kMaxElements),
+  // so nothing below can wrap.
+  const bool crops_all = b < -kMaxElements || e < -kMaxElements;
+  const int64_t kept = crops_all ? -1 : d - std::max<int64_t>(0, -b) - std::max<int64_t>(0, -e);
+  if (kept < 0 || (b <= kMaxElements && e <= kMaxElements && d + b + e < 0))
     c.fail(ErrorKind::kShape, "pads " + std::to_string(b) + ", " + std::to_string(e) + " crop more than axis " +
                                   std::to_string(axis) + " of size " + std::to_string(d) + " holds");
+  if (b > kMaxElements || e > kMaxElements || d + b + e > kMaxElements)
+    c.fail(ErrorKind::kShape, "pads " + std::to_string(b) + ", " + std::to_string(e) + " grow axis " +
+                                  std::to_string(axis) + " of size " + std::to_string(d) +
+                                  " past what a tensor can hold (2^47 elements)");
   if (mode != PadMode::kConstant && kept == 0 && (b > 0 || e > 0))
     c.fail(ErrorKind::kShape, "cannot pad an empty axis " + std::to_string(axis) + " in this mode");
 }
@@ -185,10 +194,16 @@ class PadKernel final : public PadPlanKernel {
   void build_maps(const Ctx& c, const std::vector<int64_t>& pads, const std::vector<int64_t>* axes, Maps* m) const {
     const int64_t r = static_cast<int64_t>(in_.size());
     auto p = full_pads(c, pads, axes, r);
+    int64_t entries = 0;
     for (int64_t d = 0; d < r; ++d) {
       check_dim(c, in_[d], p[d].first, p[d].second, mode_, d);
       if (in_[d] + p[d].first + p[d].second != out_[d])
         c.fail(ErrorKind::kShape, "pads do not give the planned output shape");
+      entries += out_[d];
+    }
+    check_host_allocation(static_cast<size_t>(entries) * sizeof(int64_t), 0, "Pad's index maps");
+    m->idx.reserve(static_cast<size_t>(entries));
+    for (int64_t d = 0; d < r; ++d) {
       m->offset.push_back(m->idx.size());
       dim_map(in_[d], p[d].first, p[d].second, mode_, &m->idx);
     }
