@@ -182,10 +182,12 @@ def test_truncated_or_corrupt_files_are_clear_errors(rng, tmp_path):
                 e.run({"x": x})
         except twinfer.Error:
             pass
-    # Targeted: the graph's output id set to -1 (the last 8 bytes of the
+    # Targeted: the graph's output id set to -1 (the 8 bytes before the two
+    # empty counts of inputs' defaults and folded initializers that end the
     # metadata), and a weight's leading dim made 2**62 + 1 (numel * 4 would wrap).
     b = bytearray(blob)
-    b[meta_end - 8:meta_end] = (-1).to_bytes(8, "little", signed=True)
+    assert blob[meta_end - 16:meta_end] == bytes(16)
+    b[meta_end - 24:meta_end - 16] = (-1).to_bytes(8, "little", signed=True)
     bad.write_bytes(_reseal(b))
     with pytest.raises(twinfer.ModelFormatError, match="out of range"):
         twinfer.load(bad, device="cpu")

@@ -192,6 +192,14 @@ void bind_engine(py::module_& m) {
                              [](const Engine& e) { return specs_to_py(e, e.inputs(), e.optimized_graph().inputs); })
       .def_property_readonly("outputs",
                              [](const Engine& e) { return specs_to_py(e, e.outputs(), e.optimized_graph().outputs); })
+      .def_property_readonly("_input_defaults",
+                             [](const Engine& e) {
+                               py::dict d;
+                               for (const auto& [name, t] : e.input_defaults()) d[py::str(name)] = py::cast(t);
+                               return d;
+                             })
+      .def_property_readonly("folded_overridable",
+                             [](const Engine& e) { return specs_to_py(e, e.folded_overridable(), {}); })
       .def_property_readonly("device", [](const Engine& e) { return e.device().str(); })
       .def_property_readonly("precision", [](const Engine& e) { return std::string(precision_name(e.precision())); })
       .def_property_readonly("num_threads", &Engine::default_threads)
@@ -373,8 +381,11 @@ void bind_engine(py::module_& m) {
          std::map<std::string, std::vector<float>> int8_channel_mean, bool allow_cpu_fallback, bool cuda_graphs,
          int stream_priority, const std::string& sim_coverage,
          std::map<std::string, std::pair<std::vector<float>, float>> int8_smoothing,
-         std::set<std::string> int8_per_token, int64_t max_cached_plans, bool plan_ahead) {
+         std::set<std::string> int8_per_token, int64_t max_cached_plans, bool plan_ahead,
+         std::vector<std::string> override_initializers, bool override_all_initializers) {
         EngineOptions opt;
+        opt.override_initializers = std::move(override_initializers);
+        opt.override_all_initializers = override_all_initializers;
         opt.int8_smoothing = std::move(int8_smoothing);
         opt.int8_per_token = std::move(int8_per_token);
         set_run_options(opt, device, allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage, max_cached_plans,
@@ -411,7 +422,8 @@ void bind_engine(py::module_& m) {
       py::arg("sim_coverage") = "all",
       py::arg("int8_smoothing") = std::map<std::string, std::pair<std::vector<float>, float>>{},
       py::arg("int8_per_token") = std::set<std::string>{}, py::arg("max_cached_plans") = 16,
-      py::arg("plan_ahead") = true);
+      py::arg("plan_ahead") = true, py::arg("override_initializers") = std::vector<std::string>{},
+      py::arg("override_all_initializers") = false);
 
   py::class_<GroupGraph, std::shared_ptr<GroupGraph>>(
       m, "GroupGraph", "Engines' runs captured as one graph across their contexts' streams (Parallel/Pipeline).")

@@ -113,6 +113,9 @@ struct Model {
   std::shared_ptr<void> backing;          // keeps the file's bytes that weights borrow alive
   size_t weight_bytes_mapped = 0;         // initializer bytes borrowed in place from the file/buffer
   size_t weight_bytes_copied = 0;         // initializer bytes copied (unaligned or typed fields)
+  // Initializers the graph's inputs also list: constants here, which a run
+  // may override only if the engine made them inputs (EngineOptions).
+  std::vector<std::string> overridable_initializers;
   int64_t opset(const std::string& domain = "") const {
     auto it = opsets.find(domain);
     return it == opsets.end() ? 0 : it->second;

@@ -255,7 +255,8 @@ std::shared_ptr<graph::Graph> parse_graph(wire::Reader r, ParseContext& ctx, boo
   }
 
   // Constants first: a graph input that is also an initializer is a constant
-  // (an overridable default in ONNX; we fold it in).
+  // (an overridable default in ONNX; folded in unless the engine is asked to
+  // keep it an input: EngineOptions::override_initializers).
   for (auto& [name, t] : inits) {
     if (g.find_value(name) >= 0) throw Error(ErrorKind::kModelFormat, "initializer '" + name + "' is given twice");
     graph::Value& v = g.values[g.value_id(name)];
@@ -270,7 +271,10 @@ std::shared_ptr<graph::Graph> parse_graph(wire::Reader r, ParseContext& ctx, boo
     if (!input_names.insert(in.name).second)
       throw Error(ErrorKind::kModelFormat, "graph input '" + in.name + "' is listed twice");
     const int id = g.value_id(in.name);
-    if (g.values[id].is_constant()) continue;
+    if (g.values[id].is_constant()) {
+      if (!subgraph) ctx.overridable.push_back(in.name);
+      continue;
+    }
     // A subgraph's inputs are typed from its node's inputs (Loop, Scan); the
     // model's own must say what they take.
     if (!subgraph && type_left_out(in))

@@ -20,6 +20,9 @@ struct ParseContext {
   std::map<std::string, std::shared_ptr<FileSnapshot>> external_files;  // by real path
   size_t bytes_mapped = 0;           // initializer bytes borrowed in place
   size_t bytes_copied = 0;           // initializer bytes copied (unaligned / typed fields)
+  // The main graph's initializers that its inputs also list (IR >= 4: an
+  // overridable default), in input order.
+  std::vector<std::string> overridable;
 };
 
 // TensorProto -> host Tensor. `name` receives the tensor's name; `fallback`

@@ -66,6 +66,7 @@ graph::Model parse_model(const void* data, size_t size, ParseContext& ctx) {
   m.graph = std::move(*detail::parse_graph(graph_reader, ctx, /*subgraph=*/false));
   m.weight_bytes_mapped = ctx.bytes_mapped;
   m.weight_bytes_copied = ctx.bytes_copied;
+  m.overridable_initializers = std::move(ctx.overridable);
   // Borrowed tensors hold their own keep-alive; when nothing was borrowed,
   // dropping the mapping here lets the file's pages go.
   if (ctx.bytes_mapped) m.backing = ctx.keep_alive;

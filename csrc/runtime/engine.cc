@@ -164,6 +164,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
     throw Error(ErrorKind::kUnsupportedOp, msg);
   }
 
+  e->make_overrides(model);
   graph::Graph& g = model.graph;
   graph::capture_implicit_inputs(g);  // subgraph reads of outer values become node inputs
   for (const auto& name : options.extra_outputs) {
@@ -264,6 +265,9 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
   e->backing_ = model.backing;
   e->nodes_in_model_ = info.nodes_in_model;
   e->pass_log_ = info.pass_log;
+  e->input_defaults_ = info.input_defaults;
+  for (const auto& [name, dtype, shape] : info.folded_overridable)
+    e->folded_overridable_.push_back({name, dtype, sym_shape_from(shape)});
   // The file names ops by name: one this build lacks (a newer twinfer's
   // fused op) is reported like any unsupported op.
   std::map<std::string, std::vector<std::string>> missing;
@@ -277,6 +281,34 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
   e->check_fallback(model.graph);
   e->finish(std::move(model.graph));
   return e;
+}
+
+void Engine::make_overrides(graph::Model& model) {
+  graph::Graph& g = model.graph;
+  const auto& overridable = model.overridable_initializers;
+  for (const auto& name : options_.override_initializers)
+    if (std::find(overridable.begin(), overridable.end(), name) == overridable.end()) {
+      std::string known;
+      for (const auto& n : overridable) known += (known.empty() ? "'" : ", '") + n + "'";
+      throw Error(ErrorKind::kInvalidArgument,
+                  "override_initializers: '" + name + "' is not an initializer the model also lists as an input (" +
+                      (known.empty() ? std::string("it has none") : "those are " + known) + ")");
+    }
+  for (const auto& name : overridable) {
+    const int id = g.find_value(name);
+    graph::Value& v = g.values[id];
+    const bool override = options_.override_all_initializers ||
+                          std::find(options_.override_initializers.begin(), options_.override_initializers.end(),
+                                    name) != options_.override_initializers.end();
+    if (!override) {
+      folded_overridable_.push_back({name, v.dtype, v.shape});
+      continue;
+    }
+    // An input now, typed and shaped by its default; nothing folds it.
+    input_defaults_.emplace_back(name, std::move(v.constant));
+    v.constant = Tensor();
+    g.inputs.push_back(id);
+  }
 }
 
 void Engine::finish(graph::Graph g) {
@@ -323,6 +355,9 @@ void Engine::save(const std::string& path, const std::map<std::string, std::stri
   info.pass_log = pass_log_;
   info.nodes_in_model = nodes_in_model_;
   info.metadata = metadata;
+  info.input_defaults = input_defaults_;
+  for (const auto& s : folded_overridable_)
+    info.folded_overridable.emplace_back(s.name, s.dtype, sym_shape_values(s.shape));
   // Which backend the load-time passes fused for: a CPU engine's fused ops
   // may have no device kernel (they then run on the CPU), and the reverse.
   info.metadata["backend"] = backend_name(passes_backend());

@@ -87,6 +87,12 @@ class Engine {
 
   const std::vector<IOSpec>& inputs() const { return inputs_; }
   const std::vector<IOSpec>& outputs() const { return outputs_; }
+  // Initializers the model also lists as inputs that were made inputs
+  // (EngineOptions::override_initializers): the values a run that does not
+  // feed them uses (the Python layer fills them in), in inputs() order.
+  const std::vector<std::pair<std::string, Tensor>>& input_defaults() const { return input_defaults_; }
+  // Those left folded as constants: feeding one is an error that says how.
+  const std::vector<IOSpec>& folded_overridable() const { return folded_overridable_; }
   const EngineOptions& options() const { return options_; }
   Device device() const { return options_.device; }
   Precision precision() const { return options_.precision; }
@@ -180,6 +186,7 @@ class Engine {
   Backend passes_backend() const;                   // the backend load-time fusions target
   void check_fallback(const graph::Graph& g) const;  // allow_cpu_fallback=False: every node has a device kernel
   void find_value_inputs(const graph::Graph& g);     // shape_inputs_, steering_inputs_, value_keyed_ (before check_fallback)
+  void make_overrides(graph::Model& model);          // override_initializers -> inputs with defaults
 
   EngineOptions options_;
   int64_t opset_ = 0;
@@ -187,6 +194,8 @@ class Engine {
   std::shared_ptr<void> backing_;  // keeps the file bytes that weights borrow alive
   graph::Graph graph_;             // optimised, shapes symbolic
   std::vector<IOSpec> inputs_, outputs_;
+  std::vector<std::pair<std::string, Tensor>> input_defaults_;
+  std::vector<IOSpec> folded_overridable_;
   std::vector<std::string> pass_log_;
   size_t nodes_in_model_ = 0;
   std::unique_ptr<ConstantStore> constants_;  // device engines: weights uploaded once, shared by all plans

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -392,6 +393,18 @@ void write_engine_file(const std::string& path, const graph::Model& model, const
     w.str(v);
   }
   w.graph(model.graph);
+  w.i64(static_cast<int64_t>(info.input_defaults.size()));
+  for (const auto& [name, t] : info.input_defaults) {
+    w.str(name);
+    w.tensor(t, "the default of input '" + name + "'");
+  }
+  w.i64(static_cast<int64_t>(info.folded_overridable.size()));
+  for (const auto& [name, dtype, shape] : info.folded_overridable) {
+    w.str(name);
+    w.u8(static_cast<uint8_t>(dtype));
+    w.i64(static_cast<int64_t>(shape.size()));
+    for (int64_t d : shape) w.i64(d);
+  }
 
   static std::atomic<unsigned> serial{0};
   const std::string tmp = path + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
@@ -501,6 +514,27 @@ graph::Model read_engine_bytes(const uint8_t* base, size_t size, std::shared_ptr
     info->metadata[k] = r.str();
   }
   r.graph(m.graph);
+  {
+    info->input_defaults.resize(r.count(9));
+    for (auto& [name, t] : info->input_defaults) {
+      name = r.str();
+      t = r.tensor();
+      const int id = m.graph.find_value(name);
+      if (!t.defined() || id < 0 ||
+          std::find(m.graph.inputs.begin(), m.graph.inputs.end(), id) == m.graph.inputs.end())
+        r.corrupt("a default for '" + name + "', which is not an input");
+    }
+    info->folded_overridable.resize(r.count(10));
+    for (auto& [name, dtype, shape] : info->folded_overridable) {
+      name = r.str();
+      dtype = r.dtype();
+      shape.resize(r.count(8));
+      for (auto& d : shape) {
+        d = r.i64();
+        if (d < 0) r.corrupt("a negative dim");
+      }
+    }
+  }
   if (!r.at_end()) r.corrupt("unread bytes after the graph");
   check_consistent(m.graph, r);
   m.backing = std::move(keep_alive);

@@ -19,6 +19,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/backend.h"
@@ -26,7 +28,10 @@
 
 namespace twinfer {
 
-inline constexpr uint32_t kEngineFileVersion = 2;  // 2: the checksum
+// 2: the checksum; 3: inputs' defaults and the folded overridable
+// initializers after the graph. Other formats are refused (saved engines are
+// a cache of the ONNX model's load: save a new one).
+inline constexpr uint32_t kEngineFileVersion = 3;
 
 // What a saved engine holds besides the graph.
 struct SavedEngineInfo {
@@ -35,6 +40,10 @@ struct SavedEngineInfo {
   std::vector<std::string> pass_log;
   size_t nodes_in_model = 0;
   std::map<std::string, std::string> metadata;  // for the caller (the Python layer: calibration, version)
+  // Engine::input_defaults(), and the names, dtypes and shapes of
+  // Engine::folded_overridable().
+  std::vector<std::pair<std::string, Tensor>> input_defaults;
+  std::vector<std::tuple<std::string, DType, Shape>> folded_overridable;
 };
 
 // Writes `model` (its graph already optimised) and `info` to `path`

@@ -20,6 +20,11 @@ struct EngineOptions {
   bool optimize = true;           // run the rewrite passes (folding, fusion)
   size_t max_cached_plans = 16;   // per-shape plans kept (least recently used dropped)
   bool plan_ahead = true;         // build the plan for the next shapes of a progression ahead (runtime/plan_ahead.h)
+  // Initializers that the model also lists as inputs and that runs may feed:
+  // they become inputs (after the model's own), their values the defaults a
+  // run without them uses; not folded. The rest stay constants.
+  std::vector<std::string> override_initializers;
+  bool override_all_initializers = false;
   // Intermediate values to return as extra outputs, after the model's own
   // (calibration and per-layer accuracy reports read activations this way).
   std::vector<std::string> extra_outputs;

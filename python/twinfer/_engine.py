@@ -111,6 +111,10 @@ class Engine:
         self._output_names = tuple(spec[0] for spec in core.outputs)
         self._input_names = tuple(s.name for s in self._specs)
         self._input_types = tuple(s.dtype for s in self._specs)
+        # Initializers made inputs (override_initializers=): what a run that
+        # does not feed them uses. Those left folded, named when fed.
+        self._defaults = dict(core._input_defaults)
+        self._folded = tuple(TensorSpec(n, d, tuple(s)) for n, d, s in core.folded_overridable)
         # The per-call fast path (plain arrays in, arrays out) needs no
         # sequence/optional handling.
         self._plain_io = all(_inner_type(t)[0] == "" for t in self._input_types) and \
@@ -162,6 +166,19 @@ class Engine:
         return list(self._specs)
 
     @property
+    def input_defaults(self) -> dict:
+        """{input name: NumPy copy of its default} for the initializers made
+        inputs with ``override_initializers=``; a run that does not feed one uses it."""
+        return {n: np.array(t.numpy()) for n, t in self._defaults.items()}
+
+    @property
+    def overridable_initializers(self) -> list[TensorSpec]:
+        """Initializers the model also lists as graph inputs (ONNX's overridable
+        defaults) that were folded in as constants: load with
+        ``override_initializers=`` to make them inputs."""
+        return list(self._folded)
+
+    @property
     def outputs(self) -> list[TensorSpec]:
         return [TensorSpec(n, d, tuple(s)) for n, d, s in self._core.outputs]
 
@@ -190,13 +207,22 @@ class Engine:
         names = {s.name for s in specs}
         unknown = [k for k in feeds if k not in names]
         if unknown:
+            folded = [k for k in unknown if any(s.name == k for s in self._folded)]
+            if folded:
+                one = len(folded) == 1
+                raise InvalidArgumentError(
+                    f"{folded[0] if one else folded!r} {'is an initializer' if one else 'are initializers'} that the "
+                    f"model also lists as {'a graph input' if one else 'graph inputs'} (an overridable default): "
+                    f"twinfer folds {'it' if one else 'them'} in as {'a constant' if one else 'constants'}; load "
+                    f"with override_initializers={folded!r} (or True) to feed {'it' if one else 'them'}")
             raise InvalidArgumentError(
                 f"unknown input name(s) {unknown}; the model's inputs are {[s.name for s in specs]}"
             )
-        missing = [s.name for s in specs if s.name not in feeds]
+        missing = [s.name for s in specs if s.name not in feeds and s.name not in self._defaults]
         if missing:
             raise InvalidArgumentError(f"missing input(s) {missing}")
-        tensors = [_to_value(feeds[s.name], s.dtype, f"input {s.name!r}", stream) for s in specs]
+        tensors = [_to_value(feeds[s.name], s.dtype, f"input {s.name!r}", stream) if s.name in feeds
+                   else self._defaults[s.name] for s in specs]
         if self._ranges:
             for s, t in zip(specs, tensors):
                 if s.name in self._ranges:
@@ -282,9 +308,12 @@ class Engine:
                           "its results are right but it runs at host speed", RuntimeWarning, stacklevel=stacklevel)
 
     def __call__(self, *inputs):
-        """Positional inputs in the model's order; one output, or a tuple of them."""
-        if len(inputs) != len(self._input_names):
-            raise InvalidArgumentError(f"expected {len(self._input_names)} inputs, got {len(inputs)}")
+        """Positional inputs in the model's order; one output, or a tuple of them.
+        Inputs with a default (``override_initializers=``) come last and may be left out."""
+        least = len(self._input_names) - len(self._defaults)
+        if not least <= len(inputs) <= len(self._input_names):
+            expected = str(least) if least == len(self._input_names) else f"{least} to {len(self._input_names)}"
+            raise InvalidArgumentError(f"expected {expected} inputs, got {len(inputs)}")
         feeds = dict(zip(self._input_names, inputs))
         outs = self._core._run_feeds(feeds, self._input_names, None) if self._fast_feeds else None
         if outs is not None:
@@ -408,7 +437,8 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
                 keep_float=(), int8_weights: bool = False, allow_cpu_fallback: bool = True,
                 cuda_graphs: bool = True, stream_priority: int = 0, sim_coverage: str = "all",
                 smoothing: bool = True, per_token="auto", max_cached_plans: int = 16,
-                plan_ahead: bool = True) -> "_core.Engine":
+                plan_ahead: bool = True, override_initializers=(),
+                override_all_initializers: bool = False) -> "_core.Engine":
     """The core engine for ``source`` ((source, is_path, base_dir) from
     twinfer._source.model_source) on a concrete ``device``; for
     precision="int8", ``calibration`` is a ready twinfer.quantize.Calibration,
@@ -432,4 +462,5 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
                             [str(n) for n in extra_outputs], int8_amax, set(keep_float), int8_weights,
                             int8_unsigned, int8_mean, allow_cpu_fallback, cuda_graphs, stream_priority,
                             sim_coverage, int8_smoothing, int8_per_token, max_cached_plans=max_cached_plans,
-                            plan_ahead=plan_ahead)
+                            plan_ahead=plan_ahead, override_initializers=list(override_initializers),
+                            override_all_initializers=override_all_initializers)

@@ -40,6 +40,11 @@ def load(model, device: str = "auto", precision: str | None = None, **options) -
              plan_ahead (True: when the shapes of new plans grow by the same step, as a decoder's
              past length does, the plan for the next step is built on a background thread
              while the caller works, so the next run finds it ready; False: only on demand),
+             override_initializers (initializers the model also lists as graph inputs, which ONNX
+             makes overridable defaults, are folded in as constants and listed in
+             ``engine.overridable_initializers``; True makes all of them inputs, or a list of
+             names some: a run may feed them and one that does not gets their default, at the
+             cost of folding nothing that depends on them),
              for precision="int8" / "fp8": calibration (sample inputs: feed dicts or arrays; or a saved
              twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default for
              int8, "minmax" for fp8, "entropy"), percentile (99.99), keep_float (node names left in float),
@@ -81,12 +86,23 @@ def load(model, device: str = "auto", precision: str | None = None, **options) -
     if weights not in ("fp32", "float32", "int8"):
         raise InvalidArgumentError(f"weights must be 'fp32' or 'int8', got {weights!r}")
     int8_weights = weights == "int8"
+    override = options.pop("override_initializers", None)
+    if override is True:
+        override_names, override_all = [], True
+    elif override in (None, False):
+        override_names, override_all = [], False
+    elif isinstance(override, str) or not all(isinstance(n, str) for n in override):
+        raise InvalidArgumentError(
+            f"override_initializers must be True or a list of initializer names, got {override!r}")
+    else:
+        override_names, override_all = list(override), False
     device_options = _device_options(options)
     if options:
         raise InvalidArgumentError(f"unknown option(s): {sorted(options)}")
     resolved = dict(num_threads=num_threads, optimize=optimize, extra_outputs=extra_outputs, calibration=calibration,
                     bias_correction=bias_correction, keep_float=keep_float, int8_weights=int8_weights,
-                    smoothing=smoothing is not None, per_token=per_token, **device_options)
+                    smoothing=smoothing is not None, per_token=per_token, override_initializers=override_names,
+                    override_all_initializers=override_all, **device_options)
     requested = device
     device = _resolve_device(device)
     try:
