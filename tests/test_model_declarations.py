@@ -155,3 +155,35 @@ def test_when_such_inputs_then_do_not_fit_the_error_names_the_dims():
         e.run({"a": np.zeros((2, 3), np.float32), "b": np.zeros((4, 3), np.float32)})
     np.testing.assert_array_equal(e.run({"a": np.ones((3, 3), np.float32), "b": np.ones((3, 3), np.float32)})["c"]
                                   .numpy(), np.full((3, 3), 2, np.float32))
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_an_input_declared_without_a_shape_takes_any_rank(device):
+    # A TypeProto.Tensor with no shape field is "rank unknown", not a scalar:
+    # it was refused as "expects rank 0" for every non-scalar feed.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+    assert not x.type.tensor_type.HasField("shape")
+    model = _model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("ReduceSum", ["r"], ["y"], keepdims=0)],
+                   [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    engine = twinfer.load(model, device=device)
+    rng = np.random.default_rng(7)
+    for shape in [(2, 3), (5,), (), (3, 1, 4), (2, 3)]:  # one engine, plans per rank
+        feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+        want = run_ort(model, feeds)[0]
+        got = engine.run(feeds)["y"].numpy()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # The dtype is still checked.
+    with pytest.raises(twinfer.DTypeError):
+        engine.run({"x": np.ones((2, 2), np.int64)})
+
+
+def test_a_batcher_over_an_input_declared_without_a_shape():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+    model = _model([helper.make_node("Neg", ["x"], ["y"])], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    engine = twinfer.load(model, device="cpu")
+    with twinfer.Batcher(engine, max_batch_size=0) as b:
+        a = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+        np.testing.assert_array_equal(b.run({"x": a})["y"], -a)
+    with pytest.raises(twinfer.InvalidArgumentError, match="no declared shape"):
+        twinfer.Batcher(engine, max_batch_size=4)

@@ -198,6 +198,16 @@ void bind_engine(py::module_& m) {
                                for (const auto& [name, t] : e.input_defaults()) d[py::str(name)] = py::cast(t);
                                return d;
                              })
+      .def_property_readonly("_rank_unknown",
+                             [](const Engine& e) {
+                               // Inputs and outputs declared without a shape: their
+                               // spec's () means any rank, not a scalar.
+                               std::vector<std::string> names;
+                               for (const auto* specs : {&e.inputs(), &e.outputs()})
+                                 for (const auto& s : *specs)
+                                   if (!s.has_shape) names.push_back(s.name);
+                               return names;
+                             })
       .def_property_readonly("folded_overridable",
                              [](const Engine& e) { return specs_to_py(e, e.folded_overridable(), {}); })
       .def_property_readonly("device", [](const Engine& e) { return e.device().str(); })

@@ -312,12 +312,15 @@ void Engine::make_overrides(graph::Model& model) {
 }
 
 void Engine::finish(graph::Graph g) {
-  for (int v : g.inputs) inputs_.push_back({g.values[v].name, g.values[v].dtype, g.values[v].shape});
+  for (int v : g.inputs) {
+    const auto& val = g.values[v];
+    inputs_.push_back({val.name, val.dtype, val.has_shape ? val.shape : SymShape{}, val.has_shape});
+  }
   for (int v : g.outputs) {
     const auto& val = g.values[v];
     if (val.dtype == DType::kUndefined)
       throw Error(ErrorKind::kModelFormat, "the type of graph output '" + val.name + "' is unknown");
-    outputs_.push_back({val.name, val.dtype, val.has_shape ? val.shape : SymShape{}});
+    outputs_.push_back({val.name, val.dtype, val.has_shape ? val.shape : SymShape{}, val.has_shape});
   }
   graph_ = std::move(g);
   // A fork while another thread of the parent builds a plan: the child has
@@ -436,6 +439,7 @@ std::shared_ptr<const Plan> Engine::plan_for(const std::vector<Shape>& shapes, b
 }
 
 void Engine::check_input_shape(const IOSpec& spec, const Shape& s) {
+  if (!spec.has_shape) return;  // declared without a shape: any rank, any dims
   if (s.size() != spec.shape.size())
     throw Error(ErrorKind::kShape, "input '" + spec.name + "' expects rank " + std::to_string(spec.shape.size()) +
                                        " " + sym_shape_str(spec.shape) + ", got " + shape_str(s));
@@ -871,7 +875,7 @@ std::string Engine::check_inputs(const std::vector<Tensor>& inputs) const {
                                          ", got " + dtype_name(t.dtype()));
     const Shape& s = t.shape();
     check_input_shape(spec, s);
-    for (size_t d = 0; d < s.size(); ++d) {
+    for (size_t d = 0; spec.has_shape && d < s.size(); ++d) {
       const Dim& dim = spec.shape[d];
       if (!dim.known() && !dim.symbol.empty()) {
         auto it = symbols.find(dim.symbol);

@@ -32,6 +32,7 @@ struct IOSpec {
   std::string name;
   DType dtype;
   SymShape shape;
+  bool has_shape = true;  // false: declared without a shape, any rank (`shape` is then empty)
 };
 
 struct EngineStats {

@@ -115,6 +115,9 @@ class Engine:
         # does not feed them uses. Those left folded, named when fed.
         self._defaults = dict(core._input_defaults)
         self._folded = tuple(TensorSpec(n, d, tuple(s)) for n, d, s in core.folded_overridable)
+        # Inputs/outputs declared without a shape: their spec's () is any rank
+        # (onnxruntime lists them with [] too), not a scalar.
+        self._rank_unknown = frozenset(core._rank_unknown)
         # The per-call fast path (plain arrays in, arrays out) needs no
         # sequence/optional handling.
         self._plain_io = all(_inner_type(t)[0] == "" for t in self._input_types) and \
@@ -141,6 +144,8 @@ class Engine:
             except (TypeError, ValueError, IndexError):
                 raise InvalidArgumentError(f"shape_ranges[{name!r}] must be (min_shape, max_shape)") from None
             spec = specs[name].shape
+            if name in self._rank_unknown:
+                spec = (None,) * len(lo)  # any rank: the range decides it
             if len(lo) != len(spec) or len(hi) != len(spec):
                 raise InvalidArgumentError(f"shape_ranges[{name!r}]: rank must be {len(spec)} like {spec}")
             for d, (a, b, s) in enumerate(zip(lo, hi, spec)):

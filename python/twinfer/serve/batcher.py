@@ -126,6 +126,7 @@ class Batcher:
         self.name = name
         self._listener = listener
         self._inputs = engines[0].inputs
+        self._rank_unknown = engines[0]._rank_unknown
         self._check_engines(engines)
         self._dtypes = {s.name: np.dtype(numpy_dtype(s.dtype)) for s in self._inputs}
 
@@ -158,9 +159,10 @@ class Batcher:
             return
         for s in self._inputs:
             if not s.shape or isinstance(s.shape[0], int):
+                shape = "no declared shape" if s.name in self._rank_unknown else f"shape {list(s.shape)}"
                 raise InvalidArgumentError(
                     f"max_batch_size {self.max_batch_size} needs a batch dim first in every input, but input "
-                    f"{s.name!r} has shape {list(s.shape)}; use max_batch_size=0 for a model without one")
+                    f"{s.name!r} has {shape}; use max_batch_size=0 for a model without one")
         for s in engines[0].outputs:
             if s.shape and isinstance(s.shape[0], int):
                 raise InvalidArgumentError(
@@ -212,8 +214,10 @@ class Batcher:
             a = np.asarray(feeds[spec.name])
             if a.dtype != self._dtypes[spec.name]:
                 raise DTypeError(f"{self.name}: input {spec.name!r} is {a.dtype}, the model takes {spec.dtype}")
-            if a.ndim != len(spec.shape) or any(isinstance(want, int) and want >= 0 and got != want
-                                                for got, want in zip(a.shape, spec.shape)):
+            if spec.name in self._rank_unknown:
+                pass  # declared without a shape: any rank
+            elif a.ndim != len(spec.shape) or any(isinstance(want, int) and want >= 0 and got != want
+                                                  for got, want in zip(a.shape, spec.shape)):
                 raise ShapeError(f"{self.name}: input {spec.name!r} has shape {list(a.shape)}, the model takes "
                                  f"{list(spec.shape)}")
             arrays[spec.name] = a

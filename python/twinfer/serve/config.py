@@ -352,6 +352,8 @@ def complete_io(settings: ModelSettings, config: ModelConfig, engine) -> None:
                 raise _error(model, f"{what} {t.name!r}.data_type", f"{config_type_of(t.dtype)}, but the model's "
                              f"{what} is {spec.dtype} ({_config_type_or_name(spec.dtype)})")
             model_dims = spec.shape[1:] if batched else spec.shape
+            if spec.name in engine._rank_unknown:
+                continue  # declared without a shape: the configured dims decide
             if len(t.dims) != len(model_dims) or any(isinstance(m, int) and m >= 0 and c not in (-1, m)
                                                      for c, m in zip(t.dims, model_dims)):
                 batch_note = " (without the batch dim, as max_batch_size > 0)" if batched else ""
@@ -363,6 +365,9 @@ def complete_io(settings: ModelSettings, config: ModelConfig, engine) -> None:
                 raise _error(model, "input", f"the model's input(s) {missing} are not in the configuration")
         if not configured:
             for spec in specs:
+                if spec.name in engine._rank_unknown:
+                    raise _error(model, what, f"{spec.name!r} is declared without a shape in the model, so its "
+                                 f"dims cannot be completed: give the {what}s and their dims in config.pbtxt")
                 try:
                     type_name = config_type_of(spec.dtype)
                 except ValueError as e:
