@@ -83,6 +83,12 @@ def test_loop_matches_onnxruntime(rng, device):
                  "limit": np.array(limit, np.float32)}
         got = [t.numpy() for t in engine.run(feeds).values()]
         want = run_ort(m, feeds)
+        if trips == 0:
+            # No parts: onnxruntime cannot tell their rank (the body declares
+            # "part" without a shape) and gives (0,); twinfer's plan knows
+            # each part would be x's shape, (0, n, 5). Empty either way.
+            assert got[1].size == want[1].size == 0 and got[1].shape == (0, n, 5)
+            got, want = got[:1], want[:1]
         for g, w in zip(got, want):
             assert_close(g, w, what=f"Loop trips={trips} limit={limit}")
 
@@ -160,3 +166,66 @@ def test_subgraph_reading_an_undefined_name_is_a_model_error():
               [vi("c", TensorProto.BOOL, []), vi("x", F, [2])], [vi("z", F, None)])
     with pytest.raises(twinfer.ModelFormatError, match="nowhere"):
         twinfer.load(m.SerializeToString(), device="cpu")
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_a_loop_of_zero_trips_keeps_its_scan_outputs_rank(device):
+    # The body's part is x * i, declared ["N", "K"] (symbolic): zero trips
+    # stacked to a rank-1 [0], and a Transpose of the rank-3 output failed.
+    # onnxruntime gives (0, 0, 0); the parts would have had x's shape, which
+    # the plan knows, so twinfer gives (0, N, K) -- empty either way, rank 3.
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT), helper.make_node("Mul", ["x", "fi"], ["y"]),
+         helper.make_node("Identity", ["c"], ["c2"])], "body",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, [])],
+        [vi("c2", TensorProto.BOOL, []), vi("y", TensorProto.FLOAT, ["N", "K"])])
+    g = helper.make_graph([helper.make_node("Loop", ["M", ""], ["ys"], body=body),
+                           helper.make_node("Transpose", ["ys"], ["z"], perm=[1, 0, 2])], "g",
+                          [vi("M", TensorProto.INT64, []), vi("x", TensorProto.FLOAT, ["N", "K"])],
+                          [vi("ys", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    engine = twinfer.load(m, device=device)
+    x = np.random.default_rng(5).standard_normal((2, 5)).astype(np.float32)
+    for trips in (0, 3):
+        feeds = {"M": np.array(trips, np.int64), "x": x}
+        want_ys, want_z = run_ort(m, feeds)
+        out = engine.run(feeds)
+        ys, z = out["ys"].numpy(), out["z"].numpy()
+        if trips:
+            np.testing.assert_allclose(ys, want_ys, rtol=1e-6)
+            np.testing.assert_allclose(z, want_z, rtol=1e-6)
+        else:
+            assert want_ys.ndim == ys.ndim == 3 and ys.size == want_ys.size == 0
+            assert ys.shape == (0, 2, 5) and z.shape == (2, 0, 5)
+
+
+@pytest.mark.parametrize("declared", [None, ["K"], [3]])
+def test_a_scan_over_length_zero_keeps_its_outputs_shape(declared):
+    # The body's part declared without a shape or symbolically: the run
+    # stacked zero parts to [0] and then failed against the planned [0, 3].
+    # (onnxruntime and the reference evaluator refuse a length-0 Scan; each
+    # part would be [3], the state's shape, so ys is (0, 3) and s is s0.)
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+                              helper.make_node("Tanh", ["s_out"], ["y_t"])], "body",
+                             [vi("s_in", TensorProto.FLOAT, [3]), vi("x_t", TensorProto.FLOAT, declared)],
+                             [vi("s_out", TensorProto.FLOAT, [3]), vi("y_t", TensorProto.FLOAT, declared)])
+    g = helper.make_graph([helper.make_node("Scan", ["s0", "X"], ["s", "ys"], body=body, num_scan_inputs=1,
+                                            scan_output_axes=[-1])], "g",
+                          [vi("s0", TensorProto.FLOAT, [3]), vi("X", TensorProto.FLOAT, ["L", 3])],
+                          [vi("s", TensorProto.FLOAT, None), vi("ys", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+    m.ir_version = 8
+    engine = twinfer.load(m, device="cpu")
+    s0 = np.random.default_rng(2).standard_normal(3).astype(np.float32)
+    out = engine.run({"s0": s0, "X": np.zeros((0, 3), np.float32)})
+    np.testing.assert_array_equal(out["s"].numpy(), s0)
+    assert out["ys"].numpy().shape == (3, 0)  # scan_output_axes=-1: the length last
+    # A non-empty run on the same engine still matches onnxruntime.
+    X = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
+    want = run_ort(m, {"s0": s0, "X": X})
+    got = engine.run({"s0": s0, "X": X})
+    np.testing.assert_allclose(got["s"].numpy(), want[0], rtol=1e-5)
+    np.testing.assert_allclose(got["ys"].numpy(), want[1], rtol=1e-5)

@@ -1,5 +1,7 @@
 #include "ops/control/control_util.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "graph/passes/infer_and_fold.h"
@@ -106,6 +108,26 @@ std::vector<Tensor> Body::run(const std::vector<Tensor>& inputs, const KernelCon
   EvalOptions o = options_;
   o.num_threads = ctx.num_threads;
   return evaluate_subgraph(*graph_, inputs, outer, o);
+}
+
+Shape empty_part_shape(const KernelBuildInfo& info, size_t node_output, const std::vector<int64_t>& added,
+                       const graph::Value& body_output) {
+  const auto dims_or_zero = [](const SymShape& s) {
+    Shape out;
+    for (const Dim& d : s) out.push_back(d.known() ? d.value : 0);
+    return out;
+  };
+  if (info.has_output(node_output)) {
+    const graph::Value& v = info.output(node_output);
+    if (v.has_shape && v.shape.size() >= added.size()) {
+      SymShape part;
+      for (size_t d = 0; d < v.shape.size(); ++d)
+        if (std::find(added.begin(), added.end(), static_cast<int64_t>(d)) == added.end()) part.push_back(v.shape[d]);
+      return dims_or_zero(part);
+    }
+  }
+  if (body_output.has_shape) return dims_or_zero(body_output.shape);
+  return {};
 }
 
 Tensor borrow_view(const TensorView& v) {

@@ -49,6 +49,15 @@ class Body {
   EvalOptions options_;
 };
 
+// The shape of one part of a scan output that got no parts (a Loop of zero
+// trips, a Scan over length 0), which no run shows: the node's planned
+// output shape less the axes the scan adds (`added`, ascending positions),
+// dims unknown at plan time 0 as onnxruntime makes them; else the body's
+// declared output shape, the same way; else (rank unknown) none, and the
+// output is [0]. Before, a part of symbolic shape made a rank-1 [0].
+Shape empty_part_shape(const KernelBuildInfo& info, size_t node_output, const std::vector<int64_t>& added,
+                       const graph::Value& body_output);
+
 // A view as a Tensor that does not own its memory (valid during the run).
 Tensor borrow_view(const TensorView& v);
 

@@ -60,7 +60,7 @@ class LoopKernel final : public Kernel {
       // The body may leave the type out (inference supplies it): the node's then.
       const size_t out = carried_ + (k - (carried_ + 1));
       scan_types_.push_back(v.dtype == DType::kUndefined && info.has_output(out) ? info.output(out).dtype : v.dtype);
-      scan_shapes_.push_back(v.has_shape && sym_shape_known(v.shape) ? sym_shape_values(v.shape) : Shape{});  // unknown: stacks to [0]
+      scan_shapes_.push_back(empty_part_shape(info, out, {0}, v));  // for zero trips
     }
   }
   void run(KernelContext& ctx) const override { copy_to_outputs(run_dynamic(ctx), ctx, node_, "Loop"); }

@@ -141,9 +141,29 @@ class ScanKernel final : public Kernel {
     // An empty scan output takes the body's declared type, or, where the
     // body leaves it out (ONNX lets inference supply it), the node's.
     for (size_t k = 0; k < a_.out_axes.size(); ++k) {
-      DType t = body_.graph().values[body_.graph().outputs[a_.states + k]].dtype;
+      const graph::Value& body_out = body_.graph().values[body_.graph().outputs[a_.states + k]];
+      DType t = body_out.dtype;
       if (t == DType::kUndefined && info.has_output(a_.states + k)) t = info.output(a_.states + k).dtype;
       empty_types_.push_back(t);
+      // The axes the scan adds to a part: Scan-8's batch and sequence, else
+      // the output's scan axis (negative ones count in the output's rank).
+      std::vector<int64_t> added{0, 1};
+      if (!lead_) {
+        int64_t ax = a_.out_axes[k];
+        if (ax < 0 && info.has_output(a_.states + k) && info.output(a_.states + k).has_shape)
+          ax += static_cast<int64_t>(info.output(a_.states + k).shape.size());
+        else if (ax < 0 && body_out.has_shape)
+          ax += static_cast<int64_t>(body_out.shape.size()) + 1;
+        added = {ax};
+      }
+      empty_parts_.push_back(empty_part_shape(info, a_.states + k, added, body_out));
+    }
+    // Scan-8 with a batch of 0: the states' item shapes, which no item shows.
+    for (size_t i = 0; lead_ && i < a_.states; ++i) {
+      const graph::Value& body_out = body_.graph().values[body_.graph().outputs[i]];
+      empty_states_.push_back(empty_part_shape(info, i, {0}, body_out));
+      state_types_.push_back(info.has_output(i) && info.output(i).dtype != DType::kUndefined ? info.output(i).dtype
+                                                                                             : body_out.dtype);
     }
   }
   void run(KernelContext& ctx) const override { copy_to_outputs(run_dynamic(ctx), ctx, node_, "Scan"); }
@@ -250,6 +270,9 @@ class ScanKernel final : public Kernel {
       } else if (!per_item.empty()) {
         elem = per_item[0][o].shape();
         if (scan_out) elem.erase(elem.begin());
+      } else {
+        elem = scan_out ? empty_parts_[o - a_.states] : empty_states_[o];
+        if (!scan_out) dt = state_types_[o];
       }
       Shape s = elem;
       if (scan_out) s.insert(s.begin(), max_seq);
@@ -289,8 +312,7 @@ class ScanKernel final : public Kernel {
   }
   Tensor stack(const std::vector<Tensor>& parts, size_t k, int64_t seq) const {
     if (parts.empty()) {
-      const auto& v = body_.graph().values[body_.graph().outputs[a_.states + k]];
-      Shape s = v.has_shape && sym_shape_known(v.shape) ? sym_shape_values(v.shape) : Shape{};
+      Shape s = empty_parts_[k];
       const int64_t ax = norm_axis(a_.out_axes[k], s.size() + 1);
       s.insert(s.begin() + ax, 0);
       return Tensor::empty(empty_types_[k], s);
@@ -318,6 +340,9 @@ class ScanKernel final : public Kernel {
   bool has_lens_ = false;  // ... and is given
   ScanAttrs a_;
   std::vector<DType> empty_types_;
+  std::vector<Shape> empty_parts_;   // per scan output: a part's shape when there are none (empty_part_shape)
+  std::vector<Shape> empty_states_;  // Scan-8: per state, an item's shape when the batch is 0
+  std::vector<DType> state_types_;   // ... and its type
 };
 
 }  // namespace
