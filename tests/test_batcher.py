@@ -219,3 +219,34 @@ def test_a_batcher_dropped_without_close_lets_its_workers_go(rng):
     while workers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not workers(), workers()
+
+
+def test_a_cancel_racing_a_queue_timeout_does_not_end_the_worker(rng):
+    # A caller's cancel() landing between the worker's "cancelled?" check and
+    # its set_exception(TimeoutError) made set_exception raise, which ended
+    # the worker: the model never answered again. The race is made certain
+    # here: the future is cancelled but answers "not cancelled" once.
+    engine, w = _matmul_engine(rng)
+    with twinfer.Batcher(engine, max_batch_size=2, max_queue_delay=0.5) as batcher:
+        f = batcher.submit({"x": rng.standard_normal((1, 5)).astype(np.float32)}, timeout=0.1)
+        assert f.cancel()
+        f.cancelled = lambda: False  # what the worker saw just before the cancel
+        time.sleep(0.3)  # past the deadline: the worker drops it
+        xs = [rng.standard_normal((1, 5)).astype(np.float32) for _ in range(2)]
+        later = [batcher.submit({"x": x}) for x in xs]  # a full batch: sent at once
+        for x, g in zip(xs, later):
+            np.testing.assert_allclose(g.result(timeout=10)["y"], x @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_queue_delay_of_years_is_waited_not_fatal(rng):
+    # Triton's max_queue_delay_microseconds is a uint64: 2**64 - 1 us is past
+    # what a thread's wait takes (OverflowError ended the worker on the first
+    # request). The wait is capped; a full batch still goes at once.
+    engine, w = _matmul_engine(rng)
+    with twinfer.Batcher(engine, max_batch_size=2, max_queue_delay=(2**64 - 1) / 1e6) as batcher:
+        xs = [rng.standard_normal((1, 5)).astype(np.float32) for _ in range(2)]
+        first = batcher.submit({"x": xs[0]})
+        time.sleep(0.2)  # the worker waits for company
+        second = batcher.submit({"x": xs[1]})
+        for x, g in zip(xs, (first, second)):
+            np.testing.assert_allclose(g.result(timeout=10)["y"], x @ w, rtol=1e-5, atol=1e-5)

@@ -412,3 +412,94 @@ def test_serving_on_the_gpu(tmp_path, rng):
         np.testing.assert_allclose(got[i], _reference(tmp_path, "mlp_gpu", "1", {"x": x})["y"], rtol=1e-4, atol=1e-4)
     assert _sample(text, "twinfer_batch_size_count", model="mlp_gpu", version="1") < len(xs)
     assert _sample(text, "twinfer_model_memory_bytes", model="mlp_gpu", device="cuda:0", kind="weights") > 0
+
+
+def test_odd_names_numbers_and_nesting_get_4xx(server, grpc_client):
+    # Each gave a 500 (or a 503 that told a client which folders exist on
+    # the server) and a traceback in the log.
+    x = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+    status, body = _post(server, "/v2/models/mlp/infer", b"[" * 100_000 + b"]" * 100_000)
+    assert status == 400 and "nested too deeply" in body["error"]
+    # "²" is a digit to str.isdigit() but not to int().
+    status, body = _post(server, "/v2/models/mlp/versions/%C2%B2/infer", json.dumps(x).encode())
+    assert status == 404 and "has no version" in body["error"]
+    status, body = _post(server, "/v2/models/mlp/infer", json.dumps(x).encode(),
+                         {"Inference-Header-Content-Length": "\u00b2"})
+    assert status == 400 and "Inference-Header-Content-Length" in body["error"]
+    # Names that are folders but not models: "..", ".", "" and absolute paths.
+    status, body = _post(server, "/v2/models/../infer", json.dumps(x).encode())
+    assert status == 404 and "unknown model '..'" in body["error"]
+    for name in ("", "..", "/etc", "/tmp"):
+        with pytest.raises(InferenceServerException) as e:
+            grpc_client.get_model_metadata(name)
+        assert e.value.status() == "StatusCode.NOT_FOUND", (name, e.value)
+    # Lenient values are refused, not coerced.
+    for tensor, message in [({"data": None}, "data must be a list"), ({"data": [1, 2, "3", 4]}, "string values"),
+                            ({"shape": [1.9, 4], "data": [1, 2, 3, 4]}, "shape must be a list of integers"),
+                            ({"shape": [2**62, 4], "data": []}, "more elements than a tensor can hold")]:
+        request = {"inputs": [{**x["inputs"][0], **tensor}]}
+        status, body = _post(server, "/v2/models/mlp/infer", json.dumps(request).encode())
+        assert status == 400 and message in body["error"], (tensor, status, body)
+    status, body = _post(server, "/v2/models/mlp/infer", json.dumps({**x, "parameters": {"timeout": True}}).encode())
+    assert status == 400 and "parameters.timeout" in body["error"]
+
+
+def test_shape_faults_the_batcher_finds_are_400(tmp_path, rng):
+    # Two batched inputs whose batch dims disagree, and a config whose dims
+    # (-1) admit what the model's fixed dim does not: the batcher refuses
+    # them at submit, which the server answered with 500 / INTERNAL.
+    from onnx_helpers import make_model
+    from onnx import helper
+
+    add_model(tmp_path, "two", "max_batch_size: 8\n", {1: make_model(
+        [helper.make_node("Add", ["a", "b"], ["y"])], [("a", np.float32, ["N", 4]), ("b", np.float32, ["N", 4])],
+        [("y", np.float32, ["N", 4])])})
+    add_model(tmp_path, "loose", 'max_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]\n',
+              {1: mlp_model(rng)})
+    with Server(str(tmp_path), http_port=0, grpc_port=0, metrics_port=None) as s:
+        http_c = tritonclient_http.InferenceServerClient(f"127.0.0.1:{s.http_port}")
+        grpc_c = tritonclient_grpc.InferenceServerClient(f"127.0.0.1:{s.grpc_port}")
+        cases = [("two", {"a": np.zeros((2, 4), np.float32), "b": np.zeros((3, 4), np.float32)},
+                  "disagree on the batch dim"),
+                 ("loose", {"x": np.zeros((2, 5), np.float32)}, r"the model takes \['N', 4\]")]
+        for model, feeds, message in cases:
+            with pytest.raises(InferenceServerException, match=message) as e:
+                _http_infer(http_c, model, feeds)
+            assert e.value.status() == "400"
+            with pytest.raises(InferenceServerException, match=message) as e:
+                _grpc_infer(grpc_c, model, feeds)
+            assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
+        y = _http_infer(http_c, "two", {"a": np.ones((2, 4), np.float32), "b": np.ones((2, 4), np.float32)})
+        np.testing.assert_array_equal(y.as_numpy("y"), np.full((2, 4), 2, np.float32))
+
+
+def test_a_request_that_meets_a_reload_goes_to_the_new_version(tmp_path, rng):
+    # The window: a request finds the served version, a reload swaps in the
+    # new one and closes the old batcher, then the request submits. It got a
+    # 503 "the batcher is closed" during a reload that succeeded. Made
+    # certain here by handing the request the old version once.
+    import asyncio
+    import time
+
+    from twinfer.serve.inference import InferRequest
+
+    model = mlp_model(rng)
+    add_model(tmp_path, "m", MLP_CONFIG.format(name="m"), {1: model})
+    with Server(str(tmp_path), http_port=None, grpc_port=None, metrics_port=None, control_mode="explicit",
+                load_models=["m"]) as s:
+        old = s.repository.get("m")
+        s.repository.load("m")  # the reload: old's batcher closes
+        assert s.repository.get("m") is not old
+        real_get, calls = s.repository.get, []
+
+        def stale_once(name, version=""):
+            calls.append(name)
+            return old if len(calls) == 1 else real_get(name, version)
+
+        s.repository.get = stale_once
+        x = rng.standard_normal((2, 4)).astype(np.float32)
+        request = InferRequest("m", "", "1", {"x": ("FP32", x)}, None, None, time.monotonic_ns())
+        response = asyncio.run(s.service.infer(request))
+        want = twinfer.load(model.SerializeToString(), device="cpu").run({"x": x})["y"].numpy()
+        np.testing.assert_allclose(dict((n, a) for n, _, a in response.outputs)["y"], want, rtol=1e-5, atol=1e-6)
+        assert len(calls) == 2

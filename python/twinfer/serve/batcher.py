@@ -271,7 +271,9 @@ class Batcher:
                 deadlines = [r.deadline for r in self._queue if r.deadline is not None]
                 if wake_at is not None:
                     deadlines.append(wake_at)
-                self._cond.wait(max(0.0, min(deadlines) - now) if deadlines else None)
+                # Capped: a delay of years (Triton's max_queue_delay_microseconds
+                # is a uint64) would overflow the platform's wait.
+                self._cond.wait(min(max(0.0, min(deadlines) - now), threading.TIMEOUT_MAX) if deadlines else None)
 
     def _pick(self, now: float) -> tuple[list[_Request] | None, float | None]:
         """The batch to run now, or (None, when to look again)."""
@@ -304,12 +306,27 @@ class Batcher:
                 return chosen[:best], None
         return chosen, None
 
+    def _fail_queued(self, error: BaseException) -> None:
+        """Answers every queued request with ``error`` (scheduling failed: no
+        caller is left waiting on a worker that cannot form a batch)."""
+        log.exception("%s: scheduling failed; failing the queued requests", self.name)
+        with self._cond:
+            queued, self._queue = self._queue, []
+        for r in queued:
+            if r.future.set_running_or_notify_cancel():
+                r.future.set_exception(error)
+
     def _drop_expired(self, now: float) -> None:
         keep = []
         for r in self._queue:
             if r.future.cancelled():
                 continue
             if r.deadline is not None and now >= r.deadline:
+                # Marked running first: a cancel() from another thread (an
+                # asyncio caller gone) between a check and set_exception would
+                # make set_exception raise and end this worker.
+                if not r.future.set_running_or_notify_cancel():
+                    continue
                 waited_ms = (time.monotonic_ns() - r.enqueued_ns) / 1e6
                 r.future.set_exception(TimeoutError(
                     f"{self.name}: the request waited {waited_ms:.1f} ms in the queue, longer than its timeout"))
@@ -448,7 +465,12 @@ def _work(ref: "weakref.ref[Batcher]", cond: threading.Condition, wake: _Wake, i
         batcher = ref()
         if batcher is None:
             return
-        batch = batcher._next_batch()
+        try:
+            batch = batcher._next_batch()
+        except Exception as e:  # noqa: BLE001 - a bug in scheduling must not strand the queue
+            batcher._fail_queued(e)
+            del batcher
+            continue
         if batch is None:
             return
         if isinstance(batch, tuple):  # idle: wait holding no Batcher, so it can be collected

@@ -34,6 +34,12 @@ class Unavailable(ServeError):
     grpc_code = "UNAVAILABLE"
 
 
+class VersionClosed(Unavailable):
+    """The served version closed between the request finding it and
+    submitting to it: a reload replaced it, or an unload took it away. The
+    request is tried once more on what the repository serves now."""
+
+
 class RequestTooLarge(ServeError):
     """The request body is larger than the server's limit."""
 

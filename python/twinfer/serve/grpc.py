@@ -174,7 +174,7 @@ def _infer_request(request: pb.ModelInferRequest, received_ns: int) -> InferRequ
         if "shared_memory_region" in o.parameters:
             raise InvalidRequest(f"output {o.name!r}: shared memory is not supported by twinfer")
     timeout = _param(request.parameters, "timeout")
-    if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
+    if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
         raise InvalidRequest(f"parameter timeout must be microseconds (an integer >= 0), got {timeout!r}")
     outputs = [o.name for o in request.outputs] or None
     return InferRequest(request.model_name, request.model_version, request.id, tensors, outputs, timeout,

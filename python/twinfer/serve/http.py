@@ -182,6 +182,8 @@ def _json_object(data: bytes, allow_empty: bool = False) -> dict:
         doc = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InvalidRequest(f"malformed JSON in the request: {e}") from None
+    except RecursionError:
+        raise InvalidRequest("malformed JSON in the request: nested too deeply") from None
     if not isinstance(doc, dict):
         raise InvalidRequest(f"the request must be a JSON object, not {type(doc).__name__}")
     return doc
@@ -202,7 +204,7 @@ def _parse_infer(body: bytes, header_length: str | None, model: str, version: st
     if header_length is None:
         header, binary = body, memoryview(b"")
     else:
-        if not header_length.isdigit() or int(header_length) > len(body):
+        if not (header_length.isascii() and header_length.isdigit()) or int(header_length) > len(body):
             raise InvalidRequest(f"{HEADER_LENGTH} {header_length!r} is not a length within the body "
                                  f"({len(body)} bytes)")
         n = int(header_length)
@@ -255,7 +257,7 @@ def _parse_infer(body: bytes, header_length: str | None, model: str, version: st
             if "binary_data" in p:
                 binary_choice[item["name"]] = bool(p["binary_data"])
     timeout = params.get("timeout")
-    if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
+    if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
         raise InvalidRequest(f"parameters.timeout must be microseconds (an integer >= 0), got {timeout!r}")
     request_id = doc.get("id", "")
     if not isinstance(request_id, str):

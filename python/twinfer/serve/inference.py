@@ -12,7 +12,7 @@ import numpy as np
 
 from .._version import __version__
 from .config import ModelConfig, config_to_dict
-from .errors import NotFound, ServeError
+from .errors import NotFound, ServeError, VersionClosed
 from .repository import ModelRepository
 from .tensors import datatype_of
 
@@ -72,13 +72,24 @@ class InferenceService:
 
     async def infer(self, request: InferRequest) -> InferResponse:
         served = self.repository.get(request.model, request.version)
-        try:
-            feeds = served.check_inputs(request.inputs)
-            names = served.check_outputs(request.outputs)
-        except ServeError:
-            served.record_request(False, request.received_ns)
-            raise
-        results = await served.infer(feeds, names, served.timeout_for(request.timeout_us), request.received_ns)
+        for attempt in range(2):
+            try:
+                feeds = served.check_inputs(request.inputs)
+                names = served.check_outputs(request.outputs)
+            except ServeError:
+                served.record_request(False, request.received_ns)
+                raise
+            try:
+                results = await served.infer(feeds, names, served.timeout_for(request.timeout_us),
+                                             request.received_ns)
+                break
+            except VersionClosed:
+                # A reload swapped versions while this request was on its way:
+                # once more on the new one (an unload raises from get()).
+                now = self.repository.get(request.model, request.version)
+                if attempt or now is served:
+                    raise
+                served = now
         outputs = [(name, datatype_of(served.outputs[name].dtype), results[name]) for name in names]
         return InferResponse(served.name, served.version, request.id, outputs)
 

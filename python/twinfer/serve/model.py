@@ -18,7 +18,7 @@ from ..errors import DTypeError, Error, InvalidArgumentError, ShapeError
 from .batcher import Batcher, BatcherClosed, BatchRecord, QueueFull, default_cpu_threads
 from .config import (ENGINE_PLATFORM, ONNX_PLATFORM, ModelConfig, ModelSettings, complete_io, fill_defaults,
                      model_file)
-from .errors import InvalidRequest, ModelLoadError, RequestTimedOut, ServeError, Unavailable
+from .errors import InvalidRequest, ModelLoadError, RequestTimedOut, ServeError, Unavailable, VersionClosed
 from .metrics import ServerMetrics
 from .statistics import ModelStatistics
 from .tensors import datatype_of
@@ -168,8 +168,14 @@ class ServedVersion:
         try:
             try:
                 future = self.batcher.submit(feeds, timeout)
-            except (BatcherClosed, QueueFull) as e:
+            except BatcherClosed as e:
+                raise VersionClosed(f"model {self.name!r}: {e}") from None
+            except QueueFull as e:
                 raise Unavailable(f"model {self.name!r}: {e}") from None
+            except (ShapeError, DTypeError, InvalidArgumentError) as e:
+                # The batcher's own checks (inputs disagreeing on the batch
+                # dim, a shape the config allows but the model does not).
+                raise InvalidRequest(f"model {self.name!r}: {e}") from None
             self._note_shapes(feeds)
             try:
                 result = await asyncio.wrap_future(future)

@@ -79,6 +79,13 @@ class ModelRepository:
     def model_names(self) -> list[str]:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
+    def _is_model_dir(self, name: str) -> bool:
+        """Whether ``name`` is a model folder of the repository: one plain name
+        (no "", ".", "..", separators or absolute paths, which would reach
+        folders outside it)."""
+        return (bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
+                and (self.root / name).is_dir())
+
     def _state(self, name: str) -> _ModelState:
         with self._lock:
             return self._models.setdefault(name, _ModelState())
@@ -102,7 +109,7 @@ class ModelRepository:
             raise InvalidRequest("loading and unloading models needs the server started with "
                                  "--model-control-mode explicit")
         model_dir = self.root / name
-        if not name or "/" in name or name.startswith(".") or not model_dir.is_dir():
+        if not self._is_model_dir(name):
             raise NotFound(f"model {name!r} is not in the repository {self.root}")
         state = self._state(name)
         with state.lock:
@@ -180,13 +187,13 @@ class ModelRepository:
             state = self._models.get(name)
         versions = dict(state.versions) if state is not None else {}
         if not versions:
-            if state is None and not (self.root / name).is_dir():
+            if state is None and not self._is_model_dir(name):
                 raise NotFound(f"unknown model {name!r}; the repository has {self.model_names()}")
             reason = state.reason if state is not None and state.reason else "not loaded"
             raise Unavailable(f"model {name!r} is not ready: {reason}")
         if not version:
             return versions[max(versions)]
-        if not version.isdigit() or int(version) not in versions:
+        if not (version.isascii() and version.isdigit()) or int(version) not in versions:
             raise NotFound(f"model {name!r} has no version {version!r} loaded; its loaded versions are "
                            f"{sorted(versions)}")
         return versions[int(version)]
