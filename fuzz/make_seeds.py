@@ -57,6 +57,27 @@ def external_data_models():
         yield f"external_{offset}", helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def function_models():
+    """Models calling local functions (nested, with attribute references and
+    defaults), so mutations reach the function expansion."""
+    slope = helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT)
+    leaky = helper.make_node("LeakyRelu", ["s"], ["b"])
+    leaky.attribute.append(slope)
+    inner = helper.make_function("local", "Inner", ["a", "c"], ["b", "s"], [helper.make_node("Add", ["a", "c"], ["s"]), leaky],
+                                 [helper.make_opsetid("", 17)])
+    inner.attribute_proto.append(helper.make_attribute("alpha", 0.2))
+    outer = helper.make_function("local", "Outer", ["u"], ["v"],
+                                 [helper.make_node("Inner", ["u", "u"], ["t"], domain="local", alpha=0.5),
+                                  helper.make_node("Inner", ["t", "u"], ["v", ""], domain="local")],
+                                 [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    g = helper.make_graph([helper.make_node("Outer", ["x"], ["y"], domain="local")], "fn", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                          functions=[outer, inner])
+    yield "functions", m.SerializeToString()
+
+
 def write(folder: Path, name: str, data: bytes) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / (name + "-" + hashlib.sha1(data).hexdigest()[:8])).write_bytes(data)
@@ -65,6 +86,7 @@ def write(folder: Path, name: str, data: bytes) -> None:
 def main(out: Path) -> None:
     onnx_seeds = [(n, b) for n, b in suite_models() if len(b) <= MAX_SEED_BYTES]
     onnx_seeds += list(external_data_models())
+    onnx_seeds += list(function_models())
     for name, data in onnx_seeds:
         write(out / "onnx", name, data)
     print(f"{len(onnx_seeds)} ONNX seeds in {out / 'onnx'}")

@@ -653,18 +653,32 @@ def _meminfo_bytes():
 
 
 def _cgroup_bytes_left():
+    """The least that this process's cgroup v2 and its ancestors leave:
+    memory.max - (memory.current - inactive_file); None without a limit."""
     try:
         with open("/proc/self/cgroup") as f:
             line = next(line for line in f if line.startswith("0::"))
-        d = "/sys/fs/cgroup" + line[3:].strip().rstrip("/")
-        with open(d + "/memory.max") as f:
-            limit = f.read().strip()
-        if limit == "max":
-            return None
-        with open(d + "/memory.current") as f:
-            return max(int(limit) - int(f.read()), 0)
     except (OSError, StopIteration):
         return None
+    path, left = line[3:].strip(), None
+    while True:
+        d = "/sys/fs/cgroup" + ("" if path == "/" else path)
+        try:
+            with open(d + "/memory.max") as f:
+                limit = f.read().strip()
+            if limit != "max":
+                with open(d + "/memory.current") as f:
+                    used = int(f.read())
+                with open(d + "/memory.stat") as f:
+                    stat = dict(line.split() for line in f if line.strip())
+                used -= min(used, int(stat.get("inactive_file", 0)))
+                here = max(int(limit) - used, 0)
+                left = here if left is None else min(left, here)
+        except OSError:
+            pass
+        if path in ("", "/"):
+            return left
+        path = path.rsplit("/", 1)[0] or "/"
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="reads Linux's /proc/meminfo")
@@ -707,3 +721,30 @@ def test_pads_too_large_to_hold_are_named(pads_are_input):
     y = twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])).run(
         {"x": x, "pads": np.array([2, -1], np.int64)})["y"]
     np.testing.assert_array_equal(np.asarray(y), np.pad(x[:2], (2, 0)))
+
+
+def test_the_host_memory_limit_holds_for_threads_allocating_at_once():
+    # The cap was checked, the lock let go to read /proc, and the block
+    # counted after: threads passing the check together all got their block
+    # (3 x 80 MiB held under a 100 MiB cap). Each thread keeps its output.
+    r = _run_python_child("""
+        import threading, numpy as np, twinfer
+        from onnx import helper, TensorProto as T
+        vi = helper.make_tensor_value_info
+        g = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["y"])], "g",
+                              [vi("x", T.FLOAT, [1]), vi("shape", T.INT64, [1])], [vi("y", T.FLOAT, None)])
+        e = twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), device="cpu")
+        held, refused, start = [], [], threading.Barrier(8)
+        def run():
+            start.wait()
+            try:
+                held.append(e.run({"x": np.ones(1, np.float32), "shape": np.array([20 << 20], np.int64)})["y"])
+            except twinfer.OutOfMemoryError:
+                refused.append(1)
+        threads = [threading.Thread(target=run) for _ in range(8)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print("held", len(held), "refused", len(refused))
+        """, {"TWINFER_HOST_MEMORY_LIMIT_MB": "100", "TWINFER_CPU_CACHE_MB": "0"})
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "held 1 refused 7" in r.stdout, r.stdout

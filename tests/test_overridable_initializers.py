@@ -111,3 +111,44 @@ def test_bad_override_names_are_refused(rng):
                           [vi("y", T.FLOAT, [2])], [numpy_helper.from_array(np.ones(2, np.float32), "k")])
     with pytest.raises(twinfer.InvalidArgumentError, match="it has none"):
         twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), override_initializers=["k"])
+
+
+def _scale_model(rng):
+    """y = x * w, w [4] an initializer listed as an input too."""
+    w = rng.standard_normal(4).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"])], "g",
+                          [vi("x", T.FLOAT, ["n", 4]), vi("w", T.FLOAT, [4])], [vi("y", T.FLOAT, ["n", 4])],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString(), w
+
+
+def test_defaults_reach_the_batcher_pipelines_and_reports(rng):
+    # The paths that build feeds from engine.inputs: a request, a later
+    # pipeline stage, a dict of shapes need not name an input with a default.
+    model, w = _scale_model(rng)
+    e = twinfer.load(model, override_initializers=True)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    with twinfer.Batcher(e, max_batch_size=8) as b:
+        np.testing.assert_allclose(b.run({"x": x})["y"], x * w, rtol=1e-6)
+    first = twinfer.load(model)  # a plain stage feeding one with a default
+    pipe = twinfer.Pipeline([first, e], links={"x": "y"})
+    np.testing.assert_allclose(pipe.run({"x": x})["y"].numpy(), x * w * w, rtol=1e-6)
+    w2 = rng.standard_normal(4).astype(np.float32)  # the item may still override it
+    np.testing.assert_allclose(pipe.run({"x": x, "w": w2})["y"].numpy(), x * w * w2, rtol=1e-6)
+    assert e.memory_report({"x": (3, 4)})["arena_bytes"] >= 0
+
+
+def test_defaults_in_graphed_groups_on_the_simulated_device(rng):
+    model, w = _scale_model(rng)
+    e = twinfer.load(model, device="sim", override_initializers=True)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    par = twinfer.Parallel([e, e]).graphed()
+    for out in par.run([{"x": x}, {"x": x + 1}]):
+        assert out["y"].numpy().shape == (2, 4)
+    outs = par.run([{"x": x}, {"x": x + 1}])
+    np.testing.assert_allclose(outs[0]["y"].numpy(), x * w, rtol=1e-6)
+    np.testing.assert_allclose(outs[1]["y"].numpy(), (x + 1) * w, rtol=1e-6)
+    pipe = twinfer.Pipeline([e, e], links={"x": "y"}).graphed()
+    np.testing.assert_allclose(pipe.run({"x": x})["y"].numpy(), x * w * w, rtol=1e-6)

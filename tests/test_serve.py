@@ -503,3 +503,40 @@ def test_a_request_that_meets_a_reload_goes_to_the_new_version(tmp_path, rng):
         want = twinfer.load(model.SerializeToString(), device="cpu").run({"x": x})["y"].numpy()
         np.testing.assert_allclose(dict((n, a) for n, _, a in response.outputs)["y"], want, rtol=1e-5, atol=1e-6)
         assert len(calls) == 2
+        # Counted once, as the success it was (not also as the old version's failure).
+        new_stats = s.repository.get("m").stats.to_dict()["inference_stats"]
+        old_stats = old.stats.to_dict()["inference_stats"]
+        assert new_stats["success"]["count"] == 1 and new_stats["fail"]["count"] == 0
+        assert old_stats["success"]["count"] == 0 and old_stats["fail"]["count"] == 0
+
+
+def test_unload_of_names_that_are_not_models_is_404(tmp_path, rng):
+    add_model(tmp_path, "m", MLP_CONFIG.format(name="m"), {1: mlp_model(rng)})
+    with Server(str(tmp_path), http_port=0, grpc_port=None, metrics_port=None, control_mode="explicit") as s:
+        for name in ("..", "."):
+            status, body = _post(s, f"/v2/repository/models/{name}/unload", b"{}")
+            assert status == 404 and "is not in the repository" in body["error"], (name, status, body)
+        status, _ = _post(s, "/v2/repository/models/m/unload", b"{}")  # a model, not loaded: fine
+        assert status == 200
+
+
+def test_a_served_model_whose_output_has_no_declared_shape_loads(tmp_path, rng):
+    # The output's rank is unknown until run (a Reshape to a shape input):
+    # the server completes the config for it, as before; only an input of
+    # unknown rank needs its dims in config.pbtxt.
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+                           helper.make_tensor_value_info("s", TensorProto.INT64, ["k"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    add_model(tmp_path, "r", "max_batch_size: 0\n", {1: m})
+    with Server(str(tmp_path), http_port=0, grpc_port=None, metrics_port=None) as s:
+        client = tritonclient_http.InferenceServerClient(f"127.0.0.1:{s.http_port}")
+        assert client.is_model_ready("r")
+        x = np.arange(12, dtype=np.float32).reshape(2, 6)
+        inputs = [tritonclient_http.InferInput("x", [2, 6], "FP32"), tritonclient_http.InferInput("s", [2], "INT64")]
+        inputs[0].set_data_from_numpy(x)
+        inputs[1].set_data_from_numpy(np.array([3, 4], np.int64))
+        np.testing.assert_array_equal(client.infer("r", inputs).as_numpy("y"), x.reshape(3, 4))

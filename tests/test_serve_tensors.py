@@ -56,6 +56,7 @@ def test_json_data_of_the_wrong_kind_is_refused_not_coerced():
              ("UINT8", [1], [-1], "outside the range of UINT8"),
              ("FP32", [2], [1.0, None], "null or mixed"),
              ("UINT64", [2], [2**64, 1], "outside the range of UINT64"),
+             ("FP16", [2], [1.0, 1e6], "outside the range of FP16"),
              ("UINT64", [2], [2**64 - 1, 1.5], "non-integer values, not UINT64")]
     for datatype, shape, data, message in cases:
         with pytest.raises(InvalidRequest, match=message):

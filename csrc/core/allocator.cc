@@ -102,14 +102,22 @@ class CpuAllocator final : public Allocator {
                                                  std::to_string(live_) + " of TWINFER_HOST_MEMORY_LIMIT_MB's " +
                                                  std::to_string(cap) + " bytes are in use");
     }
+    // Counted before the lock is let go below: threads reserving at once
+    // each see the others' blocks against the cap.
+    live_ += size;
     if (size >= kCheckedHostAllocation) {
       const size_t reclaimable = cached_;
       lock.unlock();  // reads /proc; other threads' small blocks go on
-      const uint64_t available = check_host_allocation(size, reclaimable, "a tensor");
+      uint64_t available = 0;
+      try {
+        available = check_host_allocation(size, reclaimable, "a tensor");
+      } catch (...) {
+        unreserve(size);
+        throw;
+      }
       lock.lock();
       if (size > available) drop_cache_locked();  // it fits only with the cache given back
     }
-    live_ += size;
   }
 
   void unreserve(size_t size) {

@@ -1,5 +1,6 @@
 #include "core/host_memory.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,23 +36,42 @@ std::string read_small_file(const char* path) {
   return out;
 }
 
-// memory.max - memory.current of this process's cgroup (v2), or UINT64_MAX
-// when it has no limit or no cgroup v2 is mounted where we look.
+// The memory this process's cgroup (v2) and every cgroup above it may still
+// take: the least of memory.max - (memory.current - inactive_file), as the
+// kubelet counts a working set (file pages not recently used are reclaimed
+// before anything is killed; counting them, a container that has read its
+// weights would refuse every large tensor). UINT64_MAX when none has a limit
+// or no cgroup v2 is mounted where we look.
 uint64_t cgroup_bytes_left() {
   const std::string self = read_small_file("/proc/self/cgroup");
-  // v2 has a single line "0::/path".
-  const size_t at = self.find("0::");
+  const size_t at = self.find("0::");  // v2 has a single line "0::/path"
   if (at == std::string::npos) return UINT64_MAX;
   std::string path = self.substr(at + 3);
   path = path.substr(0, path.find('\n'));
-  const std::string dir = "/sys/fs/cgroup" + (path == "/" ? std::string() : path);
-  const std::string max = read_small_file((dir + "/memory.max").c_str());
-  if (max.empty() || max.compare(0, 3, "max") == 0) return UINT64_MAX;
-  const std::string cur = read_small_file((dir + "/memory.current").c_str());
-  if (cur.empty()) return UINT64_MAX;
-  const uint64_t limit = std::strtoull(max.c_str(), nullptr, 10);
-  const uint64_t used = std::strtoull(cur.c_str(), nullptr, 10);
-  return used >= limit ? 0 : limit - used;
+  uint64_t left = UINT64_MAX;
+  for (;;) {
+    const std::string dir = "/sys/fs/cgroup" + (path == "/" ? std::string() : path);
+    const std::string max = read_small_file((dir + "/memory.max").c_str());
+    if (!max.empty() && max.compare(0, 3, "max") != 0) {
+      const std::string cur = read_small_file((dir + "/memory.current").c_str());
+      if (!cur.empty()) {
+        const uint64_t limit = std::strtoull(max.c_str(), nullptr, 10);
+        uint64_t used = std::strtoull(cur.c_str(), nullptr, 10);
+        uint64_t inactive = 0;
+        const std::string stat = read_small_file((dir + "/memory.stat").c_str());
+        const size_t f = stat.find("inactive_file ");
+        if (f != std::string::npos && (f == 0 || stat[f - 1] == '\n'))
+          inactive = std::strtoull(stat.c_str() + f + 14, nullptr, 10);
+        used -= std::min(used, inactive);
+        const uint64_t here = used >= limit ? 0 : limit - used;
+        if (here < left) left = here;
+      }
+    }
+    if (path.empty() || path == "/") break;
+    const size_t slash = path.find_last_of('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+  return left;
 }
 
 }  // namespace
@@ -79,8 +99,13 @@ uint64_t check_host_allocation(size_t bytes, size_t reclaimable, const char* wha
 
 uint64_t host_memory_limit() {
   static const uint64_t limit = [] {
+    // Unset, empty, not a number or 0: no limit. Capped so the shift cannot wrap.
     const char* env = std::getenv("TWINFER_HOST_MEMORY_LIMIT_MB");
-    return env ? static_cast<uint64_t>(std::strtoull(env, nullptr, 10)) << 20 : uint64_t(0);
+    if (!env || !*env) return uint64_t(0);
+    char* end = nullptr;
+    const unsigned long long mb = std::strtoull(env, &end, 10);
+    if (*end) return uint64_t(0);
+    return static_cast<uint64_t>(std::min<unsigned long long>(mb, 1ull << 40)) << 20;
   }();
   return limit;
 }

@@ -13,8 +13,9 @@
 namespace twinfer {
 
 // Bytes the kernel reports it could still give this process without
-// swapping out or killing anything: MemAvailable + SwapFree from
-// /proc/meminfo, capped by a cgroup v2 memory.max less memory.current.
+// killing anything: MemAvailable + SwapFree from /proc/meminfo, capped by
+// what the process's cgroup v2 and those above it leave (memory.max less
+// memory.current, reclaimable inactive file pages not counted as used).
 // UINT64_MAX where neither is readable (not Linux).
 uint64_t host_bytes_available();
 

@@ -27,7 +27,7 @@ int32_t infer_type(const bool seen[24]) {
 
 }  // namespace
 
-graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string* name_out) {
+graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string* name_out, bool* omitted) {
   graph::Attribute a;
   std::string name, ref_attr_name;
   int32_t type = kUndefined;
@@ -58,9 +58,17 @@ graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string*
   if (name_out) *name_out = name;
   if (name.empty()) throw Error(ErrorKind::kModelFormat, "an attribute has no name");
   const std::string what = "attribute '" + name + "'";
-  if (!ref_attr_name.empty())
-    throw Error(ErrorKind::kModelFormat, what + " refers to function attribute '" + ref_attr_name +
-                                             "' (ref_attr_name), which is only valid inside a function");
+  if (!ref_attr_name.empty()) {
+    if (!ctx.function_attrs || !omitted)
+      throw Error(ErrorKind::kModelFormat, what + " refers to function attribute '" + ref_attr_name +
+                                               "' (ref_attr_name), which is only valid inside a function");
+    auto it = ctx.function_attrs->find(ref_attr_name);
+    if (it == ctx.function_attrs->end()) {
+      *omitted = true;  // neither the call nor the function gives it
+      return a;
+    }
+    return it->second;
+  }
   if (type == kUndefined) type = infer_type(seen);
 
   switch (type) {

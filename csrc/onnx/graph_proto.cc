@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "onnx/functions.h"
 #include "onnx/parse.h"
 
 namespace twinfer::onnx::detail {
@@ -21,11 +22,6 @@ struct ValueInfo {
   int32_t elem_type = 0;
   bool has_shape = false;
   SymShape shape;
-};
-
-struct NodeInfo {
-  graph::Node node;
-  std::vector<std::string> inputs, outputs;
 };
 
 // dim_params that exporters write for "unknown" rather than as a name: the
@@ -129,36 +125,6 @@ ValueInfo parse_value_info(wire::Reader r) {
   return v;
 }
 
-NodeInfo parse_node(wire::Reader r, ParseContext& ctx) {
-  NodeInfo n;
-  std::vector<wire::Reader> attrs;  // parsed once name and op_type are known
-  while (r.next()) {
-    switch (r.field()) {
-      case 1: n.inputs.push_back(r.string("input")); break;
-      case 2: n.outputs.push_back(r.string("output")); break;
-      case 3: n.node.name = r.string("name"); break;
-      case 4: n.node.op_type = r.string("op_type"); break;
-      case 5: attrs.push_back(r.message("attribute", "AttributeProto")); break;
-      case 7: n.node.domain = r.string("domain"); break;
-      default: r.skip();
-    }
-  }
-  if (n.node.domain == "ai.onnx") n.node.domain.clear();
-  if (n.node.op_type.empty()) throw Error(ErrorKind::kModelFormat, "node has no op_type", n.node.name, "?");
-  for (auto& ar : attrs) {
-    try {
-      std::string name;
-      graph::Attribute a = parse_attribute(ar, ctx, &name);
-      if (!n.node.attrs.emplace(name, std::move(a)).second)
-        throw Error(ErrorKind::kModelFormat, "attribute '" + name + "' is given twice");
-    } catch (const Error& e) {
-      if (!e.node().empty() || !e.op().empty()) throw;  // already placed (an error in a subgraph)
-      throw Error(e.kind(), e.what(), n.node.name, n.node.op_type);
-    }
-  }
-  return n;
-}
-
 // Whether the declaration gives no type: no TypeProto, or an empty one
 // (`type {}`), which exporters write for subgraph outputs whose type follows
 // from inference (ONNX allows it; the PyTorch exporter does it in If bodies).
@@ -199,6 +165,38 @@ void set_type(graph::Value& val, DType t, const ValueInfo& v) {
 }
 
 }  // namespace
+
+NodeInfo parse_node(wire::Reader r, ParseContext& ctx) {
+  NodeInfo n;
+  std::vector<wire::Reader> attrs;  // parsed once name and op_type are known
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: n.inputs.push_back(r.string("input")); break;
+      case 2: n.outputs.push_back(r.string("output")); break;
+      case 3: n.node.name = r.string("name"); break;
+      case 4: n.node.op_type = r.string("op_type"); break;
+      case 5: attrs.push_back(r.message("attribute", "AttributeProto")); break;
+      case 7: n.node.domain = r.string("domain"); break;
+      default: r.skip();
+    }
+  }
+  if (n.node.domain == "ai.onnx") n.node.domain.clear();
+  if (n.node.op_type.empty()) throw Error(ErrorKind::kModelFormat, "node has no op_type", n.node.name, "?");
+  for (auto& ar : attrs) {
+    try {
+      std::string name;
+      bool omitted = false;
+      graph::Attribute a = parse_attribute(ar, ctx, &name, &omitted);
+      if (omitted) continue;  // a function's reference the call leaves unset
+      if (!n.node.attrs.emplace(name, std::move(a)).second)
+        throw Error(ErrorKind::kModelFormat, "attribute '" + name + "' is given twice");
+    } catch (const Error& e) {
+      if (!e.node().empty() || !e.op().empty()) throw;  // already placed (an error in a subgraph)
+      throw Error(e.kind(), e.what(), n.node.name, n.node.op_type);
+    }
+  }
+  return n;
+}
 
 std::vector<DType> parse_type_proto(wire::Reader r, const std::string& what) {
   ValueInfo v;
@@ -253,6 +251,9 @@ std::shared_ptr<graph::Graph> parse_graph(wire::Reader r, ParseContext& ctx, boo
       default: r.skip();
     }
   }
+
+  // Calls of the model's local functions become their bodies.
+  expand_function_calls(nodes, ctx);
 
   // Constants first: a graph input that is also an initializer is a constant
   // (an overridable default in ONNX; folded in unless the engine is asked to

@@ -13,6 +13,18 @@
 
 namespace twinfer::onnx::detail {
 
+// A model-local function (ModelProto.functions): nodes of its domain and
+// name call it, and each call is expanded in place (onnx/functions.cc). Its
+// messages are kept unparsed: a body is parsed once per call, with that
+// call's attributes.
+struct FunctionDef {
+  std::string domain, name;
+  std::vector<std::string> inputs, outputs;
+  std::vector<wire::Reader> nodes;               // NodeProto
+  std::vector<wire::Reader> attribute_defaults;  // AttributeProto (attribute_proto)
+  std::map<std::string, int64_t> opsets;         // its opset_import ("" = ai.onnx)
+};
+
 struct ParseContext {
   std::shared_ptr<void> keep_alive;  // owner of the model bytes
   std::string base_dir;              // folder of external data; "" = none allowed
@@ -23,6 +35,13 @@ struct ParseContext {
   // The main graph's initializers that its inputs also list (IR >= 4: an
   // overridable default), in input order.
   std::vector<std::string> overridable;
+  // The model's local functions by "domain::name" (onnx/functions.h); while
+  // a call is expanded, the attributes its body's references resolve to.
+  std::map<std::string, FunctionDef> functions;
+  const std::map<std::string, graph::Attribute>* function_attrs = nullptr;
+  const std::map<std::string, int64_t>* model_opsets = nullptr;  // the model's opset_import
+  int expansions = 0;      // calls expanded so far: their value names' prefix
+  int expand_depth = 0;    // nested calls now being expanded
 };
 
 // TensorProto -> host Tensor. `name` receives the tensor's name; `fallback`
@@ -39,8 +58,19 @@ struct ExternalRef {
 wire::Span external_bytes(ParseContext& ctx, const ExternalRef& ref, const std::string& tensor,
                           size_t expected_bytes, std::shared_ptr<void>* owner);
 
-// AttributeProto -> Attribute; subgraphs are parsed recursively.
-graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string* name);
+// AttributeProto -> Attribute; subgraphs are parsed recursively. Inside a
+// function's body (ctx.function_attrs set) an attribute may refer to one of
+// the call's (ref_attr_name): its value is taken, and where the call gives
+// none and the function has no default, *omitted is set (the attribute is
+// left out, as ONNX says).
+graph::Attribute parse_attribute(wire::Reader r, ParseContext& ctx, std::string* name, bool* omitted = nullptr);
+
+// NodeProto, its inputs and outputs still by name.
+struct NodeInfo {
+  graph::Node node;
+  std::vector<std::string> inputs, outputs;
+};
+NodeInfo parse_node(wire::Reader r, ParseContext& ctx);
 
 // GraphProto -> Graph. A subgraph may refer to outer-scope names; the main
 // graph may not.

@@ -2,6 +2,7 @@
 #include "onnx/reader.h"
 
 #include "onnx/file_snapshot.h"
+#include "onnx/functions.h"
 #include "onnx/parse.h"
 
 namespace twinfer::onnx {
@@ -40,6 +41,7 @@ graph::Model parse_model(const void* data, size_t size, ParseContext& ctx) {
   wire::Reader r(wire::Span{static_cast<const uint8_t*>(data), size}, "ModelProto");
   wire::Reader graph_reader;
   bool has_graph = false;
+  std::vector<wire::Reader> functions;  // registered once the model's opsets are known
   while (r.next()) {
     switch (r.field()) {
       case 1: m.ir_version = r.int64("ir_version"); break;
@@ -49,21 +51,23 @@ graph::Model parse_model(const void* data, size_t size, ParseContext& ctx) {
         has_graph = true;
         break;
       case 8: parse_opset(r.message("opset_import", "OperatorSetIdProto"), m); break;
-      // functions (25): a node calling a model-local function is reported as
-      // an unsupported op later; everything else is metadata.
-      default: r.skip();
+      case 25: functions.push_back(r.message("functions", "FunctionProto")); break;  // onnx/functions.h
+      default: r.skip();  // metadata
     }
   }
   if (!has_graph) throw Error(ErrorKind::kModelFormat, "the model has no graph (is this an ONNX file?)");
   // A model may import only other domains (an ai.onnx.ml-only model, as the
   // ONNX suite has); the engine refuses it if a node of the default domain
   // turns up anyway.
+  for (auto& f : functions) detail::register_function(f, ctx, m.opsets);
   const int64_t opset = m.opset("");
   if (opset > kMaxDefaultOpset)
     throw Error(ErrorKind::kUnsupportedOp, "ONNX opset " + std::to_string(opset) +
                                                " is newer than this reader knows (1.." +
                                                std::to_string(kMaxDefaultOpset) + ")");
+  ctx.model_opsets = &m.opsets;
   m.graph = std::move(*detail::parse_graph(graph_reader, ctx, /*subgraph=*/false));
+  ctx.model_opsets = nullptr;
   m.weight_bytes_mapped = ctx.bytes_mapped;
   m.weight_bytes_copied = ctx.bytes_copied;
   m.overridable_initializers = std::move(ctx.overridable);

@@ -246,7 +246,16 @@ class Engine:
     def stats(self) -> dict:
         ...
     @property
+    def _input_defaults(self) -> dict:
+        ...
+    @property
+    def _rank_unknown(self) -> list[str]:
+        ...
+    @property
     def device(self) -> str:
+        ...
+    @property
+    def folded_overridable(self) -> list:
         ...
     @property
     def host_fallback_reason(self) -> str:
@@ -364,10 +373,14 @@ def load_engine(path: str, device: str = 'cpu', num_threads: typing.SupportsInt 
     """
     (Engine, metadata) from a saved engine file: no load-time pass runs.
     """
-def load_model(source: typing.Any, is_path: bool, device: str = 'cpu', precision: str = 'fp32', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, optimize: bool = True, base_dir: str = '', extra_outputs: collections.abc.Sequence[str] = [], int8_amax: collections.abc.Mapping[str, typing.SupportsFloat | typing.SupportsIndex] = {}, keep_float: collections.abc.Set[str] = set(), int8_weights: bool = False, int8_unsigned: collections.abc.Set[str] = set(), int8_channel_mean: collections.abc.Mapping[str, collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]] = {}, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all', int8_smoothing: collections.abc.Mapping[str, tuple[collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], typing.SupportsFloat | typing.SupportsIndex]] = {}, int8_per_token: collections.abc.Set[str] = set()) -> Engine:
+def load_model(source: typing.Any, is_path: bool, device: str = 'cpu', precision: str = 'fp32', num_threads: typing.SupportsInt | typing.SupportsIndex = 0, optimize: bool = True, base_dir: str = '', extra_outputs: collections.abc.Sequence[str] = [], int8_amax: collections.abc.Mapping[str, typing.SupportsFloat | typing.SupportsIndex] = {}, keep_float: collections.abc.Set[str] = set(), int8_weights: bool = False, int8_unsigned: collections.abc.Set[str] = set(), int8_channel_mean: collections.abc.Mapping[str, collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]] = {}, allow_cpu_fallback: bool = True, cuda_graphs: bool = True, stream_priority: typing.SupportsInt | typing.SupportsIndex = 0, sim_coverage: str = 'all', int8_smoothing: collections.abc.Mapping[str, tuple[collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], typing.SupportsFloat | typing.SupportsIndex]] = {}, int8_per_token: collections.abc.Set[str] = set(), max_cached_plans: typing.SupportsInt | typing.SupportsIndex = 16, plan_ahead: bool = True, override_initializers: collections.abc.Sequence[str] = [], override_all_initializers: bool = False) -> Engine:
     ...
 def parse_device(device: str) -> str:
     ...
+def host_bytes_available() -> int:
+    """
+    Host memory a large allocation is checked against (MemAvailable + SwapFree, capped by the cgroup).
+    """
 def read_model_info(source: typing.Any, is_path: bool, base_dir: str = '') -> dict:
     """
     Parse an ONNX model (a path, or bytes) and summarise it as a dict; nothing is compiled.

@@ -359,6 +359,7 @@ class Engine:
                 raise InvalidArgumentError("the model has symbolic input dims: pass shapes=[...] explicitly")
             return [list(s.shape) for s in specs]
         if isinstance(shapes, dict):
+            shapes = {**{n: t.shape for n, t in self._defaults.items()}, **shapes}
             missing = [s.name for s in self.inputs if s.name not in shapes]
             if missing:
                 raise InvalidArgumentError(f"shapes for input(s) {missing} missing; inputs are {[s.name for s in self.inputs]}")

@@ -112,22 +112,29 @@ std::vector<Tensor> Body::run(const std::vector<Tensor>& inputs, const KernelCon
 
 Shape empty_part_shape(const KernelBuildInfo& info, size_t node_output, const std::vector<int64_t>& added,
                        const graph::Value& body_output) {
-  const auto dims_or_zero = [](const SymShape& s) {
-    Shape out;
-    for (const Dim& d : s) out.push_back(d.known() ? d.value : 0);
-    return out;
-  };
+  // Per dim: the plan's if known, else the body's declaration if known, else 0.
+  SymShape part;
+  bool have_part = false;
   if (info.has_output(node_output)) {
     const graph::Value& v = info.output(node_output);
     if (v.has_shape && v.shape.size() >= added.size()) {
-      SymShape part;
       for (size_t d = 0; d < v.shape.size(); ++d)
         if (std::find(added.begin(), added.end(), static_cast<int64_t>(d)) == added.end()) part.push_back(v.shape[d]);
-      return dims_or_zero(part);
+      have_part = true;
     }
   }
-  if (body_output.has_shape) return dims_or_zero(body_output.shape);
-  return {};
+  if (!have_part) {
+    if (!body_output.has_shape) return {};
+    part = body_output.shape;
+  }
+  const bool body_fits = body_output.has_shape && body_output.shape.size() == part.size();
+  Shape out;
+  for (size_t d = 0; d < part.size(); ++d) {
+    if (part[d].known()) out.push_back(part[d].value);
+    else if (body_fits && body_output.shape[d].known()) out.push_back(body_output.shape[d].value);
+    else out.push_back(0);
+  }
+  return out;
 }
 
 Tensor borrow_view(const TensorView& v) {

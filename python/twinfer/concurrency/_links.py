@@ -111,13 +111,20 @@ def feeds_for(members, links_per_stage, i: int, results: list, item) -> dict:
             used.add(n)
         else:
             left.append(n)
+    # Inputs with a default (override_initializers=) take it unless the
+    # item gives them; they never take a previous stage's unnamed output.
+    defaults = getattr(members[i], "engine", None)
+    defaults = defaults._defaults if defaults is not None else {}
+    defaulted = [n for n in left if n in defaults]
+    left = [n for n in left if n not in defaults]
     unused = [k for k in prev if k not in used]
     if len(left) == 1 and len(prev) == 1 and len(unused) == 1:
         feeds[left.pop()] = prev[unused[0]]
-    for n in list(left):
+    for n in list(left) + defaulted:
         if isinstance(item, Mapping) and n in item:
             feeds[n] = item[n]
-            left.remove(n)
+            if n in left:
+                left.remove(n)
     if left:
         raise InvalidArgumentError(f"stage '{members[i].name}': no source for input(s) {left}; the previous "
                                    f"stage gave {list(prev)} — add links={{...}}")
@@ -148,9 +155,12 @@ def static_sources(members, links_per_stage) -> tuple[list[list[tuple[int, str]]
                 used.add(n)
             else:
                 left.append(n)
+        defaults = members[i].engine._defaults  # from the item if it has them, else the default
+        rest = [n for n in left if n not in defaults]
         unused = [k for k in prev if k not in used]
-        if len(left) == 1 and len(prev) == 1 and len(unused) == 1:
-            got[left.pop()] = (i - 1, unused[0])
+        if len(rest) == 1 and len(prev) == 1 and len(unused) == 1:
+            got[rest[0]] = (i - 1, unused[0])
+            left.remove(rest[0])
         for n in left:
             got[n] = (ITEM, n)  # the item must carry it
         for src, name in got.values():

@@ -112,7 +112,7 @@ class GraphedParallel(_Graphed):
                     keys.append(key)
                 src.append((-1, keys.index(key)))
             sources.append(src)
-        values = [per[j].get(s.name) for j, s in owner.values()]
+        values = [per[j].get(s.name, ms[j].engine._defaults.get(s.name)) for j, s in owner.values()]
         group = self._group(("shared" if shared else "each", tuple(keys)), sources, len(keys))
         tensors = [self._tensor(group, v, s.dtype, f"{s.name!r} of member '{ms[j].name}'")
                    for v, (j, s) in zip(values, owner.values())]
@@ -138,7 +138,11 @@ class GraphedPipeline(_Graphed):
         if not isinstance(item, Mapping):
             raise InvalidArgumentError("an item must be a dict of inputs")
         dtypes = {s.name: s.dtype for m in self._members for s in m.engine.inputs}
-        values = [item.get(n) for n in self._item_names]
+        defaults = {}
+        for m in self._members:  # inputs with a default that the item leaves out
+            for n, t in m.engine._defaults.items():
+                defaults.setdefault(n, t)
+        values = [item[n] if n in item else defaults.get(n) for n in self._item_names]
         group = self._group("item", self._sources, len(self._item_names))
         tensors = [self._tensor(group, v, dtypes[n], repr(n)) for n, v in zip(self._item_names, values)]
         outs = group.run(tensors, _host(values))

@@ -125,7 +125,9 @@ class Batcher:
         self.max_queue_size = int(max_queue_size)
         self.name = name
         self._listener = listener
-        self._inputs = engines[0].inputs
+        # What requests carry: inputs with a default (override_initializers=)
+        # keep it, as a weight cannot be merged across requests.
+        self._inputs = [s for s in engines[0].inputs if s.name not in engines[0]._defaults]
         self._rank_unknown = engines[0]._rank_unknown
         self._check_engines(engines)
         self._dtypes = {s.name: np.dtype(numpy_dtype(s.dtype)) for s in self._inputs}
@@ -312,6 +314,7 @@ class Batcher:
         log.exception("%s: scheduling failed; failing the queued requests", self.name)
         with self._cond:
             queued, self._queue = self._queue, []
+            self._counts["failures"] += len(queued)
         for r in queued:
             if r.future.set_running_or_notify_cancel():
                 r.future.set_exception(error)

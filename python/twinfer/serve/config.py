@@ -365,9 +365,9 @@ def complete_io(settings: ModelSettings, config: ModelConfig, engine) -> None:
                 raise _error(model, "input", f"the model's input(s) {missing} are not in the configuration")
         if not configured:
             for spec in specs:
-                if spec.name in engine._rank_unknown:
+                if what == "input" and spec.name in engine._rank_unknown:
                     raise _error(model, what, f"{spec.name!r} is declared without a shape in the model, so its "
-                                 f"dims cannot be completed: give the {what}s and their dims in config.pbtxt")
+                                 f"dims cannot be completed: give the inputs and their dims in config.pbtxt")
                 try:
                     type_name = config_type_of(spec.dtype)
                 except ValueError as e:

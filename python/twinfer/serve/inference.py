@@ -85,9 +85,15 @@ class InferenceService:
                 break
             except VersionClosed:
                 # A reload swapped versions while this request was on its way:
-                # once more on the new one (an unload raises from get()).
-                now = self.repository.get(request.model, request.version)
+                # once more on the new one (an unload raises from get()). The
+                # closed version did not count it; whichever answers does.
+                try:
+                    now = self.repository.get(request.model, request.version)
+                except ServeError:
+                    served.record_request(False, request.received_ns)
+                    raise
                 if attempt or now is served:
+                    served.record_request(False, request.received_ns)
                     raise
                 served = now
         outputs = [(name, datatype_of(served.outputs[name].dtype), results[name]) for name in names]

@@ -165,10 +165,12 @@ class ServedVersion:
                     received_ns: int) -> dict[str, np.ndarray]:
         """Run one checked request through the batcher; the requested outputs."""
         ok = False
+        counted = True
         try:
             try:
                 future = self.batcher.submit(feeds, timeout)
             except BatcherClosed as e:
+                counted = False  # never reached this version: the retry on the new one counts it
                 raise VersionClosed(f"model {self.name!r}: {e}") from None
             except QueueFull as e:
                 raise Unavailable(f"model {self.name!r}: {e}") from None
@@ -190,7 +192,8 @@ class ServedVersion:
             ok = True
             return {name: result[name] for name in outputs}
         finally:
-            self.record_request(ok, received_ns)
+            if counted:
+                self.record_request(ok, received_ns)
 
     def record_request(self, ok: bool, received_ns: int) -> None:
         """A request answered or refused: statistics and metrics."""

@@ -159,7 +159,7 @@ class ModelRepository:
         with self._lock:
             state = self._models.get(name)
         if state is None or not state.versions:
-            if not (self.root / name).is_dir():
+            if not self._is_model_dir(name):
                 raise NotFound(f"model {name!r} is not in the repository {self.root}")
             return  # not loaded: nothing to do, as in Triton
         with state.lock:

@@ -126,9 +126,13 @@ def from_json(name: str, datatype: str, shape, data) -> np.ndarray:
             raise InvalidRequest(f"input {name!r}: a value is outside the range of {datatype} "
                                  f"({info.min}..{info.max})")
     try:
-        array = values.astype(dtype)
+        with np.errstate(over="ignore"):
+            array = values.astype(dtype)
     except (TypeError, ValueError, OverflowError) as e:
         raise InvalidRequest(f"input {name!r}: data is not a list of {datatype} values ({e})") from None
+    if kind == "f" and values.size and not np.isfinite(array.astype(np.float32)).all() and \
+            np.isfinite(values.astype(np.float64)).all():
+        raise InvalidRequest(f"input {name!r}: a value is outside the range of {datatype}")
     expected = math.prod(dims)
     if array.size != expected:
         raise InvalidRequest(f"input {name!r}: {array.size} values of data, but shape {list(dims)} needs {expected}")
