@@ -23,16 +23,33 @@ inline cudaStream_t stream_of(const KernelContext& ctx) {
 
 inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
-// f(U{}) with U the unsigned integer as wide as an element of `width` bytes
-// (1, 2, 4 or 8): for kernels that move elements without reading them.
-template <typename F>
-void dispatch_width(size_t width, F&& f) {
+// Sixteen bytes moved as one unit: a copy's run of smaller elements widened
+// (movement.cu), never read as a number.
+struct alignas(16) Bytes16 {
+  uint64_t lo, hi;
+};
+
+// f(U{}) with U a type as wide as an element of `width` bytes, for kernels
+// that move elements without reading them: the unsigned integers for 1, 2, 4
+// and 8, and Bytes16 for 16 where the caller instantiates its kernels for it
+// (kWith16). Any other width is Error(kDType) naming `what`, not a copy of
+// the wrong size.
+template <bool kWith16 = false, typename F>
+void dispatch_width(size_t width, F&& f, const char* what = "a CUDA kernel") {
   switch (width) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
+    case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
+    case 4: f(uint32_t{}); return;
+    case 8: f(uint64_t{}); return;
+    case 16:
+      if constexpr (kWith16) {
+        f(Bytes16{});
+        return;
+      }
+      break;
+    default: break;
   }
+  throw Error(ErrorKind::kDType, std::string(what) + " has no form for elements of " + std::to_string(width) + " bytes");
 }
 
 // A kernel's own constant (weights in another layout, per-channel

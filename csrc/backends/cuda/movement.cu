@@ -106,22 +106,6 @@ namespace {
 using ew::OffsetCalc;
 using ew::offsets_for;
 
-struct alignas(16) Bytes16 {
-  uint64_t lo, hi;
-};
-
-template <typename F>
-void by_width(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); return;
-    case 2: f(uint16_t{}); return;
-    case 4: f(uint32_t{}); return;
-    case 8: f(uint64_t{}); return;
-    case 16: f(Bytes16{}); return;
-    default: throw Error(ErrorKind::kDType, "no CUDA copy for elements of " + std::to_string(bytes) + " bytes");
-  }
-}
-
 bool width_ok(size_t bytes) { return bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8; }
 
 // ---- strided copies planned by the CPU kernel --------------------------------
@@ -161,7 +145,7 @@ class CudaStridedCopy final : public Kernel {
     const ew::LaunchConfig lc = ew::elementwise_launch(n);
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
-    by_width(wide ? wide_ : elem_, [&](auto tag) {
+    dispatch_width<true>(wide ? wide_ : elem_, [&](auto tag) {
       using U = decltype(tag);
       twinfer_gpu::gather_copy<<<lc.blocks, lc.threads, 0, s>>>(n, wide ? wide_src_ : src_, wide ? wide_base_ : base_,
                                                                 ctx.inputs[0].as<const U>(), ctx.outputs[0].as<U>());
@@ -255,7 +239,7 @@ class CudaConcat final : public Kernel {
   }
   void run(KernelContext& ctx) const override {
     const cudaStream_t s = stream_of(ctx);
-    by_width(elem_, [&](auto tag) {
+    dispatch_width<true>(elem_, [&](auto tag) {
       using U = decltype(tag);
       for (size_t i = 0; i < parts_.size(); ++i) {
         const ew::LaunchConfig lc = ew::elementwise_launch(parts_[i].n);
@@ -302,7 +286,7 @@ class CudaSplit final : public Kernel {
   }
   void run(KernelContext& ctx) const override {
     const cudaStream_t s = stream_of(ctx);
-    by_width(elem_, [&](auto tag) {
+    dispatch_width<true>(elem_, [&](auto tag) {
       using U = decltype(tag);
       for (size_t o = 0; o < parts_.size(); ++o) {
         const ew::LaunchConfig lc = ew::elementwise_launch(parts_[o].n);
@@ -382,7 +366,7 @@ class CudaGather final : public Kernel {
     const cudaStream_t s = stream_of(ctx);
     int* error = kernel_error_flag(ctx.backend_state);
     const ew::FastDivmod inner(static_cast<uint64_t>(inner_units)), count(static_cast<uint64_t>(J_));
-    by_width(unit, [&](auto tag) {
+    dispatch_width<true>(unit, [&](auto tag) {
       using U = decltype(tag);
       if (index_ == DType::kInt64)
         twinfer_gpu::gather_rows<<<lc.blocks, lc.threads, 0, s>>>(n, inner, count, A_, ctx.inputs[0].as<const U>(),
@@ -439,7 +423,7 @@ class CudaGatherElements final : public Kernel {
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
     int* error = kernel_error_flag(ctx.backend_state);
-    by_width(elem_, [&](auto tag) {
+    dispatch_width<true>(elem_, [&](auto tag) {
       using U = decltype(tag);
       if (index_ == DType::kInt64)
         twinfer_gpu::gather_elements<<<lc.blocks, lc.threads, 0, s>>>(n_, base_, axis_len_, axis_stride_,
@@ -508,7 +492,7 @@ class CudaGatherND final : public Kernel {
     const cudaStream_t s = stream_of(ctx);
     int* error = kernel_error_flag(ctx.backend_state);
     const ew::FastDivmod inner(static_cast<uint64_t>(g_.inner > 0 ? g_.inner : 1));
-    by_width(elem_, [&](auto tag) {
+    dispatch_width<true>(elem_, [&](auto tag) {
       using U = decltype(tag);
       twinfer_gpu::gather_nd<<<lc.blocks, lc.threads, 0, s>>>(n_, g_, inner, ctx.inputs[0].as<const U>(),
                                                               ctx.inputs[1].as<const int64_t>(), ctx.outputs[0].as<U>(),
