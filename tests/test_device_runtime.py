@@ -597,3 +597,75 @@ def test_a_sequence_of_device_tensors_reaches_the_host_evaluator(gpu, rng):
             y0, y1 = (producer.run({"x": v}, outputs="device")["y"] for v in (x0, x1))
             got = e.run({"s": [y0, y1]}, outputs="host")["u"].numpy()
             assert rel_err(got, -chain_ref(x1)) < 1e-6
+
+
+def _ort_run(model, feeds):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+@pytest.mark.parametrize("case", ["reduce_axes", "topk_k", "resize_scales"])
+def test_a_host_node_reads_an_input_that_keys_the_plan(case, rng):
+    # A node with no device kernel for its dtype (so on the CPU) whose other
+    # input is a graph input the plan is keyed by: the plan holds it as a
+    # constant, a run binds the caller's tensor staged on the device, and the
+    # host kernel read device memory ("a copy is missing").
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    vi = helper.make_tensor_value_info
+    if case == "reduce_axes":
+        node = helper.make_node("ReduceSum", ["x", "p"], ["y"], keepdims=1)
+        x, p, opset = rng.integers(-50, 50, (3, 5)).astype(np.int32), np.array([1], np.int64), 18
+        inputs = [vi("x", T.INT32, [3, 5]), vi("p", T.INT64, [1])]
+        outputs = [vi("y", T.INT32, None)]
+    elif case == "topk_k":
+        node = helper.make_node("TopK", ["x", "p"], ["y", "i"])
+        x, p, opset = rng.permutation(24).astype(np.int8).reshape(4, 6), np.array([2], np.int64), 17
+        inputs = [vi("x", T.INT8, [4, 6]), vi("p", T.INT64, [1])]
+        outputs = [vi("y", T.INT8, None), vi("i", T.INT64, None)]
+    else:
+        node = helper.make_node("Resize", ["x", "", "p"], ["y"], mode="linear")
+        x, p, opset = rng.integers(0, 100, (1, 1, 4, 5)).astype(np.int32), np.array([1, 1, 2, 1.5], np.float32), 18
+        inputs = [vi("x", T.INT32, [1, 1, 4, 5]), vi("p", T.FLOAT, [4])]
+        outputs = [vi("y", T.INT32, None)]
+    m = helper.make_model(helper.make_graph([node], "g", inputs, outputs), opset_imports=[helper.make_opsetid("", opset)])
+    e = twinfer.load(m, device="sim", sim_coverage="cuda")
+    feeds = {"x": x, "p": p}
+    assert any(r.backend == "cpu" for r in e.kernel_report(feeds))  # the node runs on the host
+    # The ONNX reference evaluator (onnxruntime truncates where ONNX's
+    # integer Resize rounds).
+    from onnx.reference import ReferenceEvaluator
+
+    for _ in range(2):  # the second run replays
+        got = e.run(feeds)
+        for name, want in zip(node.output, ReferenceEvaluator(m).run(None, feeds)):
+            np.testing.assert_array_equal(got[name].numpy(), want, err_msg=name)
+
+
+@pytest.mark.parametrize("op", ["Resize", "Upsample"])
+def test_fp16_engines_keep_resize_scales_in_float32(op, rng):
+    # Lowered to fp16, a scale of 1.1 is 1.0996: 10 rows became 10, not 11,
+    # and the engine refused to load ("output differs from the inferred").
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    vi = helper.make_tensor_value_info
+    w_scale, w_out = (0.7, 6) if op == "Resize" else (1.3, 11)  # Upsample takes scales >= 1 (onnxruntime)
+    scales = numpy_helper.from_array(np.array([1, 1, 1.1, w_scale], np.float32), "s")
+    inputs = ["x", "", "s"] if op == "Resize" else ["x", "s"]
+    g = helper.make_graph([helper.make_node(op, inputs, ["y"], mode="nearest")], "g", [vi("x", T.FLOAT, [1, 2, 10, 9])],
+                          [vi("y", T.FLOAT, None)], [scales])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18 if op == "Resize" else 9)])
+    x = rng.standard_normal((1, 2, 10, 9)).astype(np.float32)
+    # Resize: the ONNX reference evaluator (onnxruntime rounds the tie at
+    # column 3, (3 + 0.5) / 0.7 - 0.5 = 4.5, the other way); Upsample (which
+    # the evaluator has only for whole scales, and which floors, no ties):
+    # onnxruntime.
+    from onnx.reference import ReferenceEvaluator
+
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0] if op == "Resize" else _ort_run(m, {"x": x})[0]
+    got = twinfer.load(m, device="sim", precision="fp16").run({"x": x})["y"].numpy()
+    assert got.shape == want.shape == (1, 2, 11, w_out)
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)  # nearest picks: only x's fp16 rounding

@@ -146,20 +146,27 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o) {
   std::map<std::pair<int, MemorySpace>, int> twin;  // (value, wanted space) -> value in that space
   std::vector<graph::Node> nodes;
   nodes.reserve(g.nodes.size() * 2);
+  // A graph input the plan knows the value of (it keys the plan: a ReduceSum's
+  // axes, TopK's k) is a constant here, but a run binds the caller's tensor
+  // to it, staged on the device: a host node reads a host twin of the
+  // constant instead (the same value, as the plan is keyed by it).
+  std::vector<char> is_input(g.values.size(), 0);
+  for (int v : g.inputs)
+    if (v >= 0) is_input[v] = 1;
   auto value_in = [&](int v, MemorySpace want) -> int {
     if (v < 0) return v;
     const graph::Value& val = g.values[v];
     if (val.is_constant()) {
-      if (want == MemorySpace::kHost) return v;
+      if (want == MemorySpace::kHost && !(static_cast<size_t>(v) < is_input.size() && is_input[v])) return v;
       auto it = twin.find({v, want});
       if (it != twin.end()) return it->second;
       graph::Value c = val;  // the same host tensor: kernels read constants on the host when they are built
-      c.name = val.name + "@device";
+      c.name = val.name + (want == MemorySpace::kDevice ? "@device" : "@host");
       c.producer = -1;
       const int id = static_cast<int>(g.values.size());
       g.values.push_back(std::move(c));
       g.index_value(id);
-      space.push_back(MemorySpace::kDevice);
+      space.push_back(want);
       twin[{v, want}] = id;
       return id;
     }

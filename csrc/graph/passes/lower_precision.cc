@@ -18,9 +18,12 @@ bool has_subgraph(const graph::Node& n) {
 }
 
 // Inputs whose float32 is part of the op's definition, not a precision
-// choice: FP8MatMul's scales and bias (its x and y follow the precision).
+// choice: FP8MatMul's scales and bias (its x and y follow the precision);
+// Resize's roi and scales and Upsample's scales, which decide the output's
+// shape (a scale of 1.1 is 1.0996 in fp16: 10 rows became 10, not 11).
 bool stays_float32(const graph::Node& n, size_t input) {
-  return n.domain == kTwinferDomain && n.op_type == quant::kFP8MatMulOp && input != quant::kF8X;
+  if (n.domain == kTwinferDomain && n.op_type == quant::kFP8MatMulOp) return input != quant::kF8X;
+  return n.domain.empty() && (n.op_type == "Resize" || n.op_type == "Upsample") && input > 0;
 }
 
 bool casts_to_float32(const graph::Node& n) {
