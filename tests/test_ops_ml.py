@@ -287,3 +287,54 @@ def test_bad_inputs_give_clear_errors():
                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 1])], ml_opset=1)
     with pytest.raises(twinfer.ModelFormatError, match="trees"):
         twinfer.backend.prepare(m).run([np.zeros((2, 1), np.float32)])
+
+
+@pytest.mark.parametrize("make,classes", [
+    (lambda: ensemble.RandomForestClassifier(n_estimators=10, random_state=0), 2),
+    (lambda: ensemble.ExtraTreesClassifier(n_estimators=6, random_state=1), 2),
+    (lambda: ensemble.ExtraTreesClassifier(n_estimators=3, max_depth=4, random_state=0), 4),
+])
+def test_forest_labels_on_ties_match_onnxruntime_and_sklearn(make, classes):
+    # Fresh rows land on leaves whose votes tie (0.5 / 0.5, or 1/3 each):
+    # summed in double, five leaves of 0.1f made 0.50000000745 and a binary
+    # forest said class 1 where onnxruntime and sklearn say 0 (up to ~19% of
+    # rows); equal float votes built up in different orders broke
+    # multiclass ties the other way.
+    x, y = data(n=200, classes=classes, seed=3)
+    est = make().fit(x, y)
+    fresh = np.random.default_rng(9).standard_normal((1000, x.shape[1])).astype(np.float32) * 2
+    got, want = run_both(convert(est, x, zipmap=False), {"X": fresh})
+    np.testing.assert_array_equal(np.asarray(got[0]), want[0])
+    np.testing.assert_array_equal(np.asarray(got[0]), est.predict(fresh))
+    np.testing.assert_allclose(np.asarray(got[1]), want[1], rtol=1e-6, atol=1e-7)
+
+
+def _binary_logistic_models():
+    trees = helper.make_node(
+        "TreeEnsembleClassifier", ["X"], ["Y", "Z"], domain=ML,
+        nodes_treeids=[0, 0, 0, 1, 1, 1], nodes_nodeids=[0, 1, 2, 0, 1, 2], nodes_featureids=[0, 0, 0, 1, 0, 0],
+        nodes_values=[0., 0, 0, 0.5, 0, 0], nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF", "BRANCH_LEQ", "LEAF", "LEAF"],
+        nodes_truenodeids=[1, 0, 0, 1, 0, 0], nodes_falsenodeids=[2, 0, 0, 2, 0, 0],
+        class_treeids=[0, 0, 1, 1], class_nodeids=[1, 2, 1, 2], class_ids=[0, 0, 0, 0],
+        class_weights=[0.3, 0.7, 0.6, 0.4], classlabels_int64s=[0, 1], post_transform="LOGISTIC")
+    linear = helper.make_node("LinearClassifier", ["X"], ["Y", "Z"], domain=ML, coefficients=[0.8, -1.5],
+                              intercepts=[0.2], post_transform="LOGISTIC", classlabels_strings=["neg", "pos"])
+    for node, label_type in ((trees, TensorProto.INT64), (linear, TensorProto.STRING)):
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+                              [helper.make_tensor_value_info("Y", label_type, [None]),
+                               helper.make_tensor_value_info("Z", TensorProto.FLOAT, [None, 2])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 3)])
+        m.ir_version = 8
+        yield node.op_type, m
+
+
+@pytest.mark.parametrize("op,model", list(_binary_logistic_models()))
+def test_one_score_two_classes_under_logistic(op, model):
+    # One score column and two labels expand to [1 - p, p]: p is the
+    # LOGISTIC of the score (it was the raw score: [-0.75, 1.75]).
+    x = np.random.default_rng(5).standard_normal((9, 2)).astype(np.float32)
+    got = twinfer.load(model.SerializeToString()).run({"X": x})
+    want = run_ort(model, {"X": x})
+    np.testing.assert_array_equal(got["Y"].numpy(), want[0])
+    np.testing.assert_allclose(got["Z"].numpy(), want[1], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got["Z"].numpy(), run_reference(model, {"X": x})[1], rtol=1e-5, atol=1e-6)

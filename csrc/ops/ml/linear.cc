@@ -5,8 +5,9 @@
 //   Classifier: label = the class of the highest raw score; with a single
 //   score column, the positive class when it is > 0 (classlabels' second or
 //   1 / "1", else their first or 0 / "0"). Scores get post_transform; a
-//   single column with two class labels becomes [1 - s, s] (onnxruntime's
-//   rule, which also skips the transform there).
+//   single column with two class labels becomes [1 - s, s], or under
+//   LOGISTIC [1 - logistic(s), logistic(s)] (onnxruntime's rule; the ONNX
+//   reference evaluator's too).
 #include "ops/ml/ml_common.h"
 
 namespace twinfer::ml {

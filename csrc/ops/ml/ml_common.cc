@@ -163,8 +163,11 @@ void write_scores(std::vector<float>& s, PostTransform t, SecondClass second, fl
   if (t == PostTransform::kProbit) {
     out[0] = probit(v);
   } else if (second == SecondClass::kComplement) {
-    out[0] = 1.f - v;
-    out[1] = v;
+    // The transform applies to the score, the complement after it (it was
+    // skipped: LOGISTIC scores of [-0.75, 1.75] where [0.148, 0.852] are meant).
+    const float p = t == PostTransform::kLogistic ? logistic(v) : v;
+    out[0] = 1.f - p;
+    out[1] = p;
   } else if (second == SecondClass::kMixed) {
     out[0] = t == PostTransform::kLogistic ? logistic(-v) : -v;
     out[1] = t == PostTransform::kLogistic ? logistic(v) : v;

@@ -63,7 +63,7 @@ void softmax_zero(float* v, int64_t n);  // softmax that leaves zeros at zero
 // How a single score becomes two columns (onnxruntime's add_second_class).
 enum class SecondClass {
   kNone = -1,          // write the one score
-  kComplement = 0,     // [1 - s, s]
+  kComplement = 0,     // [1 - s, s], or [1 - logistic(s), logistic(s)] under LOGISTIC
   kMixed = 2,          // [-s, s], or [logistic(-s), logistic(s)] under LOGISTIC
 };
 // One row's scores (k of them) transformed and written to out: k >= 2 gets

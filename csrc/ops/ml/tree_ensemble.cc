@@ -32,7 +32,15 @@ struct Scores {
   std::vector<uint8_t> seen;
 };
 
-Scores aggregate(const TreeEnsembleModel& m, const double* x, int64_t targets, Aggregate agg) {
+// Scores as onnxruntime decides on them: summed in double, then rounded to
+// float for float (and float16) input. Decided on the double sum, five
+// leaves of 0.1f made 0.50000000745, not 0.5, and a binary forest's tie
+// picked class 1 (up to a fifth of rows); equal float votes summed in other
+// orders broke multiclass ties the other way. (Summing in float instead
+// makes ten 0.1f votes 1.0000001, and a probability of -1.2e-7.)
+inline double in_type(double v, bool in_float) { return in_float ? static_cast<double>(static_cast<float>(v)) : v; }
+
+Scores aggregate(const TreeEnsembleModel& m, const double* x, int64_t targets, Aggregate agg, bool in_float) {
   Scores s;
   s.value.assign(static_cast<size_t>(targets), 0.0);
   s.seen.assign(static_cast<size_t>(targets), 0);
@@ -50,6 +58,7 @@ Scores aggregate(const TreeEnsembleModel& m, const double* x, int64_t targets, A
   }
   if (agg == Aggregate::kAverage)
     for (double& v : s.value) v /= static_cast<double>(m.roots.size());
+  for (double& v : s.value) v = in_type(v, in_float);
   return s;
 }
 
@@ -110,9 +119,9 @@ class TreeRegressorKernel final : public MlKernel {
     const std::vector<double> xs = features(x);
     parallel_for(r.n, ctx.num_threads, 16, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        const Scores s = aggregate(model_, xs.data() + i * r.f, targets_, agg_);
+        const Scores s = aggregate(model_, xs.data() + i * r.f, targets_, agg_, x.dtype != DType::kFloat64);
         std::vector<double> out(s.value.size());
-        finish(s, &out);
+        finish(s, &out, x.dtype != DType::kFloat64);
         store(y, i, out);
       }
     });
@@ -122,14 +131,15 @@ class TreeRegressorKernel final : public MlKernel {
   // Base values and the transform, in onnxruntime's order: one target adds
   // base_values[0] (and takes PROBIT only); more add theirs and transform,
   // and a target no leaf gave a weight to stays 0.
-  void finish(const Scores& s, std::vector<double>* out) const {
+  void finish(const Scores& s, std::vector<double>* out, bool in_float) const {
     if (targets_ == 1) {
-      const double v = s.value[0] + (base_.size() == 1 ? base_[0] : 0.0);
+      const double v = in_type(s.value[0] + in_type(base_.size() == 1 ? base_[0] : 0.0, in_float), in_float);
       (*out)[0] = post_ == PostTransform::kProbit ? probit(static_cast<float>(v)) : v;
       return;
     }
     const bool per_target = static_cast<int64_t>(base_.size()) == targets_;
-    for (int64_t t = 0; t < targets_; ++t) (*out)[t] = s.seen[t] ? s.value[t] + (per_target ? base_[t] : 0.0) : 0.0;
+    for (int64_t t = 0; t < targets_; ++t)
+      (*out)[t] = s.seen[t] ? in_type(s.value[t] + in_type(per_target ? base_[t] : 0.0, in_float), in_float) : 0.0;
     if (post_ == PostTransform::kNone) return;
     std::vector<float> f(out->begin(), out->end()), tmp(f.size());
     write_scores(f, post_, SecondClass::kNone, tmp.data());
@@ -204,9 +214,10 @@ class TreeClassifierKernel final : public MlKernel {
     float* z = ctx.outputs.size() > 1 && ctx.outputs[1].data ? ctx.outputs[1].as<float>() : nullptr;
     parallel_for(r.n, ctx.num_threads, 16, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        Scores s = aggregate(model_, xs.data() + i * r.f, classes_, Aggregate::kSum);
+        const bool in_float = x.dtype != DType::kFloat64;
+        Scores s = aggregate(model_, xs.data() + i * r.f, classes_, Aggregate::kSum, in_float);
         std::vector<float> out(static_cast<size_t>(classes_), 0.f);
-        classify(s, y, i, out.data());
+        classify(s, y, i, out.data(), in_float);
         if (z) std::copy(out.begin(), out.end(), z + i * classes_);
       }
     });
@@ -219,12 +230,13 @@ class TreeClassifierKernel final : public MlKernel {
   // become [-(b1 + s0), b1 + s0]; one base value adds to class 0; none leaves
   // them. A single scored column then decides by sign (or > 0.5 when every
   // weight is positive) and expands to two columns; see write_scores.
-  void classify(Scores& s, const TensorView& y, int64_t i, float* out) const {
+  void classify(Scores& s, const TensorView& y, int64_t i, float* out, bool in_float) const {
     std::vector<double>& v = s.value;
     std::vector<uint8_t>& seen = s.seen;
+    const auto r = [&](double d) { return in_type(d, in_float); };
     if (classes_ > 2) {
       for (size_t k = 0; k < base_.size() && k < v.size(); ++k) {
-        v[k] += base_[k];
+        v[k] = r(v[k] + r(base_[k]));
         seen[k] = 1;
       }
       int64_t best = -1;
@@ -241,14 +253,14 @@ class TreeClassifierKernel final : public MlKernel {
     bool two = true;  // both columns kept
     if (base_.size() == 2) {
       if (seen[1]) {
-        v[1] = base_[1] + v[0];
+        v[1] = r(r(base_[1]) + v[0]);
         v[0] = -v[1];
       } else {
-        v[1] += base_[1];
-        v[0] += base_[0];
+        v[1] = r(v[1] + r(base_[1]));
+        v[0] = r(v[0] + r(base_[0]));
       }
     } else if (base_.size() <= 1) {
-      if (base_.size() == 1) v[0] += base_[0];
+      if (base_.size() == 1) v[0] = r(v[0] + r(base_[0]));
       two = seen[1];
     }
     // The weight that decides: class 1's when scored, else class 0's.
