@@ -606,7 +606,7 @@ def _ort_run(model, feeds):
 
 
 @pytest.mark.parametrize("case", ["reduce_axes", "topk_k", "resize_scales"])
-def test_a_host_node_reads_an_input_that_keys_the_plan(case, rng):
+def test_a_host_node_reads_an_input_that_keys_the_plan(case, gpu, rng):
     # A node with no device kernel for its dtype (so on the CPU) whose other
     # input is a graph input the plan is keyed by: the plan holds it as a
     # constant, a run binds the caller's tensor staged on the device, and the
@@ -631,9 +631,10 @@ def test_a_host_node_reads_an_input_that_keys_the_plan(case, rng):
         inputs = [vi("x", T.INT32, [1, 1, 4, 5]), vi("p", T.FLOAT, [4])]
         outputs = [vi("y", T.INT32, None)]
     m = helper.make_model(helper.make_graph([node], "g", inputs, outputs), opset_imports=[helper.make_opsetid("", opset)])
-    e = twinfer.load(m, device="sim", sim_coverage="cuda")
+    e = twinfer.load(m, device=gpu, **({"sim_coverage": "cuda"} if gpu == "sim" else {}))
     feeds = {"x": x, "p": p}
-    assert any(r.backend == "cpu" for r in e.kernel_report(feeds))  # the node runs on the host
+    if gpu == "sim":  # CUDA has no kernel for these dtypes: the node runs on the host
+        assert any(r.backend == "cpu" for r in e.kernel_report(feeds))
     # The ONNX reference evaluator (onnxruntime truncates where ONNX's
     # integer Resize rounds).
     from onnx.reference import ReferenceEvaluator
@@ -645,7 +646,7 @@ def test_a_host_node_reads_an_input_that_keys_the_plan(case, rng):
 
 
 @pytest.mark.parametrize("op", ["Resize", "Upsample"])
-def test_fp16_engines_keep_resize_scales_in_float32(op, rng):
+def test_fp16_engines_keep_resize_scales_in_float32(op, gpu, rng):
     # Lowered to fp16, a scale of 1.1 is 1.0996: 10 rows became 10, not 11,
     # and the engine refused to load ("output differs from the inferred").
     from onnx import TensorProto as T
@@ -666,6 +667,6 @@ def test_fp16_engines_keep_resize_scales_in_float32(op, rng):
     from onnx.reference import ReferenceEvaluator
 
     want = ReferenceEvaluator(m).run(None, {"x": x})[0] if op == "Resize" else _ort_run(m, {"x": x})[0]
-    got = twinfer.load(m, device="sim", precision="fp16").run({"x": x})["y"].numpy()
+    got = twinfer.load(m, device=gpu, precision="fp16").run({"x": x})["y"].numpy()
     assert got.shape == want.shape == (1, 2, 11, w_out)
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)  # nearest picks: only x's fp16 rounding
