@@ -99,13 +99,18 @@ def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tm
     assert cal.unsigned() == {"f"}
     assert any("int8: quantized 2 nodes" in p for p in e8.stats()["passes"])
     ref = qdq_model_by_hand(weights, cal.amax, data)
+    # One level of f (uint8 over [0, amax]) through the largest fc weight:
+    # what a flipped rounding of one f value moves an output by.
+    flip = cal.amax["f"] / 255 * float(np.abs(weights[2]).max())
     for n in (1, 6):
         x = rng.standard_normal((n, 3, 5, 7)).astype(np.float32)
         got = e8.run({"x": x})["y"].numpy()
         want = run_ort(ref, {"x": x})[0]
-        # The same int8 values; only float summation order differs (a flipped
-        # rounding of a value exactly between two levels moves one step).
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-3)
+        # The same int8 values; only float summation order differs (a value
+        # within rounding of the middle between two levels of f may land on
+        # the other level: one step, 1 of 66 outputs off by 3.2e-3 for seed
+        # 58069744).
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-3 + flip)
     # Reuse without the data: from the object and from its JSON file.
     cal.save(tmp_path / "cal.json")
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
