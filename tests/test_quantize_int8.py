@@ -124,7 +124,7 @@ def test_int8_needs_calibration_and_keep_float_keeps_a_layer_exact(rng):
         twinfer.load(model, device="cpu", precision="int8")
     data = [{"x": rng.standard_normal((2, 3, 5, 7)).astype(np.float32)}]
     cal = calibrate(model, data, progress=False)
-    names = [n.name for n in model.graph.node]
+    names = [n.name or n.output[0] for n in model.graph.node]  # unnamed nodes: by their first output
     e32 = twinfer.load(model, device="cpu")
     all_float = twinfer.load(model, device="cpu", precision="int8", calibration=cal, keep_float=names)
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
@@ -181,3 +181,100 @@ def test_minilm_int8_embeddings_match_float32():
     cos = np.concatenate(cos)
     assert cos.mean() >= 0.99, (cos.mean(), report.keep_float)
     assert len(report.keep_float) < len(report.layers)  # most layers really are int8
+
+
+def _residual_model(rng, reader="conv"):
+    """conv1 -> conv2; Add(conv1, conv2) read by conv3 (or by a MatMul of two
+    activations, which stays float)."""
+    w = [numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.3, f"w{k}")
+         for k in (1, 2, 3)]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Conv", ["a", "w2"], ["b"], pads=[1, 1, 1, 1], name="conv2"),
+             helper.make_node("Add", ["a", "b"], ["s"], name="add")]
+    if reader == "conv":
+        nodes.append(helper.make_node("Conv", ["s", "w3"], ["y"], pads=[1, 1, 1, 1], name="conv3"))
+    else:
+        nodes.append(helper.make_node("MatMul", ["s", "s"], ["y"], name="act_x_act"))
+    g = helper.make_graph(nodes, "res", [helper.make_tensor_value_info("x", F, [2, 4, 6, 6])],
+                          [helper.make_tensor_value_info("y", F, None)], w)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("reader", ["conv", "act_x_act"])
+def test_a_residual_add_stays_float_when_no_reader_is_quantized(rng, reader):
+    # The residual Add got its Q/DQ whenever its result was calibrated, even
+    # with every layer kept in float (max error 0.15) or when only a product
+    # of two activations read it (0.31).
+    model = _residual_model(rng, reader)
+    data = [rng.standard_normal((2, 4, 6, 6)).astype(np.float32) for _ in range(3)]
+    keep = ["conv1", "conv2", "conv3"] if reader == "conv" else ["conv1", "conv2"]
+    e8 = twinfer.load(model, device="cpu", precision="int8", calibration=data, keep_float=keep, progress=False)
+    e32 = twinfer.load(model, device="cpu")
+    x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(e8.run({"x": x})["y"].numpy(), e32.run({"x": x})["y"].numpy(), rtol=1e-5, atol=1e-5)
+    assert not any("Quantize" in r.op for r in e8.kernel_report({"x": x}))
+    if reader == "conv":  # with conv3 in int8 the Add is quantized with it, as before
+        e8q = twinfer.load(model, device="cpu", precision="int8", calibration=e8.calibration,
+                           keep_float=["conv1", "conv2"])
+        assert any("int8: quantized 2 nodes" in p for p in e8q.stats()["passes"])
+
+
+def test_analyze_names_unnamed_layers_and_measures_all_float(rng):
+    # Unnamed nodes were all "" (every layer's "alone" run kept all of them in
+    # float; keep_float came back ['']); the all-float step was assumed to be
+    # cosine 1.0 rather than measured; an unreachable target passed silently.
+    model, _ = float_model(rng)
+    data = [{"x": rng.standard_normal((2, 3, 5, 7)).astype(np.float32)} for _ in range(3)]
+    report = analyze(model, data, progress=False)
+    assert [layer.node for layer in report.layers] == ["c", "y"]  # their first outputs
+    alone = [layer.alone_cosine for layer in report.layers]
+    assert alone[0] != alone[1] and all(a > report.output_cosine - 1e-9 for a in alone)
+    kept = analyze(model, data, accuracy_target=1.0, progress=False)
+    assert set(kept.keep_float) == {"c", "y"}
+    assert (2, kept.output_cosine) in kept.steps  # measured, not assumed
+    e = twinfer.load(model, device="cpu", precision="int8", calibration=kept.calibration, keep_float=kept.keep_float)
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), twinfer.load(model).run({"x": x})["y"].numpy(),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(twinfer.InvalidArgumentError, match="accuracy_target is an output cosine"):
+        analyze(model, data, accuracy_target=1.5, progress=False)
+
+
+def test_calibration_data_and_options_that_were_misread(rng):
+    model, _ = float_model(rng)
+    batch = rng.standard_normal((4, 3, 5, 7)).astype(np.float32)
+    e32 = twinfer.load(model)
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+
+    def close_to_float(e):
+        a, b = e.run({"x": x})["y"].numpy().ravel(), e32.run({"x": x})["y"].numpy().ravel()
+        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) > 0.99
+
+    # One feed dict and one array are one sample each (a dict was iterated
+    # as its keys, an array as its rows).
+    for one in ({"x": batch}, batch):
+        assert close_to_float(twinfer.load(model, precision="int8", calibration=one, progress=False))
+    # A NaN and an infinity are left out of the ranges and channel means (one
+    # NaN made every output 0 through bias correction; inf broke the histogram).
+    spoiled = batch.copy()
+    spoiled[0, 0, 0, 0], spoiled[1, 1, 1, 1] = np.nan, np.inf
+    e = twinfer.load(model, precision="int8", calibration=[spoiled], progress=False)
+    assert np.isfinite(e.calibration.amax["x"]) and np.isfinite(e.calibration.channel_mean["x"]).all()
+    assert close_to_float(e)
+    # A string keep_float is one name, not its letters; unknown names are refused.
+    one = twinfer.load(model, precision="int8", calibration=[batch], keep_float="y", progress=False)
+    ops = [r.op for r in one.kernel_report({"x": x})]
+    assert "MatMul" in ops and "com.twinfer::QConv" in ops  # "y" (the MatMul) float, the Conv int8
+    with pytest.raises(twinfer.InvalidArgumentError, match=r"keep_float names no node of the model: \['nope'\]"):
+        twinfer.load(model, precision="int8", calibration=[batch], keep_float=["nope"], progress=False)
+    with pytest.raises(twinfer.InvalidArgumentError, match=r"percentile must be in \(0, 100\]"):
+        twinfer.load(model, precision="int8", calibration=[batch], percentile=100.5, progress=False)
+    # All-zero data: x's range is 0 (its scale became 1: a few levels for
+    # every real input): the conv reading it stays float, with a warning.
+    with pytest.warns(RuntimeWarning, match=r"\['x'\] were always 0"):
+        zeros = twinfer.load(model, precision="int8", calibration=[np.zeros_like(batch)], progress=False)
+    assert "com.twinfer::QConv" not in [r.op for r in zeros.kernel_report({"x": x})]
+    # A calibration of another model, or smoothed with another alpha.
+    other = Calibration(method="minmax", amax={"elsewhere": 1.0})
+    with pytest.raises(twinfer.InvalidArgumentError, match="made for another model"):
+        twinfer.load(model, precision="int8", calibration=other)

@@ -452,7 +452,9 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
     MatMul/Gemm activations per token ("auto": the calibration's token
     sequences; True: every one; False: none)."""
     src, is_path, base_dir = source
-    int8_amax = dict(calibration.amax) if calibration is not None else {}
+    # A range of 0 (always 0 in the calibration data) says nothing: scale 1
+    # would quantize every real value to a few levels; those layers stay float.
+    int8_amax = {k: v for k, v in calibration.amax.items() if v > 0} if calibration is not None else {}
     int8_unsigned = calibration.unsigned() if calibration is not None else set()
     int8_mean = dict(calibration.channel_mean) if calibration is not None and bias_correction else {}
     int8_smoothing = {}

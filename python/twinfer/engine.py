@@ -47,7 +47,8 @@ def load(model, device: str = "auto", precision: str | None = None, **options) -
              cost of folding nothing that depends on them),
              for precision="int8" / "fp8": calibration (sample inputs: feed dicts or arrays; or a saved
              twinfer.quantize.Calibration / its JSON path), calibrator ("percentile" default for
-             int8, "minmax" for fp8, "entropy"), percentile (99.99), keep_float (node names left in float),
+             int8, "minmax" for fp8, "entropy"), percentile (99.99), keep_float (node names left in float;
+             an unnamed node by its first output's name),
              bias_correction (True: each layer's bias absorbs the mean shift its int8
              weights cause, from the calibration's per-channel means), per_token ("auto": the
              token sequences, activations of rank >= 3 read by MatMul/Gemm with constant weights,
@@ -81,7 +82,10 @@ def load(model, device: str = "auto", precision: str | None = None, **options) -
         raise InvalidArgumentError(f"per_token must be 'auto', True or False, got {per_token!r}")
     calibration = _int8_calibration(model, precision, options, num_threads, smoothing)
     bias_correction = bool(options.pop("bias_correction", True))
-    keep_float = set(options.pop("keep_float", ()))
+    keep_float = options.pop("keep_float", ())
+    keep_float = {keep_float} if isinstance(keep_float, str) else set(keep_float)  # one name, not its letters
+    if keep_float:
+        _check_layer_names(model, keep_float)
     weights = options.pop("weights", "fp32")
     if weights not in ("fp32", "float32", "int8"):
         raise InvalidArgumentError(f"weights must be 'fp32' or 'int8', got {weights!r}")
@@ -115,6 +119,19 @@ def load(model, device: str = "auto", precision: str | None = None, **options) -
     engine = Engine(core, shape_ranges)
     engine.calibration = calibration
     return engine
+
+
+def _check_layer_names(model, names: set) -> None:
+    """keep_float names nodes (a node without a name by its first output, as
+    analyze() reports it): a name the model lacks was silently ignored."""
+    source, is_path, base_dir = model_source(model)
+    info = _core.read_model_info(source, is_path, base_dir)
+    known = {name or (outs[0] if outs else "") for (name, _op, _domain), (_ins, outs) in
+             zip(info["nodes"], info["node_io"])}
+    unknown = sorted(n for n in names if n not in known or not n)
+    if unknown:
+        raise InvalidArgumentError(f"keep_float names no node of the model: {unknown} (nodes are named by their "
+                                   "name, or their first output's when they have none)")
 
 
 def _device_options(options: dict) -> dict:
@@ -212,10 +229,26 @@ def _int8_calibration(model, precision: str, options: dict, num_threads: int, sm
     if calibration is None:
         raise InvalidArgumentError(f"precision={precision!r} needs calibration= (sample inputs, or a "
                                    "twinfer.quantize.Calibration)")
-    if isinstance(calibration, Calibration):
-        return calibration
-    if isinstance(calibration, (str, os.PathLike)):
-        return Calibration.load(calibration)
+    if isinstance(calibration, (Calibration, str, os.PathLike)):
+        cal = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
+        _check_calibration_fits(model, cal, smoothing if precision == "int8" else None)
+        return cal
     # fp8 keeps its per-tensor scales: smoothing is an int8 option.
     return calibrate(model, calibration, calibrator=calibrator, percentile=percentile, num_threads=num_threads,
                      progress=progress, smoothing=smoothing if precision == "int8" else None)
+
+
+def _check_calibration_fits(model, cal, smoothing: float | None) -> None:
+    """A ready Calibration must be this model's: one that names none of its
+    activations (made for another model) would build an all-float engine
+    that says int8; one smoothed with another alpha than asked was silently
+    used as it was."""
+    from .quantize.calibration import quantizable_activations
+
+    if not set(quantizable_activations(model)) & set(cal.amax):
+        raise InvalidArgumentError("the calibration names none of this model's quantizable activations; was it "
+                                   "made for another model? (calibrate with this model's data)")
+    if (smoothing is not None and cal.smoothing_alpha is not None
+            and abs(float(smoothing) - cal.smoothing_alpha) > 1e-9):
+        raise InvalidArgumentError(f"the calibration was smoothed with alpha {cal.smoothing_alpha}, not {smoothing}: "
+                                   "calibrate again with the data for another alpha")

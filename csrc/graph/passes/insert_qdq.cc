@@ -82,11 +82,35 @@ graph::Node qdq_node(const std::string& op, const std::string& of, std::vector<i
   return n;
 }
 
+// Whether insert_qdq quantizes node n as a layer (a Conv / ConvTranspose /
+// Gemm / MatMul with a constant weight whose activations are calibrated).
+bool quantized_layer(const graph::Graph& g, const graph::Node& n, const QuantizeSpec& spec) {
+  if (!n.domain.empty()) return false;
+  auto it = quantizable().find(n.op_type);
+  if (it == quantizable().end() || kept_float(g, n, spec.keep_float)) return false;
+  // Every data input must be quantizable: a calibrated activation or a float32 constant.
+  bool has_weight = false;
+  for (size_t k : it->second) {
+    if (k >= n.inputs.size() || n.inputs[k] < 0) continue;
+    const auto& v = g.values[n.inputs[k]];
+    if (v.dtype != DType::kFloat32) return false;
+    if (v.is_constant()) has_weight = true;
+    else if (!spec.activation_amax.count(v.name)) return false;
+  }
+  if (n.op_type == "ConvTranspose" && n.attr_int("group", 1) != 1) return false;
+  // Products of two activations (attention's Q.K^T and P.V) stay in float:
+  // both operands would carry per-tensor error, which costs transformers
+  // the most accuracy, and they hold no weights to shrink.
+  return has_weight;
+}
+
 // An Add of two calibrated activations whose result (or its sole Relu's)
-// is quantized anyway, as the input of a quantized layer (a ResNet or
-// MobileNet residual connection): its inputs are quantized too, and the QDQ
-// fusion then runs it as one int8 pass (com.twinfer::QBinary) between int8
-// convolutions. Other Adds (a transformer's residual before LayerNorm) stay float.
+// a quantized layer reads (a ResNet or MobileNet residual connection): its
+// inputs are quantized too, and the QDQ fusion then runs it as one int8 pass
+// (com.twinfer::QBinary) between int8 convolutions. Other Adds (a
+// transformer's residual before LayerNorm, one whose readers are kept in
+// float or multiply two activations) stay float: quantizing them would only
+// add error.
 bool int8_residual_add(const graph::Graph& g, const graph::Node& n, const QuantizeSpec& spec,
                        const std::vector<std::vector<int>>& users) {
   if (n.inputs.size() != 2 || n.outputs.size() != 1 || n.outputs[0] < 0) return false;
@@ -95,12 +119,18 @@ bool int8_residual_add(const graph::Graph& g, const graph::Node& n, const Quanti
     const auto& v = g.values[in];
     if (v.is_constant() || v.dtype != DType::kFloat32 || !spec.activation_amax.count(v.name)) return false;
   }
+  const auto read_by_quantized_layer = [&](int v) {
+    if (!spec.activation_amax.count(g.values[v].name)) return false;
+    for (int u : users[v])
+      if (quantized_layer(g, g.nodes[u], spec)) return true;
+    return false;
+  };
   const int out = n.outputs[0];
-  if (spec.activation_amax.count(g.values[out].name)) return true;
+  if (read_by_quantized_layer(out)) return true;
   if (users[out].size() != 1) return false;
   const graph::Node& r = g.nodes[users[out][0]];
   return r.domain.empty() && r.op_type == "Relu" && !r.outputs.empty() && r.outputs[0] >= 0 &&
-         spec.activation_amax.count(g.values[r.outputs[0]].name) != 0;
+         read_by_quantized_layer(r.outputs[0]);
 }
 
 }  // namespace
@@ -156,35 +186,18 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
   for (size_t i = 0; i < original; ++i) {
     graph::Node& n = g.nodes[i];
     if (!n.domain.empty()) continue;
-    if (n.op_type == "Add" && !spec.keep_float.count(n.name) && int8_residual_add(g, n, spec, users)) {
+    if (n.op_type == "Add" && !kept_float(g, n, spec.keep_float) && int8_residual_add(g, n, spec, users)) {
       for (size_t k = 0; k < 2; ++k) g.nodes[i].inputs[k] = dequantized(g.nodes[i].inputs[k]);
       ++quantized;
       continue;
     }
-    auto it = quantizable().find(n.op_type);
-    if (it == quantizable().end() || spec.keep_float.count(n.name)) continue;
-    // Every data input must be quantizable: a calibrated activation or a float32 constant.
-    bool ok = true;
-    for (size_t k : it->second) {
-      if (k >= n.inputs.size() || n.inputs[k] < 0) continue;
-      const auto& v = g.values[n.inputs[k]];
-      if (v.dtype != DType::kFloat32) ok = false;
-      else if (!v.is_constant() && !spec.activation_amax.count(v.name)) ok = false;
-    }
-    if (n.op_type == "ConvTranspose" && n.attr_int("group", 1) != 1) ok = false;
-    // Products of two activations (attention's Q.K^T and P.V) stay in float:
-    // both operands would carry per-tensor error, which costs transformers
-    // the most accuracy, and they hold no weights to shrink.
-    bool has_weight = false;
-    for (size_t k : it->second)
-      if (k < n.inputs.size() && n.inputs[k] >= 0 && g.values[n.inputs[k]].is_constant()) has_weight = true;
-    if (!has_weight) ok = false;
-    if (!ok) continue;
+    if (!quantized_layer(g, n, spec)) continue;
+    const std::vector<size_t>& data_inputs = quantizable().at(n.op_type);
     // The activation a constant weight multiplies (read before input 0 is
     // rewired to its DequantizeLinear).
     const int x_in = n.inputs[0];
     const std::string activation = x_in >= 0 && !g.values[x_in].is_constant() ? g.values[x_in].name : "";
-    for (size_t k : it->second) {
+    for (size_t k : data_inputs) {
       if (k >= n.inputs.size() || n.inputs[k] < 0) continue;
       const int in = n.inputs[k];
       const graph::Value v = g.values[in];  // copy: adding values may move the vector
@@ -226,6 +239,13 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
   if (per_token) ctx.note("int8: " + std::to_string(per_token) + " activations quantized per token (TokenQDQ)");
   if (corrected) ctx.note("int8: bias-corrected " + std::to_string(corrected) + " nodes for weight rounding");
   return quantized;
+}
+
+bool kept_float(const graph::Graph& g, const graph::Node& n, const std::set<std::string>& keep) {
+  if (keep.empty()) return false;
+  if (!n.name.empty()) return keep.count(n.name) != 0;
+  return !n.outputs.empty() && n.outputs[0] >= 0 && !g.values[n.outputs[0]].name.empty() &&
+         keep.count(g.values[n.outputs[0]].name) != 0;
 }
 
 }  // namespace twinfer::passes

@@ -18,6 +18,7 @@ Per layer (each quantized Conv / ConvTranspose / Gemm / MatMul):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -124,7 +125,9 @@ def _quantized_layers(model, calibration: Calibration) -> list[tuple[str, str, s
         acts = [n for n, const in data if not const]
         if not any(const for _, const in data) or any(a not in calibration.amax for a in acts):
             continue
-        layers.append((name, op, outs[0], acts))
+        # A node without a name (valid ONNX) is named by its first output, as
+        # keep_float takes it: "" named every unnamed layer at once.
+        layers.append((name or outs[0], op, outs[0], acts))
     return layers
 
 
@@ -143,6 +146,8 @@ def analyze(model, calibration, data: Iterable | None = None, calibrator: str = 
     twinfer.load's int8 options of the same names."""
     if rank not in ("alone", "sqnr"):
         raise InvalidArgumentError("rank must be 'alone' or 'sqnr'")
+    if accuracy_target is not None and not 0 < float(accuracy_target) <= 1:
+        raise InvalidArgumentError(f"accuracy_target is an output cosine: in (0, 1], got {accuracy_target!r}")
     from tqdm.auto import tqdm
 
     from .._engine import Engine, open_engine
@@ -216,8 +221,16 @@ def analyze(model, calibration, data: Iterable | None = None, calibrator: str = 
     if accuracy_target is not None and all_int8 < accuracy_target:
         key = (lambda r: r.alone_cosine) if rank == "alone" else (lambda r: r.sqnr_db)
         order = [r.node for r in sorted(reports, key=key)]
-        tried = {0: all_int8, len(order): 1.0}  # everything in float is the float model
-        lo, hi = 0, len(order)  # target missed with lo layers in float, met with hi
+        # Every layer in float, measured (not assumed 1: what the engine
+        # still quantizes around them, or its float summation, may remain).
+        tried = {0: all_int8, len(order): output_cosine(engine(order))}
+        steps.append((len(order), tried[len(order)]))
+        if tried[len(order)] < accuracy_target:
+            warnings.warn(f"accuracy_target {accuracy_target} is not met even with every layer in float (output "
+                          f"cosine {tried[len(order)]:.6f}): all {len(order)} kept", RuntimeWarning, stacklevel=2)
+        lo, hi = 0, len(order)  # target missed with lo layers in float, met with hi (or all, if none meets it)
+        if tried[hi] < accuracy_target:
+            lo = hi - 1  # nothing to search
         while hi - lo > 1:
             mid = (lo + hi) // 2
             tried[mid] = output_cosine(engine(order[:mid]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -166,12 +167,20 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
 
     if calibrator not in CALIBRATORS:
         raise InvalidArgumentError(f"calibrator must be one of {CALIBRATORS}, got {calibrator!r}")
+    if calibrator == "percentile" and not 0 < float(percentile) <= 100:
+        raise InvalidArgumentError(f"percentile must be in (0, 100], got {percentile!r}")
+    # One feed dict, or one array for a one-input model, is one sample (a
+    # dict was iterated as its keys, an array as its rows).
+    if isinstance(data, dict) or hasattr(data, "__array_interface__") or hasattr(data, "__dlpack__"):
+        data = [data]
     if smoothing is not None and not 0.0 <= float(smoothing) <= 1.0:
         raise InvalidArgumentError(f"smoothing (alpha) must be in [0, 1] or None, got {smoothing!r}")
     axes = _activation_channel_axes(model)
     names = list(axes)
     if not names:
-        raise InvalidArgumentError("the model has no Conv / ConvTranspose / Gemm / MatMul with activation inputs")
+        raise InvalidArgumentError("no Conv / ConvTranspose / Gemm / MatMul of the model reads an activation where "
+                                   "int8 quantizes one (their first input, either of a MatMul's; a Gemm whose A is "
+                                   "a constant stays float)")
     source = model_source(model)
     # The activations MatMul/Gemm layers with constant weights read, and
     # those weights' largest |w| per row (from the model as the build sees it).
@@ -209,6 +218,14 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
             bar.update(1)
     if not samples:
         raise InvalidArgumentError("the calibration data is empty")
+    amax = {n: chosen(ob) for n, ob in observers.items()}
+    if not any(a > 0 for a in amax.values()):
+        raise InvalidArgumentError("every calibrated activation range is 0: the calibration data (all zeros, or "
+                                   "empty batches) says nothing of the values the model will see")
+    blank = sorted(n for n, a in amax.items() if not a > 0)
+    if blank:  # the layers reading them stay float (open_engine)
+        warnings.warn(f"activation(s) {blank} were always 0 in the calibration data: the layers reading them stay "
+                      "in float", RuntimeWarning, stacklevel=2)
     tokens = [n for n, ob in channel_amax.items()
               if ob.rank >= 3 and ob.amax is not None and len(ob.amax) == len(weight_amax[n])]
     factors = {}
@@ -225,7 +242,7 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
                     smoothed[n].update(out[n].numpy() / s)
                 bar.update(1)
         smoothed_amax = {n: chosen(ob) for n, ob in smoothed.items()}
-    return Calibration(method=calibrator, amax={n: chosen(ob) for n, ob in observers.items()},
+    return Calibration(method=calibrator, amax=amax,
                        observed={n: (o.min, o.max) for n, o in observers.items()},
                        samples=len(samples), percentile=percentile if calibrator == "percentile" else None,
                        channel_mean={n: m.mean for n, m in means.items() if m.mean is not None},

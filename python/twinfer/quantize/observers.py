@@ -18,6 +18,14 @@ from __future__ import annotations
 import numpy as np
 
 
+def _finite(x: np.ndarray) -> np.ndarray:
+    """``x`` without NaN and infinities (one NaN in the data made a channel
+    mean NaN, which bias correction folded into every output: all zeros; an
+    infinity broke the histogram), flattened where any were dropped."""
+    finite = np.isfinite(x)
+    return x if finite.all() else x[finite]
+
+
 # Share of non-zero values exactly at the largest |x| from which a tensor
 # counts as clipped by its producer (a smooth distribution has ~1 such value,
 # so at least 2 are needed too: small tensors keep their entropy threshold).
@@ -30,6 +38,7 @@ class MinMaxObserver:
         self.max = -np.inf
 
     def update(self, x: np.ndarray) -> None:
+        x = _finite(x)
         if x.size:
             self.min = min(self.min, float(np.min(x)))
             self.max = max(self.max, float(np.max(x)))
@@ -49,18 +58,23 @@ class ChannelMeanObserver:
         if x.ndim == 0 or not x.size:
             return
         axis = self.axis % x.ndim
-        sums = np.sum(x, axis=tuple(d for d in range(x.ndim) if d != axis), dtype=np.float64)
+        others = tuple(d for d in range(x.ndim) if d != axis)
+        finite = np.isfinite(x)  # non-finite values left out of their channel's mean
+        sums = np.sum(np.where(finite, x, 0), axis=others, dtype=np.float64)
+        counts = np.sum(finite, axis=others, dtype=np.int64)
         if self.sums is not None and sums.shape != self.sums.shape:
             self.sums = None  # the channel count changed between batches: no mean
             self.count = -1
-        if self.count < 0:
+        if isinstance(self.count, int) and self.count < 0:
             return
         self.sums = sums if self.sums is None else self.sums + sums
-        self.count += x.size // x.shape[axis]
+        self.count = counts if isinstance(self.count, int) else self.count + counts
 
     @property
     def mean(self) -> list[float] | None:
-        return None if self.sums is None or self.count <= 0 else [float(v) for v in self.sums / self.count]
+        if self.sums is None or isinstance(self.count, int):
+            return None
+        return [float(s / c) if c else 0.0 for s, c in zip(self.sums, self.count)]
 
 
 class ChannelAmaxObserver:
@@ -72,7 +86,8 @@ class ChannelAmaxObserver:
         if x.ndim == 0 or not x.size:
             return
         self.rank = max(self.rank, x.ndim)
-        a = np.max(np.abs(x.reshape(-1, x.shape[-1])), axis=0)
+        a = np.abs(x.reshape(-1, x.shape[-1]))
+        a = np.max(np.where(np.isfinite(a), a, 0), axis=0)
         if self.amax is not None and a.shape != self.amax.shape:
             self.amax = np.zeros(0, np.float32)  # the channel count changed: no statistic
         if self.amax is not None and not self.amax.size:
@@ -95,14 +110,17 @@ class HistogramObserver(MinMaxObserver):
         super().update(x)
         if not x.size:
             return
-        a = np.abs(np.asarray(x, dtype=np.float32)).ravel()
+        a = _finite(np.abs(np.asarray(x, dtype=np.float32)).ravel())
+        if not a.size:
+            return
         amax = float(a.max())
         # Exact zeros (half of a ReLU's output) are left out: zero quantizes
         # exactly at any threshold, and in the first bin their spike, spread
         # over a merged group by the entropy search, outweighed everything
         # else and pulled ReLU6 thresholds down to ~0.4.
+        seen = a.size
         a = a[a != 0]
-        self.zeros += x.size - a.size
+        self.zeros += seen - a.size
         if not a.size:
             return
         if amax > self.peak:
