@@ -407,3 +407,35 @@ def test_center_crop_pad(shape, axes):
     x = rand(rng, (6, 5, 3), F32)
     attrs = {} if axes is None else dict(axes=axes)
     check_ref("CenterCropPad", [("x", x), ("s", Const(np.array(shape)))], attrs, opset=18)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("how", ["sizes", "scales"])
+def test_resize_to_the_size_it_has_copies_the_input(mode, how):
+    # Every axis an identity left no interpolation pass to run: nothing was
+    # written, and the output held whatever memory it got (1e30, NaN, an
+    # earlier result) -- F.interpolate(x, size=skip.shape[-2:]) in a U-Net
+    # whose sizes already match.
+    import onnxruntime as ort
+    from onnx import TensorProto as TP
+
+    import twinfer
+
+    vi = helper.make_tensor_value_info
+    x = np.random.default_rng(4).standard_normal((2, 3, 6, 7)).astype(np.float32)
+    if how == "sizes":
+        node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode=mode)
+        s = np.array([2, 3, 6, 7], np.int64)
+        inputs = [vi("x", TP.FLOAT, ["n", 3, "h", "w"]), vi("s", TP.INT64, [4])]
+    else:
+        node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode=mode)
+        s = np.ones(4, np.float32)
+        inputs = [vi("x", TP.FLOAT, ["n", 3, "h", "w"]), vi("s", TP.FLOAT, [4])]
+    m = helper.make_model(helper.make_graph([node], "g", inputs, [vi("y", TP.FLOAT, None)]),
+                          opset_imports=[helper.make_opsetid("", 18)])
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "s": s})[0]
+    for device in ("cpu", "sim"):
+        e = twinfer.load(m, device=device)
+        for _ in range(3):  # fresh outputs each run: none may hold stale or unset memory
+            np.testing.assert_allclose(e.run({"x": x, "s": s})["y"].numpy(), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(want, x, rtol=1e-6, atol=1e-6)

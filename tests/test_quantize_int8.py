@@ -271,7 +271,7 @@ def test_calibration_data_and_options_that_were_misread(rng):
         twinfer.load(model, precision="int8", calibration=[batch], percentile=100.5, progress=False)
     # All-zero data: x's range is 0 (its scale became 1: a few levels for
     # every real input): the conv reading it stays float, with a warning.
-    with pytest.warns(RuntimeWarning, match=r"\['x'\] were always 0"):
+    with pytest.warns(RuntimeWarning, match=r"\['x'\] have a calibrated range of 0"):
         zeros = twinfer.load(model, precision="int8", calibration=[np.zeros_like(batch)], progress=False)
     assert "com.twinfer::QConv" not in [r.op for r in zeros.kernel_report({"x": x})]
     # A calibration of another model, or smoothed with another alpha.

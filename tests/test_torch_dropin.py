@@ -113,6 +113,29 @@ def test_dynamo_exporter_option(seed):
             _close(compiled(x), model(x))
 
 
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, scale: float = 2.0, shift=None):
+        y = self.fc(x) * scale
+        return y if shift is None else y + shift
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_arguments_left_to_their_defaults_keep_them(seed, dynamo):
+    # The TorchScript exporter made the default `scale` an extra graph input
+    # that no call fed: every call of the compiled module failed.
+    model = _Scaled().eval()
+    compiled = twinfer.torch.compile(model, torch.randn(2, 4), dynamo=dynamo, progress=False)
+    assert [i.name for i in compiled.engine.inputs] == ["x"]
+    for batch in (1, 5):
+        x = torch.randn(batch, 4)
+        with torch.no_grad():
+            _close(compiled(x), model(x))
+
+
 def test_inputs_are_read_in_place_and_outputs_are_fresh(seed):
     model = torch.nn.Linear(5, 5).eval()
     compiled = twinfer.torch.compile(model, torch.randn(2, 5), progress=False)

@@ -1,6 +1,7 @@
 #include "core/host_memory.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -99,11 +100,15 @@ uint64_t check_host_allocation(size_t bytes, size_t reclaimable, const char* wha
 
 uint64_t host_memory_limit() {
   static const uint64_t limit = [] {
-    // Unset, empty, not a number or 0: no limit. Capped so the shift cannot wrap.
+    // Unset, empty or 0: no limit; a value that is not a whole number of MB
+    // (twinfer's import warns of it) too. Capped so the shift cannot wrap.
     const char* env = std::getenv("TWINFER_HOST_MEMORY_LIMIT_MB");
-    if (!env || !*env) return uint64_t(0);
+    if (!env) return uint64_t(0);
+    while (std::isspace(static_cast<unsigned char>(*env))) ++env;
+    if (!std::isdigit(static_cast<unsigned char>(*env))) return uint64_t(0);  // "-5" would wrap in strtoull
     char* end = nullptr;
     const unsigned long long mb = std::strtoull(env, &end, 10);
+    while (std::isspace(static_cast<unsigned char>(*end))) ++end;
     if (*end) return uint64_t(0);
     return static_cast<uint64_t>(std::min<unsigned long long>(mb, 1ull << 40)) << 20;
   }();

@@ -1,5 +1,6 @@
 #include "onnx/functions.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -12,6 +13,9 @@ std::string key_of(const std::string& domain, const std::string& name) { return 
 // Calls nested deeper than this are refused (a function calling itself,
 // directly or not, would expand forever).
 constexpr int kMaxDepth = 32;
+// Nodes all expansions together may make: a chain of functions each calling
+// the next twice doubles per level (2^31 nodes from a 2 KB file).
+constexpr size_t kMaxExpandedNodes = size_t(1) << 20;
 
 void check_opsets(const FunctionDef& f, const std::map<std::string, int64_t>& model) {
   for (const auto& [domain, version] : f.opsets) {
@@ -88,7 +92,13 @@ void expand_call(const NodeInfo& call, const FunctionDef& f, ParseContext& ctx, 
                     call.node.name, call.node.op_type);
       for (auto& s : n.inputs) s = renamed(s);
       for (auto& s : n.outputs) s = renamed(s);
-      n.node.name = prefix + n.node.name;
+      // Unnamed stays unnamed (then known by its renamed first output), not
+      // the prefix alone for every node of the call.
+      if (!n.node.name.empty()) n.node.name = prefix + n.node.name;
+      if (++ctx.expanded_nodes > kMaxExpandedNodes)
+        throw Error(ErrorKind::kModelFormat, "local functions expand to more than " +
+                                                 std::to_string(kMaxExpandedNodes) + " nodes",
+                    call.node.name, call.node.op_type);
       body.push_back(std::move(n));
     }
     expand_function_calls(body, ctx);  // calls inside the body
@@ -135,6 +145,10 @@ void register_function(wire::Reader r, ParseContext& ctx, std::map<std::string, 
     }
   }
   if (f.name.empty()) throw Error(ErrorKind::kModelFormat, "a local function has no name");
+  for (const auto& out : f.outputs)
+    if (std::find(f.inputs.begin(), f.inputs.end(), out) != f.inputs.end())
+      throw Error(ErrorKind::kModelFormat, "local function '" + f.name + "' lists '" + out +
+                                               "' as both an input and an output");
   if (f.domain == "ai.onnx") f.domain.clear();
   for (const auto& [domain, version] : f.opsets)
     if (version > 0) model_opsets.emplace(domain, version);  // a domain only its functions use

@@ -42,6 +42,7 @@ struct ParseContext {
   const std::map<std::string, int64_t>* model_opsets = nullptr;  // the model's opset_import
   int expansions = 0;      // calls expanded so far: their value names' prefix
   int expand_depth = 0;    // nested calls now being expanded
+  size_t expanded_nodes = 0;  // nodes all expansions have made (capped: onnx/functions.cc)
 };
 
 // TensorProto -> host Tensor. `name` receives the tensor's name; `fallback`

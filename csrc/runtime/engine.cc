@@ -166,6 +166,13 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
 
   e->make_overrides(model);
   graph::Graph& g = model.graph;
+  // keep_float names a node without a name by its first output (as analyze()
+  // reports it): such nodes take that name now, before passes fold others into
+  // them and their outputs change (a Conv that absorbs a BatchNormalization
+  // writes the BN's output).
+  if (!options.keep_float.empty())
+    for (auto& n : g.nodes)
+      if (n.name.empty() && !n.outputs.empty() && n.outputs[0] >= 0) n.name = g.values[n.outputs[0]].name;
   graph::capture_implicit_inputs(g);  // subgraph reads of outer values become node inputs
   for (const auto& name : options.extra_outputs) {
     const int id = g.find_value(name);

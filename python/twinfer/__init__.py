@@ -15,6 +15,21 @@ _libs.preload()
 
 from . import _core  # noqa: E402
 
+
+def _check_memory_limit() -> None:
+    """TWINFER_HOST_MEMORY_LIMIT_MB that is not a whole number of MB is no
+    limit at all (core/host_memory.cc): said here, once, rather than silently."""
+    import os
+    import warnings
+
+    value = os.environ.get("TWINFER_HOST_MEMORY_LIMIT_MB")
+    if value is not None and value.strip() and not (value.strip().isascii() and value.strip().isdecimal()):
+        warnings.warn(f"TWINFER_HOST_MEMORY_LIMIT_MB={value!r} is not a whole number of MB: no host memory limit "
+                      "is set", RuntimeWarning, stacklevel=3)
+
+
+_check_memory_limit()
+
 _libs.register_cuda_libraries(_core)
 from ._convert import Tensor, as_tensor, from_dlpack  # noqa: E402
 from .engine import Engine, TensorSpec, load  # noqa: E402

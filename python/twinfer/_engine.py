@@ -455,6 +455,10 @@ def open_engine(source: tuple, device: str, precision: str = "fp32", *, num_thre
     # A range of 0 (always 0 in the calibration data) says nothing: scale 1
     # would quantize every real value to a few levels; those layers stay float.
     int8_amax = {k: v for k, v in calibration.amax.items() if v > 0} if calibration is not None else {}
+    if calibration is not None and len(int8_amax) < len(calibration.amax):
+        blank = sorted(k for k in calibration.amax if k not in int8_amax)
+        warnings.warn(f"activation(s) {blank} have a calibrated range of 0: the layers reading them stay in float",
+                      RuntimeWarning, stacklevel=3)
     int8_unsigned = calibration.unsigned() if calibration is not None else set()
     int8_mean = dict(calibration.channel_mean) if calibration is not None and bias_correction else {}
     int8_smoothing = {}

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from .. import _core
 from .._convert import as_tensor, is_device_array, is_foreign_device_array
 from .._streams import stream_handle
@@ -141,6 +143,11 @@ class GraphedPipeline(_Graphed):
         defaults = {}
         for m in self._members:  # inputs with a default that the item leaves out
             for n, t in m.engine._defaults.items():
+                if n in self._item_names and n not in item and n in defaults and not np.array_equal(
+                        defaults[n].numpy(), t.numpy()):
+                    # One item slot per name: two stages' own defaults cannot both fill it.
+                    raise InvalidArgumentError(f"stages have different defaults for input {n!r}: give it in the "
+                                               "item, or run the pipeline without graphed()")
                 defaults.setdefault(n, t)
         values = [item[n] if n in item else defaults.get(n) for n in self._item_names]
         group = self._group("item", self._sources, len(self._item_names))

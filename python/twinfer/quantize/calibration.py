@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -142,7 +141,9 @@ def _feeds(sample, inputs) -> dict:
     if isinstance(sample, (list, tuple)):
         return {s.name: x for s, x in zip(inputs, sample)}
     if len(inputs) != 1:
-        raise InvalidArgumentError("calibration samples must be feed dicts for a model with several inputs")
+        raise InvalidArgumentError("calibration samples must be feed dicts, or tuples in input order, for a model "
+                                   "with several inputs (calibration= takes a list of samples: one tuple of "
+                                   "arrays goes in a list)")
     return {inputs[0].name: sample}
 
 
@@ -222,10 +223,8 @@ def calibrate(model, data: Iterable, calibrator: str = "percentile", percentile:
     if not any(a > 0 for a in amax.values()):
         raise InvalidArgumentError("every calibrated activation range is 0: the calibration data (all zeros, or "
                                    "empty batches) says nothing of the values the model will see")
-    blank = sorted(n for n, a in amax.items() if not a > 0)
-    if blank:  # the layers reading them stay float (open_engine)
-        warnings.warn(f"activation(s) {blank} were always 0 in the calibration data: the layers reading them stay "
-                      "in float", RuntimeWarning, stacklevel=2)
+    # Ranges of 0 (always 0 here) are kept: an engine built from them leaves
+    # their readers in float, and says so (open_engine).
     tokens = [n for n, ob in channel_amax.items()
               if ob.rank >= 3 and ob.amax is not None and len(ob.amax) == len(weight_amax[n])]
     factors = {}

@@ -4,6 +4,7 @@ errors that say what to try next."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import linecache
 import os
@@ -104,6 +105,29 @@ def _dynamic_shapes(args: Sequence[torch.Tensor], dynamic_axes: dict[str, dict[i
     return tuple(shapes)
 
 
+class _DefaultsBound(torch.nn.Module):
+    """``inner`` called with the example's tensors only: its other arguments
+    keep their Python defaults, frozen into the trace. The TorchScript
+    exporter otherwise made a default such as ``scale: float = 2.0`` an extra
+    graph input that no call fed."""
+
+    def __init__(self, inner: torch.nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args):
+        return self.inner(*args)
+
+
+def _has_defaults_past(module: torch.nn.Module, n: int) -> bool:
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return any(p.default is not inspect.Parameter.empty for p in positional[n:])
+
+
 def export_onnx(
     module: torch.nn.Module,
     args: Sequence[torch.Tensor],
@@ -131,6 +155,8 @@ def export_onnx(
     else:
         kwargs["dynamic_axes"] = dynamic_axes or None
         kwargs["opset_version"] = opset or DEFAULT_OPSET
+        if _has_defaults_past(module, len(args)):
+            module = _DefaultsBound(module)
     chatter = io.StringIO()
     try:
         with _export_mode(), contextlib.redirect_stdout(chatter), warnings.catch_warnings(record=True) as caught:
