@@ -603,12 +603,13 @@ _DOUBLING_LOOP = """
 """
 
 
-def test_a_loop_whose_state_doubles_is_refused_at_the_memory_limit():
+@pytest.mark.parametrize("limit", ["256", " 256\n"])
+def test_a_loop_whose_state_doubles_is_refused_at_the_memory_limit(limit):
     # With TWINFER_HOST_MEMORY_LIMIT_MB the allocator refuses to hold more
     # than the limit: the doubling Loop stops with OutOfMemoryError naming it.
     # (Without a limit it stops at what the system has available, the test
     # below; here the limit keeps the test light.)
-    r = _run_python_child(_DOUBLING_LOOP, {"TWINFER_HOST_MEMORY_LIMIT_MB": "256"})
+    r = _run_python_child(_DOUBLING_LOOP, {"TWINFER_HOST_MEMORY_LIMIT_MB": limit})
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
     assert "refused:" in r.stdout and "TWINFER_HOST_MEMORY_LIMIT_MB" in r.stdout, r.stdout
     assert "after: True" in r.stdout, r.stdout
@@ -748,3 +749,17 @@ def test_the_host_memory_limit_holds_for_threads_allocating_at_once():
         """, {"TWINFER_HOST_MEMORY_LIMIT_MB": "100", "TWINFER_CPU_CACHE_MB": "0"})
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
     assert "held 1 refused 7" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("value", ["-5", "256MB", "lots"])
+def test_a_memory_limit_that_is_not_a_number_is_said_not_ignored(value):
+    # "-5" wrapped to no limit in strtoull; any garbage silently meant none.
+    r = _run_python_child("""
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import twinfer
+        print([str(w.message) for w in caught if "TWINFER_HOST_MEMORY_LIMIT_MB" in str(w.message)])
+        """, {"TWINFER_HOST_MEMORY_LIMIT_MB": value})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "is not a whole number of MB: no host memory limit is set" in r.stdout, r.stdout

@@ -141,3 +141,30 @@ def test_functions_twinfer_does_not_expand_are_named():
     with pytest.raises(twinfer.ModelFormatError, match="calls local function 'R' with 2 inputs"):
         twinfer.load(_model([helper.make_node("R", ["x", "x"], ["y"], domain="local")], [x], [vi("y", F, None)],
                             [relu]).SerializeToString())
+
+
+def test_expansion_is_bounded_and_unnamed_nodes_stay_unnamed():
+    # A chain of functions each calling the next twice doubles per level:
+    # 24 levels from a 2 KB file would be 16M nodes (an effective hang).
+    fns = [helper.make_function("local", "F0", ["a"], ["b"], [helper.make_node("Neg", ["a"], ["b"])],
+                                [helper.make_opsetid("", 17)])]
+    for d in range(1, 25):
+        fns.append(helper.make_function("local", f"F{d}", ["a"], ["b"],
+                                        [helper.make_node(f"F{d - 1}", ["a"], ["t"], domain="local"),
+                                         helper.make_node(f"F{d - 1}", ["t"], ["b"], domain="local")],
+                                        [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]))
+    x = vi("x", F, [2])
+    m = _model([helper.make_node("F24", ["x"], ["y"], domain="local")], [x], [vi("y", F, None)], fns)
+    with pytest.raises(twinfer.ModelFormatError, match="expand to more than 1048576 nodes"):
+        twinfer.load(m.SerializeToString())
+    # Four levels: 16 Negs, each unnamed (it was the call's prefix for all).
+    m = _model([helper.make_node("F4", ["x"], ["y"], domain="local")], [x], [vi("y", F, None)], fns[:5])
+    names = [n for n, _op, _d in twinfer._core.read_model_info(m.SerializeToString(), False, "")["nodes"]]
+    assert len(names) == 16 and set(names) == {""}
+    np.testing.assert_array_equal(twinfer.load(m.SerializeToString()).run({"x": np.ones(2, np.float32)})["y"].numpy(),
+                                  np.ones(2, np.float32))
+    # An output that is also an input.
+    same = helper.make_function("local", "Same", ["a"], ["a"], [], [helper.make_opsetid("", 17)])
+    with pytest.raises(twinfer.ModelFormatError, match="lists 'a' as both an input and an output"):
+        twinfer.load(_model([helper.make_node("Same", ["x"], ["y"], domain="local")], [x], [vi("y", F, None)],
+                            [same]).SerializeToString())

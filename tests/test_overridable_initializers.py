@@ -152,3 +152,18 @@ def test_defaults_in_graphed_groups_on_the_simulated_device(rng):
     np.testing.assert_allclose(outs[1]["y"].numpy(), (x + 1) * w, rtol=1e-6)
     pipe = twinfer.Pipeline([e, e], links={"x": "y"}).graphed()
     np.testing.assert_allclose(pipe.run({"x": x})["y"].numpy(), x * w * w, rtol=1e-6)
+
+
+def test_a_graphed_pipeline_refuses_stages_with_different_defaults_for_one_name(rng):
+    # A graphed pipeline has one item slot per input name: stage 2 got stage
+    # 1's default for "w" when the item left it out.
+    (m1, w1), (m2, w2) = _scale_model(rng), _scale_model(rng)
+    e1 = twinfer.load(m1, device="sim", override_initializers=True)
+    e2 = twinfer.load(m2, device="sim", override_initializers=True)
+    pipe = twinfer.Pipeline([e1, e2], links={"x": "y"})
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(pipe.run({"x": x})["y"].numpy(), x * w1 * w2, rtol=1e-6)  # eager: each its own
+    with pytest.raises(twinfer.InvalidArgumentError, match="different defaults for input 'w'"):
+        pipe.graphed().run({"x": x})
+    w = rng.standard_normal(4).astype(np.float32)  # given in the item, one value for both
+    np.testing.assert_allclose(pipe.graphed().run({"x": x, "w": w})["y"].numpy(), x * w * w, rtol=1e-6)

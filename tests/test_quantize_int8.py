@@ -278,3 +278,30 @@ def test_calibration_data_and_options_that_were_misread(rng):
     other = Calibration(method="minmax", amax={"elsewhere": 1.0})
     with pytest.raises(twinfer.InvalidArgumentError, match="made for another model"):
         twinfer.load(model, precision="int8", calibration=other)
+
+
+def test_keep_float_finds_an_unnamed_conv_that_absorbed_a_batchnorm(rng):
+    # keep_float names an unnamed node by its first output ("c"), but the
+    # BatchNormalization folded into the Conv changed that output to "bn"
+    # before int8 looked: the Conv was quantized anyway.
+    def init(a, n):
+        return numpy_helper.from_array(a.astype(np.float32), n)
+
+    inits = [init(rng.standard_normal((8, 3, 3, 3)) * .3, "w1"), init(rng.random(8) + .5, "sc"),
+             init(rng.standard_normal(8) * .1, "bi"), init(rng.standard_normal(8) * .1, "mu"),
+             init(rng.random(8) + .5, "var"), init(rng.standard_normal((8, 8, 3, 3)) * .3, "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "sc", "bi", "mu", "var"], ["bn"]),
+             helper.make_node("Relu", ["bn"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    data = [rng.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(3)]
+    report = analyze(model, data, progress=False)
+    assert [layer.node for layer in report.layers] == ["c", "y"]
+    e = twinfer.load(model, precision="int8", calibration=report.calibration, keep_float=["c", "y"])
+    assert not any("int8: quantized" in p for p in e.stats()["passes"])
+    x = data[0]
+    np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), twinfer.load(model).run({"x": x})["y"].numpy(),
+                               rtol=1e-5, atol=1e-5)
