@@ -340,3 +340,30 @@ def test_matmul_bfloat16(rng):
     got = run_twinfer(model, {"a": a, "b": b}, optimize=False)[0]
     exp = run_reference(model, {"a": a, "b": b})[0]
     assert_close(got, exp, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("scale_shape", [(2, 5, 16), (5, 1), (2, 1, 16), (1, 16)])
+def test_rms_norm_scale_broadcast_over_x(scale_shape):
+    # Torch's exporter writes F.rms_norm without a weight as a scale of ones
+    # shaped like X ("has more dims than the normalised shape" before); a
+    # scale with dims over the leading axes scales each row by its own values.
+    import onnxruntime as ort
+    from onnx import TensorProto as TP
+    from onnx import helper
+
+    import twinfer
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    s = rng.standard_normal(scale_shape).astype(np.float32)
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph([helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=-1, epsilon=1e-5)], "g",
+                          [vi("x", TP.FLOAT, list(x.shape)), vi("s", TP.FLOAT, list(scale_shape))],
+                          [vi("y", TP.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    want = x / np.sqrt(np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True) + 1e-5) * s
+    got = twinfer.load(m).run({"x": x, "s": s})["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    ours_vs_ort = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "s": s})[0]
+    np.testing.assert_allclose(got, ours_vs_ort, rtol=1e-5, atol=1e-6)

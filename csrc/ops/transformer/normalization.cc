@@ -39,9 +39,11 @@ void infer_rmsnorm(InferContext& c) {
   c.check(rank >= 1, ErrorKind::kShape, "RMSNormalization input must have rank >= 1");
   const int64_t axis = normalize_axis(c, c.node().attr_int("axis", -1), rank);
   if (c.input_has_shape(1)) {
+    // Broadcast to the normalised shape, or to X's whole shape (torch's
+    // exporter writes RMSNorm without a weight as a scale of ones shaped like X).
     const SymShape& s = c.input_shape(1);
-    c.check(static_cast<int64_t>(s.size()) <= rank - axis, ErrorKind::kShape,
-            "scale " + sym_shape_str(s) + " has more dims than the normalised shape");
+    c.check(static_cast<int64_t>(s.size()) <= rank, ErrorKind::kShape,
+            "scale " + sym_shape_str(s) + " has more dims than X " + sym_shape_str(x));
     for (size_t i = 0; i < s.size(); ++i) {
       const Dim& xd = x[rank - s.size() + i];
       c.check(!s[i].known() || s[i].value == 1 || dims_compatible(s[i], xd), ErrorKind::kShape,
@@ -98,7 +100,37 @@ class RMSNormKernel final : public Kernel {
     if (axis < 0) axis += rank;
     for (int64_t i = 0; i < axis; ++i) outer_ *= x[i];
     for (int64_t i = axis; i < rank; ++i) inner_ *= x[i];
-    sidx_ = broadcast_index(info, Shape(x.begin() + axis, x.end()), info.input_shape(1));
+    Shape s = info.input_shape(1);
+    if (static_cast<int64_t>(s.size()) > rank - axis) {
+      // A scale with dims of its own over X's leading (outer) axes: an offset
+      // per row, and the inner part as for a plain scale.
+      if (static_cast<int64_t>(s.size()) > rank)
+        info.fail(ErrorKind::kShape, "scale " + shape_str(s) + " has more dims than X " + shape_str(x));
+      s.insert(s.begin(), rank - static_cast<int64_t>(s.size()), 1);
+      std::vector<int64_t> stride(static_cast<size_t>(rank), 0);
+      int64_t step = 1;
+      for (int64_t d = rank; d-- > 0;) {
+        if (s[d] != 1 && s[d] != x[d])
+          info.fail(ErrorKind::kShape, "scale " + shape_str(s) + " does not broadcast to X " + shape_str(x));
+        stride[d] = s[d] == 1 ? 0 : step;
+        step *= s[d];
+      }
+      bool any_outer = false;
+      for (int64_t d = 0; d < axis; ++d) any_outer |= stride[d] != 0;
+      if (any_outer) {
+        oidx_.resize(static_cast<size_t>(outer_));
+        for (int64_t r = 0; r < outer_; ++r) {
+          int64_t rem = r, off = 0;
+          for (int64_t d = axis; d-- > 0;) {
+            off += (rem % x[d]) * stride[d];
+            rem /= x[d];
+          }
+          oidx_[r] = off;
+        }
+      }
+      s.erase(s.begin(), s.begin() + axis);  // the inner part, as broadcast_index takes it
+    }
+    sidx_ = broadcast_index(info, Shape(x.begin() + axis, x.end()), s);
     eps_ = n.attr_float("epsilon", 1e-5f);
   }
   const char* impl_name() const override { return "cpu loop"; }
@@ -123,12 +155,14 @@ class RMSNormKernel final : public Kernel {
     S* y = ctx.outputs[0].as<S>();
     const int64_t D = inner_;
     const int64_t* si = sidx_.empty() ? nullptr : sidx_.data();
+    const int64_t* oi = oidx_.empty() ? nullptr : oidx_.data();
     const C eps = static_cast<C>(eps_);
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D));
     parallel_for(outer_, ctx.num_threads, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         const T* xr = x + r * D;
         S* yr = y + r * D;
+        const S* sr = scale + (oi ? oi[r] : 0);
         C q = 0;
         for (int64_t i = 0; i < D; ++i) {
           const C v = static_cast<C>(load(xr[i]));
@@ -138,14 +172,15 @@ class RMSNormKernel final : public Kernel {
         for (int64_t i = 0; i < D; ++i) {
           // Normalised value rounded to X's type, then scaled (the function body's order).
           const C nv = static_cast<C>(load(store<T>(static_cast<C>(load(xr[i])) * inv)));
-          yr[i] = store<S>(nv * static_cast<C>(load(scale[si ? si[i] : i])));
+          yr[i] = store<S>(nv * static_cast<C>(load(sr[si ? si[i] : i])));
         }
       }
     });
   }
 
   int64_t outer_ = 1, inner_ = 1;
-  std::vector<int64_t> sidx_;
+  std::vector<int64_t> sidx_;  // scale offset per normalised element (empty: dense)
+  std::vector<int64_t> oidx_;  // scale offset per row, for a scale with dims over X's outer axes (empty: none)
   float eps_ = 1e-5f;
 };
 
