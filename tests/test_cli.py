@@ -231,3 +231,58 @@ def test_inspect_and_bench_a_saved_engine(small_model, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "twinfer" in r.stdout and "p50" in r.stdout
     assert "onnxruntime: skipped (a saved twinfer engine is not an ONNX file" in r.stdout  # was a traceback
+
+
+def test_errors_from_the_libraries_underneath_are_messages_too(small_model, tmp_path):
+    # A --json path in a missing folder, a negative --batch, a garbage file
+    # for inspect, a directory: tracebacks before (docs/cli.md promises one line).
+    (tmp_path / "garbage.onnx").write_bytes(b"\x08\x07garbage\xff\xff")
+    cases = [("bench", str(small_model), "--iterations", "2", "--warmup", "0", "--json", "/nonexistent/out.json"),
+             ("bench", str(small_model), "--iterations", "2", "--batch", "-1"),
+             ("inspect", str(tmp_path / "garbage.onnx")),
+             ("inspect", str(tmp_path))]
+    for args in cases:
+        r = _cli(*args, "--no-progress", tmp_path=tmp_path)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, (args, r.returncode, r.stderr[-1500:])
+        assert r.stderr.strip().startswith(f"twinfer {args[0]}:"), (args, r.stderr)
+
+
+def test_bench_agreement_counts_nan_in_any_output():
+    # A NaN difference in any but the first output was dropped by max():
+    # "0" printed for outputs that differ; NaN in the same places is agreement.
+    from twinfer.cli.bench import _max_diff
+
+    same = np.array([1.0, 2.0])
+    nan_on_one_side = [np.array([np.nan, 0.0]), np.array([np.nan, np.nan])]
+    assert _max_diff([same, nan_on_one_side[0]], [same, nan_on_one_side[1]]) == np.inf
+    assert _max_diff([nan_on_one_side[1], same], [nan_on_one_side[1], same + 0.5]) == 0.5
+    assert _max_diff([np.zeros(0)], [np.zeros(0)]) == 0.0
+
+
+def test_a_load_overlapping_an_atomic_replace_of_the_file_reads_the_old_one(small_model, tmp_path):
+    # Engine.save writes a temporary file and renames it over the path; a
+    # load reading the old inode saw its ctime change (the unlink) and failed
+    # "changed while twinfer was reading it", though no byte it read changed.
+    import threading
+
+    engine = twinfer.load(str(small_model))
+    path = tmp_path / "e.twinfer"
+    engine.save(path)
+    stop, errors = threading.Event(), []
+
+    def saver():
+        while not stop.is_set():
+            engine.save(path)
+
+    t = threading.Thread(target=saver)
+    t.start()
+    try:
+        for _ in range(60):
+            try:
+                twinfer.load(path)
+            except twinfer.ModelFormatError as e:
+                errors.append(str(e))
+    finally:
+        stop.set()
+        t.join()
+    assert not errors, errors[:2]

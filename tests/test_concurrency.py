@@ -397,3 +397,71 @@ def test_one_conv_engine_shared_by_eight_threads(models, rng):
             np.testing.assert_array_equal(out["feat"].numpy(), expected[(rep * 8 + j) % 16])
     for i in (0, 7, 15):
         close(expected[i], run_ort(models["conv"], {"x": inputs[i]})[0])
+
+
+def _add_model():
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+
+    vi = h.make_tensor_value_info
+    g = h.make_graph([h.make_node("Add", ["p", "q"], ["s"])], "g", [vi("p", TP.FLOAT, ["n", 4]), vi("q", TP.FLOAT, ["n", 4])],
+                     [vi("s", TP.FLOAT, ["n", 4])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def _neg_model(inp="x", out="h", dtype=None):
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+
+    t = dtype or TP.FLOAT
+    vi = h.make_tensor_value_info
+    g = h.make_graph([h.make_node("Neg", [inp], [out])], "g", [vi(inp, t, ["n", 4])], [vi(out, t, ["n", 4])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_a_linked_output_is_not_also_handed_to_another_input(device, rng):
+    # B's p is linked to A's only output h; B's q comes from the item. The
+    # "previous stage's one unused output" rule fed h to q as well (h + h).
+    a, b = twinfer.load(_neg_model(), device=device), twinfer.load(_add_model(), device=device)
+    pipe = twinfer.Pipeline([a, b], links={"p": "h"})
+    x, q = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(pipe.run({"x": x, "q": q})["s"].numpy(), -x + q, rtol=1e-6)
+    if device == "sim":
+        g = pipe.graphed()
+        for _ in range(2):
+            np.testing.assert_allclose(g.run({"x": x, "q": q})["s"].numpy(), -x + q, rtol=1e-6)
+
+
+def test_one_list_for_members_of_different_input_types(rng):
+    # A Python list was converted once, to the first member's type, and that
+    # tensor went to every member ("expects int64, got float32").
+    from onnx import TensorProto as TP
+
+    f32, i64 = twinfer.load(_neg_model()), twinfer.load(_neg_model(dtype=TP.INT64))
+    data = [[1, 2, 3, 4]]
+    for members in ([f32, i64], [i64, f32]):
+        outs = twinfer.Parallel(members).run({"x": data})
+        assert [o["h"].numpy().tolist() for o in outs] == [[[-1, -2, -3, -4]]] * 2
+
+
+def test_a_batcher_closed_from_its_listener_answers_and_stops(rng):
+    # Two workers inside the listener, each closing: each close() joined the
+    # other worker, and neither request was ever answered.
+    import concurrent.futures as cf
+    import time
+
+    e = twinfer.load(_neg_model())
+    box = {}
+
+    def listener(record):
+        time.sleep(0.05)
+        box["b"].close()
+
+    b = box["b"] = twinfer.Batcher(e, max_batch_size=1, instances=2, listener=listener)
+    xs = [rng.standard_normal((1, 4)).astype(np.float32) for _ in range(2)]
+    futures = [b.submit({"x": x}) for x in xs]
+    done = cf.wait(futures, timeout=10).done
+    assert len(done) == 2
+    for x, f in zip(xs, futures):
+        np.testing.assert_array_equal(f.result()["h"], -x)

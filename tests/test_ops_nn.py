@@ -684,3 +684,25 @@ def test_concurrent_runs_share_kernels(rng):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_of_a_row_holding_nan_is_nan(op, axis):
+    # oneDNN's softmax gave NaN at the NaN and 0 (or -inf) elsewhere in the
+    # row; onnxruntime, NumPy and the ONNX reference: the whole row NaN.
+    import onnxruntime as ort
+    from onnx import TensorProto as TP
+
+    import twinfer
+
+    x = np.random.default_rng(3).standard_normal((3, 5)).astype(np.float32)
+    x[1, 2] = np.nan
+    vi = helper.make_tensor_value_info
+    m = helper.make_model(helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=axis)], "g",
+                                            [vi("x", TP.FLOAT, [3, 5])], [vi("y", TP.FLOAT, None)]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = twinfer.load(m).run({"x": x})["y"].numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-5, atol=1e-6)

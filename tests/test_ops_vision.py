@@ -439,3 +439,33 @@ def test_resize_to_the_size_it_has_copies_the_input(mode, how):
         for _ in range(3):  # fresh outputs each run: none may hold stale or unset memory
             np.testing.assert_allclose(e.run({"x": x, "s": s})["y"].numpy(), want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(want, x, rtol=1e-6, atol=1e-6)
+
+
+def test_max_roi_pool_matches_onnxruntime():
+    # torchvision.ops.roi_pool exports to MaxRoiPool (it was an unsupported op).
+    import onnxruntime as ort
+    from onnx import TensorProto as TP
+
+    import twinfer
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 13, 17)).astype(np.float32)
+    boxes = np.concatenate([rng.uniform(-4, 30, (9, 2)), rng.uniform(-4, 30, (9, 2))], axis=1)
+    boxes = np.concatenate([np.minimum(boxes[:, :2], boxes[:, 2:]), np.maximum(boxes[:, :2], boxes[:, 2:])], axis=1)
+    rois = np.concatenate([rng.integers(0, 2, (9, 1)), boxes], axis=1).astype(np.float32)
+    rois[0] = [1, 40, 40, 50, 50]  # outside the image: zeros
+    vi = helper.make_tensor_value_info
+    for pooled, scale in (((3, 4), 0.5), ((2, 2), 1.0), ((5, 1), 0.25)):
+        node = helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=list(pooled), spatial_scale=scale)
+        m = helper.make_model(helper.make_graph([node], "g", [vi("x", TP.FLOAT, list(x.shape)),
+                                                              vi("rois", TP.FLOAT, ["r", 5])],
+                                                [vi("y", TP.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 17)])
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": x, "rois": rois})[0]
+        got = twinfer.load(m).run({"x": x, "rois": rois})["y"].numpy()
+        assert got.shape == want.shape == (9, 3) + pooled
+        np.testing.assert_array_equal(got, want)
+    bad = rois.copy()
+    bad[3, 0] = 5
+    with pytest.raises(twinfer.InvalidArgumentError, match="roi 3 names batch 5"):
+        twinfer.load(m).run({"x": x, "rois": bad})

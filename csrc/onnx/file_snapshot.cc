@@ -20,10 +20,14 @@ struct Fd {
   }
 };
 
+// The bytes read through the descriptor are the file's as it was if its
+// size and modification time held. Not its ctime: another writer's atomic
+// replace (a temporary file renamed over the path, as Engine.save does)
+// unlinks the inode being read, which changes its ctime and link count but
+// not one byte of it; every load overlapping such a save failed.
 bool same_file_state(const struct stat& a, const struct stat& b) {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
-         a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
-         a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+         a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
 }
 
 Error changed(const std::string& path) {

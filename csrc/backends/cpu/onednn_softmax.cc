@@ -1,7 +1,11 @@
 // Softmax / LogSoftmax on oneDNN (float32, contiguous rows: inner == 1).
 // oneDNN's JIT softmax vectorises exp, which the compiler does not do for
 // the reference loop; strided reductions (inner > 1) stay on the reference.
+#include <algorithm>
+#include <limits>
 #include <unordered_map>
+
+#include "core/parallel.h"
 
 #include "backends/cpu/onednn_softmax_rows.h"
 #include "ops/nn/softmax.h"
@@ -33,6 +37,21 @@ void run_softmax_rows(const ByThreads<SoftmaxRows>& variants, const dnnl::memory
     args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(v.pad_md, eng, run_scratch(ctx, declared_scratch, v.pad_bytes));
   v.prim.execute(s, args);
   s.wait();
+  // A row holding a NaN is NaN throughout (ONNX's reference, onnxruntime and
+  // NumPy: its max is NaN); oneDNN gave NaN at that element and 0 (or -inf)
+  // elsewhere. Found from the output, which is in cache.
+  const dnnl::memory::dims dims = rows.get_dims();
+  const int64_t outer = dims[0], len = dims[1];
+  float* y = static_cast<float*>(dst);
+  parallel_for(outer, ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, len)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t r = lo; r < hi; ++r) {
+                   float* row = y + r * len;
+                   bool nan = false;
+                   for (int64_t i = 0; i < len; ++i) nan |= row[i] != row[i];
+                   if (nan) std::fill(row, row + len, std::numeric_limits<float>::quiet_NaN());
+                 }
+               });
 }
 
 namespace {

@@ -45,3 +45,13 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as e:
+        # Also the user's to fix, from the libraries underneath: a --json path
+        # in a missing folder, a negative --batch, a garbage file for inspect
+        # (protobuf's DecodeError), a string input bench cannot make data for.
+        # One line, as for the above; anything else is a bug: its traceback.
+        user = isinstance(e, (OSError, ValueError, KeyError, MemoryError)) or type(e).__name__ == "DecodeError"
+        if not user:
+            raise
+        print(f"twinfer {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1

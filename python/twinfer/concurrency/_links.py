@@ -106,6 +106,8 @@ def feeds_for(members, links_per_stage, i: int, results: list, item) -> dict:
                 raise InvalidArgumentError(f"stage '{members[i].name}': input {n!r} links to {out!r}, "
                                            f"which {where} did not produce")
             feeds[n] = src[out]
+            if idx == i - 1:
+                used.add(out)  # taken by its link: not also the "one output left" for another input
         elif n in prev:
             feeds[n] = prev[n]
             used.add(n)
@@ -150,6 +152,8 @@ def static_sources(members, links_per_stage) -> tuple[list[list[tuple[int, str]]
         for n in names:
             if n in links:
                 got[n] = links[n]
+                if links[n][0] == i - 1:
+                    used.add(links[n][1])
             elif n in prev:
                 got[n] = (i - 1, n)
                 used.add(n)

@@ -85,7 +85,10 @@ class Parallel:
             # A framework's device array is exported for the stream that will
             # read it (DLPack: its producer makes that stream wait for its
             # pending writes), so once per member stream; host arrays once.
-            key = (id(x), stream if stream is not None and is_foreign_device_array(x) else None)
+            # Per dtype too: a Python list given to members taking different
+            # types becomes one tensor per type (the first member's was sent to all).
+            key = (id(x), stream if stream is not None and is_foreign_device_array(x) else None,
+                   dtype if isinstance(x, (list, tuple, int, float, bool)) else None)
             hit = converted.get(key)
             if hit is None:
                 hit = converted[key] = (x, as_tensor(x, dtype, key[1]))

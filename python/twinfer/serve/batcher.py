@@ -430,9 +430,13 @@ class Batcher:
                         r.future.set_exception(BatcherClosed(f"the batcher of {self.name!r} was closed"))
                 self._queue = []
             self._cond.notify_all()
+        # From a worker itself (a listener that closes after a failed batch)
+        # nothing is joined: two workers closing at once each waited for the
+        # other, and neither batch was answered. The workers leave by themselves.
+        if any(w is threading.current_thread() for w in self._workers):
+            return
         for w in self._workers:
-            if w is not threading.current_thread():
-                w.join(timeout)
+            w.join(timeout)
 
     def __enter__(self) -> "Batcher":
         return self
