@@ -286,3 +286,11 @@ def test_a_load_overlapping_an_atomic_replace_of_the_file_reads_the_old_one(smal
         stop.set()
         t.join()
     assert not errors, errors[:2]
+
+
+def test_inspect_of_an_unreadable_file_exits_1_and_warmup_is_checked(small_model, tmp_path):
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    r = _cli("inspect", "empty.onnx", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 1 and "cannot load: ModelFormatError" in r.stdout, (r.returncode, r.stdout, r.stderr)
+    r = _cli("bench", str(small_model), "--warmup", "-1", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 1 and "warmup must be >= 0" in r.stderr, r.stderr

@@ -465,3 +465,29 @@ def test_a_batcher_closed_from_its_listener_answers_and_stops(rng):
     assert len(done) == 2
     for x, f in zip(xs, futures):
         np.testing.assert_array_equal(f.result()["h"], -x)
+
+
+def test_a_cpu_stage_linked_to_an_earlier_device_stage_gets_a_host_copy(rng):
+    # A (sim) -> B (sim) -> C (cpu) with C linked to A's output: A's outputs
+    # stayed on the device for B, and C refused them ("is on sim:0").
+    a, b = twinfer.load(_neg_model(), device="sim"), twinfer.load(_neg_model("h", "k"), device="sim")
+    c = twinfer.load(_add_model())
+    pipe = twinfer.Pipeline([a, b, c], links={"stage2": {"p": (0, "h"), "q": (1, "k")}})
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(pipe.run({"x": x})["s"].numpy(), -x + x, atol=1e-6)
+
+
+def test_misused_options_are_named():
+    e = twinfer.load(_neg_model())
+    for kwargs, message in [({"threads": [1.9]}, "threads must be a whole number"),
+                            ({"cores": -3}, "cores must be at least 1"),
+                            ({"sm_shares": ["half"]}, "sm_share must be a number")]:
+        with pytest.raises(twinfer.InvalidArgumentError, match=message):
+            twinfer.Parallel([e], **kwargs)
+    par = twinfer.Parallel([e])
+    with pytest.raises(twinfer.InvalidArgumentError, match="feeds must be a dict"):
+        par.run(None)
+    profile = par.profile({"x": np.ones((1, 4), np.float32)}, iterations=2)
+    with pytest.raises(twinfer.InvalidArgumentError, match="phase must be 'alone' or 'together'"):
+        profile.latency_ms(par.members[0].name, "concurrent")
+    par.close()

@@ -81,6 +81,8 @@ def time_calls(runtime: str, fn: Callable[[], object], iterations: int, warmup: 
     """Time ``fn``: the first call alone, then ``warmup`` untimed calls, then ``iterations`` timed ones."""
     if iterations < 1:
         raise InvalidArgumentError("iterations must be >= 1")
+    if warmup < 0:
+        raise InvalidArgumentError("warmup must be >= 0")
     t0 = time.perf_counter()
     fn()
     first = time.perf_counter() - t0

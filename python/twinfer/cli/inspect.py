@@ -46,6 +46,10 @@ def run(args) -> int:
     if model.module is not None:
         info.source = model.label
     print(info)
+    if info.load_error and info.load_error.startswith("ModelFormatError"):
+        # Not a model twinfer can read at all (an empty or broken file), as
+        # bench says; unsupported ops are a report, and exit 0.
+        return 1
     summary = info.to_dict()
     if args.device != "cpu":
         engine = twinfer.load(model.path, device=args.device)

@@ -207,7 +207,10 @@ def _check_priority(p, name: str) -> str:
 def _check_share(s, name: str) -> float | None:
     if s is None:
         return None
-    s = float(s)
+    try:
+        s = float(s)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"member '{name}': sm_share must be a number in (0, 1], got {s!r}") from None
     if not 0.0 < s <= 1.0:
         raise InvalidArgumentError(f"member '{name}': sm_share must be in (0, 1], got {s}")
     return s
@@ -223,6 +226,11 @@ def split_cores(wanted: list[int | None], caps: list[int], cores: int) -> list[i
     >>> split_cores([None, None, 1], [8, 8, 8], 4)
     [2, 1, 1]
     """
+    for i, w in enumerate(wanted):
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int)):
+            raise InvalidArgumentError(f"member {i}: threads must be a whole number, got {w!r}")
+    if cores < 1:
+        raise InvalidArgumentError(f"cores must be at least 1, got {cores}")
     auto = [i for i, w in enumerate(wanted) if w is None]
     left = max(0, cores - sum(w for w in wanted if w is not None))
     out = [0 if w is None else int(w) for w in wanted]
@@ -261,6 +269,10 @@ def parse_members(members, *, names=None, threads=None, priorities=None, sm_shar
             if key in opts and group[key][i] is not None:
                 raise InvalidArgumentError(f"member {i}: '{key}' given both in its options and as a list keyword")
             merged[key] = opts.get(key, group[key][i])
+        # Checked before any member's context exists: a bad option of a later
+        # member left an earlier one's context (and SM share) held.
+        _check_priority(merged["priority"], str(merged["name"] or f"{default_name}{i}"))
+        _check_share(merged["sm_share"], str(merged["name"] or f"{default_name}{i}"))
         if _is_engine(m):
             specs.append((m, None, merged))
         elif callable(m) and allow_functions:

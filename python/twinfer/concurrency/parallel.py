@@ -75,6 +75,9 @@ class Parallel:
         """
         if isinstance(feeds, Mapping):
             feeds = [feeds] * len(self.members)
+        elif not isinstance(feeds, (list, tuple)):
+            raise InvalidArgumentError(f"feeds must be a dict (for every member) or a list of one dict per member, "
+                                       f"got {type(feeds).__name__}")
         feeds = list(feeds)
         if len(feeds) != len(self.members):
             raise InvalidArgumentError(f"{len(feeds)} feed dicts for {len(self.members)} members")

@@ -50,7 +50,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 
-from .._convert import as_tensor, is_device_array, is_foreign_device_array
+from .._convert import Tensor, as_tensor, is_device_array, is_foreign_device_array
 from .._streams import stream_handle
 from ..errors import InvalidArgumentError
 from ._links import feeds_for, parse_links
@@ -112,6 +112,10 @@ class Pipeline:
             call = (lambda: m.fn(arg, item)) if self._takes_item[i] else (lambda: m.fn(arg))
             return call() if clock is None else clock.time(m, index, phase, call)
         feeds = feeds_for(self.members, self._links, i, results, item)
+        if not m.on_device:
+            # A link from an earlier stage than the previous one may hand a CPU
+            # stage a device output (kept on the device for the stage between).
+            feeds = {k: v.numpy() if isinstance(v, Tensor) and v.device != "cpu" else v for k, v in feeds.items()}
         outputs = self._outputs_for(i, item)
         if clock is None:
             return m.run_engine(feeds, outputs)

@@ -20,6 +20,7 @@ import html
 from dataclasses import dataclass
 
 from .._timing import percentile_ms
+from ..errors import InvalidArgumentError
 from ._members import KernelSpan, Member, Span
 
 PERCENTILES = (50, 90, 99)
@@ -95,10 +96,14 @@ class Profile:
         """Seconds per run of ``member`` in ``phase`` ("alone" or "together")."""
         if member not in {m.name for m in self.members}:
             raise KeyError(f"no member {member!r}; members: {[m.name for m in self.members]}")
+        if phase not in ("alone", "together"):
+            raise InvalidArgumentError(f"phase must be 'alone' or 'together', got {phase!r}")
         return [s.duration for s in self.spans if s.member == member and s.phase == phase]
 
     def latency_ms(self, member: str, phase: str = "together", q: float = 50) -> float:
-        return percentile_ms(self.latencies(member, phase), q)
+        """The q-th percentile of ``member``'s run times in ``phase``, in ms (NaN without runs)."""
+        times = self.latencies(member, phase)
+        return percentile_ms(times, q) if times else float("nan")
 
     def to_dict(self) -> dict:
         """Everything as plain values (for JSON)."""
