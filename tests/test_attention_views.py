@@ -84,7 +84,10 @@ def test_packed_qkv_sequence_first_as_vit_has_it(device, dtype, B, rng):
     q, k, v = (_strided(flat, o[0], o[1:5], o[5:] + [1]) for o in views)
     want = np.zeros(S * B * E)
     _strided(want, 0, [B, H, S, D], [E, D, B * E, 1])[...] = _reference(q, k, v, 0.3)
-    tol = 2e-5 if dtype == np.float32 else 5e-3
+    # fp16: Q·Kᵀ, the probabilities and P·V each rounded to fp16 (ONNX's
+    # function body), against a float64 reference; an output near 0 where
+    # 11 products of ~1 cancel was 5.4e-3 off for seed 1828273926.
+    tol = 2e-5 if dtype == np.float32 else 1e-2
     np.testing.assert_allclose(got.astype(np.float64), want.reshape(S * B, E), rtol=tol, atol=tol)
 
 
@@ -104,7 +107,8 @@ def test_unaligned_views_a_model_carries_run_on_our_kernel(device, rng):
         assert "not 16-byte aligned" in row.kernel, row
     got = e.run({"x": x})["o"].numpy()
     q, k, v = (_strided(x, o[0], o[1:5], o[5:] + [1]) for o in views)
-    np.testing.assert_allclose(got.astype(np.float64), _reference(q, k, v, 0.3), rtol=5e-3, atol=5e-3)
+    # fp16 steps against a float64 reference (see the test above).
+    np.testing.assert_allclose(got.astype(np.float64), _reference(q, k, v, 0.3), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("device", DEVICES)
