@@ -1,10 +1,14 @@
 // The simulated device itself: memory blocks, the enqueue path with its
 // ordering checks, host synchronisation, and registration as "sim:N".
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <thread>
 #include <random>
 
 #include "backends/sim/sim_internal.h"
@@ -12,6 +16,52 @@
 #include "core/host_memory.h"
 
 namespace twinfer::sim {
+
+namespace {
+
+// The stream whose worker a wait task locked may be destroyed while the task
+// waits: the task's reference is then the last, and destroying a Worker
+// joins its thread. From another worker's thread that can deadlock (the
+// joined queue may itself wait on this worker, which is busy joining), as a
+// CI run did. Such references are dropped on this one thread instead. Made
+// once and never destroyed (no static destruction order at exit); a forked
+// child starts its own.
+class Reaper {
+ public:
+  void release(std::shared_ptr<Worker> p) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (pid_ != getpid()) {  // a fork's child: the parent's thread is not here
+      pid_ = getpid();
+      std::thread([this] { loop(); }).detach();
+    }
+    dead_.push_back(std::move(p));
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      cv_.wait(lock, [&] { return !dead_.empty(); });
+      std::deque<std::shared_ptr<Worker>> batch;
+      batch.swap(dead_);
+      lock.unlock();
+      batch.clear();  // the joins, if these were the last references
+      lock.lock();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Worker>> dead_;
+  pid_t pid_ = 0;
+};
+
+void release_off_worker(std::shared_ptr<Worker> p) {
+  static Reaper* reaper = new Reaper();
+  reaper->release(std::move(p));
+}
+
+}  // namespace
 
 // ---- configuration ----------------------------------------------------------
 
@@ -281,7 +331,10 @@ uint64_t SimDevice::enqueue(SimStream& s, Item item) {
     if (w.lock() == s.worker()) w.reset();
     const uint64_t t = item.wait->target;
     task = [w, t] {
-      if (auto p = w.lock()) p->wait_done(t);
+      if (auto p = w.lock()) {
+        p->wait_done(t);
+        release_off_worker(std::move(p));
+      }
     };
   } else if (item.frees) {
     void* p = const_cast<void*>(item.frees);
