@@ -133,9 +133,7 @@ class CpuAllocator final : public Allocator {
 
   void release_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& kv : free_) std::free(kv.second);
-    free_.clear();
-    cached_ = 0;
+    drop_cache_locked();
   }
 
   std::mutex mutex_;

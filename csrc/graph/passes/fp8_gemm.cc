@@ -5,7 +5,6 @@
 
 #include "core/float8.h"
 #include "graph/domains.h"
-#include "graph/passes/insert_qdq.h"
 #include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/quant/fp8_matmul.h"
@@ -129,7 +128,7 @@ int fp8_gemms(graph::Graph& g, const std::map<std::string, float>& activation_am
   int rewritten = 0, skipped = 0;
   for (auto& n : g.nodes) {
     GemmShape s;
-    if (kept_float(g, n, keep_float) || !gemm_shape(g, n, &s)) continue;
+    if (keep_float.count(n.name) || !gemm_shape(g, n, &s)) continue;
     const auto& wv = g.values[n.inputs[1]];
     if (!wv.is_constant() || wv.constant.dtype() != DType::kFloat32 || wv.constant.shape().size() != 2) continue;
     auto amax = activation_amax.find(g.values[n.inputs[0]].name);

@@ -87,7 +87,7 @@ graph::Node qdq_node(const std::string& op, const std::string& of, std::vector<i
 bool quantized_layer(const graph::Graph& g, const graph::Node& n, const QuantizeSpec& spec) {
   if (!n.domain.empty()) return false;
   auto it = quantizable().find(n.op_type);
-  if (it == quantizable().end() || kept_float(g, n, spec.keep_float)) return false;
+  if (it == quantizable().end() || spec.keep_float.count(n.name)) return false;
   // Every data input must be quantizable: a calibrated activation or a float32 constant.
   bool has_weight = false;
   for (size_t k : it->second) {
@@ -186,7 +186,7 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
   for (size_t i = 0; i < original; ++i) {
     graph::Node& n = g.nodes[i];
     if (!n.domain.empty()) continue;
-    if (n.op_type == "Add" && !kept_float(g, n, spec.keep_float) && int8_residual_add(g, n, spec, users)) {
+    if (n.op_type == "Add" && !spec.keep_float.count(n.name) && int8_residual_add(g, n, spec, users)) {
       for (size_t k = 0; k < 2; ++k) g.nodes[i].inputs[k] = dequantized(g.nodes[i].inputs[k]);
       ++quantized;
       continue;
@@ -239,13 +239,6 @@ int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx
   if (per_token) ctx.note("int8: " + std::to_string(per_token) + " activations quantized per token (TokenQDQ)");
   if (corrected) ctx.note("int8: bias-corrected " + std::to_string(corrected) + " nodes for weight rounding");
   return quantized;
-}
-
-bool kept_float(const graph::Graph& g, const graph::Node& n, const std::set<std::string>& keep) {
-  if (keep.empty()) return false;
-  if (!n.name.empty()) return keep.count(n.name) != 0;
-  return !n.outputs.empty() && n.outputs[0] >= 0 && !g.values[n.outputs[0]].name.empty() &&
-         keep.count(g.values[n.outputs[0]].name) != 0;
 }
 
 }  // namespace twinfer::passes

@@ -38,17 +38,14 @@ struct QuantizeSpec {
   // reading it gets its weights' rounding shift taken out of its bias
   // (graph/passes/bias_correction.h).
   std::map<std::string, std::vector<float>> activation_channel_mean;
-  std::set<std::string> keep_float;               // layers left in float (accuracy fallback): kept_float()
+  // Node names left in float (the accuracy fallback). Engine::create names a
+  // node without a name by its first output first, as analyze() reports it.
+  std::set<std::string> keep_float;
   std::map<std::string, Smoothing> smoothing;      // activations smoothed before quantizing
   std::set<std::string> per_token;                 // activations quantized per token, at run time
 };
 
 // Returns the number of nodes quantized.
 int insert_qdq(graph::Graph& g, const QuantizeSpec& spec, const PassContext& ctx);
-
-// Whether `keep` names node n: by its name, or, for a node without one (valid
-// ONNX), by its first output's name, which is how analyze() reports it. An
-// empty name in `keep` matches no node.
-bool kept_float(const graph::Graph& g, const graph::Node& n, const std::set<std::string>& keep);
 
 }  // namespace twinfer::passes

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "graph/passes/insert_qdq.h"
 #include "graph/passes/rewrite_util.h"
 
 namespace twinfer::passes {
@@ -30,7 +29,7 @@ const Tensor* float_constant(const graph::Graph& g, int v) {
 bool smoothable_reader(const graph::Graph& g, const graph::Node& n, int x, size_t k,
                        const std::set<std::string>& keep_float, bool* rows_on_axis0) {
   const bool matmul = is_default(n, "MatMul"), gemm = is_default(n, "Gemm");
-  if (!(matmul || gemm) || kept_float(g, n, keep_float) || n.inputs.size() < 2 || n.inputs[0] != x || n.inputs[1] == x)
+  if (!(matmul || gemm) || keep_float.count(n.name) || n.inputs.size() < 2 || n.inputs[0] != x || n.inputs[1] == x)
     return false;
   if (gemm && n.attr_int("transA", 0) != 0) return false;
   const Tensor* w = float_constant(g, n.inputs[1]);
