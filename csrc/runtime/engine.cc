@@ -147,7 +147,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   e->nodes_in_model_ = model.graph.nodes.size();
 
   // onnxruntime's contrib ops in files its optimizer/quantizer saved become standard ops first.
-  const int contrib = passes::expand_contrib_ops(model.graph);
+  const int contrib = passes::expand_contrib_ops(model.graph, e->opset_);
   if (contrib) e->pass_log_.push_back("expand_contrib: " + std::to_string(contrib) + " com.microsoft ops -> standard ops");
   std::map<std::string, std::vector<std::string>> missing;
   collect_unsupported(model.graph, Backend::kCPU, &missing);

@@ -5,72 +5,22 @@
 #include <string>
 #include <vector>
 
-#include "graph/passes/rewrite_util.h"
+#include "graph/passes/expand_contrib_quant.h"
+#include "graph/passes/expand_contrib_util.h"
 
 namespace twinfer::passes {
 
 namespace {
 
+using contrib::Builder;
+using contrib::input;
+using contrib::is_contrib;
+using contrib::output;
 using graph::Attribute;
 using graph::Graph;
 using graph::Node;
 
-bool is_contrib(const Node& n, const char* op) { return n.domain == kOnnxruntimeDomain && n.op_type == op; }
-
-Attribute string_attr(const std::string& s) {
-  Attribute a;
-  a.type = Attribute::Type::kString;
-  a.s = s;
-  return a;
-}
-
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute float_attr(float v) {
-  Attribute a;
-  a.type = Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-
-int input(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
-int output(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
-
-// Collects the replacement nodes of one contrib node, naming new values
-// after it; `out` receives them in order.
-struct Builder {
-  Graph& g;
-  const Node& from;
-  std::vector<Node>& out;
-  int step = 0;
-
-  int value(const std::string& what) {
-    return add_value(g, (from.name.empty() ? from.op_type : from.name) + "/" + what);
-  }
-  int node(const std::string& op, std::vector<int> inputs, std::vector<int> outputs,
-           std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = (from.name.empty() ? from.op_type : from.name) + "/" + op + "_" + std::to_string(step++);
-    n.op_type = op;
-    n.inputs = std::move(inputs);
-    n.outputs = std::move(outputs);
-    n.attrs = std::move(attrs);
-    out.push_back(std::move(n));
-    return out.back().outputs.empty() ? -1 : out.back().outputs[0];
-  }
-  // x + bias when bias is given, else x.
-  int plus(int x, int bias, const std::string& what) {
-    if (bias < 0) return x;
-    return node("Add", {x, bias}, {value(what)});
-  }
-};
-
-bool expand_gelu(Graph& g, const Node& n, std::vector<Node>& out) {
+bool expand_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
   const bool fast = is_contrib(n, "FastGelu");
   if (!fast && !is_contrib(n, "Gelu") && !is_contrib(n, "BiasGelu")) return false;
   Builder b{g, n, out};
@@ -81,7 +31,7 @@ bool expand_gelu(Graph& g, const Node& n, std::vector<Node>& out) {
   return true;
 }
 
-bool expand_skip_layer_norm(Graph& g, const Node& n, std::vector<Node>& out) {
+bool expand_skip_layer_norm(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
   if (!is_contrib(n, "SkipLayerNormalization") && !is_contrib(n, "SkipSimplifiedLayerNormalization")) return false;
   if (is_contrib(n, "SkipSimplifiedLayerNormalization")) return false;  // RMS form: no standard op before opset 23
   Builder b{g, n, out};
@@ -96,7 +46,7 @@ bool expand_skip_layer_norm(Graph& g, const Node& n, std::vector<Node>& out) {
   return true;
 }
 
-bool expand_fused_matmul(Graph& g, const Node& n, std::vector<Node>& out) {
+bool expand_fused_matmul(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
   if (!is_contrib(n, "FusedMatMul")) return false;
   if (n.attr_int("transBatchA", 0) || n.attr_int("transBatchB", 0)) return false;
   const bool ta = n.attr_int("transA", 0) != 0, tb = n.attr_int("transB", 0) != 0;
@@ -114,8 +64,7 @@ bool expand_fused_matmul(Graph& g, const Node& n, std::vector<Node>& out) {
   if (alpha != 1.f) {
     Tensor a = Tensor::empty(DType::kFloat32, {});
     *a.data_as<float>() = alpha;
-    const int alpha_value = add_constant(g, (n.name.empty() ? n.op_type : n.name) + "/alpha", std::move(a));
-    b.node("Mul", {y, alpha_value}, {output(n, 0)});
+    b.node("Mul", {y, b.constant("alpha", std::move(a))}, {output(n, 0)});
   }
   return true;
 }
@@ -149,7 +98,7 @@ bool dequantize_transposed(const Graph& g, int q, int scale, int zero, Tensor* w
   return true;
 }
 
-bool expand_quantized_lstm(Graph& g, const Node& n, std::vector<Node>& out) {
+bool expand_quantized_lstm(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
   if (!is_contrib(n, "DynamicQuantizeLSTM")) return false;
   Tensor w, r;
   if (!dequantize_transposed(g, input(n, 1), input(n, 8), input(n, 9), &w) ||
@@ -167,23 +116,23 @@ bool expand_quantized_lstm(Graph& g, const Node& n, std::vector<Node>& out) {
 
 }  // namespace
 
-int expand_contrib_ops(Graph& g) {
+int expand_contrib_ops(Graph& g, int64_t opset) {
   int expanded = 0;
   for (auto& n : g.nodes)
     for (auto& kv : n.attrs) {
-      if (kv.second.g) expanded += expand_contrib_ops(*kv.second.g);
-      for (auto& sg : kv.second.graphs) expanded += expand_contrib_ops(*sg);
+      if (kv.second.g) expanded += expand_contrib_ops(*kv.second.g, opset);
+      for (auto& sg : kv.second.graphs) expanded += expand_contrib_ops(*sg, opset);
     }
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
   int here = 0;
-  const std::vector<std::function<bool(Graph&, const Node&, std::vector<Node>&)>> rules{
-      expand_gelu, expand_skip_layer_norm, expand_fused_matmul, expand_quantized_lstm};
+  const std::vector<std::function<bool(Graph&, const Node&, std::vector<Node>&, int64_t)>> rules{
+      expand_gelu, expand_skip_layer_norm, expand_fused_matmul, expand_quantized_lstm, expand_quantized_contrib};
   for (auto& n : g.nodes) {
     bool done = false;
     if (n.domain == kOnnxruntimeDomain)
       for (const auto& rule : rules)
-        if ((done = rule(g, n, nodes))) break;
+        if ((done = rule(g, n, nodes, opset))) break;
     if (done) ++here;
     else nodes.push_back(std::move(n));
   }

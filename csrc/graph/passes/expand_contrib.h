@@ -12,6 +12,7 @@
 //                                    -> MatMul, or Einsum for the transposes; Mul(alpha)
 //   DynamicQuantizeLSTM(x, W_q, R_q, ..., W_scale, W_zero, R_scale, R_zero)
 //                                    -> LSTM with W, R dequantized at load
+//   the quantizer's QOperator ops (QLinearAdd, QGemm, ...): expand_contrib_quant.h
 //
 // A node whose form is not covered (batch transposes, non-constant
 // quantized weights) stays as it is, and is reported as unsupported.
@@ -23,7 +24,8 @@ namespace twinfer::passes {
 inline constexpr const char* kOnnxruntimeDomain = "com.microsoft";
 
 // Rewrites the covered contrib nodes of `g` and of its subgraphs; returns
-// how many. Runs before the unsupported-op check.
-int expand_contrib_ops(graph::Graph& g);
+// how many. Runs before the unsupported-op check. `opset`: the model's
+// ai.onnx opset, which the standard ops written in their place follow.
+int expand_contrib_ops(graph::Graph& g, int64_t opset);
 
 }  // namespace twinfer::passes

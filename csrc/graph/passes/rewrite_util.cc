@@ -80,6 +80,13 @@ graph::Attribute string_attr(const std::string& s) {
   return a;
 }
 
+graph::Attribute float_attr(float f) {
+  graph::Attribute a;
+  a.type = graph::Attribute::Type::kFloat;
+  a.f = f;
+  return a;
+}
+
 graph::Attribute floats_attr(std::vector<float> f) {
   graph::Attribute a;
   a.type = graph::Attribute::Type::kFloats;

@@ -35,6 +35,7 @@ int add_constant(graph::Graph& g, const std::string& name, Tensor t);
 graph::Attribute int_attr(int64_t i);
 graph::Attribute ints_attr(std::vector<int64_t> v);
 graph::Attribute string_attr(const std::string& s);
+graph::Attribute float_attr(float f);
 graph::Attribute floats_attr(std::vector<float> f);
 
 // Whether value v has a shape with every dim known (then *s holds it).
