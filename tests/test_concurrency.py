@@ -399,6 +399,34 @@ def test_one_conv_engine_shared_by_eight_threads(models, rng):
         close(expected[i], run_ort(models["conv"], {"x": inputs[i]})[0])
 
 
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_one_context_shared_by_four_threads_takes_turns(models, rng, device):
+    """A context runs one thing at a time: threads sharing one wait for each
+    other. Before, the second run rebound the arenas the first was writing
+    through: wrong results, then heap corruption (CPU) or race errors (sim)."""
+    engine = twinfer.load(models["conv"], device=device, num_threads=1)
+    ctx = engine.create_context(1)
+    inputs = [images(rng, n=1 + i % 3, h=9 + 3 * i, w=23 - i) for i in range(8)]
+    expected = [alone(engine, {"x": x}, 1)["feat"] for x in inputs]
+    errors = []
+
+    def worker(k):
+        try:
+            for rep in range(6):
+                i = (k + rep) % len(inputs)
+                np.testing.assert_array_equal(engine.run({"x": inputs[i]}, context=ctx)["feat"].numpy(), expected[i])
+        except Exception as exc:  # collected, reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    close(expected[3], run_ort(models["conv"], {"x": inputs[3]})[0])
+
+
 def _add_model():
     from onnx import TensorProto as TP
     from onnx import helper as h

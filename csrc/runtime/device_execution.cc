@@ -45,6 +45,7 @@ ExecutionContext::~ExecutionContext() {
 }
 
 void ExecutionContext::synchronize() {
+  std::lock_guard<std::recursive_mutex> lock(use_mutex_);
   if (!api_ || !ran_) return;
   host_wait(*done_);  // a run captured into a caller's graph has nothing to wait for here
   check_kernel_errors();
@@ -54,10 +55,12 @@ void ExecutionContext::synchronize() {
 }
 
 void ExecutionContext::order_before(Stream& s) {
+  std::lock_guard<std::recursive_mutex> lock(use_mutex_);
   if (api_ && ran_) wait_across_capture(s, *done_);
 }
 
 void ExecutionContext::order_after(Stream& s, std::shared_ptr<Event> done) {
+  std::lock_guard<std::recursive_mutex> lock(use_mutex_);
   if (!api_) return;
   done_ = std::move(done);
   last_stream_ = s.handle();
@@ -65,6 +68,7 @@ void ExecutionContext::order_after(Stream& s, std::shared_ptr<Event> done) {
 }
 
 ExecutionContext::GraphStats ExecutionContext::graph_stats() const {
+  std::lock_guard<std::recursive_mutex> lock(use_mutex_);
   GraphStats s = gstats_;
   s.cached = 0;
   for (const auto& g : graphs_) s.cached += g->exec != nullptr;

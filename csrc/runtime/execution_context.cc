@@ -66,12 +66,14 @@ void ExecutionContext::prepare(const std::shared_ptr<const Plan>& plan) {
 }
 
 void ExecutionContext::set_profiling(bool on) {
+  std::lock_guard<std::recursive_mutex> lock(use_mutex_);
   profiling_ = on;
   std::fill(step_ms_.begin(), step_ms_.end(), 0.0);
   std::fill(step_runs_.begin(), step_runs_.end(), 0);
 }
 
 std::vector<ExecutionContext::StepTime> ExecutionContext::step_times() const {
+  std::lock_guard<std::recursive_mutex> lock(use_mutex_);
   std::vector<StepTime> r;
   if (!prepared_for_) return r;
   for (size_t s = 0; s < prepared_for_->steps.size(); ++s) {
@@ -85,6 +87,7 @@ std::vector<ExecutionContext::StepTime> ExecutionContext::step_times() const {
 
 std::vector<Tensor> ExecutionContext::execute(const std::shared_ptr<const Plan>& plan,
                                               const std::vector<Tensor>& inputs, const RunOptions& options) {
+  std::lock_guard<std::recursive_mutex> lock(use_mutex_);
   if (plan->device.is_accelerator()) {
     if (!api_) throw Error(ErrorKind::kDevice, "a " + plan->device.str() + " plan given to a CPU context");
     return execute_device(plan, inputs, options);

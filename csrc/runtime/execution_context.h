@@ -1,9 +1,11 @@
 // Everything that changes per run: the arenas for intermediates, the
 // per-step argument blocks, the thread budget, and on a device the stream,
 // the events that order runs, and the captured graphs. One context runs one
-// thing at a time; use one per thread.
+// thing at a time: threads that share one take turns (each run holds it),
+// so one context per thread is what runs them side by side.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -108,6 +110,11 @@ class ExecutionContext {
   void release_finished_inputs();
   GraphEntry* graph_for(const std::shared_ptr<const Plan>& plan, const void* arena);
 
+  // Held by each public entry for its whole length: a run rebinds the
+  // arenas and argument blocks the previous one wrote through, so two
+  // threads in one context at once corrupted each other's results and the
+  // heap. Recursive: a group captures its members' runs on its own thread.
+  mutable std::recursive_mutex use_mutex_;
   Device device_;
   int num_threads_;
   std::shared_ptr<Storage> arena_;  // host values (page-locked for device plans)

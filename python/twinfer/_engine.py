@@ -339,7 +339,8 @@ class Engine:
         is more urgent, see ``twinfer.stream_priority_range``, or "high" / "normal" /
         "low" as Parallel takes them; None: the engine's stream_priority;
         ``sm_share``: run on that fraction of the GPU's SMs, a CUDA green context
-        whose size is ``context.sm_count``)."""
+        whose size is ``context.sm_count``). A context runs one thing at a time:
+        threads sharing one take turns; one per thread runs them side by side."""
         if isinstance(priority, str):
             from .concurrency._members import PRIORITIES, _stream_priority
 
