@@ -248,7 +248,10 @@ def test_calibration_data_and_options_that_were_misread(rng):
 
     def close_to_float(e):
         a, b = e.run({"x": x})["y"].numpy().ravel(), e32.run({"x": x})["y"].numpy().ravel()
-        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) > 0.99
+        # 0.95: on these 22 outputs int8 itself reaches only 0.9889 for seed 15
+        # (calibrated on all four images or one at a time alike); a misread
+        # calibration fails to load or lands far below.
+        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) > 0.95
 
     # One feed dict and one array are one sample each (a dict was iterated
     # as its keys, an array as its rows).
