@@ -670,3 +670,29 @@ def test_fp16_engines_keep_resize_scales_in_float32(op, gpu, rng):
     got = twinfer.load(m, device=gpu, precision="fp16").run({"x": x})["y"].numpy()
     assert got.shape == want.shape == (1, 2, 11, w_out)
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)  # nearest picks: only x's fp16 rounding
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_a_finfo_min_mask_lowered_to_16_bits_stays_finite(precision, gpu, rng):
+    """Hugging Face models fill masked scores with torch.finfo(float32).min.
+    Lowered to fp16/bf16 that constant was -inf, so a fully masked softmax row
+    (a padding token's query in DeBERTa) was NaN, and the next layer spread the
+    NaN to every token. Constants now saturate to the largest finite value."""
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    vi = helper.make_tensor_value_info
+    fill = numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "fill")
+    v = numpy_helper.from_array(rng.standard_normal((5, 6)).astype(np.float32), "v")
+    g = helper.make_graph([helper.make_node("Where", ["mask", "fill", "x"], ["s"]),
+                           helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                           helper.make_node("MatMul", ["p", "v"], ["y"])], "g",
+                          [vi("x", T.FLOAT, [2, 5, 5]), vi("mask", T.BOOL, [2, 5, 5])], [vi("y", T.FLOAT, None)],
+                          [fill, v])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    mask = rng.random((2, 5, 5)) < 0.3
+    mask[0, 3, :] = True  # one query row fully masked: uniform weights in float32
+    feeds = {"x": rng.standard_normal((2, 5, 5)).astype(np.float32), "mask": mask}
+    want = _ort_run(m, feeds)[0]
+    got = twinfer.load(m, device=gpu, precision=precision).run(feeds)["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-2 if precision == "fp16" else 8e-2)

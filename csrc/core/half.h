@@ -86,4 +86,20 @@ TWINFER_HD uint16_t float_to_bf16(float f) {
 #endif
 }
 
+// The same, but a finite float beyond the type's range becomes its largest
+// finite value, not infinity: what lowering a model's constants to 16 bits
+// wants. Masks are filled with torch.finfo(float32).min; as -inf a fully
+// masked softmax row became NaN, and the NaN spread to every token.
+TWINFER_HD uint16_t float_to_half_saturate(float f) {
+  const uint16_t h = float_to_half(f);
+  const bool finite = (float_to_bits(f) & 0x7f800000u) != 0x7f800000u;
+  return finite && (h & 0x7fffu) == 0x7c00u ? (uint16_t)((h & 0x8000u) | 0x7bffu) : h;
+}
+
+TWINFER_HD uint16_t float_to_bf16_saturate(float f) {
+  const uint16_t b = float_to_bf16(f);
+  const bool finite = (float_to_bits(f) & 0x7f800000u) != 0x7f800000u;
+  return finite && (b & 0x7fffu) == 0x7f80u ? (uint16_t)((b & 0x8000u) | 0x7f7fu) : b;
+}
+
 }  // namespace twinfer

@@ -32,7 +32,10 @@ Tensor ConstantStore::converted(const Tensor& f32, DType to) {
   const float* src = f32.data_as<float>();
   uint16_t* dst = static_cast<uint16_t*>(out.data());
   const int64_t n = f32.numel();
-  for (int64_t i = 0; i < n; ++i) dst[i] = to == DType::kFloat16 ? float_to_half(src[i]) : float_to_bf16(src[i]);
+  // Saturating: a constant beyond 16 bits' range (a mask's finfo.min) keeps
+  // its sign and stays finite, as onnxconverter-common's fp16 converter does.
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = to == DType::kFloat16 ? float_to_half_saturate(src[i]) : float_to_bf16_saturate(src[i]);
   conversions_[key] = Entry{f32, out};
   return out;
 }
