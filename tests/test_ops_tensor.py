@@ -114,7 +114,7 @@ def test_range(dt, start, limit, delta):
 @pytest.mark.parametrize("shape,spec,allowzero", [
     ((3, 5, 7), [0, -1], 0), ((3, 5, 7), [-1], 0), ((3, 5, 7), [7, 15], 0), ((3, 5, 7), [7, 0, 3], 0),
     ((3, 5, 7), [1, -1, 1, 7], 0), ((3, 5, 7), [0, 0, -1, 1], 0), ((0, 5), [5, 0], 1), ((0, 5), [-1, 5], 0),
-    ((1,), [], 0)])
+    ((1,), [], 0), ((0, 3), [0, 5], 0)])
 @pytest.mark.parametrize("dt", MOVE_DTYPES, ids=ids(MOVE_DTYPES))
 def test_reshape(rng, shape, spec, allowzero, dt):
     check("Reshape", [("x", rand(rng, shape, dt)), ("s", c64(spec))], {"allowzero": allowzero}, opset=14)
@@ -132,6 +132,16 @@ def test_reshape_errors(rng, spec):
 def test_reshape_symbolic(spec, want):
     m = sym_model("Reshape", [("x", np.zeros((2, 3, 4, 5), F32)), ("s", c64(spec))], x=["N", 3, 4, 5])
     assert out_shapes(m) == [want]
+
+
+def test_reshape_copying_a_dim_that_may_be_zero(rng):
+    # [N, 3] -> [0, 5] holds for N = 0 only (both sides empty): it loads, as
+    # onnxruntime's does, runs at N = 0, and refuses other N by shape.
+    m = sym_model("Reshape", [("x", np.zeros((0, 3), F32)), ("s", c64([0, 5]))], x=["N", 3])
+    e = twinfer.load(m)
+    assert e.run({"x": np.zeros((0, 3), F32)})[e.outputs[0].name].shape == (0, 5)
+    with pytest.raises(twinfer.ShapeError, match=r"cannot reshape input of shape \[4, 3\]"):
+        e.run({"x": rand(rng, (4, 3), F32)})
 
 
 def test_reshape_computed_shape_rank():

@@ -71,7 +71,13 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
       c.check(known_out != 0 && known_in % known_out == 0, ErrorKind::kShape, what);
       out[infer_at] = Dim(known_in / known_out);
     } else {
-      c.check(known_in == known_out, ErrorKind::kShape, what);
+      // A copied dim that is (or may be) 0 makes both sides empty, whatever
+      // the rest: [0, 3] -> [0, 5] holds, and [N, 3] -> [0, 5] holds for
+      // N = 0, which the plan at concrete shapes checks.
+      bool copied_may_be_zero = false;
+      for (size_t i = 0; i < in->size(); ++i)
+        copied_may_be_zero |= copied[i] && (!(*in)[i].known() || (*in)[i].value == 0);
+      c.check(known_in == known_out || copied_may_be_zero, ErrorKind::kShape, what);
     }
   } else if (infer_at >= 0 && unknown_in.size() == 1 && !unknown_in[0]->symbol.empty() && known_in == known_out) {
     out[infer_at] = *unknown_in[0];
