@@ -119,6 +119,19 @@ def test_a_saved_engine_keeps_its_precision_and_refuses_another(rng, tmp_path):
     assert twinfer.load(fp32, device="cpu", precision="fp32").precision == "fp32"
 
 
+def test_a_path_that_cannot_be_written_is_named_with_the_reason(rng, tmp_path):
+    # Before: the base twinfer.Error, without the operating system's reason.
+    model, _ = cnn(rng)
+    engine = twinfer.load(model, device="cpu")
+    with pytest.raises(twinfer.InvalidArgumentError, match=r"cannot write the engine file .*: No such file or directory"):
+        engine.save(tmp_path / "missing" / "e.twinfer")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "x").write_text("")
+    with pytest.raises(twinfer.InvalidArgumentError, match=r"cannot move the engine file into place at .*folder'"):
+        engine.save(tmp_path / "folder")  # a non-empty folder where the file should go
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]  # the temporary file is gone
+
+
 def _reseal(b: bytearray) -> bytes:
     """The engine file's checksum (runtime/engine_file.cc: a 64-bit state
     over little-endian 8-byte words of everything after the 32-byte header,

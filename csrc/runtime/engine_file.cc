@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -371,6 +372,9 @@ void check_consistent(graph::Graph& g, const Reader& r) {
   }
 }
 
+// ": No such file or directory" for errno; empty for 0.
+std::string os_reason(int err) { return err ? std::string(": ") + std::strerror(err) : std::string(); }
+
 }  // namespace
 
 void write_engine_file(const std::string& path, const graph::Model& model, const SavedEngineInfo& info) {
@@ -409,8 +413,11 @@ void write_engine_file(const std::string& path, const graph::Model& model, const
   static std::atomic<unsigned> serial{0};
   const std::string tmp = path + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
   {
+    errno = 0;
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(ErrorKind::kRuntime, "cannot write the engine file '" + path + "'");
+    // A path the caller cannot write (no such folder, no permission) is a bad argument.
+    if (!f)
+      throw Error(ErrorKind::kInvalidArgument, "cannot write the engine file '" + path + "'" + os_reason(errno));
     const uint32_t version = kEngineFileVersion, unknown = 0;
     const uint64_t meta_bytes = w.meta.size();
     Checksum sum;
@@ -438,14 +445,17 @@ void write_engine_file(const std::string& path, const graph::Model& model, const
     f.seekp(20);
     f.write(reinterpret_cast<const char*>(&checksum), 4);
     if (!f) {
+      const int err = errno;
       f.close();
       std::remove(tmp.c_str());
-      throw Error(ErrorKind::kRuntime, "writing the engine file '" + path + "' failed (disk full?)");
+      throw Error(ErrorKind::kRuntime, "writing the engine file '" + path + "' failed" +
+                                           (err ? os_reason(err) : std::string(" (disk full?)")));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
     std::remove(tmp.c_str());
-    throw Error(ErrorKind::kRuntime, "cannot move the engine file into place at '" + path + "'");
+    throw Error(ErrorKind::kInvalidArgument, "cannot move the engine file into place at '" + path + "'" + os_reason(err));
   }
 }
 
