@@ -519,3 +519,39 @@ def test_misused_options_are_named():
     with pytest.raises(twinfer.InvalidArgumentError, match="phase must be 'alone' or 'together'"):
         profile.latency_ms(par.members[0].name, "concurrent")
     par.close()
+
+
+def test_errors_name_the_member_or_stage_they_come_from(engines, rng):
+    # Before: a member's error came out bare, and with several members of one
+    # engine nothing said which had failed.
+    conv = engines["conv"]
+    bad = rng.standard_normal((2, 3, 9)).astype(F32)  # rank 3 for a rank-4 input
+    with twinfer.Parallel([conv, conv], names=["left", "right"]) as par:
+        with pytest.raises(twinfer.ShapeError) as info:
+            par.run([{"x": images(rng)}, {"x": bad}])
+        assert "raised in Parallel member 'right'" in info.value.__notes__
+        assert "left" not in " ".join(info.value.__notes__)
+
+    def crop(outputs):
+        raise ValueError("no detections")
+
+    with twinfer.Pipeline([conv, crop]) as pipe:
+        with pytest.raises(ValueError, match="no detections") as info:
+            pipe.run({"x": images(rng)})
+        assert info.value.__notes__ == ["raised in Pipeline stage 'crop'"]
+
+
+def test_a_function_stage_keeps_the_default_of_its_second_parameter(engines, rng):
+    # Before: fn(x, scale=2) was called fn(x, item): its default was lost.
+    def scaled(outputs, scale=2.0):
+        return {"feat": outputs["feat"].numpy() * scale}
+
+    def with_item(outputs, item):
+        return {"feat": outputs["feat"].numpy() + item["x"].sum()}
+
+    x = images(rng)
+    feat = alone(engines["conv"], {"x": x}, 1)["feat"]
+    with twinfer.Pipeline([engines["conv"], scaled]) as pipe:
+        close(pipe.run({"x": x})["feat"], feat * 2.0)
+    with twinfer.Pipeline([engines["conv"], with_item]) as pipe:
+        close(pipe.run({"x": x})["feat"], feat + x.sum())

@@ -402,3 +402,30 @@ def test_graphed_refuses_what_a_graph_cannot_hold(models):
     dev = on("sim", models)
     with pytest.raises(twinfer.InvalidArgumentError, match="host function"):
         twinfer.Pipeline([dev["conv"], lambda o: o]).graphed()
+
+
+def test_a_closed_group_refuses_graphed_runs_and_drops_its_graphs(models, cpu, rng):
+    # Before: a graphed Parallel kept replaying after close(), its graphs
+    # holding the members' contexts and SM shares; unknown feed names, which
+    # the eager run refuses, were ignored.
+    dev = on("sim", models)
+    x = images(rng)
+    par = twinfer.Parallel([(dev["conv"], {"sm_share": 0.5})])
+    g = par.graphed()
+    for _ in range(2):  # captured, then replayed
+        (a,) = g.run([{"x": x}])
+        close(a["feat"].numpy(), alone(cpu["conv"], {"x": x}, 1)["feat"])
+    with pytest.raises(twinfer.InvalidArgumentError, match=r"member 'engine0': unknown input name\(s\) \['y'\]"):
+        g.run([{"x": x, "y": x}])
+    par.close()
+    assert g.stats()["graphs"] == 0
+    with pytest.raises(twinfer.InvalidArgumentError, match="is closed"):
+        g.run([{"x": x}])
+    whole = twinfer.Parallel([(dev["conv"], {"sm_share": 1.0})])  # every SM is free again
+    whole.close()
+    pipe = twinfer.Pipeline([dev["conv"], dev["head"]])
+    gp = pipe.graphed()
+    gp.run({"x": x})
+    pipe.close()
+    with pytest.raises(twinfer.InvalidArgumentError, match="is closed"):
+        gp.run({"x": x})

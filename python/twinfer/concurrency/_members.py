@@ -83,6 +83,7 @@ class Member:
     priority: str = "normal"
     sm_share: float | None = None
     context: Any = None  # the member's own ExecutionContext
+    role: str = "member"  # "Parallel member" or "Pipeline stage": what its errors say it is
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     @property
@@ -143,12 +144,30 @@ class Member:
 
     def submit(self, fn: Callable, *args) -> Future:
         """Run fn(*args) on this member's own worker thread (FIFO, one at a time,
-        so its context is never used by two runs at once)."""
+        so its context is never used by two runs at once). An exception it
+        raises carries a note naming this member."""
+        self.check_open()
         try:
-            return self._pool.submit(fn, *args)
+            return self._pool.submit(self._named, fn, *args)
         except RuntimeError as e:  # "cannot schedule new futures after shutdown"
-            raise InvalidArgumentError(f"member {self.name!r} is closed (its group was closed); make a new "
-                                       "Parallel or Pipeline") from e
+            raise self._closed_error() from e
+
+    def _named(self, fn: Callable, *args):
+        try:
+            return fn(*args)
+        except BaseException as e:
+            note = f"raised in {self.role} '{self.name}'"
+            if note not in getattr(e, "__notes__", ()):
+                e.add_note(note)
+            raise
+
+    def _closed_error(self) -> InvalidArgumentError:
+        return InvalidArgumentError(f"member {self.name!r} is closed (its group was closed); make a new "
+                                    "Parallel or Pipeline")
+
+    def check_open(self) -> None:
+        if self._pool is not None and self.context is None and self.engine is not None:
+            raise self._closed_error()
 
     def run_engine(self, feeds: dict, outputs: str = "auto") -> dict:
         """engine.run in this member's context, on its own stream."""
@@ -304,7 +323,8 @@ def parse_members(members, *, names=None, threads=None, priorities=None, sm_shar
             raise InvalidArgumentError(f"member name '{name}' used twice")
         seen.add(name)
         member = Member(name=name, engine=engine, fn=fn, threads=thread_of.get(i, 0),
-                        priority=_check_priority(o["priority"], name), sm_share=_check_share(o["sm_share"], name))
+                        priority=_check_priority(o["priority"], name), sm_share=_check_share(o["sm_share"], name),
+                        role="Pipeline stage" if allow_functions else "Parallel member")
         if engine is not None:
             # The one place a member's device state is made: on a GPU the context
             # owns a stream with the member's priority, on a green context of

@@ -52,7 +52,14 @@ class _Graphed:
         self._members = members
         self._graphs: dict = {}
 
+    def _release(self) -> None:
+        """Its group was closed: the graphs (which hold the members' contexts,
+        their buffers and SM shares) go now, not when this object does."""
+        self._graphs.clear()
+
     def _group(self, key, sources, num_inputs):
+        for m in self._members:  # a closed group's graphed runs are refused, as its eager ones are
+            m.check_open()
         g = self._graphs.get(key)
         if g is None:
             spec = [(m.engine._core, m.context, src) for m, src in zip(self._members, sources)]
@@ -106,6 +113,11 @@ class GraphedParallel(_Graphed):
         for j, m in enumerate(ms):
             if not isinstance(per[j], Mapping):
                 raise InvalidArgumentError(f"member '{m.name}': feeds must be a dict, got {type(per[j]).__name__}")
+            names = [s.name for s in m.engine.inputs]
+            unknown = [k for k in per[j] if k not in names]
+            if unknown:  # as the eager run refuses them
+                raise InvalidArgumentError(f"member '{m.name}': unknown input name(s) {unknown}; its inputs are "
+                                           f"{names}")
             src = []
             for s in m.engine.inputs:
                 key = s.name if shared else (j, s.name)

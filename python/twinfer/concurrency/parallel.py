@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 
@@ -60,6 +61,7 @@ class Parallel:
                  sm_shares=None, cores: int | None = None):
         self.members: list[Member] = parse_members(members, names=names, threads=threads, priorities=priorities,
                                                    sm_shares=sm_shares, cores=cores, default_name="engine")
+        self._graphed = weakref.WeakSet()  # its graphed() forms, released by close()
 
     # -- inputs ------------------------------------------------------------
     def prepare(self, feeds) -> list[dict]:
@@ -202,11 +204,16 @@ class Parallel:
         """
         from .graphed import GraphedParallel
 
-        return GraphedParallel(self)
+        g = GraphedParallel(self)
+        self._graphed.add(g)
+        return g
 
     # -- lifetime ----------------------------------------------------------
     def close(self) -> None:
-        """Stop the members' worker threads (after what is queued has run)."""
+        """Stop the members' worker threads (after what is queued has run) and
+        drop the graphs of its graphed() forms."""
+        for g in list(self._graphed):
+            g._release()
         for m in self.members:
             m.close()
 

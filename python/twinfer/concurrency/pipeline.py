@@ -20,8 +20,9 @@ tensors for an item on the device; a function stage gets host arrays.
 
 **Function stages** are called ``fn(previous)`` with the previous stage's
 outputs (a dict of Tensors, or whatever the previous function returned; the
-item itself for a first stage), or ``fn(previous, item)`` when they take two
-parameters, ``item`` being what was submitted. They return a dict of arrays
+item itself for a first stage), or ``fn(previous, item)`` when their second
+parameter has no default or is named ``item``, ``item`` being what was
+submitted (``fn(x, scale=2)`` keeps its default). They return a dict of arrays
 or Tensors named for the next engine's inputs (any other value counts as one
 output named "output").
 
@@ -46,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
@@ -57,13 +59,14 @@ from ._links import feeds_for, parse_links
 from ._members import Member, parse_members, weight_sharing
 
 def _takes_item(fn) -> bool:
-    """True when fn has two positional parameters (previous outputs, item)."""
+    """True when fn's second positional parameter is the item: one without a
+    default, or one named ``item``. ``fn(x, scale=2)`` keeps its default."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):  # builtins without a signature
         return False
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2
+    return len(positional) >= 2 and (positional[1].default is inspect.Parameter.empty or positional[1].name == "item")
 
 
 class Pipeline:
@@ -92,6 +95,7 @@ class Pipeline:
             raise InvalidArgumentError("depth must be >= 1")
         self._takes_item = [m.fn is not None and _takes_item(m.fn) for m in self.members]
         self._links = parse_links(self.members, links)
+        self._graphed = weakref.WeakSet()  # its graphed() forms, released by close()
 
     # -- running -----------------------------------------------------------
     def _outputs_for(self, i: int, item) -> str:
@@ -258,10 +262,16 @@ class Pipeline:
         """
         from .graphed import GraphedPipeline
 
-        return GraphedPipeline(self)
+        g = GraphedPipeline(self)
+        self._graphed.add(g)
+        return g
 
     # -- lifetime ----------------------------------------------------------
     def close(self) -> None:
+        """Stop the stages' worker threads (after what is queued has run) and
+        drop the graphs of its graphed() forms."""
+        for g in list(self._graphed):
+            g._release()
         for m in self.members:
             m.close()
 
