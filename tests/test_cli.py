@@ -155,21 +155,23 @@ def test_dual(small_model, tmp_path, rng):
 
 
 def test_inspect_counts_ops_inside_control_flow(tmp_path):
-    """If/Loop/Scan bodies are in the op histogram; outputs of undeclared rank are shown as such."""
+    """If/Loop/Scan bodies are in the op histogram and their weights in the
+    parameter count; outputs of undeclared rank are shown as such."""
     body = helper.make_graph(
-        [helper.make_node("Mul", ["acc_in", "two"], ["acc_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        [helper.make_node("Mul", ["acc_in", "w"], ["acc_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
         "body",
         [helper.make_tensor_value_info("i", TensorProto.INT64, []),
          helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
          helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, None)],
         [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
          helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([2, 1, 0.5, 3], np.float32), "w")],  # the body's own weight
     )
     graph = helper.make_graph(
         [helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)], "looped",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.array(3, np.int64), "trips"), numpy_helper.from_array(np.float32(2.0), "two")],
+        [numpy_helper.from_array(np.array(3, np.int64), "trips")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
@@ -180,6 +182,7 @@ def test_inspect_counts_ops_inside_control_flow(tmp_path):
     assert "2 node(s) inside If/Loop/Scan bodies" in r.stdout and "every op is supported" in r.stdout
     info = json.loads((tmp_path / "loop.json").read_text())
     assert info["op_histogram"] == {"Loop": 1, "Mul": 1, "Identity": 1}
+    assert info["parameters"] == 1 + 4 and info["parameter_bytes"] == 8 + 16  # trips, and w inside the body
     r = _cli("bench", "loop.onnx", "--shapes", "x:2x4", "--iterations", "2", "--device", "cpu",
              "--compare", "onnxruntime", "--no-progress", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr

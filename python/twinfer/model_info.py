@@ -208,6 +208,20 @@ def _walk(graph, depth: int = 0):
                     yield from _walk(sub, depth + 1)
 
 
+def _graphs(graph):
+    """``graph`` and every If/Loop/Scan body inside it."""
+    from onnx import AttributeProto
+
+    yield graph
+    for n in graph.node:
+        for at in n.attribute:
+            if at.type == AttributeProto.GRAPH:
+                yield from _graphs(at.g)
+            elif at.type == AttributeProto.GRAPHS:
+                for sub in at.graphs:
+                    yield from _graphs(sub)
+
+
 def _twinfer_support(path: str) -> tuple[list[str], str | None]:
     """Load the model in twinfer: the ops it lacks, or the load error."""
     import twinfer
@@ -245,8 +259,10 @@ def describe(path: str | os.PathLike, shapes: dict[str, list[int]] | None = None
     for node, depth in _walk(g):  # If/Loop/Scan bodies included
         hist[(node.domain + "::" if node.domain not in ("", "ai.onnx") else "") + node.op_type] += 1
         nested += depth > 0
-    params = sum(int(np.prod(t.dims)) if len(t.dims) else 1 for t in g.initializer)
-    nbytes = sum(_tensor_nbytes(t) for t in g.initializer)
+    # Weights of If/Loop/Scan bodies count too (a Loop-wrapped decoder keeps its own).
+    inits = [t for sub in _graphs(g) for t in sub.initializer]
+    params = sum(int(np.prod(t.dims)) if len(t.dims) else 1 for t in inits)
+    nbytes = sum(_tensor_nbytes(t) for t in inits)
 
     from .benchmark import concrete_shapes
     from .engine import TensorSpec
@@ -260,7 +276,7 @@ def describe(path: str | os.PathLike, shapes: dict[str, list[int]] | None = None
         inputs=inputs, outputs=outputs, op_histogram=dict(hist), parameters=params, parameter_bytes=nbytes,
         flops=flops, flops_shapes=at, flops_uncounted=uncounted,
     )
-    if any(n.op_type == "Constant" for n in g.node):
+    if any(n.op_type == "Constant" for n, _ in _walk(g)):
         info.notes.append("parameters count initializers only (Constant nodes are not counted)")
     if nested:
         info.notes.append(f"the op counts include {nested} node(s) inside If/Loop/Scan bodies; "
