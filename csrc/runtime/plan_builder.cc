@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/passes/lower_precision.h"
+#include "graph/passes/widen_precision.h"
 #include "graph/passes/pipeline.h"
 #include "core/shape_limits.h"
 #include "runtime/arena_planner.h"
@@ -133,6 +134,16 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
                       ", more elements than a tensor can hold (2^47)",
                   n ? n->name : "", n ? n->op_type : "");
     }
+
+  // 16-bit float nodes no kernel takes in their type (fp16 BatchNormalization
+  // on the CPU, in a model exported after .half()) run in float32 between
+  // Casts (graph/passes/widen_precision.h); a device plan's node may have
+  // its kernel on either side.
+  passes::widen_to_float32(g, [&](const graph::Graph& mini, const graph::Node& n) {
+    std::string why;
+    if (select_kernel(KernelBuildInfo(mini, n, src.opset, Backend::kCPU, opt.precision), &why)) return true;
+    return on_device && select_kernel(KernelBuildInfo(mini, n, src.opset, kb, opt.precision), &why) != nullptr;
+  });
 
   // precision="fp16" / "bf16": float32 values the device kernels can take in
   // the lower type become it (graph/passes/lower_precision.h); "fp8" runs

@@ -1,0 +1,127 @@
+#include "graph/passes/widen_precision.h"
+
+#include <map>
+
+#include "core/half.h"
+#include "graph/passes/rewrite_util.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+bool is_16bit_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+bool has_subgraph(const graph::Node& n) {
+  for (const auto& kv : n.attrs)
+    if (kv.second.g || !kv.second.graphs.empty()) return true;
+  return false;
+}
+
+Tensor widened(const Tensor& t) {
+  Tensor out = Tensor::empty(DType::kFloat32, t.shape());
+  const uint16_t* src = static_cast<const uint16_t*>(t.data());
+  float* dst = out.data_as<float>();
+  const bool half = t.dtype() == DType::kFloat16;
+  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = half ? half_to_float(src[i]) : bf16_to_float(src[i]);
+  return out;
+}
+
+// `n` in a graph of its own, its 16-bit float values float32 when `widen`.
+bool accepted(const graph::Graph& g, const graph::Node& n, bool widen, const NodeSupport& supports) {
+  graph::Graph mini;
+  graph::Node copy = n;
+  auto add = [&](int v, bool output) {
+    if (v < 0) return v;
+    graph::Value val = g.values[v];
+    val.producer = output ? 0 : -1;
+    if (widen && is_16bit_float(val.dtype)) {
+      val.dtype = DType::kFloat32;
+      if (val.is_constant()) val.constant = widened(val.constant);
+    }
+    mini.values.push_back(std::move(val));
+    return static_cast<int>(mini.values.size()) - 1;
+  };
+  for (int& v : copy.inputs) v = add(v, false);
+  for (int& v : copy.outputs) v = add(v, true);
+  mini.nodes.push_back(copy);
+  try {
+    return supports(mini, mini.nodes.back());
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+graph::Node cast_node(const std::string& name, int in, int out, DType to) {
+  graph::Node c;
+  c.name = name;
+  c.op_type = "Cast";
+  c.inputs = {in};
+  c.outputs = {out};
+  c.attrs["to"] = int_attr(dtype_to_onnx(to));
+  return c;
+}
+
+}  // namespace
+
+int widen_to_float32(graph::Graph& g, const NodeSupport& supports) {
+  auto is_16 = [&](int v) { return v >= 0 && is_16bit_float(g.values[v].dtype); };
+  std::vector<char> widen(g.nodes.size(), 0);
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Node& n = g.nodes[i];
+    if (has_subgraph(n) || (n.domain.empty() && (n.op_type == "Cast" || n.op_type == "CastLike"))) continue;
+    bool touches = false;
+    for (int v : n.inputs) touches = touches || is_16(v);
+    for (int v : n.outputs) touches = touches || is_16(v);
+    if (!touches || accepted(g, n, false, supports) || !accepted(g, n, true, supports)) continue;
+    widen[i] = 1;
+    ++count;
+  }
+  if (!count) return 0;
+
+  std::map<int, int> as_f32;  // a 16-bit value -> its float32 twin
+  std::vector<graph::Node> nodes;
+  nodes.reserve(g.nodes.size() + 3 * count);
+  auto float_twin = [&](int v) {
+    auto it = as_f32.find(v);
+    if (it != as_f32.end()) return it->second;
+    int id;
+    if (g.values[v].is_constant()) {
+      id = add_constant(g, g.values[v].name + "@float32", widened(g.values[v].constant));
+    } else {
+      id = add_value(g, g.values[v].name + "@float32");
+      nodes.push_back(cast_node(g.values[id].name, v, id, DType::kFloat32));
+    }
+    g.values[id].dtype = DType::kFloat32;
+    g.values[id].has_shape = g.values[v].has_shape;
+    g.values[id].shape = g.values[v].shape;
+    as_f32[v] = id;
+    return id;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    graph::Node n = std::move(g.nodes[i]);
+    if (!widen[i]) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    for (int& v : n.inputs)
+      if (is_16(v)) v = float_twin(v);
+    std::vector<graph::Node> back;
+    for (int& v : n.outputs) {
+      if (!is_16(v)) continue;
+      const int wide = add_value(g, g.values[v].name + "@float32");
+      g.values[wide].dtype = DType::kFloat32;
+      g.values[wide].has_shape = g.values[v].has_shape;
+      g.values[wide].shape = g.values[v].shape;
+      back.push_back(cast_node(g.values[v].name + "@back", wide, v, g.values[v].dtype));
+      v = wide;
+    }
+    nodes.push_back(std::move(n));
+    for (auto& c : back) nodes.push_back(std::move(c));
+  }
+  g.nodes = std::move(nodes);
+  g.topo_sort();
+  return count;
+}
+
+}  // namespace twinfer::passes
