@@ -127,6 +127,112 @@ def test_engine_still_right_after_bad_calls(relu_engine):
     np.testing.assert_array_equal(relu_engine.run({"x": x})["y"].numpy(), np.maximum(x, 0))
 
 
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_feeds_that_are_not_a_dict_say_what_run_takes(device):
+    # onnxruntime's run and twinfer.backend's take a list: run([x]) raised
+    # "list indices must be integers", run(x) NumPy's IndexError.
+    m = model_bytes([helper.make_node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, ["n", 3])], [vi("y", T.FLOAT, ["n", 3])])
+    e = twinfer.load(m, device=device)
+    x = np.zeros((2, 3), np.float32)
+    for feeds in ([x], (x,), x):
+        with pytest.raises(twinfer.InvalidArgumentError) as info:
+            e.run(feeds)
+        for words in ("feeds must be a dict {input name: array}", type(feeds).__name__, "'x'", "engine(x)"):
+            assert words in str(info.value), str(info.value)
+
+
+def _int64_and_float_model(device):
+    """y = a + float(b): a float32 input and an int64 one, both [N]."""
+    m = model_bytes([helper.make_node("Cast", ["b"], ["bf"], to=T.FLOAT), helper.make_node("Add", ["a", "bf"], ["y"])],
+                    [vi("a", T.FLOAT, ["N"]), vi("b", T.INT64, ["N"])], [vi("y", T.FLOAT, ["N"])])
+    return twinfer.load(m, device=device)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+@pytest.mark.parametrize("name, value, error, words", [
+    # NumPy's and DLPack's own errors, which named no input before.
+    ("a", [[1.0], [2.0, 3.0]], twinfer.InvalidArgumentError, ["inhomogeneous"]),  # ValueError
+    ("b", [2**70], twinfer.InvalidArgumentError, ["int64", "too large"]),  # OverflowError
+    ("b", [1, None], twinfer.DTypeError, ["int64", "NoneType"]),  # TypeError
+    ("a", "torch sparse", twinfer.InvalidArgumentError, ["layout"]),  # BufferError
+])
+def test_values_that_cannot_be_converted_name_the_input(device, name, value, error, words):
+    if value == "torch sparse":
+        torch = pytest.importorskip("torch")
+        value = torch.ones(2).to_sparse()
+    feeds = {"a": np.ones(1, np.float32), "b": np.ones(1, np.int64), name: value}
+    with pytest.raises(error) as info:
+        _int64_and_float_model(device).run(feeds)
+    for w in [f"input {name!r}", *words]:
+        assert w in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_a_big_endian_array_is_read_in_native_order(device):
+    # An array read from a file written on another machine ('>f4'): DLPack
+    # carries native byte order only, and its BufferError named no input.
+    a = np.array([1.5, -2.0, 3.25], ">f4")
+    b = np.array([1, 2, 3], ">i8")
+    y = _int64_and_float_model(device).run({"a": a, "b": b})["y"].numpy()
+    np.testing.assert_array_equal(y, [2.5, 0.0, 6.25])
+
+
+@pytest.mark.parametrize("options, words", [
+    # Not strings: the core's binding answered with a dump of its signature.
+    ({"device": None}, ["device must be a string", "'cpu'", "None"]),
+    ({"device": 0}, ["device must be a string"]),
+    ({"precision": 16}, ["precision must be a string", "'fp16'", "16"]),
+    # Taken without a word: -1 as "all cores", 2.7 as 2, "2" parsed.
+    ({"num_threads": -1}, ["num_threads must be an int >= 0", "-1"]),
+    ({"num_threads": 2.7}, ["num_threads must be an int >= 0", "2.7"]),
+    ({"num_threads": "2"}, ["num_threads must be an int >= 0", "'2'"]),
+    # Python's own TypeError / ValueError / AttributeError from inside load.
+    ({"stream_priority": "high"}, ["stream_priority must be an int"]),
+    ({"max_cached_plans": 2.5}, ["max_cached_plans must be an int"]),
+    ({"max_cached_plans": 0}, ["max_cached_plans must be at least 1"]),
+    ({"extra_outputs": 5}, ["extra_outputs must be a list of names"]),
+    ({"keep_float": 5}, ["keep_float must be a list of names"]),
+    ({"override_initializers": 5}, ["override_initializers must be True or a list"]),
+    ({"base_dir": 5}, ["base_dir must be a folder's path"]),
+    ({"shape_ranges": [((1, 3), (8, 3))]}, ["shape_ranges must be a dict", "list"]),
+])
+def test_load_options_of_the_wrong_type_are_named(relu_engine, tmp_path, options, words):
+    m = model_bytes([helper.make_node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, ["n", 3])], [vi("y", T.FLOAT, ["n", 3])])
+    saved = tmp_path / "relu.twinfer"
+    relu_engine.save(saved)
+    sources = [m]
+    if set(options) <= {"device", "num_threads", "stream_priority", "max_cached_plans"}:
+        sources.append(saved)  # options a saved engine takes too, checked alike
+    for source in sources:
+        with pytest.raises(twinfer.InvalidArgumentError) as info:
+            twinfer.load(source, **{"device": "cpu", **options})
+        for w in words:
+            assert w in str(info.value), str(info.value)
+    assert twinfer.load(m, device="cpu", num_threads=np.int64(1)).num_threads == 1  # NumPy ints are ints
+
+
+def test_context_arguments_of_the_wrong_type_are_named(relu_engine):
+    # A string or a float for num_threads crashed the interpreter in the
+    # core's binding (exit 139); a string sm_share was pybind11's cast error.
+    for bad in (-1, "2", 2.7, None):
+        with pytest.raises(twinfer.InvalidArgumentError, match="num_threads must be an int >= 0"):
+            relu_engine.create_context(bad)
+    with pytest.raises(twinfer.InvalidArgumentError, match="sm_share must be None or a number"):
+        relu_engine.create_context(sm_share="half")
+    assert relu_engine.create_context(1) is not None
+    # The binding itself, under the wrapper, refuses them too (it segfaulted).
+    for bad in ("2", 2.7, None, [1]):
+        with pytest.raises(twinfer.InvalidArgumentError, match="num_threads must be a whole number"):
+            relu_engine._core.create_context(bad)
+
+
+def test_report_shapes_naming_an_unknown_input_say_which(relu_engine):
+    # A misspelt name said only that the right one was missing.
+    for report in (relu_engine.memory_report, relu_engine.kernel_report):
+        with pytest.raises(twinfer.InvalidArgumentError, match=r"unknown input\(s\) \['z'\]; inputs are \['x'\]"):
+            report({"z": (2, 3)})
+
+
 # --------------------------------------------------------------------------
 # NaN and infinity
 

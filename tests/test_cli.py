@@ -297,3 +297,21 @@ def test_inspect_of_an_unreadable_file_exits_1_and_warmup_is_checked(small_model
     assert r.returncode == 1 and "cannot load: ModelFormatError" in r.stdout, (r.returncode, r.stdout, r.stderr)
     r = _cli("bench", str(small_model), "--warmup", "-1", "--no-progress", tmp_path=tmp_path)
     assert r.returncode == 1 and "warmup must be >= 0" in r.stderr, r.stderr
+
+
+def test_bench_int8_says_how_to_get_an_int8_engine_and_threads_are_checked(small_model, tmp_path, rng):
+    # --precision int8 failed with the Python API's "needs calibration=", which
+    # a command-line user cannot give; --threads -3 ran on every core.
+    r = _cli("bench", str(small_model), "--precision", "int8", "--iterations", "2", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "the command line does not take" in r.stderr and ".save(" in r.stderr, r.stderr
+    r = _cli("bench", str(small_model), "--threads", "-3", "--iterations", "2", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 1 and "--threads must be >= 0" in r.stderr, r.stderr
+    # What the message says works: a saved int8 engine benches with --precision int8.
+    samples = [{"input": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(4)]
+    twinfer.load(str(small_model), device="cpu", precision="int8", calibration=samples,
+                 progress=False).save(tmp_path / "small-int8.twinfer")
+    r = _cli("bench", "small-int8.twinfer", "--device", "cpu", "--precision", "int8", "--shapes", "input:1x3x8x8",
+             "--iterations", "2", "--no-progress", tmp_path=tmp_path)
+    assert r.returncode == 0 and "int8" in r.stdout, r.stderr
+

@@ -90,9 +90,15 @@ def test_options_that_were_fixed_at_build_are_refused(rng, tmp_path):
     model, _ = cnn(rng)
     path = tmp_path / "cnn.twinfer"
     twinfer.load(model, device="cpu").save(path)
-    with pytest.raises(twinfer.InvalidArgumentError, match="only device=, num_threads= and the GPU options"):
+    with pytest.raises(twinfer.InvalidArgumentError, match="only device=, num_threads= and the options of running") \
+            as info:
         twinfer.load(path, optimize=False)
+    # The message listed the GPU options only; the plan cache's are taken too.
+    for option in ("allow_cpu_fallback", "cuda_graphs", "stream_priority", "sim_coverage", "max_cached_plans",
+                   "plan_ahead"):
+        assert option in str(info.value), str(info.value)
     assert twinfer.load(path, device="cpu", num_threads=1).num_threads == 1
+    assert twinfer.load(path, device="cpu", max_cached_plans=4, plan_ahead=False).stats() is not None
 
 
 def test_a_saved_engine_keeps_its_precision_and_refuses_another(rng, tmp_path):

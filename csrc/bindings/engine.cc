@@ -227,9 +227,21 @@ void bind_engine(py::module_& m) {
            "Engine.run's fast path: {name: NumPy array or Tensor} in input_names' order, outputs as a dict by "
            "output_names (a list when None); None when the general path must convert the feeds.")
       .def("create_context",
-           [](const Engine& e, int threads, py::object priority, py::object sm_share) {
+           [](const Engine& e, py::object threads, py::object priority, py::object sm_share) {
+             // Checked here, not by pybind11's overload matching: a failed match
+             // of this keep_alive<0, 1> binding crashed the interpreter.
+             auto whole = [](const py::object& o, const char* what) {
+               if (PyBool_Check(o.ptr()) || !PyLong_Check(o.ptr()))
+                 throw Error(ErrorKind::kInvalidArgument, std::string(what) + " must be a whole number, got " +
+                                                              std::string(py::repr(o)));
+               return o.cast<int>();
+             };
+             if (!sm_share.is_none() && (PyBool_Check(sm_share.ptr()) ||
+                                         !(PyFloat_Check(sm_share.ptr()) || PyLong_Check(sm_share.ptr()))))
+               throw Error(ErrorKind::kInvalidArgument, "sm_share must be a number, got " + std::string(py::repr(sm_share)));
              return std::shared_ptr<ExecutionContext>(
-                 e.create_context(threads, priority.is_none() ? Engine::kEnginePriority : priority.cast<int>(),
+                 e.create_context(whole(threads, "num_threads"),
+                                  priority.is_none() ? Engine::kEnginePriority : whole(priority, "priority"),
                                   sm_share.is_none() ? 0.0 : sm_share.cast<double>()));
            },
            py::arg("num_threads") = 0, py::arg("priority") = py::none(), py::arg("sm_share") = py::none(),

@@ -70,6 +70,13 @@ def _check_numeric(a: np.ndarray) -> None:
         raise DTypeError(f"a NumPy array of dtype {a.dtype} cannot be a tensor (twinfer takes numbers and bools)")
 
 
+def _native(a: np.ndarray) -> np.ndarray:
+    """``a`` in the machine's byte order: DLPack carries no other, and a
+    big-endian array (read from a file written elsewhere, ``>f4``) holds the
+    same numbers, so it is copied into native order rather than refused."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
 def _from_numpy(a: np.ndarray) -> Tensor:
     """A NumPy array as a Tensor: zero-copy through DLPack when it is compact,
     ml_dtypes types (bfloat16, float8_*, int4, float4_e2m1fn ...) through a
@@ -196,12 +203,14 @@ def _strings(a: np.ndarray) -> Tensor:
 def as_tensor(x, dtype_hint: str | None = None, stream: int | None = None) -> Tensor:
     """Any array-like as a Tensor; zero-copy for compact arrays with __dlpack__.
     ``stream``: for device arrays, the stream twinfer will read them on."""
-    if type(x) is np.ndarray and x.dtype.type in _DLPACK_NUMPY and x.flags.writeable:
+    if type(x) is np.ndarray and x.dtype.type in _DLPACK_NUMPY and x.flags.writeable and x.dtype.isnative:
         # The common case first, with no further inspection (per-call cost).
         try:
             return Tensor._from_capsule(x.__dlpack__(max_version=(1, 0)))
         except TypeError:  # NumPy < 2.1: no max_version
             return Tensor._from_capsule(x.__dlpack__())
+    if isinstance(x, np.ndarray) and not x.dtype.isnative:
+        x = _native(x)
     if isinstance(x, Tensor):
         return x
     if _torch_host_tensor(x) is not None:
@@ -227,5 +236,5 @@ def as_tensor(x, dtype_hint: str | None = None, stream: int | None = None) -> Te
                 x = np.array(x)
         return from_dlpack(x, stream)
     if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
-        return _from_numpy(np.asarray(x, order="C"))
+        return _from_numpy(_native(np.asarray(x, order="C")))
     raise InvalidArgumentError(f"cannot use a {type(x).__name__} as a tensor")

@@ -6,9 +6,11 @@ so quantize never imports engine.py, which imports quantize."""
 from __future__ import annotations
 
 import json
+import numbers
 import operator
 import os
 import warnings
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -16,7 +18,7 @@ import numpy as np
 from . import _core
 from ._convert import Tensor, as_tensor, is_device_array, numpy_dtype
 from ._streams import LEGACY_DEFAULT, producer_stream, stream_handle
-from .errors import DTypeError, InvalidArgumentError, ShapeError
+from .errors import DTypeError, Error, InvalidArgumentError, ShapeError
 
 
 class TensorSpec(NamedTuple):
@@ -49,6 +51,32 @@ def _inner_type(type_name: str) -> tuple[str, str]:
     return "", type_name
 
 
+def thread_count(value, default: str = "all cores") -> int:
+    """num_threads= as load and create_context take it: an int >= 0, 0 for
+    ``default``. Checked here because the core's int conversion took -1 as 0
+    (all cores), truncated 2.7 and parsed "2" without a word."""
+    try:
+        if isinstance(value, bool):  # an int to Python, but surely not a thread count
+            raise TypeError
+        count = operator.index(value)  # ints and NumPy ints; not floats or strings
+    except TypeError:
+        count = -1
+    if count < 0:
+        raise InvalidArgumentError(f"num_threads must be an int >= 0 (0: {default}), not {value!r}")
+    return count
+
+
+def _convert_error(e: Exception, what: str, type_name: str) -> Exception:
+    """Why ``what`` could not become a ``type_name`` tensor, as a twinfer error
+    naming it: NumPy's and DLPack's own errors (a ragged list, an int too large,
+    None in a list, a sparse torch tensor) say nothing of which input it was."""
+    if isinstance(e, Error):  # twinfer's own: the same error, now naming the input
+        return type(e)(f"{what}: {e}")
+    # A TypeError here is an element that is not a number ([1, None]).
+    kind = DTypeError if isinstance(e, TypeError) else InvalidArgumentError
+    return kind(f"{what}: cannot convert it to {type_name}: {e} ({type(e).__name__})")
+
+
 def _to_value(x, type_name: str, what: str, stream: int | None = None):
     """A fed value as a core Tensor of ``type_name``: sequence inputs take a list
     (or tuple) of arrays, optional inputs None or a value. ``stream``: the
@@ -57,8 +85,8 @@ def _to_value(x, type_name: str, what: str, stream: int | None = None):
     if kind == "":
         try:
             return as_tensor(x, type_name, stream)
-        except (DTypeError, InvalidArgumentError) as e:
-            raise type(e)(f"{what}: {e}") from None
+        except (TypeError, ValueError, BufferError, OverflowError) as e:
+            raise _convert_error(e, what, type_name) from (None if isinstance(e, Error) else e)
     if isinstance(x, Tensor) and x.dtype.startswith(kind + "("):
         return x
     if kind == "map":
@@ -134,6 +162,9 @@ class Engine:
                 self._core.memory_report([list(self._ranges[s.name][pick]) for s in self.inputs])
 
     def _check_ranges(self, ranges: dict) -> dict:
+        if not isinstance(ranges, Mapping):  # a list of pairs would fail far inside, as 'no attribute items'
+            raise InvalidArgumentError(f"shape_ranges must be a dict {{input name: (min_shape, max_shape)}}, not a "
+                                       f"{type(ranges).__name__}")
         specs = {s.name: s for s in self.inputs}
         out = {}
         for name, rng in ranges.items():
@@ -206,7 +237,7 @@ class Engine:
             # converted here, still without the checks below.
             try:
                 return [as_tensor(feeds[n], t) for n, t in zip(self._input_names, self._input_types)]
-            except (KeyError, DTypeError, InvalidArgumentError):
+            except (KeyError, TypeError, ValueError, BufferError, OverflowError):
                 pass  # a wrong name or value: the full path below says which input
         specs = self._specs
         names = {s.name for s in specs}
@@ -237,6 +268,7 @@ class Engine:
     def run(self, feeds: dict, *, context: "_core.ExecutionContext | None" = None, stream=None,
             outputs: str = "auto") -> dict[str, Tensor]:
         """Run on ``feeds`` ({input name: array}) and return {output name: Tensor}.
+        (``engine(x, ...)`` takes the inputs positionally; ``feeds`` must be a dict.)
 
         Arrays are taken without copying where their layout allows (anything
         with ``__dlpack__``, NumPy, PyTorch, ...). The GIL is released while the
@@ -247,8 +279,11 @@ class Engine:
         On a GPU (device engines): ``stream`` runs on a caller's stream (a
         ``torch.cuda.Stream``, a CuPy stream, an int handle, or a twinfer
         ``context.stream``); with none given, device arrays from torch or CuPy
-        run on their framework's current stream, anything else on the context's
-        own stream. Inputs are read in stream order (no device-wide sync).
+        run on their framework's current stream, other frameworks' device
+        arrays (JAX, ...) on the legacy default stream (what DLPack producers
+        order their work against when told no stream), and twinfer Tensors and
+        host arrays on the context's own stream. Inputs are read in stream
+        order (no device-wide sync).
         ``outputs``: "auto" gives host tensors when every input was a host array
         (NumPy in, NumPy out; the run is waited for) and device tensors
         otherwise, which return at once and carry a ready event that
@@ -267,6 +302,8 @@ class Engine:
                 if self._on_device and not self._warned_fallback:
                     self._warn_host_fallback(stacklevel=3)
                 return out
+        if not isinstance(feeds, Mapping):  # after the fast path, which takes dicts only
+            raise InvalidArgumentError(self._not_feeds(feeds))
         if not self._on_device:
             if stream is not None:
                 raise InvalidArgumentError(f"stream= is for device engines; this one runs on {self.device}")
@@ -276,6 +313,14 @@ class Engine:
                 return dict(zip(self._output_names, outs))
             return {name: _from_value(t) for name, t in zip(self._output_names, outs)}
         return dict(zip(self._output_names, self._run_device(feeds, context, stream, outputs)))
+
+    def _not_feeds(self, feeds) -> str:
+        """Why ``feeds`` is not what run takes: a list or a bare array, as
+        onnxruntime's run and twinfer.backend's take them."""
+        names = list(self._input_names)
+        return (f"feeds must be a dict {{input name: array}}, got {type(feeds).__name__}: "
+                f"run({{{', '.join(f'{n!r}: ...' for n in names)}}}), or positionally, in the model's "
+                f"order, engine({', '.join(n if n.isidentifier() else f'x{i}' for i, n in enumerate(names))})")
 
     def _run_device(self, feeds: dict, context, stream, outputs: str) -> list:
         if outputs not in ("auto", "host", "device"):
@@ -350,6 +395,11 @@ class Engine:
         elif priority is not None and not isinstance(priority, int):
             raise InvalidArgumentError(f"priority must be an int or one of 'high', 'normal', 'low', not "
                                        f"{type(priority).__name__}")
+        # Checked here: the core's binding takes only an int and a float (the
+        # core checks the share's range).
+        num_threads = thread_count(num_threads, "the engine's num_threads")
+        if sm_share is not None and (isinstance(sm_share, bool) or not isinstance(sm_share, numbers.Real)):
+            raise InvalidArgumentError(f"sm_share must be None or a number in (0, 1], not {sm_share!r}")
         return self._core.create_context(num_threads, priority, sm_share)
 
     # -- reports -----------------------------------------------------------
@@ -360,6 +410,11 @@ class Engine:
                 raise InvalidArgumentError("the model has symbolic input dims: pass shapes=[...] explicitly")
             return [list(s.shape) for s in specs]
         if isinstance(shapes, dict):
+            # A misspelt name first: otherwise only the input it meant shows, as missing.
+            unknown = [k for k in shapes if k not in self._input_names]
+            if unknown:
+                raise InvalidArgumentError(f"shapes name unknown input(s) {unknown}; inputs are "
+                                           f"{list(self._input_names)}")
             shapes = {**{n: t.shape for n, t in self._defaults.items()}, **shapes}
             missing = [s.name for s in self.inputs if s.name not in shapes]
             if missing:

@@ -5,13 +5,21 @@ precision="int8" is given sample data, and compiles it into an Engine
 from __future__ import annotations
 
 import json
+import numbers
+import operator
 import os
 import warnings
+from collections.abc import Iterable
 
 from . import _core
-from ._engine import Engine, TensorSpec, open_engine  # noqa: F401  (twinfer.engine.Engine, .TensorSpec)
+from ._engine import Engine, TensorSpec, open_engine, thread_count  # noqa: F401  (twinfer.engine.Engine, .TensorSpec)
 from ._source import model_source
 from .errors import DeviceError, InvalidArgumentError, ModelFormatError
+
+
+# The options of running (_device_options): a saved engine takes them too.
+RUN_OPTIONS = ("allow_cpu_fallback", "cuda_graphs", "stream_priority", "sim_coverage", "max_cached_plans",
+               "plan_ahead")
 
 
 def _resolve_device(device: str) -> str:
@@ -20,17 +28,60 @@ def _resolve_device(device: str) -> str:
     return device
 
 
+def _check_device_precision(device, precision) -> None:
+    """device= and precision= must be strings (the core names a wrong one):
+    anything else reached the core's binding, whose error is a dump of its
+    internal signature."""
+    if not isinstance(device, str):
+        raise InvalidArgumentError(f"device must be a string: 'auto', 'cpu', 'cuda', 'cuda:N' or 'sim', not {device!r}")
+    if precision is not None and not isinstance(precision, str):
+        raise InvalidArgumentError(f"precision must be a string: 'fp32', 'tf32', 'fp16', 'bf16', 'int8' or 'fp8' (or "
+                                   f"None: the model's fp32, a saved engine's own), not {precision!r}")
+
+
+def _int_option(options: dict, name: str, default: int, least: int | None = None) -> int:
+    """options[name] (popped) as an int: a float or a string is refused, not
+    truncated or parsed."""
+    value = options.pop(name, default)
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{name} must be an int, not {value!r}") from None
+    if least is not None and number < least:
+        raise InvalidArgumentError(f"{name} must be at least {least}, got {number}")
+    return number
+
+
+def _names_option(name: str, value) -> list[str]:
+    """A list of names (extra_outputs=, keep_float=): one string is one name,
+    not its letters."""
+    if isinstance(value, str):
+        return [value]
+    try:
+        names = list(value)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise InvalidArgumentError(f"{name} must be a list of names (strings), not {value!r}")
+    return names
+
+
 def load(model, device: str = "auto", precision: str | None = None, **options) -> Engine:
     """Load and compile a model.
 
     model: a path to an ONNX file or to a saved engine (``Engine.save``), ONNX bytes, or an
-           ``onnx.ModelProto``. A saved engine takes only device= and num_threads=.
+           ``onnx.ModelProto``. A saved engine takes only device=, num_threads= and the options
+           of running: allow_cpu_fallback, cuda_graphs, stream_priority, sim_coverage,
+           max_cached_plans and plan_ahead (the rest was fixed when it was built).
     device: "auto" (the GPU when present, else the CPU), "cpu", "cuda" or "cuda:N"; "sim" is the
             simulated device, a GPU stand-in on the CPU for tests (twinfer.testing).
     precision: "fp32" (the default for a model), "tf32", "fp16", "bf16" (GPU) — fp32 on the CPU;
                "int8" (calibrated; CPU and GPU); "fp8" (GPU: calibrated E4M3 GEMMs, the rest in
                fp16). A saved engine keeps the precision it was built with: none given, or the same.
-    options: num_threads (CPU threads per run, default all), optimize (passes, default True),
+    options: num_threads (CPU threads per run: an int, 0 (the default) for all cores),
+             optimize (passes, default True),
              base_dir (folder for external weights when loading from bytes),
              shape_ranges ({input name: (min_shape, max_shape)}: plans for both are built at
              load, and a run outside the range raises twinfer.ShapeError),
@@ -67,23 +118,25 @@ def load(model, device: str = "auto", precision: str | None = None, **options) -
 
     >>> engine = twinfer.load("resnet50.onnx", device="cpu")
     """
+    _check_device_precision(device, precision)
     if isinstance(model, (str, os.PathLike)) and os.path.isfile(model) and _core.is_engine_file(os.fspath(model)):
         return _load_saved(os.fspath(model), device, precision, options)
     precision = "fp32" if precision is None else precision
     source, is_path, base_dir = model_source(model)
     base_dir = options.pop("base_dir", base_dir)
-    num_threads = int(options.pop("num_threads", 0))
+    if not isinstance(base_dir, (str, os.PathLike)):
+        raise InvalidArgumentError(f"base_dir must be a folder's path, not {base_dir!r}")
+    num_threads = thread_count(options.pop("num_threads", 0))
     optimize = bool(options.pop("optimize", True))
     shape_ranges = options.pop("shape_ranges", None)
-    extra_outputs = [str(n) for n in options.pop("extra_outputs", ())]
+    extra_outputs = _names_option("extra_outputs", options.pop("extra_outputs", ()))
     smoothing = _smoothing_alpha(options.pop("smoothing", True))
     per_token = options.pop("per_token", "auto")
     if per_token not in ("auto", True, False):
         raise InvalidArgumentError(f"per_token must be 'auto', True or False, got {per_token!r}")
     calibration = _int8_calibration(model, precision, options, num_threads, smoothing)
     bias_correction = bool(options.pop("bias_correction", True))
-    keep_float = options.pop("keep_float", ())
-    keep_float = {keep_float} if isinstance(keep_float, str) else set(keep_float)  # one name, not its letters
+    keep_float = set(_names_option("keep_float", options.pop("keep_float", ())))
     if keep_float:
         _check_layer_names(model, keep_float)
     weights = options.pop("weights", "fp32")
@@ -95,7 +148,8 @@ def load(model, device: str = "auto", precision: str | None = None, **options) -
         override_names, override_all = [], True
     elif override in (None, False):
         override_names, override_all = [], False
-    elif isinstance(override, str) or not all(isinstance(n, str) for n in override):
+    elif isinstance(override, str) or not isinstance(override, Iterable) or \
+            not all(isinstance(n, str) for n in override):
         raise InvalidArgumentError(
             f"override_initializers must be True or a list of initializer names, got {override!r}")
     else:
@@ -139,12 +193,10 @@ def _device_options(options: dict) -> dict:
     runtime's and the plan cache's; a saved engine takes them too."""
     out = dict(allow_cpu_fallback=bool(options.pop("allow_cpu_fallback", True)),
                cuda_graphs=bool(options.pop("cuda_graphs", True)),
-               stream_priority=int(options.pop("stream_priority", 0)),
+               stream_priority=_int_option(options, "stream_priority", 0),
                sim_coverage=options.pop("sim_coverage", "all"),
-               max_cached_plans=int(options.pop("max_cached_plans", 16)),
-               plan_ahead=bool(options.pop("plan_ahead", True)))
-    if out["max_cached_plans"] < 1:
-        raise InvalidArgumentError(f"max_cached_plans must be at least 1, got {out['max_cached_plans']}")
+               max_cached_plans=_int_option(options, "max_cached_plans", 16, least=1),
+               plan_ahead=bool(options.pop("plan_ahead", True)))  # keep RUN_OPTIONS in step
     if out["sim_coverage"] not in ("all", "cuda"):
         raise InvalidArgumentError(f"sim_coverage must be 'all' or 'cuda', got {out['sim_coverage']!r}")
     return out
@@ -155,12 +207,13 @@ def _load_saved(path: str, device: str, precision: str | None, options: dict) ->
     options are chosen now; everything else was fixed when it was built."""
     from ._version import __version__
 
-    num_threads = int(options.pop("num_threads", 0))
+    num_threads = thread_count(options.pop("num_threads", 0))
     device_options = _device_options(options)
     if options:
         raise InvalidArgumentError(
-            f"{path} is a saved engine: only device=, num_threads= and the GPU options apply when loading it, not "
-            f"{sorted(options)} (they were fixed when it was built; load the ONNX model to change them)")
+            f"{path} is a saved engine: only device=, num_threads= and the options of running "
+            f"({', '.join(RUN_OPTIONS)}) apply when loading it, not {sorted(options)} (they were fixed when it was "
+            "built; load the ONNX model to change them)")
     requested = device
     try:
         core, meta = _core.load_engine(path, _resolve_device(device), num_threads, **device_options)
@@ -218,7 +271,10 @@ def _int8_calibration(model, precision: str, options: dict, num_threads: int, sm
     # every top-1). fp8: the largest value; E4M3's exponent keeps the small
     # ones, clipping would only lose the large.
     calibrator = options.pop("calibrator", "minmax" if precision == "fp8" else "percentile")
-    percentile = float(options.pop("percentile", 99.99))
+    percentile = options.pop("percentile", 99.99)
+    if isinstance(percentile, bool) or not isinstance(percentile, numbers.Real):
+        raise InvalidArgumentError(f"percentile must be a number (99.99: the default), not {percentile!r}")
+    percentile = float(percentile)
     progress = bool(options.pop("progress", True))
     if precision not in ("int8", "fp8"):
         if calibration is not None:

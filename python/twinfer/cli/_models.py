@@ -70,3 +70,20 @@ def resolve(model: str, shapes: dict[str, list[int]] | None = None, batch: int =
     if not os.path.exists(model):
         raise InvalidArgumentError(f"model file not found: {model} (or use torchvision:NAME)")
     return ResolvedModel(model, Path(model))
+
+
+def check_precision(precision: str | None, path, command: str) -> None:
+    """--precision int8 / fp8 build a calibrated engine, which needs sample
+    inputs the command line cannot take: say how to get one instead of the
+    Python API's "needs calibration=" that a command-line user cannot act on.
+    A saved engine built with that precision is fine (it keeps its own)."""
+    if precision not in ("int8", "fp8"):
+        return
+    from .. import _core
+
+    if os.path.isfile(path) and _core.is_engine_file(os.fspath(path)):
+        return
+    raise InvalidArgumentError(
+        f"--precision {precision} needs calibration data, which the command line does not take: build the engine in "
+        f"Python, twinfer.load(MODEL, precision={precision!r}, calibration=samples).save('model.twinfer'), and give "
+        f"`twinfer {command}` the saved file")

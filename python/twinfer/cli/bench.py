@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from ._models import MODEL_HELP, resolve
+from ._models import MODEL_HELP, check_precision, resolve
 
 PEERS = ("onnxruntime", "torch")
 
@@ -35,13 +35,14 @@ def add_parser(sub) -> None:
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N, sim (the simulated GPU)")
     p.add_argument("--precision", default=None,
-                   help="fp32 (default for a model), tf32, fp16, bf16 (GPU); a saved engine keeps its own")
+                   help="fp32 (default for a model), tf32, fp16, bf16 (GPU); a saved engine keeps its own "
+                        "(int8 and fp8 engines need calibration data: save one from Python and bench the file)")
     p.add_argument("--batch", type=int, default=1, help="size of symbolic batch dims (default 1)")
     p.add_argument("--shapes", default=None, metavar="NAME:DIMS,...",
                    help="input shapes, e.g. input:1x3x224x224,mask:1x128 (overrides --batch for those inputs)")
     p.add_argument("--iterations", type=int, default=100, help="timed runs per runtime (default 100)")
     p.add_argument("--warmup", type=int, default=10, help="untimed runs before timing (default 10)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads per run (default: all cores)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads per run (default 0: all cores)")
     p.add_argument("--compare", default="", metavar="PEERS", help="comma-separated peers: onnxruntime,torch")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the report as JSON")
     p.add_argument("--seed", type=int, default=None, help="seed of the random inputs")
@@ -79,8 +80,11 @@ def run(args) -> int:
     if bad:
         print(f"twinfer bench: unknown peer(s) {bad}; choose from {', '.join(PEERS)}", file=sys.stderr)
         return 2
+    if args.threads < 0:  # twinfer.load refuses it too, but by its own name, num_threads
+        raise twinfer.InvalidArgumentError(f"--threads must be >= 0 (0: all cores), got {args.threads}")
     shapes = parse_shapes(args.shapes)
     model = resolve(args.model, shapes, args.batch, args.progress)
+    check_precision(args.precision, model.path, "bench")
     with Steps(1, "twinfer bench", enabled=args.progress) as s:
         s.step("building the engine")
         engine = twinfer.load(model.path, device=args.device, precision=args.precision, num_threads=args.threads)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._models import MODEL_HELP, resolve
+from ._models import MODEL_HELP, check_precision, resolve
 
 DESCRIPTION = """\
 Run models A and B side by side with twinfer.Parallel (one execution context
@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
     p.add_argument("model_b", metavar="B", help="the second model, same forms as A")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N, sim (the simulated GPU)")
     p.add_argument("--precision", default=None,
-                   help="fp32 (default for a model), tf32, fp16, bf16 (GPU); a saved engine keeps its own")
+                   help="fp32 (default for a model), tf32, fp16, bf16 (GPU); a saved engine keeps its own "
+                        "(int8 and fp8 engines need calibration data: save them from Python and give the files)")
     p.add_argument("--batch", type=int, default=1, help="size of symbolic batch dims (default 1)")
     p.add_argument("--shapes", default=None, metavar="NAME:DIMS,...",
                    help="input shapes of either model, e.g. input:1x3x224x224 (see above)")
@@ -60,6 +61,8 @@ def run(args) -> int:
     shapes = parse_shapes(args.shapes)
     a = resolve(args.model_a, shapes, args.batch, args.progress)
     b = resolve(args.model_b, shapes, args.batch, args.progress)
+    for m in (a, b):
+        check_precision(args.precision, m.path, "dual")
     with Steps(2, "twinfer dual", enabled=args.progress) as s:
         s.step(f"building {a.label}")
         ea = twinfer.load(a.path, device=args.device, precision=args.precision)

@@ -7,7 +7,7 @@ import argparse
 import logging
 import signal
 import sys
-import threading
+import time
 
 DESCRIPTION = """\
 Serve the models of a Triton-style repository over the KServe v2 inference
@@ -78,12 +78,20 @@ def run(args) -> int:
         print(f"twinfer serve: {e}", file=sys.stderr)
         return 1
 
-    stop = threading.Event()
+    # The handler only records the signal: one arriving while it runs (GNU
+    # timeout sends SIGTERM to the process and to its group, so two land at
+    # once) runs the handler again inside itself, and a handler that takes a
+    # lock, as threading.Event.set does, then waits for itself forever; even
+    # signal.signal(), Python code, recursed without end under a stream of
+    # signals. The loop below polls the record instead.
+    received: list[int] = []
 
     def on_signal(signum, frame):
-        stop.set()
-        # A second Ctrl-C while draining stops at once.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # A second Ctrl-C stops at once (exit status 130, as any Ctrl-C
+        # outside a drain); a second SIGTERM, as timeout sends, lets the drain finish.
+        if signum == signal.SIGINT and received:
+            raise KeyboardInterrupt
+        received.append(signum)  # takes no lock: safe to re-enter
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -93,11 +101,17 @@ def run(args) -> int:
     for row in server.repository.index():
         print(f"  {row['name']:<24} {row['version'] or '-':>4}  {row['state']}  {row['reason']}".rstrip())
     print(f"twinfer serve: ready; {', '.join(endpoints)} (Ctrl-C stops)", flush=True)
-    while not stop.wait(0.5):
+    while not received:
         if not server.running:
             print("twinfer serve: the server stopped unexpectedly (see the log)", file=sys.stderr)
             return 1
+        time.sleep(0.2)  # a signal's handler runs during the sleep, which then goes on to its end
     print("twinfer serve: draining requests in flight, then stopping", flush=True)
     server.stop()
+    # Drained: a signal from now on (another of timeout's, say) must not turn
+    # the exit status 0 into death by signal while Python shuts down, which
+    # restores the default action of the signals it handled.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print("twinfer serve: stopped", flush=True)
     return 0
