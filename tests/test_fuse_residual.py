@@ -38,12 +38,19 @@ def _ops(e, feeds):
     return [r.op for r in e.kernel_report({k: v.shape for k, v in feeds.items()})]
 
 
-def _block(rng, residual_after=False, act=None, extra_output=False):
+def _block(rng, residual_after=False, act=None, extra_output=False, residual_from_matmul=True):
     """x @ W + b, then + r (r computed from another input after the MatMul
-    when residual_after), optionally an activation between (not fusable)."""
+    when residual_after), optionally an activation between (not fusable).
+    The residual is a layer's output (h @ Wh), as in a transformer: in fp16
+    it is then fp16, where a float32 graph input would keep the Add float32.
+    Without residual_from_matmul the residual is the input h_in itself (its
+    MatMul would offer the Add a second GEMM to go into)."""
     w = numpy_helper.from_array(rng.standard_normal((K, N)).astype(np.float32) / 6, "w")
+    wh = numpy_helper.from_array(rng.standard_normal((N, N)).astype(np.float32) / 5, "wh")
     bias = numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "b")
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])]
+    nodes = [helper.make_node("MatMul", ["h_in", "wh"], ["h"]) if residual_from_matmul else
+             helper.make_node("Identity", ["h_in"], ["h"]),
+             helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])]
     y = "y"
     if act:
         nodes.append(helper.make_node(act, ["y"], ["ya"]))
@@ -52,7 +59,7 @@ def _block(rng, residual_after=False, act=None, extra_output=False):
         nodes.append(helper.make_node("Softmax", ["h"], ["r"], axis=-1))  # no elementwise chain to join
     nodes.append(helper.make_node("Add", ["r" if residual_after else "h", y], ["z"]))
     outputs = [("z", F, [B, S, N])] + ([("y", F, [B, S, N])] if extra_output else [])
-    return _model(nodes, [("x", F, [B, S, K]), ("h", F, [B, S, N])], outputs, [w, bias])
+    return _model(nodes, [("x", F, [B, S, K]), ("h_in", F, [B, S, N])], outputs, [w, wh, bias])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -61,7 +68,7 @@ def _block(rng, residual_after=False, act=None, extra_output=False):
 def test_residual_goes_into_the_matmul(device, precision, residual_after, rng, monkeypatch):
     m = _block(rng, residual_after=residual_after)
     feeds = {"x": rng.standard_normal((B, S, K)).astype(np.float32),
-             "h": rng.standard_normal((B, S, N)).astype(np.float32)}
+             "h_in": rng.standard_normal((B, S, N)).astype(np.float32)}
     (want,) = _ort(m, feeds)
     tol = {"fp32": 2e-5, "fp16": 2e-2, "bf16": 1e-1}[precision]
     for on in ("1", "0"):
@@ -80,14 +87,14 @@ def test_residuals_that_must_stay_an_add(device, case, rng):
     # relu(x W + b) + r is not what the GEMM's C computes; a MatMul output
     # that is also a graph output must exist; an r that broadcasts up is not C.
     if case == "broadcast_residual":
-        m = _block(rng)
-        m.graph.input[1].CopyFrom(helper.make_tensor_value_info("h", F, [1, S, N]))
+        m = _block(rng, residual_from_matmul=False)
+        m.graph.input[1].CopyFrom(helper.make_tensor_value_info("h_in", F, [1, S, N]))
         h = rng.standard_normal((1, S, N)).astype(np.float32)
     else:
         m = _block(rng, act="Relu" if case == "activation_between" else None,
-                   extra_output=case == "output_read_elsewhere")
+                   extra_output=case == "output_read_elsewhere", residual_from_matmul=False)
         h = rng.standard_normal((B, S, N)).astype(np.float32)
-    feeds = {"x": rng.standard_normal((B, S, K)).astype(np.float32), "h": h}
+    feeds = {"x": rng.standard_normal((B, S, K)).astype(np.float32), "h_in": h}
     e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
     assert "Add" in _ops(e, feeds)
     want = _ort(m, feeds)

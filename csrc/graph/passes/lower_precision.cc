@@ -1,6 +1,8 @@
 #include "graph/passes/lower_precision.h"
 
+#include <cmath>
 #include <map>
+#include <set>
 
 #include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
@@ -26,8 +28,45 @@ bool stays_float32(const graph::Node& n, size_t input) {
   return n.domain.empty() && (n.op_type == "Resize" || n.op_type == "Upsample") && input > 0;
 }
 
-bool casts_to_float32(const graph::Node& n) {
-  return n.domain.empty() && n.op_type == "Cast" && n.attr_int("to", 0) == dtype_to_onnx(DType::kFloat32);
+// How a node's type is chosen, after torch.autocast's lists: GEMMs and
+// convolutions always run in the lower type (their float32 operands cast);
+// ops whose results leave 16 bits' range or precision (exp, log, pow, sums
+// and products, cumulative sums) and the model's own casts to float32 never
+// do; every other op runs in the type its operands arrive in: lower only when
+// every float operand that is not a constant already is.
+enum class Rule { kLower, kFloat32, kFollow };
+
+Rule rule_of(const graph::Node& n) {
+  static const std::set<std::string> lower{"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "Attention"};
+  static const std::set<std::string> float32{
+      "Exp",       "Log",        "Pow",         "Reciprocal",      "Softplus",  "CumSum", "ReduceSum",
+      "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",    "ReduceLogSum", "ReduceLogSumExp",
+      "Acos",      "Asin",       "Cosh",        "Sinh",            "Tan"};
+  if (n.domain == kTwinferDomain && (lower.count(n.op_type) || n.op_type == quant::kFP8MatMulOp)) return Rule::kLower;
+  if (!n.domain.empty()) return Rule::kFollow;
+  if (lower.count(n.op_type)) return Rule::kLower;
+  if (float32.count(n.op_type)) return Rule::kFloat32;
+  // The model's own cast to float32 (an int mask or position made float, an
+  // fp16 model's float32 island) keeps its word: 70000 as fp16 is inf.
+  if ((n.op_type == "Cast" && n.attr_int("to", 0) == dtype_to_onnx(DType::kFloat32)) || n.op_type == "CastLike")
+    return Rule::kFloat32;
+  return Rule::kFollow;
+}
+
+// Whether float32 constant `t` means the same in `to`: no finite value past
+// the type's largest, and a scalar (an epsilon, a scale) not below its
+// smallest normal (1e-12 is 0 in fp16, 1e5 is inf). A tensor's tiny
+// elements only lose precision, as any rounding does.
+bool representable(const Tensor& t, DType to) {
+  if (t.dtype() != DType::kFloat32) return true;
+  const float largest = to == DType::kFloat16 ? 65504.f : 3.3895313892515355e38f;  // largest_finite
+  const float smallest_normal = to == DType::kFloat16 ? 6.103515625e-05f : 1.1754943508222875e-38f;
+  const float* p = t.data_as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float a = std::fabs(p[i]);
+    if (std::isfinite(a) && (a > largest || (t.numel() == 1 && a != 0.f && a < smallest_normal))) return false;
+  }
+  return true;
 }
 
 // The node as it would be in `to`: a one-node graph with the lowered types,
@@ -58,7 +97,6 @@ graph::Node lowered_copy(const graph::Graph& g, const graph::Node& n, DType to,
     }
   }
   for (int& v : copy.outputs) v = remap(v);
-  if (casts_to_float32(n)) copy.attrs["to"].i = dtype_to_onnx(to);
   return copy;
 }
 
@@ -101,15 +139,44 @@ graph::Node cast_node(const std::string& name, int in, int out, DType to) {
   return c;
 }
 
+float largest_finite(DType to) { return to == DType::kFloat16 ? 65504.f : 3.3895313892515355e38f; }
+
+// Clip(x, -limit, limit): bounds as inputs from opset 11, attributes before.
+graph::Node clip_node(graph::Graph& g, const std::string& name, int in, int out, float limit, int64_t opset) {
+  graph::Node c;
+  c.name = name;
+  c.op_type = "Clip";
+  c.inputs = {in};
+  c.outputs = {out};
+  if (opset >= 11) {
+    for (float b : {-limit, limit}) {
+      Tensor t = Tensor::empty(DType::kFloat32, {});
+      *t.data_as<float>() = b;
+      c.inputs.push_back(add_constant(g, name + (b < 0 ? "/min" : "/max"), std::move(t)));
+    }
+  } else {
+    graph::Attribute lo, hi;
+    lo.type = hi.type = graph::Attribute::Type::kFloat;
+    lo.f = -limit;
+    hi.f = limit;
+    c.attrs["min"] = lo;
+    c.attrs["max"] = hi;
+  }
+  return c;
+}
+
 }  // namespace
 
 int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext& pc) {
   const DType F = DType::kFloat32, T = o.to;
   auto is_f32 = [&](int v) { return v >= 0 && g.values[v].dtype == F; };
 
-  // 1. Which nodes compute in `to`: those touching float32 that have a kernel
-  // for the lowered types.
+  // 1. Which nodes compute in `to`, in graph order (rule_of): those touching
+  // float32 whose rule allows it and that have a kernel for the lowered types.
   std::vector<char> low(g.nodes.size(), 0);
+  std::vector<char> low_value(g.values.size(), 0);           // written in `to` by a node lowered so far
+  std::vector<char> is_input(g.values.size(), 0);
+  for (int v : g.inputs) is_input[v] = 1;
   std::vector<std::vector<char>> keep_f32(g.nodes.size());  // per output: stays float32 (outputs_staying_float32)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
@@ -117,11 +184,34 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
     for (int v : n.inputs) touches = touches || is_f32(v);
     for (int v : n.outputs) touches = touches || is_f32(v);
     if (!touches || has_subgraph(n)) continue;
+    const Rule rule = rule_of(n);
+    if (rule == Rule::kFloat32) continue;
+    if (rule == Rule::kFollow) {
+      // A graph input counts as lowered for a node that computes floats (it
+      // is cast once, saturating, as TensorRT and onnxconverter-common cast
+      // inputs), but not for one whose outputs are all discrete (IsInf,
+      // Less, ArgMax of a float32 input: rounding would change them).
+      bool float_out = false;
+      for (int v : n.outputs) float_out = float_out || is_f32(v);
+      bool follows = true;
+      for (size_t k = 0; k < n.inputs.size() && follows; ++k) {
+        const int v = n.inputs[k];
+        if (v < 0 || !is_f32(v) || stays_float32(n, k)) continue;
+        follows = g.values[v].is_constant() ? representable(g.values[v].constant, T)
+                                            : low_value[v] || (float_out && is_input[v]);
+      }
+      for (const auto& kv : n.attrs)  // ConstantOfShape's value
+        follows = follows && (kv.second.type != graph::Attribute::Type::kTensor || representable(kv.second.t, T));
+      if (!follows) continue;
+    }
     graph::Graph mini;
     const graph::Node copy = lowered_copy(g, n, T, o.convert, &mini);
     mini.nodes.push_back(copy);
     keep_f32[i] = outputs_staying_float32(mini, mini.nodes.back(), T, pc.opset);
     low[i] = o.supports(mini, mini.nodes.back());
+    if (low[i])
+      for (size_t k = 0; k < n.outputs.size(); ++k)
+        if (is_f32(n.outputs[k]) && !keep_f32[i][k]) low_value[n.outputs[k]] = 1;
   }
 
   // 2. Rewrite, in order: a lowered node reads lowered values (float32
@@ -137,11 +227,18 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
     if (g.values[v].is_constant()) {
       id = add_constant(g, g.values[v].name + "@" + dtype_name(T), o.convert(g.values[v].constant));
     } else {
+      // Saturating, as the constants are: a mask input's finfo.min is
+      // -65504, not -inf (a fully masked softmax row stays finite).
+      const int clipped = add_value(g, g.values[v].name + "@clipped");
+      g.values[clipped].dtype = F;
+      g.values[clipped].has_shape = g.values[v].has_shape;
+      g.values[clipped].shape = g.values[v].shape;
+      nodes.push_back(clip_node(g, g.values[clipped].name, v, clipped, largest_finite(T), pc.opset));
       id = add_value(g, g.values[v].name + "@" + dtype_name(T));
       g.values[id].dtype = T;
       g.values[id].has_shape = g.values[v].has_shape;
       g.values[id].shape = g.values[v].shape;
-      nodes.push_back(cast_node(g.values[id].name, v, id, T));
+      nodes.push_back(cast_node(g.values[id].name, clipped, id, T));
     }
     as_low[v] = id;
     return id;
@@ -173,7 +270,6 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
           lowered.resize(g.values.size(), 0);
           lowered[v] = 1;
         }
-      if (casts_to_float32(n)) n.attrs["to"].i = dtype_to_onnx(T);
       ++count;
     } else {
       for (int& v : n.inputs)

@@ -1,11 +1,18 @@
-// precision="fp16" / "bf16" on a device: float32 values become `to` wherever
-// the node that computes them can run in `to` (autocast, decided per node),
-// with Cast nodes where a value crosses between the two: the graph's inputs
-// and outputs keep the model's dtypes, ops that cannot run in `to` keep
-// float32, so do outputs whose op defines them float32 (LayerNormalization's
-// Mean / InvStdDev, by its shape rule), and float32 weights are converted
-// once (the converter caches).
-// Kernels accumulate reductions, normalisations and GEMMs in float32.
+// precision="fp16" / "bf16" on a device: float32 values become `to` node by
+// node, after torch.autocast's lists (lower_precision.cc, rule_of): GEMMs,
+// convolutions and attention always compute in `to` (their float32 operands
+// cast); exp, log, pow, reciprocal, sums, products, cumulative sums and the
+// model's own casts to float32 never do; every other op computes in the type
+// its operands arrive in: in `to` when each float operand that is not a
+// constant already is (a graph input counts, unless all the node computes
+// is discrete: IsInf, Less, ArgMax), and none of its constants would change
+// meaning in 16 bits (a scalar below the smallest normal, anything past the
+// largest finite). Casts into `to` saturate (Clip first), as constants
+// convert. The graph's inputs and outputs keep the model's dtypes, outputs
+// whose op defines them float32 stay so (LayerNormalization's Mean /
+// InvStdDev, by its shape rule), and float32 weights are converted once
+// (the converter caches). Kernels accumulate reductions, normalisations and
+// GEMMs in float32.
 #pragma once
 #include <functional>
 
