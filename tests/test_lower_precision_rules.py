@@ -142,3 +142,15 @@ def test_pow_and_sums_stay_float32(rng, precision):
     got, want = _both(m, {"x": x}, precision)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol={"fp16": 4e-3, "bf16": 3e-2}[precision])
+
+
+def test_kernel_report_shows_where_a_plan_computes_in_16_bits(rng):
+    # Which nodes stayed float32 could not be seen before (rows had no type).
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Exp", ["h"], ["e"]),
+                helper.make_node("Relu", ["h"], ["r"])],
+               [vi("x", TP.FLOAT, [3, 8])], [vi("e", TP.FLOAT, None), vi("r", TP.FLOAT, None)],
+               {"w": rng.standard_normal((8, 4)).astype(np.float32)})
+    rows = {r.op: r.dtype for r in twinfer.load(m, device="sim", precision="fp16").kernel_report({"x": (3, 8)})}
+    assert rows["MatMul"] == rows["Relu"] == "float16" and rows["Exp"] == "float32", rows
+    cpu_rows = twinfer.load(m, device="cpu").kernel_report({"x": (3, 8)})
+    assert {r.dtype for r in cpu_rows} == {"float32"}

@@ -140,10 +140,10 @@ void set_run_options(EngineOptions& opt, const std::string& device, bool allow_c
   opt.sim_coverage = sim_coverage_from_name(sim_coverage);
 }
 
-// kernel_report's rows as (node, op, kernel, where, note) tuples.
+// kernel_report's rows as (node, op, kernel, where, note, dtype) tuples.
 py::list report_list(const std::vector<KernelReportRow>& rows) {
   py::list out;
-  for (const auto& r : rows) out.append(py::make_tuple(r.node, r.op, r.kernel, r.where, r.note));
+  for (const auto& r : rows) out.append(py::make_tuple(r.node, r.op, r.kernel, r.where, r.note, r.dtype));
   return out;
 }
 

@@ -852,6 +852,11 @@ std::vector<KernelReportRow> Engine::report_rows(const Plan& plan) const {
     }
     row.kernel = st.kernel ? st.kernel->impl_name() : step_kind_name(st.kind);
     row.note = st.note;
+    for (int v : st.node->outputs)
+      if (v >= 0 && v < static_cast<int>(p->values.size())) {
+        row.dtype = dtype_name(p->values[v].dtype);
+        break;
+      }
     r.push_back(std::move(row));
   }
   return r;

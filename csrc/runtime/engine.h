@@ -69,10 +69,11 @@ struct MemoryReport {
 };
 
 // One step of a plan, for kernel_report: node, op, kernel, where it runs
-// ("cpu", "cuda", "sim", or "copy"), and why a node of a device plan runs
-// on the host ("" otherwise).
+// ("cpu", "cuda", "sim", or "copy"), why a node of a device plan runs on
+// the host ("" otherwise), and the type of its first output (what a
+// precision="fp16" plan computes where).
 struct KernelReportRow {
-  std::string node, op, kernel, where, note;
+  std::string node, op, kernel, where, note, dtype;
 };
 
 class Engine {

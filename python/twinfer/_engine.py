@@ -32,14 +32,16 @@ class TensorSpec(NamedTuple):
 class KernelRow(NamedTuple):
     """One step of a plan (Engine.kernel_report): the node, its op, the kernel
     that runs it, where ("cpu", "cuda", "sim", or "copy" for a host<->device
-    transfer placement inserted), and for a device engine's node that runs
-    on the CPU, why."""
+    transfer placement inserted), for a device engine's node that runs on
+    the CPU, why, and the type of its first output ("float16" where a
+    precision="fp16" plan computes in 16 bits)."""
 
     node: str
     op: str
     kernel: str
     backend: str
     note: str
+    dtype: str = ""
 
 
 def _inner_type(type_name: str) -> tuple[str, str]:
@@ -435,7 +437,7 @@ class Engine:
         return self._core.memory_report(self._shapes(shapes))
 
     def kernel_report(self, shapes=None) -> list[KernelRow]:
-        """One KernelRow (node, op, kernel, backend, note) per step of the plan at
+        """One KernelRow (node, op, kernel, backend, note, dtype) per step of the plan at
         ``shapes``: on a device engine, where each node runs and, for a node on
         the CPU, why; "copy" rows are the host<->device transfers between them.
 
