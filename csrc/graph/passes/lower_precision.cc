@@ -126,19 +126,6 @@ std::vector<char> outputs_staying_float32(graph::Graph& mini, const graph::Node&
   return keep;
 }
 
-graph::Node cast_node(const std::string& name, int in, int out, DType to) {
-  graph::Node c;
-  c.name = name;
-  c.op_type = "Cast";
-  c.inputs = {in};
-  c.outputs = {out};
-  graph::Attribute a;
-  a.type = graph::Attribute::Type::kInt;
-  a.i = dtype_to_onnx(to);
-  c.attrs["to"] = a;
-  return c;
-}
-
 float largest_finite(DType to) { return to == DType::kFloat16 ? 65504.f : 3.3895313892515355e38f; }
 
 // Clip(x, -limit, limit): bounds as inputs from opset 11, attributes before.

@@ -128,6 +128,16 @@ bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
   }
 }
 
+graph::Node cast_node(const std::string& name, int in, int out, DType to) {
+  graph::Node c;
+  c.name = name;
+  c.op_type = "Cast";
+  c.inputs = {in};
+  c.outputs = {out};
+  c.attrs["to"] = int_attr(dtype_to_onnx(to));
+  return c;
+}
+
 graph::Node transpose_node(const std::string& name, int from, int to, const std::vector<int64_t>& perm) {
   graph::Node t;
   t.name = name;

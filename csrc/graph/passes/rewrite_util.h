@@ -41,6 +41,9 @@ graph::Attribute floats_attr(std::vector<float> f);
 // Whether value v has a shape with every dim known (then *s holds it).
 bool concrete_shape(const graph::Graph& g, int v, Shape* s);
 
+// A Cast node from value `in` to value `out`, of type `to`.
+graph::Node cast_node(const std::string& name, int in, int out, DType to);
+
 // A Transpose node from value `from` to value `to`.
 graph::Node transpose_node(const std::string& name, int from, int to, const std::vector<int64_t>& perm);
 

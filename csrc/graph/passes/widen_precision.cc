@@ -51,16 +51,6 @@ bool accepted(const graph::Graph& g, const graph::Node& n, bool widen, const Nod
   }
 }
 
-graph::Node cast_node(const std::string& name, int in, int out, DType to) {
-  graph::Node c;
-  c.name = name;
-  c.op_type = "Cast";
-  c.inputs = {in};
-  c.outputs = {out};
-  c.attrs["to"] = int_attr(dtype_to_onnx(to));
-  return c;
-}
-
 }  // namespace
 
 int widen_to_float32(graph::Graph& g, const NodeSupport& supports) {
