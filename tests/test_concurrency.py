@@ -555,3 +555,51 @@ def test_a_function_stage_keeps_the_default_of_its_second_parameter(engines, rng
         close(pipe.run({"x": x})["feat"], feat * 2.0)
     with twinfer.Pipeline([engines["conv"], with_item]) as pipe:
         close(pipe.run({"x": x})["feat"], feat + x.sum())
+
+
+def test_reading_a_contexts_stats_while_it_runs_borrowed_tensors_does_not_deadlock():
+    # graph_stats() held the GIL while waiting for the context's lock, and a
+    # run holding that lock waited for the GIL to release a borrowed (DLPack)
+    # input: the interpreter hung. The stats now wait without the GIL.
+    import sys
+
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g", [h.make_tensor_value_info("x", TP.FLOAT, [4])],
+                     [h.make_tensor_value_info("y", TP.FLOAT, [4])])
+    e = twinfer.load(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), device="sim")
+    ctx = e.create_context()
+    dev = e.run({"x": np.ones(4, np.float32)}, context=ctx, outputs="device")["y"]
+
+    class Foreign:  # a framework's array: imported by DLPack, released through Python
+        def __dlpack__(self, **kw):
+            return dev.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return dev.__dlpack_device__()
+
+    done = threading.Event()
+
+    def runs():
+        for _ in range(800):
+            e.run({"x": Foreign()}, context=ctx, outputs="device")
+        done.set()
+
+    def stats():
+        while not done.is_set():
+            ctx.graph_stats()
+            ctx.step_times()
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)  # many GIL hand-overs: the window is hit within a few hundred runs
+    try:
+        threads = [threading.Thread(target=f, daemon=True) for f in (runs, stats)]
+        for t in threads:
+            t.start()
+        assert done.wait(120), "the runs hung"
+    finally:
+        sys.setswitchinterval(old)
+    for t in threads:
+        t.join(10)
+    np.testing.assert_array_equal(dev.numpy(), np.ones(4, np.float32))

@@ -166,9 +166,15 @@ void bind_engine(py::module_& m) {
              c.synchronize();
            },
            "Block until this context's last run has finished on the device.")
+      // Without the GIL where the context's lock is taken: a run holding the
+      // lock may need the GIL to release a borrowed tensor (a deadlock).
       .def("graph_stats",
            [](const ExecutionContext& c) {
-             const auto s = c.graph_stats();
+             ExecutionContext::GraphStats s;
+             {
+               py::gil_scoped_release nogil;
+               s = c.graph_stats();
+             }
              py::dict d;
              d["captures"] = s.captures;
              d["replays"] = s.replays;
@@ -177,12 +183,21 @@ void bind_engine(py::module_& m) {
            },
            "CUDA graphs of this context: captures, replays, graphs held.")
       .def_property_readonly("device", [](const ExecutionContext& c) { return c.device().str(); })
-      .def_property("profiling", &ExecutionContext::profiling, &ExecutionContext::set_profiling,
+      .def_property("profiling", &ExecutionContext::profiling,
+                    [](ExecutionContext& c, bool on) {
+                      py::gil_scoped_release nogil;
+                      c.set_profiling(on);
+                    },
                     "Time every step of the runs in this context (resets the times).")
       .def("step_times",
            [](const ExecutionContext& c) {
+             std::vector<ExecutionContext::StepTime> times;
+             {
+               py::gil_scoped_release nogil;
+               times = c.step_times();
+             }
              py::list out;
-             for (const auto& t : c.step_times()) out.append(py::make_tuple(t.node, t.op, t.impl, t.total_ms, t.runs));
+             for (const auto& t : times) out.append(py::make_tuple(t.node, t.op, t.impl, t.total_ms, t.runs));
              return out;
            },
            "(node, op, kernel, total ms, runs) per step of the plan run last.");

@@ -418,6 +418,7 @@ void write_engine_file(const std::string& path, const graph::Model& model, const
     // A path the caller cannot write (no such folder, no permission) is a bad argument.
     if (!f)
       throw Error(ErrorKind::kInvalidArgument, "cannot write the engine file '" + path + "'" + os_reason(errno));
+    errno = 0;  // a failed write below reports its own reason, not an earlier call's
     const uint32_t version = kEngineFileVersion, unknown = 0;
     const uint64_t meta_bytes = w.meta.size();
     Checksum sum;

@@ -113,7 +113,10 @@ class ExecutionContext {
   // Held by each public entry for its whole length: a run rebinds the
   // arenas and argument blocks the previous one wrote through, so two
   // threads in one context at once corrupted each other's results and the
-  // heap. Recursive: a group captures its members' runs on its own thread.
+  // heap. Recursive: an entry calls others (execute -> synchronize). Python
+  // callers take it without the GIL (a run holding it may need the GIL to
+  // release a borrowed tensor). A group's graph replay orders itself with
+  // the members' runs by events (order_before/after), not by this lock.
   mutable std::recursive_mutex use_mutex_;
   Device device_;
   int num_threads_;

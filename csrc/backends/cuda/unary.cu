@@ -99,6 +99,11 @@ class ClipKernel final : public Kernel {
       static_assert(sizeof(C) <= sizeof(lo_), "Clip bound wider than its store");
       C lo = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::lowest();
       C hi = std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity() : std::numeric_limits<C>::max();
+      // Before opset 11 the bounds are float attributes (the CPU kernel's
+      // rule); ignored, an fp16 plan's saturating Clip clipped at +-inf.
+      const graph::Node& n = info.node();
+      if (n.has_attr("min")) lo = static_cast<C>(n.attr_float("min", 0.f));
+      if (n.has_attr("max")) hi = static_cast<C>(n.attr_float("max", 0.f));
       if (const Tensor* t = info.input_constant(1)) lo = static_cast<C>(load(*t->data_as<S>()));
       if (const Tensor* t = info.input_constant(2)) hi = static_cast<C>(load(*t->data_as<S>()));
       std::memcpy(lo_, &lo, sizeof(C));

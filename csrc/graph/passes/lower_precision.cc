@@ -129,7 +129,8 @@ std::vector<char> outputs_staying_float32(graph::Graph& mini, const graph::Node&
 float largest_finite(DType to) { return to == DType::kFloat16 ? 65504.f : 3.3895313892515355e38f; }
 
 // Clip(x, -limit, limit): bounds as inputs from opset 11, attributes before.
-graph::Node clip_node(graph::Graph& g, const std::string& name, int in, int out, float limit, int64_t opset) {
+// `name` by value: add_constant below grows g.values, where a caller's name may live.
+graph::Node clip_node(graph::Graph& g, std::string name, int in, int out, float limit, int64_t opset) {
   graph::Node c;
   c.name = name;
   c.op_type = "Clip";

@@ -157,8 +157,14 @@ class Member:
             return fn(*args)
         except BaseException as e:
             note = f"raised in {self.role} '{self.name}'"
-            if note not in getattr(e, "__notes__", ()):
-                e.add_note(note)
+            notes = getattr(e, "__notes__", None)
+            if notes is None:  # add_note is Python 3.11's; __notes__ is what it fills (3.10 too)
+                try:
+                    e.__notes__ = notes = []
+                except (AttributeError, TypeError):  # an exception type that takes no attributes
+                    notes = None
+            if notes is not None and note not in notes:
+                notes.append(note)
             raise
 
     def _closed_error(self) -> InvalidArgumentError:
