@@ -154,3 +154,15 @@ def test_kernel_report_shows_where_a_plan_computes_in_16_bits(rng):
     assert rows["MatMul"] == rows["Relu"] == "float16" and rows["Exp"] == "float32", rows
     cpu_rows = twinfer.load(m, device="cpu").kernel_report({"x": (3, 8)})
     assert {r.dtype for r in cpu_rows} == {"float32"}
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_indices_beside_float_outputs_are_not_rounded_first(precision):
+    # TopK of a float32 input computes values and indices: rounding the input
+    # to 16 bits first swapped near-ties (1.0001 and 1.0002 are one fp16).
+    x = np.array([[1.0001, 0.2, 1.0002, 1.00015, -3.0, 0.5]], np.float32)
+    m = _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1)], [vi("x", TP.FLOAT, [1, 6])],
+               [vi("v", TP.FLOAT, None), vi("i", TP.INT64, None)], {"k": np.array([3], np.int64)})
+    (v, i), (wv, wi) = _both(m, {"x": x}, precision)
+    np.testing.assert_array_equal(i, wi)
+    np.testing.assert_array_equal(v, wv)

@@ -175,12 +175,13 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
     const Rule rule = rule_of(n);
     if (rule == Rule::kFloat32) continue;
     if (rule == Rule::kFollow) {
-      // A graph input counts as lowered for a node that computes floats (it
-      // is cast once, saturating, as TensorRT and onnxconverter-common cast
-      // inputs), but not for one whose outputs are all discrete (IsInf,
-      // Less, ArgMax of a float32 input: rounding would change them).
-      bool float_out = false;
-      for (int v : n.outputs) float_out = float_out || is_f32(v);
+      // A graph input counts as lowered for a node that computes only floats
+      // (it is cast once, saturating, as TensorRT and onnxconverter-common
+      // cast inputs), not for one with a discrete result (IsInf, Less,
+      // ArgMax, TopK's or MaxPool's indices of a float32 input: rounding
+      // would change them on near-ties).
+      bool float_out = true;
+      for (int v : n.outputs) float_out = float_out && (v < 0 || is_f32(v));
       bool follows = true;
       for (size_t k = 0; k < n.inputs.size() && follows; ++k) {
         const int v = n.inputs[k];
