@@ -6,6 +6,7 @@ events, SM shares (green contexts), and the whole group captured as one
 graph. References: the same models on the CPU backend."""
 
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -429,3 +430,38 @@ def test_a_closed_group_refuses_graphed_runs_and_drops_its_graphs(models, cpu, r
     pipe.close()
     with pytest.raises(twinfer.InvalidArgumentError, match="is closed"):
         gp.run({"x": x})
+
+
+def test_graphed_runs_and_eager_runs_of_the_same_members_from_two_threads(models, cpu, rng):
+    # A replay waits for each member's latest run, launches, and makes the
+    # member's next run wait for it; an eager run from another thread landed
+    # between those steps, waited for nothing and wrote the arena the graph
+    # was writing. The group now holds its members' contexts for a call.
+    dev = on("sim", models)
+    par = twinfer.Parallel([dev["conv"], dev["mlp"]])
+    g = par.graphed()
+    xs = [images(rng, n=2, h=11, w=11) for _ in range(4)]
+    vs = [rng.standard_normal((3, 8)).astype(F32) for _ in range(4)]
+    want = [(alone(cpu["conv"], {"x": x}, 1)["feat"], alone(cpu["mlp"], {"v": v}, 1)["scores"]) for x, v in zip(xs, vs)]
+    errors = []
+
+    def eager():
+        try:
+            for k in range(24):
+                a, b = par.run([{"x": xs[k % 4]}, {"v": vs[k % 4]}])
+                close(a["feat"].numpy(), want[k % 4][0])
+                close(b["scores"].numpy(), want[k % 4][1])
+        except Exception as exc:  # collected, reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=eager)
+    t.start()
+    try:
+        for k in range(24):
+            a, b = g.run([{"x": xs[(k + 1) % 4]}, {"v": vs[(k + 1) % 4]}])
+            close(a["feat"].numpy(), want[(k + 1) % 4][0])
+            close(b["scores"].numpy(), want[(k + 1) % 4][1])
+    finally:
+        t.join()
+    assert not errors, errors
+    par.close()

@@ -37,6 +37,11 @@ class ExecutionContext {
   ExecutionContext(const ExecutionContext&) = delete;
   ExecutionContext& operator=(const ExecutionContext&) = delete;
 
+  // The context to oneself until the lock goes: what a group's graph holds
+  // over its members while it writes their buffers (no run of another
+  // thread may land between its event waits and its launch).
+  std::unique_lock<std::recursive_mutex> hold() const { return std::unique_lock<std::recursive_mutex>(use_mutex_); }
+
   int num_threads() const { return num_threads_; }
   void set_num_threads(int n) { num_threads_ = n > 0 ? n : 1; }
   Device device() const { return device_; }
@@ -115,8 +120,8 @@ class ExecutionContext {
   // threads in one context at once corrupted each other's results and the
   // heap. Recursive: an entry calls others (execute -> synchronize). Python
   // callers take it without the GIL (a run holding it may need the GIL to
-  // release a borrowed tensor). A group's graph replay orders itself with
-  // the members' runs by events (order_before/after), not by this lock.
+  // release a borrowed tensor). A group's graph holds its members' locks
+  // for a whole call (hold()), its replay ordered with their runs by events.
   mutable std::recursive_mutex use_mutex_;
   Device device_;
   int num_threads_;

@@ -251,6 +251,12 @@ std::vector<std::vector<Tensor>> GroupGraph::run(const std::vector<Tensor>& inpu
       throw Error(ErrorKind::kInvalidArgument, "a group input on " + t.device().str() + "; the group runs on " +
                                                    device_.str() + " (or takes host arrays)");
   std::lock_guard<std::mutex> lock(mutex_);
+  // Each member's context for the whole call: an eager run of a member on
+  // another thread landed between a replay's order_before and order_after,
+  // waited for nothing, and wrote the arena the graph was writing.
+  std::vector<std::unique_lock<std::recursive_mutex>> held;
+  held.reserve(members_.size());
+  for (auto& g : members_) held.push_back(g.context->hold());
   const std::vector<Tensor> values = keyed_values(inputs);
   Entry* hit = nullptr;
   for (auto& e : entries_) {
