@@ -139,6 +139,10 @@ def test_concat_from_sequence_new_axis(rng, axis):
     m = model(nodes, [tensor_vi("x", F, [3, 2, 5]), tensor_vi("y", F, [3, 2, 5])], [tensor_vi("out")])
     feeds = {"x": rng.standard_normal((3, 2, 5), dtype=np.float32), "y": rng.standard_normal((3, 2, 5), dtype=np.float32)}
     assert_same(run(m, feeds)[0], run_ort(m, feeds)[0])
+    # Its rank is not known before the items are: the spec's () said scalar.
+    (spec,) = twinfer.load(m).outputs
+    assert spec.shape == () and spec.has_shape is False
+    assert all(s.has_shape for s in twinfer.load(m).inputs)
 
 
 # -- SplitToSequence -------------------------------------------------------------------

@@ -22,11 +22,16 @@ from .errors import DTypeError, Error, InvalidArgumentError, ShapeError
 
 
 class TensorSpec(NamedTuple):
-    """An engine input or output: symbolic dims are strings, unknown dims None."""
+    """An engine input or output: symbolic dims are strings, unknown dims None.
+    ``has_shape`` is False where even the rank is unknown (an input or output
+    declared without a shape that inference cannot tell, a
+    ConcatFromSequence's output): ``shape`` is then ``()``, which is not a
+    scalar there."""
 
     name: str
     dtype: str
     shape: tuple
+    has_shape: bool = True
 
 
 class KernelRow(NamedTuple):
@@ -136,8 +141,11 @@ class Engine:
         self._core = core
         self.calibration = None  # precision="int8": the twinfer.quantize.Calibration it was built with
         self._on_device = core.device != "cpu"
+        # Inputs/outputs declared without a shape: their spec's () is any rank
+        # (onnxruntime lists them with [] too), not a scalar.
+        self._rank_unknown = frozenset(core._rank_unknown)
         # The engine never changes: its specs are read once, not per call.
-        self._specs = tuple(TensorSpec(n, d, tuple(s)) for n, d, s in core.inputs)
+        self._specs = tuple(TensorSpec(n, d, tuple(s), n not in self._rank_unknown) for n, d, s in core.inputs)
         self._output_names = tuple(spec[0] for spec in core.outputs)
         self._input_names = tuple(s.name for s in self._specs)
         self._input_types = tuple(s.dtype for s in self._specs)
@@ -145,9 +153,6 @@ class Engine:
         # does not feed them uses. Those left folded, named when fed.
         self._defaults = dict(core._input_defaults)
         self._folded = tuple(TensorSpec(n, d, tuple(s)) for n, d, s in core.folded_overridable)
-        # Inputs/outputs declared without a shape: their spec's () is any rank
-        # (onnxruntime lists them with [] too), not a scalar.
-        self._rank_unknown = frozenset(core._rank_unknown)
         # The per-call fast path (plain arrays in, arrays out) needs no
         # sequence/optional handling.
         self._plain_io = all(_inner_type(t)[0] == "" for t in self._input_types) and \
@@ -218,7 +223,7 @@ class Engine:
 
     @property
     def outputs(self) -> list[TensorSpec]:
-        return [TensorSpec(n, d, tuple(s)) for n, d, s in self._core.outputs]
+        return [TensorSpec(n, d, tuple(s), n not in self._rank_unknown) for n, d, s in self._core.outputs]
 
     @property
     def device(self) -> str:

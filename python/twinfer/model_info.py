@@ -267,7 +267,7 @@ def describe(path: str | os.PathLike, shapes: dict[str, list[int]] | None = None
     from .benchmark import concrete_shapes
     from .engine import TensorSpec
 
-    specs = [TensorSpec(n, t, tuple(s or ())) for n, t, s in inputs]
+    specs = [TensorSpec(n, t, tuple(s or ()), s is not None) for n, t, s in inputs]
     at = concrete_shapes(specs, shapes, batch)
     flops, uncounted = _count_flops(model, at)
     info = ModelInfo(
