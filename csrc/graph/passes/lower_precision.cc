@@ -163,8 +163,6 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
   // float32 whose rule allows it and that have a kernel for the lowered types.
   std::vector<char> low(g.nodes.size(), 0);
   std::vector<char> low_value(g.values.size(), 0);           // written in `to` by a node lowered so far
-  std::vector<char> is_input(g.values.size(), 0);
-  for (int v : g.inputs) is_input[v] = 1;
   std::vector<std::vector<char>> keep_f32(g.nodes.size());  // per output: stays float32 (outputs_staying_float32)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
@@ -175,19 +173,16 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
     const Rule rule = rule_of(n);
     if (rule == Rule::kFloat32) continue;
     if (rule == Rule::kFollow) {
-      // A graph input counts as lowered for a node that computes only floats
-      // (it is cast once, saturating, as TensorRT and onnxconverter-common
-      // cast inputs), not for one with a discrete result (IsInf, Less,
-      // ArgMax, TopK's or MaxPool's indices of a float32 input: rounding
-      // would change them on near-ties).
-      bool float_out = true;
-      for (int v : n.outputs) float_out = float_out && (v < 0 || is_f32(v));
+      // A float32 graph input is float32 to the ops that read it, as in
+      // autocast: counted as lowered, a timestep's Mul -> Sin/Cos embedding
+      // lost its phase (errors of 0.2 in fp16, 1.9 in bf16), Floor of
+      // 2049.5 gave 2050, and TopK's indices swapped near-ties. Only the
+      // GEMMs that read it cast it down.
       bool follows = true;
       for (size_t k = 0; k < n.inputs.size() && follows; ++k) {
         const int v = n.inputs[k];
         if (v < 0 || !is_f32(v) || stays_float32(n, k)) continue;
-        follows = g.values[v].is_constant() ? representable(g.values[v].constant, T)
-                                            : low_value[v] || (float_out && is_input[v]);
+        follows = g.values[v].is_constant() ? representable(g.values[v].constant, T) : low_value[v] != 0;
       }
       for (const auto& kv : n.attrs)  // ConstantOfShape's value
         follows = follows && (kv.second.type != graph::Attribute::Type::kTensor || representable(kv.second.t, T));

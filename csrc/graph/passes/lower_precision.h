@@ -4,11 +4,10 @@
 // cast); exp, log, pow, reciprocal, sums, products, cumulative sums and the
 // model's own casts to float32 never do; every other op computes in the type
 // its operands arrive in: in `to` when each float operand that is not a
-// constant already is (a graph input counts, unless all the node computes
-// is discrete: IsInf, Less, ArgMax), and none of its constants would change
-// meaning in 16 bits (a scalar below the smallest normal, anything past the
-// largest finite). Casts into `to` saturate (Clip first), as constants
-// convert. The graph's inputs and outputs keep the model's dtypes, outputs
+// constant already is (a float32 graph input is float32), and none of its
+// constants would change meaning in 16 bits (a scalar below the smallest
+// normal, anything past the largest finite). Casts into `to` saturate (Clip
+// first), as constants convert. The graph's inputs and outputs keep the model's dtypes, outputs
 // whose op defines them float32 stay so (LayerNormalization's Mean /
 // InvStdDev, by its shape rule), and float32 weights are converted once
 // (the converter caches). Kernels accumulate reductions, normalisations and
