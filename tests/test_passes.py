@@ -169,3 +169,26 @@ def test_erf_gelu_pattern_becomes_one_op(rng, spelling):
     model = _model(nodes, [_vi("x", [3, 5, 7])], [_vi("y", [3, 5, 7])], inits)
     hist = _check(model, {"x": 3 * rng.standard_normal((3, 5, 7)).astype(np.float32)}, rtol=1e-5, atol=1e-6)
     assert hist == {"Gelu": 1}, hist
+
+
+@pytest.mark.parametrize("spelling", ["newgelu", "half_last_sum_flipped"])
+def test_tanh_gelu_pattern_becomes_one_op(rng, spelling):
+    # GPT-2's NewGELU / torch's gelu(approximate="tanh"):
+    # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))). Left as nodes,
+    # its Pow kept the MLP between the GEMMs float32 under fp16.
+    inits = {"one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32),
+             "three": np.array(3.0, np.float32), "c": np.array(0.044715, np.float32),
+             "k": np.array(np.sqrt(2.0 / np.pi), np.float32)}
+    nodes = [helper.make_node("Pow", ["x", "three"], ["p"]), helper.make_node("Mul", ["p", "c"], ["pc"]),
+             helper.make_node("Add", ["x", "pc"] if spelling == "newgelu" else ["pc", "x"], ["a"]),
+             helper.make_node("Mul", ["a", "k"], ["ak"]), helper.make_node("Tanh", ["ak"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["t1"])]
+    if spelling == "newgelu":
+        nodes += [helper.make_node("Mul", ["half", "x"], ["h"]), helper.make_node("Mul", ["h", "t1"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["x", "t1"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+    model = _model(nodes, [_vi("x", [3, 5, 7])], [_vi("y", [3, 5, 7])], inits)
+    hist = _check(model, {"x": 3 * rng.standard_normal((3, 5, 7)).astype(np.float32)}, rtol=1e-5, atol=1e-5)
+    assert hist == {"Gelu": 1}, hist
+    stats = twinfer.load(model, device="cpu").stats()
+    assert any("1 tanh-GELU" in line for line in stats["passes"]), stats
