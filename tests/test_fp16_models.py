@@ -83,3 +83,17 @@ def test_a_half_precision_torch_model(rng, tmp_path):
         want = net.float()(torch.from_numpy(x.astype(np.float32))).numpy()
     assert got.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=0, atol=2e-2)  # fp16 throughout vs float32
+
+
+def test_int8_of_a_half_model_is_refused_by_name(rng):
+    # It loaded, said precision "int8", and quantized nothing (every Conv ran
+    # float16), without a word.
+    f16 = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float16)  # noqa: E731
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"])],
+                          "g", [helper.make_tensor_value_info("x", H, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", H, None)], [numpy_helper.from_array(f16(4, 3, 3, 3), "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    data = [{"x": f16(1, 3, 8, 8)} for _ in range(2)]
+    with pytest.raises(twinfer.InvalidArgumentError, match=r"quantizes float32 layers, and this model's are float16 "
+                                                           r"\(node 'conv'"):
+        twinfer.load(m, device="cpu", precision="int8", calibration=data, progress=False)

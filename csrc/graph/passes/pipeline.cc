@@ -32,6 +32,21 @@ namespace twinfer::passes {
 
 namespace {
 
+// precision="int8" quantizes float32 layers: a model exported after .half()
+// has none, and loaded as "int8" quantized nothing and said nothing.
+void refuse_16_bit_layers_for_int8(const graph::Graph& g) {
+  for (const auto& n : g.nodes) {
+    if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0) continue;
+    if (n.op_type != "Conv" && n.op_type != "ConvTranspose" && n.op_type != "Gemm" && n.op_type != "MatMul") continue;
+    const DType t = g.values[n.inputs[0]].dtype;
+    if (t == DType::kFloat16 || t == DType::kBFloat16)
+      throw Error(ErrorKind::kInvalidArgument,
+                  std::string("precision='int8' quantizes float32 layers, and this model's are ") + dtype_name(t) +
+                      " (node '" + n.name + "', " + n.op_type + "; exported after .half()?): export it in float32 "
+                      "to quantize it, or load it without precision= to run it as it is");
+  }
+}
+
 // Calibration keys values by the original model's names; where a pass made a
 // Conv read another value (a folded zero Pad's input), that value takes the
 // settings. Zero padding changes neither |x|'s maximum nor the sign, and the
@@ -160,7 +175,7 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
     QuantizeSpec qs = options.int8;
     follow_renames(renamed, &qs);
     smooth_activations(g, qs, pc);  // SmoothQuant's scales, from calibration, into the weights
-    insert_qdq(g, qs, pc);
+    if (insert_qdq(g, qs, pc) == 0) refuse_16_bit_layers_for_int8(g);
     infer_and_fold(g, pc, false);  // types for the new Q/DQ values
     if (options.optimize) {
       keep_if_valid(g, pc, "fuse_qdq", [&] { return fuse_qdq(g, pc); });
