@@ -93,12 +93,25 @@ def test_reduce_minmax_8bit(rng, op, dt):
 def test_reduce_empty_axes(rng, op):
     x = data(rng, op, (3, 5, 7), F32)
     opset = 18
-    # Empty axes reduce everything; with noop_with_empty_axes the op is an Identity.
+    # Empty axes reduce everything; with noop_with_empty_axes each element is
+    # a set of one (an Identity but for L2's |x|).
     check(op, [("x", x)], {"keepdims": 0}, opset=opset, rtol=2e-5, atol=1e-5)
     check(op, [("x", x), ("axes", Const(np.array([], I64)))], {"keepdims": 1}, opset=opset, rtol=2e-5, atol=1e-5)
     (got,) = run(*build(op, [("x", x), ("axes", Const(np.array([], I64)))], {"noop_with_empty_axes": 1},
                         opset=opset))
-    np.testing.assert_array_equal(got, x)
+    np.testing.assert_array_equal(got, np.abs(x) if op == "ReduceL2" else x)
+
+
+@pytest.mark.parametrize("op", ["ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd"])
+def test_reduce_over_no_axis_still_maps_each_element(rng, op):
+    # noop_with_empty_axes: a set of one per element, which the op maps
+    # (onnxruntime and the reference agree): SumSquare gave x, not x*x.
+    from onnx_helpers import run_reference
+
+    x = rng.standard_normal((3, 4)).astype(F32)
+    model, feeds = build(op, [("x", x), ("axes", Const(np.array([], I64)))], {"noop_with_empty_axes": 1}, opset=18)
+    (got,) = run(model, feeds)
+    np.testing.assert_allclose(got, run_reference(model, feeds)[0], rtol=1e-6, atol=1e-7, equal_nan=True)
 
 
 def test_reduce_logsumexp_large_values(rng):

@@ -255,7 +255,17 @@ void run_typed(const Geom& g, const void* xv, void* yv, int threads) {
   T* y = static_cast<T*>(yv);
   if (g.out_numel == 0) return;
   if (g.kind == Geom::kCopy) {
-    tensor::copy_bytes(y, x, static_cast<size_t>(g.out_numel) * sizeof(T), threads);
+    // No axis to reduce (noop_with_empty_axes): each element is a set of
+    // one, which the op still maps, as the reference evaluator does:
+    // ReduceSumSquare squares, ReduceL1/L2 give |x|, ReduceLogSum log(x);
+    // Sum, Mean, Prod, Max, Min and LogSumExp give x back.
+    parallel_for(g.out_numel, threads, 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const auto v = ew::load(x[i]);
+        const typename Op::A s = row_shift<T, Op>(x + i, 1, 1);
+        y[i] = finish<T, Op>(Op::add(Op::init(), Op::map(v, s)), 1, s, Op::kNan && v != v);
+      }
+    });
     return;
   }
   if (g.n == 0) {  // reducing an empty set: the op's identity
