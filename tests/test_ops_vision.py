@@ -276,12 +276,17 @@ def test_group_normalization_bad_groups():
     dict(output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.5),
     dict(output_height=2, output_width=5, coordinate_transformation_mode="output_half_pixel"),
     dict(output_height=3, output_width=3, mode="max", sampling_ratio=2),
+    # Adaptive grid at a scale of 0.8: 0.8 * 6 - 0.8 * 1 is 4.0 in float32,
+    # 4.0000002 in double, where ceil over the bins took one more sample.
+    dict(output_height=2, output_width=4, sampling_ratio=0, spatial_scale=0.8),
+    dict(output_height=4, output_width=2, sampling_ratio=0, spatial_scale=0.8, mode="max"),
 ])
 def test_roi_align(attrs):
     rng = np.random.default_rng(17)
     x = rand(rng, (2, 3, 11, 9), F32)
-    rois = np.array([[0, 0, 8, 7], [1.5, 2.2, 6.1, 9.9], [-2, -1, 3, 4], [4, 4, 30, 20]], np.float32)
-    check("RoiAlign", [("x", x), ("rois", rois), ("bi", np.array([0, 1, 1, 0], np.int64))], attrs, opset=16, **TOL)
+    rois = np.array([[0, 0, 8, 7], [1.5, 2.2, 6.1, 9.9], [-2, -1, 3, 4], [4, 4, 30, 20], [1, 1, 6, 9], [1, 2, 11, 6]],
+                    np.float32)
+    check("RoiAlign", [("x", x), ("rois", rois), ("bi", np.array([0, 1, 1, 0, 1, 0], np.int64))], attrs, opset=16, **TOL)
 
 
 def test_roi_align_bad_batch_index():

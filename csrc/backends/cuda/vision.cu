@@ -127,17 +127,16 @@ __global__ void roi_align(int64_t n, RoiParams q, const T* __restrict__ x, const
     }
     const T* roi = rois + r * 4;
     const CT s = static_cast<CT>(q.scale);
-    const tv::RoiGeom geo =
-        tv::roi_geom(static_cast<double>(static_cast<CT>(load(roi[0]) * s)), static_cast<double>(static_cast<CT>(load(roi[1]) * s)),
-                     static_cast<double>(static_cast<CT>(load(roi[2]) * s)), static_cast<double>(static_cast<CT>(load(roi[3]) * s)),
-                     q.half_pixel, q.OH, q.OW, q.ratio);
+    const tv::RoiGeom<CT> geo = tv::roi_geom<CT>(static_cast<CT>(load(roi[0]) * s), static_cast<CT>(load(roi[1]) * s),
+                                                 static_cast<CT>(load(roi[2]) * s), static_cast<CT>(load(roi[3]) * s),
+                                                 q.half_pixel, q.OH, q.OW, q.ratio);
     const T* xc = x + (b * q.C + c) * q.H * q.W;
     double v = 0;
     bool first = true;
     for (int64_t iy = 0; iy < geo.gh; ++iy) {
-      const double yy = tv::roi_sample_y(geo, ph, iy);
+      const CT yy = tv::roi_sample_y(geo, ph, iy);
       for (int64_t ix = 0; ix < geo.gw; ++ix) {
-        const tv::RoiSample sm = tv::roi_sample(yy, tv::roi_sample_x(geo, pw, ix), q.H, q.W);
+        const tv::RoiSample<CT> sm = tv::roi_sample(yy, tv::roi_sample_x(geo, pw, ix), q.H, q.W);
         const double a0 = sm.w[0] * static_cast<double>(load(xc[sm.pos[0]]));
         const double a1 = sm.w[1] * static_cast<double>(load(xc[sm.pos[1]]));
         const double a2 = sm.w[2] * static_cast<double>(load(xc[sm.pos[2]]));

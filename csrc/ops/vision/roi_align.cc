@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.h"
 #include "core/parallel.h"
+#include "ops/elementwise/scalar.h"
 #include "ops/kernel.h"
 #include "ops/schema.h"
 #include "ops/vision/roi_align_math.h"
@@ -74,10 +76,11 @@ class RoiAlignKernel final : public Kernel {
   }
 
  private:
-  using Sample = RoiSample;
-
   template <typename T>
   void compute(KernelContext& ctx) const {
+    // The geometry in the data's precision (roi_align_math.h).
+    using R = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using Sample = RoiSample<R>;
     const T* x = ctx.inputs[0].as<const T>();
     const T* rois = ctx.inputs[1].as<const T>();
     T* y = ctx.outputs[0].as<T>();
@@ -96,8 +99,8 @@ class RoiAlignKernel final : public Kernel {
       std::vector<Sample> samples;
       for (int64_t r = rb; r < re; ++r) {
         const T* roi = rois + r * 4;
-        const RoiGeom geo = roi_geom(roi[0] * scale_, roi[1] * scale_, roi[2] * scale_, roi[3] * scale_, half_pixel_,
-                                     OH, OW, ratio_);
+        auto scaled = [&](int k) { return static_cast<R>(static_cast<R>(ew::load(roi[k])) * static_cast<R>(scale_)); };
+        const RoiGeom<R> geo = roi_geom<R>(scaled(0), scaled(1), scaled(2), scaled(3), half_pixel_, OH, OW, ratio_);
         const int64_t gh = geo.gh, gw = geo.gw, count = geo.count;
         // The roi's samples, precomputed once for all channels: bounded (a
         // roi of 2^32 pixels asked for a wrapped count, then wrote past it).
@@ -113,7 +116,7 @@ class RoiAlignKernel final : public Kernel {
         for (int64_t ph = 0; ph < OH; ++ph)
           for (int64_t pw = 0; pw < OW; ++pw)
             for (int64_t iy = 0; iy < gh; ++iy) {
-              const double yy = roi_sample_y(geo, ph, iy);
+              const R yy = roi_sample_y(geo, ph, iy);
               for (int64_t ix = 0; ix < gw; ++ix, ++k) samples[k] = roi_sample(yy, roi_sample_x(geo, pw, ix), H, W);
             }
         for (int64_t c = 0; c < C; ++c) {
