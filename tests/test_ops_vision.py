@@ -253,6 +253,14 @@ def test_lp_pool_1d_3d():
     check("LpPool", [("x", rand(rng, (1, 2, 4, 5, 3), F32))], dict(kernel_shape=[2, 2, 2]), opset=11, **TOL)
 
 
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(2, 3, 7, 8), (1, 4, 9), (1, 2, 3, 4, 5)])
+def test_global_lp_pool(p, shape):
+    # Refused as unsupported before.
+    rng = np.random.default_rng(18)
+    check("GlobalLpPool", [("x", rand(rng, shape, F32))], dict(p=p), opset=18, **TOL)
+
+
 @pytest.mark.parametrize("opset,per_group", [(18, True), (21, False)])
 def test_group_normalization(opset, per_group):
     rng = np.random.default_rng(16)

@@ -1,5 +1,5 @@
 // LpPool: y = (sum over the window of |x|^p)^(1/p), padded positions adding
-// nothing. Window attributes (kernel_shape, strides, pads, auto_pad, and
+// nothing; GlobalLpPool: the same over all of each (n, c) plane. Window attributes (kernel_shape, strides, pads, auto_pad, and
 // dilations / ceil_mode from opset 18) are parsed by ops/nn/window.h as for
 // the other pools. Shape rule and CPU kernel (float32/float64, float16/bfloat16
 // summed in float; 1-3 spatial dims, threaded over (n, c) planes).
@@ -126,6 +126,55 @@ class LpPoolKernel final : public Kernel {
   int64_t planes_ = 0;
 };
 
+void global_lp_pool_infer(InferContext& c) {
+  const DType dt = c.input_dtype(0);
+  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("GlobalLpPool needs a float input, got ") + dtype_name(dt));
+  lp_p(c);
+  if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
+  SymShape y = c.input_shape(0);
+  c.check(y.size() >= 3, ErrorKind::kShape, "GlobalLpPool input must have rank >= 3, got " + sym_shape_str(y));
+  for (size_t i = 2; i < y.size(); ++i) y[i] = Dim(1);
+  c.set_output(0, dt, y);
+}
+
+class GlobalLpPoolKernel final : public Kernel {
+ public:
+  explicit GlobalLpPoolKernel(const KernelBuildInfo& info) : p_(lp_p(info)) {
+    const Shape x = info.input_shape(0);
+    planes_ = x[0] * x[1];
+    plane_ = shape_numel(x) / std::max<int64_t>(1, planes_);
+  }
+
+  const char* impl_name() const override { return "cpu loop"; }
+
+  void run(KernelContext& ctx) const override {
+    ew::dispatch_typeset<ew::kFloatTypes>(ctx.inputs[0].dtype,
+                                          [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) const {
+    using CT = ew::compute_t<T>;
+    const T* x = ctx.inputs[0].as<T>();
+    T* y = ctx.outputs[0].as<T>();
+    const CT p = static_cast<CT>(p_), inv_p = static_cast<CT>(1.0 / p_);
+    const bool p1 = p_ == 1.0, p2 = p_ == 2.0;
+    parallel_for(planes_, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, plane_)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t pl = b; pl < e; ++pl) {
+                     CT sum = 0;
+                     for (int64_t i = 0; i < plane_; ++i)
+                       sum += lp_term<CT>(static_cast<CT>(ew::load(x[pl * plane_ + i])), p, p1, p2);
+                     y[pl] = ew::store<T>(lp_finish<CT>(sum, inv_p, p1, p2));
+                   }
+                 });
+  }
+
+  double p_;
+  int64_t planes_ = 0, plane_ = 0;
+};
+
 bool lp_supports(const KernelBuildInfo& info, std::string* why) {
   const DType dt = info.input_dtype(0);
   if (!ew::in_typeset(ew::kFloatTypes, dt)) {
@@ -139,5 +188,7 @@ bool lp_supports(const KernelBuildInfo& info, std::string* why) {
 
 TWINFER_REGISTER_SCHEMA("LpPool", lp_pool_infer);
 TWINFER_REGISTER_KERNEL("LpPool", Backend::kCPU, 0, lp_supports, make_kernel<LpPoolKernel>);
+TWINFER_REGISTER_SCHEMA("GlobalLpPool", global_lp_pool_infer);
+TWINFER_REGISTER_KERNEL("GlobalLpPool", Backend::kCPU, 0, lp_supports, make_kernel<GlobalLpPoolKernel>);
 
 }  // namespace twinfer::vision
