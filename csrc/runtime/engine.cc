@@ -15,7 +15,7 @@
 #include "core/parallel.h"
 #include "graph/domains.h"
 #include "graph/passes/expand_contrib.h"
-#include "graph/passes/legacy_broadcast.h"
+#include "graph/passes/legacy_forms.h"
 #include "graph/passes/pipeline.h"
 #include "graph/passes/shape_inputs.h"
 #include "ops/schema.h"
@@ -150,9 +150,9 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
   // onnxruntime's contrib ops in files its optimizer/quantizer saved become standard ops first.
   const int contrib = passes::expand_contrib_ops(model.graph, e->opset_);
   if (contrib) e->pass_log_.push_back("expand_contrib: " + std::to_string(contrib) + " com.microsoft ops -> standard ops");
-  // Before opset 7: broadcast=1 with axis lines B up from A's dim axis.
-  const int legacy = passes::legacy_broadcast(model.graph, e->opset_);
-  if (legacy) e->pass_log_.push_back("legacy_broadcast: " + std::to_string(legacy) + " axis broadcasts -> Unsqueeze");
+  // Before opset 7: broadcast=1 with axis, Reshape's shape attribute (graph/passes/legacy_forms.h).
+  const int legacy = passes::rewrite_legacy_forms(model.graph, e->opset_);
+  if (legacy) e->pass_log_.push_back("legacy_forms: " + std::to_string(legacy) + " old-opset nodes rewritten");
   std::map<std::string, std::vector<std::string>> missing;
   collect_unsupported(model.graph, Backend::kCPU, &missing);
   if (!missing.empty()) {

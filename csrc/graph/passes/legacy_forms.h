@@ -1,3 +1,9 @@
+// Old-opset forms the kernels do not read, rewritten at load into the forms
+// they do.
+//
+// Reshape before opset 5 takes its shape as an attribute: it becomes the
+// constant input Reshape-5 reads.
+//
 // Before opset 7 the binary ops (Add, Sub, Mul, Div, Pow, And, Or, Xor,
 // Equal, Greater, Less) broadcast only with broadcast=1, and then B lines up
 // with A from dim `axis` on (B of shape [3] with axis=0 on A [3, 3] is a
@@ -15,6 +21,6 @@ namespace twinfer::passes {
 
 // Rewrites `g` and its subgraphs for a model of ai.onnx opset `opset`
 // (nothing from opset 7 on); returns the number of nodes rewritten.
-int legacy_broadcast(graph::Graph& g, int64_t opset);
+int rewrite_legacy_forms(graph::Graph& g, int64_t opset);
 
 }  // namespace twinfer::passes

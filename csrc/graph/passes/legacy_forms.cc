@@ -1,4 +1,4 @@
-#include "graph/passes/legacy_broadcast.h"
+#include "graph/passes/legacy_forms.h"
 
 #include <set>
 #include <string>
@@ -26,16 +26,25 @@ int64_t declared_rank(const graph::Graph& g, int v) {
 
 }  // namespace
 
-int legacy_broadcast(graph::Graph& g, int64_t opset) {
+int rewrite_legacy_forms(graph::Graph& g, int64_t opset) {
   if (opset >= 7) return 0;
   int count = 0;
   for (auto& n : g.nodes)
     for (auto& kv : n.attrs) {
-      if (kv.second.g) count += legacy_broadcast(*kv.second.g, opset);
-      for (auto& sg : kv.second.graphs) count += legacy_broadcast(*sg, opset);
+      if (kv.second.g) count += rewrite_legacy_forms(*kv.second.g, opset);
+      for (auto& sg : kv.second.graphs) count += rewrite_legacy_forms(*sg, opset);
     }
   std::vector<graph::Node> added;
   for (auto& n : g.nodes) {
+    if (opset < 5 && n.domain.empty() && n.op_type == "Reshape" && n.inputs.size() == 1 && n.has_attr("shape")) {
+      const std::vector<int64_t> shape = n.attr_ints("shape");
+      Tensor t = Tensor::empty(DType::kInt64, {static_cast<int64_t>(shape.size())});
+      for (size_t i = 0; i < shape.size(); ++i) t.data_as<int64_t>()[i] = shape[i];
+      n.inputs.push_back(add_constant(g, (n.name.empty() ? "reshape" : n.name) + "/shape", std::move(t)));
+      n.attrs.erase("shape");
+      ++count;
+      continue;
+    }
     if (!is_legacy_binary(n) || n.attr_int("broadcast", 0) == 0 || !n.has_attr("axis")) {
       if (is_legacy_binary(n)) n.attrs.erase("broadcast");
       continue;

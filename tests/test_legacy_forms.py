@@ -1,4 +1,6 @@
-"""Before opset 7 a binary op broadcasts only with broadcast=1, and then B
+"""Old-opset forms (graph/passes/legacy_forms.cc). Reshape before opset 5
+takes its shape as an attribute (refused as "required input 1 is missing").
+Before opset 7 a binary op broadcasts only with broadcast=1, and then B
 lines up with A from dim `axis` on (B [3] with axis=0 on A [3, 3] is a column;
 from opset 7 B lines up with A's trailing dims). twinfer broadcast from the
 trailing dims whatever the axis: silently wrong (graph/passes/legacy_broadcast.cc).
@@ -51,3 +53,14 @@ def test_opset_7_ignores_the_old_attributes(rng):
         [helper.make_tensor_value_info("a", F, [3, 3]), helper.make_tensor_value_info("b", F, [3])],
         [helper.make_tensor_value_info("y", F, None)]), opset_imports=[helper.make_opsetid("", 7)])
     np.testing.assert_allclose(twinfer.load(m).run({"a": a, "b": b})["y"].numpy(), a + b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_reshape_1_reads_its_shape_attribute(rng, device):
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Reshape", ["x"], ["y"], shape=[0, -1])], "g",
+                          [helper.make_tensor_value_info("x", F, [2, 3, 4])], [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 4)])
+    m.ir_version = 3
+    got = twinfer.load(m, device=device).run({"x": x})["y"].numpy()
+    np.testing.assert_array_equal(got, x.reshape(2, 12))
