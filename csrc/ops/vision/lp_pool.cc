@@ -59,15 +59,22 @@ Dim1 make_dim(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t 
   return t;
 }
 
+// LpPool, or with `global` GlobalLpPool: one window over each whole plane.
 class LpPoolKernel final : public Kernel {
  public:
-  explicit LpPoolKernel(const KernelBuildInfo& info) : p_(lp_p(info)) {
+  explicit LpPoolKernel(const KernelBuildInfo& info, bool global = false) : p_(lp_p(info)) {
     const Shape x = info.input_shape(0);
     if (x.size() < 3 || x.size() > 5) info.fail(ErrorKind::kUnsupportedOp, "LpPool supports 1-3 spatial dims");
+    const size_t off = 3 - (x.size() - 2);
+    planes_ = x[0] * x[1];
+    if (global) {
+      for (size_t i = 0; i < 3; ++i)
+        dims_[i] = i < off ? make_dim(1, 1, 1, 1, 1, 0) : make_dim(x[2 + i - off], 1, x[2 + i - off], 1, 1, 0);
+      return;
+    }
     nn::Window w = nn::parse_window(info.node(), x.size() - 2, nullptr, nn::WindowOptions{true, true});
     nn::resolve_pads(w, Shape(x.begin() + 2, x.end()));
     const Shape y = info.output_shape(0);
-    const size_t off = 3 - w.nsp;
     for (size_t i = 0; i < 3; ++i) {
       if (i < off) {
         dims_[i] = make_dim(1, 1, 1, 1, 1, 0);
@@ -78,7 +85,6 @@ class LpPoolKernel final : public Kernel {
       if (out != y[2 + j]) info.fail(ErrorKind::kShape, "output " + shape_str(y) + " does not fit the window");
       dims_[i] = make_dim(x[2 + j], out, w.kernel[j], w.stride[j], w.dilation[j], w.pad_begin[j]);
     }
-    planes_ = x[0] * x[1];
   }
 
   const char* impl_name() const override { return "cpu loop"; }
@@ -137,43 +143,9 @@ void global_lp_pool_infer(InferContext& c) {
   c.set_output(0, dt, y);
 }
 
-class GlobalLpPoolKernel final : public Kernel {
- public:
-  explicit GlobalLpPoolKernel(const KernelBuildInfo& info) : p_(lp_p(info)) {
-    const Shape x = info.input_shape(0);
-    planes_ = x[0] * x[1];
-    plane_ = shape_numel(x) / std::max<int64_t>(1, planes_);
-  }
-
-  const char* impl_name() const override { return "cpu loop"; }
-
-  void run(KernelContext& ctx) const override {
-    ew::dispatch_typeset<ew::kFloatTypes>(ctx.inputs[0].dtype,
-                                          [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
-  }
-
- private:
-  template <typename T>
-  void compute(KernelContext& ctx) const {
-    using CT = ew::compute_t<T>;
-    const T* x = ctx.inputs[0].as<T>();
-    T* y = ctx.outputs[0].as<T>();
-    const CT p = static_cast<CT>(p_), inv_p = static_cast<CT>(1.0 / p_);
-    const bool p1 = p_ == 1.0, p2 = p_ == 2.0;
-    parallel_for(planes_, ctx.num_threads, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, plane_)),
-                 [&](int64_t b, int64_t e) {
-                   for (int64_t pl = b; pl < e; ++pl) {
-                     CT sum = 0;
-                     for (int64_t i = 0; i < plane_; ++i)
-                       sum += lp_term<CT>(static_cast<CT>(ew::load(x[pl * plane_ + i])), p, p1, p2);
-                     y[pl] = ew::store<T>(lp_finish<CT>(sum, inv_p, p1, p2));
-                   }
-                 });
-  }
-
-  double p_;
-  int64_t planes_ = 0, plane_ = 0;
-};
+std::unique_ptr<Kernel> make_global_lp_pool(const KernelBuildInfo& info) {
+  return std::make_unique<LpPoolKernel>(info, true);
+}
 
 bool lp_supports(const KernelBuildInfo& info, std::string* why) {
   const DType dt = info.input_dtype(0);
@@ -189,6 +161,6 @@ bool lp_supports(const KernelBuildInfo& info, std::string* why) {
 TWINFER_REGISTER_SCHEMA("LpPool", lp_pool_infer);
 TWINFER_REGISTER_KERNEL("LpPool", Backend::kCPU, 0, lp_supports, make_kernel<LpPoolKernel>);
 TWINFER_REGISTER_SCHEMA("GlobalLpPool", global_lp_pool_infer);
-TWINFER_REGISTER_KERNEL("GlobalLpPool", Backend::kCPU, 0, lp_supports, make_kernel<GlobalLpPoolKernel>);
+TWINFER_REGISTER_KERNEL("GlobalLpPool", Backend::kCPU, 0, lp_supports, make_global_lp_pool);
 
 }  // namespace twinfer::vision
