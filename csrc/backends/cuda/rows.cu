@@ -512,13 +512,15 @@ bool reduce_plan(const KernelBuildInfo& info, ReducePlan* p, std::string* why) {
     }
     if (noop) {
       // A set of one is x itself for these; SumSquare, L1, L2 and LogSum
-      // still map it (x*x, |x|, log x): the CPU kernel does that.
-      if (op != "ReduceSum" && op != "ReduceMean" && op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd" &&
-          op != "ReduceLogSumExp") {
-        if (why) *why = op + " over no axis (noop_with_empty_axes) maps each element: the CPU kernel does it";
-        return false;
+      // still map it (x*x, |x|, log x): rows of one element each (a block
+      // per element: slow, but an op nobody times).
+      if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd" ||
+          op == "ReduceLogSumExp") {
+        p->copy = true;
+      } else {
+        p->outer = shape_numel(in);
+        p->len = p->inner = 1;
       }
-      p->copy = true;
       return true;
     }
   }
