@@ -144,6 +144,24 @@ def test_reshape_copying_a_dim_that_may_be_zero(rng):
         e.run({"x": rand(rng, (4, 3), F32)})
 
 
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_reshape_of_an_empty_batch_with_0_and_minus_1(rng, device):
+    # dynamo=True exports write Reshape(allowzero=1) to [batch, seq, -1, head]:
+    # a batch of 0 puts a 0 beside the -1, which the spec calls invalid and
+    # onnxruntime runs (the -1 from the dims that are not 0). Refused before.
+    from onnx_helpers import run_ort
+
+    x = np.zeros((0, 5, 32), F32)
+    for spec, want in (([0, 5, -1, 8], (0, 5, 4, 8)), ([0, -1, 4], (0, 40, 4))):
+        m, feeds = build("Reshape", [("x", x), ("s", np.array(spec, I64))], {"allowzero": 1}, opset=18)
+        got = twinfer.load(m, device=device).run(feeds)
+        assert got[m.graph.output[0].name].shape == want == run_ort(m, feeds)[0].shape
+    # A non-empty input cannot become an empty shape.
+    m, feeds = build("Reshape", [("x", rand(rng, (2, 5, 32), F32)), ("s", np.array([0, 5, -1, 8], I64))],
+                     {"allowzero": 1}, opset=18)
+    expect_error(m, feeds, kind=twinfer.ShapeError)
+
+
 def test_reshape_computed_shape_rank():
     # The shape is a graph input of known length 3: rank 3, dims unknown.
     m = sym_model("Reshape", [("x", np.zeros((2, 6), F32)), ("s", np.array([2, 3, 2], I64))], x=["N", 6])

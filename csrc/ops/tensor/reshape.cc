@@ -44,7 +44,27 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
       out.push_back(Dim(v));
     }
   }
-  c.check(!(has_zero && infer_at >= 0), ErrorKind::kShape, "the shape has both 0 (allowzero = 1) and -1");
+  if (has_zero && infer_at >= 0) {
+    // The spec calls a 0 (allowzero = 1) beside a -1 invalid, but
+    // torch.onnx's dynamo exporter writes [batch, seq, -1, head_dim] and a
+    // batch of 0 makes one; onnxruntime runs it, the -1 from the dims that
+    // are not 0 ([0, 5, 32] -> [0, 5, -1, 8] gives 4), and so do we. The
+    // input must be empty too.
+    if (!in || !sym_shape_known(*in)) return out;
+    int64_t in_nonzero = 1, out_nonzero = 1;
+    bool in_empty = false;
+    for (const Dim& d : *in) {
+      in_empty |= d.value == 0;
+      if (d.value != 0) in_nonzero *= d.value;
+    }
+    for (size_t i = 0; i < spec.size(); ++i)
+      if (static_cast<int>(i) != infer_at && out[i].known() && out[i].value != 0) out_nonzero *= out[i].value;
+    c.check(in_empty && in_nonzero % out_nonzero == 0, ErrorKind::kShape,
+            "the shape has both 0 (allowzero = 1) and -1, and the input " + sym_shape_str(*in) +
+                (in_empty ? "'s non-zero dims do not divide by the others" : " is not empty"));
+    out[infer_at] = Dim(in_nonzero / out_nonzero);
+    return out;
+  }
   if (!in) return out;
 
   // What is left of the input once the copied dims cancel, against what is
