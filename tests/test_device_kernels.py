@@ -920,6 +920,21 @@ def test_clip_with_constant_bounds(device, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_clip_before_opset_11_reads_its_attributes(device, rng):
+    # Clip-6 bounds are attributes; the CUDA kernel read only inputs, so it
+    # clipped at +-inf (and so did fp16's saturating Clip in such models).
+    F = TensorProto.FLOAT
+    x = (rng.standard_normal((4, 33)) * 5).astype(np.float32)
+    node = helper.make_node("Clip", ["x"], ["y"], min=-1.5, max=2.0)
+    _check(device, node, [_vi("x", F, x.shape)], [_vi("y", F, x.shape)], {"x": x}, opset=6)
+    g = helper.make_graph([node], "k", [_vi("x", F, x.shape)], [_vi("y", F, x.shape)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 6)])
+    m.ir_version = 10
+    got = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False).run({"x": x})["y"].numpy()
+    np.testing.assert_array_equal(got, np.clip(x, -1.5, 2.0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_split_with_a_missing_output_keeps_its_share(device, rng):
     # Output 1 is omitted (""): outputs 0 and 2 are still the 1st and 3rd
     # chunks of the axis, as NumPy slices them.

@@ -105,13 +105,14 @@ bool scalar_constant(const graph::Graph& g, int v, double* out) {
 }
 
 bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
-                       const NodeSupport& supports) {
+                       const NodeSupport& supports, const std::function<void(graph::Value&)>& as) {
   graph::Graph mini;
   graph::Node copy = n;
   auto add = [&](int v) {
     if (v < 0) return v;
     graph::Value val = g.values[v];
     val.producer = -1;
+    if (as) as(val);
     mini.values.push_back(std::move(val));
     return static_cast<int>(mini.values.size()) - 1;
   };

@@ -58,8 +58,11 @@ struct UnionFind {
 // Whether `supports` accepts `n` (not in g; its inputs and outputs are g's
 // values) in a graph of its own: a one-node copy with those values. The plan
 // passes ask the device's and the CPU's kernels this way; a throw is a no.
+// `as` (optional) changes each copied value first (a pass asking about the
+// node in other types: widen_precision's float32 form).
 bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
-                       const NodeSupport& supports);
+                       const NodeSupport& supports,
+                       const std::function<void(graph::Value&)>& as = nullptr);
 
 // The value of `v` when it is a one-element float32 / float64 constant.
 bool scalar_constant(const graph::Graph& g, int v, double* out);

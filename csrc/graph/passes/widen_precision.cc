@@ -26,34 +26,15 @@ Tensor widened(const Tensor& t) {
   return out;
 }
 
-// `n` in a graph of its own, its 16-bit float values float32 when `widen`.
-bool accepted(const graph::Graph& g, const graph::Node& n, bool widen, const NodeSupport& supports) {
-  graph::Graph mini;
-  graph::Node copy = n;
-  auto add = [&](int v, bool output) {
-    if (v < 0) return v;
-    graph::Value val = g.values[v];
-    val.producer = output ? 0 : -1;
-    if (widen && is_16bit_float(val.dtype)) {
-      val.dtype = DType::kFloat32;
-      if (val.is_constant()) val.constant = widened(val.constant);
-    }
-    mini.values.push_back(std::move(val));
-    return static_cast<int>(mini.values.size()) - 1;
-  };
-  for (int& v : copy.inputs) v = add(v, false);
-  for (int& v : copy.outputs) v = add(v, true);
-  mini.nodes.push_back(copy);
-  try {
-    return supports(mini, mini.nodes.back());
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 }  // namespace
 
 int widen_to_float32(graph::Graph& g, const NodeSupport& supports) {
+  // The node's float32 form, asked of its kernels.
+  auto as_float32 = [](graph::Value& v) {
+    if (!is_16bit_float(v.dtype)) return;
+    v.dtype = DType::kFloat32;
+    if (v.is_constant()) v.constant = widened(v.constant);
+  };
   auto is_16 = [&](int v) { return v >= 0 && is_16bit_float(g.values[v].dtype); };
   std::vector<char> widen(g.nodes.size(), 0);
   int count = 0;
@@ -63,7 +44,7 @@ int widen_to_float32(graph::Graph& g, const NodeSupport& supports) {
     bool touches = false;
     for (int v : n.inputs) touches = touches || is_16(v);
     for (int v : n.outputs) touches = touches || is_16(v);
-    if (!touches || accepted(g, n, false, supports) || !accepted(g, n, true, supports)) continue;
+    if (!touches || one_node_accepted(g, n, supports) || !one_node_accepted(g, n, supports, as_float32)) continue;
     widen[i] = 1;
     ++count;
   }
