@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/passes/expand_contrib_attention.h"
+#include "graph/passes/expand_contrib_norms.h"
 #include "graph/passes/expand_contrib_quant.h"
 #include "graph/passes/expand_contrib_util.h"
 
@@ -31,18 +33,41 @@ bool expand_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
   return true;
 }
 
-bool expand_skip_layer_norm(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
-  if (!is_contrib(n, "SkipLayerNormalization") && !is_contrib(n, "SkipSimplifiedLayerNormalization")) return false;
-  if (is_contrib(n, "SkipSimplifiedLayerNormalization")) return false;  // RMS form: no standard op before opset 23
-  Builder b{g, n, out};
-  // The sum is an output of its own (index 3) when a reader wants it.
-  const int sum_out = output(n, 3);
-  int sum = b.node("Add", {input(n, 0), input(n, 1)}, {input(n, 4) < 0 && sum_out >= 0 ? sum_out : b.value("sum")});
-  if (input(n, 4) >= 0) sum = b.node("Add", {sum, input(n, 4)}, {sum_out >= 0 ? sum_out : b.value("biased")});
-  std::map<std::string, Attribute> attrs{{"axis", int_attr(-1)}, {"epsilon", float_attr(n.attr_float("epsilon", 1e-12f))}};
-  std::vector<int> outs{output(n, 0), output(n, 1), output(n, 2)};
-  while (outs.size() > 1 && outs.back() < 0) outs.pop_back();
-  b.node("LayerNormalization", {sum, input(n, 2), input(n, 3)}, outs, attrs);
+// x * sigmoid(alpha * x)
+bool expand_quick_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
+  if (!is_contrib(n, "QuickGelu")) return false;
+  Builder b(g, n, out);
+  const float alpha = n.attr_float("alpha", 1.702f);
+  int scaled = input(n, 0);
+  if (alpha != 1.f) scaled = b.node("Mul", {scaled, b.scalar_float("alpha", alpha)}, {b.value("scaled")});
+  b.node("Mul", {input(n, 0), b.node("Sigmoid", {scaled}, {b.value("gate")})}, {output(n, 0)});
+  return true;
+}
+
+// x + bias + skip
+bool expand_bias_add(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
+  if (!is_contrib(n, "BiasAdd")) return false;
+  Builder b(g, n, out);
+  b.node("Add", {b.plus(input(n, 0), input(n, 1), "biased"), input(n, 2)}, {output(n, 0)});
+  return true;
+}
+
+// (x + bias) split in two halves along the last axis: left * Gelu(right).
+bool expand_bias_split_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
+  if (!is_contrib(n, "BiasSplitGelu")) return false;
+  Builder b(g, n, out, opset);
+  const int left = b.value("left"), right = b.value("right");
+  b.split(b.plus(input(n, 0), input(n, 1), "biased"), -1, {}, {left, right});
+  b.node("Mul", {left, b.node("Gelu", {right}, {b.value("gelu")})}, {output(n, 0)});
+  return true;
+}
+
+// FastGelu(x @ W [+ bias])
+bool expand_gemm_fast_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
+  if (!is_contrib(n, "GemmFastGelu")) return false;
+  Builder b(g, n, out);
+  const int y = b.plus(b.node("MatMul", {input(n, 0), input(n, 1)}, {b.value("product")}), input(n, 2), "biased");
+  b.node("Gelu", {y}, {output(n, 0)}, {{"approximate", string_attr("tanh")}});
   return true;
 }
 
@@ -127,10 +152,13 @@ int expand_contrib_ops(Graph& g, int64_t opset) {
   nodes.reserve(g.nodes.size());
   int here = 0;
   const std::vector<std::function<bool(Graph&, const Node&, std::vector<Node>&, int64_t)>> rules{
-      expand_gelu, expand_skip_layer_norm, expand_fused_matmul, expand_quantized_lstm, expand_quantized_contrib};
+      expand_gelu,          expand_quick_gelu,      expand_bias_add,          expand_bias_split_gelu,
+      expand_gemm_fast_gelu, expand_fused_matmul,   expand_quantized_lstm,    expand_norm_contrib,
+      expand_attention_contrib, expand_quantized_contrib};
   for (auto& n : g.nodes) {
     bool done = false;
-    if (n.domain == kOnnxruntimeDomain)
+    // SimplifiedLayerNormalization: onnxruntime registers it in the default domain.
+    if (n.domain == kOnnxruntimeDomain || n.op_type == "SimplifiedLayerNormalization")
       for (const auto& rule : rules)
         if ((done = rule(g, n, nodes, opset))) break;
     if (done) ++here;

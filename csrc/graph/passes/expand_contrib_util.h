@@ -1,10 +1,13 @@
 // What the contrib-op rewrites share (expand_contrib*.cc): reading a node's
 // optional inputs and outputs, and building its replacement nodes.
 #pragma once
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "graph/ir.h"
 #include "graph/passes/rewrite_util.h"
 
@@ -24,7 +27,13 @@ struct Builder {
   graph::Graph& g;
   const graph::Node& from;
   std::vector<graph::Node>& out;
+  // The model's ai.onnx opset, for the ops whose form it decides (the
+  // helpers below); 0 when a rule builds none of them.
+  int64_t opset = 0;
   int step = 0;
+
+  Builder(graph::Graph& graph, const graph::Node& node, std::vector<graph::Node>& nodes, int64_t model_opset = 0)
+      : g(graph), from(node), out(nodes), opset(model_opset) {}
 
   std::string prefix() const { return from.name.empty() ? from.op_type : from.name; }
   int value(const std::string& what) { return add_value(g, prefix() + "/" + what); }
@@ -44,6 +53,56 @@ struct Builder {
   int plus(int x, int bias, const std::string& what) {
     if (bias < 0) return x;
     return node("Add", {x, bias}, {value(what)});
+  }
+
+  // Constants: a 1-D int64 tensor, an int64 or float32 scalar.
+  int ints(const std::string& what, const std::vector<int64_t>& v) {
+    Tensor t = Tensor::empty(DType::kInt64, {static_cast<int64_t>(v.size())});
+    if (!v.empty()) std::memcpy(t.data(), v.data(), v.size() * sizeof(int64_t));
+    return constant(what, std::move(t));
+  }
+  int scalar_int(const std::string& what, int64_t v) {
+    Tensor t = Tensor::empty(DType::kInt64, {});
+    *t.data_as<int64_t>() = v;
+    return constant(what, std::move(t));
+  }
+  int scalar_float(const std::string& what, float v) {
+    Tensor t = Tensor::empty(DType::kFloat32, {});
+    *t.data_as<float>() = v;
+    return constant(what, std::move(t));
+  }
+
+  // The ops whose axes / sizes / bounds moved from attributes to inputs,
+  // written in the model's opset's form.
+  int unsqueeze(int x, const std::vector<int64_t>& axes, const std::string& what) {
+    if (needs_opset(13)) return node("Unsqueeze", {x, ints(what + "_axes", axes)}, {value(what)});
+    return node("Unsqueeze", {x}, {value(what)}, {{"axes", ints_attr(axes)}});
+  }
+  int reduce_sum(int x, const std::vector<int64_t>& axes, bool keepdims, const std::string& what) {
+    std::map<std::string, graph::Attribute> attrs{{"keepdims", int_attr(keepdims ? 1 : 0)}};
+    if (needs_opset(13)) return node("ReduceSum", {x, ints(what + "_axes", axes)}, {value(what)}, attrs);
+    attrs["axes"] = ints_attr(axes);
+    return node("ReduceSum", {x}, {value(what)}, attrs);
+  }
+  // Split along `axis` into outs.size() parts: `sizes`, or equal parts when empty.
+  void split(int x, int64_t axis, const std::vector<int64_t>& sizes, const std::vector<int>& outs) {
+    std::map<std::string, graph::Attribute> attrs{{"axis", int_attr(axis)}};
+    std::vector<int> ins{x};
+    if (!sizes.empty() && needs_opset(13)) ins.push_back(ints("split", sizes));
+    else if (!sizes.empty()) attrs["split"] = ints_attr(sizes);
+    else if (needs_opset(18)) attrs["num_outputs"] = int_attr(static_cast<int64_t>(outs.size()));
+    node("Split", ins, outs, attrs);
+  }
+  // Dim `axis` of x's shape, as an int64 scalar.
+  int dim(int x, int64_t axis, const std::string& what) {
+    const int shape = node("Shape", {x}, {value(what + "_shape")});
+    return node("Gather", {shape, scalar_int(what + "_axis", axis)}, {value(what)});
+  }
+
+ private:
+  bool needs_opset(int64_t since) const {
+    if (opset <= 0) throw Error(ErrorKind::kRuntime, "contrib rewrite of " + prefix() + " built an op without the opset");
+    return opset >= since;
   }
 };
 

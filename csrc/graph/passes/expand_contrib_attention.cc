@@ -1,0 +1,356 @@
+#include "graph/passes/expand_contrib_attention.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <string>
+
+#include "graph/passes/expand_contrib_util.h"
+#include "graph/passes/infer_and_fold.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+using contrib::Builder;
+using contrib::input;
+using contrib::is_contrib;
+using contrib::output;
+using graph::Attribute;
+using graph::Graph;
+using graph::Node;
+
+void refuse_if(bool bad, const Node& n, const std::string& what) {
+  if (bad)
+    throw Error(ErrorKind::kUnsupportedOp, "com.microsoft::" + n.op_type + " with " + what + " is not supported",
+                n.name, n.op_type);
+}
+
+int64_t num_heads(const Node& n) {
+  const int64_t heads = n.attr_int("num_heads", 0);
+  if (heads <= 0)
+    throw Error(ErrorKind::kModelFormat, "com.microsoft::" + n.op_type + " needs a positive num_heads", n.name,
+                n.op_type);
+  return heads;
+}
+
+// The ranks of `values` at load: declared or constant, else what shape
+// inference and folding over the nodes `built` so far (every node upstream,
+// contrib ops already rewritten) give, on a copy of the graph: a mask is
+// often computed from the input's shape in many small steps. -1 where that
+// does not tell. Control flow is left out of the copy (its rules would type
+// the bodies' values, which the graph shares with it).
+std::vector<int> known_ranks(const Graph& g, const std::vector<Node>& built, int64_t opset,
+                             const std::vector<int>& values) {
+  const auto rank_in = [](const Graph& in, int v) {
+    if (v < 0) return -1;
+    const graph::Value& val = in.values[v];
+    if (val.is_constant()) return static_cast<int>(val.constant.shape().size());
+    return val.has_shape ? static_cast<int>(val.shape.size()) : -1;
+  };
+  std::vector<int> ranks;
+  bool all_known = true;
+  for (int v : values) {
+    ranks.push_back(rank_in(g, v));
+    all_known = all_known && (v < 0 || ranks.back() >= 0);
+  }
+  if (all_known) return ranks;
+  Graph upstream;
+  upstream.values = g.values;
+  upstream.inputs = g.inputs;
+  for (const Node& n : built) {
+    const bool has_body = std::any_of(n.attrs.begin(), n.attrs.end(),
+                                      [](const auto& kv) { return kv.second.g || !kv.second.graphs.empty(); });
+    if (!has_body) upstream.nodes.push_back(n);
+  }
+  for (int v : values)
+    if (v >= 0) upstream.outputs.push_back(v);
+  PassContext ctx;
+  ctx.opset = opset;
+  try {
+    infer_and_fold(upstream, ctx, true);
+  } catch (const Error&) {
+    return ranks;  // the real error comes at inference, with the whole graph
+  }
+  for (size_t i = 0; i < values.size(); ++i) ranks[i] = rank_in(upstream, values[i]);
+  return ranks;
+}
+
+int known_rank(const Graph& g, const std::vector<Node>& built, int64_t opset, int v) {
+  return known_ranks(g, built, opset, {v})[0];
+}
+
+// Where the sizes an additive mask needs come from.
+struct MaskSpec {
+  int mask = -1;            // mask_index / key_padding_mask (int32)
+  int bias = -1;            // attention_bias, added as it is
+  int batch_of = -1;        // a value whose dim 0 is the batch
+  int keys_of = -1;         // a value with the new keys' count at axis keys_axis
+  int64_t keys_axis = 1;
+  int past_of = -1;         // past keys [B, N, P, H], or -1
+  float filter = -10000.f;  // mask_filter_value
+  DType dtype = DType::kUndefined;  // the mask's float type when known at load
+  int like = -1;            // else a value of that type (CastLike)
+};
+
+// One float mask broadcasting onto [B, N, S, T]: 0 where a key is kept,
+// `filter` where mask_index masks it, plus attention_bias.
+int additive_mask(Builder& b, const std::vector<Node>& built, const MaskSpec& m) {
+  const Node& n = b.from;
+  int add = -1;
+  if (m.mask >= 0) {
+    const int rank = known_rank(b.g, built, b.opset, m.mask);
+    refuse_if(rank < 0, n, "a mask whose rank is not known at load (declare the input's shape)");
+    refuse_if(rank == 4, n, "a 4-D (Megatron) mask");
+    refuse_if(rank > 4 || rank == 0, n, "a mask of rank " + std::to_string(rank));
+    refuse_if(b.opset < 11, n, "a mask in a model of opset " + std::to_string(b.opset) + " (before 11)");
+    const int m64 = b.node("Cast", {m.mask}, {b.value("mask_int64")}, {{"to", int_attr(dtype_to_onnx(DType::kInt64))}});
+    int keep;
+    if (rank == 1) {
+      // Key lengths [B], or end positions then start positions [2B]: the
+      // starts are read from the mask followed by B zeros, so [B] starts at 0.
+      const int zeros = b.node("Mul", {m64, b.scalar_int("zero", 0)}, {b.value("zeros")});
+      const int ext = b.node("Concat", {m64, zeros}, {b.value("ends_starts")}, {{"axis", int_attr(0)}});
+      const int batch = b.unsqueeze(b.dim(m.batch_of, 0, "batch"), {0}, "batch_1d");
+      const int twice = b.node("Mul", {batch, b.scalar_int("two", 2)}, {b.value("twice_batch")});
+      const int ends = b.node("Slice", {ext, b.ints("first", {0}), batch}, {b.value("ends")});
+      const int starts = b.node("Slice", {ext, batch, twice}, {b.value("starts")});
+      int total = b.dim(m.keys_of, m.keys_axis, "keys");
+      if (m.past_of >= 0) total = b.node("Add", {total, b.dim(m.past_of, 2, "past_keys")}, {b.value("total_keys")});
+      const int pos = b.node("Range", {b.scalar_int("range_start", 0), total, b.scalar_int("range_step", 1)},
+                             {b.value("key_positions")});
+      const int before_end = b.node("Less", {pos, b.unsqueeze(ends, {1}, "ends_column")}, {b.value("before_end")});
+      const int before_start =
+          b.node("Less", {pos, b.unsqueeze(starts, {1}, "starts_column")}, {b.value("before_start")});
+      const int from_start = b.node("Not", {before_start}, {b.value("from_start")});
+      keep = b.node("And", {before_end, from_start}, {b.value("keep")});
+    } else {
+      keep = b.node("Greater", {m64, b.scalar_int("zero", 0)}, {b.value("keep")});
+    }
+    add = b.node("Where", {keep, b.scalar_float("kept", 0.f), b.scalar_float("filter", m.filter)},
+                 {b.value("mask_add")});
+    add = b.unsqueeze(add, rank == 3 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2}, "mask_4d");
+  }
+  if (m.bias >= 0) add = add < 0 ? m.bias : b.node("Add", {add, m.bias}, {b.value("mask_and_bias")});
+  if (m.mask < 0) return add;  // attention_bias alone keeps its own type
+  if (m.dtype != DType::kUndefined && m.dtype != DType::kFloat32)
+    return b.node("Cast", {add}, {b.value("mask_typed")}, {{"to", int_attr(dtype_to_onnx(m.dtype))}});
+  if (m.dtype == DType::kUndefined && m.like >= 0 && b.opset >= 15)
+    return b.node("CastLike", {add, m.like}, {b.value("mask_typed")});
+  return add;
+}
+
+std::map<std::string, Attribute> attention_attrs(const Node& n, int64_t heads, bool in3d) {
+  std::map<std::string, Attribute> attrs{{"is_causal", int_attr(n.attr_int("unidirectional", 0) ? 1 : 0)}};
+  if (in3d) {
+    attrs["q_num_heads"] = int_attr(heads);
+    attrs["kv_num_heads"] = int_attr(heads);
+  }
+  const float scale = n.attr_float("scale", 0.f);
+  if (scale != 0.f) attrs["scale"] = float_attr(scale);  // 0: onnxruntime's default, 1/sqrt(head size)
+  return attrs;
+}
+
+// Drops trailing omitted inputs/outputs.
+std::vector<int> trimmed(std::vector<int> v) {
+  while (v.size() > 1 && v.back() < 0) v.pop_back();
+  return v;
+}
+
+DType known_float_type(const Graph& g, int v) {
+  if (v < 0) return DType::kUndefined;
+  const graph::Value& val = g.values[v];
+  const DType t = val.is_constant() ? val.constant.dtype() : val.dtype;
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64
+             ? t
+             : DType::kUndefined;
+}
+
+// com.microsoft::Attention: the projection packed in one weight.
+bool expand_attention(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
+  if (!is_contrib(n, "Attention")) return false;
+  refuse_if(n.attr_int("do_rotary", 0) != 0, n, "do_rotary (a rotary embedding inside the op)");
+  refuse_if(n.attr_int("past_present_share_buffer", 0) != 0, n, "past_present_share_buffer");
+  refuse_if(input(n, 6) >= 0, n, "past_sequence_length");
+  const int64_t heads = num_heads(n);
+  Builder b(g, n, out, opset);
+  const int x = input(n, 0), weights = input(n, 1), past = input(n, 4);
+  int qkv = b.node("MatMul", {x, weights}, {b.value("qkv")});
+  qkv = b.plus(qkv, input(n, 2), "qkv_biased");
+  const int q = b.value("q"), k = b.value("k"), v = b.value("v");
+  std::vector<int64_t> sizes = n.attr_ints("qkv_hidden_sizes");
+  if (!sizes.empty() && sizes.size() != 3)
+    throw Error(ErrorKind::kModelFormat, "qkv_hidden_sizes must have 3 entries", n.name, n.op_type);
+  b.split(qkv, 2, sizes, {q, k, v});
+
+  // past [2, B, N, P, H]: keys, then values.
+  int past_key = -1, past_value = -1;
+  if (past >= 0) {
+    past_key = b.node("Gather", {past, b.scalar_int("past_key_index", 0)}, {b.value("past_key")}, {{"axis", int_attr(0)}});
+    past_value =
+        b.node("Gather", {past, b.scalar_int("past_value_index", 1)}, {b.value("past_value")}, {{"axis", int_attr(0)}});
+  }
+  int mask = -1;
+  if (input(n, 3) >= 0 || input(n, 5) >= 0) {
+    MaskSpec m;
+    m.mask = input(n, 3);
+    m.bias = input(n, 5);
+    m.batch_of = x;
+    m.keys_of = x;
+    m.past_of = past_key;
+    m.filter = n.attr_float("mask_filter_value", -10000.f);
+    m.dtype = known_float_type(g, weights);
+    m.like = q;
+    mask = additive_mask(b, out, m);
+  }
+  const int present = output(n, 1);
+  const int present_key = present >= 0 ? b.value("present_key") : -1;
+  const int present_value = present >= 0 ? b.value("present_value") : -1;
+  b.node("Attention", trimmed({q, k, v, mask, past_key, past_value}),
+         trimmed({output(n, 0), present_key, present_value}), attention_attrs(n, heads, true));
+  if (present >= 0)
+    b.node("Concat", {b.unsqueeze(present_key, {0}, "present_key_1"), b.unsqueeze(present_value, {0}, "present_value_1")},
+           {present}, {{"axis", int_attr(0)}});
+  return true;
+}
+
+// [B, S, N*H] -> [B, N, S, H].
+int heads_first(Builder& b, int x, int64_t heads, const std::string& what) {
+  const int split = b.node("Reshape", {x, b.ints(what + "_heads_shape", {0, 0, heads, -1})}, {b.value(what + "_bsnh")});
+  return b.node("Transpose", {split}, {b.value(what + "_bnsh")}, {{"perm", ints_attr({0, 2, 1, 3})}});
+}
+
+// Part `index` of a packed [B, S, N, 3 or 2, H] tensor, as [B, N, S, H].
+int unpacked(Builder& b, int packed, int64_t index, const std::string& what) {
+  const int one = b.node("Slice", {packed, b.ints(what + "_start", {index}), b.ints(what + "_end", {index + 1}),
+                                   b.ints(what + "_axis", {3})},
+                         {b.value(what + "_slice")});
+  const int bsnh = b.node("Squeeze", {one, b.ints(what + "_squeeze_axes", {3})}, {b.value(what + "_bsnh")});
+  return b.node("Transpose", {bsnh}, {b.value(what + "_bnsh")}, {{"perm", ints_attr({0, 2, 1, 3})}});
+}
+
+// Slice [from_dims * d, to_dims * d) of a 1-D bias, d = the query's last dim
+// (known after inference, not always at load); to_dims < 0: to the end.
+int bias_part(Builder& b, int bias, int width, int64_t from_dims, int64_t to_dims, const std::string& what) {
+  const int start = from_dims == 0 ? b.ints(what + "_start", {0})
+                                   : b.node("Mul", {width, b.ints(what + "_from", {from_dims})}, {b.value(what + "_start")});
+  const int end = to_dims < 0 ? b.ints(what + "_end", {INT64_MAX})
+                              : b.node("Mul", {width, b.ints(what + "_to", {to_dims})}, {b.value(what + "_end")});
+  return b.node("Slice", {bias, start, end}, {b.value(what)});
+}
+
+// com.microsoft::MultiHeadAttention: projections done outside the op.
+bool expand_multi_head_attention(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
+  if (!is_contrib(n, "MultiHeadAttention")) return false;
+  refuse_if(input(n, 8) >= 0, n, "past_sequence_length");
+  refuse_if(input(n, 9) >= 0, n, "cache_indirection (beam search)");
+  refuse_if(output(n, 3) >= 0, n, "the qk output");
+  refuse_if(opset < 13, n, "a model of opset " + std::to_string(opset) + " (before 13)");
+  const int64_t heads = num_heads(n);
+  Builder b(g, n, out, opset);
+  const int query = input(n, 0), key = input(n, 1), value = input(n, 2), bias = input(n, 3);
+  const std::vector<int> ranks = known_ranks(g, out, opset, {query, key});
+  const int qr = ranks[0];
+  const int kr = key >= 0 ? ranks[1] : 0;
+  refuse_if(qr != 3 && qr != 5, n, "a query whose rank is not known at load, or is not 3 or 5");
+  refuse_if(qr == 5 && (key >= 0 || value >= 0), n, "packed QKV together with key or value");
+  refuse_if(qr == 3 && (kr < 3 || kr > 5), n, "a key whose rank is not known at load, or is not 3, 4 or 5");
+  refuse_if(qr == 3 && kr == 5 && value >= 0, n, "packed KV together with value");
+  refuse_if(qr == 3 && kr != 5 && value < 0, n, "a key without a value");
+  refuse_if(bias >= 0 && (qr == 5 || kr == 5), n, "a bias on packed QKV or KV");
+  const int past_key = input(n, 6), past_value = input(n, 7);
+  refuse_if((past_key >= 0) != (past_value >= 0), n, "past_key without past_value, or the reverse");
+  refuse_if(past_key >= 0 && (qr != 3 || kr != 3), n, "a past with packed or [B, N, L, H] keys");
+
+  // Operands as 3-D [B, S, D] (in3d) or 4-D [B, N, S, H].
+  int q = query, k = key, v = value, keys_of = key;
+  int64_t keys_axis = 1;
+  bool in3d = qr == 3 && kr == 3;
+  if (bias >= 0) {
+    const int width = b.node("Slice", {b.node("Shape", {query}, {b.value("query_shape")}), b.ints("last", {-1}),
+                                       b.ints("last_end", {INT64_MAX})},
+                             {b.value("hidden")});
+    q = b.node("Add", {q, bias_part(b, bias, width, 0, 1, "query_bias")}, {b.value("query_biased")});
+    if (kr == 3) {
+      k = b.node("Add", {k, bias_part(b, bias, width, 1, 2, "key_bias")}, {b.value("key_biased")});
+      v = b.node("Add", {v, bias_part(b, bias, width, 2, -1, "value_bias")}, {b.value("value_biased")});
+    }
+  }
+  if (qr == 5) {
+    q = unpacked(b, query, 0, "q");
+    k = unpacked(b, query, 1, "k");
+    v = unpacked(b, query, 2, "v");
+    keys_of = query;
+  } else if (kr == 5) {
+    q = heads_first(b, q, heads, "q");
+    k = unpacked(b, key, 0, "k");
+    v = unpacked(b, key, 1, "v");
+  } else if (kr == 4) {
+    q = heads_first(b, q, heads, "q");
+    keys_axis = 2;
+  }
+
+  int mask = -1;
+  if (input(n, 4) >= 0 || input(n, 5) >= 0) {
+    MaskSpec m;
+    m.mask = input(n, 4);
+    m.bias = input(n, 5);
+    m.batch_of = query;
+    m.keys_of = keys_of;
+    m.keys_axis = keys_axis;
+    m.past_of = past_key;
+    m.filter = n.attr_float("mask_filter_value", -10000.f);
+    m.dtype = known_float_type(g, bias >= 0 ? bias : query);
+    m.like = q;
+    mask = additive_mask(b, out, m);
+  }
+  const int y = in3d ? output(n, 0) : b.value("y_bnsh");
+  b.node("Attention", trimmed({q, k, v, mask, past_key, past_value}), trimmed({y, output(n, 1), output(n, 2)}),
+         attention_attrs(n, heads, in3d));
+  if (!in3d) {
+    const int bsnh = b.node("Transpose", {y}, {b.value("y_bsnh")}, {{"perm", ints_attr({0, 2, 1, 3})}});
+    b.node("Reshape", {bsnh, b.ints("y_shape", {0, 0, -1})}, {output(n, 0)});
+  }
+  return true;
+}
+
+// com.microsoft::RotaryEmbedding: the ONNX op with its inputs reordered.
+bool expand_rotary(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
+  if (!is_contrib(n, "RotaryEmbedding")) return false;
+  refuse_if(n.attr_int("is_packed_batching", 0) != 0, n, "is_packed_batching");
+  refuse_if(n.attr_float("scale", 1.f) != 1.f, n, "a scale other than 1");
+  refuse_if(opset < 11, n, "a model of opset " + std::to_string(opset) + " (before 11)");
+  Builder b(g, n, out, opset);
+  const int x = input(n, 0), ids = input(n, 1);
+  // position_ids [B, S], or one element: the first position, the others
+  // following it. Rank-free: ids + Range(S) * (size == 1), spread to [B, S]
+  // (for S == 1 both readings agree).
+  const int seq = b.dim(x, -2, "seq");
+  const int batch = b.dim(x, 0, "batch");
+  const int range = b.node("Range", {b.scalar_int("range_start", 0), seq, b.scalar_int("range_step", 1)},
+                           {b.value("positions")});
+  const int size = b.node("Size", {ids}, {b.value("ids_size")});
+  const int single = b.node("Cast", {b.node("Equal", {size, b.scalar_int("one", 1)}, {b.value("is_offset")})},
+                            {b.value("offset_flag")}, {{"to", int_attr(dtype_to_onnx(DType::kInt64))}});
+  const int steps = b.node("Mul", {range, single}, {b.value("offset_steps")});
+  const int ids64 = b.node("Cast", {ids}, {b.value("ids_int64")}, {{"to", int_attr(dtype_to_onnx(DType::kInt64))}});
+  const int sum = b.node("Add", {ids64, steps}, {b.value("ids_plus_steps")});
+  const int shape = b.node("Concat", {b.unsqueeze(batch, {0}, "batch_1d"), b.unsqueeze(seq, {0}, "seq_1d")},
+                           {b.value("ids_shape")}, {{"axis", int_attr(0)}});
+  const int positions = b.node("Expand", {sum, shape}, {b.value("position_ids")});
+  std::map<std::string, Attribute> attrs{{"interleaved", int_attr(n.attr_int("interleaved", 0))}};
+  if (n.attr_int("num_heads", 0) > 0) attrs["num_heads"] = int_attr(n.attr_int("num_heads", 0));
+  if (n.attr_int("rotary_embedding_dim", 0) > 0)
+    attrs["rotary_embedding_dim"] = int_attr(n.attr_int("rotary_embedding_dim", 0));
+  b.node("RotaryEmbedding", {x, input(n, 2), input(n, 3), positions}, {output(n, 0)}, attrs);
+  return true;
+}
+
+}  // namespace
+
+bool expand_attention_contrib(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
+  return expand_attention(g, n, out, opset) || expand_multi_head_attention(g, n, out, opset) ||
+         expand_rotary(g, n, out, opset);
+}
+
+}  // namespace twinfer::passes
