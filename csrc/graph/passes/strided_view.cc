@@ -183,7 +183,8 @@ StridedView view_from_source(const graph::Graph& g, int v, const std::vector<cha
   for (size_t start = chain.size(); start > 0; --start) {
     const int base = g.nodes[chain[start - 1]].inputs[0];
     Shape shape;
-    if (!concrete_shape(g, base, &shape)) continue;
+    // An empty tensor has nothing to view (and its size-0 pieces divide by zero).
+    if (!concrete_shape(g, base, &shape) || shape_numel(shape) == 0) continue;
     Layout l = contiguous_layout(shape);
     bool ok = true;
     for (size_t k = start; k-- > 0 && ok;) ok = apply(g, g.nodes[chain[k]], l);
@@ -217,7 +218,7 @@ bool view_into_sink(const graph::Graph& g, const std::vector<std::vector<int>>& 
   for (; !chain->empty(); chain->pop_back()) {
     const int last = g.nodes[chain->back()].outputs[0];
     Shape shape;
-    if (!concrete_shape(g, last, &shape)) continue;
+    if (!concrete_shape(g, last, &shape) || shape_numel(shape) == 0) continue;
     Layout l = contiguous_layout(shape);
     bool ok = true;
     for (size_t k = chain->size(); k-- > 0 && ok;) {

@@ -132,6 +132,7 @@ struct Selu {
 struct Celu {
   float alpha = 1.0f;
   template <typename T> TWINFER_HD T operator()(T x) const {
+    if (m_isnan(x)) return x;  // both selects below would drop it
     T a = T(alpha);
     T neg = a * m_expm1(x / a);
     return (x > T(0) ? x : T(0)) + (neg < T(0) ? neg : T(0));

@@ -399,7 +399,7 @@ class AttentionKernel final : public Kernel {
         C m = ninf;
         for (int64_t j = 0; j < S; ++j) {
           score[j] = rt(score[j] + bias[j]);
-          if (score[j] > m) m = score[j];
+          if (score[j] > m || std::isnan(score[j])) m = score[j];  // a NaN score makes the row NaN
         }
         if (qk && mode_ == 2)
           for (int64_t j = 0; j < S; ++j) qk[j] = store<T>(score[j]);
