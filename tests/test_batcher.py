@@ -158,6 +158,31 @@ def test_close_drains_then_refuses(rng):
         batcher.submit({"x": x})
 
 
+def test_close_lets_the_engines_go(rng):
+    # close() kept the engines and contexts of a closed Batcher (on a GPU its
+    # device memory) for as long as anything held the Batcher. The request
+    # queued at close still gets its answer first.
+    import gc
+    import weakref
+
+    engine, w = _matmul_engine(rng)
+    gone = weakref.ref(engine)
+    batcher = twinfer.Batcher(engine, max_batch_size=8, max_queue_delay=30.0, instances=2)
+    del engine
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    gc.collect()
+    gc.disable()
+    try:
+        future = batcher.submit({"x": x})
+        batcher.close(drain=True)
+        np.testing.assert_allclose(future.result(timeout=0)["y"], x @ w, rtol=1e-5, atol=1e-5)
+        assert gone() is None
+        with pytest.raises(BatcherClosed):  # still refuses, without its engines
+            batcher.submit({"x": x})
+    finally:
+        gc.enable()
+
+
 def test_queue_limit(rng):
     engine, _ = _matmul_engine(rng)
     batcher = twinfer.Batcher(engine, max_batch_size=8, max_queue_delay=30.0, max_queue_size=2)

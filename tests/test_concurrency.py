@@ -342,6 +342,64 @@ def test_pipeline_futures_asyncio_and_errors(models, engines, rng):
     assert "no effect on the CPU backend" in pipe.members[0].priority_effect
 
 
+def test_a_finished_items_data_is_freed_without_the_cycle_collector(engines, rng):
+    # Pipeline._submit's closures (advance <-> done) were a reference cycle
+    # holding each item and every stage's outputs until a full collection:
+    # with 16 MiB items, 1 GB of finished items. With the collector off, an
+    # item must go when its caller drops it (and an error's traceback with it).
+    import gc
+    import weakref
+
+    made = []
+
+    def flatten(out):  # a function stage's output: one of "every stage's outputs"
+        feat = out["feat"].numpy().copy()
+        made.append(weakref.ref(feat))
+        return {"feat_in": feat}
+
+    def gone(refs, wait=0.0):
+        # The stage's worker lets go of its last result a moment after the next
+        # stage took it; a cycle would keep it for good.
+        deadline = time.monotonic() + wait
+        while any(r() is not None for r in refs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return all(r() is None for r in refs)
+
+    def item():
+        x = images(rng)
+        return {"x": x}, weakref.ref(x)
+
+    with twinfer.Pipeline([engines["conv"], flatten, engines["head"]]) as pipe:
+        pipe.run(item()[0])  # warm
+        gc.collect()
+        gc.disable()
+        try:
+            feeds, x = item()
+            out = pipe.run(feeds)
+            del feeds
+            assert x() is None and gone(made, wait=10)
+            assert out["probs"].numpy().shape[1] == 5
+            feeds, x = item()
+            fut = pipe.submit(feeds)
+            del feeds
+            fut.result()
+            assert x() is None
+            pairs = [item() for _ in range(5)]
+            refs = [r for _, r in pairs]
+            for _ in pipe.map(iter([f for f, _ in pairs]), depth=2):
+                pass
+            del pairs, _
+            assert gone(refs) and gone(made, wait=10)
+            feeds, x = item()
+            feeds["x"] = feeds["x"][:, :2]  # 2 channels for a 3-channel conv: the stage fails
+            with pytest.raises(twinfer.Error):
+                pipe.run(feeds)
+            del feeds
+            assert x() is None
+        finally:
+            gc.enable()
+
+
 def test_pipeline_profile_is_sane(engines, rng):
     def flatten(out):
         return {"v": out["feat"].numpy().reshape(out["feat"].shape[0], -1)}

@@ -139,6 +139,49 @@ def test_failed_reload_keeps_serving(tmp_path, rng):
     repo.close()
 
 
+def test_an_unloaded_or_replaced_version_frees_its_engines_when_unload_returns(tmp_path, rng):
+    # A version sat in the cycle version -> batcher -> listener (its bound
+    # method) -> version, and close() kept the engines: an unloaded model's
+    # memory (on a GPU, device memory) waited for the cycle collector. A
+    # request queued when the version goes must still get its answer.
+    import gc
+    import time
+    import weakref
+
+    config = MLP_CONFIG.format(name="m") + "dynamic_batching { max_queue_delay_microseconds: 30000000 }\n"
+    add_model(tmp_path, "m", config, {1: mlp_model(rng)})
+    repo = _repo(tmp_path, rng)
+    x = rng.standard_normal((1, 4)).astype(np.float32)
+    gc.collect()
+    gc.disable()
+    try:
+        repo.load("m")
+        old = repo.get("m")
+        engine = weakref.ref(next(iter(old.engines.values())))
+        queued = old.batcher.submit({"x": x})  # waits for company: 30 s
+        repo.load("m")  # the reload closes the old version, draining its queue
+        assert queued.result(timeout=0)["y"].shape == (1, 3)
+        assert engine() is None  # gone while the old version is still held here
+        version = weakref.ref(old)
+        del old
+        assert version() is None
+        engine = weakref.ref(next(iter(repo.get("m").engines.values())))
+        repo.unload("m")
+        assert engine() is None
+        # One dropped without close() (its batcher's listener holds it weakly)
+        # goes too, once its idle workers have let go of the batcher.
+        unclosed = repo._load_versions("m", tmp_path / "m", None)[1]
+        engine, version = weakref.ref(next(iter(unclosed.engines.values()))), weakref.ref(unclosed)
+        del unclosed
+        deadline = time.monotonic() + 10
+        while engine() is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert version() is None and engine() is None
+    finally:
+        gc.enable()
+        repo.close()
+
+
 def test_control_mode_none_refuses_load(tmp_path, rng):
     add_model(tmp_path, "m", MLP_CONFIG.format(name="m"), {1: mlp_model(rng)})
     repo = ModelRepository(tmp_path, control_mode="none")

@@ -11,8 +11,10 @@ the engine returned — no copy. On a GPU each engine stage runs on its own
 stream; a stage followed by an engine on the same device hands over device
 tensors, which the next stage's stream waits for by their event: no copy,
 no host wait, so stage A enqueues item k+1 while B still works on item k.
-The last stage returns host arrays for an item of host arrays, device
-tensors for an item on the device; a function stage gets host arrays.
+The last stage returns host tensors for an item of host arrays, device
+tensors for an item on the device; a function stage after an engine gets
+that engine's outputs as host tensors (twinfer.Tensor, not NumPy arrays:
+``t.numpy()`` is a view of one, no copy).
 
 >>> pipe = twinfer.Pipeline([detector, crop, classifier], links={"pixels": "crops"})
 >>> for out in pipe.map({"image": im} for im in images):   # input order kept
@@ -45,6 +47,7 @@ name or index), or ``("input", name)``: an entry of the submitted item.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 import weakref
@@ -67,6 +70,49 @@ def _takes_item(fn) -> bool:
         return False
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return len(positional) >= 2 and (positional[1].default is inspect.Parameter.empty or positional[1].name == "item")
+
+
+class _Item:
+    """One item on its way through the stages: each stage's future, when done,
+    sends it to the next. An object rather than two closures calling each
+    other: those were a reference cycle that kept every finished item's
+    inputs and stage outputs until the cycle collector ran (GBs for large
+    items)."""
+
+    __slots__ = ("pipe", "item", "clock", "index", "final", "results")
+
+    def __init__(self, pipe: "Pipeline", item, clock, index: int, final: Future):
+        self.pipe, self.item, self.clock, self.index, self.final = pipe, item, clock, index, final
+        self.results: list | None = []
+
+    def advance(self, i: int) -> None:
+        # The stage reads the item through self, not as arguments of its work
+        # item, which its worker thread holds a moment after the result is set.
+        fut = self.pipe.members[i].submit(self.run_stage, i)
+        fut.add_done_callback(functools.partial(self.done, i))
+
+    def run_stage(self, i: int):
+        return self.pipe._run_stage(i, self.results, self.item, self.clock, self.index, "together")
+
+    def done(self, i: int, f: Future) -> None:
+        exc = f.exception()
+        if exc is None and i + 1 < len(self.pipe.members):
+            self.results.append(f.result())
+            try:
+                self.advance(i + 1)  # queued behind earlier items: each stage's worker is FIFO
+                return
+            except BaseException as e:  # e.g. the pipeline was closed meanwhile
+                exc = e
+        # Finished: the item and the stages' outputs are let go before the
+        # caller hears, so dropping its result frees them; and the final
+        # future too (an error's traceback holds run_stage's frame, which
+        # holds this object: a cycle through the future's exception).
+        final, self.final = self.final, None
+        self.item = self.results = None
+        if exc is not None:
+            final.set_exception(exc)
+        else:
+            final.set_result(f.result())
 
 
 class Pipeline:
@@ -129,27 +175,7 @@ class Pipeline:
         item = self._export_device_arrays(item)
         final: Future = Future()
         final.set_running_or_notify_cancel()
-        results: list = []
-
-        def advance(i: int):
-            fut = self.members[i].submit(self._run_stage, i, results, item, clock, index, "together")
-            fut.add_done_callback(lambda f: done(i, f))
-
-        def done(i: int, f: Future):
-            exc = f.exception()
-            if exc is not None:
-                final.set_exception(exc)
-                return
-            results.append(f.result())
-            if i + 1 == len(self.members):
-                final.set_result(results[-1])
-                return
-            try:
-                advance(i + 1)  # queued behind earlier items: each stage's worker is FIFO
-            except BaseException as e:  # e.g. the pipeline was closed meanwhile
-                final.set_exception(e)
-
-        advance(0)
+        _Item(self, item, clock, index, final).advance(0)
         return final
 
     def _export_device_arrays(self, item):

@@ -420,7 +420,8 @@ class Batcher:
 
     def close(self, drain: bool = True, timeout: float | None = None) -> None:
         """Take no new requests; with ``drain``, run those queued first (else
-        they fail with BatcherClosed); then stop the workers."""
+        they fail with BatcherClosed); then stop the workers and, once they
+        have stopped, release the engines and contexts."""
         with self._cond:
             self._closing = True
             self._wake.closing = True
@@ -437,6 +438,12 @@ class Batcher:
             return
         for w in self._workers:
             w.join(timeout)
+        if not any(w.is_alive() for w in self._workers):
+            # Drained and stopped: let the engines and contexts go now (on a
+            # GPU their device memory), not when the last holder of a closed
+            # Batcher (a served version, a request that met the close) drops it.
+            self._instances = []
+            self._listener = None
 
     def __enter__(self) -> "Batcher":
         return self

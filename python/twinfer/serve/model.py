@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +86,7 @@ class ServedVersion:
                 instances, instances=1, max_batch_size=settings.max_batch_size,
                 max_queue_delay=settings.max_queue_delay_us / 1e6,
                 preferred_batch_sizes=settings.preferred_batch_sizes, dynamic_batching=settings.dynamic_batching,
-                max_queue_size=settings.max_queue_size, num_threads=num_threads, listener=self._on_batch,
+                max_queue_size=settings.max_queue_size, num_threads=num_threads, listener=_weakly(self._on_batch),
                 name=f"{self.name}:{self.version}")
         except InvalidArgumentError as e:
             raise ModelLoadError(f"model {self.name!r}: {e}") from None
@@ -244,4 +245,23 @@ class ServedVersion:
             yield self.name, self.version, device, kind, nbytes
 
     def close(self, drain: bool = True) -> None:
+        """Refuse new requests, answer the queued ones (``drain``), then let the
+        engines go: an unloaded or replaced version gives its memory back when
+        unload/load returns, even while a late request still holds the version."""
         self.batcher.close(drain=drain)
+        self.engines = {}
+
+
+def _weakly(method):
+    """``method`` for the batcher to call without keeping its object alive:
+    a bound method would make the cycle version -> batcher -> method ->
+    version, and a dropped version (its engines: weights, arenas, device
+    memory) would wait for the cycle collector instead of going at once."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args):
+        m = ref()
+        if m is not None:
+            m(*args)
+
+    return call
