@@ -432,6 +432,22 @@ def test_a_closed_group_refuses_graphed_runs_and_drops_its_graphs(models, cpu, r
         gp.run({"x": x})
 
 
+def test_a_groups_evicted_graphs_let_their_members_plans_go(models, cpu, rng):
+    # The members' contexts kept every plan and device arena a group's capture
+    # used, for their whole life, though the group evicts its graphs (8 shapes
+    # kept): RSS grew with every new shape. The group's graph entry keeps them now.
+    dev = on("sim", models)
+    par = twinfer.Parallel([dev["conv"], dev["mlp"]])
+    g = par.graphed()
+    for rows in range(1, 12):
+        x, v = images(rng, n=1, h=5 + rows, w=7), rng.standard_normal((rows, 8)).astype(F32)
+        a, b = g.run([{"x": x}, {"v": v}])
+        close(b["scores"].numpy(), alone(cpu["mlp"], {"v": v}, 1)["scores"])
+    assert g.stats()["graphs"] == 8
+    assert [m.context.graph_stats()["kept_for_callers"] for m in par.members] == [0, 0]
+    par.close()
+
+
 def test_graphed_runs_and_eager_runs_of_the_same_members_from_two_threads(models, cpu, rng):
     # A replay waits for each member's latest run, launches, and makes the
     # member's next run wait for it; an eager run from another thread landed

@@ -179,9 +179,11 @@ void bind_engine(py::module_& m) {
              d["captures"] = s.captures;
              d["replays"] = s.replays;
              d["cached"] = s.cached;
+             d["kept_for_callers"] = s.kept_for_callers;
              return d;
            },
-           "CUDA graphs of this context: captures, replays, graphs held.")
+           "CUDA graphs of this context: captures, replays, graphs held, and plans kept for graphs a "
+           "caller captured its runs into (until the context goes).")
       .def_property_readonly("device", [](const ExecutionContext& c) { return c.device().str(); })
       .def_property("profiling", &ExecutionContext::profiling,
                     [](ExecutionContext& c, bool on) {

@@ -72,6 +72,7 @@ ExecutionContext::GraphStats ExecutionContext::graph_stats() const {
   GraphStats s = gstats_;
   s.cached = 0;
   for (const auto& g : graphs_) s.cached += g->exec != nullptr;
+  s.kept_for_callers = held_for_caller_graphs_.size();
   return s;
 }
 
@@ -391,10 +392,14 @@ std::vector<Tensor> ExecutionContext::execute_device(const std::shared_ptr<const
     S.record(*done_);
     last_stream_ = S.handle();
     ran_ = true;
-    if (outer_capture &&
-        std::none_of(held_for_caller_graphs_.begin(), held_for_caller_graphs_.end(),
-                     [&](const HeldForCallerGraph& h) { return h.plan == pp && h.arena == device_arena_; }))
+    if (outer_capture && ro.graph_holds) {
+      ro.graph_holds->push_back(pp);
+      ro.graph_holds->push_back(device_arena_);
+    } else if (outer_capture &&
+               std::none_of(held_for_caller_graphs_.begin(), held_for_caller_graphs_.end(),
+                            [&](const HeldForCallerGraph& h) { return h.plan == pp && h.arena == device_arena_; })) {
       held_for_caller_graphs_.push_back({pp, device_arena_});
+    }
     // Blocks others free on their own stream after every stream that used
     // them: other contexts' outputs we read, our outputs when S is not ours.
     for (auto& st : device_inputs) st->record_use(done_, this);

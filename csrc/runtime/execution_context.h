@@ -26,6 +26,11 @@ struct RunOptions {
   bool host_outputs = false;
   // Capture the run into a graph per plan after its first run, replay after.
   bool cuda_graphs = true;
+  // A run captured into a caller's graph: what that graph reads and writes on
+  // every launch (the plan, the device arena) goes here, for the graph's owner
+  // to keep while the graph lives (a group's graph, evicted with its entry).
+  // Null: the context keeps them for its own life, not knowing the graph's.
+  std::vector<std::shared_ptr<const void>>* graph_holds = nullptr;
 };
 
 class ExecutionContext {
@@ -75,6 +80,7 @@ class ExecutionContext {
     size_t captures = 0;  // graphs captured
     size_t replays = 0;   // runs that replayed one
     size_t cached = 0;    // graphs held now
+    size_t kept_for_callers = 0;  // plans kept for graphs a caller captured runs into
   };
   GraphStats graph_stats() const;
 

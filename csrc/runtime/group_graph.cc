@@ -23,6 +23,9 @@ struct GroupGraph::Entry {
   std::vector<size_t> in_offsets, out_offsets;
   std::shared_ptr<Event> staged;               // the last launch's staging copies
   bool staging_pending = false;
+  // The members' plans and device arenas the graph reads and writes: kept
+  // while the graph lives, let go with it (RunOptions::graph_holds).
+  std::vector<std::shared_ptr<const void>> holds;
 };
 
 GroupGraph::GroupGraph(std::vector<GroupMember> members, size_t num_inputs)
@@ -140,6 +143,7 @@ std::unique_ptr<GroupGraph::Entry> GroupGraph::capture(const std::vector<Tensor>
       // free enqueued there meanwhile would become part of the graph.
       RunOptions ro;
       ro.stream = g.context->capture_stream();
+      ro.graph_holds = &e->holds;
       Stream& s = *ro.stream;
       s.wait(*fork);
       // Keyed inputs as host values: the member's plan for them holds them
