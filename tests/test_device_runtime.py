@@ -698,3 +698,30 @@ def test_a_finfo_min_mask_lowered_to_16_bits_stays_finite(precision, gpu, rng):
     want = _ort_run(m, feeds)[0]
     got = twinfer.load(m, device=gpu, precision=precision).run(feeds)["y"].numpy()
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-2 if precision == "fp16" else 8e-2)
+
+
+def test_constants_folded_per_shape_go_with_their_plans(gpu, rng):
+    # ConstantOfShape(Shape(x)) folds to a new constant for every input shape.
+    # The engine's constant store kept each one's device copy for the engine's
+    # life, though only max_cached_plans plans are kept: device memory grew with
+    # every shape seen (a decoder's masks and positions, per length).
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = rng.standard_normal((16, 16)).astype(np.float32)
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["c"],
+                              value=numpy_helper.from_array(np.array([1.5], np.float32))),
+             helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Add", ["h", "c"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "s", 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "s", 16])],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    e = twinfer.load(m, device=gpu, max_cached_plans=2)
+    for s in range(10, 40):
+        x = rng.standard_normal((2, s, 16)).astype(np.float32)
+        assert rel_err(e.run({"x": x})["y"].numpy(), x @ w + 1.5) < 1e-5
+    kept = e.memory_report([[2, 39, 16]])["engine_device_constant_bytes"]
+    one_shape = 2 * 39 * 16 * 4  # the largest folded constant
+    assert kept <= w.nbytes + 6 * one_shape, kept  # 30 shapes' constants were kept before

@@ -50,6 +50,42 @@ Tensor ConstantStore::channels_last(const Tensor& t) {
   return it->second.device;
 }
 
+namespace {
+
+bool only_held_here(const Tensor& t) { return !t.storage() || t.storage().use_count() == 1; }
+
+// Erases the entries whose two tensors only the map holds; true when any went.
+template <typename Map>
+bool erase_unheld(Map& m, size_t* released, bool count) {
+  bool any = false;
+  for (auto it = m.begin(); it != m.end();) {
+    if (only_held_here(it->second.host) && only_held_here(it->second.device)) {
+      if (count) *released += it->second.host.bytes();
+      it = m.erase(it);
+      any = true;
+    } else {
+      ++it;
+    }
+  }
+  return any;
+}
+
+}  // namespace
+
+size_t ConstantStore::release_unused() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t released = 0;
+  // A conversion or permutation feeds an upload (and a permutation may feed a
+  // conversion): each map's entries free the next one's, so until none goes.
+  for (bool any = true; any;) {
+    any = erase_unheld(entries_, &released, true);
+    any = erase_unheld(conversions_, &released, false) || any;
+    any = erase_unheld(permutations_, &released, false) || any;
+  }
+  bytes_ -= released;
+  return released;
+}
+
 size_t ConstantStore::bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return bytes_;

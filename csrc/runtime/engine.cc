@@ -540,6 +540,9 @@ std::shared_ptr<const Plan> Engine::build(const NewPlan& np) const {
   // the runs use (a context's default), not the building thread's: a plan
   // built under another budget made a second variant on its first run.
   ThreadScope budget(default_threads());
+  // Constants folded for plans since evicted (per-shape masks, positions)
+  // go now, where a build may wait for the device, not on a run.
+  if (constants_) constants_->release_unused();
   // Tests slow builds down to see what runs meanwhile (tests/test_plan_ahead.py).
   if (const char* ms = std::getenv("TWINFER_TEST_PLAN_DELAY_MS"))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
