@@ -31,6 +31,17 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=OPSET, name="test"
     return model
 
 
+def contrib_model(nodes, inputs, outputs, inits=None, opset=OPSET) -> onnx.ModelProto:
+    """A model importing onnxruntime's com.microsoft domain (its contrib ops);
+    inits: {name: array}."""
+    graph = helper.make_graph(nodes, "g", inputs, outputs,
+                              [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = min(model.ir_version, 10)
+    return model
+
+
 def run_ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     import onnxruntime as ort
 

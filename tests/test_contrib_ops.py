@@ -10,17 +10,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
-from onnx_helpers import run_ort
+from onnx_helpers import contrib_model, run_ort
 
 MS = "com.microsoft"
 
 
-def _model(nodes, inputs, outputs, inits=None, opset=17):
-    graph = helper.make_graph(nodes, "g", inputs, outputs,
-                              [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)])
-    model.ir_version = min(model.ir_version, 10)
-    return model
+_model = contrib_model
 
 
 def _vi(name, shape, elem=TensorProto.FLOAT):

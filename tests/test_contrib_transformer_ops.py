@@ -17,19 +17,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
-from onnx_helpers import run_ort
+from onnx_helpers import contrib_model, run_ort
 
 MS = "com.microsoft"
+DEVICES = ["cpu", "sim", pytest.param("cuda", marks=pytest.mark.cuda)]
 I32 = TensorProto.INT32
 I64 = TensorProto.INT64
 
 
-def _model(nodes, inputs, outputs, inits=None, opset=17):
-    graph = helper.make_graph(nodes, "g", inputs, outputs,
-                              [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)])
-    model.ir_version = min(model.ir_version, 10)
-    return model
+_model = contrib_model
 
 
 def _vi(name, shape, elem=TensorProto.FLOAT):
@@ -66,7 +62,7 @@ def _mask(rng, form):
     return m, [B, S, S]
 
 
-@pytest.mark.parametrize("device", ["cpu", "sim"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("form", ["none", "lengths", "ends_starts", "flags_2d", "flags_3d"])
 @pytest.mark.parametrize("causal", [0, 1])
 def test_attention_masks(rng, device, form, causal):
@@ -136,7 +132,7 @@ def test_attention_mask_of_unknown_rank_is_refused_by_name(rng):
 
 # ---- MultiHeadAttention (projections outside) --------------------------------------------------
 
-@pytest.mark.parametrize("device", ["cpu", "sim"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mask", ["none", "lengths", "flags_2d"])
 def test_multi_head_attention_separate_qkv_with_bias(rng, device, mask):
     L = 5  # cross-attention: keys of another length

@@ -14,13 +14,7 @@ namespace twinfer::passes {
 
 namespace {
 
-using contrib::Builder;
-using contrib::input;
-using contrib::is_contrib;
-using contrib::output;
-using graph::Attribute;
-using graph::Graph;
-using graph::Node;
+using namespace contrib;
 
 bool expand_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
   const bool fast = is_contrib(n, "FastGelu");

@@ -12,13 +12,7 @@ namespace twinfer::passes {
 
 namespace {
 
-using contrib::Builder;
-using contrib::input;
-using contrib::is_contrib;
-using contrib::output;
-using graph::Attribute;
-using graph::Graph;
-using graph::Node;
+using namespace contrib;
 
 void refuse_if(bool bad, const Node& n, const std::string& what) {
   if (bad)
@@ -80,7 +74,7 @@ int known_rank(const Graph& g, const std::vector<Node>& built, int64_t opset, in
   return known_ranks(g, built, opset, {v})[0];
 }
 
-// Where the sizes an additive mask needs come from.
+// What an additive mask is made of, and where the sizes it needs come from.
 struct MaskSpec {
   int mask = -1;            // mask_index / key_padding_mask (int32)
   int bias = -1;            // attention_bias, added as it is
@@ -98,6 +92,7 @@ struct MaskSpec {
 int additive_mask(Builder& b, const std::vector<Node>& built, const MaskSpec& m) {
   const Node& n = b.from;
   int add = -1;
+  if (m.mask < 0 && m.bias < 0) return -1;
   if (m.mask >= 0) {
     const int rank = known_rank(b.g, built, b.opset, m.mask);
     refuse_if(rank < 0, n, "a mask whose rank is not known at load (declare the input's shape)");
@@ -139,6 +134,8 @@ int additive_mask(Builder& b, const std::vector<Node>& built, const MaskSpec& m)
     return b.node("CastLike", {add, m.like}, {b.value("mask_typed")});
   return add;
 }
+
+float mask_filter(const Node& n) { return n.attr_float("mask_filter_value", -10000.f); }
 
 std::map<std::string, Attribute> attention_attrs(const Node& n, int64_t heads, bool in3d) {
   std::map<std::string, Attribute> attrs{{"is_causal", int_attr(n.attr_int("unidirectional", 0) ? 1 : 0)}};
@@ -190,19 +187,8 @@ bool expand_attention(Graph& g, const Node& n, std::vector<Node>& out, int64_t o
     past_value =
         b.node("Gather", {past, b.scalar_int("past_value_index", 1)}, {b.value("past_value")}, {{"axis", int_attr(0)}});
   }
-  int mask = -1;
-  if (input(n, 3) >= 0 || input(n, 5) >= 0) {
-    MaskSpec m;
-    m.mask = input(n, 3);
-    m.bias = input(n, 5);
-    m.batch_of = x;
-    m.keys_of = x;
-    m.past_of = past_key;
-    m.filter = n.attr_float("mask_filter_value", -10000.f);
-    m.dtype = known_float_type(g, weights);
-    m.like = q;
-    mask = additive_mask(b, out, m);
-  }
+  const int mask = additive_mask(b, out, {input(n, 3), input(n, 5), x, x, 1, past_key, mask_filter(n),
+                                          known_float_type(g, weights), q});
   const int present = output(n, 1);
   const int present_key = present >= 0 ? b.value("present_key") : -1;
   const int present_value = present >= 0 ? b.value("present_value") : -1;
@@ -290,20 +276,8 @@ bool expand_multi_head_attention(Graph& g, const Node& n, std::vector<Node>& out
     keys_axis = 2;
   }
 
-  int mask = -1;
-  if (input(n, 4) >= 0 || input(n, 5) >= 0) {
-    MaskSpec m;
-    m.mask = input(n, 4);
-    m.bias = input(n, 5);
-    m.batch_of = query;
-    m.keys_of = keys_of;
-    m.keys_axis = keys_axis;
-    m.past_of = past_key;
-    m.filter = n.attr_float("mask_filter_value", -10000.f);
-    m.dtype = known_float_type(g, bias >= 0 ? bias : query);
-    m.like = q;
-    mask = additive_mask(b, out, m);
-  }
+  const int mask = additive_mask(b, out, {input(n, 4), input(n, 5), query, keys_of, keys_axis, past_key,
+                                          mask_filter(n), known_float_type(g, bias >= 0 ? bias : query), q});
   const int y = in3d ? output(n, 0) : b.value("y_bnsh");
   b.node("Attention", trimmed({q, k, v, mask, past_key, past_value}), trimmed({y, output(n, 1), output(n, 2)}),
          attention_attrs(n, heads, in3d));

@@ -9,13 +9,7 @@ namespace twinfer::passes {
 
 namespace {
 
-using contrib::Builder;
-using contrib::input;
-using contrib::is_contrib;
-using contrib::output;
-using graph::Attribute;
-using graph::Graph;
-using graph::Node;
+using namespace contrib;
 
 void refuse_output(const Node& n, size_t i, const std::string& what) {
   if (output(n, i) >= 0)

@@ -10,13 +10,7 @@ namespace twinfer::passes {
 
 namespace {
 
-using contrib::Builder;
-using contrib::input;
-using contrib::is_contrib;
-using contrib::output;
-using graph::Attribute;
-using graph::Graph;
-using graph::Node;
+using namespace contrib;
 
 bool is_8bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 

@@ -13,6 +13,11 @@
 
 namespace twinfer::passes::contrib {
 
+// The rewrites' files say `using namespace contrib;` for these and the helpers below.
+using graph::Attribute;
+using graph::Graph;
+using graph::Node;
+
 inline constexpr const char* kDomain = "com.microsoft";
 
 inline bool is_contrib(const graph::Node& n, const char* op) { return n.domain == kDomain && n.op_type == op; }
