@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import twinfer
 from onnx_helpers import contrib_model, run_ort

@@ -96,6 +96,42 @@ def test_out_of_device_memory_is_an_error_and_the_engine_still_works(rng):
     assert rel_err(e.run({"x": big})["y"].numpy(), chain_ref(big)) < 1e-6
 
 
+def test_frees_still_queued_on_a_stream_do_not_make_an_allocation_fail():
+    # Each new shape replaces the context's device arena: the old one is freed
+    # in stream order, and the simulated device counted it until its stream ran
+    # the free, so a growing decode loop failed where a fresh engine fits the
+    # largest step (a GPU's allocator waits for pending frees and tries again).
+    import onnx
+    from onnx import TensorProto, helper
+
+    e_dim, longest = 64, 300
+    g = helper.make_graph(
+        [helper.make_node("Concat", ["past", "x"], ["present"], axis=1),
+         helper.make_node("MatMul", ["present", "w"], ["hid"]),
+         helper.make_node("ReduceSum", ["hid", "axis"], ["y"], keepdims=0)],
+        "kv",
+        [helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, "P", e_dim]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, e_dim])],
+        [helper.make_tensor_value_info("present", TensorProto.FLOAT, [1, "T", e_dim]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, e_dim])],
+        [onnx.numpy_helper.from_array(np.eye(e_dim, dtype=np.float32), "w"),
+         onnx.numpy_helper.from_array(np.array([1], np.int64), "axis")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+
+    def feeds(p):
+        return {"past": np.full((1, p, e_dim), 0.5, np.float32), "x": np.ones((1, 1, e_dim), np.float32)}
+
+    with sim_options(memory_limit=360_000):
+        fresh = twinfer.load(model, device="sim", plan_ahead=False)
+        fresh.run(feeds(longest))  # the longest step fits on its own
+        del fresh
+        e = twinfer.load(model, device="sim", plan_ahead=False)
+        for p in range(longest + 1):
+            y = e.run(feeds(p))["y"].numpy()
+            np.testing.assert_allclose(y, np.full((1, e_dim), 0.5 * p + 1), rtol=1e-6)
+
+
 def test_dlpack_keeps_a_sim_tensor_on_the_sim_device(rng):
     e = twinfer.load(chain_model(), device="sim")
     x = rng.standard_normal((2, 33)).astype(np.float32)

@@ -372,6 +372,16 @@ void SimDevice::host_access(const MemoryRange& r, bool write, const char* what) 
   order_.access(kHostAgent, host_clock_, acc, what);
 }
 
+void SimDevice::drain_streams() {
+  std::vector<std::shared_ptr<SimStream>> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& kv : streams_)
+      if (auto s = kv.second.lock()) live.push_back(s);
+  }
+  for (auto& s : live) s->worker()->wait_done(s->worker()->pushed());
+}
+
 void SimDevice::synchronize() {
   std::vector<std::shared_ptr<SimStream>> live;
   {
@@ -397,6 +407,17 @@ void* SimDevice::allocate_block(size_t bytes, MemorySpace space) {
   check_not_capturing(space == MemorySpace::kDevice ? "allocating device memory" : "allocating pinned memory");
   const size_t size = (std::max<size_t>(bytes, 1) + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment;
   const uint64_t limit = sim_config().memory_limit;
+  if (space == MemorySpace::kDevice && limit && !Worker::current()) {
+    bool over;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      over = device_bytes_ + size > limit;
+    }
+    // Blocks freed in stream order still count until their stream runs the
+    // free. CUDA's allocator, short of memory, waits for pending frees and
+    // tries again (cuda_device.cc, trim): so does the simulated one.
+    if (over) drain_streams();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (space == MemorySpace::kDevice && limit && device_bytes_ + size > limit)

@@ -197,6 +197,9 @@ class SimDevice final : public DeviceApi {
   // Memory blocks (the allocators').
   void* allocate_block(size_t bytes, MemorySpace space);
   void free_block_now(void* p);  // synchronises the device first, as cudaFree does
+  // Waits until every stream has run what is queued on it, without the host
+  // learning of it (its reads stay checked) and leaving kernels' errors in place.
+  void drain_streams();
   void free_block_on(void* p, SimStream& s);
   void release_block(void* p);  // unregister and free (a worker's free task)
   void forget_stream(int id);
