@@ -78,6 +78,30 @@ def test_attention_masks(rng, device, form, causal):
     _check(_model([node], vis, [_vi("y", None)], inits), feeds, device)
 
 
+@pytest.mark.parametrize("device,precision", [("cpu", "fp32"), ("sim", "fp16"), ("sim", "bf16"),
+                                              pytest.param("cuda", "fp16", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("causal", [0, 1])
+def test_attention_row_with_every_key_masked(rng, device, precision, causal):
+    """A key length of 0: onnxruntime adds -10000 to every score of the row, a
+    shift softmax ignores, so the row is plain attention over all keys. In 16
+    bits score - 10000 rounds to steps of 8 (fp16) or 64 (bf16): the rewrite
+    keeps every key of such a row instead, which is onnxruntime's answer."""
+    inits = {"w": rng.standard_normal((D, 3 * D)).astype(np.float32) * 1.5,
+             "bias": rng.standard_normal(3 * D).astype(np.float32) * 0.1}
+    feeds = {"x": rng.standard_normal((B, S, D)).astype(np.float32), "mask": np.array([2, 0, S], np.int32)}
+    node = helper.make_node("Attention", ["x", "w", "bias", "mask"], ["y"], domain=MS, num_heads=N,
+                            unidirectional=causal)
+    model = _model([node], [_vi("x", [B, S, D]), _vi("mask", [B], I32)], [_vi("y", None)], inits)
+    kw = {"sim_coverage": "cuda"} if device == "sim" else {}
+    got = twinfer.load(model, device=device, precision=precision, **kw).run(feeds)["y"].numpy()
+    want = run_ort(model, feeds)[0]
+    # Against the output's scale (|y| ~ 3): ORT's own rounding of s - 10000 in
+    # float32, and 16-bit rounding of every product. Before, row 1 was off by 2.4.
+    atol = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 6e-2}[precision] * np.abs(want).max()
+    np.testing.assert_allclose(got[1], want[1], rtol=0, atol=atol)
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol)
+
+
 def test_attention_qkv_sizes_scale_filter_and_bias(rng):
     """qkv_hidden_sizes with a wider value, a custom scale and mask filter, and
     an additive attention_bias per head."""
@@ -299,6 +323,19 @@ def test_quick_gelu(rng, alpha):
     node = helper.make_node("QuickGelu", ["x"], ["y"], domain=MS, alpha=alpha)
     _check(_model([node], [_vi("x", [B, S, 9])], [_vi("y", None)]),
            {"x": rng.standard_normal((B, S, 9)).astype(np.float32) * 4})
+
+
+def test_quick_gelu_of_a_float16_model_stays_float16(rng):
+    """alpha takes x's type: a float32 constant made the fp16 model's Mul float32."""
+    node = helper.make_node("QuickGelu", ["x"], ["y"], domain=MS, alpha=1.702)
+    model = _model([node], [_vi("x", ["b", 8], TensorProto.FLOAT16)], [_vi("y", None, TensorProto.FLOAT16)])
+    x = rng.standard_normal((3, 8)).astype(np.float16)
+    for device in ("cpu", "sim"):
+        engine = twinfer.load(model, device=device)
+        x32 = x.astype(np.float32)
+        np.testing.assert_allclose(engine.run({"x": x})["y"].numpy().astype(np.float32),
+                                   x32 / (1 + np.exp(-1.702 * x32)), rtol=5e-3, atol=5e-3)
+        assert all(r.dtype == "float16" for r in engine.kernel_report({"x": x}) if r.dtype), device
 
 
 def test_bias_add_against_numpy(rng):

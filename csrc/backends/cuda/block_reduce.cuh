@@ -38,6 +38,9 @@ __device__ __forceinline__ float max_of(float a, float b) { return fmaxf(a, b); 
 __device__ __forceinline__ double max_of(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ float min_of(float a, float b) { return fminf(a, b); }
 __device__ __forceinline__ double min_of(double a, double b) { return fmin(a, b); }
+// int32 (rows.cu instantiates its reductions for int32 ReduceSum, which never takes these).
+__device__ __forceinline__ int32_t max_of(int32_t a, int32_t b) { return a > b ? a : b; }
+__device__ __forceinline__ int32_t min_of(int32_t a, int32_t b) { return a < b ? a : b; }
 
 struct MaxOp {  // NaN is ignored, as std::max(m, NaN) keeps m on the CPU
   template <typename A> __device__ A operator()(A a, A b) const { return max_of(a, b); }

@@ -338,6 +338,9 @@ namespace {
 constexpr unsigned kRowTypes = ew::kF32 | ew::kF16 | ew::kBF16;
 // Reduce* and the global pools also take double (computed in double).
 constexpr unsigned kReduceTypes = kRowTypes | ew::kF64;
+// ReduceSum also takes int32 (summed in double: exact below 2^53), what
+// onnxruntime's optimizer counts an attention mask's keys with.
+constexpr unsigned kReduceSumTypes = kReduceTypes | ew::kI32;
 
 // f(std::integral_constant<int, K>) with K the values per lane a warp-per-row
 // kernel needs for rows of len <= 1024 (a power of two, 1 to 32).
@@ -545,8 +548,10 @@ bool bool_minmax(const KernelBuildInfo& info) {
 }
 
 bool reduce_supports(const KernelBuildInfo& info, std::string* why) {
-  if (!bool_minmax(info) && !ew::check_input_dtype(info, 0, kReduceTypes, why)) return false;
-  if (reduce_kind(info.node().op_type) < 0) return false;
+  const int kind = reduce_kind(info.node().op_type);
+  const unsigned types = kind == twinfer_gpu::kRSum ? kReduceSumTypes : kReduceTypes;
+  if (!bool_minmax(info) && !ew::check_input_dtype(info, 0, types, why)) return false;
+  if (kind < 0) return false;
   ReducePlan p;
   return reduce_plan(info, &p, why);
 }
@@ -579,7 +584,7 @@ class CudaReduce final : public Kernel {
       check_launch("bool reduction launch");
       return;
     }
-    ew::dispatch_typeset<kReduceTypes>(dtype_, [&](auto tag) {
+    ew::dispatch_typeset<kReduceSumTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* x = gathered(ctx.inputs[0].as<const T>(), ctx.scratch, s);
       T* y = ctx.outputs[0].as<T>();

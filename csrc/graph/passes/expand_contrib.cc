@@ -28,12 +28,16 @@ bool expand_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
 }
 
 // x * sigmoid(alpha * x)
-bool expand_quick_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
+bool expand_quick_gelu(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
   if (!is_contrib(n, "QuickGelu")) return false;
   Builder b(g, n, out);
   const float alpha = n.attr_float("alpha", 1.702f);
   int scaled = input(n, 0);
-  if (alpha != 1.f) scaled = b.node("Mul", {scaled, b.scalar_float("alpha", alpha)}, {b.value("scaled")});
+  if (alpha != 1.f) {
+    // alpha in x's type: a float32 one would make an fp16 model's Mul float32.
+    const DType type = upstream_values(g, out, opset, {scaled})[0].dtype;
+    scaled = b.node("Mul", {scaled, b.scalar_of("alpha", alpha, type)}, {b.value("scaled")});
+  }
   b.node("Mul", {input(n, 0), b.node("Sigmoid", {scaled}, {b.value("gate")})}, {output(n, 0)});
   return true;
 }

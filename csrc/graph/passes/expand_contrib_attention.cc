@@ -6,7 +6,6 @@
 #include <string>
 
 #include "graph/passes/expand_contrib_util.h"
-#include "graph/passes/infer_and_fold.h"
 
 namespace twinfer::passes {
 
@@ -28,50 +27,11 @@ int64_t num_heads(const Node& n) {
   return heads;
 }
 
-// The ranks of `values` at load: declared or constant, else what shape
-// inference and folding over the nodes `built` so far (every node upstream,
-// contrib ops already rewritten) give, on a copy of the graph: a mask is
-// often computed from the input's shape in many small steps. -1 where that
-// does not tell. Control flow is left out of the copy (its rules would type
-// the bodies' values, which the graph shares with it).
-std::vector<int> known_ranks(const Graph& g, const std::vector<Node>& built, int64_t opset,
-                             const std::vector<int>& values) {
-  const auto rank_in = [](const Graph& in, int v) {
-    if (v < 0) return -1;
-    const graph::Value& val = in.values[v];
-    if (val.is_constant()) return static_cast<int>(val.constant.shape().size());
-    return val.has_shape ? static_cast<int>(val.shape.size()) : -1;
-  };
-  std::vector<int> ranks;
-  bool all_known = true;
-  for (int v : values) {
-    ranks.push_back(rank_in(g, v));
-    all_known = all_known && (v < 0 || ranks.back() >= 0);
-  }
-  if (all_known) return ranks;
-  Graph upstream;
-  upstream.values = g.values;
-  upstream.inputs = g.inputs;
-  for (const Node& n : built) {
-    const bool has_body = std::any_of(n.attrs.begin(), n.attrs.end(),
-                                      [](const auto& kv) { return kv.second.g || !kv.second.graphs.empty(); });
-    if (!has_body) upstream.nodes.push_back(n);
-  }
-  for (int v : values)
-    if (v >= 0) upstream.outputs.push_back(v);
-  PassContext ctx;
-  ctx.opset = opset;
-  try {
-    infer_and_fold(upstream, ctx, true);
-  } catch (const Error&) {
-    return ranks;  // the real error comes at inference, with the whole graph
-  }
-  for (size_t i = 0; i < values.size(); ++i) ranks[i] = rank_in(upstream, values[i]);
-  return ranks;
-}
-
+// The rank of v at load (-1: not told), from upstream_values.
 int known_rank(const Graph& g, const std::vector<Node>& built, int64_t opset, int v) {
-  return known_ranks(g, built, opset, {v})[0];
+  const graph::Value val = upstream_values(g, built, opset, {v})[0];
+  if (val.is_constant()) return static_cast<int>(val.constant.shape().size());
+  return val.has_shape ? static_cast<int>(val.shape.size()) : -1;
 }
 
 // What an additive mask is made of, and where the sizes it needs come from.
@@ -122,6 +82,15 @@ int additive_mask(Builder& b, const std::vector<Node>& built, const MaskSpec& m)
     } else {
       keep = b.node("Greater", {m64, b.scalar_int("zero", 0)}, {b.value("keep")});
     }
+    // A row with no key kept: onnxruntime adds the filter to every score, a
+    // shift softmax ignores. Keeping them all gives its answer exactly, also
+    // in 16 bits, where score + filter would round the scores away.
+    const int float32 = static_cast<int>(dtype_to_onnx(DType::kFloat32));
+    const int bool_type = static_cast<int>(dtype_to_onnx(DType::kBool));
+    const int kept = b.node("Cast", {keep}, {b.value("kept_float")}, {{"to", int_attr(float32)}});
+    const int any = b.reduce("ReduceMax", kept, {-1}, true, "any_kept");
+    const int some = b.node("Cast", {any}, {b.value("some_kept")}, {{"to", int_attr(bool_type)}});
+    keep = b.node("Or", {keep, b.node("Not", {some}, {b.value("none_kept")})}, {b.value("keep_or_all")});
     add = b.node("Where", {keep, b.scalar_float("kept", 0.f), b.scalar_float("filter", m.filter)},
                  {b.value("mask_add")});
     add = b.unsqueeze(add, rank == 3 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2}, "mask_4d");
@@ -154,13 +123,16 @@ std::vector<int> trimmed(std::vector<int> v) {
   return v;
 }
 
-DType known_float_type(const Graph& g, int v) {
-  if (v < 0) return DType::kUndefined;
-  const graph::Value& val = g.values[v];
-  const DType t = val.is_constant() ? val.constant.dtype() : val.dtype;
+DType float_type(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64
              ? t
              : DType::kUndefined;
+}
+
+DType known_float_type(const Graph& g, int v) {
+  if (v < 0) return DType::kUndefined;
+  const graph::Value& val = g.values[v];
+  return float_type(val.is_constant() ? val.constant.dtype() : val.dtype);
 }
 
 // com.microsoft::Attention: the projection packed in one weight.
@@ -235,9 +207,10 @@ bool expand_multi_head_attention(Graph& g, const Node& n, std::vector<Node>& out
   const int64_t heads = num_heads(n);
   Builder b(g, n, out, opset);
   const int query = input(n, 0), key = input(n, 1), value = input(n, 2), bias = input(n, 3);
-  const std::vector<int> ranks = known_ranks(g, out, opset, {query, key});
-  const int qr = ranks[0];
-  const int kr = key >= 0 ? ranks[1] : 0;
+  const std::vector<graph::Value> seen = upstream_values(g, out, opset, {query, key});
+  const auto rank = [](const graph::Value& v) { return v.has_shape ? static_cast<int>(v.shape.size()) : -1; };
+  const int qr = rank(seen[0]);
+  const int kr = key >= 0 ? rank(seen[1]) : 0;
   refuse_if(qr != 3 && qr != 5, n, "a query whose rank is not known at load, or is not 3 or 5");
   refuse_if(qr == 5 && (key >= 0 || value >= 0), n, "packed QKV together with key or value");
   refuse_if(qr == 3 && (kr < 3 || kr > 5), n, "a key whose rank is not known at load, or is not 3, 4 or 5");
@@ -277,7 +250,7 @@ bool expand_multi_head_attention(Graph& g, const Node& n, std::vector<Node>& out
   }
 
   const int mask = additive_mask(b, out, {input(n, 4), input(n, 5), query, keys_of, keys_axis, past_key,
-                                          mask_filter(n), known_float_type(g, bias >= 0 ? bias : query), q});
+                                          mask_filter(n), float_type(seen[0].dtype), q});
   const int y = in3d ? output(n, 0) : b.value("y_bnsh");
   b.node("Attention", trimmed({q, k, v, mask, past_key, past_value}), trimmed({y, output(n, 1), output(n, 2)}),
          attention_attrs(n, heads, in3d));

@@ -16,8 +16,11 @@
 //          one-element position_ids (a start offset) made [B, S]
 //
 // The masks keep onnxruntime's meaning: a masked key gets mask_filter_value
-// (default -10000) added to its score, not -inf, so a row with every key
-// masked averages like onnxruntime's does. mask_index may be key lengths
+// (default -10000) added to its score, not -inf. A row with every key masked
+// gets the filter on every score there, a shift softmax ignores: such a row
+// keeps all its keys instead (the same answer, also in 16 bits, where
+// score + filter would round the scores away; a filter so large that float32
+// loses the scores, -1e9, gives onnxruntime a plain average instead). mask_index may be key lengths
 // [B], end and start positions [2B], or 0/1 flags [B, T] or [B, S, T]; its
 // rank must be known at load (declared, or from shape inference over the
 // nodes upstream).

@@ -96,7 +96,7 @@ bool expand_embed_layer_norm(Graph& g, const Node& n, std::vector<Node>& out, in
                              : b.node("Mul", {b.node("Cast", {wide}, {b.value("as_float")}, {{"to", int_attr(float32)}}),
                                               b.scalar_float("zero", 0.f)},
                                       {b.value("zeros")});
-  const int counts = b.reduce_sum(ones, {1}, false, "mask_counts");
+  const int counts = b.reduce("ReduceSum", ones, {1}, false, "mask_counts");
   b.node("Cast", {counts}, {mask_index}, {{"to", int_attr(dtype_to_onnx(DType::kInt32))}});
   return true;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "graph/ir.h"
 #include "graph/passes/rewrite_util.h"
 
@@ -25,6 +26,16 @@ inline bool is_contrib(const graph::Node& n, const char* op) { return n.domain =
 // Input/output value i, or -1 when the node leaves it out.
 inline int input(const graph::Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
 inline int output(const graph::Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
+
+// Values `ids` as the rewrite of a node sees them: declared, constant, or
+// else as shape inference and folding over the nodes `built` so far give
+// them (every node upstream, contrib ops already rewritten), on a copy of the
+// graph. A mask's rank is often computed from the input's shape in many small
+// steps, and a constant must take its operand's type. Control flow is left
+// out of the copy (its rules would type the bodies' values, which the graph
+// shares); what stays unknown has no shape (rank) or kUndefined (type).
+std::vector<graph::Value> upstream_values(const Graph& g, const std::vector<Node>& built, int64_t opset,
+                                          const std::vector<int>& ids);
 
 // Collects the replacement nodes of one contrib node, naming new values
 // after it; `out` receives them in order.
@@ -76,6 +87,18 @@ struct Builder {
     *t.data_as<float>() = v;
     return constant(what, std::move(t));
   }
+  // A scalar of float type `type` (float32 when it is not a float type or not known).
+  int scalar_of(const std::string& what, float v, DType type) {
+    if (type == DType::kFloat64) {
+      Tensor t = Tensor::empty(type, {});
+      *t.data_as<double>() = v;
+      return constant(what, std::move(t));
+    }
+    if (type != DType::kFloat16 && type != DType::kBFloat16) return scalar_float(what, v);
+    Tensor t = Tensor::empty(type, {});
+    *static_cast<uint16_t*>(t.data()) = type == DType::kFloat16 ? float_to_half(v) : float_to_bf16(v);
+    return constant(what, std::move(t));
+  }
 
   // The ops whose axes / sizes / bounds moved from attributes to inputs,
   // written in the model's opset's form.
@@ -83,11 +106,12 @@ struct Builder {
     if (needs_opset(13)) return node("Unsqueeze", {x, ints(what + "_axes", axes)}, {value(what)});
     return node("Unsqueeze", {x}, {value(what)}, {{"axes", ints_attr(axes)}});
   }
-  int reduce_sum(int x, const std::vector<int64_t>& axes, bool keepdims, const std::string& what) {
+  // ReduceSum / ReduceMax / ...: axes an input from opset 13 (ReduceSum) or 18 (the others).
+  int reduce(const std::string& op, int x, const std::vector<int64_t>& axes, bool keepdims, const std::string& what) {
     std::map<std::string, graph::Attribute> attrs{{"keepdims", int_attr(keepdims ? 1 : 0)}};
-    if (needs_opset(13)) return node("ReduceSum", {x, ints(what + "_axes", axes)}, {value(what)}, attrs);
+    if (needs_opset(op == "ReduceSum" ? 13 : 18)) return node(op, {x, ints(what + "_axes", axes)}, {value(what)}, attrs);
     attrs["axes"] = ints_attr(axes);
-    return node("ReduceSum", {x}, {value(what)}, attrs);
+    return node(op, {x}, {value(what)}, attrs);
   }
   // Split along `axis` into outs.size() parts: `sizes`, or equal parts when empty.
   void split(int x, int64_t axis, const std::vector<int64_t>& sizes, const std::vector<int>& outs) {
