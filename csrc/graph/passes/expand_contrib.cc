@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/passes/expand_contrib_attention.h"
+#include "graph/passes/expand_contrib_nbits.h"
 #include "graph/passes/expand_contrib_norms.h"
 #include "graph/passes/expand_contrib_quant.h"
 #include "graph/passes/expand_contrib_util.h"
@@ -152,7 +153,7 @@ int expand_contrib_ops(Graph& g, int64_t opset) {
   const std::vector<std::function<bool(Graph&, const Node&, std::vector<Node>&, int64_t)>> rules{
       expand_gelu,          expand_quick_gelu,      expand_bias_add,          expand_bias_split_gelu,
       expand_gemm_fast_gelu, expand_fused_matmul,   expand_quantized_lstm,    expand_norm_contrib,
-      expand_attention_contrib, expand_quantized_contrib};
+      expand_attention_contrib, expand_matmul_nbits, expand_quantized_contrib};
   for (auto& n : g.nodes) {
     bool done = false;
     // SimplifiedLayerNormalization: onnxruntime registers it in the default domain.

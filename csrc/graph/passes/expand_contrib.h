@@ -16,6 +16,7 @@
 //   the normalizations (SkipLayerNormalization, SkipSimplifiedLayerNormalization,
 //   SimplifiedLayerNormalization, EmbedLayerNormalization): expand_contrib_norms.h
 //   Attention, MultiHeadAttention, RotaryEmbedding: expand_contrib_attention.h
+//   MatMulNBits (2/4/8-bit block-quantized weights): expand_contrib_nbits.h
 //   the quantizer's QOperator ops (QLinearAdd, QGemm, ...): expand_contrib_quant.h
 //
 // A node whose form is not covered (batch transposes, non-constant
