@@ -97,7 +97,7 @@ def test_attention_row_with_every_key_masked(rng, device, precision, causal):
     want = run_ort(model, feeds)[0]
     # Against the output's scale (|y| ~ 3): ORT's own rounding of s - 10000 in
     # float32, and 16-bit rounding of every product. Before, row 1 was off by 2.4.
-    atol = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 6e-2}[precision] * np.abs(want).max()
+    atol = {"fp32": 1e-3, "fp16": 3e-2, "bf16": 8e-2}[precision] * np.abs(want).max()
     np.testing.assert_allclose(got[1], want[1], rtol=0, atol=atol)
     np.testing.assert_allclose(got, want, rtol=0, atol=atol)
 
@@ -402,6 +402,32 @@ def test_rotary_embedding(rng, layout, positions, interleaved):
         attrs.update(num_heads=N, rotary_embedding_dim=rot)
     node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain=MS, **attrs)
     _check(_model([node], [_vi("x", shape), pos_vi], [_vi("y", None)], inits), feeds)
+
+
+def test_rotary_embedding_3d_without_num_heads(rng):
+    """onnxruntime's optimizer writes the 3-D form without num_heads: the head
+    size is twice the cache's width."""
+    h, heads, max_pos = 8, 3, 12
+    angles = rng.uniform(0, 6, (max_pos, h // 2))
+    inits = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+    feeds = {"x": rng.standard_normal((B, S, heads * h)).astype(np.float32),
+             "pos": rng.integers(0, max_pos, (B, S)).astype(np.int64)}
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain=MS, interleaved=1)
+    _check(_model([node], [_vi("x", [B, S, heads * h]), _vi("pos", [B, S], I64)], [_vi("y", None)], inits), feeds)
+
+
+def test_attention_inside_an_if_branch_reads_the_outer_mask(rng):
+    """A body's rewrite sees the enclosing graph's declared inputs (the mask's rank)."""
+    inits = {"w": rng.standard_normal((D, 3 * D)).astype(np.float32) * 0.5}
+    then = helper.make_graph([helper.make_node("Attention", ["x", "w", "", "mask"], ["y_then"], domain=MS,
+                                               num_heads=N)], "then", [], [_vi("y_then", None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["y_else"])], "else", [], [_vi("y_else", None)])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    model = _model([node], [helper.make_tensor_value_info("c", TensorProto.BOOL, []), _vi("x", [B, S, D]),
+                            _vi("mask", [B], I32)], [_vi("y", None)], inits)
+    feeds = {"c": np.array(True), "x": rng.standard_normal((B, S, D)).astype(np.float32),
+             "mask": np.array([S, 3, 1], np.int32)}
+    _check(model, feeds)
 
 
 # ---- A real optimized model --------------------------------------------------------------------

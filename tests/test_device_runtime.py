@@ -619,9 +619,9 @@ def test_a_host_node_reads_an_input_that_keys_the_plan(case, gpu, rng):
     vi = helper.make_tensor_value_info
     if case == "reduce_axes":
         node = helper.make_node("ReduceSum", ["x", "p"], ["y"], keepdims=1)
-        x, p, opset = rng.integers(-50, 50, (3, 5)).astype(np.int32), np.array([1], np.int64), 18
-        inputs = [vi("x", T.INT32, [3, 5]), vi("p", T.INT64, [1])]
-        outputs = [vi("y", T.INT32, None)]
+        x, p, opset = rng.integers(-50, 50, (3, 5)).astype(np.int64), np.array([1], np.int64), 18
+        inputs = [vi("x", T.INT64, [3, 5]), vi("p", T.INT64, [1])]
+        outputs = [vi("y", T.INT64, None)]
     elif case == "topk_k":
         node = helper.make_node("TopK", ["x", "p"], ["y", "i"])
         x, p, opset = rng.permutation(24).astype(np.int8).reshape(4, 6), np.array([2], np.int64), 17
@@ -700,7 +700,8 @@ def test_a_finfo_min_mask_lowered_to_16_bits_stays_finite(precision, gpu, rng):
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-2 if precision == "fp16" else 8e-2)
 
 
-def test_constants_folded_per_shape_go_with_their_plans(gpu, rng):
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_constants_folded_per_shape_go_with_their_plans(gpu, rng, precision):
     # ConstantOfShape(Shape(x)) folds to a new constant for every input shape.
     # The engine's constant store kept each one's device copy for the engine's
     # life, though only max_cached_plans plans are kept: device memory grew with
@@ -718,10 +719,12 @@ def test_constants_folded_per_shape_go_with_their_plans(gpu, rng):
                           [numpy_helper.from_array(w, "w")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 10
-    e = twinfer.load(m, device=gpu, max_cached_plans=2)
+    # In fp16 each folded constant is converted, then uploaded: two entries
+    # of the store that hold each other's tensors.
+    e = twinfer.load(m, device=gpu, max_cached_plans=2, precision=precision)
     for s in range(10, 40):
         x = rng.standard_normal((2, s, 16)).astype(np.float32)
-        assert rel_err(e.run({"x": x})["y"].numpy(), x @ w + 1.5) < 1e-5
+        assert rel_err(e.run({"x": x})["y"].numpy(), x @ w + 1.5) < (1e-5 if precision == "fp32" else 5e-3)
     kept = e.memory_report([[2, 39, 16]])["engine_device_constant_bytes"]
     one_shape = 2 * 39 * 16 * 4  # the largest folded constant
     assert kept <= w.nbytes + 6 * one_shape, kept  # 30 shapes' constants were kept before

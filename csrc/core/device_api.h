@@ -214,6 +214,9 @@ class DeviceApi {
   // capture mode): for work that is never part of a graph, a plan's build on
   // whatever thread. Null where captures are not.
   virtual std::shared_ptr<void> relax_capture() { return nullptr; }
+  // Whether a graph capture of twinfer's is under way on this device, on any
+  // thread: a device-wide wait (cudaFree's) would invalidate it then.
+  virtual bool captures_under_way() const { return false; }
 };
 
 // The device API of `d` (throws kDevice when the build or machine lacks it).

@@ -1,5 +1,8 @@
 #include "runtime/constant_store.h"
 
+#include <map>
+#include <set>
+
 #include "core/error.h"
 #include "core/half.h"
 #include "ops/nn/channels_last.h"
@@ -50,38 +53,59 @@ Tensor ConstantStore::channels_last(const Tensor& t) {
   return it->second.device;
 }
 
-namespace {
-
-bool only_held_here(const Tensor& t) { return !t.storage() || t.storage().use_count() == 1; }
-
-// Erases the entries whose two tensors only the map holds; true when any went.
-template <typename Map>
-bool erase_unheld(Map& m, size_t* released, bool count) {
-  bool any = false;
-  for (auto it = m.begin(); it != m.end();) {
-    if (only_held_here(it->second.host) && only_held_here(it->second.device)) {
-      if (count) *released += it->second.host.bytes();
-      it = m.erase(it);
-      any = true;
-    } else {
-      ++it;
-    }
-  }
-  return any;
-}
-
-}  // namespace
-
 size_t ConstantStore::release_unused() {
   std::lock_guard<std::mutex> lock(mutex_);
-  size_t released = 0;
-  // A conversion or permutation feeds an upload (and a permutation may feed a
-  // conversion): each map's entries free the next one's, so until none goes.
-  for (bool any = true; any;) {
-    any = erase_unheld(entries_, &released, true);
-    any = erase_unheld(conversions_, &released, false) || any;
-    any = erase_unheld(permutations_, &released, false) || any;
+  // The store's maps hold one another's tensors (a conversion's result is an
+  // upload's host tensor; a permutation's feeds a conversion or an upload).
+  // A block is in use when someone outside the store holds it (a plan, the
+  // engine's graph: more references than the maps'), and so is every block of
+  // an entry that holds a block in use. Entries holding none go.
+  struct Holds {
+    long by_maps = 0, in_all = 0;  // in_all: use_count, the maps' references and everyone else's
+  };
+  std::map<const Storage*, Holds> holds;
+  const auto each_entry = [&](auto&& f) {
+    for (auto& kv : entries_) f(kv.second);
+    for (auto& kv : conversions_) f(kv.second);
+    for (auto& kv : permutations_) f(kv.second);
+  };
+  each_entry([&](const Entry& e) {
+    for (const Tensor* t : {&e.host, &e.device})
+      if (t->storage()) {
+        Holds& h = holds[t->storage().get()];
+        ++h.by_maps;
+        h.in_all = t->storage().use_count();
+      }
+  });
+  std::set<const Storage*> in_use;
+  for (const auto& [block, h] : holds)
+    if (h.in_all > h.by_maps) in_use.insert(block);
+  const auto uses = [&](const Entry& e) {
+    return (e.host.storage() && in_use.count(e.host.storage().get())) ||
+           (e.device.storage() && in_use.count(e.device.storage().get()));
+  };
+  for (bool grew = true; grew;) {
+    grew = false;
+    each_entry([&](const Entry& e) {
+      if (!uses(e)) return;
+      for (const Tensor* t : {&e.host, &e.device})
+        if (t->storage() && in_use.insert(t->storage().get()).second) grew = true;
+    });
   }
+  size_t released = 0;
+  const auto erase_unused = [&](auto& m, bool count) {
+    for (auto it = m.begin(); it != m.end();) {
+      if (uses(it->second)) {
+        ++it;
+        continue;
+      }
+      if (count) released += it->second.host.bytes();
+      it = m.erase(it);
+    }
+  };
+  erase_unused(entries_, true);
+  erase_unused(conversions_, false);
+  erase_unused(permutations_, false);
   bytes_ -= released;
   return released;
 }

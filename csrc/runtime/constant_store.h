@@ -24,10 +24,11 @@ class ConstantStore {
   // convolution's KRSC weights), and device_copy uploads it once.
   Tensor channels_last(const Tensor& t);
   size_t bytes() const;  // uploaded and still held
-  // Drops the copies no plan holds any more whose host tensor nobody else
-  // holds either: constants an evicted plan folded for its shapes (a mask, a
-  // Range of positions), new for every shape. The model's weights stay (the
-  // engine's graph holds them). Frees device memory the way cudaFree does,
+  // Drops the copies (uploads, conversions, permutations) whose tensors
+  // nobody outside the store holds, nor through another entry: constants an
+  // evicted plan folded for its shapes (a mask, a Range of positions), new
+  // for every shape. The model's weights stay (the engine's graph holds them,
+  // and so their conversions and uploads). Frees device memory the way cudaFree does,
   // after the device's work: call it where a plan is built, not on a run.
   // Returns the bytes released.
   size_t release_unused();

@@ -541,8 +541,11 @@ std::shared_ptr<const Plan> Engine::build(const NewPlan& np) const {
   // built under another budget made a second variant on its first run.
   ThreadScope budget(default_threads());
   // Constants folded for plans since evicted (per-shape masks, positions)
-  // go now, where a build may wait for the device, not on a run.
-  if (constants_) constants_->release_unused();
+  // go now, where a build may wait for the device, not on a run; not while a
+  // capture of ours is under way (cudaFree waits for the whole device, which
+  // would invalidate it: the next build frees them).
+  if (constants_ && !(options_.device.is_accelerator() && device_api(options_.device).captures_under_way()))
+    constants_->release_unused();
   // Tests slow builds down to see what runs meanwhile (tests/test_plan_ahead.py).
   if (const char* ms = std::getenv("TWINFER_TEST_PLAN_DELAY_MS"))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));

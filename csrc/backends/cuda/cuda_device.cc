@@ -499,6 +499,7 @@ class CudaDevice final : public DeviceApi {
   bool kernels_run_on_host() const override { return false; }
   std::shared_ptr<void> make_current() override { return std::make_shared<DeviceGuard>(index_); }
   std::shared_ptr<void> relax_capture() override { return std::make_shared<RelaxedCaptureScope>(); }
+  bool captures_under_way() const override { return cuda::captures_under_way.load() > 0; }
   std::shared_ptr<void> create_kernel_error_flag() override { return cuda::create_kernel_error_flag(index_); }
   void check_kernel_errors(void* flag) override { cuda::check_kernel_errors(index_, flag); }
   void synchronize() override {

@@ -142,11 +142,14 @@ bool expand_quantized_lstm(Graph& g, const Node& n, std::vector<Node>& out, int6
 
 int expand_contrib_ops(Graph& g, int64_t opset) {
   int expanded = 0;
-  for (auto& n : g.nodes)
-    for (auto& kv : n.attrs) {
-      if (kv.second.g) expanded += expand_contrib_ops(*kv.second.g, opset);
-      for (auto& sg : kv.second.graphs) expanded += expand_contrib_ops(*sg, opset);
-    }
+  {
+    const contrib::EnclosingGraph scope(g);
+    for (auto& n : g.nodes)
+      for (auto& kv : n.attrs) {
+        if (kv.second.g) expanded += expand_contrib_ops(*kv.second.g, opset);
+        for (auto& sg : kv.second.graphs) expanded += expand_contrib_ops(*sg, opset);
+      }
+  }
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
   int here = 0;

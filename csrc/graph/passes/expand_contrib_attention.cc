@@ -55,7 +55,9 @@ int additive_mask(Builder& b, const std::vector<Node>& built, const MaskSpec& m)
   if (m.mask < 0 && m.bias < 0) return -1;
   if (m.mask >= 0) {
     const int rank = known_rank(b.g, built, b.opset, m.mask);
-    refuse_if(rank < 0, n, "a mask whose rank is not known at load (declare the input's shape)");
+    refuse_if(rank < 0, n,
+              "a mask whose rank is not known at load (declare the input's shape; in an If or Loop body, a mask "
+              "computed outside it by nodes is not seen)");
     refuse_if(rank == 4, n, "a 4-D (Megatron) mask");
     refuse_if(rank > 4 || rank == 0, n, "a mask of rank " + std::to_string(rank));
     refuse_if(b.opset < 11, n, "a mask in a model of opset " + std::to_string(b.opset) + " (before 11)");
@@ -286,7 +288,23 @@ bool expand_rotary(Graph& g, const Node& n, std::vector<Node>& out, int64_t opse
                            {b.value("ids_shape")}, {{"axis", int_attr(0)}});
   const int positions = b.node("Expand", {sum, shape}, {b.value("position_ids")});
   std::map<std::string, Attribute> attrs{{"interleaved", int_attr(n.attr_int("interleaved", 0))}};
-  if (n.attr_int("num_heads", 0) > 0) attrs["num_heads"] = int_attr(n.attr_int("num_heads", 0));
+  int64_t heads = n.attr_int("num_heads", 0);
+  if (heads <= 0 && n.attr_int("rotary_embedding_dim", 0) <= 0) {
+    // As onnxruntime's optimizer writes it: a 3-D input without num_heads,
+    // whose heads are twice the cache's width (the standard op needs the count).
+    const std::vector<graph::Value> seen = upstream_values(g, out, opset, {x, input(n, 2)});
+    const graph::Value& xv = seen[0];
+    const graph::Value& cv = seen[1];
+    const SymShape cos_shape = cv.is_constant() ? sym_shape_from(cv.constant.shape()) : cv.shape;
+    if (xv.has_shape && xv.shape.size() == 3) {
+      refuse_if(!xv.shape[2].known() || (!cv.is_constant() && !cv.has_shape) || cos_shape.size() != 2 ||
+                    !cos_shape[1].known() || cos_shape[1].value <= 0 ||
+                    xv.shape[2].value % (2 * cos_shape[1].value) != 0,
+                n, "a 3-D input without num_heads whose hidden size or cache width is not known at load");
+      heads = xv.shape[2].value / (2 * cos_shape[1].value);
+    }
+  }
+  if (heads > 0) attrs["num_heads"] = int_attr(heads);
   if (n.attr_int("rotary_embedding_dim", 0) > 0)
     attrs["rotary_embedding_dim"] = int_attr(n.attr_int("rotary_embedding_dim", 0));
   b.node("RotaryEmbedding", {x, input(n, 2), input(n, 3), positions}, {output(n, 0)}, attrs);

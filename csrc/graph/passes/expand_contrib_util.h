@@ -37,6 +37,16 @@ inline int output(const graph::Node& n, size_t i) { return i < n.outputs.size() 
 std::vector<graph::Value> upstream_values(const Graph& g, const std::vector<Node>& built, int64_t opset,
                                           const std::vector<int>& ids);
 
+// While one lives, the rewrites of a body of `g` (an If branch, a Loop body)
+// see the values it reads from `g` as `g` types them (upstream_values).
+class EnclosingGraph {
+ public:
+  explicit EnclosingGraph(const Graph& g);
+  ~EnclosingGraph();
+  EnclosingGraph(const EnclosingGraph&) = delete;
+  EnclosingGraph& operator=(const EnclosingGraph&) = delete;
+};
+
 // Collects the replacement nodes of one contrib node, naming new values
 // after it; `out` receives them in order.
 struct Builder {
