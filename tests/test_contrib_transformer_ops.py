@@ -480,3 +480,71 @@ def test_a_bert_that_onnxruntimes_optimizer_fused(tmp_path, variant):
     engine = twinfer.load(optimized.model, device="cpu")
     np.testing.assert_allclose(engine.run(feeds)["last_hidden_state"].numpy(), run_ort(optimized.model, feeds)[0],
                                rtol=1e-4, atol=1e-5)
+
+
+# ---- GroupQueryAttention (onnxruntime-genai's language models) ------------------------------------
+
+def _gqa_case(rng, batch, seq, past, total, seqlens, packed=False, rotary=False, interleaved=0, **attrs):
+    heads, kv_heads, h, max_pos = 4, 2, 16, 32  # onnxruntime's CPU kernel wants head sizes of 16s
+    names = ["q", "k", "v", "pk", "pv", "seqlens", "total"]
+    if packed:
+        names[1:3] = ["", ""]
+    feeds = {"q": rng.standard_normal((batch, seq, (heads + 2 * kv_heads if packed else heads) * h)).astype(np.float32),
+             "seqlens": np.array(seqlens, np.int32), "total": np.array(total, np.int32)}
+    if not packed:
+        feeds["k"] = rng.standard_normal((batch, seq, kv_heads * h)).astype(np.float32)
+        feeds["v"] = rng.standard_normal((batch, seq, kv_heads * h)).astype(np.float32)
+    feeds["pk"] = rng.standard_normal((batch, kv_heads, past, h)).astype(np.float32)
+    feeds["pv"] = rng.standard_normal((batch, kv_heads, past, h)).astype(np.float32)
+    inits = {}
+    if rotary:
+        angles = rng.uniform(0, 6, (max_pos, h // 2))
+        inits = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+        names += ["cos", "sin"]
+    node = helper.make_node("GroupQueryAttention", names, ["y", "present_key", "present_value"], domain=MS,
+                            num_heads=heads, kv_num_heads=kv_heads, do_rotary=int(rotary),
+                            rotary_interleaved=interleaved, **attrs)
+    vis = [_vi(k_, list(v_.shape), I32 if v_.dtype == np.int32 else TensorProto.FLOAT) for k_, v_ in feeds.items()]
+    model = _model([node], vis, [_vi("y", None), _vi("present_key", None), _vi("present_value", None)], inits)
+    return model, feeds
+
+
+def _check_gqa(model, feeds, device="cpu"):
+    engine = twinfer.load(model, device=device)
+    got = engine.run(feeds)
+    want = run_ort(model, feeds)
+    np.testing.assert_allclose(got["y"].numpy(), want[0], rtol=1e-4, atol=1e-5)
+    for b, last in enumerate(feeds["seqlens"]):  # the keys each row holds (past them: whatever was there)
+        for i, name in ((1, "present_key"), (2, "present_value")):
+            assert got[name].numpy().shape == want[i].shape
+            np.testing.assert_allclose(got[name].numpy()[b, :, :last + 1], want[i][b, :, :last + 1], rtol=1e-5,
+                                       atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rotary,interleaved", [(False, 0), (True, 0), (True, 1)])
+def test_group_query_attention_prompt_with_rows_of_other_lengths(rng, device, rotary, interleaved):
+    model, feeds = _gqa_case(rng, batch=3, seq=6, past=0, total=6, seqlens=[5, 2, 3], rotary=rotary,
+                             interleaved=interleaved)
+    _check_gqa(model, feeds, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rotary", [False, True])
+def test_group_query_attention_next_token_with_a_past(rng, device, rotary):
+    # Row 0 has 7 keys so far, row 1 has 4 (its past buffer holds garbage past them).
+    model, feeds = _gqa_case(rng, batch=2, seq=1, past=7, total=8, seqlens=[7, 4], rotary=rotary)
+    _check_gqa(model, feeds, device)
+
+
+def test_group_query_attention_chunk_after_a_past_and_packed_qkv(rng):
+    model, feeds = _gqa_case(rng, batch=1, seq=3, past=5, total=8, seqlens=[7], packed=True, rotary=True)
+    _check_gqa(model, feeds)
+
+
+@pytest.mark.parametrize("attrs", [{"softcap": 2.0}, {"scale": 0.1}, {"local_window_size": 3}])
+def test_group_query_attention_softcap_scale_and_window(rng, attrs):
+    model, feeds = _gqa_case(rng, batch=2, seq=5, past=0, total=5, seqlens=[4, 3], **attrs)
+    _check_gqa(model, feeds)
+    model, feeds = _gqa_case(rng, batch=2, seq=1, past=6, total=7, seqlens=[6, 5], **attrs)
+    _check_gqa(model, feeds)

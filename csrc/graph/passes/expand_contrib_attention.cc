@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -311,11 +312,132 @@ bool expand_rotary(Graph& g, const Node& n, std::vector<Node>& out, int64_t opse
   return true;
 }
 
+// com.microsoft::GroupQueryAttention, as onnxruntime-genai's model builder
+// writes it: q/k/v [B, S, heads * H] (or packed in q), a KV cache per row of
+// the batch, rotary inside the op. Row b's past is its first
+// past_len_b = seqlens_k[b] + 1 - S keys (0 on the first prompt: when
+// total_sequence_length is S); its new keys go right after, into a present of
+// max(total_sequence_length, past buffer) keys; query i of row b sees keys
+// j <= past_len_b + i and j <= seqlens_k[b], at rotary position past_len_b + i.
+bool expand_group_query_attention(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
+  if (!is_contrib(n, "GroupQueryAttention")) return false;
+  refuse_if(opset < 13, n, "a model of opset " + std::to_string(opset) + " (before 13)");
+  refuse_if(n.attr_int("smooth_softmax", 0) != 0, n, "smooth_softmax");
+  refuse_if(input(n, 11) >= 0, n, "head_sink");
+  refuse_if(output(n, 3) >= 0 || n.attr_int("qk_output", 0) != 0, n, "the qk output");
+  refuse_if(input(n, 5) < 0 || input(n, 6) < 0, n, "no seqlens_k or total_sequence_length");
+  const int64_t heads = num_heads(n), kv_heads = n.attr_int("kv_num_heads", 0);
+  refuse_if(kv_heads <= 0 || heads % kv_heads != 0, n, "kv_num_heads that does not divide num_heads");
+  const bool rotary = n.attr_int("do_rotary", 0) != 0;
+  refuse_if(rotary && (input(n, 7) < 0 || input(n, 8) < 0), n, "do_rotary without cos_cache and sin_cache");
+  Builder b(g, n, out, opset);
+  const int int64 = static_cast<int>(dtype_to_onnx(DType::kInt64));
+  const auto to_int64 = [&](int v, const std::string& what) {
+    return b.node("Cast", {v}, {b.value(what)}, {{"to", int_attr(int64)}});
+  };
+
+  int q = input(n, 0), k = input(n, 1), v = input(n, 2);
+  if (k < 0) {
+    // Packed: [B, S, (heads + 2 kv_heads) * H].
+    refuse_if(v >= 0, n, "a value without a key");
+    const graph::Value packed = upstream_values(g, out, opset, {q})[0];
+    refuse_if(!packed.has_shape || packed.shape.size() != 3 || !packed.shape[2].known() ||
+                  packed.shape[2].value % (heads + 2 * kv_heads) != 0,
+              n, "a packed query whose width is not known at load");
+    const int64_t head = packed.shape[2].value / (heads + 2 * kv_heads);
+    q = b.value("q");
+    k = b.value("k");
+    v = b.value("v");
+    b.split(input(n, 0), 2, {heads * head, kv_heads * head, kv_heads * head}, {q, k, v});
+  }
+  int q4 = heads_first(b, q, heads, "q"), k4 = heads_first(b, k, kv_heads, "k");
+  const int v4 = heads_first(b, v, kv_heads, "v");
+
+  // Each row's past length and the positions of its new tokens.
+  const int seq = b.dim(q, 1, "seq");
+  const int total = b.node("Reshape", {to_int64(input(n, 6), "total_int64"), b.ints("scalar", {})},
+                           {b.value("total")});
+  const int lengths = to_int64(input(n, 5), "seqlens_int64");  // [B]: valid keys - 1
+  const int first_prompt = b.node("Equal", {total, seq}, {b.value("first_prompt")});
+  const int after_new = b.node("Sub", {b.node("Add", {lengths, b.scalar_int("one", 1)}, {b.value("valid_keys")}), seq},
+                               {b.value("past_if_not_first")});
+  const int past_len = b.node("Where", {first_prompt, b.scalar_int("no_past", 0), after_new}, {b.value("past_len")});
+  const int steps = b.node("Range", {b.scalar_int("range_start", 0), seq, b.scalar_int("range_step", 1)},
+                           {b.value("steps")});
+  const int positions = b.node("Add", {b.unsqueeze(past_len, {1}, "past_len_column"), steps}, {b.value("positions")});
+
+  if (rotary) {
+    const int ids = input(n, 9) >= 0 ? to_int64(input(n, 9), "position_ids_int64") : positions;
+    std::map<std::string, Attribute> attrs{{"interleaved", int_attr(n.attr_int("rotary_interleaved", 0))}};
+    const graph::Value cos = upstream_values(g, out, opset, {input(n, 7)})[0];
+    const SymShape cos_shape = cos.is_constant() ? sym_shape_from(cos.constant.shape()) : cos.shape;
+    if ((cos.is_constant() || cos.has_shape) && cos_shape.size() == 2 && cos_shape[1].known())
+      attrs["rotary_embedding_dim"] = int_attr(2 * cos_shape[1].value);  // a partial rotary (Phi) rotates fewer dims
+    q4 = b.node("RotaryEmbedding", {q4, input(n, 7), input(n, 8), ids}, {b.value("q_rotated")}, attrs);
+    k4 = b.node("RotaryEmbedding", {k4, input(n, 7), input(n, 8), ids}, {b.value("k_rotated")}, attrs);
+  }
+
+  // present: the past padded to max(total, past buffer) keys, the new ones
+  // written at each row's positions.
+  const int past_key = input(n, 3), past_value = input(n, 4);
+  refuse_if((past_key >= 0) != (past_value >= 0), n, "past_key without past_value, or the reverse");
+  const int buffer = past_key >= 0 ? b.dim(past_key, 2, "past_buffer") : b.scalar_int("no_buffer", 0);
+  const int keys = b.node("Max", {total, buffer}, {b.value("present_keys")});
+  const int grow = b.unsqueeze(b.node("Sub", {keys, buffer}, {b.value("grow_by")}), {0}, "grow_by_1d");
+  const int pads = b.node("Concat", {b.ints("pads_before", {0, 0, 0, 0, 0, 0}), grow, b.ints("pads_after", {0})},
+                          {b.value("pads")}, {{"axis", int_attr(0)}});
+  const int where_new = b.node("Expand", {b.node("Reshape", {positions, b.ints("positions_4d", {0, 1, -1, 1})},
+                                                 {b.value("positions_bnsh")}),
+                                          b.node("Shape", {k4}, {b.value("new_keys_shape")})},
+                               {b.value("scatter_indices")});
+  const auto present = [&](int past, int fresh, int result, const std::string& what) {
+    // No past: an empty slice of the new keys, padded.
+    const int from = past >= 0 ? past
+                               : b.node("Slice", {fresh, b.ints(what + "_none", {0}), b.ints(what + "_none_end", {0}),
+                                                  b.ints(what + "_seq_axis", {2})},
+                                        {b.value(what + "_empty")});
+    const int padded = b.node("Pad", {from, pads}, {b.value(what + "_padded")});
+    return b.node("ScatterElements", {padded, where_new, fresh}, {result >= 0 ? result : b.value(what)},
+                  {{"axis", int_attr(2)}});
+  };
+  const int present_key = present(past_key, k4, output(n, 1), "present_key");
+  const int present_value = present(past_value, v4, output(n, 2), "present_value");
+
+  // The keys each query sees.
+  const int key_index = b.node("Range", {b.scalar_int("key_start", 0), keys, b.scalar_int("key_step", 1)},
+                               {b.value("key_index")});
+  const int newest = b.unsqueeze(positions, {2}, "newest_key");            // [B, S, 1]
+  const int last_valid = b.unsqueeze(lengths, {1, 2}, "last_valid_key");  // [B, 1, 1]
+  int keep = b.node("And", {b.node("Not", {b.node("Greater", {key_index, newest}, {b.value("future")})}, {b.value("past_or_now")}),
+                            b.node("Not", {b.node("Greater", {key_index, last_valid}, {b.value("invalid")})}, {b.value("valid")})},
+                    {b.value("keep")});
+  const int64_t window = n.attr_int("local_window_size", -1);
+  if (window > 0) {
+    const int oldest = b.node("Sub", {newest, b.scalar_int("window", window)}, {b.value("window_start")});
+    keep = b.node("And", {keep, b.node("Greater", {key_index, oldest}, {b.value("in_window")})}, {b.value("keep_window")});
+  }
+  int mask = b.unsqueeze(keep, {1}, "keep_4d");  // [B, 1, S, keys]
+  if (input(n, 10) >= 0) {
+    const int blocked = b.node("CastLike", {b.scalar_float("blocked", -INFINITY), input(n, 10)}, {b.value("blocked_typed")});
+    mask = b.node("Where", {mask, input(n, 10), blocked}, {b.value("mask_and_bias")});
+  }
+
+  std::map<std::string, Attribute> attrs;
+  const float scale = n.attr_float("scale", 0.f);
+  if (scale != 0.f) attrs["scale"] = float_attr(scale);
+  const float softcap = n.attr_float("softcap", 0.f);
+  if (softcap > 0.f) attrs["softcap"] = float_attr(softcap);
+  const int y = b.node("Attention", {q4, present_key, present_value, mask}, {b.value("y_bnsh")}, attrs);
+  const int bsnh = b.node("Transpose", {y}, {b.value("y_bsnh")}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  b.node("Reshape", {bsnh, b.ints("y_shape", {0, 0, -1})}, {output(n, 0)});
+  return true;
+}
+
 }  // namespace
 
 bool expand_attention_contrib(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
   return expand_attention(g, n, out, opset) || expand_multi_head_attention(g, n, out, opset) ||
-         expand_rotary(g, n, out, opset);
+         expand_group_query_attention(g, n, out, opset) || expand_rotary(g, n, out, opset);
 }
 
 }  // namespace twinfer::passes

@@ -11,6 +11,13 @@
 //       -> [Add bias] -> Attention; key/value as [B, L, D], [B, N, L, H]
 //          (4-D Attention), packed QKV [B, S, N, 3, H] or packed KV
 //          [B, L, N, 2, H] (split and transposed)
+//   GroupQueryAttention(query [, key, value] [, past_key, past_value], seqlens_k,
+//                       total_sequence_length [, cos_cache, sin_cache] [, position_ids]
+//                       [, attention_bias])
+//       -> [Split packed QKV] -> heads first -> [RotaryEmbedding at each row's
+//          positions] -> present = past padded, new keys scattered at each
+//          row's past length -> Attention (grouped heads) with a boolean mask
+//          of the keys each query sees (causal, valid length, local window)
 //   RotaryEmbedding(input, position_ids, cos_cache, sin_cache)
 //       -> RotaryEmbedding(input, cos_cache, sin_cache, position_ids), a
 //          one-element position_ids (a start offset) made [B, S]
@@ -26,9 +33,10 @@
 // nodes upstream).
 // `unidirectional` is Attention's bottom-right causal mask, as onnxruntime's.
 //
-// Forms without a standard equivalent (do_rotary, a shared past/present
-// buffer, beam-search cache indirection, the qk output, a 4-D Megatron mask)
-// are refused by name.
+// Forms without a standard equivalent (Attention's do_rotary, a shared
+// past/present buffer, beam-search cache indirection, the qk output, a 4-D
+// Megatron mask, GroupQueryAttention's smooth_softmax and head_sink) are
+// refused by name.
 #pragma once
 #include <cstdint>
 #include <vector>
