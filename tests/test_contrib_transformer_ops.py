@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 from onnx_helpers import contrib_model, run_ort
@@ -548,3 +548,24 @@ def test_group_query_attention_softcap_scale_and_window(rng, attrs):
     _check_gqa(model, feeds)
     model, feeds = _gqa_case(rng, batch=2, seq=1, past=6, total=7, seqlens=[6, 5], **attrs)
     _check_gqa(model, feeds)
+
+
+def test_group_query_attention_with_qwen3s_q_and_k_norms(rng):
+    """q_norm_weight / k_norm_weight: an RMS norm per head of Q and K before the
+    rotary. onnxruntime's CPU build refuses them; the reference is onnxruntime
+    on Q and K normed by NumPy first."""
+    model, feeds = _gqa_case(rng, batch=2, seq=1, past=5, total=6, seqlens=[5, 3], rotary=True)
+    h = 16
+    qw, kw = rng.uniform(0.5, 1.5, h).astype(np.float32), rng.uniform(0.5, 1.5, h).astype(np.float32)
+    normed = dict(feeds)
+    for name, w in (("q", qw), ("k", kw)):
+        x = feeds[name].reshape(*feeds[name].shape[:2], -1, h).astype(np.float64)
+        normed[name] = (x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w).reshape(feeds[name].shape)
+        normed[name] = normed[name].astype(np.float32)
+    want = run_ort(model, normed)
+    node = model.graph.node[0]
+    node.input.extend([""] * (14 - len(node.input)) + ["qw", "kw"])
+    node.attribute.append(helper.make_attribute("qk_norm_epsilon", 1e-6))
+    model.graph.initializer.extend([numpy_helper.from_array(qw, "qw"), numpy_helper.from_array(kw, "kw")])
+    got = twinfer.load(model, device="cpu").run(feeds)
+    np.testing.assert_allclose(got["y"].numpy(), want[0], rtol=1e-4, atol=1e-5)

@@ -324,6 +324,9 @@ bool expand_group_query_attention(Graph& g, const Node& n, std::vector<Node>& ou
   refuse_if(opset < 13, n, "a model of opset " + std::to_string(opset) + " (before 13)");
   refuse_if(n.attr_int("smooth_softmax", 0) != 0, n, "smooth_softmax");
   refuse_if(input(n, 11) >= 0, n, "head_sink");
+  refuse_if(input(n, 12) >= 0 || input(n, 13) >= 0, n, "a quantized KV cache (k_scale, v_scale)");
+  refuse_if(input(n, 16) >= 0, n, "query_seqlens");
+  refuse_if((input(n, 14) >= 0) != (input(n, 15) >= 0), n, "q_norm_weight without k_norm_weight, or the reverse");
   refuse_if(output(n, 3) >= 0 || n.attr_int("qk_output", 0) != 0, n, "the qk output");
   refuse_if(input(n, 5) < 0 || input(n, 6) < 0, n, "no seqlens_k or total_sequence_length");
   const int64_t heads = num_heads(n), kv_heads = n.attr_int("kv_num_heads", 0);
@@ -352,6 +355,13 @@ bool expand_group_query_attention(Graph& g, const Node& n, std::vector<Node>& ou
   }
   int q4 = heads_first(b, q, heads, "q"), k4 = heads_first(b, k, kv_heads, "k");
   const int v4 = heads_first(b, v, kv_heads, "v");
+  if (input(n, 14) >= 0) {
+    // Qwen3's per-head RMS norms of Q and K, before the rotary.
+    const std::map<std::string, Attribute> norm{{"axis", int_attr(-1)},
+                                               {"epsilon", float_attr(n.attr_float("qk_norm_epsilon", 1e-6f))}};
+    q4 = b.node("RMSNormalization", {q4, input(n, 14)}, {b.value("q_normed")}, norm);
+    k4 = b.node("RMSNormalization", {k4, input(n, 15)}, {b.value("k_normed")}, norm);
+  }
 
   // Each row's past length and the positions of its new tokens.
   const int seq = b.dim(q, 1, "seq");

@@ -14,10 +14,14 @@
 //   GroupQueryAttention(query [, key, value] [, past_key, past_value], seqlens_k,
 //                       total_sequence_length [, cos_cache, sin_cache] [, position_ids]
 //                       [, attention_bias])
-//       -> [Split packed QKV] -> heads first -> [RotaryEmbedding at each row's
+//       -> [Split packed QKV] -> heads first -> [RMSNormalization of Q and K:
+//          q_norm_weight, k_norm_weight] -> [RotaryEmbedding at each row's
 //          positions] -> present = past padded, new keys scattered at each
 //          row's past length -> Attention (grouped heads) with a boolean mask
-//          of the keys each query sees (causal, valid length, local window)
+//          of the keys each query sees (causal, valid length, local window).
+//          sliding_window_cache=1 keeps a growing cache (every key) where
+//          onnxruntime keeps a window-sized one: the same answers when each
+//          step's present is fed back as the next past, more memory.
 //   RotaryEmbedding(input, position_ids, cos_cache, sin_cache)
 //       -> RotaryEmbedding(input, cos_cache, sin_cache, position_ids), a
 //          one-element position_ids (a start offset) made [B, S]
