@@ -14,16 +14,10 @@ from onnx import TensorProto, helper
 
 import twinfer
 from conftest import SIM_AS_CUDA
+from onnx_helpers import make_model as _model
 from onnx_helpers import run_ort
 
 DEVICES = ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
-
-
-def _model(nodes, inputs, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 10
-    return m
 
 
 def _vi(name, shape):
