@@ -89,3 +89,26 @@ def test_what_it_does_not_cover_is_refused_by_name(rng):
     model.graph.initializer.append(numpy_helper.from_array(np.zeros(32, np.int32), "g_idx"))
     with pytest.raises(twinfer.UnsupportedOpError, match="g_idx"):
         twinfer.load(model, device="cpu")
+
+
+def test_weights_read_from_outside_an_if_branch_and_a_prepacked_layout_refused(rng):
+    """A merged decoder's If branches read their weights from the enclosing graph."""
+    inner = _nbits_model(rng, 40, 6, 4, 16, "packed", True)
+    node, inits = inner.graph.node[0], list(inner.graph.initializer)
+    then = helper.make_graph([node], "then", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("MatMul", ["x", "w_else"], ["y_else"])], "else", [],
+                              [helper.make_tensor_value_info("y_else", TensorProto.FLOAT, None)])
+    w_else = rng.standard_normal((40, 6)).astype(np.float32)
+    model = contrib_model([helper.make_node("If", ["c"], ["out"], then_branch=then, else_branch=other)],
+                          [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                           helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 40])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], {"w_else": w_else})
+    model.graph.initializer.extend(inits)
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    want = run_ort(inner, {"x": x})[0]
+    got = twinfer.load(model, device="cpu").run({"c": np.array(True), "x": x})["out"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    packed = _nbits_model(rng, 32, 4, 4, 16, "none", False)
+    packed.graph.node[0].attribute.append(helper.make_attribute("weight_prepacked", 1))
+    with pytest.raises(twinfer.UnsupportedOpError, match="weight_prepacked"):
+        twinfer.load(packed, device="cpu")

@@ -569,3 +569,41 @@ def test_group_query_attention_with_qwen3s_q_and_k_norms(rng):
     model.graph.initializer.extend([numpy_helper.from_array(qw, "qw"), numpy_helper.from_array(kw, "kw")])
     got = twinfer.load(model, device="cpu").run(feeds)
     np.testing.assert_allclose(got["y"].numpy(), want[0], rtol=1e-4, atol=1e-5)
+
+
+def test_group_query_attention_bidirectional_bias_on_a_static_cache_and_prompt_position_ids(rng):
+    """causal=0 attends every valid key; an attention_bias as wide as
+    total_sequence_length on a longer past buffer; position_ids on a first
+    prompt (onnxruntime counts up from the first one, for every row)."""
+    model, feeds = _gqa_case(rng, batch=2, seq=5, past=0, total=5, seqlens=[4, 2], causal=0)
+    _check_gqa(model, feeds)
+    model, feeds = _gqa_case(rng, batch=2, seq=1, past=9, total=7, seqlens=[6, 4])
+    node = model.graph.node[0]
+    node.input.extend([""] * (10 - len(node.input)) + ["bias"])
+    model.graph.input.append(_vi("bias", [2, 1, 1, 7]))
+    feeds["bias"] = rng.standard_normal((2, 1, 1, 7)).astype(np.float32)
+    _check_gqa(model, feeds)
+    model, feeds = _gqa_case(rng, batch=2, seq=4, past=0, total=4, seqlens=[3, 3], rotary=True)
+    node = model.graph.node[0]
+    node.input.extend(["pos"])
+    model.graph.input.append(_vi("pos", [2, 4], I64))
+    feeds["pos"] = np.array([[3, 4, 5, 6], [0, 1, 2, 3]], np.int64)
+    _check_gqa(model, feeds)
+
+
+def test_group_query_attention_q_and_k_norm_epsilons(rng):
+    model, feeds = _gqa_case(rng, batch=1, seq=3, past=0, total=3, seqlens=[2])
+    h = 16
+    qw, kw = rng.uniform(0.5, 1.5, h).astype(np.float32), rng.uniform(0.5, 1.5, h).astype(np.float32)
+    normed = dict(feeds)
+    for name, w, eps in (("q", qw, 0.5), ("k", kw, 0.25)):
+        x = feeds[name].reshape(*feeds[name].shape[:2], -1, h).astype(np.float64)
+        normed[name] = (x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w).reshape(feeds[name].shape)
+        normed[name] = normed[name].astype(np.float32)
+    want = run_ort(model, normed)
+    node = model.graph.node[0]
+    node.input.extend([""] * (14 - len(node.input)) + ["qw", "kw"])
+    node.attribute.extend([helper.make_attribute("q_norm_epsilon", 0.5), helper.make_attribute("k_norm_epsilon", 0.25)])
+    model.graph.initializer.extend([numpy_helper.from_array(qw, "qw"), numpy_helper.from_array(kw, "kw")])
+    np.testing.assert_allclose(twinfer.load(model, device="cpu").run(feeds)["y"].numpy(), want[0], rtol=1e-4,
+                               atol=1e-5)

@@ -357,10 +357,13 @@ bool expand_group_query_attention(Graph& g, const Node& n, std::vector<Node>& ou
   const int v4 = heads_first(b, v, kv_heads, "v");
   if (input(n, 14) >= 0) {
     // Qwen3's per-head RMS norms of Q and K, before the rotary.
-    const std::map<std::string, Attribute> norm{{"axis", int_attr(-1)},
-                                               {"epsilon", float_attr(n.attr_float("qk_norm_epsilon", 1e-6f))}};
-    q4 = b.node("RMSNormalization", {q4, input(n, 14)}, {b.value("q_normed")}, norm);
-    k4 = b.node("RMSNormalization", {k4, input(n, 15)}, {b.value("k_normed")}, norm);
+    // q_norm_epsilon / k_norm_epsilon, when given, override qk_norm_epsilon.
+    const float shared = n.attr_float("qk_norm_epsilon", 1e-6f);
+    const auto norm = [&](const char* eps) {
+      return std::map<std::string, Attribute>{{"axis", int_attr(-1)}, {"epsilon", float_attr(n.attr_float(eps, shared))}};
+    };
+    q4 = b.node("RMSNormalization", {q4, input(n, 14)}, {b.value("q_normed")}, norm("q_norm_epsilon"));
+    k4 = b.node("RMSNormalization", {k4, input(n, 15)}, {b.value("k_normed")}, norm("k_norm_epsilon"));
   }
 
   // Each row's past length and the positions of its new tokens.
@@ -377,7 +380,22 @@ bool expand_group_query_attention(Graph& g, const Node& n, std::vector<Node>& ou
   const int positions = b.node("Add", {b.unsqueeze(past_len, {1}, "past_len_column"), steps}, {b.value("positions")});
 
   if (rotary) {
-    const int ids = input(n, 9) >= 0 ? to_int64(input(n, 9), "position_ids_int64") : positions;
+    int ids = positions;
+    if (input(n, 9) >= 0) {
+      // Given ids are used as they are, but on the first prompt onnxruntime
+      // takes the first one and counts up from it, for every row.
+      const int given = to_int64(input(n, 9), "position_ids_int64");
+      const int first = b.node("Reshape", {b.node("Slice", {b.node("Reshape", {given, b.ints("flat", {-1})},
+                                                                   {b.value("ids_flat")}),
+                                                            b.ints("first_start", {0}), b.ints("first_end", {1})},
+                                                  {b.value("first_id")}),
+                                           b.ints("first_scalar", {})},
+                               {b.value("first_id_scalar")});
+      const int counted = b.node("Add", {b.node("Mul", {positions, b.scalar_int("zero", 0)}, {b.value("zeros_bs")}),
+                                         b.node("Add", {steps, first}, {b.value("from_first")})},
+                                 {b.value("prompt_ids")});
+      ids = b.node("Where", {first_prompt, counted, given}, {b.value("rotary_ids")});
+    }
     std::map<std::string, Attribute> attrs{{"interleaved", int_attr(n.attr_int("rotary_interleaved", 0))}};
     const graph::Value cos = upstream_values(g, out, opset, {input(n, 7)})[0];
     const SymShape cos_shape = cos.is_constant() ? sym_shape_from(cos.constant.shape()) : cos.shape;
@@ -418,9 +436,11 @@ bool expand_group_query_attention(Graph& g, const Node& n, std::vector<Node>& ou
                                {b.value("key_index")});
   const int newest = b.unsqueeze(positions, {2}, "newest_key");            // [B, S, 1]
   const int last_valid = b.unsqueeze(lengths, {1, 2}, "last_valid_key");  // [B, 1, 1]
-  int keep = b.node("And", {b.node("Not", {b.node("Greater", {key_index, newest}, {b.value("future")})}, {b.value("past_or_now")}),
-                            b.node("Not", {b.node("Greater", {key_index, last_valid}, {b.value("invalid")})}, {b.value("valid")})},
-                    {b.value("keep")});
+  int keep = b.node("Not", {b.node("Greater", {key_index, last_valid}, {b.value("invalid")})}, {b.value("valid")});
+  if (n.attr_int("causal", 1) != 0)  // 0: every valid key, as a bidirectional encoder attends
+    keep = b.node("And", {keep, b.node("Not", {b.node("Greater", {key_index, newest}, {b.value("future")})},
+                                       {b.value("past_or_now")})},
+                  {b.value("keep")});
   const int64_t window = n.attr_int("local_window_size", -1);
   if (window > 0) {
     const int oldest = b.node("Sub", {newest, b.scalar_int("window", window)}, {b.value("window_start")});
@@ -428,8 +448,16 @@ bool expand_group_query_attention(Graph& g, const Node& n, std::vector<Node>& ou
   }
   int mask = b.unsqueeze(keep, {1}, "keep_4d");  // [B, 1, S, keys]
   if (input(n, 10) >= 0) {
-    const int blocked = b.node("CastLike", {b.scalar_float("blocked", -INFINITY), input(n, 10)}, {b.value("blocked_typed")});
-    mask = b.node("Where", {mask, input(n, 10), blocked}, {b.value("mask_and_bias")});
+    // The bias covers total_sequence_length keys; a longer past buffer's
+    // extra keys are masked anyway: zeros for them.
+    const int bias = input(n, 10);
+    const int short_by = b.unsqueeze(b.node("Sub", {keys, b.dim(bias, -1, "bias_keys")}, {b.value("bias_short_by")}),
+                                     {0}, "bias_short_by_1d");
+    const int bias_pads = b.node("Concat", {b.ints("bias_pads_before", {0, 0, 0, 0, 0, 0, 0}), short_by},
+                                 {b.value("bias_pads")}, {{"axis", int_attr(0)}});
+    const int padded = b.node("Pad", {bias, bias_pads}, {b.value("bias_padded")});
+    const int blocked = b.node("CastLike", {b.scalar_float("blocked", -INFINITY), bias}, {b.value("blocked_typed")});
+    mask = b.node("Where", {mask, padded, blocked}, {b.value("mask_and_bias")});
   }
 
   std::map<std::string, Attribute> attrs;

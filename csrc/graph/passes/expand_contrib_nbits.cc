@@ -16,10 +16,6 @@ void refuse_if(bool bad, const Node& n, const std::string& what) {
                 n.op_type);
 }
 
-const Tensor* constant_of(const Graph& g, int v) {
-  return v >= 0 && g.values[v].is_constant() ? &g.values[v].constant : nullptr;
-}
-
 float scalar_at(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::kFloat32: return t.data_as<float>()[i];
@@ -38,7 +34,7 @@ int packed_at(const uint8_t* row, int64_t index, int64_t bits) {
 
 }  // namespace
 
-bool expand_matmul_nbits(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
+bool expand_matmul_nbits(Graph& g, const Node& n, std::vector<Node>& out, int64_t opset) {
   if (!is_contrib(n, "MatMulNBits")) return false;
   const int64_t K = n.attr_int("K", 0), N = n.attr_int("N", 0), bits = n.attr_int("bits", 4),
                 block = n.attr_int("block_size", 0);
@@ -46,9 +42,14 @@ bool expand_matmul_nbits(Graph& g, const Node& n, std::vector<Node>& out, int64_
     throw Error(ErrorKind::kModelFormat, "MatMulNBits needs positive K, N and block_size", n.name, n.op_type);
   refuse_if(bits != 2 && bits != 4 && bits != 8, n, "with bits=" + std::to_string(bits) + " (2, 4 and 8 are)");
   refuse_if(input(n, 4) >= 0, n, "with g_idx (act-order)");
-  const Tensor* q = constant_of(g, input(n, 1));
-  const Tensor* scales = constant_of(g, input(n, 2));
-  const Tensor* zeros = constant_of(g, input(n, 3));
+  refuse_if(n.attr_int("weight_prepacked", 0) != 0, n, "with weight_prepacked (a CUDA kernel's own layout)");
+  // Constants of this graph, or of an enclosing one (a merged decoder's If
+  // branches read the weights from outside).
+  const std::vector<graph::Value> seen = upstream_values(g, out, opset, {input(n, 1), input(n, 2), input(n, 3)});
+  const auto constant_of = [&](int i) { return seen[i].is_constant() ? &seen[i].constant : nullptr; };
+  const Tensor* q = constant_of(0);
+  const Tensor* scales = constant_of(1);
+  const Tensor* zeros = constant_of(2);
   refuse_if(!q || !scales || (input(n, 3) >= 0 && !zeros), n, "with a weight, scale or zero point that is not a constant");
   const int64_t blocks = (K + block - 1) / block, blob = block * bits / 8;
   const DType type = scales->dtype();
