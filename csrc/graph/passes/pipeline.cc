@@ -7,7 +7,9 @@
 #include <set>
 #include <string>
 
+#include "graph/passes/common_subexpressions.h"
 #include "graph/passes/eliminate_identity.h"
+#include "graph/passes/pass_switch.h"
 #include "graph/passes/fold_conv_bn.h"
 #include "graph/passes/fold_pad_conv.h"
 #include "graph/passes/fuse.h"
@@ -161,6 +163,8 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
   if (options.optimize) {
     keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
+    if (pass_enabled("TWINFER_COMMON_SUBEXPRESSIONS"))
+      keep_if_valid(g, pc, "common_subexpressions", [&] { return eliminate_common_subexpressions(g, pc); });
     std::map<std::string, std::string> pad_renames;
     if (keep_if_valid(g, pc, "fold_pad_conv", [&] { return fold_pad_into_conv(g, pc, &pad_renames); }))
       renamed = std::move(pad_renames);
@@ -244,6 +248,10 @@ PlanPassResult plan_passes(graph::Graph& g, const PlanPassOptions& options, Pass
   PlanPassResult r;
   // Concrete input shapes: Shape -> Gather -> Concat -> Reshape chains fold.
   infer_and_fold(g, pc, options.optimize);
+  // What folded may make repeated chains the same (each layer's mask, from
+  // its own Shape, now from the same constants): one copy runs.
+  if (options.optimize && pass_enabled("TWINFER_COMMON_SUBEXPRESSIONS") && eliminate_common_subexpressions(g, pc))
+    g.remove_dead();
   g.compact();
   // Conditions that folded with them (or with a steering input's value):
   // those Ifs become their branches, which the load-time rewrites never saw
