@@ -48,6 +48,13 @@ def _wait_ready(proc, timeout=120) -> dict[str, int]:
     return {k: int(v) for k, v in ports.items()}
 
 
+def _stopped_cleanly(proc, timeout):
+    """Waits for the server to exit: it must have drained and exited 0."""
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out
+    assert "draining" in out and "stopped" in out, out
+
+
 def test_ctrl_c_drains_the_request_in_flight(tmp_path, rng):
     # A request waits 1.5 s for others to join its batch: Ctrl-C comes meanwhile.
     add_model(tmp_path, "slow", MLP_CONFIG.format(name="slow") +
@@ -75,12 +82,10 @@ def test_ctrl_c_drains_the_request_in_flight(tmp_path, rng):
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
         thread.join(60)
-        out, _ = proc.communicate(timeout=60)
+        _stopped_cleanly(proc, 60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, out
-    assert "draining" in out and "stopped" in out, out
     assert "error" not in result, result
     want = twinfer.load(tmp_path / "slow" / "1" / "model.onnx", device="cpu").run({"x": x})["y"].numpy()
     np.testing.assert_allclose(result["y"], want, rtol=1e-6, atol=1e-6)
@@ -136,9 +141,7 @@ def test_sigterm_twice_at_once_drains_and_exits(tmp_path, rng):
             deadline = time.monotonic() + 60
             while proc.poll() is None and time.monotonic() < deadline:
                 proc.send_signal(signal.SIGTERM)  # does nothing once the process is reaped
-            out, _ = proc.communicate(timeout=120)
+            _stopped_cleanly(proc, 120)
         finally:
             if proc.poll() is None:
                 proc.kill()
-        assert proc.returncode == 0, out
-        assert "draining" in out and "stopped" in out, out

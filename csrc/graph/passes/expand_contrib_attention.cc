@@ -14,12 +14,6 @@ namespace {
 
 using namespace contrib;
 
-void refuse_if(bool bad, const Node& n, const std::string& what) {
-  if (bad)
-    throw Error(ErrorKind::kUnsupportedOp, "com.microsoft::" + n.op_type + " with " + what + " is not supported",
-                n.name, n.op_type);
-}
-
 int64_t num_heads(const Node& n) {
   const int64_t heads = n.attr_int("num_heads", 0);
   if (heads <= 0)
@@ -126,16 +120,13 @@ std::vector<int> trimmed(std::vector<int> v) {
   return v;
 }
 
-DType float_type(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64
-             ? t
-             : DType::kUndefined;
-}
+// t when it is a float type, else kUndefined (the mask's type is then taken with CastLike).
+DType float_or_unknown(DType t) { return dtype_is_float(t) ? t : DType::kUndefined; }
 
 DType known_float_type(const Graph& g, int v) {
   if (v < 0) return DType::kUndefined;
   const graph::Value& val = g.values[v];
-  return float_type(val.is_constant() ? val.constant.dtype() : val.dtype);
+  return float_or_unknown(val.is_constant() ? val.constant.dtype() : val.dtype);
 }
 
 // com.microsoft::Attention: the projection packed in one weight.
@@ -253,7 +244,7 @@ bool expand_multi_head_attention(Graph& g, const Node& n, std::vector<Node>& out
   }
 
   const int mask = additive_mask(b, out, {input(n, 4), input(n, 5), query, keys_of, keys_axis, past_key,
-                                          mask_filter(n), float_type(seen[0].dtype), q});
+                                          mask_filter(n), float_or_unknown(seen[0].dtype), q});
   const int y = in3d ? output(n, 0) : b.value("y_bnsh");
   b.node("Attention", trimmed({q, k, v, mask, past_key, past_value}), trimmed({y, output(n, 1), output(n, 2)}),
          attention_attrs(n, heads, in3d));

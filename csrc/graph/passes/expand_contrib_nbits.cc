@@ -10,12 +10,6 @@ namespace {
 
 using namespace contrib;
 
-void refuse_if(bool bad, const Node& n, const std::string& what) {
-  if (bad)
-    throw Error(ErrorKind::kUnsupportedOp, "com.microsoft::MatMulNBits " + what + " is not supported", n.name,
-                n.op_type);
-}
-
 float scalar_at(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::kFloat32: return t.data_as<float>()[i];
@@ -40,9 +34,9 @@ bool expand_matmul_nbits(Graph& g, const Node& n, std::vector<Node>& out, int64_
                 block = n.attr_int("block_size", 0);
   if (K <= 0 || N <= 0 || block <= 0)
     throw Error(ErrorKind::kModelFormat, "MatMulNBits needs positive K, N and block_size", n.name, n.op_type);
-  refuse_if(bits != 2 && bits != 4 && bits != 8, n, "with bits=" + std::to_string(bits) + " (2, 4 and 8 are)");
-  refuse_if(input(n, 4) >= 0, n, "with g_idx (act-order)");
-  refuse_if(n.attr_int("weight_prepacked", 0) != 0, n, "with weight_prepacked (a CUDA kernel's own layout)");
+  refuse_if(bits != 2 && bits != 4 && bits != 8, n, "bits=" + std::to_string(bits) + " (2, 4 and 8 are)");
+  refuse_if(input(n, 4) >= 0, n, "g_idx (act-order)");
+  refuse_if(n.attr_int("weight_prepacked", 0) != 0, n, "weight_prepacked (a CUDA kernel's own layout)");
   // Constants of this graph, or of an enclosing one (a merged decoder's If
   // branches read the weights from outside).
   const std::vector<graph::Value> seen = upstream_values(g, out, opset, {input(n, 1), input(n, 2), input(n, 3)});
@@ -50,11 +44,11 @@ bool expand_matmul_nbits(Graph& g, const Node& n, std::vector<Node>& out, int64_
   const Tensor* q = constant_of(0);
   const Tensor* scales = constant_of(1);
   const Tensor* zeros = constant_of(2);
-  refuse_if(!q || !scales || (input(n, 3) >= 0 && !zeros), n, "with a weight, scale or zero point that is not a constant");
+  refuse_if(!q || !scales || (input(n, 3) >= 0 && !zeros), n, "a weight, scale or zero point that is not a constant");
   const int64_t blocks = (K + block - 1) / block, blob = block * bits / 8;
   const DType type = scales->dtype();
   refuse_if(type != DType::kFloat32 && type != DType::kFloat16 && type != DType::kBFloat16, n,
-            std::string("with ") + dtype_name(type) + " scales");
+            std::string(dtype_name(type)) + " scales");
   if (q->dtype() != DType::kUInt8 || q->numel() != N * blocks * blob || scales->numel() != N * blocks)
     throw Error(ErrorKind::kModelFormat,
                 "MatMulNBits weight or scales do not fit K=" + std::to_string(K) + ", N=" + std::to_string(N) +

@@ -23,6 +23,14 @@ inline constexpr const char* kDomain = "com.microsoft";
 
 inline bool is_contrib(const graph::Node& n, const char* op) { return n.domain == kDomain && n.op_type == op; }
 
+// Throws kUnsupportedOp "com.microsoft::<op> with <what> is not supported"
+// when `bad`: a form of the op a rewrite does not cover, named.
+inline void refuse_if(bool bad, const graph::Node& n, const std::string& what) {
+  if (bad)
+    throw Error(ErrorKind::kUnsupportedOp, "com.microsoft::" + n.op_type + " with " + what + " is not supported",
+                n.name, n.op_type);
+}
+
 // Input/output value i, or -1 when the node leaves it out.
 inline int input(const graph::Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
 inline int output(const graph::Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
