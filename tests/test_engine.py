@@ -279,3 +279,70 @@ def test_plans_for_new_shapes_reuse_the_kernels_that_did_not_change(rng):
     s = e.stats()
     # Three plans; the second and third reuse the Gemm (fused with its Relu).
     assert s["plan_misses"] == 3 and s["kernels_reused"] >= 2, s
+
+
+def _decoder_attention(heads=3, head=8):
+    """q[b, h, 1, d] against a growing past k, v[b, h, p, d]: softmax(q k^T) v,
+    plus a runtime B without batch (x[b, s, d] @ k2[d, n]) whose rows and
+    columns both change, and a broadcast batch (q[1, h, 1, d] @ kt[b, h, d, p])."""
+    f = onnx.TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"], name="mix"),
+        helper.make_node("MatMul", ["x", "k2"], ["z"], name="flat"),
+        helper.make_node("MatMul", ["q1", "kt"], ["w"], name="broadcast"),
+    ]
+    graph = helper.make_graph(
+        nodes, "dec",
+        [helper.make_tensor_value_info("q", f, [2, heads, 1, head]),
+         helper.make_tensor_value_info("k", f, [2, heads, "past", head]),
+         helper.make_tensor_value_info("v", f, [2, heads, "past", head]),
+         helper.make_tensor_value_info("x", f, [2, "s", head]),
+         helper.make_tensor_value_info("k2", f, [head, "n"]),
+         helper.make_tensor_value_info("q1", f, [1, heads, 1, head])],
+        [helper.make_tensor_value_info(n, f, None) for n in ("y", "z", "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_matmuls_whose_sizes_grow_share_one_kernel_for_any_size(rng, device):
+    # A decoder's attention products change size with the past every step:
+    # from a node's second size on, its plans share one kernel that takes any
+    # matrix sizes (oneDNN matmul with runtime dims, runtime/kernel_cache.h).
+    # Every step's answer against NumPy, past lengths up and down, odd sizes.
+    e = twinfer.load(_decoder_attention(), device=device, plan_ahead=False)
+    for past, s, n in ((1, 1, 1), (5, 3, 7), (6, 2, 9), (17, 5, 4), (2, 1, 13), (33, 7, 1)):
+        q = rng.standard_normal((2, 3, 1, 8)).astype(np.float32)
+        k = rng.standard_normal((2, 3, past, 8)).astype(np.float32)
+        v = rng.standard_normal((2, 3, past, 8)).astype(np.float32)
+        x = rng.standard_normal((2, s, 8)).astype(np.float32)
+        k2 = rng.standard_normal((8, n)).astype(np.float32)
+        q1 = rng.standard_normal((1, 3, 1, 8)).astype(np.float32)
+        out = e.run({"q": q, "k": k, "v": v, "x": x, "k2": k2, "q1": q1})
+        sc = q.astype(np.float64) @ k.transpose(0, 1, 3, 2)
+        p = np.exp(sc - sc.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        np.testing.assert_allclose(out["y"].numpy(), p @ v, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out["z"].numpy(), x.astype(np.float64) @ k2, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out["w"].numpy(), q1.astype(np.float64) @ k.transpose(0, 1, 3, 2),
+                                   rtol=1e-5, atol=1e-5)
+    s = e.stats()
+    # One each for scores, mix, flat and broadcast, built at their second size.
+    assert s["kernels_any_size"] == 4, s
+
+
+def test_any_size_kernels_can_be_switched_off(rng, monkeypatch):
+    monkeypatch.setenv("TWINFER_ANY_SIZE_KERNELS", "0")
+    e = twinfer.load(_decoder_attention(), device="cpu", plan_ahead=False)
+    for past in (3, 4, 5):
+        feeds = {"q": rng.standard_normal((2, 3, 1, 8)).astype(np.float32),
+                 "k": rng.standard_normal((2, 3, past, 8)).astype(np.float32),
+                 "v": rng.standard_normal((2, 3, past, 8)).astype(np.float32),
+                 "x": rng.standard_normal((2, 2, 8)).astype(np.float32),
+                 "k2": rng.standard_normal((8, 5)).astype(np.float32),
+                 "q1": rng.standard_normal((1, 3, 1, 8)).astype(np.float32)}
+        out = e.run(feeds)
+        np.testing.assert_allclose(out["z"].numpy(), feeds["x"] @ feeds["k2"], rtol=1e-5, atol=1e-5)
+    assert e.stats()["kernels_any_size"] == 0

@@ -304,6 +304,7 @@ void bind_engine(py::module_& m) {
              d["plans_building"] = s.plans_building;
              d["kernels_built"] = s.kernels_built;
              d["kernels_reused"] = s.kernels_reused;
+             d["kernels_any_size"] = s.kernels_any_size;
              return d;
            })
       .def("memory_report",

@@ -103,6 +103,14 @@ struct KernelDef {
   // kernels: every other kernel copies elements as bytes, which would
   // duplicate the strings' owners. Registered with TWINFER_REGISTER_STRING_KERNEL.
   bool strings = false;
+  // Optional (TWINFER_REGISTER_ANY_SIZE_KERNEL): a kernel for the node that
+  // takes any sizes of its non-constant operands' last two dims at run time
+  // (ctx's shapes; ranks, batch dims, dtypes, attributes and constants as in
+  // the info), or nullptr where it cannot. The kernel cache asks for it once
+  // a node has been built at two such sizes (a decoder's attention products
+  // as the past grows: runtime/kernel_cache.h), so that each new plan does
+  // not build the node again. Its scratch_bytes() must be 0.
+  CreateFn create_any_size = nullptr;
 };
 
 void register_kernel(const KernelDef& def);
@@ -119,8 +127,8 @@ std::unique_ptr<Kernel> make_kernel(const KernelBuildInfo& info) {
 
 struct KernelRegistrar {
   KernelRegistrar(const char* op, Backend b, int priority, SupportsFn s, CreateFn c,
-                  const char* domain = "", bool strings = false) {
-    register_kernel(KernelDef{op, domain, b, priority, s, c, strings});
+                  const char* domain = "", bool strings = false, CreateFn any_size = nullptr) {
+    register_kernel(KernelDef{op, domain, b, priority, s, c, strings, any_size});
   }
 };
 
@@ -135,6 +143,11 @@ bool node_has_strings(const KernelBuildInfo& info);
 #define TWINFER_REGISTER_KERNEL(op, backend, priority, supports, create, ...)          \
   static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __COUNTER__)(         \
       op, backend, priority, supports, create, ##__VA_ARGS__)
+// A kernel with a variant for any matrix sizes (KernelDef::create_any_size):
+// TWINFER_REGISTER_ANY_SIZE_KERNEL("MatMul", Backend::kCPU, 10, supports, create, create_any_size, domain)
+#define TWINFER_REGISTER_ANY_SIZE_KERNEL(op, backend, priority, supports, create, any_size, domain) \
+  static ::twinfer::KernelRegistrar TWINFER_KCONCAT(kernel_reg_, __COUNTER__)(                   \
+      op, backend, priority, supports, create, domain, false, any_size)
 // A CPU kernel that may see string tensors (it may also take other types;
 // its supports() decides): TWINFER_REGISTER_STRING_KERNEL("Equal", 1, supports, create[, domain])
 #define TWINFER_REGISTER_STRING_KERNEL(op, priority, supports, create, domain)          \

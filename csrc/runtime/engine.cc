@@ -408,6 +408,7 @@ EngineStats Engine::stats() const {
   const KernelCache::Stats ks = kernels_.stats();
   s.kernels_built = ks.misses;
   s.kernels_reused = ks.hits;
+  s.kernels_any_size = ks.any_size_built;
   return s;
 }
 

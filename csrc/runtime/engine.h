@@ -48,6 +48,7 @@ struct EngineStats {
   size_t steered_graphs = 0;                 // graphs built for steering values (one each)
   size_t fixed_dims_graphs = 0;              // graphs with the dims that stay bound (passes/fixed_dims.h)
   size_t kernels_built = 0, kernels_reused = 0;  // by plans (runtime/kernel_cache.h)
+  size_t kernels_any_size = 0;  // of those built, kernels for any matrix sizes (KernelDef::create_any_size)
   size_t plans_ahead = 0;       // plans built ahead of a run (runtime/plan_ahead.h)
   size_t plans_ahead_used = 0;  // of those, the ones a run then used
   size_t plans_building = 0;    // plans being built now, or posted to be built ahead

@@ -1,5 +1,7 @@
 #include "runtime/kernel_cache.h"
 
+#include "graph/passes/pass_switch.h"
+
 #include <cstring>
 #include <vector>
 
@@ -24,6 +26,12 @@ void put_str(std::string* k, const std::string& s) {
 void put_shape(std::string* k, const Shape& s) {
   put(k, s.size());
   for (int64_t d : s) put(k, d);
+}
+
+// A shape with its last two dims left out (their sizes open: any_size keys).
+void put_batch_dims(std::string* k, const Shape& s) {
+  put(k, s.size());
+  for (size_t i = 0; i + 2 < s.size(); ++i) put(k, s[i]);
 }
 
 void put_tensor(std::string* k, const Tensor& t) {
@@ -78,11 +86,13 @@ bool put_attr(std::string* k, const graph::Attribute& a) {
 
 }  // namespace
 
-std::string kernel_key(const KernelDef& def, const KernelBuildInfo& info) {
+std::string kernel_key(const KernelDef& def, const KernelBuildInfo& info, KeyShapes shapes) {
   const graph::Node& n = info.node();
+  const auto put_dims = shapes == KeyShapes::kBatchDims ? put_batch_dims : put_shape;
   std::string k;
   k.reserve(256);
   put(&k, &def);
+  put(&k, static_cast<int>(shapes));
   put(&k, static_cast<int>(info.backend()));
   put(&k, static_cast<int>(info.precision()));
   put(&k, info.opset());
@@ -109,7 +119,7 @@ std::string kernel_key(const KernelDef& def, const KernelBuildInfo& info) {
     if (!v.has_shape) return {};
     k.push_back('v');
     put(&k, static_cast<int>(v.dtype));
-    put_shape(&k, info.input_shape(i));
+    put_dims(&k, info.input_shape(i));
   }
   put(&k, n.outputs.size());
   for (size_t o = 0; o < n.outputs.size(); ++o) {
@@ -120,21 +130,40 @@ std::string kernel_key(const KernelDef& def, const KernelBuildInfo& info) {
     const graph::Value& v = info.output(o);
     if (!v.has_shape) return {};
     put(&k, static_cast<int>(v.dtype));
-    put_shape(&k, info.output_shape(o));
+    put_dims(&k, info.output_shape(o));
   }
   return k;
 }
 
 std::shared_ptr<const Kernel> KernelCache::get(const KernelDef& def, const KernelBuildInfo& info) {
   const std::string key = kernel_key(def, info);
-  if (!key.empty()) {
+  // A node whose matrix sizes change from plan to plan (a decoder's
+  // attention products as the past grows) gets, from its second size on,
+  // the definition's kernel for any sizes, shared by the plans of every size.
+  // TWINFER_ANY_SIZE_KERNELS=0 turns that off, for side-by-side measurements.
+  const std::string sizes_key = def.create_any_size && !key.empty() && passes::pass_enabled("TWINFER_ANY_SIZE_KERNELS")
+                                    ? kernel_key(def, info, KeyShapes::kBatchDims)
+                                    : std::string();
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = kernels_.find(key);
-    if (it != kernels_.end())
-      if (auto k = it->second.lock()) {
+    if (!key.empty()) {
+      auto it = kernels_.find(key);
+      if (it != kernels_.end())
+        if (auto k = it->second.lock()) {
+          ++stats_.hits;
+          return k;
+        }
+    }
+    if (!sizes_key.empty()) {
+      AnySize& a = any_size_[sizes_key];
+      if (auto k = a.kernel.lock()) {
         ++stats_.hits;
+        ++stats_.any_size_hits;
         return k;
       }
+      if (a.first_key.empty()) a.first_key = key;
+      else if (a.first_key != key) a.wanted = true;
+    }
   }
   // Built outside the lock (it may take milliseconds). The kernel owns its
   // large constant inputs' storage, whose addresses its key holds.
@@ -143,19 +172,39 @@ std::shared_ptr<const Kernel> KernelCache::get(const KernelDef& def, const Kerne
     std::vector<Tensor> constants;
   };
   auto h = std::make_shared<Holder>();
-  h->kernel = def.create(info);
+  bool any_size = false;
+  if (!sizes_key.empty()) {
+    bool wanted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wanted = any_size_[sizes_key].wanted;
+    }
+    if (wanted) {
+      h->kernel = def.create_any_size(info);
+      any_size = h->kernel != nullptr;
+    }
+  }
+  if (!h->kernel) h->kernel = def.create(info);
   for (size_t i = 0; i < info.num_inputs(); ++i)
     if (const Tensor* c = info.input_constant(i)) h->constants.push_back(*c);
   std::shared_ptr<const Kernel> k(h, h->kernel.get());
   if (key.empty()) return k;
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.misses;
-  kernels_[key] = k;
-  // Keys whose kernels every plan has let go of are dropped now and then.
+  if (any_size) {
+    ++stats_.any_size_built;
+    any_size_[sizes_key].kernel = k;
+  } else {
+    kernels_[key] = k;
+  }
+  // Keys whose kernels every plan has let go of are dropped now and then
+  // (a size class once its kernels are gone: it is seen again if it comes back).
   if (++inserts_since_sweep_ >= 256) {
     inserts_since_sweep_ = 0;
     for (auto i = kernels_.begin(); i != kernels_.end();)
       i = i->second.expired() ? kernels_.erase(i) : std::next(i);
+    for (auto i = any_size_.begin(); i != any_size_.end();)
+      i = i->second.kernel.expired() && !kernels_.count(i->second.first_key) ? any_size_.erase(i) : std::next(i);
   }
   return k;
 }

@@ -13,6 +13,13 @@
 // address of its storage, which the kernel keeps alive (a kernel may hold
 // pointers into it). Nodes with subgraphs are never shared. Held weakly: a
 // kernel lives as long as a plan that uses it.
+//
+// Most of what still changes from one decoding step to the next are the
+// attention's products, whose sizes follow the past. A definition with a
+// kernel for any matrix sizes (KernelDef::create_any_size: oneDNN's matmul
+// with runtime dims) has it built once a node comes at a second size; the
+// plans of every later size share it (measured on a 6-layer Llama decoder,
+// docs/performance.md).
 #pragma once
 #include <memory>
 #include <mutex>
@@ -31,17 +38,30 @@ class KernelCache {
 
   struct Stats {
     size_t hits = 0, misses = 0;
+    size_t any_size_built = 0, any_size_hits = 0;  // kernels for any matrix sizes (KernelDef::create_any_size)
   };
   Stats stats() const;
 
  private:
+  // A node (its key without the last two dims' sizes) whose definition has
+  // a kernel for any sizes: the first size's key, whether a second size has
+  // been seen (then the next build is that kernel), and the kernel once built.
+  struct AnySize {
+    std::string first_key;
+    bool wanted = false;
+    std::weak_ptr<const Kernel> kernel;
+  };
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::weak_ptr<const Kernel>> kernels_;
+  std::unordered_map<std::string, AnySize> any_size_;
   size_t inserts_since_sweep_ = 0;
   Stats stats_;
 };
 
 // The key above, or "" for a node that must not be shared (subgraphs).
-std::string kernel_key(const KernelDef& def, const KernelBuildInfo& info);
+// kBatchDims leaves the last two dims of every non-constant input and output
+// out (the key of KernelDef::create_any_size's kernels).
+enum class KeyShapes { kFull, kBatchDims };
+std::string kernel_key(const KernelDef& def, const KernelBuildInfo& info, KeyShapes shapes = KeyShapes::kFull);
 
 }  // namespace twinfer

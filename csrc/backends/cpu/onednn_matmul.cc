@@ -64,6 +64,101 @@ class OnednnMatMul final : public Kernel {
   std::unique_ptr<MatmulCore> core_;
 };
 
+// The same product for any M, K and N (and, with a B without batch, any
+// batch dims of A, folded into M): one oneDNN matmul with runtime dims,
+// built once, for a node whose sizes change from plan to plan (a decoder's
+// Q x K^T and P x V as the past grows; runtime/kernel_cache.h). Creating a
+// matmul for each new size cost 70-250 us (brgemm JIT) against about a
+// microsecond more per run here (oneDNN's gemm:jit; scratch oneDNN test,
+// 12 heads of 64, past 7 to 513). For a runtime B only (a constant B is
+// packed for its sizes), without bias or residual (oneDNN cannot take a
+// binary post-op with runtime dims).
+class OnednnMatMulAnySize final : public Kernel {
+ public:
+  static std::unique_ptr<Kernel> create(const KernelBuildInfo& info) {
+    nn::MatMulGeom g = nn::matmul_geom(info);
+    if (info.input_constant(1) || g.has_bias || g.has_residual || g.a.size() < 2 || g.b.size() < 2) return nullptr;
+    auto k = std::unique_ptr<OnednnMatMulAnySize>(new OnednnMatMulAnySize(info, g));
+    return k->usable_ ? std::move(k) : nullptr;
+  }
+
+  const char* impl_name() const override { return "onednn matmul (any size)"; }
+
+  void run(KernelContext& ctx) const override {
+    const Shape& a = ctx.inputs[0].shape;
+    const Shape& b = ctx.inputs[1].shape;
+    const int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
+    if (b[b.size() - 2] != K || ctx.outputs[0].numel() == 0) {
+      if (b[b.size() - 2] != K)
+        throw Error(ErrorKind::kShape, "MatMul inner dims differ: " + shape_str(a) + " x " + shape_str(b), node_, "MatMul");
+      return;
+    }
+    Shape ad, bd, yd;
+    if (flat_) {
+      const int64_t rows = shape_numel(a) / K;
+      ad = {rows, K};
+      bd = {K, N};
+      yd = {rows, N};
+    } else {
+      ad = a_batch_, bd = b_batch_, yd = y_batch_;
+      ad.insert(ad.end(), {M, K});
+      bd.insert(bd.end(), {K, N});
+      yd.insert(yd.end(), {M, N});
+    }
+    guarded(node_, "MatMul", [&] {
+      ThreadScope threads(ctx.num_threads);
+      const dnnl::matmul& prim = variants_.get(threads.threads(), [&] { return make(); });
+      const dnnl::engine& eng = engine();
+      dnnl::stream s(eng);
+      auto mem = [&](const Shape& dims, const void* p) {
+        return dnnl::memory(plain_desc(dims), eng, const_cast<void*>(p));
+      };
+      prim.execute(s, {{DNNL_ARG_SRC, mem(ad, ctx.inputs[0].data)},
+                       {DNNL_ARG_WEIGHTS, mem(bd, ctx.inputs[1].data)},
+                       {DNNL_ARG_DST, mem(yd, ctx.outputs[0].data)}});
+      s.wait();
+    });
+  }
+
+ private:
+  OnednnMatMulAnySize(const KernelBuildInfo& info, const nn::MatMulGeom& g)
+      : node_(info.node().name), act_(g.act) {
+    flat_ = shape_numel(g.b_batch) == 1;
+    a_batch_ = g.a_batch, b_batch_ = g.b_batch, y_batch_ = g.y_batch;
+    guarded(node_, "MatMul", [&] {
+      // Scratch would have to be sized per run: not taken (the kernel per size is).
+      usable_ = primitive_desc().scratchpad_desc().get_size() == 0;
+      if (usable_) variants_.get(current_threads(), [&] { return make(); });
+    });
+  }
+
+  // Batch dims as built, the matrix dims and all strides but the
+  // innermost (1: row-major) at run time: oneDNN's gemm-based matmul.
+  dnnl::memory::desc open_desc(const Shape& batch) const {
+    const int64_t R = DNNL_RUNTIME_DIM_VAL;
+    dnnl::memory::dims dims = flat_ ? dnnl::memory::dims{R, R} : to_dims(batch);
+    if (!flat_) dims.insert(dims.end(), {R, R});
+    dnnl::memory::dims strides(dims.size(), R);
+    strides.back() = 1;
+    return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  }
+
+  dnnl::matmul::primitive_desc primitive_desc() const {
+    dnnl::primitive_attr attr = base_attr();
+    dnnl::post_ops po;
+    append_activation(po, act_);
+    attr.set_post_ops(po);
+    return dnnl::matmul::primitive_desc(engine(), open_desc(a_batch_), open_desc(b_batch_), open_desc(y_batch_), attr);
+  }
+  dnnl::matmul make() const { return dnnl::matmul(primitive_desc()); }
+
+  std::string node_;
+  nn::Activation act_;
+  bool flat_ = false, usable_ = false;
+  Shape a_batch_, b_batch_, y_batch_;
+  ByThreads<dnnl::matmul> variants_;
+};
+
 bool supports(const KernelBuildInfo& info, std::string* why) {
   for (size_t i = 0; i < info.num_inputs(); ++i)
     if (info.has_input(i) && info.input_dtype(i) != DType::kFloat32) {
@@ -82,8 +177,10 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
   return true;
 }
 
-TWINFER_REGISTER_KERNEL("MatMul", Backend::kCPU, 10, supports, make_kernel<OnednnMatMul>);
-TWINFER_REGISTER_KERNEL("MatMul", Backend::kCPU, 10, supports, make_kernel<OnednnMatMul>, kTwinferDomain);
+TWINFER_REGISTER_ANY_SIZE_KERNEL("MatMul", Backend::kCPU, 10, supports, make_kernel<OnednnMatMul>,
+                                 OnednnMatMulAnySize::create, "");
+TWINFER_REGISTER_ANY_SIZE_KERNEL("MatMul", Backend::kCPU, 10, supports, make_kernel<OnednnMatMul>,
+                                 OnednnMatMulAnySize::create, kTwinferDomain);
 
 }  // namespace
 }  // namespace twinfer::cpu::onednn
