@@ -123,6 +123,16 @@ void Graph::topo_sort() {
                     nodes[i].name, nodes[i].op_type);
       values[o].producer = i;
     }
+  // Already in order (most calls: a pass that erased nodes or added them
+  // after their producers): Kahn's algorithm below would keep it as it is.
+  bool in_order = true;
+  for (int i = 0; i < n && in_order; ++i)
+    for (int in : nodes[i].inputs)
+      if (in >= 0 && values[in].producer >= i) {
+        in_order = false;
+        break;
+      }
+  if (in_order) return;
   // Kahn's algorithm, keeping the original order among ready nodes.
   std::vector<int> pending(n, 0);
   std::vector<std::vector<int>> users(n);

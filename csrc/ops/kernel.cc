@@ -1,7 +1,8 @@
 #include "ops/kernel.h"
 
 #include <algorithm>
-#include <map>
+#include <deque>
+#include <unordered_map>
 
 namespace twinfer {
 
@@ -34,13 +35,20 @@ void KernelBuildInfo::fail(ErrorKind kind, const std::string& msg) const {
 }
 
 namespace {
-std::multimap<std::pair<std::string, std::string>, KernelDef>& kernels() {
-  static std::multimap<std::pair<std::string, std::string>, KernelDef> m;
+// Definitions by op type (every plan looks up each of its nodes here), each
+// op's in registration order; a deque keeps the pointers select_kernel hands out.
+std::unordered_map<std::string, std::deque<KernelDef>>& kernels() {
+  static std::unordered_map<std::string, std::deque<KernelDef>> m;
   return m;
+}
+
+const std::string& domain_of(const std::string& d) {
+  static const std::string kDefault;
+  return d == "ai.onnx" ? kDefault : d;
 }
 }  // namespace
 
-void register_kernel(const KernelDef& def) { kernels().emplace(std::make_pair(def.domain, def.op_type), def); }
+void register_kernel(const KernelDef& def) { kernels()[def.op_type].push_back(def); }
 
 bool node_has_strings(const KernelBuildInfo& info) {
   for (size_t i = 0; i < info.num_inputs(); ++i)
@@ -52,14 +60,14 @@ bool node_has_strings(const KernelBuildInfo& info) {
 
 const KernelDef* select_kernel(const KernelBuildInfo& info, std::string* why_not) {
   const auto& n = info.node();
-  std::string domain = n.domain == "ai.onnx" ? "" : n.domain;
-  auto range = kernels().equal_range({domain, n.op_type});
+  const std::string& domain = domain_of(n.domain);
   const KernelDef* best = nullptr;
   std::string reasons;
   const bool strings = node_has_strings(info);
-  for (auto it = range.first; it != range.second; ++it) {
-    const KernelDef& d = it->second;
-    if (d.backend != info.backend()) continue;
+  static const std::deque<KernelDef> kNone;
+  const auto found = kernels().find(n.op_type);
+  for (const KernelDef& d : found == kernels().end() ? kNone : found->second) {
+    if (d.backend != info.backend() || d.domain != domain) continue;
     if (strings && !d.strings) continue;
     std::string why;
     if (d.supports && !d.supports(info, &why)) {
@@ -78,20 +86,22 @@ const KernelDef* select_kernel(const KernelBuildInfo& info, std::string* why_not
 }
 
 bool any_kernel_for(const std::string& domain, const std::string& op_type, Backend backend) {
-  std::string d = domain == "ai.onnx" ? "" : domain;
-  auto range = kernels().equal_range({d, op_type});
-  for (auto it = range.first; it != range.second; ++it)
-    if (it->second.backend == backend) return true;
+  const auto defs = kernels().find(op_type);
+  if (defs == kernels().end()) return false;
+  for (const KernelDef& d : defs->second)
+    if (d.backend == backend && d.domain == domain_of(domain)) return true;
   return false;
 }
 
 std::vector<std::string> ops_with_kernels(Backend backend) {
+  std::vector<std::pair<std::string, std::string>> ops;  // (domain, op): sorted as they used to be
+  for (const auto& [op, defs] : kernels())
+    for (const KernelDef& d : defs)
+      if (d.backend == backend) ops.emplace_back(d.domain, op);
+  std::sort(ops.begin(), ops.end());
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
   std::vector<std::string> r;
-  for (const auto& kv : kernels())
-    if (kv.second.backend == backend) {
-      std::string name = kv.first.first.empty() ? kv.first.second : kv.first.first + "::" + kv.first.second;
-      if (r.empty() || r.back() != name) r.push_back(std::move(name));
-    }
+  for (const auto& [domain, op] : ops) r.push_back(domain.empty() ? op : domain + "::" + op);
   return r;
 }
 

@@ -46,10 +46,10 @@ class InferContext {
   // (outermost first; empty when unknown). Such values have no shape.
   void set_output_container(size_t i, DType kind, std::vector<DType> elem_type);
 
+  // Shape rules test and then fail (`if (!ok) c.fail(...)`): the message,
+  // often built from shapes, is built only on failure (rules run for every
+  // node of every plan; a check(cond, msg) built it every time).
   [[noreturn]] void fail(ErrorKind kind, const std::string& msg) const;
-  void check(bool cond, ErrorKind kind, const std::string& msg) const {
-    if (!cond) fail(kind, msg);
-  }
 
  private:
   graph::Graph& graph_;

@@ -1,7 +1,8 @@
 #include "graph/passes/common_subexpressions.h"
 
 #include <cstring>
-#include <map>
+#include <unordered_map>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -56,19 +57,19 @@ bool attrs_key(const graph::Node& n, std::string* key) {
 }
 
 bool never_merged(const graph::Node& n) {
-  static const char* kOps[] = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-                               "Bernoulli",    "Dropout",       "Conv",             "ConvTranspose",     "MatMul",
-                               "Gemm",         "If",            "Loop",             "Scan"};
-  for (const char* op : kOps)
-    if (n.op_type == op) return true;
-  return false;
+  static const std::unordered_set<std::string> kOps = {
+      "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+      "Bernoulli",    "Dropout",       "Conv",             "ConvTranspose",     "MatMul",
+      "Gemm",         "If",            "Loop",             "Scan"};
+  return kOps.count(n.op_type) != 0;
 }
 
-int merge_small_constants(graph::Graph& g) {
+// Repeated small constants: each later one maps to the first (`to`).
+int merge_small_constants(const graph::Graph& g, std::vector<int>& to) {
   std::vector<char> protected_value(g.values.size(), 0);
   for (int v : g.inputs) protected_value[v] = 1;  // an overridable initializer
   for (int v : g.outputs) protected_value[v] = 1;
-  std::map<std::string, int> first;
+  std::unordered_map<std::string, int> first;
   int merged = 0;
   for (size_t v = 0; v < g.values.size(); ++v) {
     const graph::Value& val = g.values[v];
@@ -77,28 +78,40 @@ int merge_small_constants(graph::Graph& g) {
       continue;
     const auto [it, fresh] = first.emplace(tensor_key(val.constant), static_cast<int>(v));
     if (fresh) continue;
-    replace_uses(g, static_cast<int>(v), it->second);
+    to[v] = it->second;
     ++merged;
   }
   return merged;
 }
 
+template <typename T>
+void put(std::string* k, T v) {
+  k->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
 }  // namespace
 
 int eliminate_common_subexpressions(graph::Graph& g, const PassContext& ctx) {
-  const int constants = merge_small_constants(g);
-  std::map<std::string, int> first;  // key -> node index
+  // Merged values map to the value that stays (`to`, one level: what stays
+  // is never merged itself), applied to every input once at the end: a
+  // plan's graph meets this pass on every new shape.
+  std::vector<int> to(g.values.size());
+  for (size_t v = 0; v < to.size(); ++v) to[v] = static_cast<int>(v);
+  const int constants = merge_small_constants(g, to);
+  std::unordered_map<std::string, int> first;  // key -> node index
   std::vector<char> dead(g.nodes.size(), 0);
   int nodes = 0;
+  std::string key;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
     if (never_merged(n)) continue;
     bool writes_output = false;
     for (int o : n.outputs) writes_output = writes_output || (o >= 0 && is_graph_output(g, o));
     if (writes_output) continue;
-    std::string key = n.domain + "|" + n.op_type + "|" + std::to_string(n.outputs.size()) + "|";
-    for (int in : n.inputs) key += std::to_string(in) + ",";
-    key += "|";
+    key = n.domain + "|" + n.op_type + "|";
+    put(&key, n.outputs.size());
+    put(&key, n.inputs.size());
+    for (int in : n.inputs) put(&key, in >= 0 ? to[in] : in);
     if (!attrs_key(n, &key)) continue;
     const auto [it, fresh] = first.emplace(key, static_cast<int>(i));
     if (fresh) continue;
@@ -108,10 +121,14 @@ int eliminate_common_subexpressions(graph::Graph& g, const PassContext& ctx) {
     for (size_t k = 0; k < n.outputs.size(); ++k) all_mapped = all_mapped && !(n.outputs[k] >= 0 && same.outputs[k] < 0);
     if (!all_mapped) continue;
     for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (n.outputs[k] >= 0) replace_uses(g, n.outputs[k], same.outputs[k]);
+      if (n.outputs[k] >= 0) to[n.outputs[k]] = same.outputs[k];
     dead[i] = 1;
     ++nodes;
   }
+  if (nodes || constants)
+    for (auto& n : g.nodes)
+      for (int& in : n.inputs)
+        if (in >= 0) in = to[in];
   if (nodes) erase_nodes(g, dead);
   if (nodes || constants)
     ctx.note("common_subexpressions: " + std::to_string(nodes) + " repeated nodes, " + std::to_string(constants) +

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <unordered_set>
 
 #include "ops/kernel.h"
 #include "ops/schema.h"
@@ -11,11 +13,10 @@ namespace twinfer::passes {
 
 bool is_unfoldable(const graph::Node& n) {
   // Random generators differ per run; control flow is left to its kernels.
-  static const char* kNever[] = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                 "RandomUniformLike", "Multinomial", "Bernoulli", "If", "Loop", "Scan"};
-  for (const char* op : kNever)
-    if (n.op_type == op) return true;
-  return false;
+  static const std::unordered_set<std::string> kNever = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                                          "RandomUniformLike", "Multinomial", "Bernoulli",
+                                                          "If", "Loop", "Scan"};
+  return kNever.count(n.op_type) != 0;
 }
 
 // Shape and Size read only their input's dims, so they fold as soon as those

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <unordered_map>
 
 #include "graph/passes/infer_and_fold.h"
 #include "graph/passes/pass_switch.h"
@@ -64,16 +65,20 @@ enum class Kind { kNone, kSelection, kElementwise, kWhere };
 // Selections move input 0's elements (every input's for Concat); the other
 // inputs are parameters, which must be constants.
 Kind kind_of(const graph::Node& n) {
-  static const char* kSelections[] = {"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape",
-                                      "Identity", "Flatten", "Expand", "Tile", "Split"};
-  static const char* kElementwise[] = {"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Equal", "Less",
-                                       "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Not",
-                                       "Neg", "Abs", "Cast"};
-  for (const char* op : kSelections)
-    if (n.op_type == op) return Kind::kSelection;
-  for (const char* op : kElementwise)
-    if (n.op_type == op) return Kind::kElementwise;
-  return n.op_type == "Where" ? Kind::kWhere : Kind::kNone;
+  // A table, not a chain of string compares: asked for every node of every plan.
+  static const std::unordered_map<std::string, Kind> kKinds = [] {
+    std::unordered_map<std::string, Kind> m;
+    for (const char* op : {"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Identity", "Flatten",
+                           "Expand", "Tile", "Split"})
+      m[op] = Kind::kSelection;
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual",
+                           "GreaterOrEqual", "And", "Or", "Not", "Neg", "Abs", "Cast"})
+      m[op] = Kind::kElementwise;
+    m["Where"] = Kind::kWhere;
+    return m;
+  }();
+  const auto it = kKinds.find(n.op_type);
+  return it == kKinds.end() ? Kind::kNone : it->second;
 }
 
 bool is_data_input(const graph::Node& n, Kind kind, size_t i) {

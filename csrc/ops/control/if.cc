@@ -13,13 +13,13 @@ bool read_cond(const TensorView& c, const std::string& node) {
 }
 
 void if_infer(InferContext& c) {
-  c.check(c.input_dtype(0) == DType::kBool, ErrorKind::kDType,
-          std::string("cond must be bool, got ") + dtype_name(c.input_dtype(0)));
+  if (!(c.input_dtype(0) == DType::kBool))
+    c.fail(ErrorKind::kDType, std::string("cond must be bool, got ") + dtype_name(c.input_dtype(0)));
   const auto& then_g = c.node().required_attr("then_branch");
   const auto& else_g = c.node().required_attr("else_branch");
-  c.check(then_g.g && else_g.g, ErrorKind::kModelFormat, "then_branch and else_branch must be graphs");
-  c.check(then_g.g->outputs.size() == c.num_outputs() && else_g.g->outputs.size() == c.num_outputs(),
-          ErrorKind::kModelFormat, "each branch must have as many outputs as the node");
+  if (!(then_g.g && else_g.g)) c.fail(ErrorKind::kModelFormat, "then_branch and else_branch must be graphs");
+  if (!(then_g.g->outputs.size() == c.num_outputs() && else_g.g->outputs.size() == c.num_outputs()))
+    c.fail(ErrorKind::kModelFormat, "each branch must have as many outputs as the node");
   if (const Tensor* cond = c.input_constant(0)) {
     const bool take_then = *cond->data_as<bool>();
     auto types = infer_subgraph(c, take_then ? *then_g.g : *else_g.g, {});

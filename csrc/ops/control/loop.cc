@@ -14,14 +14,15 @@ size_t num_carried(const InferContext& c) { return graph::explicit_input_count(c
 
 void loop_infer(InferContext& c) {
   const auto& body = c.node().required_attr("body");
-  c.check(body.g != nullptr, ErrorKind::kModelFormat, "body must be a graph");
+  if (!(body.g != nullptr)) c.fail(ErrorKind::kModelFormat, "body must be a graph");
   const size_t n = num_carried(c);
-  c.check(body.g->inputs.size() == n + 2, ErrorKind::kModelFormat,
-          "body takes " + std::to_string(body.g->inputs.size()) + " inputs; expected " + std::to_string(n + 2));
+  if (!(body.g->inputs.size() == n + 2))
+    c.fail(ErrorKind::kModelFormat,
+           "body takes " + std::to_string(body.g->inputs.size()) + " inputs; expected " + std::to_string(n + 2));
   std::vector<ValueType> in{ValueType{DType::kInt64, true, {}}, ValueType{DType::kBool, true, {}}};
   for (size_t i = 0; i < n; ++i) in.push_back(input_type(c, 2 + i));
   auto out = infer_subgraph(c, *body.g, in);
-  c.check(out.size() >= n + 1, ErrorKind::kModelFormat, "body must output cond and every carried value");
+  if (!(out.size() >= n + 1)) c.fail(ErrorKind::kModelFormat, "body must output cond and every carried value");
   for (size_t i = 0; i < n; ++i) {
     // A carried sequence/optional takes the body's type: ONNX lets an
     // optional(T) go in and a T come out (loop16_seq_none).

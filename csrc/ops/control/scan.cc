@@ -65,7 +65,7 @@ ValueType drop_batch(ValueType t) {
 
 void scan_infer(InferContext& c) {
   const auto& body = c.node().required_attr("body");
-  c.check(body.g != nullptr, ErrorKind::kModelFormat, "body must be a graph");
+  if (!(body.g != nullptr)) c.fail(ErrorKind::kModelFormat, "body must be a graph");
   const int64_t opset = c.opset();
   const bool batched = opset < 9;
   const size_t lead = lead_inputs(opset);

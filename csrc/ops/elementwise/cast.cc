@@ -22,8 +22,9 @@ namespace {
 
 void cast_infer(InferContext& c) {
   DType to = cast_target(c.node());
-  c.check(to != DType::kUndefined, ErrorKind::kUnsupportedOp,
-          "Cast to ONNX type " + std::to_string(c.node().required_attr("to").i) + " is not supported");
+  if (!(to != DType::kUndefined))
+    c.fail(ErrorKind::kUnsupportedOp,
+           "Cast to ONNX type " + std::to_string(c.node().required_attr("to").i) + " is not supported");
   const auto& v = c.input(0);
   if (v.has_shape)
     c.set_output(0, to, v.shape);

@@ -168,12 +168,13 @@ void infer_fused_elementwise(InferContext& c) {
   const ChainProgram p = chain_program(c.node());
   (void)p;
   const DType dt = c.input_dtype(0);
-  c.check(dt == DType::kFloat32 || dt == DType::kFloat16 || dt == DType::kBFloat16, ErrorKind::kDType,
-          std::string("FusedElementwise takes float32, float16 or bfloat16, got ") + dtype_name(dt));
+  if (!(dt == DType::kFloat32 || dt == DType::kFloat16 || dt == DType::kBFloat16))
+    c.fail(ErrorKind::kDType,
+           std::string("FusedElementwise takes float32, float16 or bfloat16, got ") + dtype_name(dt));
   for (size_t i = 1; i < c.num_inputs(); ++i)
-    c.check(c.input_dtype(i) == dt, ErrorKind::kDType,
-            "FusedElementwise: input " + std::to_string(i) + " is " + dtype_name(c.input_dtype(i)) + ", input 0 is " +
-                dtype_name(dt));
+    if (!(c.input_dtype(i) == dt))
+      c.fail(ErrorKind::kDType,
+             "FusedElementwise: input " + std::to_string(i) + " is " + dtype_name(c.input_dtype(i)) + ", input 0 is " + dtype_name(dt));
   infer_broadcast(c);
 }
 

@@ -26,11 +26,13 @@ namespace {
 void loss_infer(InferContext& c) {
   const bool sce = c.node().op_type == "SoftmaxCrossEntropyLoss";
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, c.node().op_type + " needs a float input, got " + dtype_name(dt));
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, c.node().op_type + " needs a float input, got " + dtype_name(dt));
   const DType it = c.input_dtype(1);
-  c.check(it == DType::kInt32 || it == DType::kInt64, ErrorKind::kDType,
-          std::string("targets must be int32/int64, got ") + dtype_name(it));
-  if (c.has_input(2)) c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "weights dtype differs from the input");
+  if (!(it == DType::kInt32 || it == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("targets must be int32/int64, got ") + dtype_name(it));
+  if (c.has_input(2)) if (!(c.input_dtype(2) == dt))
+      c.fail(ErrorKind::kDType, "weights dtype differs from the input");
   const Reduction red = reduction_of(c);
   if (sce && c.has_output(1)) {
     if (c.input_has_shape(0)) c.set_output(1, dt, c.input_shape(0));
@@ -39,13 +41,13 @@ void loss_infer(InferContext& c) {
   if (red != Reduction::kNone) return c.set_output(0, dt, SymShape{});
   if (c.input_has_shape(0)) {
     const SymShape& x = c.input_shape(0);
-    c.check(x.size() >= 2, ErrorKind::kShape, "input must have rank >= 2, got " + sym_shape_str(x));
+    if (!(x.size() >= 2)) c.fail(ErrorKind::kShape, "input must have rank >= 2, got " + sym_shape_str(x));
     SymShape out{x[0]};
     out.insert(out.end(), x.begin() + 2, x.end());
     if (c.input_has_shape(1)) {
       const SymShape& t = c.input_shape(1);
-      c.check(t.size() == out.size(), ErrorKind::kShape,
-              "target " + sym_shape_str(t) + " does not match the input " + sym_shape_str(x));
+      if (!(t.size() == out.size()))
+        c.fail(ErrorKind::kShape, "target " + sym_shape_str(t) + " does not match the input " + sym_shape_str(x));
       for (size_t i = 0; i < t.size(); ++i)
         if (!out[i].known() && t[i].known()) out[i] = t[i];
     }

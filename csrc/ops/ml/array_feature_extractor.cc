@@ -12,13 +12,13 @@ bool extractable(DType t) { return is_feature_dtype(t) || t == DType::kString; }
 
 void afe_infer(InferContext& c) {
   const DType t = c.input_dtype(0);
-  c.check(extractable(t), ErrorKind::kDType,
-          std::string("X must be float, double, int32, int64 or string, got ") + dtype_name(t));
-  c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType,
-          std::string("Y (the indices) must be int64, got ") + dtype_name(c.input_dtype(1)));
+  if (!(extractable(t)))
+    c.fail(ErrorKind::kDType, std::string("X must be float, double, int32, int64 or string, got ") + dtype_name(t));
+  if (!(c.input_dtype(1) == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("Y (the indices) must be int64, got ") + dtype_name(c.input_dtype(1)));
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, t);
   SymShape out = c.input_shape(0);
-  c.check(!out.empty(), ErrorKind::kShape, "X must have at least one dim");
+  if (!(!out.empty())) c.fail(ErrorKind::kShape, "X must have at least one dim");
   Dim k(1);
   for (const Dim& d : c.input_shape(1)) k = d.known() && k.known() ? Dim(k.value * d.value) : Dim();
   if (out.size() == 1) out.insert(out.begin(), Dim(1));

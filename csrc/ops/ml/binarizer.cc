@@ -5,8 +5,9 @@ namespace twinfer::ml {
 namespace {
 
 void binarizer_infer(InferContext& c) {
-  c.check(is_feature_dtype(c.input_dtype(0)), ErrorKind::kDType,
-          std::string("X must be float, double, int32 or int64, got ") + dtype_name(c.input_dtype(0)));
+  if (!(is_feature_dtype(c.input_dtype(0))))
+    c.fail(ErrorKind::kDType,
+           std::string("X must be float, double, int32 or int64, got ") + dtype_name(c.input_dtype(0)));
   infer_same_as_input0(c);
 }
 

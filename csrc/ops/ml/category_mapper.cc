@@ -16,8 +16,8 @@ void check_lists(const graph::Node& n) {
 
 void mapper_infer(InferContext& c) {
   const DType t = c.input_dtype(0);
-  c.check(t == DType::kString || t == DType::kInt64, ErrorKind::kDType,
-          std::string("X must be string or int64, got ") + dtype_name(t));
+  if (!(t == DType::kString || t == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("X must be string or int64, got ") + dtype_name(t));
   check_lists(c.node());
   const DType out = t == DType::kString ? DType::kInt64 : DType::kString;
   const auto& v = c.input(0);

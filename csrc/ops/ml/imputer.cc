@@ -11,8 +11,8 @@ namespace {
 
 void imputer_infer(InferContext& c) {
   const DType t = c.input_dtype(0);
-  c.check(is_feature_dtype(t), ErrorKind::kDType,
-          std::string("X must be float, double, int32 or int64, got ") + dtype_name(t));
+  if (!(is_feature_dtype(t)))
+    c.fail(ErrorKind::kDType, std::string("X must be float, double, int32 or int64, got ") + dtype_name(t));
   infer_same_as_input0(c);
 }
 

@@ -119,8 +119,8 @@ Table table_of(const graph::Node& n, DType input) {
 
 void label_encoder_infer(InferContext& c) {
   const DType in = c.input_dtype(0);
-  c.check(encodable(in), ErrorKind::kDType,
-          std::string("X must be string, int64, int16, float or double, got ") + dtype_name(in));
+  if (!(encodable(in)))
+    c.fail(ErrorKind::kDType, std::string("X must be string, int64, int16, float or double, got ") + dtype_name(in));
   const Table t = table_of(c.node(), in);
   const auto& v = c.input(0);
   if (v.has_shape) c.set_output(0, t.values.dtype, v.shape);

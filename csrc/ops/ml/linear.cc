@@ -100,7 +100,7 @@ void classifier_infer(InferContext& c) {
   require_features(c, 0);
   post_transform_attr(c.node());
   const ClassLabels labels = class_labels(c.node(), "classlabels_ints");
-  c.check(labels.size() > 0, ErrorKind::kModelFormat, "has no classlabels_ints or classlabels_strings");
+  if (!(labels.size() > 0)) c.fail(ErrorKind::kModelFormat, "has no classlabels_ints or classlabels_strings");
   Shape x;
   const bool known = c.input_known(0);
   if (known) x = c.input_values_shape(0);

@@ -46,11 +46,12 @@ bool is_feature_dtype(DType t) {
 }
 
 void require_features(const InferContext& c, size_t i) {
-  c.check(is_feature_dtype(c.input_dtype(i)), ErrorKind::kDType,
-          std::string("X must be float, double, int32 or int64, got ") + dtype_name(c.input_dtype(i)));
+  if (!(is_feature_dtype(c.input_dtype(i))))
+    c.fail(ErrorKind::kDType,
+           std::string("X must be float, double, int32 or int64, got ") + dtype_name(c.input_dtype(i)));
   if (c.input_has_shape(i)) {
     const size_t r = c.input_shape(i).size();
-    c.check(r == 1 || r == 2, ErrorKind::kShape, "X must be [N, F] or [F], got rank " + std::to_string(r));
+    if (!(r == 1 || r == 2)) c.fail(ErrorKind::kShape, "X must be [N, F] or [F], got rank " + std::to_string(r));
   }
 }
 

@@ -19,10 +19,11 @@ int64_t category_count(const graph::Node& n) {
 
 void one_hot_infer(InferContext& c) {
   const DType t = c.input_dtype(0);
-  c.check(encodable(t), ErrorKind::kDType, std::string("X must be numeric or string, got ") + dtype_name(t));
+  if (!(encodable(t))) c.fail(ErrorKind::kDType, std::string("X must be numeric or string, got ") + dtype_name(t));
   const int64_t k = category_count(c.node());
-  c.check((t == DType::kString) == !c.node().has_attr("cats_int64s"), ErrorKind::kModelFormat,
-          t == DType::kString ? "string X needs cats_strings" : "numeric X needs cats_int64s");
+  if (!((t == DType::kString) == !c.node().has_attr("cats_int64s")))
+    c.fail(ErrorKind::kModelFormat,
+           t == DType::kString ? "string X needs cats_strings" : "numeric X needs cats_int64s");
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, DType::kFloat32);
   SymShape s = c.input_shape(0);
   s.push_back(Dim(k));

@@ -185,7 +185,7 @@ void classifier_infer(InferContext& c) {
   SvmKernel::of(c.node());
   post_transform_attr(c.node());
   const ClassLabels labels = class_labels(c.node(), "classlabels_ints");
-  c.check(labels.size() > 0, ErrorKind::kModelFormat, "has no classlabels_ints or classlabels_strings");
+  if (!(labels.size() > 0)) c.fail(ErrorKind::kModelFormat, "has no classlabels_ints or classlabels_strings");
   c.set_output(0, labels.dtype(), {rows_dim(c, 0)});
   if (c.has_output(1)) c.set_output(1, DType::kFloat32, {rows_dim(c, 0), Dim(svc_shape(c.node()).columns)});
 }

@@ -173,11 +173,12 @@ void regressor_infer(InferContext& c) {
 
 void v5_infer(InferContext& c) {
   const DType t = c.input_dtype(0);
-  c.check(t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16, ErrorKind::kDType,
-          std::string("X must be float, double or float16, got ") + dtype_name(t));
-  c.check(c.node().has_attr("n_targets"), ErrorKind::kModelFormat, "has no n_targets");
+  if (!(t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16))
+    c.fail(ErrorKind::kDType, std::string("X must be float, double or float16, got ") + dtype_name(t));
+  if (!(c.node().has_attr("n_targets"))) c.fail(ErrorKind::kModelFormat, "has no n_targets");
   if (c.input_has_shape(0))
-    c.check(c.input_shape(0).size() == 2, ErrorKind::kShape, "X must be [N, F], got " + sym_shape_str(c.input_shape(0)));
+    if (!(c.input_shape(0).size() == 2))
+      c.fail(ErrorKind::kShape, "X must be [N, F], got " + sym_shape_str(c.input_shape(0)));
   c.set_output(0, t, {rows_dim(c, 0), Dim(c.node().attr_int("n_targets", 1))});
 }
 
@@ -289,7 +290,7 @@ void classifier_infer(InferContext& c) {
   require_features(c, 0);
   post_transform_attr(c.node());
   const ClassLabels labels = class_labels(c.node(), "classlabels_int64s");
-  c.check(labels.size() > 0, ErrorKind::kModelFormat, "has no classlabels_int64s or classlabels_strings");
+  if (!(labels.size() > 0)) c.fail(ErrorKind::kModelFormat, "has no classlabels_int64s or classlabels_strings");
   c.set_output(0, labels.dtype(), {rows_dim(c, 0)});
   if (c.has_output(1)) c.set_output(1, DType::kFloat32, {rows_dim(c, 0), Dim(static_cast<int64_t>(labels.size()))});
 }

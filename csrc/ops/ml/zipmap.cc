@@ -14,14 +14,15 @@ ClassLabels zipmap_labels(const graph::Node& n) {
 }
 
 void zipmap_infer(InferContext& c) {
-  c.check(c.input_dtype(0) == DType::kFloat32, ErrorKind::kDType,
-          std::string("X must be float, got ") + dtype_name(c.input_dtype(0)));
+  if (!(c.input_dtype(0) == DType::kFloat32))
+    c.fail(ErrorKind::kDType, std::string("X must be float, got ") + dtype_name(c.input_dtype(0)));
   const ClassLabels l = zipmap_labels(c.node());
   if (c.input_known(0)) {
     const Shape x = c.input_values_shape(0);
-    c.check(x.size() == 1 || x.size() == 2, ErrorKind::kShape, "X must be [N, C] or [C], got " + shape_str(x));
-    c.check(x.back() == static_cast<int64_t>(l.size()), ErrorKind::kShape,
-            "X has " + std::to_string(x.back()) + " columns for " + std::to_string(l.size()) + " class labels");
+    if (!(x.size() == 1 || x.size() == 2)) c.fail(ErrorKind::kShape, "X must be [N, C] or [C], got " + shape_str(x));
+    if (!(x.back() == static_cast<int64_t>(l.size())))
+      c.fail(ErrorKind::kShape,
+             "X has " + std::to_string(x.back()) + " columns for " + std::to_string(l.size()) + " class labels");
   }
   c.set_output_container(0, DType::kSequence, {DType::kMap, l.dtype(), DType::kFloat32});
 }

@@ -29,20 +29,21 @@ void infer_batchnorm(InferContext& c) {
   for (size_t i = 1; i < c.num_outputs(); ++i) extra = extra || c.has_output(i);
   check_attrs(c.node(), extra);
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("BatchNormalization needs a float input, got ") + dtype_name(dt));
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("BatchNormalization needs a float input, got ") + dtype_name(dt));
   for (size_t i = 1; i < 5; ++i) {
-    c.check(c.has_input(i), ErrorKind::kModelFormat, "BatchNormalization needs 5 inputs");
-    c.check(c.input_dtype(i) == dt, ErrorKind::kDType, "BatchNormalization inputs differ in dtype");
+    if (!(c.has_input(i))) c.fail(ErrorKind::kModelFormat, "BatchNormalization needs 5 inputs");
+    if (!(c.input_dtype(i) == dt)) c.fail(ErrorKind::kDType, "BatchNormalization inputs differ in dtype");
   }
   if (c.input_has_shape(0)) {
     const SymShape& x = c.input_shape(0);
-    c.check(x.size() >= 2, ErrorKind::kShape, "BatchNormalization input must have rank >= 2");
+    if (!(x.size() >= 2)) c.fail(ErrorKind::kShape, "BatchNormalization input must have rank >= 2");
     for (size_t i = 1; i < 5; ++i) {
       if (!c.input_has_shape(i)) continue;
       const SymShape& p = c.input_shape(i);
-      c.check(p.size() == 1 && (!p[0].known() || !x[1].known() || p[0].value == x[1].value), ErrorKind::kShape,
-              "parameter " + std::to_string(i) + " must have shape [C] = [" + x[1].str() + "], got " +
-                  sym_shape_str(p));
+      if (!(p.size() == 1 && (!p[0].known() || !x[1].known() || p[0].value == x[1].value)))
+        c.fail(ErrorKind::kShape,
+               "parameter " + std::to_string(i) + " must have shape [C] = [" + x[1].str() + "], got " + sym_shape_str(p));
     }
   }
   infer_same_as_input0(c);

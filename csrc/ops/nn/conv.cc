@@ -26,17 +26,18 @@ bool is_channels_last(const graph::Node& n) { return n.domain == kChannelsLastDo
 void infer_conv(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("Conv needs a float input, got ") + dtype_name(dt));
-  c.check(c.input_dtype(1) == dt, ErrorKind::kDType, "weights dtype differs from the input dtype");
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("Conv needs a float input, got ") + dtype_name(dt));
+  if (!(c.input_dtype(1) == dt)) c.fail(ErrorKind::kDType, "weights dtype differs from the input dtype");
   if (c.has_input(2))
-    c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "bias dtype differs from the input dtype");
+    if (!(c.input_dtype(2) == dt)) c.fail(ErrorKind::kDType, "bias dtype differs from the input dtype");
   const bool fused = is_fused_domain(n);
   if (fused) {
     parse_activation(n);  // reject bad activation attributes at load time
     if (c.has_input(3))
-      c.check(c.input_dtype(3) == dt, ErrorKind::kDType, "residual dtype differs from the input dtype");
+      if (!(c.input_dtype(3) == dt)) c.fail(ErrorKind::kDType, "residual dtype differs from the input dtype");
   } else {
-    c.check(c.num_inputs() <= 3, ErrorKind::kModelFormat, "Conv takes at most 3 inputs");
+    if (!(c.num_inputs() <= 3)) c.fail(ErrorKind::kModelFormat, "Conv takes at most 3 inputs");
   }
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) {
     c.set_output_rank_unknown(0, dt);
@@ -48,12 +49,12 @@ void infer_conv(InferContext& c) {
   const bool cl = is_channels_last(n);
   const SymShape xs = cl ? channels_first_shape(c.input_shape(0)) : c.input_shape(0);
   const SymShape ws = cl ? channels_first_shape(c.input_shape(1)) : c.input_shape(1);
-  c.check(xs.size() >= 3, ErrorKind::kShape, "Conv input must have rank >= 3, got " + sym_shape_str(xs));
-  c.check(ws.size() == xs.size(), ErrorKind::kShape,
-          "weights " + sym_shape_str(ws) + " do not match input " + sym_shape_str(xs));
+  if (!(xs.size() >= 3)) c.fail(ErrorKind::kShape, "Conv input must have rank >= 3, got " + sym_shape_str(xs));
+  if (!(ws.size() == xs.size()))
+    c.fail(ErrorKind::kShape, "weights " + sym_shape_str(ws) + " do not match input " + sym_shape_str(xs));
   const size_t nsp = xs.size() - 2;
   const int64_t group = n.attr_int("group", 1);
-  c.check(group >= 1, ErrorKind::kModelFormat, "group must be >= 1");
+  if (!(group >= 1)) c.fail(ErrorKind::kModelFormat, "group must be >= 1");
 
   std::vector<int64_t> wk;
   bool wk_known = true;
@@ -72,15 +73,15 @@ void infer_conv(InferContext& c) {
   Window w = parse_window(n, nsp, wk_known ? &wk : nullptr, WindowOptions{true, false});
 
   if (xs[1].known() && ws[1].known())
-    c.check(xs[1].value == ws[1].value * group, ErrorKind::kShape,
-            "input has " + std::to_string(xs[1].value) + " channels but weights expect " +
-                std::to_string(ws[1].value) + " x group " + std::to_string(group));
+    if (!(xs[1].value == ws[1].value * group))
+      c.fail(ErrorKind::kShape,
+             "input has " + std::to_string(xs[1].value) + " channels but weights expect " + std::to_string(ws[1].value) + " x group " + std::to_string(group));
   if (ws[0].known())
-    c.check(ws[0].value % group == 0, ErrorKind::kShape, "output channels are not divisible by group");
+    if (!(ws[0].value % group == 0)) c.fail(ErrorKind::kShape, "output channels are not divisible by group");
   if (c.has_input(2) && c.input_has_shape(2)) {
     const SymShape& bs = c.input_shape(2);
-    c.check(bs.size() == 1 && (!bs[0].known() || !ws[0].known() || bs[0].value == ws[0].value),
-            ErrorKind::kShape, "bias must have shape [M], got " + sym_shape_str(bs));
+    if (!(bs.size() == 1 && (!bs[0].known() || !ws[0].known() || bs[0].value == ws[0].value)))
+      c.fail(ErrorKind::kShape, "bias must have shape [M], got " + sym_shape_str(bs));
   }
 
   SymShape out;
@@ -92,8 +93,9 @@ void infer_conv(InferContext& c) {
     bool ok = rs.size() == out.size();
     for (size_t i = 0; ok && i < rs.size(); ++i)
       ok = !rs[i].known() || !out[i].known() || rs[i].value == out[i].value;
-    c.check(ok, ErrorKind::kShape, "residual " + sym_shape_str(c.input_shape(3)) + " does not match the output " +
-                                       sym_shape_str(cl ? channels_last_shape(out) : out));
+    if (!(ok))
+      c.fail(ErrorKind::kShape,
+             "residual " + sym_shape_str(c.input_shape(3)) + " does not match the output " + sym_shape_str(cl ? channels_last_shape(out) : out));
   }
   c.set_output(0, dt, cl ? channels_last_shape(out) : out);
 }

@@ -18,8 +18,8 @@ void infer_gemm(InferContext& c) {
   const DType dt = c.input_dtype(0);
   for (size_t i = 1; i < c.num_inputs(); ++i)
     if (c.has_input(i))
-      c.check(c.input_dtype(i) == dt, ErrorKind::kDType, "Gemm inputs differ in dtype");
-  c.check(c.num_inputs() <= 3, ErrorKind::kModelFormat, "Gemm takes at most 3 inputs");
+      if (!(c.input_dtype(i) == dt)) c.fail(ErrorKind::kDType, "Gemm inputs differ in dtype");
+  if (!(c.num_inputs() <= 3)) c.fail(ErrorKind::kModelFormat, "Gemm takes at most 3 inputs");
   if (n.domain == kTwinferDomain) parse_activation(n);
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) {
     c.set_output(0, dt, SymShape{Dim(), Dim()});
@@ -27,23 +27,23 @@ void infer_gemm(InferContext& c) {
   }
   const SymShape& a = c.input_shape(0);
   const SymShape& b = c.input_shape(1);
-  c.check(a.size() == 2 && b.size() == 2, ErrorKind::kShape,
-          "Gemm operands must be 2-D, got " + sym_shape_str(a) + " and " + sym_shape_str(b));
+  if (!(a.size() == 2 && b.size() == 2))
+    c.fail(ErrorKind::kShape, "Gemm operands must be 2-D, got " + sym_shape_str(a) + " and " + sym_shape_str(b));
   const bool ta = n.attr_int("transA", 0) != 0, tb = n.attr_int("transB", 0) != 0;
   Dim M = a[ta ? 1 : 0], Ka = a[ta ? 0 : 1], Kb = b[tb ? 1 : 0], N = b[tb ? 0 : 1];
-  c.check(!Ka.known() || !Kb.known() || Ka.value == Kb.value, ErrorKind::kShape,
-          "Gemm inner dims differ: " + sym_shape_str(a) + " x " + sym_shape_str(b) +
-              (ta ? " (transA)" : "") + (tb ? " (transB)" : ""));
+  if (!(!Ka.known() || !Kb.known() || Ka.value == Kb.value))
+    c.fail(ErrorKind::kShape,
+           "Gemm inner dims differ: " + sym_shape_str(a) + " x " + sym_shape_str(b) + (ta ? " (transA)" : "") + (tb ? " (transB)" : ""));
   if (c.has_input(2) && c.input_has_shape(2)) {
     const SymShape& cs = c.input_shape(2);
-    c.check(cs.size() <= 2, ErrorKind::kShape, "C must have rank <= 2, got " + sym_shape_str(cs));
+    if (!(cs.size() <= 2)) c.fail(ErrorKind::kShape, "C must have rank <= 2, got " + sym_shape_str(cs));
     // Unidirectional broadcast: each of C's dims is 1 or equals y's.
     const Dim* yd[2] = {&M, &N};
     for (size_t i = 0; i < cs.size(); ++i) {
       const Dim& want = *yd[2 - cs.size() + i];
-      c.check(!cs[i].known() || !want.known() || cs[i].value == 1 || cs[i].value == want.value,
-              ErrorKind::kShape, "C " + sym_shape_str(cs) + " does not broadcast to [" + M.str() + ", " +
-                                     N.str() + "]");
+      if (!(!cs[i].known() || !want.known() || cs[i].value == 1 || cs[i].value == want.value))
+        c.fail(ErrorKind::kShape,
+               "C " + sym_shape_str(cs) + " does not broadcast to [" + M.str() + ", " + N.str() + "]");
     }
   }
   c.set_output(0, dt, SymShape{M, N});

@@ -14,13 +14,14 @@ namespace {
 
 void infer_instancenorm(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("InstanceNormalization needs a float input, got ") + dtype_name(dt));
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("InstanceNormalization needs a float input, got ") + dtype_name(dt));
   for (size_t i = 1; i < 3; ++i) {
-    c.check(c.has_input(i), ErrorKind::kModelFormat, "InstanceNormalization needs 3 inputs");
-    c.check(c.input_dtype(i) == dt, ErrorKind::kDType, "InstanceNormalization inputs differ in dtype");
+    if (!(c.has_input(i))) c.fail(ErrorKind::kModelFormat, "InstanceNormalization needs 3 inputs");
+    if (!(c.input_dtype(i) == dt)) c.fail(ErrorKind::kDType, "InstanceNormalization inputs differ in dtype");
   }
   if (c.input_has_shape(0))
-    c.check(c.input_shape(0).size() >= 3, ErrorKind::kShape, "InstanceNormalization input must have rank >= 3");
+    if (!(c.input_shape(0).size() >= 3)) c.fail(ErrorKind::kShape, "InstanceNormalization input must have rank >= 3");
   infer_same_as_input0(c);
 }
 

@@ -27,9 +27,11 @@ DType stash_dtype(const graph::Node& n) {
 
 void infer_layernorm(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("LayerNormalization needs a float input, got ") + dtype_name(dt));
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("LayerNormalization needs a float input, got ") + dtype_name(dt));
   for (size_t i = 1; i < c.num_inputs(); ++i)
-    if (c.has_input(i)) c.check(c.input_dtype(i) == dt, ErrorKind::kDType, "LayerNormalization inputs differ in dtype");
+    if (c.has_input(i)) if (!(c.input_dtype(i) == dt))
+        c.fail(ErrorKind::kDType, "LayerNormalization inputs differ in dtype");
   const DType u = stash_dtype(c.node());
   if (!c.input_has_shape(0)) {
     c.set_output_rank_unknown(0, dt);
@@ -39,7 +41,7 @@ void infer_layernorm(InferContext& c) {
   }
   const SymShape& x = c.input_shape(0);
   const int64_t rank = static_cast<int64_t>(x.size());
-  c.check(rank >= 1, ErrorKind::kShape, "LayerNormalization input must have rank >= 1");
+  if (!(rank >= 1)) c.fail(ErrorKind::kShape, "LayerNormalization input must have rank >= 1");
   const int64_t axis = normalize_axis(c, c.node().attr_int("axis", -1), rank);
   c.set_output(0, dt, x);
   SymShape stats(x.begin(), x.begin() + axis);

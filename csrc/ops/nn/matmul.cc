@@ -18,34 +18,35 @@ namespace {
 void infer_matmul(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(c.input_dtype(1) == dt, ErrorKind::kDType,
-          std::string("MatMul operands differ in dtype: ") + dtype_name(dt) + " and " +
-              dtype_name(c.input_dtype(1)));
+  if (!(c.input_dtype(1) == dt))
+    c.fail(ErrorKind::kDType,
+           std::string("MatMul operands differ in dtype: ") + dtype_name(dt) + " and " + dtype_name(c.input_dtype(1)));
   const bool fused = n.domain == kTwinferDomain;
   if (fused) {
     parse_activation(n);
-    c.check(c.num_inputs() <= 4, ErrorKind::kModelFormat, "com.twinfer MatMul takes at most 4 inputs");
+    if (!(c.num_inputs() <= 4)) c.fail(ErrorKind::kModelFormat, "com.twinfer MatMul takes at most 4 inputs");
     for (size_t i : {size_t(2), size_t(3)})
       if (c.has_input(i))
-        c.check(c.input_dtype(i) == dt, ErrorKind::kDType,
-                std::string(i == 2 ? "bias" : "residual") + " dtype differs from the input dtype");
+        if (!(c.input_dtype(i) == dt))
+          c.fail(ErrorKind::kDType,
+                 std::string(i == 2 ? "bias" : "residual") + " dtype differs from the input dtype");
   } else {
-    c.check(c.num_inputs() == 2, ErrorKind::kModelFormat, "MatMul takes 2 inputs");
+    if (!(c.num_inputs() == 2)) c.fail(ErrorKind::kModelFormat, "MatMul takes 2 inputs");
   }
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) {
     c.set_output_rank_unknown(0, dt);
     return;
   }
   SymShape a = c.input_shape(0), b = c.input_shape(1);
-  c.check(!a.empty() && !b.empty(), ErrorKind::kShape, "MatMul operands must have rank >= 1");
+  if (!(!a.empty() && !b.empty())) c.fail(ErrorKind::kShape, "MatMul operands must have rank >= 1");
   const bool a1 = a.size() == 1, b1 = b.size() == 1;
   if (a1) a.insert(a.begin(), Dim(1));
   if (b1) b.push_back(Dim(1));
   const Dim& ka = a[a.size() - 1];
   const Dim& kb = b[b.size() - 2];
-  c.check(!ka.known() || !kb.known() || ka.value == kb.value, ErrorKind::kShape,
-          "MatMul inner dims differ: " + sym_shape_str(c.input_shape(0)) + " x " +
-              sym_shape_str(c.input_shape(1)));
+  if (!(!ka.known() || !kb.known() || ka.value == kb.value))
+    c.fail(ErrorKind::kShape,
+           "MatMul inner dims differ: " + sym_shape_str(c.input_shape(0)) + " x " + sym_shape_str(c.input_shape(1)));
   SymShape y;
   try {
     y = broadcast_sym_shapes(SymShape(a.begin(), a.end() - 2), SymShape(b.begin(), b.end() - 2));
@@ -57,15 +58,16 @@ void infer_matmul(InferContext& c) {
   if (fused && c.has_input(2) && c.input_has_shape(2)) {
     const SymShape& bs = c.input_shape(2);
     const Dim& nd = b.back();
-    c.check(bs.size() == 1 && (!bs[0].known() || !nd.known() || bs[0].value == nd.value), ErrorKind::kShape,
-            "bias must have shape [N] = [" + nd.str() + "], got " + sym_shape_str(bs));
+    if (!(bs.size() == 1 && (!bs[0].known() || !nd.known() || bs[0].value == nd.value)))
+      c.fail(ErrorKind::kShape, "bias must have shape [N] = [" + nd.str() + "], got " + sym_shape_str(bs));
   }
   if (fused && c.has_input(3) && c.input_has_shape(3)) {
     const SymShape& rs = c.input_shape(3);
     bool same = rs.size() == y.size();
     for (size_t d = 0; same && d < y.size(); ++d) same = !rs[d].known() || !y[d].known() || rs[d].value == y[d].value;
-    c.check(same, ErrorKind::kShape,
-            "residual must have the output's shape " + sym_shape_str(y) + ", got " + sym_shape_str(rs));
+    if (!(same))
+      c.fail(ErrorKind::kShape,
+             "residual must have the output's shape " + sym_shape_str(y) + ", got " + sym_shape_str(rs));
   }
   c.set_output(0, dt, y);
 }

@@ -49,8 +49,8 @@ void infer_pool(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
   const bool is_max = kind_of(n) == PoolKind::kMax;
-  c.check(dtype_is_float(dt) || (is_max && (dt == DType::kInt8 || dt == DType::kUInt8)), ErrorKind::kDType,
-          n.op_type + " does not support " + dtype_name(dt));
+  if (!(dtype_is_float(dt) || (is_max && (dt == DType::kInt8 || dt == DType::kUInt8))))
+    c.fail(ErrorKind::kDType, n.op_type + " does not support " + dtype_name(dt));
   check_storage_order(n, c.num_outputs() > 1 && c.has_output(1));
   if (!c.input_has_shape(0)) {
     c.set_output_rank_unknown(0, dt);
@@ -58,11 +58,11 @@ void infer_pool(InferContext& c) {
     return;
   }
   const bool cl = n.domain == kChannelsLastDomain;  // [N, spatial..., C], no Indices
-  c.check(!cl || !(c.num_outputs() > 1 && c.has_output(1)), ErrorKind::kModelFormat,
-          "a channels-last MaxPool has no Indices output");
+  if (!(!cl || !(c.num_outputs() > 1 && c.has_output(1))))
+    c.fail(ErrorKind::kModelFormat, "a channels-last MaxPool has no Indices output");
   const SymShape x = cl ? channels_first_shape(c.input_shape(0)) : c.input_shape(0);
-  c.check(x.size() >= 3, ErrorKind::kShape,
-          n.op_type + " input must have rank >= 3, got " + sym_shape_str(c.input_shape(0)));
+  if (!(x.size() >= 3))
+    c.fail(ErrorKind::kShape, n.op_type + " input must have rank >= 3, got " + sym_shape_str(c.input_shape(0)));
   Window w = parse_window(n, x.size() - 2, nullptr, WindowOptions{true, true});
   SymShape y{x[0], x[1]};
   for (size_t i = 0; i < w.nsp; ++i) y.push_back(window_output_dim(w, i, x[2 + i], n));
@@ -72,13 +72,13 @@ void infer_pool(InferContext& c) {
 
 void infer_global_pool(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, c.node().op_type + " does not support " + dtype_name(dt));
+  if (!(dtype_is_float(dt))) c.fail(ErrorKind::kDType, c.node().op_type + " does not support " + dtype_name(dt));
   if (!c.input_has_shape(0)) {
     c.set_output_rank_unknown(0, dt);
     return;
   }
   const SymShape& x = c.input_shape(0);
-  c.check(x.size() >= 3, ErrorKind::kShape, c.node().op_type + " input must have rank >= 3");
+  if (!(x.size() >= 3)) c.fail(ErrorKind::kShape, c.node().op_type + " input must have rank >= 3");
   SymShape y(x.size(), Dim(1));
   y[0] = x[0];
   y[1] = x[1];

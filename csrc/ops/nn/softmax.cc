@@ -19,7 +19,8 @@ namespace {
 
 void infer_softmax(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, c.node().op_type + " needs a float input, got " + dtype_name(dt));
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, c.node().op_type + " needs a float input, got " + dtype_name(dt));
   if (c.input_has_shape(0)) {
     const int64_t rank = static_cast<int64_t>(c.input_shape(0).size());
     const int64_t axis = c.node().attr_int("axis", c.opset() >= 13 ? -1 : 1);

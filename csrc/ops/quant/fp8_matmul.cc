@@ -17,21 +17,22 @@ namespace {
 bool float_type(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
 
 void fp8_matmul_infer(InferContext& c) {
-  c.check(c.num_inputs() >= 4 && c.num_inputs() <= kF8NumInputs, ErrorKind::kModelFormat,
-          "FP8MatMul takes 4 or 5 inputs");
+  if (!(c.num_inputs() >= 4 && c.num_inputs() <= kF8NumInputs))
+    c.fail(ErrorKind::kModelFormat, "FP8MatMul takes 4 or 5 inputs");
   const DType xt = c.input_dtype(kF8X);
-  c.check(float_type(xt), ErrorKind::kDType, std::string("FP8MatMul x must be float32/16, got ") + dtype_name(xt));
-  c.check(c.input_dtype(kF8W) == DType::kFloat8E4M3FN, ErrorKind::kDType, "FP8MatMul w must be float8e4m3fn");
+  if (!(float_type(xt)))
+    c.fail(ErrorKind::kDType, std::string("FP8MatMul x must be float32/16, got ") + dtype_name(xt));
+  if (!(c.input_dtype(kF8W) == DType::kFloat8E4M3FN)) c.fail(ErrorKind::kDType, "FP8MatMul w must be float8e4m3fn");
   for (size_t i : {kF8XScale, kF8WScale})
-    c.check(c.input_dtype(i) == DType::kFloat32 && c.input_known(i) && shape_numel(c.input_values_shape(i)) == 1,
-            ErrorKind::kModelFormat, "FP8MatMul scales must be one constant float32 value");
+    if (!(c.input_dtype(i) == DType::kFloat32 && c.input_known(i) && shape_numel(c.input_values_shape(i)) == 1))
+      c.fail(ErrorKind::kModelFormat, "FP8MatMul scales must be one constant float32 value");
   if (!c.input_has_shape(kF8X) || !c.input_has_shape(kF8W)) return c.set_output_rank_unknown(0, xt);
   const SymShape& x = c.input_shape(kF8X);
   const SymShape& w = c.input_shape(kF8W);
-  c.check(w.size() == 2 && !x.empty(), ErrorKind::kShape, "FP8MatMul w must be 2-D [N, K] and x of rank >= 1");
+  if (!(w.size() == 2 && !x.empty())) c.fail(ErrorKind::kShape, "FP8MatMul w must be 2-D [N, K] and x of rank >= 1");
   if (x.back().known() && w[1].known())
-    c.check(x.back().value == w[1].value, ErrorKind::kShape,
-            "inner dimensions differ: x " + sym_shape_str(x) + ", w [N, K] " + sym_shape_str(w));
+    if (!(x.back().value == w[1].value))
+      c.fail(ErrorKind::kShape, "inner dimensions differ: x " + sym_shape_str(x) + ", w [N, K] " + sym_shape_str(w));
   SymShape y = x;
   y.back() = w[0];
   c.set_output(0, xt, y);

@@ -19,27 +19,28 @@ DType output_type(const InferContext& c) {
 void qconv_infer(InferContext& c) {
   const graph::Node& n = c.node();
   const DType xt = c.input_dtype(kQX);
-  c.check(is_q8(xt), ErrorKind::kDType, std::string("QConv x must be uint8/int8, got ") + dtype_name(xt));
-  c.check(c.input_dtype(kQW) == DType::kInt8, ErrorKind::kDType, "QConv w must be int8");
+  if (!(is_q8(xt))) c.fail(ErrorKind::kDType, std::string("QConv x must be uint8/int8, got ") + dtype_name(xt));
+  if (!(c.input_dtype(kQW) == DType::kInt8)) c.fail(ErrorKind::kDType, "QConv w must be int8");
   const DType out = output_type(c);
-  c.check(out == DType::kFloat32 || is_q8(out), ErrorKind::kDType, "QConv y_zero_point must be uint8/int8");
+  if (!(out == DType::kFloat32 || is_q8(out))) c.fail(ErrorKind::kDType, "QConv y_zero_point must be uint8/int8");
   if (!c.input_has_shape(kQX) || !c.input_has_shape(kQW)) return c.set_output_rank_unknown(0, out);
   const SymShape& xs = c.input_shape(kQX);
   const SymShape& ws = c.input_shape(kQW);
-  c.check(xs.size() >= 3 && xs.size() <= 5 && ws.size() == xs.size(), ErrorKind::kShape,
-          "input " + sym_shape_str(xs) + " and weights " + sym_shape_str(ws) + " do not fit a 1-3 D convolution");
+  if (!(xs.size() >= 3 && xs.size() <= 5 && ws.size() == xs.size()))
+    c.fail(ErrorKind::kShape,
+           "input " + sym_shape_str(xs) + " and weights " + sym_shape_str(ws) + " do not fit a 1-3 D convolution");
   const size_t nsp = xs.size() - 2;
   std::vector<int64_t> wk;
   for (size_t i = 0; i < nsp; ++i) {
-    c.check(ws[2 + i].known(), ErrorKind::kShape, "QConv weights must have known dims");
+    if (!(ws[2 + i].known())) c.fail(ErrorKind::kShape, "QConv weights must have known dims");
     wk.push_back(ws[2 + i].value);
   }
   nn::Window w = nn::parse_window(n, nsp, &wk, nn::WindowOptions{true, false});
   const int64_t group = n.attr_int("group", 1);
   if (xs[1].known() && ws[1].known())
-    c.check(xs[1].value == ws[1].value * group, ErrorKind::kShape,
-            "input has " + std::to_string(xs[1].value) + " channels but weights expect " +
-                std::to_string(ws[1].value) + " x group " + std::to_string(group));
+    if (!(xs[1].value == ws[1].value * group))
+      c.fail(ErrorKind::kShape,
+             "input has " + std::to_string(xs[1].value) + " channels but weights expect " + std::to_string(ws[1].value) + " x group " + std::to_string(group));
   SymShape y{xs[0], ws[0]};
   for (size_t i = 0; i < nsp; ++i) y.push_back(nn::window_output_dim(w, i, xs[2 + i], n));
   c.set_output(0, out, y);

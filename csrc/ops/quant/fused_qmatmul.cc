@@ -21,27 +21,29 @@ bool weight_kn(const graph::Node& n, const SymShape& w, Dim* k, Dim* nn) {
 void qmatmul_infer(InferContext& c) {
   const DType xt = c.input_dtype(kQX);
   if (c.node().attr_int("x_per_token", 0) != 0) {
-    c.check(xt == DType::kFloat32, ErrorKind::kDType,
-            std::string("QMatMul x must be float32 with x_per_token, got ") + dtype_name(xt));
-    c.check(!c.has_input(kQXScale) && !c.has_input(kQXZero), ErrorKind::kModelFormat,
-            "QMatMul with x_per_token takes no x_scale / x_zero_point (they are computed per row)");
-    c.check(!c.has_input(kQXSmooth) || c.input_dtype(kQXSmooth) == DType::kFloat32, ErrorKind::kDType,
-            "QMatMul x_smooth must be float32");
+    if (!(xt == DType::kFloat32))
+      c.fail(ErrorKind::kDType, std::string("QMatMul x must be float32 with x_per_token, got ") + dtype_name(xt));
+    if (!(!c.has_input(kQXScale) && !c.has_input(kQXZero)))
+      c.fail(ErrorKind::kModelFormat,
+             "QMatMul with x_per_token takes no x_scale / x_zero_point (they are computed per row)");
+    if (!(!c.has_input(kQXSmooth) || c.input_dtype(kQXSmooth) == DType::kFloat32))
+      c.fail(ErrorKind::kDType, "QMatMul x_smooth must be float32");
   } else {
-    c.check(is_q8(xt), ErrorKind::kDType, std::string("QMatMul x must be uint8/int8, got ") + dtype_name(xt));
-    c.check(!c.has_input(kQXSmooth), ErrorKind::kModelFormat, "QMatMul x_smooth needs x_per_token = 1");
+    if (!(is_q8(xt))) c.fail(ErrorKind::kDType, std::string("QMatMul x must be uint8/int8, got ") + dtype_name(xt));
+    if (!(!c.has_input(kQXSmooth))) c.fail(ErrorKind::kModelFormat, "QMatMul x_smooth needs x_per_token = 1");
   }
-  c.check(c.input_dtype(kQW) == DType::kInt8, ErrorKind::kDType, "QMatMul w must be int8");
+  if (!(c.input_dtype(kQW) == DType::kInt8)) c.fail(ErrorKind::kDType, "QMatMul w must be int8");
   const DType out = c.has_input(kQYScale) && c.has_input(kQYZero) ? c.input_dtype(kQYZero) : DType::kFloat32;
-  c.check(out == DType::kFloat32 || is_q8(out), ErrorKind::kDType, "QMatMul y_zero_point must be uint8/int8");
+  if (!(out == DType::kFloat32 || is_q8(out))) c.fail(ErrorKind::kDType, "QMatMul y_zero_point must be uint8/int8");
   if (!c.input_has_shape(kQX) || !c.input_has_shape(kQW)) return c.set_output_rank_unknown(0, out);
   const SymShape& x = c.input_shape(kQX);
   Dim k, n;
-  c.check(weight_kn(c.node(), c.input_shape(kQW), &k, &n), ErrorKind::kShape, "QMatMul w must be 2-D");
-  c.check(!x.empty(), ErrorKind::kShape, "QMatMul x must have rank >= 1");
+  if (!(weight_kn(c.node(), c.input_shape(kQW), &k, &n))) c.fail(ErrorKind::kShape, "QMatMul w must be 2-D");
+  if (!(!x.empty())) c.fail(ErrorKind::kShape, "QMatMul x must have rank >= 1");
   if (x.back().known() && k.known())
-    c.check(x.back().value == k.value, ErrorKind::kShape,
-            "inner dimensions differ: x " + sym_shape_str(x) + ", w " + sym_shape_str(c.input_shape(kQW)));
+    if (!(x.back().value == k.value))
+      c.fail(ErrorKind::kShape,
+             "inner dimensions differ: x " + sym_shape_str(x) + ", w " + sym_shape_str(c.input_shape(kQW)));
   SymShape y = x;
   y.back() = n;
   c.set_output(0, out, y);

@@ -14,15 +14,15 @@ namespace twinfer::quant {
 namespace {
 
 void matmul_w8_infer(InferContext& c) {
-  c.check(c.input_dtype(0) == DType::kFloat32, ErrorKind::kDType, "MatMulW8 x must be float32");
-  c.check(c.input_dtype(1) == DType::kInt8, ErrorKind::kDType, "MatMulW8 w must be int8");
+  if (!(c.input_dtype(0) == DType::kFloat32)) c.fail(ErrorKind::kDType, "MatMulW8 x must be float32");
+  if (!(c.input_dtype(1) == DType::kInt8)) c.fail(ErrorKind::kDType, "MatMulW8 w must be int8");
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, DType::kFloat32);
   const SymShape& x = c.input_shape(0);
   const SymShape& w = c.input_shape(1);
-  c.check(w.size() == 2 && x.size() >= 1, ErrorKind::kShape, "MatMulW8 needs x of rank >= 1 and 2-D w");
+  if (!(w.size() == 2 && x.size() >= 1)) c.fail(ErrorKind::kShape, "MatMulW8 needs x of rank >= 1 and 2-D w");
   if (x.back().known() && w[1].known())
-    c.check(x.back().value == w[1].value, ErrorKind::kShape,
-            "inner dimensions differ: x " + sym_shape_str(x) + ", w [N, K] " + sym_shape_str(w));
+    if (!(x.back().value == w[1].value))
+      c.fail(ErrorKind::kShape, "inner dimensions differ: x " + sym_shape_str(x) + ", w [N, K] " + sym_shape_str(w));
   SymShape y = x;
   y.back() = w[0];
   c.set_output(0, DType::kFloat32, y);

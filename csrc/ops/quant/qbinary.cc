@@ -22,25 +22,26 @@ namespace {
 bool is_q8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 
 void qbinary_infer(InferContext& c) {
-  c.check(c.num_inputs() == kQbNumInputs, ErrorKind::kModelFormat, "QBinary takes 8 inputs");
+  if (!(c.num_inputs() == kQbNumInputs)) c.fail(ErrorKind::kModelFormat, "QBinary takes 8 inputs");
   const std::string op = c.node().attr_string("op", "");
-  c.check(op == "Add" || op == "Mul", ErrorKind::kModelFormat, "QBinary op must be Add or Mul, got '" + op + "'");
+  if (!(op == "Add" || op == "Mul"))
+    c.fail(ErrorKind::kModelFormat, "QBinary op must be Add or Mul, got '" + op + "'");
   const std::string act = c.node().attr_string("activation", "");
-  c.check(act.empty() || act == "Relu", ErrorKind::kModelFormat, "QBinary activation must be Relu or none");
+  if (!(act.empty() || act == "Relu")) c.fail(ErrorKind::kModelFormat, "QBinary activation must be Relu or none");
   const DType y = c.input_dtype(kQbYZero);
-  c.check(is_q8(c.input_dtype(kQbA)) && is_q8(c.input_dtype(kQbB)) && is_q8(y), ErrorKind::kDType,
-          "QBinary reads and writes uint8/int8");
+  if (!(is_q8(c.input_dtype(kQbA)) && is_q8(c.input_dtype(kQbB)) && is_q8(y)))
+    c.fail(ErrorKind::kDType, "QBinary reads and writes uint8/int8");
   // The kernel reads each scale and zero point as one element of its type.
   for (size_t i : {kQbAScale, kQbBScale, kQbYScale})
-    c.check(c.has_input(i) && c.input_dtype(i) == DType::kFloat32 && c.input_known(i) &&
-                shape_numel(c.input_values_shape(i)) == 1,
-            ErrorKind::kModelFormat, "QBinary scales must be float32 with one element");
+    if (!(c.has_input(i) && c.input_dtype(i) == DType::kFloat32 && c.input_known(i) && shape_numel(c.input_values_shape(i)) == 1))
+      c.fail(ErrorKind::kModelFormat, "QBinary scales must be float32 with one element");
   const std::pair<size_t, size_t> zeros[] = {{kQbAZero, kQbA}, {kQbBZero, kQbB}, {kQbYZero, kQbYZero}};
   for (auto [z, of] : zeros)
     if (c.has_input(z))
-      c.check(c.input_dtype(z) == c.input_dtype(of) && c.input_known(z) && shape_numel(c.input_values_shape(z)) == 1,
-              ErrorKind::kModelFormat, "QBinary zero points must have one element of their operand's type");
-  c.check(c.has_input(kQbYZero), ErrorKind::kModelFormat, "QBinary needs y_zero_point (its type is the output's)");
+      if (!(c.input_dtype(z) == c.input_dtype(of) && c.input_known(z) && shape_numel(c.input_values_shape(z)) == 1))
+        c.fail(ErrorKind::kModelFormat, "QBinary zero points must have one element of their operand's type");
+  if (!(c.has_input(kQbYZero)))
+    c.fail(ErrorKind::kModelFormat, "QBinary needs y_zero_point (its type is the output's)");
   if (!c.input_has_shape(kQbA) || !c.input_has_shape(kQbB)) return c.set_output_rank_unknown(0, y);
   c.set_output(0, y, broadcast_sym_shapes(c.input_shape(kQbA), c.input_shape(kQbB)));
 }

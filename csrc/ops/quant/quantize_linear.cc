@@ -113,7 +113,7 @@ int64_t axis_of(const graph::Node& n, int64_t opset) { return opset >= 13 ? n.at
 
 // Checks shapes of x / scale / zero point at load time when all are known.
 void infer_params(InferContext& c, int64_t axis, int64_t block, const char* scale_name) {
-  c.check(block >= 0, ErrorKind::kModelFormat, "block_size must be >= 0");
+  if (!(block >= 0)) c.fail(ErrorKind::kModelFormat, "block_size must be >= 0");
   if (!c.input_known(0) || !c.input_known(1)) return;
   if (c.has_input(2) && !c.input_known(2)) return;
   const Shape x = c.input_values_shape(0), s = c.input_values_shape(1);
@@ -158,20 +158,21 @@ DType quantize_output_type(const graph::Node& n, int64_t opset, bool has_zp, DTy
 void quantize_infer(InferContext& c) {
   const graph::Node& n = c.node();
   const DType xt = c.input_dtype(0), st = c.input_dtype(1);
-  c.check(is_scale_type(xt) || xt == DType::kInt32, ErrorKind::kDType,
-          std::string("QuantizeLinear input must be float32/float16/bfloat16/int32, got ") + dtype_name(xt));
-  c.check(is_scale_type(st) || st == DType::kInt32, ErrorKind::kDType,
-          std::string("y_scale must be float32/float16/bfloat16/int32, got ") + dtype_name(st));
+  if (!(is_scale_type(xt) || xt == DType::kInt32))
+    c.fail(ErrorKind::kDType,
+           std::string("QuantizeLinear input must be float32/float16/bfloat16/int32, got ") + dtype_name(xt));
+  if (!(is_scale_type(st) || st == DType::kInt32))
+    c.fail(ErrorKind::kDType, std::string("y_scale must be float32/float16/bfloat16/int32, got ") + dtype_name(st));
   std::string err;
   const DType out = quantize_output_type(n, c.opset(), c.has_input(2), c.has_input(2) ? c.input_dtype(2) : DType::kUndefined, &err);
-  c.check(err.empty(), ErrorKind::kDType, err);
-  c.check(is_quant_output(out), ErrorKind::kDType,
-          std::string("QuantizeLinear to ") + dtype_name(out) + " is not supported");
+  if (!(err.empty())) c.fail(ErrorKind::kDType, err);
+  if (!(is_quant_output(out)))
+    c.fail(ErrorKind::kDType, std::string("QuantizeLinear to ") + dtype_name(out) + " is not supported");
   const int64_t prec = c.opset() >= 23 ? n.attr_int("precision", 0) : 0;
   if (prec != 0) {
     const DType p = dtype_from_onnx(static_cast<int32_t>(prec));
-    c.check(is_scale_type(p) || p == DType::kFloat64, ErrorKind::kDType,
-            "precision " + std::to_string(prec) + " is not a float type");
+    if (!(is_scale_type(p) || p == DType::kFloat64))
+      c.fail(ErrorKind::kDType, "precision " + std::to_string(prec) + " is not a float type");
   }
   infer_params(c, axis_of(n, c.opset()), block_size_of(n, c.opset()), "y_scale");
   set_like_input0(c, out);
@@ -315,17 +316,19 @@ DType dequantize_output_type(const graph::Node& n, int64_t opset, DType scale_ty
 void dequantize_infer(InferContext& c) {
   const graph::Node& n = c.node();
   const DType xt = c.input_dtype(0), st = c.input_dtype(1);
-  c.check(is_dequant_input(xt), ErrorKind::kDType,
-          std::string("DequantizeLinear does not support input dtype ") + dtype_name(xt));
-  c.check(is_scale_type(st) || st == DType::kFloat8E8M0, ErrorKind::kDType,
-          std::string("x_scale must be float32/float16/bfloat16/float8e8m0, got ") + dtype_name(st));
+  if (!(is_dequant_input(xt)))
+    c.fail(ErrorKind::kDType, std::string("DequantizeLinear does not support input dtype ") + dtype_name(xt));
+  if (!(is_scale_type(st) || st == DType::kFloat8E8M0))
+    c.fail(ErrorKind::kDType,
+           std::string("x_scale must be float32/float16/bfloat16/float8e8m0, got ") + dtype_name(st));
   if (c.has_input(2))
-    c.check(c.input_dtype(2) == xt, ErrorKind::kDType,
-            std::string("x_zero_point dtype ") + dtype_name(c.input_dtype(2)) + " differs from x's " + dtype_name(xt));
+    if (!(c.input_dtype(2) == xt))
+      c.fail(ErrorKind::kDType,
+             std::string("x_zero_point dtype ") + dtype_name(c.input_dtype(2)) + " differs from x's " + dtype_name(xt));
   const DType out = dequantize_output_type(n, c.opset(), st);
-  c.check(is_scale_type(out), ErrorKind::kDType,
-          std::string("DequantizeLinear output must be float32/float16/bfloat16, got ") + dtype_name(out) +
-              (st == DType::kFloat8E8M0 ? " (set output_dtype with a float8e8m0 scale)" : ""));
+  if (!(is_scale_type(out)))
+    c.fail(ErrorKind::kDType,
+           std::string("DequantizeLinear output must be float32/float16/bfloat16, got ") + dtype_name(out) + (st == DType::kFloat8E8M0 ? " (set output_dtype with a float8e8m0 scale)" : ""));
   infer_params(c, axis_of(n, c.opset()), block_size_of(n, c.opset()), "x_scale");
   set_like_input0(c, out);
 }
@@ -435,8 +438,8 @@ class DequantizeKernel final : public Kernel {
 
 void dynamic_quantize_infer(InferContext& c) {
   const DType xt = c.input_dtype(0);
-  c.check(xt == DType::kFloat32, ErrorKind::kDType,
-          std::string("DynamicQuantizeLinear needs a float32 input, got ") + dtype_name(xt));
+  if (!(xt == DType::kFloat32))
+    c.fail(ErrorKind::kDType, std::string("DynamicQuantizeLinear needs a float32 input, got ") + dtype_name(xt));
   set_like_input0(c, DType::kUInt8);
   if (c.has_output(1)) c.set_output(1, DType::kFloat32, {});
   if (c.has_output(2)) c.set_output(2, DType::kUInt8, {});

@@ -14,11 +14,12 @@ namespace twinfer::quant {
 namespace {
 
 void token_qdq_infer(InferContext& c) {
-  c.check(c.num_inputs() == 1, ErrorKind::kModelFormat, "TokenQDQ takes one input");
-  c.check(c.input_dtype(0) == DType::kFloat32, ErrorKind::kDType,
-          std::string("TokenQDQ x must be float32, got ") + dtype_name(c.input_dtype(0)));
+  if (!(c.num_inputs() == 1)) c.fail(ErrorKind::kModelFormat, "TokenQDQ takes one input");
+  if (!(c.input_dtype(0) == DType::kFloat32))
+    c.fail(ErrorKind::kDType, std::string("TokenQDQ x must be float32, got ") + dtype_name(c.input_dtype(0)));
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, DType::kFloat32);
-  c.check(!c.input_shape(0).empty(), ErrorKind::kShape, "TokenQDQ x must have rank >= 1 (its last axis is a token)");
+  if (!(!c.input_shape(0).empty()))
+    c.fail(ErrorKind::kShape, "TokenQDQ x must have rank >= 1 (its last axis is a token)");
   c.set_output(0, DType::kFloat32, c.input_shape(0));
 }
 

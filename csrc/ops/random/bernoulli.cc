@@ -19,11 +19,12 @@ DType bernoulli_dtype(const graph::Node& n, DType input) {
 }
 
 void bernoulli_infer(InferContext& c) {
-  c.check(probability_type(c.input_dtype(0)), ErrorKind::kDType,
-          std::string("input must be float16, float or double, got ") + dtype_name(c.input_dtype(0)));
+  if (!(probability_type(c.input_dtype(0))))
+    c.fail(ErrorKind::kDType,
+           std::string("input must be float16, float or double, got ") + dtype_name(c.input_dtype(0)));
   const DType t = bernoulli_dtype(c.node(), c.input_dtype(0));
-  c.check(ew::in_typeset(ew::kAllTypes, t), ErrorKind::kDType, std::string("dtype ") + dtype_name(t) +
-                                                                   " is not supported");
+  if (!(ew::in_typeset(ew::kAllTypes, t)))
+    c.fail(ErrorKind::kDType, std::string("dtype ") + dtype_name(t) + " is not supported");
   if (c.input_has_shape(0)) c.set_output(0, t, c.input_shape(0));
   else c.set_output_rank_unknown(0, t);
 }

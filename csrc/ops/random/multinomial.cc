@@ -18,17 +18,17 @@ DType multinomial_dtype(const graph::Node& n) {
 
 void multinomial_infer(InferContext& c) {
   const DType in = c.input_dtype(0);
-  c.check(in == DType::kFloat32 || in == DType::kFloat64, ErrorKind::kDType,
-          std::string("input must be float or double, got ") + dtype_name(in));
+  if (!(in == DType::kFloat32 || in == DType::kFloat64))
+    c.fail(ErrorKind::kDType, std::string("input must be float or double, got ") + dtype_name(in));
   const DType t = multinomial_dtype(c.node());
-  c.check(t == DType::kInt32 || t == DType::kInt64, ErrorKind::kDType,
-          std::string("dtype must be int32 or int64, got ") + dtype_name(t));
+  if (!(t == DType::kInt32 || t == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("dtype must be int32 or int64, got ") + dtype_name(t));
   const int64_t k = c.node().attr_int("sample_size", 1);
-  c.check(k >= 1, ErrorKind::kInvalidArgument, "sample_size must be positive, got " + std::to_string(k));
+  if (!(k >= 1)) c.fail(ErrorKind::kInvalidArgument, "sample_size must be positive, got " + std::to_string(k));
   Dim batch;
   if (c.input_has_shape(0)) {
     const SymShape& s = c.input_shape(0);
-    c.check(s.size() == 2, ErrorKind::kShape, "input must be [batch, classes], got " + sym_shape_str(s));
+    if (!(s.size() == 2)) c.fail(ErrorKind::kShape, "input must be [batch, classes], got " + sym_shape_str(s));
     batch = s[0];
   }
   c.set_output(0, t, {batch, Dim(k)});

@@ -26,17 +26,17 @@ bool is_like(const graph::Node& n) { return n.op_type == "RandomNormalLike" || n
 void random_infer(InferContext& c) {
   const bool like = is_like(c.node());
   const DType t = output_dtype(c.node(), like ? c.input_dtype(0) : DType::kUndefined, like);
-  c.check(sampleable(t), ErrorKind::kDType,
-          std::string("the output must be float16, float or double, got ") + dtype_name(t));
+  if (!(sampleable(t)))
+    c.fail(ErrorKind::kDType, std::string("the output must be float16, float or double, got ") + dtype_name(t));
   if (like) {
     if (c.input_has_shape(0)) c.set_output(0, t, c.input_shape(0));
     else c.set_output_rank_unknown(0, t);
     return;
   }
-  c.check(c.node().has_attr("shape"), ErrorKind::kModelFormat, "has no shape attribute");
+  if (!(c.node().has_attr("shape"))) c.fail(ErrorKind::kModelFormat, "has no shape attribute");
   SymShape s;
   for (int64_t d : c.node().attr_ints("shape")) {
-    c.check(d >= 0, ErrorKind::kShape, "shape has a negative dim " + std::to_string(d));
+    if (!(d >= 0)) c.fail(ErrorKind::kShape, "shape has a negative dim " + std::to_string(d));
     s.push_back(Dim(d));
   }
   c.set_output(0, t, s);

@@ -27,15 +27,16 @@ int64_t arg_axis(const Ctx& c, int64_t rank) {
 
 void arg_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kArgTypes, dt), ErrorKind::kDType,
-          c.node().op_type + " does not support dtype " + dtype_name(dt));
+  if (!(ew::in_typeset(kArgTypes, dt)))
+    c.fail(ErrorKind::kDType, c.node().op_type + " does not support dtype " + dtype_name(dt));
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, DType::kInt64);
   const SymShape& in = c.input_shape(0);
   const int64_t r = static_cast<int64_t>(in.size());
-  c.check(r >= 1, ErrorKind::kShape, "input must have rank >= 1");
+  if (!(r >= 1)) c.fail(ErrorKind::kShape, "input must have rank >= 1");
   const int64_t axis = arg_axis(c, r);
-  c.check(!in[axis].known() || in[axis].value > 0, ErrorKind::kShape,
-          "cannot take " + c.node().op_type + " over an empty axis (input " + sym_shape_str(in) + ")");
+  if (!(!in[axis].known() || in[axis].value > 0))
+    c.fail(ErrorKind::kShape,
+           "cannot take " + c.node().op_type + " over an empty axis (input " + sym_shape_str(in) + ")");
   SymShape out;
   const bool keep = c.node().attr_int("keepdims", 1) != 0;
   for (int64_t d = 0; d < r; ++d) {

@@ -29,12 +29,13 @@ unsigned types_of(const std::string& op) { return is_minmax(op) ? kMinMaxTypes :
 void reduce_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   const std::string& op = c.node().op_type;
-  c.check(ew::in_typeset(types_of(op), dt), ErrorKind::kDType,
-          op + " does not support dtype " + dtype_name(dt) + " (supported: " + ew::typeset_str(types_of(op)) + ")");
+  if (!(ew::in_typeset(types_of(op), dt)))
+    c.fail(ErrorKind::kDType,
+           op + " does not support dtype " + dtype_name(dt) + " (supported: " + ew::typeset_str(types_of(op)) + ")");
   const bool keep = c.node().attr_int("keepdims", 1) != 0;
   if (c.opset() >= axes_input_since(op) && c.has_input(1))
-    c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType,
-            std::string("axes must be int64, got ") + dtype_name(c.input_dtype(1)));
+    if (!(c.input_dtype(1) == DType::kInt64))
+      c.fail(ErrorKind::kDType, std::string("axes must be int64, got ") + dtype_name(c.input_dtype(1)));
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& in = c.input_shape(0);
   const int64_t r = static_cast<int64_t>(in.size());

@@ -87,34 +87,34 @@ void infer_rnn(InferContext& c) {
   const graph::Node& n = c.node();
   const Cell cell = cell_of(n.op_type);
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
-          n.op_type + " needs a float input, got " + dtype_name(dt));
-  c.check(c.num_inputs() >= 3 && c.has_input(1) && c.has_input(2), ErrorKind::kModelFormat,
-          n.op_type + " needs X, W and R");
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, n.op_type + " needs a float input, got " + dtype_name(dt));
+  if (!(c.num_inputs() >= 3 && c.has_input(1) && c.has_input(2)))
+    c.fail(ErrorKind::kModelFormat, n.op_type + " needs X, W and R");
   for (size_t i : {1, 2, 3, 5, 6, 7}) check_same_dtype_as(c, i, dt);
   if (c.has_input(4))
-    c.check(c.input_dtype(4) == DType::kInt32 || c.input_dtype(4) == DType::kInt64, ErrorKind::kDType,
-            "sequence_lens must be int32");
+    if (!(c.input_dtype(4) == DType::kInt32 || c.input_dtype(4) == DType::kInt64))
+      c.fail(ErrorKind::kDType, "sequence_lens must be int32");
   const int dirs = num_dirs(n);
   parse_acts(n, cell, dirs);
   const int64_t layout = c.opset() >= 14 ? n.attr_int("layout", 0) : 0;
-  c.check(layout == 0 || layout == 1, ErrorKind::kModelFormat, "layout must be 0 or 1");
+  if (!(layout == 0 || layout == 1)) c.fail(ErrorKind::kModelFormat, "layout must be 0 or 1");
   Dim hidden = n.has_attr("hidden_size") ? Dim(n.attr_int("hidden_size", 0)) : Dim();
   if (!hidden.known() && c.input_has_shape(2) && c.input_shape(2).size() == 3) hidden = c.input_shape(2)[2];
   Dim seq, batch;
   if (c.input_has_shape(0)) {
     const SymShape& x = c.input_shape(0);
-    c.check(x.size() == 3, ErrorKind::kShape, "X must be 3-D, got " + sym_shape_str(x));
+    if (!(x.size() == 3)) c.fail(ErrorKind::kShape, "X must be 3-D, got " + sym_shape_str(x));
     seq = x[layout ? 1 : 0];
     batch = x[layout ? 0 : 1];
   }
   if (c.input_has_shape(1)) {
     const SymShape& w = c.input_shape(1);
-    c.check(w.size() == 3, ErrorKind::kShape, "W must be 3-D, got " + sym_shape_str(w));
-    c.check(dims_compatible(w[0], Dim(dirs)), ErrorKind::kShape, "W's first dim must be num_directions");
+    if (!(w.size() == 3)) c.fail(ErrorKind::kShape, "W must be 3-D, got " + sym_shape_str(w));
+    if (!(dims_compatible(w[0], Dim(dirs)))) c.fail(ErrorKind::kShape, "W's first dim must be num_directions");
     if (hidden.known())
-      c.check(dims_compatible(w[1], Dim(gates_of(cell) * hidden.value)), ErrorKind::kShape,
-              "W " + sym_shape_str(w) + " does not match hidden_size " + hidden.str());
+      if (!(dims_compatible(w[1], Dim(gates_of(cell) * hidden.value))))
+        c.fail(ErrorKind::kShape, "W " + sym_shape_str(w) + " does not match hidden_size " + hidden.str());
   }
   const Dim D(dirs);
   const size_t nout = c.num_outputs();

@@ -28,15 +28,16 @@ class EmptyKernel final : public SequenceKernel {
 };
 
 void construct_infer(InferContext& c) {
-  c.check(c.num_inputs() >= 1, ErrorKind::kModelFormat, "needs at least one input");
+  if (!(c.num_inputs() >= 1)) c.fail(ErrorKind::kModelFormat, "needs at least one input");
   const DType t = c.input_dtype(0);
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     const DType ti = c.input_dtype(i);
-    c.check(!dtype_is_container(ti), ErrorKind::kDType, "input " + std::to_string(i) + " must be a tensor, got " +
-                                                            type_str(ti, c.input(i).elem_type));
-    c.check(ti == t || ti == DType::kUndefined || t == DType::kUndefined, ErrorKind::kDType,
-            std::string("all inputs must have one dtype; input 0 is ") + dtype_name(t) + ", input " +
-                std::to_string(i) + " is " + dtype_name(ti));
+    if (!(!dtype_is_container(ti)))
+      c.fail(ErrorKind::kDType,
+             "input " + std::to_string(i) + " must be a tensor, got " + type_str(ti, c.input(i).elem_type));
+    if (!(ti == t || ti == DType::kUndefined || t == DType::kUndefined))
+      c.fail(ErrorKind::kDType,
+             std::string("all inputs must have one dtype; input 0 is ") + dtype_name(t) + ", input " + std::to_string(i) + " is " + dtype_name(ti));
   }
   c.set_output_container(0, DType::kSequence, t == DType::kUndefined ? std::vector<DType>{} : std::vector<DType>{t});
 }

@@ -14,8 +14,8 @@ void optional_infer(InferContext& c) {
     return;
   }
   const graph::Attribute* type = c.node().attr("type");
-  c.check(type && type->type == graph::Attribute::Type::kTypeProto, ErrorKind::kModelFormat,
-          "an Optional without an input needs the 'type' attribute");
+  if (!(type && type->type == graph::Attribute::Type::kTypeProto))
+    c.fail(ErrorKind::kModelFormat, "an Optional without an input needs the 'type' attribute");
   c.set_output_container(0, DType::kOptional, type->type_proto);
 }
 

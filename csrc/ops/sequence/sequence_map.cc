@@ -18,12 +18,13 @@ control::ValueType type_of(const std::vector<DType>& t) {
 
 void map_infer(InferContext& c) {
   const auto& body = c.node().required_attr("body");
-  c.check(body.g != nullptr, ErrorKind::kModelFormat, "body must be a graph");
+  if (!(body.g != nullptr)) c.fail(ErrorKind::kModelFormat, "body must be a graph");
   const size_t n = graph::explicit_input_count(c.node());
-  c.check(body.g->inputs.size() == n, ErrorKind::kModelFormat,
-          "body takes " + std::to_string(body.g->inputs.size()) + " inputs; the node has " + std::to_string(n));
-  c.check(body.g->outputs.size() == c.num_outputs(), ErrorKind::kModelFormat,
-          "body must have as many outputs as the node");
+  if (!(body.g->inputs.size() == n))
+    c.fail(ErrorKind::kModelFormat,
+           "body takes " + std::to_string(body.g->inputs.size()) + " inputs; the node has " + std::to_string(n));
+  if (!(body.g->outputs.size() == c.num_outputs()))
+    c.fail(ErrorKind::kModelFormat, "body must have as many outputs as the node");
   std::vector<control::ValueType> in;
   for (size_t i = 0; i < n; ++i) {
     const auto& v = c.input(i);

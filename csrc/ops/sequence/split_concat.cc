@@ -18,7 +18,7 @@ int64_t product(const Shape& s, size_t from, size_t to) {
 
 void split_infer(InferContext& c) {
   const DType t = c.input_dtype(0);
-  c.check(!dtype_is_container(t), ErrorKind::kDType, "input must be a tensor");
+  if (!(!dtype_is_container(t))) c.fail(ErrorKind::kDType, "input must be a tensor");
   c.set_output_container(0, DType::kSequence, t == DType::kUndefined ? std::vector<DType>{} : std::vector<DType>{t});
 }
 
@@ -86,7 +86,7 @@ class SplitKernel final : public SequenceKernel {
 void concat_infer(InferContext& c) {
   c.node().required_attr("axis");
   const std::vector<DType> elem = input_elem_type(c, 0, DType::kSequence);
-  c.check(elem.size() <= 1, ErrorKind::kDType, "the items must be tensors, not " + full_type_str(elem));
+  if (!(elem.size() <= 1)) c.fail(ErrorKind::kDType, "the items must be tensors, not " + full_type_str(elem));
   c.set_output_rank_unknown(0, elem.empty() ? DType::kUndefined : elem[0]);
 }
 

@@ -48,13 +48,14 @@ void irfft_line(const double* xr, const double* xi, int64_t m, int64_t n, const 
 
 void dft_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kSignalTypes, dt), ErrorKind::kDType, std::string("DFT does not support ") + dtype_name(dt));
+  if (!(ew::in_typeset(kSignalTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("DFT does not support ") + dtype_name(dt));
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   SymShape s = c.input_shape(0);
   const int64_t r = static_cast<int64_t>(s.size());
-  c.check(r >= 2, ErrorKind::kShape, "input " + sym_shape_str(s) + " must have rank >= 2");
-  c.check(!s.back().known() || s.back().value == 1 || s.back().value == 2, ErrorKind::kShape,
-          "input " + sym_shape_str(s) + " must end in 1 (real) or 2 (complex)");
+  if (!(r >= 2)) c.fail(ErrorKind::kShape, "input " + sym_shape_str(s) + " must have rank >= 2");
+  if (!(!s.back().known() || s.back().value == 1 || s.back().value == 2))
+    c.fail(ErrorKind::kShape, "input " + sym_shape_str(s) + " must end in 1 (real) or 2 (complex)");
   bool known;
   const DftConfig d = dft_config(c, r, c.has_input(1) ? c.input_constant(1) : nullptr,
                                  c.has_input(2) ? c.input_constant(2) : nullptr, &known);
@@ -70,7 +71,7 @@ void dft_infer(InferContext& c) {
   }
   if (s[d.axis].known() || d.n > 0) {
     const int64_t n = dft_points(d, s[d.axis].known() ? s[d.axis].value : 0);
-    c.check(n >= 1, ErrorKind::kInvalidArgument, "the transform has no points");
+    if (!(n >= 1)) c.fail(ErrorKind::kInvalidArgument, "the transform has no points");
     s[d.axis] = Dim(!d.inverse && d.onesided ? n / 2 + 1 : n);
   } else {
     s[d.axis] = Dim();
@@ -136,22 +137,23 @@ bool dft_supports(const KernelBuildInfo& info, std::string* why) {
 
 void stft_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kSignalTypes, dt), ErrorKind::kDType, std::string("STFT does not support ") + dtype_name(dt));
-  if (c.has_input(2)) c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "window must have the signal's dtype");
+  if (!(ew::in_typeset(kSignalTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("STFT does not support ") + dtype_name(dt));
+  if (c.has_input(2)) if (!(c.input_dtype(2) == dt)) c.fail(ErrorKind::kDType, "window must have the signal's dtype");
   Dim batch, len, wl;
   if (c.input_has_shape(0)) {
     const SymShape& s = c.input_shape(0);
     // [batch, length] is a real signal too: onnxruntime takes it, and
     // PyTorch's exporter writes it for torch.stft (Kokoro's vocoder).
-    c.check(s.size() == 3 || s.size() == 2, ErrorKind::kShape,
-            "signal " + sym_shape_str(s) + " must be [batch, length, 1 or 2] or [batch, length]");
-    c.check(s.size() == 2 || !s[2].known() || s[2].value == 1 || s[2].value == 2, ErrorKind::kShape,
-            "signal " + sym_shape_str(s) + " must end in 1 or 2");
+    if (!(s.size() == 3 || s.size() == 2))
+      c.fail(ErrorKind::kShape, "signal " + sym_shape_str(s) + " must be [batch, length, 1 or 2] or [batch, length]");
+    if (!(s.size() == 2 || !s[2].known() || s[2].value == 1 || s[2].value == 2))
+      c.fail(ErrorKind::kShape, "signal " + sym_shape_str(s) + " must end in 1 or 2");
     batch = s[0];
     len = s[1];
   }
   if (c.has_input(2) && c.input_has_shape(2)) {
-    c.check(c.input_shape(2).size() == 1, ErrorKind::kShape, "window must be 1-D");
+    if (!(c.input_shape(2).size() == 1)) c.fail(ErrorKind::kShape, "window must be 1-D");
     wl = c.input_shape(2)[0];
   }
   const StftConfig cfg =

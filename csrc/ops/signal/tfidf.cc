@@ -66,12 +66,13 @@ TfIdfSpec tfidf_spec(const Ctx& c) {
 
 void tfidf_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dt == DType::kInt32 || dt == DType::kInt64, ErrorKind::kDType,
-          std::string("TfIdfVectorizer supports int32/int64 tokens, got ") + dtype_name(dt));
+  if (!(dt == DType::kInt32 || dt == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("TfIdfVectorizer supports int32/int64 tokens, got ") + dtype_name(dt));
   const TfIdfSpec s = tfidf_spec(c);
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, DType::kFloat32);
   const SymShape& x = c.input_shape(0);
-  c.check(x.size() == 1 || x.size() == 2, ErrorKind::kShape, "input " + sym_shape_str(x) + " must be [C] or [B, C]");
+  if (!(x.size() == 1 || x.size() == 2))
+    c.fail(ErrorKind::kShape, "input " + sym_shape_str(x) + " must be [C] or [B, C]");
   if (x.size() == 1) return c.set_output(0, DType::kFloat32, SymShape{Dim(s.out_size)});
   c.set_output(0, DType::kFloat32, SymShape{x[0], Dim(s.out_size)});
 }

@@ -47,14 +47,14 @@ template <Window W>
 void window_infer(InferContext& c) {
   const DType dt = output_dtype(c);
   const DType st = c.input_dtype(0);
-  c.check(st == DType::kInt32 || st == DType::kInt64, ErrorKind::kDType, "size must be int32/int64");
+  if (!(st == DType::kInt32 || st == DType::kInt64)) c.fail(ErrorKind::kDType, "size must be int32/int64");
   if (c.input_has_shape(0))
-    c.check(c.input_shape(0).empty() || (c.input_shape(0).size() == 1 && c.input_shape(0)[0] == Dim(1)),
-            ErrorKind::kShape, "size must be a scalar");
+    if (!(c.input_shape(0).empty() || (c.input_shape(0).size() == 1 && c.input_shape(0)[0] == Dim(1))))
+      c.fail(ErrorKind::kShape, "size must be a scalar");
   Dim n;
   if (const Tensor* t = c.input_constant(0)) {
     const int64_t v = view_scalar_int(t->view());
-    c.check(v >= 0, ErrorKind::kInvalidArgument, "size must be >= 0, got " + std::to_string(v));
+    if (!(v >= 0)) c.fail(ErrorKind::kInvalidArgument, "size must be >= 0, got " + std::to_string(v));
     n = Dim(v);
   }
   c.set_output(0, dt, SymShape{n});
@@ -108,12 +108,12 @@ void mel_infer(InferContext& c) {
   Dim rows, cols;
   if (const Tensor* t = c.input_constant(0)) {
     const int64_t m = view_scalar_int(t->view());
-    c.check(m >= 1, ErrorKind::kInvalidArgument, "num_mel_bins must be >= 1");
+    if (!(m >= 1)) c.fail(ErrorKind::kInvalidArgument, "num_mel_bins must be >= 1");
     cols = Dim(m);
   }
   if (const Tensor* t = c.input_constant(1)) {
     const int64_t n = view_scalar_int(t->view());
-    c.check(n >= 1, ErrorKind::kInvalidArgument, "dft_length must be >= 1");
+    if (!(n >= 1)) c.fail(ErrorKind::kInvalidArgument, "dft_length must be >= 1");
     rows = Dim(n / 2 + 1);
   }
   c.set_output(0, dt, SymShape{rows, cols});

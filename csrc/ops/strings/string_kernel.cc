@@ -6,8 +6,8 @@
 namespace twinfer::strings {
 
 void require_strings(const InferContext& c, size_t i, const char* what) {
-  c.check(c.input_dtype(i) == DType::kString, ErrorKind::kDType,
-          std::string(what) + " must be a string tensor, got " + dtype_name(c.input_dtype(i)));
+  if (!(c.input_dtype(i) == DType::kString))
+    c.fail(ErrorKind::kDType, std::string(what) + " must be a string tensor, got " + dtype_name(c.input_dtype(i)));
 }
 
 bool input_is_strings(const KernelBuildInfo& info, size_t i, std::string* why) {

@@ -40,8 +40,8 @@ void normalizer_infer(InferContext& c) {
   case_change_of(c.node());
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, DType::kString);
   const SymShape& s = c.input_shape(0);
-  c.check(s.size() == 1 || (s.size() == 2 && (!s[0].known() || s[0].value == 1)), ErrorKind::kShape,
-          "X must be [C] or [1, C], got " + sym_shape_str(s));
+  if (!(s.size() == 1 || (s.size() == 2 && (!s[0].known() || s[0].value == 1))))
+    c.fail(ErrorKind::kShape, "X must be [C] or [1, C], got " + sym_shape_str(s));
   SymShape out = s;
   out.back() = Dim();  // how many are left: known once the values are
   c.set_output(0, DType::kString, out);

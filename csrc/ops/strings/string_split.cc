@@ -50,8 +50,8 @@ std::vector<std::string> split_whitespace(const std::string& s, int64_t maxsplit
 
 void split_infer(InferContext& c) {
   require_strings(c, 0, "X");
-  c.check(c.node().attr_int("maxsplit", 0) >= 0 || !c.node().has_attr("maxsplit"), ErrorKind::kInvalidArgument,
-          "maxsplit must not be negative");
+  if (!(c.node().attr_int("maxsplit", 0) >= 0 || !c.node().has_attr("maxsplit")))
+    c.fail(ErrorKind::kInvalidArgument, "maxsplit must not be negative");
   if (!c.input_has_shape(0)) {
     c.set_output_rank_unknown(0, DType::kString);
     if (c.has_output(1)) c.set_output_rank_unknown(1, DType::kInt64);

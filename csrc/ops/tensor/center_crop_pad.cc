@@ -22,7 +22,8 @@ std::vector<int64_t> ccp_axes(const Ctx& c, int64_t rank, size_t n) {
 
 void ccp_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(is_movable_dtype(dt), ErrorKind::kDType, std::string("CenterCropPad does not support ") + dtype_name(dt));
+  if (!(is_movable_dtype(dt)))
+    c.fail(ErrorKind::kDType, std::string("CenterCropPad does not support ") + dtype_name(dt));
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   SymShape s = c.input_shape(0);
   std::vector<int64_t> shape;
@@ -36,7 +37,7 @@ void ccp_infer(InferContext& c) {
   }
   const std::vector<int64_t> axes = ccp_axes(c, static_cast<int64_t>(s.size()), shape.size());
   for (size_t i = 0; i < axes.size(); ++i) {
-    c.check(shape[i] >= 0, ErrorKind::kInvalidArgument, "shape values must be >= 0");
+    if (!(shape[i] >= 0)) c.fail(ErrorKind::kInvalidArgument, "shape values must be >= 0");
     s[axes[i]] = Dim(shape[i]);
   }
   c.set_output(0, dt, s);

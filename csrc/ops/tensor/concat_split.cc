@@ -34,18 +34,19 @@ ChunkGeom chunk_geom(const std::vector<Shape>& parts, int64_t axis, size_t elem)
 
 void concat_infer(InferContext& c) {
   const int64_t axis_attr = c.node().required_attr("axis").i;
-  c.check(c.num_inputs() > 0, ErrorKind::kModelFormat, "Concat needs at least one input");
+  if (!(c.num_inputs() > 0)) c.fail(ErrorKind::kModelFormat, "Concat needs at least one input");
   const DType dt = c.input_dtype(0);
   int first = -1;
   for (size_t i = 0; i < c.num_inputs(); ++i) {
-    c.check(c.input_dtype(i) == dt, ErrorKind::kDType,
-            std::string("inputs have different dtypes: ") + dtype_name(dt) + " and " + dtype_name(c.input_dtype(i)));
+    if (!(c.input_dtype(i) == dt))
+      c.fail(ErrorKind::kDType,
+             std::string("inputs have different dtypes: ") + dtype_name(dt) + " and " + dtype_name(c.input_dtype(i)));
     if (first < 0 && c.input_has_shape(i)) first = static_cast<int>(i);
   }
   if (first < 0) return c.set_output_rank_unknown(0, dt);
   SymShape out = c.input_shape(first);
   const int64_t r = static_cast<int64_t>(out.size());
-  c.check(r > 0, ErrorKind::kShape, "cannot concatenate scalars");
+  if (!(r > 0)) c.fail(ErrorKind::kShape, "cannot concatenate scalars");
   const int64_t axis = normalize_axis(c, axis_attr, r);
   int64_t sum = 0;
   int unknown = 0;
@@ -56,16 +57,16 @@ void concat_infer(InferContext& c) {
       continue;
     }
     const SymShape& s = c.input_shape(i);
-    c.check(static_cast<int64_t>(s.size()) == r, ErrorKind::kShape,
-            "input " + std::to_string(i) + " has rank " + std::to_string(s.size()) + ", input " +
-                std::to_string(first) + " rank " + std::to_string(r));
+    if (!(static_cast<int64_t>(s.size()) == r))
+      c.fail(ErrorKind::kShape,
+             "input " + std::to_string(i) + " has rank " + std::to_string(s.size()) + ", input " + std::to_string(first) + " rank " + std::to_string(r));
     for (int64_t d = 0; d < r; ++d) {
       if (d == axis) continue;
-      if (s[d].known() && out[d].known())
-        c.check(s[d].value == out[d].value, ErrorKind::kShape,
-                "input shapes " + sym_shape_str(c.input_shape(first)) + " and " + sym_shape_str(s) +
-                    " differ outside axis " + std::to_string(axis));
-      else if (s[d].known())
+      if (s[d].known() && out[d].known()) {
+        if (s[d].value != out[d].value)
+          c.fail(ErrorKind::kShape, "input shapes " + sym_shape_str(c.input_shape(first)) + " and " + sym_shape_str(s) +
+                                        " differ outside axis " + std::to_string(axis));
+      } else if (s[d].known())
         out[d] = s[d];
     }
     if (s[axis].known()) {

@@ -97,13 +97,14 @@ Tensor fill_value(const Ctx& c) {
 void constant_of_shape_infer(InferContext& c) {
   const DType dt = fill_value(c).dtype();
   DType sdt = c.input_dtype(0);
-  c.check(sdt == DType::kInt64 || sdt == DType::kInt32, ErrorKind::kDType,
-          std::string("the shape input must be int64, got ") + dtype_name(sdt));
+  if (!(sdt == DType::kInt64 || sdt == DType::kInt32))
+    c.fail(ErrorKind::kDType, std::string("the shape input must be int64, got ") + dtype_name(sdt));
   std::vector<std::optional<int64_t>> dims;  // known in part: graph/passes/partial_values.h
   if (c.partial_ints(0, &dims)) {
     SymShape s;
     for (const auto& d : dims) {
-      c.check(!d || *d >= 0, ErrorKind::kShape, "negative dim " + std::to_string(d.value_or(0)) + " in the shape input");
+      if (!(!d || *d >= 0))
+        c.fail(ErrorKind::kShape, "negative dim " + std::to_string(d.value_or(0)) + " in the shape input");
       s.push_back(d ? Dim(*d) : Dim());
     }
     return c.set_output(0, dt, s);

@@ -31,14 +31,14 @@ struct Prod {
 template <typename Op>
 void cumulative_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kCumulativeTypes, dt), ErrorKind::kDType,
-          std::string(Op::kOp) + " does not support dtype " + dtype_name(dt));
+  if (!(ew::in_typeset(kCumulativeTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string(Op::kOp) + " does not support dtype " + dtype_name(dt));
   const DType at = c.input_dtype(1);
-  c.check(at == DType::kInt32 || at == DType::kInt64, ErrorKind::kDType,
-          std::string("axis must be int32/int64, got ") + dtype_name(at));
+  if (!(at == DType::kInt32 || at == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("axis must be int32/int64, got ") + dtype_name(at));
   std::vector<int64_t> axis;
   if (c.input_has_shape(0) && c.constant_ints(1, &axis)) {
-    c.check(axis.size() == 1, ErrorKind::kShape, "axis must be one value");
+    if (!(axis.size() == 1)) c.fail(ErrorKind::kShape, "axis must be one value");
     normalize_axis(c, axis[0], static_cast<int64_t>(c.input_shape(0).size()));
   }
   infer_same_as_input0(c);

@@ -35,12 +35,14 @@ Dim scale_dim(InferContext& c, const Dim& d, int64_t b, bool divide, const char*
   if (!d.known()) return Dim();
   if (!divide) {
     int64_t v = 0;
-    c.check(!__builtin_mul_overflow(d.value, b, &v), ErrorKind::kShape,
-            std::string(what) + " " + std::to_string(d.value) + " times " + std::to_string(b) + " is too large");
+    if (!(!__builtin_mul_overflow(d.value, b, &v)))
+      c.fail(ErrorKind::kShape,
+             std::string(what) + " " + std::to_string(d.value) + " times " + std::to_string(b) + " is too large");
     return Dim(v);
   }
-  c.check(d.value % b == 0, ErrorKind::kShape,
-          std::string(what) + " " + std::to_string(d.value) + " is not divisible by " + std::to_string(b));
+  if (!(d.value % b == 0))
+    c.fail(ErrorKind::kShape,
+           std::string(what) + " " + std::to_string(d.value) + " is not divisible by " + std::to_string(b));
   return Dim(d.value / b);
 }
 
@@ -50,7 +52,7 @@ void depth_space_infer(InferContext& c) {
   crd_mode(c);
   if (!c.input_has_shape(0)) return c.set_output(0, dt, unknown_dims(4));
   const SymShape& in = c.input_shape(0);
-  c.check(in.size() == 4, ErrorKind::kShape, "input must be 4-d (NCHW), got " + sym_shape_str(in));
+  if (!(in.size() == 4)) c.fail(ErrorKind::kShape, "input must be 4-d (NCHW), got " + sym_shape_str(in));
   SymShape out = in;
   if (is_d2s(c.node())) {
     out[1] = scale_dim(c, in[1], b * b, true, "channels");

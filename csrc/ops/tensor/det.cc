@@ -12,13 +12,14 @@ namespace {
 
 void det_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType, std::string("Det does not support ") + dtype_name(dt));
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("Det does not support ") + dtype_name(dt));
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& s = c.input_shape(0);
-  c.check(s.size() >= 2, ErrorKind::kShape, "input " + sym_shape_str(s) + " must have rank >= 2");
+  if (!(s.size() >= 2)) c.fail(ErrorKind::kShape, "input " + sym_shape_str(s) + " must have rank >= 2");
   const Dim &a = s[s.size() - 2], &b = s[s.size() - 1];
-  c.check(!(a.known() && b.known()) || a.value == b.value, ErrorKind::kShape,
-          "input " + sym_shape_str(s) + " must end in square matrices");
+  if (!(!(a.known() && b.known()) || a.value == b.value))
+    c.fail(ErrorKind::kShape, "input " + sym_shape_str(s) + " must end in square matrices");
   c.set_output(0, dt, SymShape(s.begin(), s.end() - 2));
 }
 

@@ -13,10 +13,11 @@ namespace {
 
 void einsum_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kEinsumTypes, dt), ErrorKind::kDType, std::string("Einsum does not support ") + dtype_name(dt));
+  if (!(ew::in_typeset(kEinsumTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("Einsum does not support ") + dtype_name(dt));
   std::vector<size_t> ranks;
   for (size_t i = 0; i < c.num_inputs(); ++i) {
-    c.check(c.input_dtype(i) == dt, ErrorKind::kDType, "Einsum inputs must have one dtype");
+    if (!(c.input_dtype(i) == dt)) c.fail(ErrorKind::kDType, "Einsum inputs must have one dtype");
     if (!c.input_has_shape(i)) return c.set_output_rank_unknown(0, dt);
     ranks.push_back(c.input_shape(i).size());
   }
@@ -34,8 +35,9 @@ void einsum_infer(InferContext& c) {
       } else if (d.known()) {
         if (d.value == 1) continue;
         if (dim[l].known())
-          c.check(d.value == dim[l].value || dim[l].value == 1, ErrorKind::kShape,
-                  "dims " + std::to_string(d.value) + " and " + std::to_string(dim[l].value) + " of one label differ");
+          if (!(d.value == dim[l].value || dim[l].value == 1))
+            c.fail(ErrorKind::kShape,
+                   "dims " + std::to_string(d.value) + " and " + std::to_string(dim[l].value) + " of one label differ");
         dim[l] = d;
       } else if (dim[l].known()) {
         if (dim[l].value == 1) dim[l] = d;

@@ -13,8 +13,8 @@ bool movable_supports(const KernelBuildInfo& info, std::string* why) {
 }
 
 void check_int64_input(InferContext& c, size_t i) {
-  c.check(c.input_dtype(i) == DType::kInt64, ErrorKind::kDType,
-          "input " + std::to_string(i) + " must be int64, got " + dtype_name(c.input_dtype(i)));
+  if (!(c.input_dtype(i) == DType::kInt64))
+    c.fail(ErrorKind::kDType, "input " + std::to_string(i) + " must be int64, got " + dtype_name(c.input_dtype(i)));
 }
 
 // Length of a 1-d input when its shape says so, else -1.
@@ -35,7 +35,8 @@ void expand_infer(InferContext& c) {
   if (c.partial_ints(1, &spec)) {
     SymShape target;
     for (const auto& v : spec) {
-      c.check(!v || *v >= 0, ErrorKind::kShape, "negative dim " + std::to_string(v.value_or(0)) + " in the shape input");
+      if (!(!v || *v >= 0))
+        c.fail(ErrorKind::kShape, "negative dim " + std::to_string(v.value_or(0)) + " in the shape input");
       target.push_back(v ? Dim(*v) : Dim());
     }
     if (!has_in) return c.set_output_rank_unknown(0, dt);
@@ -80,11 +81,12 @@ void tile_infer(InferContext& c) {
   const SymShape& in = c.input_shape(0);
   std::vector<int64_t> reps;
   if (!c.constant_ints(1, &reps)) return c.set_output(0, dt, unknown_dims(in.size()));
-  c.check(reps.size() == in.size(), ErrorKind::kShape,
-          "repeats has " + std::to_string(reps.size()) + " values for an input of rank " + std::to_string(in.size()));
+  if (!(reps.size() == in.size()))
+    c.fail(ErrorKind::kShape,
+           "repeats has " + std::to_string(reps.size()) + " values for an input of rank " + std::to_string(in.size()));
   SymShape out;
   for (size_t i = 0; i < in.size(); ++i) {
-    c.check(reps[i] >= 0, ErrorKind::kShape, "negative repeat " + std::to_string(reps[i]));
+    if (!(reps[i] >= 0)) c.fail(ErrorKind::kShape, "negative repeat " + std::to_string(reps[i]));
     if (in[i].known())
       out.push_back(Dim(in[i].value * reps[i]));
     else if (reps[i] == 1)

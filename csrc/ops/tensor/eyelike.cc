@@ -23,10 +23,11 @@ DType eyelike_dtype(const Ctx& c, DType in) {
 
 void eyelike_infer(InferContext& c) {
   const DType dt = eyelike_dtype(c, c.input_dtype(0));
-  c.check(ew::in_typeset(kEyeTypes, dt), ErrorKind::kDType, std::string("EyeLike does not support ") + dtype_name(dt));
+  if (!(ew::in_typeset(kEyeTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("EyeLike does not support ") + dtype_name(dt));
   if (c.input_has_shape(0))
-    c.check(c.input_shape(0).size() == 2, ErrorKind::kShape,
-            "input " + sym_shape_str(c.input_shape(0)) + " must be 2-D");
+    if (!(c.input_shape(0).size() == 2))
+      c.fail(ErrorKind::kShape, "input " + sym_shape_str(c.input_shape(0)) + " must be 2-D");
   if (!c.input_has_shape(0)) return c.set_output(0, dt, unknown_dims(2));
   c.set_output(0, dt, c.input_shape(0));
 }

@@ -39,12 +39,12 @@ bool gather_supports(const KernelBuildInfo& info, std::string* why) {
 void gather_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   const DType it = c.input_dtype(1);
-  c.check(it == DType::kInt32 || it == DType::kInt64, ErrorKind::kDType,
-          std::string("indices must be int32/int64, got ") + dtype_name(it));
+  if (!(it == DType::kInt32 || it == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("indices must be int32/int64, got ") + dtype_name(it));
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, dt);
   const SymShape& data = c.input_shape(0);
   const SymShape& ind = c.input_shape(1);
-  c.check(!data.empty(), ErrorKind::kShape, "data must have rank >= 1");
+  if (!(!data.empty())) c.fail(ErrorKind::kShape, "data must have rank >= 1");
   const int64_t axis = normalize_axis(c, c.node().attr_int("axis", 0), static_cast<int64_t>(data.size()));
   SymShape out(data.begin(), data.begin() + axis);
   out.insert(out.end(), ind.begin(), ind.end());
@@ -114,19 +114,21 @@ class GatherKernel final : public Kernel {
 void gather_elements_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   const DType it = c.input_dtype(1);
-  c.check(it == DType::kInt32 || it == DType::kInt64, ErrorKind::kDType,
-          std::string("indices must be int32/int64, got ") + dtype_name(it));
+  if (!(it == DType::kInt32 || it == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("indices must be int32/int64, got ") + dtype_name(it));
   if (!c.input_has_shape(1)) return c.set_output_rank_unknown(0, dt);
   const SymShape& ind = c.input_shape(1);
   if (c.input_has_shape(0)) {
     const SymShape& data = c.input_shape(0);
-    c.check(data.size() == ind.size() && !data.empty(), ErrorKind::kShape,
-            "data " + sym_shape_str(data) + " and indices " + sym_shape_str(ind) + " must have one rank >= 1");
+    if (!(data.size() == ind.size() && !data.empty()))
+      c.fail(ErrorKind::kShape,
+             "data " + sym_shape_str(data) + " and indices " + sym_shape_str(ind) + " must have one rank >= 1");
     const int64_t axis = normalize_axis(c, c.node().attr_int("axis", 0), static_cast<int64_t>(data.size()));
     for (size_t d = 0; d < data.size(); ++d)
       if (static_cast<int64_t>(d) != axis && data[d].known() && ind[d].known())
-        c.check(ind[d].value <= data[d].value, ErrorKind::kShape,
-                "indices " + sym_shape_str(ind) + " exceed data " + sym_shape_str(data) + " outside the axis");
+        if (!(ind[d].value <= data[d].value))
+          c.fail(ErrorKind::kShape,
+                 "indices " + sym_shape_str(ind) + " exceed data " + sym_shape_str(data) + " outside the axis");
   }
   c.set_output(0, dt, ind);
 }

@@ -11,20 +11,21 @@ namespace {
 
 void gather_nd_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType,
-          std::string("indices must be int64, got ") + dtype_name(c.input_dtype(1)));
+  if (!(c.input_dtype(1) == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("indices must be int64, got ") + dtype_name(c.input_dtype(1)));
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, dt);
   const SymShape& data = c.input_shape(0);
   const SymShape& ind = c.input_shape(1);
   const int64_t b = c.node().attr_int("batch_dims", 0);
   const int64_t r = static_cast<int64_t>(data.size()), q = static_cast<int64_t>(ind.size());
-  c.check(r >= 1 && q >= 1, ErrorKind::kShape, "data and indices must have rank >= 1");
-  c.check(b >= 0 && b < std::min(r, q), ErrorKind::kShape,
-          "batch_dims " + std::to_string(b) + " must be below both ranks");
+  if (!(r >= 1 && q >= 1)) c.fail(ErrorKind::kShape, "data and indices must have rank >= 1");
+  if (!(b >= 0 && b < std::min(r, q)))
+    c.fail(ErrorKind::kShape, "batch_dims " + std::to_string(b) + " must be below both ranks");
   if (!ind.back().known()) return c.set_output_rank_unknown(0, dt);
   const int64_t k = ind.back().value;
-  c.check(k >= 1 && k <= r - b, ErrorKind::kShape,
-          "the indices' last dim " + std::to_string(k) + " must be in [1, " + std::to_string(r - b) + "]");
+  if (!(k >= 1 && k <= r - b))
+    c.fail(ErrorKind::kShape,
+           "the indices' last dim " + std::to_string(k) + " must be in [1, " + std::to_string(r - b) + "]");
   SymShape out(data.begin(), data.begin() + b);
   out.insert(out.end(), ind.begin() + b, ind.end() - 1);
   out.insert(out.end(), data.begin() + b + k, data.end());

@@ -120,18 +120,21 @@ std::vector<std::array<int64_t, 3>> nms_compute(const TensorView& boxes, const T
 
 void nms_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kBoxTypes, dt), ErrorKind::kDType,
-          std::string("NonMaxSuppression does not support dtype ") + dtype_name(dt));
-  c.check(c.input_dtype(1) == dt, ErrorKind::kDType, "boxes and scores must have one dtype");
+  if (!(ew::in_typeset(kBoxTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("NonMaxSuppression does not support dtype ") + dtype_name(dt));
+  if (!(c.input_dtype(1) == dt)) c.fail(ErrorKind::kDType, "boxes and scores must have one dtype");
   if (c.input_has_shape(0) && c.input_has_shape(1)) {
     const SymShape &b = c.input_shape(0), &s = c.input_shape(1);
-    c.check(b.size() == 3 && s.size() == 3, ErrorKind::kShape,
-            "boxes " + sym_shape_str(b) + " must be [B, N, 4] and scores " + sym_shape_str(s) + " [B, C, N]");
-    c.check(!b[2].known() || b[2].value == 4, ErrorKind::kShape, "boxes " + sym_shape_str(b) + " must end in 4");
-    c.check(!(b[0].known() && s[0].known()) || b[0].value == s[0].value, ErrorKind::kShape,
-            "boxes " + sym_shape_str(b) + " and scores " + sym_shape_str(s) + " differ in batch");
-    c.check(!(b[1].known() && s[2].known()) || b[1].value == s[2].value, ErrorKind::kShape,
-            "boxes " + sym_shape_str(b) + " and scores " + sym_shape_str(s) + " differ in box count");
+    if (!(b.size() == 3 && s.size() == 3))
+      c.fail(ErrorKind::kShape,
+             "boxes " + sym_shape_str(b) + " must be [B, N, 4] and scores " + sym_shape_str(s) + " [B, C, N]");
+    if (!(!b[2].known() || b[2].value == 4))
+      c.fail(ErrorKind::kShape, "boxes " + sym_shape_str(b) + " must end in 4");
+    if (!(!(b[0].known() && s[0].known()) || b[0].value == s[0].value))
+      c.fail(ErrorKind::kShape, "boxes " + sym_shape_str(b) + " and scores " + sym_shape_str(s) + " differ in batch");
+    if (!(!(b[1].known() && s[2].known()) || b[1].value == s[2].value))
+      c.fail(ErrorKind::kShape,
+             "boxes " + sym_shape_str(b) + " and scores " + sym_shape_str(s) + " differ in box count");
   }
   Dim k;
   const Tensor *bx = c.input_constant(0), *sc = c.input_constant(1);

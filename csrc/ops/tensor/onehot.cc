@@ -20,14 +20,14 @@ int64_t const_depth(const Tensor* t) {
 
 void onehot_infer(InferContext& c) {
   const DType dt = c.input_dtype(2);
-  c.check(ew::in_typeset(ew::kNumericTypes, c.input_dtype(0)), ErrorKind::kDType,
-          std::string("indices must be numeric, got ") + dtype_name(c.input_dtype(0)));
-  c.check(ew::in_typeset(ew::kNumericTypes, c.input_dtype(1)), ErrorKind::kDType,
-          std::string("depth must be numeric, got ") + dtype_name(c.input_dtype(1)));
+  if (!(ew::in_typeset(ew::kNumericTypes, c.input_dtype(0))))
+    c.fail(ErrorKind::kDType, std::string("indices must be numeric, got ") + dtype_name(c.input_dtype(0)));
+  if (!(ew::in_typeset(ew::kNumericTypes, c.input_dtype(1))))
+    c.fail(ErrorKind::kDType, std::string("depth must be numeric, got ") + dtype_name(c.input_dtype(1)));
   if (c.input_has_shape(2)) {
     const SymShape& v = c.input_shape(2);
-    c.check(v.size() == 1 && (!v[0].known() || v[0].value == 2), ErrorKind::kShape,
-            "values must have shape [2], got " + sym_shape_str(v));
+    if (!(v.size() == 1 && (!v[0].known() || v[0].value == 2)))
+      c.fail(ErrorKind::kShape, "values must have shape [2], got " + sym_shape_str(v));
   }
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& ind = c.input_shape(0);
@@ -39,7 +39,8 @@ void onehot_infer(InferContext& c) {
   } catch (const Error& e) {
     c.fail(ErrorKind::kShape, std::string("depth: ") + e.what());
   }
-  if (c.input_constant(1)) c.check(depth > 0, ErrorKind::kShape, "depth must be positive, got " + std::to_string(depth));
+  if (c.input_constant(1)) if (!(depth > 0))
+      c.fail(ErrorKind::kShape, "depth must be positive, got " + std::to_string(depth));
   SymShape out = ind;
   out.insert(out.begin() + axis, depth >= 0 ? Dim(depth) : Dim());
   c.set_output(0, dt, out);

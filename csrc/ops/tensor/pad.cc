@@ -83,13 +83,14 @@ void check_dim(const Ctx& c, int64_t d, int64_t b, int64_t e, PadMode mode, size
 void pad_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   const PadMode mode = pad_mode(c);
-  if (c.opset() >= 11)
-    c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType,
-            std::string("pads must be int64, got ") + dtype_name(c.input_dtype(1)));
-  else
-    c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("Pad before opset 11 takes floats, got ") + dtype_name(dt));
+  if (c.opset() >= 11) {
+    if (c.input_dtype(1) != DType::kInt64)
+      c.fail(ErrorKind::kDType, std::string("pads must be int64, got ") + dtype_name(c.input_dtype(1)));
+  } else if (!dtype_is_float(dt)) {
+    c.fail(ErrorKind::kDType, std::string("Pad before opset 11 takes floats, got ") + dtype_name(dt));
+  }
   if (c.opset() >= 11 && c.has_input(2))
-    c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "constant_value must have the data's dtype");
+    if (!(c.input_dtype(2) == dt)) c.fail(ErrorKind::kDType, "constant_value must have the data's dtype");
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& in = c.input_shape(0);
   const int64_t r = static_cast<int64_t>(in.size());

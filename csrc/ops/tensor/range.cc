@@ -65,13 +65,13 @@ int64_t range_length(const Ctx& c, const Tensor& s, const Tensor& l, const Tenso
 
 void range_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kRangeTypes, dt), ErrorKind::kDType,
-          std::string("Range does not support dtype ") + dtype_name(dt));
+  if (!(ew::in_typeset(kRangeTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("Range does not support dtype ") + dtype_name(dt));
   for (size_t i = 0; i < 3; ++i) {
-    c.check(c.input_dtype(i) == dt, ErrorKind::kDType, "start, limit and delta must have one dtype");
+    if (!(c.input_dtype(i) == dt)) c.fail(ErrorKind::kDType, "start, limit and delta must have one dtype");
     if (c.input_has_shape(i))
-      c.check(c.input_shape(i).empty() || (c.input_shape(i).size() == 1 && c.input_shape(i)[0] == Dim(1)),
-              ErrorKind::kShape, "input " + std::to_string(i) + " must be a scalar");
+      if (!(c.input_shape(i).empty() || (c.input_shape(i).size() == 1 && c.input_shape(i)[0] == Dim(1))))
+        c.fail(ErrorKind::kShape, "input " + std::to_string(i) + " must be a scalar");
   }
   const Tensor *s = c.input_constant(0), *l = c.input_constant(1), *d = c.input_constant(2);
   if (!s || !l || !d) return c.set_output(0, dt, unknown_dims(1));

@@ -25,7 +25,7 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
   for (size_t i = 0; i < spec.size(); ++i) {
     const int64_t v = spec[i];
     if (v == -1) {
-      c.check(infer_at < 0, ErrorKind::kShape, "the shape has more than one -1");
+      if (!(infer_at < 0)) c.fail(ErrorKind::kShape, "the shape has more than one -1");
       infer_at = static_cast<int>(i);
       out.push_back(Dim());
     } else if (v == 0 && !allowzero) {
@@ -33,13 +33,13 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
         out.push_back(Dim());
         continue;
       }
-      c.check(i < in->size(), ErrorKind::kShape,
-              "shape value 0 at index " + std::to_string(i) + " copies a dim the input (rank " +
-                  std::to_string(in->size()) + ") does not have");
+      if (!(i < in->size()))
+        c.fail(ErrorKind::kShape,
+               "shape value 0 at index " + std::to_string(i) + " copies a dim the input (rank " + std::to_string(in->size()) + ") does not have");
       out.push_back((*in)[i]);
       copied[i] = 1;
     } else {
-      c.check(v >= 0, ErrorKind::kShape, "invalid shape value " + std::to_string(v));
+      if (!(v >= 0)) c.fail(ErrorKind::kShape, "invalid shape value " + std::to_string(v));
       has_zero |= v == 0;
       out.push_back(Dim(v));
     }
@@ -59,9 +59,9 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
     }
     for (size_t i = 0; i < spec.size(); ++i)
       if (static_cast<int>(i) != infer_at && out[i].known() && out[i].value != 0) out_nonzero *= out[i].value;
-    c.check(in_empty && in_nonzero % out_nonzero == 0, ErrorKind::kShape,
-            "the shape has both 0 (allowzero = 1) and -1, and the input " + sym_shape_str(*in) +
-                (in_empty ? "'s non-zero dims do not divide by the others" : " is not empty"));
+    if (!(in_empty && in_nonzero % out_nonzero == 0))
+      c.fail(ErrorKind::kShape,
+             "the shape has both 0 (allowzero = 1) and -1, and the input " + sym_shape_str(*in) + (in_empty ? "'s non-zero dims do not divide by the others" : " is not empty"));
     out[infer_at] = Dim(in_nonzero / out_nonzero);
     return out;
   }
@@ -88,7 +88,7 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
   }();
   if (unknown_in.empty()) {
     if (infer_at >= 0) {
-      c.check(known_out != 0 && known_in % known_out == 0, ErrorKind::kShape, what);
+      if (!(known_out != 0 && known_in % known_out == 0)) c.fail(ErrorKind::kShape, what);
       out[infer_at] = Dim(known_in / known_out);
     } else {
       // A copied dim that is (or may be) 0 makes both sides empty, whatever
@@ -97,7 +97,7 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
       bool copied_may_be_zero = false;
       for (size_t i = 0; i < in->size(); ++i)
         copied_may_be_zero |= copied[i] && (!(*in)[i].known() || (*in)[i].value == 0);
-      c.check(known_in == known_out || copied_may_be_zero, ErrorKind::kShape, what);
+      if (!(known_in == known_out || copied_may_be_zero)) c.fail(ErrorKind::kShape, what);
     }
   } else if (infer_at >= 0 && unknown_in.size() == 1 && !unknown_in[0]->symbol.empty() && known_in == known_out) {
     out[infer_at] = *unknown_in[0];
@@ -107,8 +107,8 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
 
 void reshape_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType,
-          std::string("the shape input must be int64, got ") + dtype_name(c.input_dtype(1)));
+  if (!(c.input_dtype(1) == DType::kInt64))
+    c.fail(ErrorKind::kDType, std::string("the shape input must be int64, got ") + dtype_name(c.input_dtype(1)));
   const bool allowzero = c.opset() >= 14 && c.node().attr_int("allowzero", 0) != 0;
   std::vector<int64_t> spec;
   std::vector<std::optional<int64_t>> part;
@@ -121,7 +121,8 @@ void reshape_infer(InferContext& c) {
     SymShape out(part.size());
     for (size_t i = 0; i < part.size(); ++i) {
       if (!part[i]) continue;
-      c.check(*part[i] >= -1, ErrorKind::kShape, "invalid dim " + std::to_string(*part[i]) + " in the shape input");
+      if (!(*part[i] >= -1))
+        c.fail(ErrorKind::kShape, "invalid dim " + std::to_string(*part[i]) + " in the shape input");
       if (*part[i] > 0 || (*part[i] == 0 && allowzero)) out[i] = Dim(*part[i]);
       else if (*part[i] == 0 && in && i < in->size()) out[i] = (*in)[i];
     }
@@ -145,8 +146,8 @@ void flatten_infer(InferContext& c) {
   const SymShape& in = c.input_shape(0);
   const int64_t r = static_cast<int64_t>(in.size());
   int64_t axis = c.node().attr_int("axis", 1);
-  c.check(axis >= -r && axis <= r, ErrorKind::kShape,
-          "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (!(axis >= -r && axis <= r))
+    c.fail(ErrorKind::kShape, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
   if (axis < 0) axis += r;
   c.set_output(0, dt, SymShape{dim_product(in, 0, axis), dim_product(in, axis, r)});
 }
@@ -180,9 +181,9 @@ void squeeze_infer(InferContext& c) {
     if (std::find(ax.begin(), ax.end(), i) == ax.end()) {
       out.push_back(in[i]);
     } else {
-      c.check(!in[i].known() || in[i].value == 1, ErrorKind::kShape,
-              "cannot squeeze axis " + std::to_string(i) + " of size " + in[i].str() + " (input " +
-                  sym_shape_str(in) + ")");
+      if (!(!in[i].known() || in[i].value == 1))
+        c.fail(ErrorKind::kShape,
+               "cannot squeeze axis " + std::to_string(i) + " of size " + in[i].str() + " (input " + sym_shape_str(in) + ")");
     }
   }
   c.set_output(0, dt, out);
@@ -192,7 +193,7 @@ void unsqueeze_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   bool known = true, present = false;
   std::vector<int64_t> axes = axes_attr_or_input(c, 1, 13, &known, &present);
-  c.check(present, ErrorKind::kModelFormat, "Unsqueeze needs axes");
+  if (!(present)) c.fail(ErrorKind::kModelFormat, "Unsqueeze needs axes");
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& in = c.input_shape(0);
   if (!known) {

@@ -19,16 +19,17 @@ void reverse_axes(const Ctx& c, int64_t* batch, int64_t* time) {
 void reverse_sequence_infer(InferContext& c) {
   int64_t ba, ta;
   reverse_axes(c, &ba, &ta);
-  c.check(c.input_dtype(1) == DType::kInt64 || c.input_dtype(1) == DType::kInt32, ErrorKind::kDType,
-          "sequence_lens must be int64");
+  if (!(c.input_dtype(1) == DType::kInt64 || c.input_dtype(1) == DType::kInt32))
+    c.fail(ErrorKind::kDType, "sequence_lens must be int64");
   if (c.input_has_shape(0)) {
     const SymShape& s = c.input_shape(0);
-    c.check(s.size() >= 2, ErrorKind::kShape, "input " + sym_shape_str(s) + " must have rank >= 2");
+    if (!(s.size() >= 2)) c.fail(ErrorKind::kShape, "input " + sym_shape_str(s) + " must have rank >= 2");
     if (c.input_has_shape(1)) {
       const SymShape& l = c.input_shape(1);
-      c.check(l.size() == 1, ErrorKind::kShape, "sequence_lens must be 1-D");
-      c.check(!(l[0].known() && s[ba].known()) || l[0].value == s[ba].value, ErrorKind::kShape,
-              "sequence_lens " + sym_shape_str(l) + " must have one entry per batch of " + sym_shape_str(s));
+      if (!(l.size() == 1)) c.fail(ErrorKind::kShape, "sequence_lens must be 1-D");
+      if (!(!(l[0].known() && s[ba].known()) || l[0].value == s[ba].value))
+        c.fail(ErrorKind::kShape,
+               "sequence_lens " + sym_shape_str(l) + " must have one entry per batch of " + sym_shape_str(s));
     }
   }
   infer_same_as_input0(c);

@@ -41,9 +41,9 @@ bool scatter_dtypes(const KernelBuildInfo& info, std::string* why) {
 }
 
 void check_update_dtype(InferContext& c, size_t upd) {
-  c.check(c.input_dtype(upd) == c.input_dtype(0), ErrorKind::kDType,
-          std::string("updates dtype ") + dtype_name(c.input_dtype(upd)) + " differs from data dtype " +
-              dtype_name(c.input_dtype(0)));
+  if (!(c.input_dtype(upd) == c.input_dtype(0)))
+    c.fail(ErrorKind::kDType,
+           std::string("updates dtype ") + dtype_name(c.input_dtype(upd)) + " differs from data dtype " + dtype_name(c.input_dtype(0)));
 }
 
 // ---- ScatterElements / Scatter ------------------------------------------------
@@ -52,16 +52,17 @@ void scatter_elements_infer(InferContext& c) {
   reduction_of(c);
   check_update_dtype(c, 2);
   const DType it = c.input_dtype(1);
-  c.check(it == DType::kInt32 || it == DType::kInt64, ErrorKind::kDType, "indices must be int32/int64");
+  if (!(it == DType::kInt32 || it == DType::kInt64)) c.fail(ErrorKind::kDType, "indices must be int32/int64");
   if (c.input_has_shape(0) && c.input_has_shape(1) && c.input_has_shape(2)) {
     const SymShape &d = c.input_shape(0), &i = c.input_shape(1), &u = c.input_shape(2);
-    c.check(d.size() == i.size() && i.size() == u.size() && !d.empty(), ErrorKind::kShape,
-            "data " + sym_shape_str(d) + ", indices " + sym_shape_str(i) + " and updates " + sym_shape_str(u) +
-                " must have one rank >= 1");
+    if (!(d.size() == i.size() && i.size() == u.size() && !d.empty()))
+      c.fail(ErrorKind::kShape,
+             "data " + sym_shape_str(d) + ", indices " + sym_shape_str(i) + " and updates " + sym_shape_str(u) + " must have one rank >= 1");
     normalize_axis(c, c.node().attr_int("axis", 0), static_cast<int64_t>(d.size()));
     for (size_t k = 0; k < i.size(); ++k)
-      c.check(!(i[k].known() && u[k].known()) || i[k].value == u[k].value, ErrorKind::kShape,
-              "indices " + sym_shape_str(i) + " and updates " + sym_shape_str(u) + " must have one shape");
+      if (!(!(i[k].known() && u[k].known()) || i[k].value == u[k].value))
+        c.fail(ErrorKind::kShape,
+               "indices " + sym_shape_str(i) + " and updates " + sym_shape_str(u) + " must have one shape");
   }
   infer_same_as_input0(c);
 }
@@ -133,23 +134,25 @@ class ScatterElementsKernel final : public Kernel {
 void scatter_nd_infer(InferContext& c) {
   reduction_of(c);
   check_update_dtype(c, 2);
-  c.check(c.input_dtype(1) == DType::kInt64 || c.input_dtype(1) == DType::kInt32, ErrorKind::kDType,
-          "indices must be int64");
+  if (!(c.input_dtype(1) == DType::kInt64 || c.input_dtype(1) == DType::kInt32))
+    c.fail(ErrorKind::kDType, "indices must be int64");
   if (c.input_has_shape(0) && c.input_has_shape(1) && c.input_has_shape(2)) {
     const SymShape &d = c.input_shape(0), &i = c.input_shape(1), &u = c.input_shape(2);
-    c.check(!d.empty() && !i.empty(), ErrorKind::kShape, "data and indices must have rank >= 1");
+    if (!(!d.empty() && !i.empty())) c.fail(ErrorKind::kShape, "data and indices must have rank >= 1");
     if (i.back().known()) {
       const int64_t k = i.back().value;
-      c.check(k <= static_cast<int64_t>(d.size()), ErrorKind::kShape,
-              "indices " + sym_shape_str(i) + " index more dims than data " + sym_shape_str(d) + " has");
+      if (!(k <= static_cast<int64_t>(d.size())))
+        c.fail(ErrorKind::kShape,
+               "indices " + sym_shape_str(i) + " index more dims than data " + sym_shape_str(d) + " has");
       const size_t want = i.size() - 1 + d.size() - k;
       bool ok = u.size() == want;
       for (size_t t = 0; ok && t < want; ++t) {
         const Dim& e = t < i.size() - 1 ? i[t] : d[k + t - (i.size() - 1)];
         ok = !(e.known() && u[t].known()) || e.value == u[t].value;
       }
-      c.check(ok, ErrorKind::kShape, "updates " + sym_shape_str(u) + " must be indices.shape[:-1] + data.shape[k:] for data " +
-                                         sym_shape_str(d) + " and indices " + sym_shape_str(i));
+      if (!(ok))
+        c.fail(ErrorKind::kShape,
+               "updates " + sym_shape_str(u) + " must be indices.shape[:-1] + data.shape[k:] for data " + sym_shape_str(d) + " and indices " + sym_shape_str(i));
     }
   }
   infer_same_as_input0(c);
@@ -215,23 +218,25 @@ class ScatterNDKernel final : public Kernel {
 void tensor_scatter_infer(InferContext& c) {
   check_update_dtype(c, 1);
   const std::string mode = c.node().attr_string("mode", "linear");
-  c.check(mode == "linear" || mode == "circular", ErrorKind::kInvalidArgument, "mode must be linear or circular");
+  if (!(mode == "linear" || mode == "circular"))
+    c.fail(ErrorKind::kInvalidArgument, "mode must be linear or circular");
   if (c.has_input(2))
-    c.check(c.input_dtype(2) == DType::kInt64, ErrorKind::kDType, "write_indices must be int64");
+    if (!(c.input_dtype(2) == DType::kInt64)) c.fail(ErrorKind::kDType, "write_indices must be int64");
   if (c.input_has_shape(0) && c.input_has_shape(1)) {
     const SymShape &p = c.input_shape(0), &u = c.input_shape(1);
-    c.check(p.size() == u.size() && p.size() >= 2, ErrorKind::kShape,
-            "past_cache " + sym_shape_str(p) + " and update " + sym_shape_str(u) + " must have one rank >= 2");
+    if (!(p.size() == u.size() && p.size() >= 2))
+      c.fail(ErrorKind::kShape,
+             "past_cache " + sym_shape_str(p) + " and update " + sym_shape_str(u) + " must have one rank >= 2");
     const int64_t axis = normalize_axis(c, c.node().attr_int("axis", -2), static_cast<int64_t>(p.size()));
-    c.check(axis != 0, ErrorKind::kShape, "axis must not be the batch axis");
+    if (!(axis != 0)) c.fail(ErrorKind::kShape, "axis must not be the batch axis");
     for (size_t d = 0; d < p.size(); ++d) {
       if (!p[d].known() || !u[d].known()) continue;
-      if (static_cast<int64_t>(d) == axis)
-        c.check(u[d].value <= p[d].value, ErrorKind::kShape,
-                "update " + sym_shape_str(u) + " is longer than the cache " + sym_shape_str(p));
-      else
-        c.check(u[d].value == p[d].value, ErrorKind::kShape,
-                "update " + sym_shape_str(u) + " and cache " + sym_shape_str(p) + " differ outside the axis");
+      if (static_cast<int64_t>(d) == axis) {
+        if (u[d].value > p[d].value)
+          c.fail(ErrorKind::kShape, "update " + sym_shape_str(u) + " is longer than the cache " + sym_shape_str(p));
+      } else if (u[d].value != p[d].value) {
+        c.fail(ErrorKind::kShape, "update " + sym_shape_str(u) + " and cache " + sym_shape_str(p) + " differ outside the axis");
+      }
     }
   }
   infer_same_as_input0(c);

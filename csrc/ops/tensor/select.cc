@@ -34,8 +34,8 @@ int64_t count_nonzero(const TensorView& x) {
 
 void nonzero_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kAllTypes, dt), ErrorKind::kDType,
-          std::string("NonZero does not support dtype ") + dtype_name(dt));
+  if (!(ew::in_typeset(ew::kAllTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("NonZero does not support dtype ") + dtype_name(dt));
   if (!c.input_has_shape(0)) return c.set_output(0, DType::kInt64, unknown_dims(2));
   const Dim rank(static_cast<int64_t>(c.input_shape(0).size()));
   const Tensor* x = c.input_constant(0);
@@ -90,10 +90,10 @@ int64_t compress_count(const Ctx& c, const TensorView& cond, int64_t n) {
 
 void compress_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(tensor::is_movable_dtype(dt) || dt == DType::kString, ErrorKind::kDType,
-          std::string("Compress does not support ") + dtype_name(dt));
-  c.check(c.input_dtype(1) == DType::kBool, ErrorKind::kDType, "condition must be bool");
-  if (c.input_has_shape(1)) c.check(c.input_shape(1).size() == 1, ErrorKind::kShape, "condition must be 1-D");
+  if (!(tensor::is_movable_dtype(dt) || dt == DType::kString))
+    c.fail(ErrorKind::kDType, std::string("Compress does not support ") + dtype_name(dt));
+  if (!(c.input_dtype(1) == DType::kBool)) c.fail(ErrorKind::kDType, "condition must be bool");
+  if (c.input_has_shape(1)) if (!(c.input_shape(1).size() == 1)) c.fail(ErrorKind::kShape, "condition must be 1-D");
   const bool has_axis = c.node().has_attr("axis");
   if (!c.input_has_shape(0)) {
     if (has_axis) return c.set_output_rank_unknown(0, dt);
@@ -103,7 +103,7 @@ void compress_infer(InferContext& c) {
   int64_t axis = 0;
   Dim n;
   if (has_axis) {
-    c.check(!s.empty(), ErrorKind::kShape, "input must have rank >= 1 when axis is given");
+    if (!(!s.empty())) c.fail(ErrorKind::kShape, "input must have rank >= 1 when axis is given");
     axis = normalize_axis(c, c.node().attr_int("axis", 0), static_cast<int64_t>(s.size()));
     n = s[axis];
   } else {
@@ -243,8 +243,8 @@ int64_t unique_axis(const Ctx& c, int64_t rank) {
 
 void unique_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kAllTypes, dt), ErrorKind::kDType,
-          std::string("Unique does not support dtype ") + dtype_name(dt));
+  if (!(ew::in_typeset(ew::kAllTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("Unique does not support dtype ") + dtype_name(dt));
   const bool has_axis = c.node().has_attr("axis");
   Dim u, n;
   SymShape ys;

@@ -94,12 +94,14 @@ void slice_infer(InferContext& c) {
   const int64_t r = static_cast<int64_t>(in.size());
   for (size_t i = 1; i < 5; ++i)
     if (c.has_input(i))
-      c.check(c.input_dtype(i) == DType::kInt64 || c.input_dtype(i) == DType::kInt32, ErrorKind::kDType,
-              "input " + std::to_string(i) + " must be int32/int64, got " + dtype_name(c.input_dtype(i)));
+      if (!(c.input_dtype(i) == DType::kInt64 || c.input_dtype(i) == DType::kInt32))
+        c.fail(ErrorKind::kDType,
+               "input " + std::to_string(i) + " must be int32/int64, got " + dtype_name(c.input_dtype(i)));
   SliceArgs a;
   if (c.opset() < 10) {
     a = attr_args(c);
-    c.check(!a.starts.empty() || c.node().has_attr("starts"), ErrorKind::kModelFormat, "attribute starts is missing");
+    if (!(!a.starts.empty() || c.node().has_attr("starts")))
+      c.fail(ErrorKind::kModelFormat, "attribute starts is missing");
   }
   bool known = c.opset() < 10 ||
                (c.constant_ints(1, &a.starts) && c.constant_ints(2, &a.ends) &&

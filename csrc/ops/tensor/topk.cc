@@ -21,19 +21,19 @@ constexpr unsigned kTopKTypes = ew::kNumericTypes;
 
 void topk_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(kTopKTypes, dt), ErrorKind::kDType,
-          std::string("TopK does not support dtype ") + dtype_name(dt));
+  if (!(ew::in_typeset(kTopKTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("TopK does not support dtype ") + dtype_name(dt));
   int64_t k = -1;
   if (c.opset() < 10) {
     k = c.node().attr_int("k", -1);
-    c.check(k >= 0, ErrorKind::kModelFormat, "attribute k is missing or negative");
+    if (!(k >= 0)) c.fail(ErrorKind::kModelFormat, "attribute k is missing or negative");
   } else {
-    c.check(c.has_input(1), ErrorKind::kModelFormat, "input K is missing");
+    if (!(c.has_input(1))) c.fail(ErrorKind::kModelFormat, "input K is missing");
     std::vector<int64_t> kv;
     if (c.constant_ints(1, &kv)) {
-      c.check(kv.size() == 1, ErrorKind::kShape, "K must hold one value");
+      if (!(kv.size() == 1)) c.fail(ErrorKind::kShape, "K must hold one value");
       k = kv[0];
-      c.check(k >= 0, ErrorKind::kInvalidArgument, "K must be >= 0, got " + std::to_string(k));
+      if (!(k >= 0)) c.fail(ErrorKind::kInvalidArgument, "K must be >= 0, got " + std::to_string(k));
     }
   }
   if (!c.input_has_shape(0)) {
@@ -42,11 +42,12 @@ void topk_infer(InferContext& c) {
     return;
   }
   SymShape s = c.input_shape(0);
-  c.check(!s.empty(), ErrorKind::kShape, "X must have rank >= 1");
+  if (!(!s.empty())) c.fail(ErrorKind::kShape, "X must have rank >= 1");
   const int64_t axis = normalize_axis(c, c.node().attr_int("axis", -1), static_cast<int64_t>(s.size()));
   if (k >= 0 && s[axis].known())
-    c.check(k <= s[axis].value, ErrorKind::kInvalidArgument,
-            "K = " + std::to_string(k) + " exceeds the axis length " + std::to_string(s[axis].value));
+    if (!(k <= s[axis].value))
+      c.fail(ErrorKind::kInvalidArgument,
+             "K = " + std::to_string(k) + " exceeds the axis length " + std::to_string(s[axis].value));
   s[axis] = k >= 0 ? Dim(k) : Dim();
   c.set_output(0, dt, s);
   if (c.has_output(1)) c.set_output(1, DType::kInt64, s);

@@ -14,14 +14,14 @@ namespace {
 void trilu_infer(InferContext& c) {
   if (c.has_input(1)) {
     const DType kt = c.input_dtype(1);
-    c.check(kt == DType::kInt64, ErrorKind::kDType, std::string("k must be int64, got ") + dtype_name(kt));
+    if (!(kt == DType::kInt64)) c.fail(ErrorKind::kDType, std::string("k must be int64, got ") + dtype_name(kt));
     if (c.input_known(1))
-      c.check(shape_numel(c.input_values_shape(1)) == 1,
-              ErrorKind::kShape, "k must be a scalar, got shape " + sym_shape_str(c.input_shape(1)));
+      if (!(shape_numel(c.input_values_shape(1)) == 1))
+        c.fail(ErrorKind::kShape, "k must be a scalar, got shape " + sym_shape_str(c.input_shape(1)));
   }
   if (c.input_has_shape(0))
-    c.check(c.input_shape(0).size() >= 2, ErrorKind::kShape,
-            "input must have rank >= 2, got " + sym_shape_str(c.input_shape(0)));
+    if (!(c.input_shape(0).size() >= 2))
+      c.fail(ErrorKind::kShape, "input must have rank >= 2, got " + sym_shape_str(c.input_shape(0)));
   infer_same_as_input0(c);
 }
 

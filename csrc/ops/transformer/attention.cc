@@ -33,11 +33,11 @@ bool has_in(const graph::Node& n, size_t i) { return i < n.inputs.size() && n.in
 void infer_viewed(InferContext& c, const AttnViews& views, DType dt) {
   AttnDims d;
   std::string why = attention_view_dims(views, &d);
-  c.check(why.empty(), ErrorKind::kModelFormat, why);
+  if (!(why.empty())) c.fail(ErrorKind::kModelFormat, why);
   for (size_t i = 4; i < c.num_inputs(); ++i)
-    c.check(!c.has_input(i), ErrorKind::kModelFormat, "Attention with views takes no input after the mask");
+    if (!(!c.has_input(i))) c.fail(ErrorKind::kModelFormat, "Attention with views takes no input after the mask");
   for (size_t i = 1; i < c.num_outputs(); ++i)
-    c.check(!c.has_output(i), ErrorKind::kModelFormat, "Attention with views has one output");
+    if (!(!c.has_output(i))) c.fail(ErrorKind::kModelFormat, "Attention with views has one output");
   if (c.input_has_shape(0) && c.input_has_shape(1) && c.input_has_shape(2)) {
     int64_t numel[3];
     bool known = true;
@@ -48,7 +48,7 @@ void infer_viewed(InferContext& c, const AttnViews& views, DType dt) {
     }
     if (known) {
       why = attention_views_fit(views, d, numel);
-      c.check(why.empty(), ErrorKind::kModelFormat, why);
+      if (!(why.empty())) c.fail(ErrorKind::kModelFormat, why);
     }
   }
   if (views.has_out) c.set_output(0, dt, sym_shape_from(Shape(views.out_shape.begin(), views.out_shape.end())));
@@ -58,28 +58,28 @@ void infer_viewed(InferContext& c, const AttnViews& views, DType dt) {
 void infer_attention(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
-          std::string("Attention needs float Q, got ") + dtype_name(dt));
-  c.check(c.num_inputs() >= 3 && c.has_input(1) && c.has_input(2), ErrorKind::kModelFormat,
-          "Attention needs Q, K and V");
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("Attention needs float Q, got ") + dtype_name(dt));
+  if (!(c.num_inputs() >= 3 && c.has_input(1) && c.has_input(2)))
+    c.fail(ErrorKind::kModelFormat, "Attention needs Q, K and V");
   check_same_dtype_as(c, 1, dt);
   check_same_dtype_as(c, 2, dt);
   check_same_dtype_as(c, 4, dt);
   check_same_dtype_as(c, 5, dt);
   if (c.has_input(3)) {
     DType m = c.input_dtype(3);
-    c.check(m == DType::kBool || ew::in_typeset(ew::kFloatTypes, m), ErrorKind::kDType,
-            std::string("attn_mask must be bool or float, got ") + dtype_name(m));
+    if (!(m == DType::kBool || ew::in_typeset(ew::kFloatTypes, m)))
+      c.fail(ErrorKind::kDType, std::string("attn_mask must be bool or float, got ") + dtype_name(m));
   }
   if (c.has_input(6))
-    c.check(c.input_dtype(6) == DType::kInt64 || c.input_dtype(6) == DType::kInt32, ErrorKind::kDType,
-            "nonpad_kv_seqlen must be int64");
-  c.check(c.has_input(4) == c.has_input(5), ErrorKind::kModelFormat,
-          "past_key and past_value must be given together");
+    if (!(c.input_dtype(6) == DType::kInt64 || c.input_dtype(6) == DType::kInt32))
+      c.fail(ErrorKind::kDType, "nonpad_kv_seqlen must be int64");
+  if (!(c.has_input(4) == c.has_input(5)))
+    c.fail(ErrorKind::kModelFormat, "past_key and past_value must be given together");
   const int nout = static_cast<int>(c.num_outputs());
   AttnViews views;
   const std::string bad = read_attention_views(n, &views);
-  c.check(bad.empty(), ErrorKind::kModelFormat, bad);
+  if (!(bad.empty())) c.fail(ErrorKind::kModelFormat, bad);
   if (views.any()) return infer_viewed(c, views, dt);
   if (!c.input_has_shape(0) || !c.input_has_shape(1) || !c.input_has_shape(2)) {
     for (int i = 0; i < nout; ++i)
@@ -89,16 +89,16 @@ void infer_attention(InferContext& c) {
   const SymShape& q = c.input_shape(0);
   const SymShape& k = c.input_shape(1);
   const SymShape& v = c.input_shape(2);
-  c.check((q.size() == 3 || q.size() == 4) && k.size() == q.size() && v.size() == q.size(), ErrorKind::kShape,
-          "Q, K, V must all be 3-D or all 4-D, got " + sym_shape_str(q) + ", " + sym_shape_str(k) + ", " +
-              sym_shape_str(v));
+  if (!((q.size() == 3 || q.size() == 4) && k.size() == q.size() && v.size() == q.size()))
+    c.fail(ErrorKind::kShape,
+           "Q, K, V must all be 3-D or all 4-D, got " + sym_shape_str(q) + ", " + sym_shape_str(k) + ", " + sym_shape_str(v));
   const bool in3d = q.size() == 3;
   Dim B = q[0], Hq, Hkv, Sq, Skv, Dv;
   if (in3d) {
-    c.check(n.has_attr("q_num_heads") && n.has_attr("kv_num_heads"), ErrorKind::kModelFormat,
-            "3-D Attention inputs need the q_num_heads and kv_num_heads attributes");
+    if (!(n.has_attr("q_num_heads") && n.has_attr("kv_num_heads")))
+      c.fail(ErrorKind::kModelFormat, "3-D Attention inputs need the q_num_heads and kv_num_heads attributes");
     const int64_t hq = n.attr_int("q_num_heads", 0), hkv = n.attr_int("kv_num_heads", 0);
-    c.check(hq > 0 && hkv > 0, ErrorKind::kModelFormat, "q_num_heads and kv_num_heads must be positive");
+    if (!(hq > 0 && hkv > 0)) c.fail(ErrorKind::kModelFormat, "q_num_heads and kv_num_heads must be positive");
     Hq = Dim(hq);
     Hkv = Dim(hkv);
     Sq = q[1];
@@ -106,8 +106,9 @@ void infer_attention(InferContext& c) {
     for (const SymShape* s : {&q, &k, &v}) {
       const Dim& h = (*s)[2];
       const int64_t heads = s == &q ? hq : hkv;
-      c.check(!h.known() || h.value % heads == 0, ErrorKind::kShape,
-              "hidden size " + h.str() + " is not a multiple of the head count " + std::to_string(heads));
+      if (!(!h.known() || h.value % heads == 0))
+        c.fail(ErrorKind::kShape,
+               "hidden size " + h.str() + " is not a multiple of the head count " + std::to_string(heads));
     }
     Dv = v[2].known() ? Dim(v[2].value / hkv) : Dim();
   } else {
@@ -116,20 +117,21 @@ void infer_attention(InferContext& c) {
     Sq = q[2];
     Skv = k[2];
     Dv = v[3];
-    c.check(dims_compatible(k[3], q[3]), ErrorKind::kShape,
-            "Q and K head sizes differ: " + sym_shape_str(q) + " vs " + sym_shape_str(k));
+    if (!(dims_compatible(k[3], q[3])))
+      c.fail(ErrorKind::kShape, "Q and K head sizes differ: " + sym_shape_str(q) + " vs " + sym_shape_str(k));
   }
-  c.check(dims_compatible(k[0], B) && dims_compatible(v[0], B), ErrorKind::kShape, "Q, K, V batch sizes differ");
-  c.check(dims_compatible(in3d ? v[1] : v[2], Skv), ErrorKind::kShape, "K and V sequence lengths differ");
-  if (!in3d) c.check(dims_compatible(v[1], Hkv), ErrorKind::kShape, "K and V head counts differ");
+  if (!(dims_compatible(k[0], B) && dims_compatible(v[0], B)))
+    c.fail(ErrorKind::kShape, "Q, K, V batch sizes differ");
+  if (!(dims_compatible(in3d ? v[1] : v[2], Skv))) c.fail(ErrorKind::kShape, "K and V sequence lengths differ");
+  if (!in3d) if (!(dims_compatible(v[1], Hkv))) c.fail(ErrorKind::kShape, "K and V head counts differ");
   if (Hq.known() && Hkv.known())
-    c.check(Hkv.value > 0 && Hq.value % Hkv.value == 0, ErrorKind::kShape,
-            "q heads (" + Hq.str() + ") must be a multiple of kv heads (" + Hkv.str() + ")");
+    if (!(Hkv.value > 0 && Hq.value % Hkv.value == 0))
+      c.fail(ErrorKind::kShape, "q heads (" + Hq.str() + ") must be a multiple of kv heads (" + Hkv.str() + ")");
   Dim Dk = in3d ? (k[2].known() ? Dim(k[2].value / Hkv.value) : Dim()) : k[3];
   Dim S = Skv;
   if (c.has_input(4) && c.input_has_shape(4)) {
     const SymShape& pk = c.input_shape(4);
-    c.check(pk.size() == 4, ErrorKind::kShape, "past_key must be 4-D, got " + sym_shape_str(pk));
+    if (!(pk.size() == 4)) c.fail(ErrorKind::kShape, "past_key must be 4-D, got " + sym_shape_str(pk));
     S = (pk[2].known() && Skv.known()) ? Dim(pk[2].value + Skv.value) : Dim();
   } else if (c.has_input(4)) {
     S = Dim();

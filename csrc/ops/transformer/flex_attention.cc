@@ -25,27 +25,31 @@ DType precision_of(const graph::Node& n, DType input) {
 
 void flex_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
-          std::string("Q must be a float type, got ") + dtype_name(dt));
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("Q must be a float type, got ") + dtype_name(dt));
   check_same_dtype_as(c, 1, dt);
   check_same_dtype_as(c, 2, dt);
   const DType p = precision_of(c.node(), dt);
-  c.check(p == DType::kFloat32 || p == DType::kFloat64, ErrorKind::kUnsupportedOp,
-          std::string("softmax_precision ") + dtype_name(p) + " is not supported (float or double)");
+  if (!(p == DType::kFloat32 || p == DType::kFloat64))
+    c.fail(ErrorKind::kUnsupportedOp,
+           std::string("softmax_precision ") + dtype_name(p) + " is not supported (float or double)");
   for (const char* g : {"score_mod", "prob_mod"})
     if (const graph::Attribute* a = c.node().attr(g))
-      c.check(a->g && a->g->inputs.size() == 1 && a->g->outputs.size() == 1, ErrorKind::kModelFormat,
-              std::string(g) + " must be a graph of one input and one output");
+      if (!(a->g && a->g->inputs.size() == 1 && a->g->outputs.size() == 1))
+        c.fail(ErrorKind::kModelFormat, std::string(g) + " must be a graph of one input and one output");
   if (!c.input_has_shape(0) || !c.input_has_shape(1) || !c.input_has_shape(2))
     return c.set_output(0, dt, {Dim(), Dim(), Dim(), Dim()});
   const SymShape &q = c.input_shape(0), &k = c.input_shape(1), &v = c.input_shape(2);
-  c.check(q.size() == 4 && k.size() == 4 && v.size() == 4, ErrorKind::kShape,
-          "Q, K and V must be rank 4, got " + sym_shape_str(q) + ", " + sym_shape_str(k) + ", " + sym_shape_str(v));
-  c.check(dims_compatible(q[3], k[3]), ErrorKind::kShape, "Q and K head sizes differ");
-  c.check(dims_compatible(k[2], v[2]) && dims_compatible(k[1], v[1]), ErrorKind::kShape, "K and V shapes disagree");
+  if (!(q.size() == 4 && k.size() == 4 && v.size() == 4))
+    c.fail(ErrorKind::kShape,
+           "Q, K and V must be rank 4, got " + sym_shape_str(q) + ", " + sym_shape_str(k) + ", " + sym_shape_str(v));
+  if (!(dims_compatible(q[3], k[3]))) c.fail(ErrorKind::kShape, "Q and K head sizes differ");
+  if (!(dims_compatible(k[2], v[2]) && dims_compatible(k[1], v[1])))
+    c.fail(ErrorKind::kShape, "K and V shapes disagree");
   if (q[1].known() && k[1].known())
-    c.check(k[1].value > 0 && q[1].value % k[1].value == 0, ErrorKind::kShape,
-            "query heads (" + q[1].str() + ") must be a multiple of key/value heads (" + k[1].str() + ")");
+    if (!(k[1].value > 0 && q[1].value % k[1].value == 0))
+      c.fail(ErrorKind::kShape,
+             "query heads (" + q[1].str() + ") must be a multiple of key/value heads (" + k[1].str() + ")");
   c.set_output(0, dt, {q[0], q[1], q[2], v[3]});
 }
 

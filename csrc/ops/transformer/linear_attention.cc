@@ -29,25 +29,25 @@ namespace {
 void infer_linear_attention(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt) && dt != DType::kFloat64, ErrorKind::kDType,
-          std::string("LinearAttention needs float16/bfloat16/float32, got ") + dtype_name(dt));
-  c.check(c.num_inputs() >= 3 && c.has_input(1) && c.has_input(2), ErrorKind::kModelFormat,
-          "LinearAttention needs query, key and value");
+  if (!(ew::in_typeset(ew::kFloatTypes, dt) && dt != DType::kFloat64))
+    c.fail(ErrorKind::kDType, std::string("LinearAttention needs float16/bfloat16/float32, got ") + dtype_name(dt));
+  if (!(c.num_inputs() >= 3 && c.has_input(1) && c.has_input(2)))
+    c.fail(ErrorKind::kModelFormat, "LinearAttention needs query, key and value");
   for (size_t i : {1, 2, 4, 5}) check_same_dtype_as(c, i, dt);
   const LinAttnRule rule = parse_rule(n);
-  c.check(c.has_input(4) == rule.gating, ErrorKind::kModelFormat,
-          std::string("update_rule '") + n.attr_string("update_rule", "gated_delta") +
-              (rule.gating ? "' needs the decay input" : "' takes no decay input"));
-  c.check(c.has_input(5) == rule.delta, ErrorKind::kModelFormat,
-          std::string("update_rule '") + n.attr_string("update_rule", "gated_delta") +
-              (rule.delta ? "' needs the beta input" : "' takes no beta input"));
+  if (!(c.has_input(4) == rule.gating))
+    c.fail(ErrorKind::kModelFormat,
+           std::string("update_rule '") + n.attr_string("update_rule", "gated_delta") + (rule.gating ? "' needs the decay input" : "' takes no decay input"));
+  if (!(c.has_input(5) == rule.delta))
+    c.fail(ErrorKind::kModelFormat,
+           std::string("update_rule '") + n.attr_string("update_rule", "gated_delta") + (rule.delta ? "' needs the beta input" : "' takes no beta input"));
   const int64_t hq = n.attr_int("q_num_heads", 0), hkv = n.attr_int("kv_num_heads", 0);
-  c.check(hq > 0 && hkv > 0 && hq % hkv == 0, ErrorKind::kModelFormat,
-          "q_num_heads (" + std::to_string(hq) + ") must be a positive multiple of kv_num_heads (" +
-              std::to_string(hkv) + ")");
+  if (!(hq > 0 && hkv > 0 && hq % hkv == 0))
+    c.fail(ErrorKind::kModelFormat,
+           "q_num_heads (" + std::to_string(hq) + ") must be a positive multiple of kv_num_heads (" + std::to_string(hkv) + ")");
   const DType st = c.has_input(3) ? c.input_dtype(3) : dt;
-  c.check(ew::in_typeset(ew::kFloatTypes, st) && st != DType::kFloat64, ErrorKind::kDType,
-          std::string("past_state must be float16/bfloat16/float32, got ") + dtype_name(st));
+  if (!(ew::in_typeset(ew::kFloatTypes, st) && st != DType::kFloat64))
+    c.fail(ErrorKind::kDType, std::string("past_state must be float16/bfloat16/float32, got ") + dtype_name(st));
   if (!c.input_has_shape(0) || !c.input_has_shape(2)) {
     c.set_output_rank_unknown(0, dt);
     if (c.num_outputs() > 1) c.set_output(1, st, SymShape(4));
@@ -55,12 +55,13 @@ void infer_linear_attention(InferContext& c) {
   }
   const SymShape& q = c.input_shape(0);
   const SymShape& v = c.input_shape(2);
-  c.check(q.size() == 3 && v.size() == 3, ErrorKind::kShape,
-          "query and value must be 3-D [B, T, H*D], got " + sym_shape_str(q) + " and " + sym_shape_str(v));
-  c.check(!q[2].known() || q[2].value % hq == 0, ErrorKind::kShape,
-          "query hidden size " + q[2].str() + " is not a multiple of q_num_heads");
-  c.check(!v[2].known() || v[2].value % hkv == 0, ErrorKind::kShape,
-          "value hidden size " + v[2].str() + " is not a multiple of kv_num_heads");
+  if (!(q.size() == 3 && v.size() == 3))
+    c.fail(ErrorKind::kShape,
+           "query and value must be 3-D [B, T, H*D], got " + sym_shape_str(q) + " and " + sym_shape_str(v));
+  if (!(!q[2].known() || q[2].value % hq == 0))
+    c.fail(ErrorKind::kShape, "query hidden size " + q[2].str() + " is not a multiple of q_num_heads");
+  if (!(!v[2].known() || v[2].value % hkv == 0))
+    c.fail(ErrorKind::kShape, "value hidden size " + v[2].str() + " is not a multiple of kv_num_heads");
   const Dim dk = q[2].known() ? Dim(q[2].value / hq) : Dim();
   const Dim dv = v[2].known() ? Dim(v[2].value / hkv) : Dim();
   c.set_output(0, dt, SymShape{q[0], q[1], dv.known() ? Dim(dv.value * hq) : Dim()});
@@ -184,9 +185,10 @@ TWINFER_REGISTER_KERNEL("LinearAttention", Backend::kCPU, 0, linattn_supports, m
 
 void infer_causal_conv(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
-          std::string("CausalConvWithState needs a float input, got ") + dtype_name(dt));
-  c.check(c.num_inputs() >= 2 && c.has_input(1), ErrorKind::kModelFormat, "CausalConvWithState needs input and weight");
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("CausalConvWithState needs a float input, got ") + dtype_name(dt));
+  if (!(c.num_inputs() >= 2 && c.has_input(1)))
+    c.fail(ErrorKind::kModelFormat, "CausalConvWithState needs input and weight");
   for (size_t i : {1, 2, 3}) check_same_dtype_as(c, i, dt);
   causal_conv_parse_silu(c.node());
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) {
@@ -196,10 +198,10 @@ void infer_causal_conv(InferContext& c) {
   }
   const SymShape& x = c.input_shape(0);
   const SymShape& w = c.input_shape(1);
-  c.check(x.size() == 3, ErrorKind::kShape, "input must be [B, C, L], got " + sym_shape_str(x));
-  c.check(w.size() == 3 && dims_compatible(w[0], x[1]) && dims_compatible(w[1], Dim(1)), ErrorKind::kShape,
-          "weight must be [C, 1, k], got " + sym_shape_str(w) + " for input " + sym_shape_str(x));
-  c.check(!w[2].known() || w[2].value >= 1, ErrorKind::kShape, "kernel size must be >= 1");
+  if (!(x.size() == 3)) c.fail(ErrorKind::kShape, "input must be [B, C, L], got " + sym_shape_str(x));
+  if (!(w.size() == 3 && dims_compatible(w[0], x[1]) && dims_compatible(w[1], Dim(1))))
+    c.fail(ErrorKind::kShape, "weight must be [C, 1, k], got " + sym_shape_str(w) + " for input " + sym_shape_str(x));
+  if (!(!w[2].known() || w[2].value >= 1)) c.fail(ErrorKind::kShape, "kernel size must be >= 1");
   c.set_output(0, dt, x);
   if (c.num_outputs() > 1) c.set_output(1, dt, SymShape{x[0], x[1], w[2].known() ? Dim(w[2].value - 1) : Dim()});
 }

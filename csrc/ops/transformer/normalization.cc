@@ -21,33 +21,34 @@ namespace {
 
 void infer_rmsnorm(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
-          std::string("RMSNormalization needs a float input, got ") + dtype_name(dt));
-  c.check(c.num_inputs() == 2 && c.has_input(1), ErrorKind::kModelFormat, "RMSNormalization takes X and scale");
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("RMSNormalization needs a float input, got ") + dtype_name(dt));
+  if (!(c.num_inputs() == 2 && c.has_input(1))) c.fail(ErrorKind::kModelFormat, "RMSNormalization takes X and scale");
   const DType st = c.input_dtype(1);
-  c.check(ew::in_typeset(ew::kFloatTypes, st), ErrorKind::kDType,
-          std::string("RMSNormalization scale must be float, got ") + dtype_name(st));
+  if (!(ew::in_typeset(ew::kFloatTypes, st)))
+    c.fail(ErrorKind::kDType, std::string("RMSNormalization scale must be float, got ") + dtype_name(st));
   const int64_t stash = c.node().attr_int("stash_type", 1);
-  c.check(stash == 1 || stash == 11, ErrorKind::kUnsupportedOp,
-          "stash_type " + std::to_string(stash) + " is not supported (float or double)");
+  if (!(stash == 1 || stash == 11))
+    c.fail(ErrorKind::kUnsupportedOp, "stash_type " + std::to_string(stash) + " is not supported (float or double)");
   if (!c.input_has_shape(0)) {
     c.set_output_rank_unknown(0, st);
     return;
   }
   const SymShape& x = c.input_shape(0);
   const int64_t rank = static_cast<int64_t>(x.size());
-  c.check(rank >= 1, ErrorKind::kShape, "RMSNormalization input must have rank >= 1");
+  if (!(rank >= 1)) c.fail(ErrorKind::kShape, "RMSNormalization input must have rank >= 1");
   const int64_t axis = normalize_axis(c, c.node().attr_int("axis", -1), rank);
   if (c.input_has_shape(1)) {
     // Broadcast to the normalised shape, or to X's whole shape (torch's
     // exporter writes RMSNorm without a weight as a scale of ones shaped like X).
     const SymShape& s = c.input_shape(1);
-    c.check(static_cast<int64_t>(s.size()) <= rank, ErrorKind::kShape,
-            "scale " + sym_shape_str(s) + " has more dims than X " + sym_shape_str(x));
+    if (!(static_cast<int64_t>(s.size()) <= rank))
+      c.fail(ErrorKind::kShape, "scale " + sym_shape_str(s) + " has more dims than X " + sym_shape_str(x));
     for (size_t i = 0; i < s.size(); ++i) {
       const Dim& xd = x[rank - s.size() + i];
-      c.check(!s[i].known() || s[i].value == 1 || dims_compatible(s[i], xd), ErrorKind::kShape,
-              "scale " + sym_shape_str(s) + " does not broadcast to the normalised shape of " + sym_shape_str(x));
+      if (!(!s[i].known() || s[i].value == 1 || dims_compatible(s[i], xd)))
+        c.fail(ErrorKind::kShape,
+               "scale " + sym_shape_str(s) + " does not broadcast to the normalised shape of " + sym_shape_str(x));
     }
   }
   c.set_output(0, st, x);
@@ -199,17 +200,18 @@ TWINFER_REGISTER_KERNEL("RMSNormalization", Backend::kCPU, 0, rms_supports, make
 
 void infer_float_same(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
-          c.node().op_type + " needs a float input, got " + dtype_name(dt));
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, c.node().op_type + " needs a float input, got " + dtype_name(dt));
   infer_same_as_input0(c);
 }
 
 void infer_lpnorm(InferContext& c) {
   const int64_t p = c.node().attr_int("p", 2);
-  c.check(p == 1 || p == 2, ErrorKind::kModelFormat, "LpNormalization p must be 1 or 2, got " + std::to_string(p));
+  if (!(p == 1 || p == 2))
+    c.fail(ErrorKind::kModelFormat, "LpNormalization p must be 1 or 2, got " + std::to_string(p));
   if (c.input_has_shape(0)) {
     const int64_t rank = static_cast<int64_t>(c.input_shape(0).size());
-    c.check(rank >= 1, ErrorKind::kShape, "LpNormalization input must have rank >= 1");
+    if (!(rank >= 1)) c.fail(ErrorKind::kShape, "LpNormalization input must have rank >= 1");
     normalize_axis(c, c.node().attr_int("axis", -1), rank);
   }
   infer_float_same(c);
@@ -286,7 +288,8 @@ void infer_mvn(InferContext& c) {
     std::vector<bool> seen(rank, false);
     for (int64_t a : mvn_axes(c.node())) {
       const int64_t ax = normalize_axis(c, a, rank);
-      c.check(!seen[ax], ErrorKind::kModelFormat, "MeanVarianceNormalization axis " + std::to_string(a) + " repeats");
+      if (!(!seen[ax]))
+        c.fail(ErrorKind::kModelFormat, "MeanVarianceNormalization axis " + std::to_string(a) + " repeats");
       seen[ax] = true;
     }
   }

@@ -17,22 +17,22 @@ namespace {
 
 void infer_rotary(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
-          std::string("RotaryEmbedding needs a float input, got ") + dtype_name(dt));
-  c.check(c.num_inputs() >= 3 && c.has_input(1) && c.has_input(2), ErrorKind::kModelFormat,
-          "RotaryEmbedding needs X, cos_cache and sin_cache");
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("RotaryEmbedding needs a float input, got ") + dtype_name(dt));
+  if (!(c.num_inputs() >= 3 && c.has_input(1) && c.has_input(2)))
+    c.fail(ErrorKind::kModelFormat, "RotaryEmbedding needs X, cos_cache and sin_cache");
   check_same_dtype_as(c, 1, dt);
   check_same_dtype_as(c, 2, dt);
   if (c.has_input(3))
-    c.check(c.input_dtype(3) == DType::kInt64 || c.input_dtype(3) == DType::kInt32, ErrorKind::kDType,
-            "position_ids must be int64");
+    if (!(c.input_dtype(3) == DType::kInt64 || c.input_dtype(3) == DType::kInt32))
+      c.fail(ErrorKind::kDType, "position_ids must be int64");
   if (c.input_has_shape(0)) {
     const size_t r = c.input_shape(0).size();
-    c.check(r == 3 || r == 4, ErrorKind::kShape, "RotaryEmbedding input must be 3-D or 4-D, got " +
-                                                     sym_shape_str(c.input_shape(0)));
+    if (!(r == 3 || r == 4))
+      c.fail(ErrorKind::kShape, "RotaryEmbedding input must be 3-D or 4-D, got " + sym_shape_str(c.input_shape(0)));
     if (r == 3)
-      c.check(c.node().attr_int("num_heads", 0) > 0, ErrorKind::kModelFormat,
-              "3-D RotaryEmbedding input needs the num_heads attribute");
+      if (!(c.node().attr_int("num_heads", 0) > 0))
+        c.fail(ErrorKind::kModelFormat, "3-D RotaryEmbedding input needs the num_heads attribute");
   }
   infer_same_as_input0(c);
 }

@@ -9,17 +9,18 @@ namespace {
 
 void infer_swiglu(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(ew::in_typeset(ew::kFloatTypes, dt), ErrorKind::kDType,
-          std::string("SwiGLU needs a float input, got ") + dtype_name(dt));
-  c.check(c.num_inputs() == 2 && c.has_input(1), ErrorKind::kModelFormat, "SwiGLU takes 2 inputs");
+  if (!(ew::in_typeset(ew::kFloatTypes, dt)))
+    c.fail(ErrorKind::kDType, std::string("SwiGLU needs a float input, got ") + dtype_name(dt));
+  if (!(c.num_inputs() == 2 && c.has_input(1))) c.fail(ErrorKind::kModelFormat, "SwiGLU takes 2 inputs");
   check_same_dtype_as(c, 1, dt);
   if (c.input_has_shape(0) && c.input_has_shape(1)) {
     const SymShape& a = c.input_shape(0);
     const SymShape& b = c.input_shape(1);
     bool ok = a.size() == b.size();
     for (size_t i = 0; ok && i < a.size(); ++i) ok = dims_compatible(a[i], b[i]);
-    c.check(ok, ErrorKind::kShape,
-            "SwiGLU inputs must have one shape, got " + sym_shape_str(a) + " and " + sym_shape_str(b));
+    if (!(ok))
+      c.fail(ErrorKind::kShape,
+             "SwiGLU inputs must have one shape, got " + sym_shape_str(a) + " and " + sym_shape_str(b));
     SymShape y = a;
     for (size_t i = 0; i < y.size(); ++i)
       if (!y[i].known()) y[i] = b[i];

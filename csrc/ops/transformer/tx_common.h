@@ -44,10 +44,9 @@ inline bool float_inputs(const KernelBuildInfo& info, std::initializer_list<size
 
 // Shape rules: input i (when present) has dtype dt.
 inline void check_same_dtype_as(InferContext& c, size_t i, DType dt) {
-  if (c.has_input(i))
-    c.check(c.input_dtype(i) == dt, ErrorKind::kDType,
-            c.node().op_type + " input " + std::to_string(i) + " is " + dtype_name(c.input_dtype(i)) +
-                ", expected " + dtype_name(dt));
+  if (c.has_input(i) && c.input_dtype(i) != dt)
+    c.fail(ErrorKind::kDType, c.node().op_type + " input " + std::to_string(i) + " is " + dtype_name(c.input_dtype(i)) +
+                                  ", expected " + dtype_name(dt));
 }
 
 // Dims equal when both are known.

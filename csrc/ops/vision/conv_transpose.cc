@@ -84,21 +84,25 @@ namespace {
 void conv_transpose_infer(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType,
-          std::string("ConvTranspose needs a float input, got ") + dtype_name(dt));
-  c.check(c.input_dtype(1) == dt, ErrorKind::kDType, "weights dtype differs from the input dtype");
-  if (c.has_input(2)) c.check(c.input_dtype(2) == dt, ErrorKind::kDType, "bias dtype differs from the input dtype");
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("ConvTranspose needs a float input, got ") + dtype_name(dt));
+  if (!(c.input_dtype(1) == dt)) c.fail(ErrorKind::kDType, "weights dtype differs from the input dtype");
+  if (c.has_input(2)) if (!(c.input_dtype(2) == dt))
+      c.fail(ErrorKind::kDType, "bias dtype differs from the input dtype");
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, dt);
   const SymShape& xs = c.input_shape(0);
   const SymShape& ws = c.input_shape(1);
-  c.check(xs.size() >= 3 && ws.size() == xs.size(), ErrorKind::kShape,
-          "input " + sym_shape_str(xs) + " and weights " + sym_shape_str(ws) + " do not fit a ConvTranspose");
+  if (!(xs.size() >= 3 && ws.size() == xs.size()))
+    c.fail(ErrorKind::kShape,
+           "input " + sym_shape_str(xs) + " and weights " + sym_shape_str(ws) + " do not fit a ConvTranspose");
   const int64_t group = n.attr_int("group", 1);
-  c.check(group >= 1, ErrorKind::kModelFormat, "group must be >= 1");
+  if (!(group >= 1)) c.fail(ErrorKind::kModelFormat, "group must be >= 1");
   if (xs[1].known() && ws[0].known())
-    c.check(xs[1].value == ws[0].value, ErrorKind::kShape,
-            "input has " + std::to_string(xs[1].value) + " channels, weights " + std::to_string(ws[0].value));
-  if (xs[1].known()) c.check(xs[1].value % group == 0, ErrorKind::kShape, "input channels not divisible by group");
+    if (!(xs[1].value == ws[0].value))
+      c.fail(ErrorKind::kShape,
+             "input has " + std::to_string(xs[1].value) + " channels, weights " + std::to_string(ws[0].value));
+  if (xs[1].known()) if (!(xs[1].value % group == 0))
+      c.fail(ErrorKind::kShape, "input channels not divisible by group");
   const size_t nsp = xs.size() - 2;
   std::vector<int64_t> in, wk;
   bool wk_known = true;
@@ -116,7 +120,8 @@ void conv_transpose_infer(InferContext& c) {
   for (size_t i = 0; i < nsp; ++i) {
     if (g.out[i] >= 0) out.push_back(Dim(g.out[i]));
     else out.push_back(Dim());
-    if (g.out[i] >= 0) c.check(g.out[i] > 0, ErrorKind::kShape, "the output would be empty or negative in size");
+    if (g.out[i] >= 0) if (!(g.out[i] > 0))
+        c.fail(ErrorKind::kShape, "the output would be empty or negative in size");
   }
   c.set_output(0, dt, out);
 }

@@ -24,12 +24,13 @@ namespace {
 void deform_conv_infer(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("DeformConv needs a float input, got ") + dtype_name(dt));
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("DeformConv needs a float input, got ") + dtype_name(dt));
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, dt);
   const SymShape& x = c.input_shape(0);
   const SymShape& w = c.input_shape(1);
-  c.check(x.size() == 4 && w.size() == 4, ErrorKind::kUnsupportedOp,
-          "DeformConv supports 2-D inputs, got " + sym_shape_str(x));
+  if (!(x.size() == 4 && w.size() == 4))
+    c.fail(ErrorKind::kUnsupportedOp, "DeformConv supports 2-D inputs, got " + sym_shape_str(x));
   std::vector<int64_t> wk{w[2].known() ? w[2].value : 1, w[3].known() ? w[3].value : 1};
   if (!(w[2].known() && w[3].known()) && !n.has_attr("kernel_shape")) {
     return c.set_output(0, dt, SymShape{x[0], w[0], Dim(), Dim()});

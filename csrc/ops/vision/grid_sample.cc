@@ -53,15 +53,16 @@ void grid_sample_infer(InferContext& c) {
   GsPad p;
   bool a;
   gs_attrs(c, &m, &p, &a);
-  c.check(dtype_is_float(c.input_dtype(1)), ErrorKind::kDType, "grid must be a float tensor");
+  if (!(dtype_is_float(c.input_dtype(1)))) c.fail(ErrorKind::kDType, "grid must be a float tensor");
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, dt);
   const SymShape& x = c.input_shape(0);
   const SymShape& g = c.input_shape(1);
-  c.check(x.size() >= 3 && g.size() == x.size(), ErrorKind::kShape,
-          "input " + sym_shape_str(x) + " and grid " + sym_shape_str(g) + " do not fit");
+  if (!(x.size() >= 3 && g.size() == x.size()))
+    c.fail(ErrorKind::kShape, "input " + sym_shape_str(x) + " and grid " + sym_shape_str(g) + " do not fit");
   if (g.back().known())
-    c.check(g.back().value == static_cast<int64_t>(x.size() - 2), ErrorKind::kShape,
-            "grid's last dim must be " + std::to_string(x.size() - 2) + ", got " + sym_shape_str(g));
+    if (!(g.back().value == static_cast<int64_t>(x.size() - 2)))
+      c.fail(ErrorKind::kShape,
+             "grid's last dim must be " + std::to_string(x.size() - 2) + ", got " + sym_shape_str(g));
   SymShape out{x[0].known() ? x[0] : g[0], x[1]};
   out.insert(out.end(), g.begin() + 1, g.end() - 1);
   c.set_output(0, dt, out);
@@ -161,18 +162,18 @@ class GridSampleKernel final : public Kernel {
 
 void affine_grid_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, "theta must be a float tensor");
+  if (!(dtype_is_float(dt))) c.fail(ErrorKind::kDType, "theta must be a float tensor");
   std::vector<int64_t> size;
   if (!c.constant_ints(1, &size)) {
     if (c.input_has_shape(1) && c.input_shape(1).size() == 1 && c.input_shape(1)[0].known()) {
       const int64_t r = c.input_shape(1)[0].value;
-      c.check(r == 4 || r == 5, ErrorKind::kShape, "size must have 4 or 5 values");
+      if (!(r == 4 || r == 5)) c.fail(ErrorKind::kShape, "size must have 4 or 5 values");
       return c.set_output(0, dt, SymShape(static_cast<size_t>(r), Dim()));
     }
     return c.set_output_rank_unknown(0, dt);
   }
-  c.check(size.size() == 4 || size.size() == 5, ErrorKind::kShape, "size must have 4 or 5 values");
-  for (int64_t v : size) c.check(v >= 0, ErrorKind::kInvalidArgument, "size values must be >= 0");
+  if (!(size.size() == 4 || size.size() == 5)) c.fail(ErrorKind::kShape, "size must have 4 or 5 values");
+  for (int64_t v : size) if (!(v >= 0)) c.fail(ErrorKind::kInvalidArgument, "size values must be >= 0");
   SymShape out{Dim(size[0])};
   for (size_t i = 2; i < size.size(); ++i) out.push_back(Dim(size[i]));
   out.push_back(Dim(static_cast<int64_t>(size.size() - 2)));

@@ -29,11 +29,12 @@ double lp_p(const Ctx& c) {
 void lp_pool_infer(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("LpPool needs a float input, got ") + dtype_name(dt));
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("LpPool needs a float input, got ") + dtype_name(dt));
   lp_p(c);
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& x = c.input_shape(0);
-  c.check(x.size() >= 3, ErrorKind::kShape, "LpPool input must have rank >= 3, got " + sym_shape_str(x));
+  if (!(x.size() >= 3)) c.fail(ErrorKind::kShape, "LpPool input must have rank >= 3, got " + sym_shape_str(x));
   nn::Window w = nn::parse_window(n, x.size() - 2, nullptr, nn::WindowOptions{true, true});
   SymShape y{x[0], x[1]};
   for (size_t i = 0; i < w.nsp; ++i) y.push_back(nn::window_output_dim(w, i, x[2 + i], n));
@@ -134,11 +135,12 @@ class LpPoolKernel final : public Kernel {
 
 void global_lp_pool_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("GlobalLpPool needs a float input, got ") + dtype_name(dt));
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("GlobalLpPool needs a float input, got ") + dtype_name(dt));
   lp_p(c);
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   SymShape y = c.input_shape(0);
-  c.check(y.size() >= 3, ErrorKind::kShape, "GlobalLpPool input must have rank >= 3, got " + sym_shape_str(y));
+  if (!(y.size() >= 3)) c.fail(ErrorKind::kShape, "GlobalLpPool input must have rank >= 3, got " + sym_shape_str(y));
   for (size_t i = 2; i < y.size(); ++i) y[i] = Dim(1);
   c.set_output(0, dt, y);
 }

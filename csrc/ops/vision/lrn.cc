@@ -34,11 +34,11 @@ bool float_supports(const KernelBuildInfo& info, std::string* why) {
 
 void lrn_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("LRN needs a float input, got ") + dtype_name(dt));
-  c.check(c.node().has_attr("size") && c.node().attr_int("size", 0) > 0, ErrorKind::kModelFormat,
-          "LRN needs a positive 'size'");
+  if (!(dtype_is_float(dt))) c.fail(ErrorKind::kDType, std::string("LRN needs a float input, got ") + dtype_name(dt));
+  if (!(c.node().has_attr("size") && c.node().attr_int("size", 0) > 0))
+    c.fail(ErrorKind::kModelFormat, "LRN needs a positive 'size'");
   if (c.input_has_shape(0))
-    c.check(c.input_shape(0).size() >= 3, ErrorKind::kShape, "LRN input must have rank >= 3");
+    if (!(c.input_shape(0).size() >= 3)) c.fail(ErrorKind::kShape, "LRN input must have rank >= 3");
   infer_same_as_input0(c);
 }
 
@@ -96,17 +96,18 @@ class LrnKernel final : public Kernel {
 
 void group_norm_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType,
-          std::string("GroupNormalization needs a float input, got ") + dtype_name(dt));
-  c.check(c.has_input(1) && c.has_input(2), ErrorKind::kModelFormat, "GroupNormalization needs 3 inputs");
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("GroupNormalization needs a float input, got ") + dtype_name(dt));
+  if (!(c.has_input(1) && c.has_input(2))) c.fail(ErrorKind::kModelFormat, "GroupNormalization needs 3 inputs");
   const int64_t g = c.node().attr_int("num_groups", 0);
-  c.check(g > 0, ErrorKind::kModelFormat, "GroupNormalization needs a positive 'num_groups'");
+  if (!(g > 0)) c.fail(ErrorKind::kModelFormat, "GroupNormalization needs a positive 'num_groups'");
   if (c.input_has_shape(0)) {
     const SymShape& x = c.input_shape(0);
-    c.check(x.size() >= 2, ErrorKind::kShape, "GroupNormalization input must have rank >= 2");
+    if (!(x.size() >= 2)) c.fail(ErrorKind::kShape, "GroupNormalization input must have rank >= 2");
     if (x[1].known())
-      c.check(x[1].value % g == 0, ErrorKind::kShape,
-              std::to_string(x[1].value) + " channels do not split into " + std::to_string(g) + " groups");
+      if (!(x[1].value % g == 0))
+        c.fail(ErrorKind::kShape,
+               std::to_string(x[1].value) + " channels do not split into " + std::to_string(g) + " groups");
   }
   infer_same_as_input0(c);
 }

@@ -37,20 +37,21 @@ float spatial_scale(const Ctx& c) {
 
 void max_roi_pool_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("MaxRoiPool needs float X, got ") + dtype_name(dt));
-  c.check(c.input_dtype(1) == dt, ErrorKind::kDType, "MaxRoiPool's rois must have X's type");
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("MaxRoiPool needs float X, got ") + dtype_name(dt));
+  if (!(c.input_dtype(1) == dt)) c.fail(ErrorKind::kDType, "MaxRoiPool's rois must have X's type");
   const std::vector<int64_t> p = pooled_shape(c);
   spatial_scale(c);
   Dim rois = Dim(), channels = Dim();
   if (c.input_has_shape(0)) {
     const SymShape& x = c.input_shape(0);
-    c.check(x.size() == 4, ErrorKind::kShape, "MaxRoiPool's X must be [N, C, H, W], got " + sym_shape_str(x));
+    if (!(x.size() == 4)) c.fail(ErrorKind::kShape, "MaxRoiPool's X must be [N, C, H, W], got " + sym_shape_str(x));
     channels = x[1];
   }
   if (c.input_has_shape(1)) {
     const SymShape& r = c.input_shape(1);
-    c.check(r.size() == 2 && (!r[1].known() || r[1].value == 5), ErrorKind::kShape,
-            "MaxRoiPool's rois must be [num_rois, 5], got " + sym_shape_str(r));
+    if (!(r.size() == 2 && (!r[1].known() || r[1].value == 5)))
+      c.fail(ErrorKind::kShape, "MaxRoiPool's rois must be [num_rois, 5], got " + sym_shape_str(r));
     rois = r[0];
   }
   c.set_output(0, dt, {rois, channels, Dim(p[0]), Dim(p[1])});

@@ -270,8 +270,8 @@ void resize_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   const Attrs a = parse_attrs(c);
   if (a.mode != Mode::kNearest)
-    c.check(ew::in_typeset(ew::kNumericTypes, dt), ErrorKind::kDType,
-            std::string("linear/cubic Resize does not support ") + dtype_name(dt));
+    if (!(ew::in_typeset(ew::kNumericTypes, dt)))
+      c.fail(ErrorKind::kDType, std::string("linear/cubic Resize does not support ") + dtype_name(dt));
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& xs = c.input_shape(0);
   std::vector<int64_t> in;

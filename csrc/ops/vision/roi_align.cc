@@ -25,20 +25,21 @@ namespace {
 void roi_align_infer(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(dtype_is_float(dt), ErrorKind::kDType, std::string("RoiAlign needs a float input, got ") + dtype_name(dt));
-  c.check(c.input_dtype(1) == dt, ErrorKind::kDType, "rois dtype differs from the input");
-  c.check(c.input_dtype(2) == DType::kInt64 || c.input_dtype(2) == DType::kInt32, ErrorKind::kDType,
-          "batch_indices must be int64");
+  if (!(dtype_is_float(dt)))
+    c.fail(ErrorKind::kDType, std::string("RoiAlign needs a float input, got ") + dtype_name(dt));
+  if (!(c.input_dtype(1) == dt)) c.fail(ErrorKind::kDType, "rois dtype differs from the input");
+  if (!(c.input_dtype(2) == DType::kInt64 || c.input_dtype(2) == DType::kInt32))
+    c.fail(ErrorKind::kDType, "batch_indices must be int64");
   const std::string mode = n.attr_string("mode", "avg");
-  c.check(mode == "avg" || mode == "max", ErrorKind::kUnsupportedOp, "mode '" + mode + "' is not supported");
+  if (!(mode == "avg" || mode == "max")) c.fail(ErrorKind::kUnsupportedOp, "mode '" + mode + "' is not supported");
   const int64_t oh = n.attr_int("output_height", 1), ow = n.attr_int("output_width", 1);
-  c.check(oh > 0 && ow > 0, ErrorKind::kModelFormat, "output_height/width must be positive");
+  if (!(oh > 0 && ow > 0)) c.fail(ErrorKind::kModelFormat, "output_height/width must be positive");
   Dim r, ch;
   if (c.input_has_shape(1)) r = c.input_shape(1)[0];
   if (!r.known() && c.input_has_shape(2) && !c.input_shape(2).empty()) r = c.input_shape(2)[0];
   if (c.input_has_shape(0)) {
     const SymShape& x = c.input_shape(0);
-    c.check(x.size() == 4, ErrorKind::kShape, "RoiAlign input must be 4-D, got " + sym_shape_str(x));
+    if (!(x.size() == 4)) c.fail(ErrorKind::kShape, "RoiAlign input must be 4-D, got " + sym_shape_str(x));
     ch = x[1];
   }
   c.set_output(0, dt, SymShape{r, ch, Dim(oh), Dim(ow)});

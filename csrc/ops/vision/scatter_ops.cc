@@ -33,7 +33,7 @@ void col2im_infer(InferContext& c) {
   const bool hi = c.constant_ints(1, &image), hb = c.constant_ints(2, &block);
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& x = c.input_shape(0);
-  c.check(x.size() == 3, ErrorKind::kShape, "Col2Im input must be [N, C*K, L], got " + sym_shape_str(x));
+  if (!(x.size() == 3)) c.fail(ErrorKind::kShape, "Col2Im input must be [N, C*K, L], got " + sym_shape_str(x));
   size_t nsp = 0;
   if (hi) nsp = image.size();
   else if (c.input_has_shape(1) && c.input_shape(1).size() == 1 && c.input_shape(1)[0].known())
@@ -44,12 +44,14 @@ void col2im_infer(InferContext& c) {
   if (hi && hb) {
     const Col2ImGeom g = col2im_geom(c, image, block);
     if (x[1].known()) {
-      c.check(x[1].value % g.K == 0, ErrorKind::kShape, "input channels are not a multiple of prod(block_shape)");
+      if (!(x[1].value % g.K == 0))
+        c.fail(ErrorKind::kShape, "input channels are not a multiple of prod(block_shape)");
       out[1] = Dim(x[1].value / g.K);
     }
     if (x[2].known())
-      c.check(x[2].value == g.L, ErrorKind::kShape,
-              "input has " + std::to_string(x[2].value) + " blocks, the geometry gives " + std::to_string(g.L));
+      if (!(x[2].value == g.L))
+        c.fail(ErrorKind::kShape,
+               "input has " + std::to_string(x[2].value) + " blocks, the geometry gives " + std::to_string(g.L));
   }
   c.set_output(0, dt, out);
 }
@@ -138,10 +140,11 @@ void center_crop_pad_infer(InferContext& c) {
     for (int64_t a : axes) out[a] = Dim();
     return c.set_output(0, dt, out);
   }
-  c.check(shape.size() == axes.size(), ErrorKind::kShape,
-          "shape has " + std::to_string(shape.size()) + " values for " + std::to_string(axes.size()) + " axes");
+  if (!(shape.size() == axes.size()))
+    c.fail(ErrorKind::kShape,
+           "shape has " + std::to_string(shape.size()) + " values for " + std::to_string(axes.size()) + " axes");
   for (size_t i = 0; i < axes.size(); ++i) {
-    c.check(shape[i] >= 0, ErrorKind::kInvalidArgument, "shape values must be >= 0");
+    if (!(shape[i] >= 0)) c.fail(ErrorKind::kInvalidArgument, "shape values must be >= 0");
     out[axes[i]] = Dim(shape[i]);
   }
   c.set_output(0, dt, out);
@@ -214,8 +217,8 @@ class CenterCropPadKernel final : public Kernel {
 void max_unpool_infer(InferContext& c) {
   const graph::Node& n = c.node();
   const DType dt = c.input_dtype(0);
-  c.check(c.input_dtype(1) == DType::kInt64, ErrorKind::kDType, "MaxUnpool indices must be int64");
-  c.check(n.has_attr("kernel_shape"), ErrorKind::kModelFormat, "MaxUnpool needs kernel_shape");
+  if (!(c.input_dtype(1) == DType::kInt64)) c.fail(ErrorKind::kDType, "MaxUnpool indices must be int64");
+  if (!(n.has_attr("kernel_shape"))) c.fail(ErrorKind::kModelFormat, "MaxUnpool needs kernel_shape");
   if (c.has_input(2)) {
     std::vector<int64_t> os;
     if (c.constant_ints(2, &os)) {
@@ -228,7 +231,7 @@ void max_unpool_infer(InferContext& c) {
   }
   if (!c.input_has_shape(0)) return c.set_output_rank_unknown(0, dt);
   const SymShape& x = c.input_shape(0);
-  c.check(x.size() >= 3, ErrorKind::kShape, "MaxUnpool input must have rank >= 3");
+  if (!(x.size() >= 3)) c.fail(ErrorKind::kShape, "MaxUnpool input must have rank >= 3");
   const size_t nsp = x.size() - 2;
   const std::vector<int64_t> k = ints_attr(n, "kernel_shape", nsp, 1);
   const std::vector<int64_t> s = ints_attr(n, "strides", nsp, 1);
