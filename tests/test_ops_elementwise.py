@@ -281,6 +281,57 @@ def test_erf_float32_is_within_4_ulp_of_libm(rng):
     assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()  # erf(-0) = -0
 
 
+def _logistic_grid(rng):
+    """A dense grid, fresh random values, exp's range-reduction boundaries
+    (|r| = ln2/2), the float32 underflow and subnormal tails, and the edges."""
+    return np.concatenate([np.linspace(-12, 12, 240001), rng.standard_normal(50001) * 3,
+                           np.linspace(-110, 110, 2001),
+                           [0.3466, -0.3466, 0.1733, -0.1733, 87.3, -87.3, 88.7, -88.7, 103.9, -103.9,
+                            1e-30, -1e-30, 1e-40, -1e-40, 0.0, -0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+
+
+@pytest.mark.parametrize("op", ["Sigmoid", "Tanh"])
+def test_sigmoid_and_tanh_float32_are_within_4_ulp(rng, op):
+    """The vectorised float32 Sigmoid and Tanh (ops/elementwise/logistic_fast.cc)
+    against float64 NumPy rounded to float32, subnormal results included."""
+    x = _logistic_grid(rng)
+    model = make_model([helper.make_node(op, ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    xd = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = 1 / (1 + np.exp(-xd)) if op == "Sigmoid" else np.tanh(xd)
+    finite = ~np.isnan(x)
+    spacing = np.spacing(np.maximum(np.abs(want[finite]), np.finfo(np.float32).tiny).astype(np.float32))
+    ulps = np.abs(got[finite] - want[finite]) / spacing
+    assert ulps.max() <= 4, (ulps.max(), x[finite][np.argmax(ulps)])
+    assert np.isnan(got[~finite]).all()
+    if op == "Tanh":
+        assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()  # tanh(-0) = -0
+
+
+def test_gelu_tanh_float32_against_float64(rng):
+    """GELU's tanh form, vectorised as x * sigmoid(2z): within 1e-6 relative
+    where |x| < 3, and within what float32 rounding of z costs in the tails
+    (exp's argument reaches -76 there: about 2e-5 relative); -inf gives NaN
+    and large negative x -0, as onnxruntime and PyTorch do."""
+    x = _logistic_grid(rng)
+    model = make_model([helper.make_node("Gelu", ["x"], ["y"], approximate="tanh")],
+                       [("x", np.float32, [len(x)])], [("y", np.float32, [len(x)])], opset=20)
+    got = run_twinfer(model, {"x": x})[0]
+    xd = x.astype(np.float64)
+    z = np.sqrt(2 / np.pi) * (xd + 0.044715 * xd**3)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = xd / (1 + np.exp(-2 * z))  # 0.5 x (1 + tanh z), without its cancellation below 0
+    finite = np.isfinite(x)
+    rel = np.abs(got[finite] - want[finite]) / np.maximum(np.abs(want[finite]), 1e-38)
+    near = np.abs(x[finite]) < 3
+    assert rel[near].max() <= 1e-6, (rel[near].max(), x[finite][near][np.argmax(rel[near])])
+    assert rel.max() <= 3e-5, (rel.max(), x[finite][np.argmax(rel)])
+    assert got[x == np.inf][0] == np.inf and np.isnan(got[x == -np.inf][0]) and np.isnan(got[np.isnan(x)][0])
+    assert np.signbit(got[x == -103.9][0]) and got[x == -103.9][0] == 0
+
+
 @pytest.mark.parametrize("op,dts,opset", UNARY_INT, ids=[c[0] for c in UNARY_INT])
 def test_unary_int(rng, op, dts, opset):
     for dt in dts:

@@ -107,6 +107,24 @@ def test_matmul_bias_activation_fusion(rng):
     assert hist == {"com.twinfer::MatMul": 1}, hist
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_matmul_gelu_fusion(rng, approximate):
+    # Both GELU forms go into the GEMM's epilogue (oneDNN's gelu_erf / gelu_tanh
+    # post-ops); GPT-2's MLP is MatMul + bias + tanh GELU.
+    inits = {"w": rng.standard_normal((17, 11)).astype(np.float32) * 0.5,
+             "b": rng.standard_normal(11).astype(np.float32)}
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["a"]),
+        helper.make_node("Gelu", ["a"], ["y"], approximate=approximate),
+    ]
+    graph = helper.make_graph(nodes, "g", [_vi("x", [3, 5, 17])], [_vi("y", [3, 5, 11])],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    hist = _check(model, {"x": rng.standard_normal((3, 5, 17)).astype(np.float32) * 2})
+    assert hist == {"com.twinfer::MatMul": 1}, hist
+
+
 def test_fusion_keeps_values_that_are_graph_outputs(rng):
     inits = {"w": _conv_weights(rng, 3, 3, 1)}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]

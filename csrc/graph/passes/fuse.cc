@@ -71,8 +71,11 @@ int match_activation(Matcher& m, int value, std::string* name, std::vector<float
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") {
     *name = op;
   } else if (op == "Gelu") {
-    if (n->attr_string("approximate", "none") != "none") return -1;
+    // activation_params [1]: the tanh form (ops/nn/activation.h), oneDNN's gelu_tanh post-op.
+    const std::string approximate = n->attr_string("approximate", "none");
+    if (approximate != "none" && approximate != "tanh") return -1;
     *name = op;
+    if (approximate == "tanh") params->push_back(1.f);
   } else if (op == "LeakyRelu") {
     *name = op;
     params->push_back(n->attr_float("alpha", 0.01f));

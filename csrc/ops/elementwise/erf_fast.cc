@@ -18,29 +18,11 @@
 
 #include "core/parallel.h"
 #include "core/simd_clones.h"
+#include "ops/elementwise/fast_exp.h"
 #include "ops/kernel.h"
 
 namespace twinfer::ew {
 namespace {
-
-// exp(y) for y in [-16, 0]: y = k ln2 + r, |r| <= ln2 / 2.
-inline float exp_nonpositive(float y) {
-  // k = round(y / ln2) by the 1.5 * 2^23 trick (vectorises; nearbyint may not).
-  const float k = (y * 1.44269504088896341f + 12582912.f) - 12582912.f;
-  const float r = (y - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;  // ln2 split hi + lo
-  float p = 1.f / 5040;
-  p = p * r + 1.f / 720;
-  p = p * r + 1.f / 120;
-  p = p * r + 1.f / 24;
-  p = p * r + 1.f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;  // 2^k, k in [-24, 0]
-  float two_k;
-  std::memcpy(&two_k, &bits, sizeof two_k);
-  return p * two_k;
-}
 
 // erf of one float32, branch-free (see the top of the file).
 inline __attribute__((always_inline)) float erf_one(float v) {

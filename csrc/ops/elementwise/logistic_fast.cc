@@ -1,0 +1,91 @@
+// Sigmoid, Tanh and GELU's tanh form (approximate="tanh") on float32 in
+// loops the compiler vectorises (multiversioned for AVX-512/AVX2,
+// core/simd_clones.h), on the exp of ops/elementwise/fast_exp.h. The
+// general kernel calls libm per element: a survey against onnxruntime
+// measured Tanh 59x, Sigmoid 8x and the tanh GELU 44x slower on their own,
+// GPT-2's prefill 1.5x slower overall (its GELUs took 76 of 183 ms).
+//
+//   sigmoid(x) = 1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|)
+//   tanh(x)    = sign(x) * -m / (2 + m), m = expm1(-2|x|) (no cancellation
+//                near 0, where 1 - e would lose the low bits)
+//   gelu(x)    = x * sigmoid(2 z), z = sqrt(2/pi) (x + 0.044715 x^3): the
+//                same as 0.5 x (1 + tanh z) without its cancellation for z < 0
+// Every branch computed and selected, as in erf_fast.cc. Against the float64
+// functions on a dense grid and the edges: tests/test_ops_elementwise.py.
+// float64 and float16 keep the general kernels (ops/elementwise/unary.cc).
+#include <cmath>
+#include <cstdint>
+
+#include "core/parallel.h"
+#include "core/simd_clones.h"
+#include "ops/elementwise/fast_exp.h"
+#include "ops/kernel.h"
+
+namespace twinfer::ew {
+namespace {
+
+inline __attribute__((always_inline)) float sigmoid_one(float x) {
+  const float e = exp_negative(-std::fabs(x));
+  const float s = (x >= 0.f ? 1.f : e) / (1.f + e);
+  return x != x ? x : s;
+}
+
+inline __attribute__((always_inline)) float tanh_one(float x) {
+  const float m = expm1_negative(-2.f * std::fabs(x));
+  return x != x ? x : std::copysign(-m / (2.f + m), x);
+}
+
+TWINFER_SIMD_CLONES void sigmoid_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = sigmoid_one(x[i]);
+}
+
+TWINFER_SIMD_CLONES void tanh_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = tanh_one(x[i]);
+}
+
+TWINFER_SIMD_CLONES void gelu_tanh_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float z = 0.79788456080286535588f * (v + 0.044715f * v * v * v);
+    // Very negative v: -0 (sigmoid 0), and -inf * 0 = NaN, as onnxruntime and PyTorch give.
+    y[i] = v * sigmoid_one(2.f * z);
+  }
+}
+
+bool float32_only(const KernelBuildInfo& info, std::string* why) {
+  if (info.input_dtype(0) != DType::kFloat32) {
+    if (why) *why = "fast path: float32 only";
+    return false;
+  }
+  return true;
+}
+
+bool gelu_tanh_supports(const KernelBuildInfo& info, std::string* why) {
+  if (info.node().attr_string("approximate", "none") != "tanh") {
+    if (why) *why = "fast path: approximate=\"tanh\" only";
+    return false;
+  }
+  return float32_only(info, why);
+}
+
+template <void (*Loop)(const float*, float*, int64_t)>
+class FastLogisticKernel final : public Kernel {
+ public:
+  explicit FastLogisticKernel(const KernelBuildInfo&) {}
+  const char* impl_name() const override { return "vectorised float32"; }
+  void run(KernelContext& ctx) const override {
+    const float* x = ctx.inputs[0].as<const float>();
+    float* y = ctx.outputs[0].as<float>();
+    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
+                 [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b); });
+  }
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("Sigmoid", Backend::kCPU, 10, float32_only, make_kernel<FastLogisticKernel<sigmoid_loop>>);
+TWINFER_REGISTER_KERNEL("Tanh", Backend::kCPU, 10, float32_only, make_kernel<FastLogisticKernel<tanh_loop>>);
+TWINFER_REGISTER_KERNEL("Gelu", Backend::kCPU, 10, gelu_tanh_supports,
+                        make_kernel<FastLogisticKernel<gelu_tanh_loop>>);
+
+}  // namespace twinfer::ew
