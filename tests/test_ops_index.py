@@ -312,6 +312,40 @@ def test_einsum_against_ort(rng):
         check("Einsum", [(f"x{i}", x) for i, x in enumerate(xs)], {"equation": eq}, opset=12, rtol=1e-5, atol=1e-5)
 
 
+# Contractions the CPU kernel runs as one oneDNN matmul over strided views of
+# its operands and output, and the layouts where a view is impossible and it
+# copies (group not one run, batch inside a row, output permuted, summed
+# labels, size-1 groups). MaxViT's attention equations come first (spaces and
+# all); sizes are odd.
+EINSUM_GEMM = [(" BGHID , BGHJD -> BGHIJ", [(1, 5, 2, 7, 9), (1, 5, 2, 11, 9)]),
+               ("BGHIJ,BGHJD->BGHID", [(2, 3, 2, 7, 11), (2, 3, 2, 11, 5)]),
+               ("bki,bkj->bij", [(3, 7, 5), (3, 7, 9)]), ("bij,bjk->bki", [(3, 5, 7), (3, 7, 9)]),
+               ("ibj,bjk->bik", [(5, 3, 7), (3, 7, 9)]), ("bhid,bhjd->bij", [(2, 3, 5, 7), (2, 3, 9, 7)]),
+               ("abcd,cdef->abef", [(2, 3, 5, 7), (5, 7, 3, 4)]), ("abcd,cdef->feba", [(2, 3, 5, 7), (5, 7, 3, 4)]),
+               ("bij,bj->bi", [(3, 5, 7), (3, 7)]), ("bi,bij->bj", [(3, 5), (3, 5, 7)]), ("bij,bjk", [(1, 5, 7), (1, 7, 3)]),
+               ("ij,bjk->bik", [(5, 7), (3, 7, 9)]), ("bij,jk->bik", [(3, 5, 7), (7, 9)]),
+               ("bij,bjk,bkl->bil", [(3, 5, 7), (3, 7, 9), (3, 9, 4)]), ("bijx,bjk->bik", [(3, 5, 7, 2), (3, 7, 9)]),
+               ("...ij,...jk->...ik", [(3, 1, 5, 7), (4, 7, 9)])]
+
+
+@pytest.mark.parametrize("dt", [F32, F64, F16], ids=ids([F32, F64, F16]))
+def test_einsum_batched_gemm_layouts(rng, dt):
+    for eq, shapes in EINSUM_GEMM:
+        xs = [rng.standard_normal(s).astype(dt) for s in shapes]
+        model, feeds = build("Einsum", [(f"x{i}", x) for i, x in enumerate(xs)], {"equation": eq}, opset=12)
+        (got,) = run(model, feeds)
+        exp = np.einsum(eq.replace(" ", ""), *[x.astype(np.float64) for x in xs])
+        tol = {F16: 2e-2, F32: 1e-5, F64: 1e-12}[dt]
+        assert got.dtype == dt and got.shape == exp.shape, eq
+        np.testing.assert_allclose(got.astype(np.float64), exp, rtol=tol, atol=tol * 10, err_msg=eq)
+
+
+def test_einsum_batched_gemm_against_ort(rng):
+    for eq, shapes in EINSUM_GEMM[:8]:
+        xs = [rng.standard_normal(s).astype(F32) for s in shapes]
+        check("Einsum", [(f"x{i}", x) for i, x in enumerate(xs)], {"equation": eq}, opset=12, rtol=1e-5, atol=1e-5)
+
+
 def test_einsum_errors(rng):
     a, b = rng.standard_normal((3, 4)).astype(F32), rng.standard_normal((5, 6)).astype(F32)
     model, feeds = build("Einsum", [("a", a), ("b", b)], {"equation": "ij,jk->ik"}, opset=12)

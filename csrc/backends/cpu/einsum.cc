@@ -4,14 +4,23 @@
 //      floats, double for float64, int64 for integers) while taking its
 //      diagonals (a label repeated in one operand), summing labels no other
 //      operand or the output uses, and broadcasting size-1 dims;
-//   2. operands are contracted left to right: each pair is permuted into
-//      [batch, M, K] x [batch, K, N] (batch labels: in both and still needed;
-//      K: in both and needed no more) and multiplied as a batched GEMM —
-//      oneDNN's matmul for float, a plain loop otherwise;
+//   2. operands are contracted left to right: each pair is multiplied as a
+//      batched GEMM [batch, M, K] x [batch, K, N] (batch labels: in both and
+//      still needed; K: in both and needed no more) — oneDNN's matmul for
+//      float, a plain loop otherwise;
 //   3. the result is permuted/summed into the output's label order.
+// Copies are only made where needed: an operand that is already laid out as
+// its labels (no diagonal, summed or broadcast label, the compute type) is
+// read in place, and oneDNN reads each GEMM operand and writes its result
+// through strides when the batch/M/K/N label groups are each one evenly
+// strided run (e.g. attention's "bhid,bhjd->bhij", K transposed, and its
+// output written straight into the node's output). Before this, every
+// operand went through 3-4 element-by-element permuting copies around the
+// GEMM, which made MaxViT's attention Einsums 8-12x slower than MatMul.
 // Ellipsis dims broadcast numpy-style (aligned from the right). Without "->"
 // the output is the labels used once, in ASCII order, after the ellipsis dims.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 
@@ -32,8 +41,39 @@ struct GatherSum {
   Shape sum_dims, sum_strides;
 };
 
+// gather_sum without sum dims: a strided copy, row by row.
+template <typename Acc, typename Src>
+void gather(const GatherSum& g, const Src* src, Acc* dst) {
+  const size_t nd = g.dims.size();
+  if (nd == 0) {
+    dst[0] = static_cast<Acc>(ew::load(src[0]));
+    return;
+  }
+  const int64_t inner = g.dims[nd - 1], is = g.strides[nd - 1];
+  if (inner == 0) return;
+  const int64_t rows = shape_numel(g.dims) / inner;
+  std::vector<int64_t> ci(nd - 1, 0);
+  int64_t base = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const Src* s = src + base;
+    Acc* d = dst + r * inner;
+    if (is == 1) {
+      for (int64_t j = 0; j < inner; ++j) d[j] = static_cast<Acc>(ew::load(s[j]));
+    } else {
+      for (int64_t j = 0; j < inner; ++j) d[j] = static_cast<Acc>(ew::load(s[j * is]));
+    }
+    for (size_t d0 = nd - 1; d0-- > 0;) {
+      base += g.strides[d0];
+      if (++ci[d0] < g.dims[d0]) break;
+      base -= g.strides[d0] * ci[d0];
+      ci[d0] = 0;
+    }
+  }
+}
+
 template <typename Acc, typename Src>
 void gather_sum(const GatherSum& g, const Src* src, Acc* dst) {
+  if (g.sum_dims.empty()) return gather(g, src, dst);
   const int64_t total = shape_numel(g.dims), inner = shape_numel(g.sum_dims);
   const size_t nd = g.dims.size(), ns = g.sum_dims.size();
   std::vector<int64_t> ci(nd, 0), cs(ns, 0);
@@ -114,12 +154,19 @@ class EinsumKernel final : public Kernel {
           ld.g.sum_strides.push_back(lstride[l]);
         }
       }
-      ld.buf = alloc(shape_numel(ld.g.dims));
+      // Already laid out as its labels: read in place.
+      bool in_place = ld.g.sum_dims.empty() && input_is_acc();
+      const Shape want = contiguous_strides(ld.g.dims);
+      for (size_t a = 0; a < want.size() && in_place; ++a)
+        if (ld.g.dims[a] != 1 && ld.g.strides[a] != want[a]) in_place = false;
+      if (in_place) ld.buf.input = static_cast<int>(k);
+      else ld.buf.off = alloc(shape_numel(ld.g.dims));
       loads_.push_back(ld);
     }
     // 2. Contractions.
     std::vector<int> cur = loads_[0].labels;
-    size_t cur_buf = loads_[0].buf;
+    Ref cur_buf = loads_[0].buf;
+    bool out_written = false;
     for (size_t k = 1; k < n; ++k) {
       const std::vector<int>& rhs = loads_[k].labels;
       Contract ct;
@@ -163,17 +210,51 @@ class EinsumKernel final : public Kernel {
       ct.gb = arrange(rhs, b_to, b_sum);
       ct.a = cur_buf;
       ct.b = loads_[k].buf;
-      ct.pa = alloc(ct.batch * ct.m * ct.k);
-      ct.pb = alloc(ct.batch * ct.k * ct.n);
-      ct.y = alloc(ct.batch * ct.m * ct.n);
-      if (acc_is_float() && ct.batch * ct.m * ct.n > 0 && ct.k > 0) {
-        cpu::onednn::MatmulDesc d;
-        d.a = {ct.batch, ct.m, ct.k};
-        d.b = {ct.batch, ct.k, ct.n};
-        d.y = {ct.batch, ct.m, ct.n};
-        ct.mm = std::make_shared<cpu::onednn::MatmulCore>(d, node_, "Einsum");
-        mm_scratch_ = std::max(mm_scratch_, ct.mm->scratch_bytes());
+      const bool use_mm = acc_is_float() && ct.batch * ct.m * ct.n > 0 && ct.k > 0;
+      // Strided views in place of the copies (oneDNN only; the plain loop
+      // reads [batch, M, K] x [batch, K, N]). Summed labels need the copy.
+      dnnl::memory::dims sa, sb, sy;
+      if (use_mm) {
+        if (a_sum.empty()) sa = view_strides(cur, {&batch, &m, &kk}, false);
+        if (b_sum.empty()) sb = view_strides(rhs, {&batch, &kk, &nn}, false);
+        // The last product straight into the node's output when its labels
+        // are batch, M and N (a contraction keeps only needed labels).
+        if (k + 1 == n && dt_ == DType::kFloat32) sy = view_strides(s.out, {&batch, &m, &nn}, true);
       }
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        ct.copy_a = sa.empty();
+        ct.copy_b = sb.empty();
+        ct.y = Ref{};
+        ct.y.output = !sy.empty();
+        if (use_mm) {
+          cpu::onednn::MatmulDesc d;
+          d.a = {ct.batch, ct.m, ct.k};
+          d.b = {ct.batch, ct.k, ct.n};
+          d.y = {ct.batch, ct.m, ct.n};
+          d.a_strides = sa;
+          d.b_strides = sb;
+          d.y_strides = sy;
+          const bool views = !(sa.empty() && sb.empty() && sy.empty());
+          try {
+            ct.mm = std::make_shared<cpu::onednn::MatmulCore>(d, node_, "Einsum");
+          } catch (...) {
+            if (!views) throw;
+            ct.mm = nullptr;
+          }
+          // oneDNN's reference matmul takes any strides but is slower than
+          // copying, and some strides it may refuse: then copy.
+          if (views && (!ct.mm || ct.mm->impl_info().rfind("ref", 0) == 0)) {
+            sa.clear(), sb.clear(), sy.clear();
+            continue;
+          }
+          mm_scratch_ = std::max(mm_scratch_, ct.mm->scratch_bytes());
+        }
+        break;
+      }
+      if (ct.copy_a) ct.pa = alloc(ct.batch * ct.m * ct.k);
+      if (ct.copy_b) ct.pb = alloc(ct.batch * ct.k * ct.n);
+      if (!ct.y.output) ct.y.off = alloc(ct.batch * ct.m * ct.n);
+      out_written = ct.y.output;
       cur = batch;
       cur.insert(cur.end(), m.begin(), m.end());
       cur.insert(cur.end(), nn.begin(), nn.end());
@@ -181,6 +262,8 @@ class EinsumKernel final : public Kernel {
       contracts_.push_back(ct);
     }
     // 3. To the output's order.
+    out_written_ = out_written;
+    if (out_written_) return;
     std::vector<int> rest;
     for (int l : cur)
       if (!std::count(s.out.begin(), s.out.end(), l)) rest.push_back(l);
@@ -209,17 +292,61 @@ class EinsumKernel final : public Kernel {
   }
 
  private:
+  // Where a buffer lives: an input read in place, the node's output, or
+  // scratch at an offset.
+  struct Ref {
+    int input = -1;
+    bool output = false;
+    size_t off = 0;
+  };
   struct Load {
-    std::vector<int> labels;
+    std::vector<int> labels;  // the buffer holds these, contiguous, in this order
     GatherSum g;
-    size_t buf = 0;
+    Ref buf;
   };
   struct Contract {
     GatherSum ga, gb;
-    size_t a = 0, b = 0, pa = 0, pb = 0, y = 0;
+    Ref a, b, y;
+    bool copy_a = true, copy_b = true;  // into [batch, M, K] / [batch, K, N] at pa / pb
+    size_t pa = 0, pb = 0;
     int64_t batch = 1, m = 1, k = 1, n = 1;
     std::shared_ptr<cpu::onednn::MatmulCore> mm;
   };
+
+  // The inputs are already the compute type (no conversion on load).
+  bool input_is_acc() const {
+    return dt_ == DType::kFloat32 || dt_ == DType::kFloat64 || dt_ == DType::kInt64;
+  }
+  // Strides [s0, s1, s2] of a buffer holding `from` contiguously, seen as
+  // [g0, g1, g2] with each label group one dim; empty when a group is not one
+  // evenly strided run in `from`, or when the matrix has no unit-stride dim
+  // (y: its last dim must be) — oneDNN's fast kernels need one.
+  dnnl::memory::dims view_strides(const std::vector<int>& from, std::array<const std::vector<int>*, 3> groups,
+                                  bool y) const {
+    const Shape st = contiguous_strides(label_dims(from));
+    int64_t s[3] = {0, 0, 0}, d[3] = {1, 1, 1};
+    for (int g = 0; g < 3; ++g) {
+      int64_t expect = -1;
+      for (auto it = groups[g]->rbegin(); it != groups[g]->rend(); ++it) {
+        const int l = *it;
+        d[g] *= dim_[l];
+        if (dim_[l] == 1) continue;
+        const auto pos = std::find(from.begin(), from.end(), l);
+        if (pos == from.end()) return {};
+        const int64_t ls = st[pos - from.begin()];
+        if (expect < 0) s[g] = ls;
+        else if (ls != expect) return {};
+        expect = ls * dim_[l];
+      }
+    }
+    // A group of one element: any stride addresses it; pick the one that
+    // makes the layout read as plain (or transposed).
+    if (d[2] == 1) s[2] = 1;
+    if (d[1] == 1) s[1] = s[2] == 1 ? d[2] : 1;
+    if (s[2] != 1 && (y || s[1] != 1)) return {};
+    if (d[0] == 1) s[0] = std::max(s[1] * d[1], s[2] * d[2]);
+    return {s[0], s[1], s[2]};
+  }
 
   bool acc_is_float() const {
     return dt_ == DType::kFloat32 || dt_ == DType::kFloat16 || dt_ == DType::kBFloat16;
@@ -241,16 +368,30 @@ class EinsumKernel final : public Kernel {
     char* base = static_cast<char*>(ctx.scratch);
     base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
     auto buf = [&](size_t off) { return reinterpret_cast<Acc*>(base + off); };
+    auto at = [&](const Ref& r) -> Acc* {
+      if (r.input >= 0) return static_cast<Acc*>(const_cast<void*>(ctx.inputs[r.input].data));
+      if (r.output) return static_cast<Acc*>(ctx.outputs[0].data);
+      return buf(r.off);
+    };
     for (size_t k = 0; k < loads_.size(); ++k) {
+      if (loads_[k].buf.input >= 0) continue;
       ew::dispatch_typeset<kEinsumTypes>(dt_, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        gather_sum<Acc>(loads_[k].g, ctx.inputs[k].as<const T>(), buf(loads_[k].buf));
+        gather_sum<Acc>(loads_[k].g, ctx.inputs[k].as<const T>(), at(loads_[k].buf));
       });
     }
     for (const Contract& ct : contracts_) {
-      Acc *pa = buf(ct.pa), *pb = buf(ct.pb), *y = buf(ct.y);
-      gather_sum<Acc>(ct.ga, buf(ct.a), pa);
-      gather_sum<Acc>(ct.gb, buf(ct.b), pb);
+      const Acc* pa = at(ct.a);
+      const Acc* pb = at(ct.b);
+      Acc* y = at(ct.y);
+      if (ct.copy_a) {
+        gather_sum<Acc>(ct.ga, pa, buf(ct.pa));
+        pa = buf(ct.pa);
+      }
+      if (ct.copy_b) {
+        gather_sum<Acc>(ct.gb, pb, buf(ct.pb));
+        pb = buf(ct.pb);
+      }
       if (ct.mm) {
         KernelContext mc = ctx;
         mc.scratch = base + used_;
@@ -269,8 +410,9 @@ class EinsumKernel final : public Kernel {
           }
         }
     }
+    if (out_written_) return;
     Acc* out = buf(final_buf_);
-    gather_sum<Acc>(final_, buf(final_src_), out);
+    gather_sum<Acc>(final_, at(final_src_), out);
     ew::dispatch_typeset<kEinsumTypes>(dt_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* y = ctx.outputs[0].as<T>();
@@ -285,7 +427,9 @@ class EinsumKernel final : public Kernel {
   std::vector<Load> loads_;
   std::vector<Contract> contracts_;
   GatherSum final_;
-  size_t final_src_ = 0, final_buf_ = 0, used_ = 0, mm_scratch_ = 0;
+  Ref final_src_;
+  bool out_written_ = false;  // the last product went straight to the output
+  size_t final_buf_ = 0, used_ = 0, mm_scratch_ = 0;
 };
 
 bool einsum_supports(const KernelBuildInfo& info, std::string* why) {

@@ -5,7 +5,9 @@
 //
 // A, B, y have equal rank >= 2 (leading batch dims broadcast: equal or 1).
 // A constant B is packed once into oneDNN's preferred layout (with alpha
-// folded in); a runtime B is read in place (transposes via strides).
+// folded in); a runtime B is read in place (transposes via strides). A and y
+// may be strided views too (Einsum reads and writes permuted operands in
+// place).
 // Measured (2 threads, AVX-512): 128x768x3072 packed 1.9 ms vs 3.8 ms from
 // a plain row-major B (scratch oneDNN benchmark).
 //
@@ -25,6 +27,7 @@ namespace twinfer::cpu::onednn {
 struct MatmulDesc {
   Shape a, b, y;                            // oneDNN dims, equal rank
   dnnl::memory::dims a_strides, b_strides;  // empty: row-major
+  dnnl::memory::dims y_strides;             // empty: row-major
   const void* b_const = nullptr;            // constant B, packed at construction
   std::shared_ptr<const void> b_owner;      // b_const's storage: packed copies shared (PackedWeights)
   float alpha = 1.f;
@@ -43,6 +46,9 @@ class MatmulCore {
  public:
   MatmulCore(MatmulDesc d, std::string node, std::string op);
   size_t scratch_bytes() const { return declared_scratch_; }
+  // oneDNN's name for the implementation it chose ("ref:any" when no fast
+  // kernel takes these strides).
+  const std::string& impl_info() const { return impl_info_; }
   // Pointers for the runtime operands (nullptr where the desc has a constant or none).
   void run(const KernelContext& ctx, const void* a, const void* b, const void* bias, const void* add,
            void* y) const;
@@ -53,6 +59,7 @@ class MatmulCore {
     dnnl::memory weights;  // packed constant B
     dnnl::memory::desc pad_md;
     size_t pad_bytes = 0;
+    std::string impl;
   };
   Variant make_variant() const;
 
@@ -65,6 +72,7 @@ class MatmulCore {
   mutable PackedWeights packed_;
   ByThreads<Variant> variants_;
   size_t declared_scratch_ = 0;
+  std::string impl_info_;
 };
 
 }  // namespace twinfer::cpu::onednn

@@ -27,7 +27,7 @@ MatmulCore::MatmulCore(MatmulDesc d, std::string node, std::string op)
   guarded(node_, op_, [&] {
     a_md_ = strided_desc(d_.a, d_.a_strides);
     b_md_ = strided_desc(d_.b, d_.b_strides);
-    y_md_ = plain_desc(d_.y);
+    y_md_ = strided_desc(d_.y, d_.y_strides);
     if (!d_.bias.empty()) {
       bias_md_ = plain_desc(d_.bias);
       if (d_.bias_const) bias_copy_ = scaled_copy(d_.bias_const, shape_numel(d_.bias), d_.bias_scale);
@@ -40,6 +40,7 @@ MatmulCore::MatmulCore(MatmulDesc d, std::string node, std::string op)
     if (d_.b_const && d_.alpha != 1.f) b_scaled_ = scaled_copy(d_.b_const, shape_numel(d_.b), d_.alpha);
     const Variant& v = variants_.get(current_threads(), [&] { return make_variant(); });
     declared_scratch_ = v.pad_bytes;
+    impl_info_ = v.impl;
     b_scaled_ = {};  // packed now; later variants reorder from the packed copy
   });
 }
@@ -56,6 +57,7 @@ MatmulCore::Variant MatmulCore::make_variant() const {
   const bool packed = d_.b_const != nullptr;
   dnnl::memory::desc w_md = packed ? dnnl::memory::desc(to_dims(d_.b), dt::f32, tag::any) : b_md_;
   dnnl::matmul::primitive_desc pd(engine(), a_md_, w_md, bias_md_, y_md_, attr);
+  v.impl = pd.impl_info_str();
   v.prim = dnnl::matmul(pd);
   if (packed) {
     const void* src = b_scaled_.empty() ? d_.b_const : b_scaled_.data();
