@@ -16,10 +16,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/parallel.h"
 #include "core/simd_clones.h"
 #include "ops/elementwise/fast_exp.h"
-#include "ops/kernel.h"
+#include "ops/elementwise/float32_loop.h"
 
 namespace twinfer::ew {
 namespace {
@@ -67,38 +66,11 @@ TWINFER_SIMD_CLONES void gelu_loop(const float* __restrict x, float* __restrict 
   for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.f + erf_one(x[i] * 0.70710678118654752440f));
 }
 
-bool erf_supports(const KernelBuildInfo& info, std::string* why) {
-  if (info.input_dtype(0) != DType::kFloat32) {
-    if (why) *why = "fast path: float32 only";
-    return false;
-  }
-  return true;
-}
-
-bool gelu_supports(const KernelBuildInfo& info, std::string* why) {
-  if (info.node().attr_string("approximate", "none") != "none") {
-    if (why) *why = "fast path: approximate=\"none\" only";
-    return false;
-  }
-  return erf_supports(info, why);
-}
-
-template <void (*Loop)(const float*, float*, int64_t)>
-class FastErfKernel final : public Kernel {
- public:
-  explicit FastErfKernel(const KernelBuildInfo&) {}
-  const char* impl_name() const override { return "vectorised float32"; }
-  void run(KernelContext& ctx) const override {
-    const float* x = ctx.inputs[0].as<const float>();
-    float* y = ctx.outputs[0].as<float>();
-    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
-                 [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b); });
-  }
-};
+bool gelu_supports(const KernelBuildInfo& info, std::string* why) { return float32_gelu(info, "none", why); }
 
 }  // namespace
 
-TWINFER_REGISTER_KERNEL("Erf", Backend::kCPU, 10, erf_supports, make_kernel<FastErfKernel<erf_loop>>);
-TWINFER_REGISTER_KERNEL("Gelu", Backend::kCPU, 10, gelu_supports, make_kernel<FastErfKernel<gelu_loop>>);
+TWINFER_REGISTER_KERNEL("Erf", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<erf_loop>>);
+TWINFER_REGISTER_KERNEL("Gelu", Backend::kCPU, 10, gelu_supports, make_kernel<Float32LoopKernel<gelu_loop>>);
 
 }  // namespace twinfer::ew

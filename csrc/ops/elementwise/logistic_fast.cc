@@ -16,10 +16,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/parallel.h"
 #include "core/simd_clones.h"
 #include "ops/elementwise/fast_exp.h"
-#include "ops/kernel.h"
+#include "ops/elementwise/float32_loop.h"
 
 namespace twinfer::ew {
 namespace {
@@ -52,40 +51,13 @@ TWINFER_SIMD_CLONES void gelu_tanh_loop(const float* __restrict x, float* __rest
   }
 }
 
-bool float32_only(const KernelBuildInfo& info, std::string* why) {
-  if (info.input_dtype(0) != DType::kFloat32) {
-    if (why) *why = "fast path: float32 only";
-    return false;
-  }
-  return true;
-}
-
-bool gelu_tanh_supports(const KernelBuildInfo& info, std::string* why) {
-  if (info.node().attr_string("approximate", "none") != "tanh") {
-    if (why) *why = "fast path: approximate=\"tanh\" only";
-    return false;
-  }
-  return float32_only(info, why);
-}
-
-template <void (*Loop)(const float*, float*, int64_t)>
-class FastLogisticKernel final : public Kernel {
- public:
-  explicit FastLogisticKernel(const KernelBuildInfo&) {}
-  const char* impl_name() const override { return "vectorised float32"; }
-  void run(KernelContext& ctx) const override {
-    const float* x = ctx.inputs[0].as<const float>();
-    float* y = ctx.outputs[0].as<float>();
-    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
-                 [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b); });
-  }
-};
+bool gelu_tanh_supports(const KernelBuildInfo& info, std::string* why) { return float32_gelu(info, "tanh", why); }
 
 }  // namespace
 
-TWINFER_REGISTER_KERNEL("Sigmoid", Backend::kCPU, 10, float32_only, make_kernel<FastLogisticKernel<sigmoid_loop>>);
-TWINFER_REGISTER_KERNEL("Tanh", Backend::kCPU, 10, float32_only, make_kernel<FastLogisticKernel<tanh_loop>>);
+TWINFER_REGISTER_KERNEL("Sigmoid", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<sigmoid_loop>>);
+TWINFER_REGISTER_KERNEL("Tanh", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<tanh_loop>>);
 TWINFER_REGISTER_KERNEL("Gelu", Backend::kCPU, 10, gelu_tanh_supports,
-                        make_kernel<FastLogisticKernel<gelu_tanh_loop>>);
+                        make_kernel<Float32LoopKernel<gelu_tanh_loop>>);
 
 }  // namespace twinfer::ew

@@ -37,7 +37,7 @@ void infer_rmsnorm(InferContext& c) {
   const SymShape& x = c.input_shape(0);
   const int64_t rank = static_cast<int64_t>(x.size());
   if (!(rank >= 1)) c.fail(ErrorKind::kShape, "RMSNormalization input must have rank >= 1");
-  const int64_t axis = normalize_axis(c, c.node().attr_int("axis", -1), rank);
+  normalize_axis(c, c.node().attr_int("axis", -1), rank);  // refuses an axis out of range
   if (c.input_has_shape(1)) {
     // Broadcast to the normalised shape, or to X's whole shape (torch's
     // exporter writes RMSNorm without a weight as a scale of ones shaped like X).
