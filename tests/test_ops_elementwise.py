@@ -310,6 +310,25 @@ def test_sigmoid_and_tanh_float32_are_within_4_ulp(rng, op):
         assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()  # tanh(-0) = -0
 
 
+def test_silu_float32_is_within_4_ulp(rng):
+    """Swish with alpha 1 (SiLU), the vectorised float32 loop, against float64."""
+    x = _logistic_grid(rng)
+    model = make_model([helper.make_node("Swish", ["x"], ["y"], alpha=1.0)], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])], opset=24)
+    got = run_twinfer(model, {"x": x})[0]
+    xd = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = xd / (1 + np.exp(-xd))
+    # Within 4 ulp where sigmoid(x) is a normal float (x above -87); below,
+    # the subnormal sigmoid's rounding (2^-150) times |x| <= 104.
+    normal = np.isfinite(x) & (x > -87) & (want != 0)
+    ulps = np.abs(got[normal] - want[normal]) / np.spacing(np.abs(want[normal]).astype(np.float32))
+    assert ulps.max() <= 4, (ulps.max(), x[normal][np.argmax(ulps)])
+    tiny = np.isfinite(x) & ~normal
+    assert np.abs(got[tiny] - want[tiny]).max() <= 2e-43
+    assert got[x == np.inf][0] == np.inf and np.isnan(got[x == -np.inf][0]) and np.isnan(got[np.isnan(x)][0])
+
+
 def test_gelu_tanh_float32_against_float64(rng):
     """GELU's tanh form, vectorised as x * sigmoid(2z): within 1e-6 relative
     where |x| < 3, and within what float32 rounding of z costs in the tails

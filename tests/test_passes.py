@@ -125,6 +125,22 @@ def test_matmul_gelu_fusion(rng, approximate):
     assert hist == {"com.twinfer::MatMul": 1}, hist
 
 
+@pytest.mark.parametrize("order", ["x_first", "sigmoid_first"])
+def test_silu_outside_an_epilogue_becomes_one_swish(rng, order):
+    # x * sigmoid(x) after an op no epilogue takes (a normalisation, as in a
+    # UNet): one Swish (alpha 1); x also feeds a residual Add, which stays.
+    nodes = [
+        helper.make_node("InstanceNormalization", ["x", "s", "b"], ["n"]),
+        helper.make_node("Sigmoid", ["n"], ["g"]),
+        helper.make_node("Mul", ["n", "g"] if order == "x_first" else ["g", "n"], ["silu"]),
+        helper.make_node("Add", ["silu", "n"], ["y"]),
+    ]
+    inits = {"s": rng.uniform(0.5, 1.5, 5).astype(np.float32), "b": rng.standard_normal(5).astype(np.float32)}
+    model = _model(nodes, [_vi("x", [2, 5, 7, 9])], [_vi("y", [2, 5, 7, 9])], inits)
+    hist = _check(model, {"x": (rng.standard_normal((2, 5, 7, 9)) * 4).astype(np.float32)}, rtol=1e-5, atol=1e-6)
+    assert hist.get("Swish") == 1 and "Sigmoid" not in hist and "Mul" not in hist, hist
+
+
 def test_fusion_keeps_values_that_are_graph_outputs(rng):
     inits = {"w": _conv_weights(rng, 3, 3, 1)}
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]

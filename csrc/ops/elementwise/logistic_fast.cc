@@ -1,4 +1,4 @@
-// Sigmoid, Tanh and GELU's tanh form (approximate="tanh") on float32 in
+// Sigmoid, Tanh, SiLU (Swish, alpha 1) and GELU's tanh form (approximate="tanh") on float32 in
 // loops the compiler vectorises (multiversioned for AVX-512/AVX2,
 // core/simd_clones.h), on the exp of ops/elementwise/fast_exp.h. The
 // general kernel calls libm per element: a survey against onnxruntime
@@ -51,12 +51,26 @@ TWINFER_SIMD_CLONES void gelu_tanh_loop(const float* __restrict x, float* __rest
   }
 }
 
+// Swish with alpha 1 (SiLU, fused from x * sigmoid(x) by graph/passes/fuse.cc).
+TWINFER_SIMD_CLONES void silu_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid_one(x[i]);
+}
+
+bool silu_supports(const KernelBuildInfo& info, std::string* why) {
+  if (info.node().attr_float("alpha", 1.f) != 1.f) {
+    if (why) *why = "fast path: alpha = 1 only";
+    return false;
+  }
+  return float32_input(info, why);
+}
+
 bool gelu_tanh_supports(const KernelBuildInfo& info, std::string* why) { return float32_gelu(info, "tanh", why); }
 
 }  // namespace
 
 TWINFER_REGISTER_KERNEL("Sigmoid", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<sigmoid_loop>>);
 TWINFER_REGISTER_KERNEL("Tanh", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<tanh_loop>>);
+TWINFER_REGISTER_KERNEL("Swish", Backend::kCPU, 10, silu_supports, make_kernel<Float32LoopKernel<silu_loop>>);
 TWINFER_REGISTER_KERNEL("Gelu", Backend::kCPU, 10, gelu_tanh_supports,
                         make_kernel<Float32LoopKernel<gelu_tanh_loop>>);
 
