@@ -90,7 +90,8 @@ class OnednnMatMulAnySize final : public Kernel {
     const int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
     if (b[b.size() - 2] != K || ctx.outputs[0].numel() == 0) {
       if (b[b.size() - 2] != K)
-        throw Error(ErrorKind::kShape, "MatMul inner dims differ: " + shape_str(a) + " x " + shape_str(b), node_, "MatMul");
+        throw Error(ErrorKind::kShape, "MatMul inner dims differ: " + shape_str(a) + " x " + shape_str(b), node_,
+                    "MatMul");
       return;
     }
     Shape ad, bd, yd;

@@ -174,7 +174,8 @@ void infer_fused_elementwise(InferContext& c) {
   for (size_t i = 1; i < c.num_inputs(); ++i)
     if (!(c.input_dtype(i) == dt))
       c.fail(ErrorKind::kDType,
-             "FusedElementwise: input " + std::to_string(i) + " is " + dtype_name(c.input_dtype(i)) + ", input 0 is " + dtype_name(dt));
+             "FusedElementwise: input " + std::to_string(i) + " is " + dtype_name(c.input_dtype(i)) + ", input 0 is " +
+                 dtype_name(dt));
   infer_broadcast(c);
 }
 

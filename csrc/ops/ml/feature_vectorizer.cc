@@ -17,7 +17,8 @@ void vectorizer_infer(InferContext& c) {
   const std::vector<int64_t> w = widths(c.node());
   if (!(w.size() == c.num_inputs()))
     c.fail(ErrorKind::kModelFormat,
-           "inputdimensions has " + std::to_string(w.size()) + " entries for " + std::to_string(c.num_inputs()) + " inputs");
+           "inputdimensions has " + std::to_string(w.size()) + " entries for " + std::to_string(c.num_inputs()) +
+               " inputs");
   int64_t total = 0;
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     require_features(c, i);

@@ -43,7 +43,8 @@ void infer_batchnorm(InferContext& c) {
       const SymShape& p = c.input_shape(i);
       if (!(p.size() == 1 && (!p[0].known() || !x[1].known() || p[0].value == x[1].value)))
         c.fail(ErrorKind::kShape,
-               "parameter " + std::to_string(i) + " must have shape [C] = [" + x[1].str() + "], got " + sym_shape_str(p));
+               "parameter " + std::to_string(i) + " must have shape [C] = [" + x[1].str() + "], got " +
+                   sym_shape_str(p));
     }
   }
   infer_same_as_input0(c);

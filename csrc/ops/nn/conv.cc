@@ -75,7 +75,8 @@ void infer_conv(InferContext& c) {
   if (xs[1].known() && ws[1].known())
     if (!(xs[1].value == ws[1].value * group))
       c.fail(ErrorKind::kShape,
-             "input has " + std::to_string(xs[1].value) + " channels but weights expect " + std::to_string(ws[1].value) + " x group " + std::to_string(group));
+             "input has " + std::to_string(xs[1].value) + " channels but weights expect " +
+                 std::to_string(ws[1].value) + " x group " + std::to_string(group));
   if (ws[0].known())
     if (!(ws[0].value % group == 0)) c.fail(ErrorKind::kShape, "output channels are not divisible by group");
   if (c.has_input(2) && c.input_has_shape(2)) {
@@ -95,7 +96,8 @@ void infer_conv(InferContext& c) {
       ok = !rs[i].known() || !out[i].known() || rs[i].value == out[i].value;
     if (!(ok))
       c.fail(ErrorKind::kShape,
-             "residual " + sym_shape_str(c.input_shape(3)) + " does not match the output " + sym_shape_str(cl ? channels_last_shape(out) : out));
+             "residual " + sym_shape_str(c.input_shape(3)) + " does not match the output " +
+                 sym_shape_str(cl ? channels_last_shape(out) : out));
   }
   c.set_output(0, dt, cl ? channels_last_shape(out) : out);
 }

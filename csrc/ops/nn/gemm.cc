@@ -33,7 +33,8 @@ void infer_gemm(InferContext& c) {
   Dim M = a[ta ? 1 : 0], Ka = a[ta ? 0 : 1], Kb = b[tb ? 1 : 0], N = b[tb ? 0 : 1];
   if (!(!Ka.known() || !Kb.known() || Ka.value == Kb.value))
     c.fail(ErrorKind::kShape,
-           "Gemm inner dims differ: " + sym_shape_str(a) + " x " + sym_shape_str(b) + (ta ? " (transA)" : "") + (tb ? " (transB)" : ""));
+           "Gemm inner dims differ: " + sym_shape_str(a) + " x " + sym_shape_str(b) + (ta ? " (transA)" : "") +
+               (tb ? " (transB)" : ""));
   if (c.has_input(2) && c.input_has_shape(2)) {
     const SymShape& cs = c.input_shape(2);
     if (!(cs.size() <= 2)) c.fail(ErrorKind::kShape, "C must have rank <= 2, got " + sym_shape_str(cs));

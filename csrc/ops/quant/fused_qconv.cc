@@ -40,7 +40,8 @@ void qconv_infer(InferContext& c) {
   if (xs[1].known() && ws[1].known())
     if (!(xs[1].value == ws[1].value * group))
       c.fail(ErrorKind::kShape,
-             "input has " + std::to_string(xs[1].value) + " channels but weights expect " + std::to_string(ws[1].value) + " x group " + std::to_string(group));
+             "input has " + std::to_string(xs[1].value) + " channels but weights expect " +
+                 std::to_string(ws[1].value) + " x group " + std::to_string(group));
   SymShape y{xs[0], ws[0]};
   for (size_t i = 0; i < nsp; ++i) y.push_back(nn::window_output_dim(w, i, xs[2 + i], n));
   c.set_output(0, out, y);

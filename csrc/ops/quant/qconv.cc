@@ -39,7 +39,8 @@ void infer_qconv(InferContext& c, const ConvIO& io, DType out) {
   if (xs[1].known() && ws[1].known())
     if (!(xs[1].value == ws[1].value * group))
       c.fail(ErrorKind::kShape,
-             "input has " + std::to_string(xs[1].value) + " channels but weights expect " + std::to_string(ws[1].value) + " x group " + std::to_string(group));
+             "input has " + std::to_string(xs[1].value) + " channels but weights expect " +
+                 std::to_string(ws[1].value) + " x group " + std::to_string(group));
   for (size_t i = 0; i < nsp; ++i) y.push_back(nn::window_output_dim(w, i, xs[2 + i], n));
   c.set_output(0, out, y);
 }
@@ -58,7 +59,8 @@ void qlinear_conv_infer(InferContext& c) {
   const DType xt = c.input_dtype(0), wt = c.input_dtype(3), yt = c.input_dtype(7);
   if (!(is_q8(xt) && is_q8(wt) && is_q8(yt)))
     c.fail(ErrorKind::kDType,
-           std::string("QLinearConv supports int8/uint8 data, got x ") + dtype_name(xt) + ", w " + dtype_name(wt) + ", y " + dtype_name(yt));
+           std::string("QLinearConv supports int8/uint8 data, got x ") + dtype_name(xt) + ", w " + dtype_name(wt) +
+               ", y " + dtype_name(yt));
   if (!(c.input_dtype(2) == xt && c.input_dtype(5) == wt))
     c.fail(ErrorKind::kDType, "zero point dtypes must match their inputs");
   for (size_t i : {1, 4, 6})

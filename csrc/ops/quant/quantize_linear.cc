@@ -328,7 +328,8 @@ void dequantize_infer(InferContext& c) {
   const DType out = dequantize_output_type(n, c.opset(), st);
   if (!(is_scale_type(out)))
     c.fail(ErrorKind::kDType,
-           std::string("DequantizeLinear output must be float32/float16/bfloat16, got ") + dtype_name(out) + (st == DType::kFloat8E8M0 ? " (set output_dtype with a float8e8m0 scale)" : ""));
+           std::string("DequantizeLinear output must be float32/float16/bfloat16, got ") + dtype_name(out) +
+               (st == DType::kFloat8E8M0 ? " (set output_dtype with a float8e8m0 scale)" : ""));
   infer_params(c, axis_of(n, c.opset()), block_size_of(n, c.opset()), "x_scale");
   set_like_input0(c, out);
 }

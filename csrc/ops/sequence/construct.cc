@@ -37,7 +37,8 @@ void construct_infer(InferContext& c) {
              "input " + std::to_string(i) + " must be a tensor, got " + type_str(ti, c.input(i).elem_type));
     if (!(ti == t || ti == DType::kUndefined || t == DType::kUndefined))
       c.fail(ErrorKind::kDType,
-             std::string("all inputs must have one dtype; input 0 is ") + dtype_name(t) + ", input " + std::to_string(i) + " is " + dtype_name(ti));
+             std::string("all inputs must have one dtype; input 0 is ") + dtype_name(t) + ", input " +
+                 std::to_string(i) + " is " + dtype_name(ti));
   }
   c.set_output_container(0, DType::kSequence, t == DType::kUndefined ? std::vector<DType>{} : std::vector<DType>{t});
 }

@@ -59,7 +59,8 @@ void concat_infer(InferContext& c) {
     const SymShape& s = c.input_shape(i);
     if (!(static_cast<int64_t>(s.size()) == r))
       c.fail(ErrorKind::kShape,
-             "input " + std::to_string(i) + " has rank " + std::to_string(s.size()) + ", input " + std::to_string(first) + " rank " + std::to_string(r));
+             "input " + std::to_string(i) + " has rank " + std::to_string(s.size()) + ", input " +
+                 std::to_string(first) + " rank " + std::to_string(r));
     for (int64_t d = 0; d < r; ++d) {
       if (d == axis) continue;
       if (s[d].known() && out[d].known()) {

@@ -35,7 +35,8 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
       }
       if (!(i < in->size()))
         c.fail(ErrorKind::kShape,
-               "shape value 0 at index " + std::to_string(i) + " copies a dim the input (rank " + std::to_string(in->size()) + ") does not have");
+               "shape value 0 at index " + std::to_string(i) + " copies a dim the input (rank " +
+                   std::to_string(in->size()) + ") does not have");
       out.push_back((*in)[i]);
       copied[i] = 1;
     } else {
@@ -61,7 +62,8 @@ SymShape reshape_dims(InferContext& c, const std::vector<int64_t>& spec, bool al
       if (static_cast<int>(i) != infer_at && out[i].known() && out[i].value != 0) out_nonzero *= out[i].value;
     if (!(in_empty && in_nonzero % out_nonzero == 0))
       c.fail(ErrorKind::kShape,
-             "the shape has both 0 (allowzero = 1) and -1, and the input " + sym_shape_str(*in) + (in_empty ? "'s non-zero dims do not divide by the others" : " is not empty"));
+             "the shape has both 0 (allowzero = 1) and -1, and the input " + sym_shape_str(*in) +
+                 (in_empty ? "'s non-zero dims do not divide by the others" : " is not empty"));
     out[infer_at] = Dim(in_nonzero / out_nonzero);
     return out;
   }
@@ -183,7 +185,8 @@ void squeeze_infer(InferContext& c) {
     } else {
       if (!(!in[i].known() || in[i].value == 1))
         c.fail(ErrorKind::kShape,
-               "cannot squeeze axis " + std::to_string(i) + " of size " + in[i].str() + " (input " + sym_shape_str(in) + ")");
+               "cannot squeeze axis " + std::to_string(i) + " of size " + in[i].str() + " (input " +
+                   sym_shape_str(in) + ")");
     }
   }
   c.set_output(0, dt, out);

@@ -43,7 +43,8 @@ bool scatter_dtypes(const KernelBuildInfo& info, std::string* why) {
 void check_update_dtype(InferContext& c, size_t upd) {
   if (!(c.input_dtype(upd) == c.input_dtype(0)))
     c.fail(ErrorKind::kDType,
-           std::string("updates dtype ") + dtype_name(c.input_dtype(upd)) + " differs from data dtype " + dtype_name(c.input_dtype(0)));
+           std::string("updates dtype ") + dtype_name(c.input_dtype(upd)) + " differs from data dtype " +
+               dtype_name(c.input_dtype(0)));
 }
 
 // ---- ScatterElements / Scatter ------------------------------------------------
@@ -57,7 +58,8 @@ void scatter_elements_infer(InferContext& c) {
     const SymShape &d = c.input_shape(0), &i = c.input_shape(1), &u = c.input_shape(2);
     if (!(d.size() == i.size() && i.size() == u.size() && !d.empty()))
       c.fail(ErrorKind::kShape,
-             "data " + sym_shape_str(d) + ", indices " + sym_shape_str(i) + " and updates " + sym_shape_str(u) + " must have one rank >= 1");
+             "data " + sym_shape_str(d) + ", indices " + sym_shape_str(i) + " and updates " + sym_shape_str(u) +
+                 " must have one rank >= 1");
     normalize_axis(c, c.node().attr_int("axis", 0), static_cast<int64_t>(d.size()));
     for (size_t k = 0; k < i.size(); ++k)
       if (!(!(i[k].known() && u[k].known()) || i[k].value == u[k].value))
@@ -152,7 +154,8 @@ void scatter_nd_infer(InferContext& c) {
       }
       if (!(ok))
         c.fail(ErrorKind::kShape,
-               "updates " + sym_shape_str(u) + " must be indices.shape[:-1] + data.shape[k:] for data " + sym_shape_str(d) + " and indices " + sym_shape_str(i));
+               "updates " + sym_shape_str(u) + " must be indices.shape[:-1] + data.shape[k:] for data " +
+                   sym_shape_str(d) + " and indices " + sym_shape_str(i));
     }
   }
   infer_same_as_input0(c);
@@ -235,7 +238,8 @@ void tensor_scatter_infer(InferContext& c) {
         if (u[d].value > p[d].value)
           c.fail(ErrorKind::kShape, "update " + sym_shape_str(u) + " is longer than the cache " + sym_shape_str(p));
       } else if (u[d].value != p[d].value) {
-        c.fail(ErrorKind::kShape, "update " + sym_shape_str(u) + " and cache " + sym_shape_str(p) + " differ outside the axis");
+        c.fail(ErrorKind::kShape, "update " + sym_shape_str(u) + " and cache " + sym_shape_str(p) +
+            " differ outside the axis");
       }
     }
   }

@@ -91,7 +91,8 @@ void infer_attention(InferContext& c) {
   const SymShape& v = c.input_shape(2);
   if (!((q.size() == 3 || q.size() == 4) && k.size() == q.size() && v.size() == q.size()))
     c.fail(ErrorKind::kShape,
-           "Q, K, V must all be 3-D or all 4-D, got " + sym_shape_str(q) + ", " + sym_shape_str(k) + ", " + sym_shape_str(v));
+           "Q, K, V must all be 3-D or all 4-D, got " + sym_shape_str(q) + ", " + sym_shape_str(k) + ", " +
+               sym_shape_str(v));
   const bool in3d = q.size() == 3;
   Dim B = q[0], Hq, Hkv, Sq, Skv, Dv;
   if (in3d) {

@@ -37,14 +37,17 @@ void infer_linear_attention(InferContext& c) {
   const LinAttnRule rule = parse_rule(n);
   if (!(c.has_input(4) == rule.gating))
     c.fail(ErrorKind::kModelFormat,
-           std::string("update_rule '") + n.attr_string("update_rule", "gated_delta") + (rule.gating ? "' needs the decay input" : "' takes no decay input"));
+           std::string("update_rule '") + n.attr_string("update_rule", "gated_delta") +
+               (rule.gating ? "' needs the decay input" : "' takes no decay input"));
   if (!(c.has_input(5) == rule.delta))
     c.fail(ErrorKind::kModelFormat,
-           std::string("update_rule '") + n.attr_string("update_rule", "gated_delta") + (rule.delta ? "' needs the beta input" : "' takes no beta input"));
+           std::string("update_rule '") + n.attr_string("update_rule", "gated_delta") +
+               (rule.delta ? "' needs the beta input" : "' takes no beta input"));
   const int64_t hq = n.attr_int("q_num_heads", 0), hkv = n.attr_int("kv_num_heads", 0);
   if (!(hq > 0 && hkv > 0 && hq % hkv == 0))
     c.fail(ErrorKind::kModelFormat,
-           "q_num_heads (" + std::to_string(hq) + ") must be a positive multiple of kv_num_heads (" + std::to_string(hkv) + ")");
+           "q_num_heads (" + std::to_string(hq) + ") must be a positive multiple of kv_num_heads (" +
+               std::to_string(hkv) + ")");
   const DType st = c.has_input(3) ? c.input_dtype(3) : dt;
   if (!(ew::in_typeset(ew::kFloatTypes, st) && st != DType::kFloat64))
     c.fail(ErrorKind::kDType, std::string("past_state must be float16/bfloat16/float32, got ") + dtype_name(st));
