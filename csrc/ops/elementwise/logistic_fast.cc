@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/elementwise/logistic_fast.h"
+
 #include "core/simd_clones.h"
 #include "ops/elementwise/fast_exp.h"
 #include "ops/elementwise/float32_loop.h"
@@ -32,14 +34,6 @@ inline __attribute__((always_inline)) float sigmoid_one(float x) {
 inline __attribute__((always_inline)) float tanh_one(float x) {
   const float m = expm1_negative(-2.f * std::fabs(x));
   return x != x ? x : std::copysign(-m / (2.f + m), x);
-}
-
-TWINFER_SIMD_CLONES void sigmoid_loop(const float* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = sigmoid_one(x[i]);
-}
-
-TWINFER_SIMD_CLONES void tanh_loop(const float* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = tanh_one(x[i]);
 }
 
 TWINFER_SIMD_CLONES void gelu_tanh_loop(const float* __restrict x, float* __restrict y, int64_t n) {
@@ -67,6 +61,16 @@ bool silu_supports(const KernelBuildInfo& info, std::string* why) {
 bool gelu_tanh_supports(const KernelBuildInfo& info, std::string* why) { return float32_gelu(info, "tanh", why); }
 
 }  // namespace
+
+// Outside the anonymous namespace: the RNN cells' gates use them too
+// (ops/rnn/rnn_onednn.cc).
+TWINFER_SIMD_CLONES void sigmoid_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = sigmoid_one(x[i]);
+}
+
+TWINFER_SIMD_CLONES void tanh_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = tanh_one(x[i]);
+}
 
 TWINFER_REGISTER_KERNEL("Sigmoid", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<sigmoid_loop>>);
 TWINFER_REGISTER_KERNEL("Tanh", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<tanh_loop>>);
