@@ -6,7 +6,7 @@ raising twinfer errors.
 
 Both CPU kernels: runtime W and R (graph inputs) run the general "cpu loop"
 (csrc/ops/rnn/rnn.cc); constant float32 W and R (initializers, as exported
-models have) run the oneDNN one (csrc/ops/rnn/rnn_onednn.cc), checked here
+models have) run the oneDNN one (csrc/backends/cpu/onednn_rnn.cc), checked here
 on odd sizes (input 13, hidden 29, seq 1 and 37, batch 1 and 3) against
 onnxruntime, the ONNX reference evaluator and torch.nn.LSTM / GRU."""
 

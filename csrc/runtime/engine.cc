@@ -185,13 +185,7 @@ std::shared_ptr<Engine> Engine::create(graph::Model model, const EngineOptions& 
       throw Error(ErrorKind::kInvalidArgument, "extra output '" + name + "' is not a value of the model's graph");
     g.outputs.push_back(id);
   }
-  passes::PassContext pc;
-  pc.opset = e->opset_;
-  // Fusions are decided for the backend that runs the nodes: a fused op the
-  // device has no kernel for would drag its neighbours onto the CPU.
-  pc.backend = e->passes_backend();
-  if (pc.backend == Backend::kCUDA) pc.compute_capability = device_api(options.device).compute_capability();
-  pc.precision = options.precision;
+  passes::PassContext pc = e->pass_context();
   pc.log = &e->pass_log_;
   passes::LoadPassOptions lo;
   lo.optimize = options.optimize;
@@ -223,6 +217,18 @@ void Engine::prepare_device() {
 
 Backend Engine::passes_backend() const {
   return options_.device.is_accelerator() ? placement_backend(options_.device, options_.sim_coverage) : Backend::kCPU;
+}
+
+passes::PassContext Engine::pass_context() const {
+  passes::PassContext pc;
+  pc.opset = opset_;
+  // Fusions are decided for the backend that runs the nodes: a fused op the
+  // device has no kernel for would drag its neighbours onto the CPU.
+  pc.backend = passes_backend();
+  pc.on_device = options_.device.is_accelerator();
+  if (pc.backend == Backend::kCUDA) pc.compute_capability = device_api(options_.device).compute_capability();
+  pc.precision = options_.precision;
+  return pc;
 }
 
 void Engine::find_value_inputs(const graph::Graph& g) {
@@ -675,11 +681,7 @@ std::shared_ptr<const graph::Graph> Engine::plan_source_graph(const std::shared_
       return bound ? bound : base_graph;
     }
   auto g = std::make_shared<graph::Graph>(base);  // constants share storage
-  passes::PassContext pc;
-  pc.opset = opset_;
-  pc.backend = passes_backend();
-  if (pc.backend == Backend::kCUDA) pc.compute_capability = device_api(options_.device).compute_capability();
-  pc.precision = options_.precision;
+  passes::PassContext pc = pass_context();
   try {
     passes::bind_fixed_dims(*g, shapes, h->varying, pc);
   } catch (const Error&) {
@@ -806,11 +808,7 @@ std::shared_ptr<const graph::Graph> Engine::steered_graph(const std::vector<Tens
     if (same_values(key, values)) return g;
   auto g = std::make_shared<graph::Graph>(graph_);  // constants share storage
   for (size_t k = 0; k < steering_inputs_.size(); ++k) g->values[g->inputs[steering_inputs_[k]]].constant = values[k].clone();
-  passes::PassContext pc;
-  pc.opset = opset_;
-  pc.backend = passes_backend();
-  if (pc.backend == Backend::kCUDA) pc.compute_capability = device_api(options_.device).compute_capability();
-  pc.precision = options_.precision;
+  passes::PassContext pc = pass_context();
   std::vector<std::string> log;
   pc.log = &log;
   passes::run_steered_passes(*g, options_.optimize, pc);

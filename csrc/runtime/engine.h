@@ -187,6 +187,7 @@ class Engine {
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store
   Backend passes_backend() const;                   // the backend load-time fusions target
+  passes::PassContext pass_context() const;         // for the engine's graph passes (load, bound, steered)
   void check_fallback(const graph::Graph& g) const;  // allow_cpu_fallback=False: every node has a device kernel
   void find_value_inputs(const graph::Graph& g);     // shape_inputs_, steering_inputs_, value_keyed_ (before check_fallback)
   void make_overrides(graph::Model& model);          // override_initializers -> inputs with defaults

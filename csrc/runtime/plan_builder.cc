@@ -105,6 +105,7 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   pc.opset = src.opset;
   const Backend kb = placement_backend(device, opt.sim_coverage);  // the device's kernels (CPU for the host)
   pc.backend = on_device ? kb : Backend::kCPU;
+  pc.on_device = on_device;
   pc.precision = opt.precision;
   passes::PlanPassOptions po;
   po.optimize = opt.optimize;

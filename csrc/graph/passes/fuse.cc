@@ -297,10 +297,11 @@ int fuse_fp8_epilogue(Matcher& m, const PassContext& ctx) {
 
 // x * sigmoid(x) that no GEMM or convolution took into its epilogue (after
 // a normalisation, in UNets and EfficientNets' squeeze-excite) as one Swish
-// (alpha 1): one pass over the data instead of two, and on the CPU one
-// vectorised loop (ops/elementwise/logistic_fast.cc).
+// (alpha 1): one pass over the data instead of two, one vectorised loop
+// (ops/elementwise/logistic_fast.cc). Host plans only: a device plan fuses
+// the pair, with the elementwise ops around it, into one chain.
 int fuse_silu(Matcher& m, const PassContext& ctx) {
-  if (!any_kernel_for("", "Swish", ctx.backend)) return 0;
+  if (ctx.on_device || !any_kernel_for("", "Swish", ctx.backend)) return 0;
   int fused = 0;
   for (size_t i = 0; i < m.g.nodes.size(); ++i) {
     const graph::Node& sig = m.g.nodes[i];

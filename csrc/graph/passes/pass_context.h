@@ -18,6 +18,10 @@ using NodeSupport = std::function<bool(const graph::Graph& mini, const graph::No
 struct PassContext {
   int64_t opset = 17;                   // default-domain opset of the model
   Backend backend = Backend::kCPU;      // where the graph will run
+  // The plans run on a device (the simulated one too): elementwise chains
+  // fuse there at plan time (fuse_elementwise.h), so load-time rewrites that
+  // would only help a host plan (SiLU as one Swish) leave those ops alone.
+  bool on_device = false;
   Precision precision = Precision::kFP32;
   int compute_capability = 0;           // backend kCUDA: the GPU's major*10+minor (0: unknown)
   bool allow_fusion = true;             // fusion passes may rewrite ops into com.twinfer ones

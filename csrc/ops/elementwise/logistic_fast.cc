@@ -63,7 +63,7 @@ bool gelu_tanh_supports(const KernelBuildInfo& info, std::string* why) { return 
 }  // namespace
 
 // Outside the anonymous namespace: the RNN cells' gates use them too
-// (ops/rnn/rnn_onednn.cc).
+// (backends/cpu/onednn_rnn.cc).
 TWINFER_SIMD_CLONES void sigmoid_loop(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = sigmoid_one(x[i]);
 }

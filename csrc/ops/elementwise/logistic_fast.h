@@ -1,6 +1,6 @@
 // The vectorised float32 Sigmoid and Tanh loops of logistic_fast.cc (their
 // accuracy is described and tested there), for other kernels that apply them
-// to buffers of their own: the RNN cells' gates (ops/rnn/rnn_onednn.cc).
+// to buffers of their own: the RNN cells' gates (backends/cpu/onednn_rnn.cc).
 // x and y must not overlap.
 #pragma once
 #include <cstdint>

@@ -11,8 +11,9 @@
 // Per direction: the input projections of every step come from one pass
 // (X W^T + Wb + Rb), then the steps run in order with the recurrent product
 // threaded over the batch. Float32 nodes with constant W and R (exported
-// models) run rnn_onednn.cc instead (oneDNN matmuls, vectorised gates); this
-// kernel takes the rest: runtime weights, float16 / float64, constant folding.
+// models) run backends/cpu/onednn_rnn.cc instead (oneDNN matmuls,
+// vectorised gates); this kernel takes the rest: runtime weights,
+// float16 / float64, constant folding.
 //
 // The node's checks (rnn_spec.h) and the per-element math (activations,
 // clip: rnn_math.h) are shared with the CUDA kernel (backends/cuda/recurrent.cu).
