@@ -217,17 +217,7 @@ class RecurrentOnednnKernel final : public Kernel {
     float* YH = s_.out[1] ? ctx.outputs[1].as<float>() : nullptr;
     float* YC = (s_.cell == Cell::kLSTM && s_.out[2]) ? ctx.outputs[2].as<float>() : nullptr;
 
-    std::vector<int64_t> lens(N, S);
-    if (s_.has_lens) {
-      const TensorView& t = ctx.inputs[4];
-      for (int64_t b = 0; b < N; ++b) {
-        const int64_t v = t.dtype == DType::kInt64 ? t.as<int64_t>()[b] : t.as<int32_t>()[b];
-        if (v < 0 || v > S)
-          throw Error(ErrorKind::kInvalidArgument, "sequence_lens[" + std::to_string(b) + "] = " + std::to_string(v) +
-                                                       " is outside [0, " + std::to_string(S) + "]");
-        lens[b] = v;
-      }
-    }
+    const std::vector<int64_t> lens = rnn::sequence_lengths(ctx, s_.has_lens, N, S);
     // Workspace (grows once): projections [S*N, GH] in X's row order, the
     // bias added to them [GH], states h, c and the step's h', c' [N, H], the
     // recurrent products [N, RC], GRU's z and r [N, 2H], r . h_prev and its

@@ -178,17 +178,7 @@ class RecurrentKernel final : public Kernel {
     T* YH = out_[1] ? ctx.outputs[1].as<T>() : nullptr;
     T* YC = (cell_ == Cell::kLSTM && out_[2]) ? ctx.outputs[2].as<T>() : nullptr;
 
-    std::vector<int64_t> lens(N, S);
-    if (has_lens_) {
-      const TensorView& t = ctx.inputs[4];
-      for (int64_t b = 0; b < N; ++b) {
-        const int64_t v = t.dtype == DType::kInt64 ? t.as<int64_t>()[b] : t.as<int32_t>()[b];
-        if (v < 0 || v > S)
-          throw Error(ErrorKind::kInvalidArgument, "sequence_lens[" + std::to_string(b) + "] = " + std::to_string(v) +
-                                                       " is outside [0, " + std::to_string(S) + "]");
-        lens[b] = v;
-      }
-    }
+    const std::vector<int64_t> lens = rnn::sequence_lengths(ctx, has_lens_, N, S);
     // Workspace (grows once): projections [S, N, GH], W and R of a direction
     // in C (unless transposed at build), states h and c [N, H].
     const std::vector<C>& wt_all = cached<C>(0);

@@ -151,4 +151,20 @@ struct RnnSpec {
   }
 };
 
+// Each batch entry's sequence length: input 4 (int32 or int64) when the node
+// has it, else S for all; a length outside [0, S] is the caller's error.
+inline std::vector<int64_t> sequence_lengths(const KernelContext& ctx, bool has_lens, int64_t N, int64_t S) {
+  std::vector<int64_t> lens(N, S);
+  if (!has_lens) return lens;
+  const TensorView& t = ctx.inputs[4];
+  for (int64_t b = 0; b < N; ++b) {
+    const int64_t v = t.dtype == DType::kInt64 ? t.as<int64_t>()[b] : t.as<int32_t>()[b];
+    if (v < 0 || v > S)
+      throw Error(ErrorKind::kInvalidArgument, "sequence_lens[" + std::to_string(b) + "] = " + std::to_string(v) +
+                                                   " is outside [0, " + std::to_string(S) + "]");
+    lens[b] = v;
+  }
+  return lens;
+}
+
 }  // namespace twinfer::rnn
