@@ -162,7 +162,7 @@ std::shared_ptr<const Kernel> KernelCache::get(const KernelDef& def, const Kerne
         return k;
       }
       if (a.first_key.empty()) a.first_key = key;
-      else if (a.first_key != key) a.wanted = true;
+      else if (a.first_key != key && !a.declined) a.wanted = true;
     }
   }
   // Built outside the lock (it may take milliseconds). The kernel owns its
@@ -182,6 +182,12 @@ std::shared_ptr<const Kernel> KernelCache::get(const KernelDef& def, const Kerne
     if (wanted) {
       h->kernel = def.create_any_size(info);
       any_size = h->kernel != nullptr;
+      if (!any_size) {  // this node is better served by a kernel per size: not asked again
+        std::lock_guard<std::mutex> lock(mu_);
+        AnySize& a = any_size_[sizes_key];
+        a.wanted = false;
+        a.declined = true;
+      }
     }
   }
   if (!h->kernel) h->kernel = def.create(info);

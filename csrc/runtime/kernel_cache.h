@@ -45,10 +45,12 @@ class KernelCache {
  private:
   // A node (its key without the last two dims' sizes) whose definition has
   // a kernel for any sizes: the first size's key, whether a second size has
-  // been seen (then the next build is that kernel), and the kernel once built.
+  // been seen (then the next build is that kernel), whether the definition
+  // declined it, and the kernel once built.
   struct AnySize {
     std::string first_key;
     bool wanted = false;
+    bool declined = false;  // the definition has none for this node (a constant B)
     std::weak_ptr<const Kernel> kernel;
   };
   mutable std::mutex mu_;

@@ -5,6 +5,8 @@
 // once at construction; otherwise a batched matmul with numpy broadcasting
 // of the batch dims (oneDNN broadcasts dims of size 1).
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 #include "backends/cpu/onednn_matmul.h"
 #include "graph/domains.h"
@@ -108,15 +110,24 @@ class OnednnMatMulAnySize final : public Kernel {
     }
     guarded(node_, "MatMul", [&] {
       ThreadScope threads(ctx.num_threads);
-      const dnnl::matmul& prim = variants_.get(threads.threads(), [&] { return make(); });
+      const Variant& v = variants_.get(threads.threads(), [&] { return make(); });
       const dnnl::engine& eng = engine();
       dnnl::stream s(eng);
       auto mem = [&](const Shape& dims, const void* p) {
         return dnnl::memory(plain_desc(dims), eng, const_cast<void*>(p));
       };
-      prim.execute(s, {{DNNL_ARG_SRC, mem(ad, ctx.inputs[0].data)},
-                       {DNNL_ARG_WEIGHTS, mem(bd, ctx.inputs[1].data)},
-                       {DNNL_ARG_DST, mem(yd, ctx.outputs[0].data)}});
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(ad, ctx.inputs[0].data)},
+                                                 {DNNL_ARG_WEIGHTS, mem(bd, ctx.inputs[1].data)},
+                                                 {DNNL_ARG_DST, mem(yd, ctx.outputs[0].data)}};
+      // A variant for another thread budget that wants scratch (the one
+      // checked at build did not) gets it here rather than from the arena.
+      std::vector<uint8_t> pad(v.pad_bytes);
+      if (v.pad_bytes) {
+        const dnnl::memory::desc pad_md({static_cast<int64_t>(v.pad_bytes)}, dnnl::memory::data_type::u8,
+                                        dnnl::memory::format_tag::a);
+        args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(pad_md, eng, pad.data());
+      }
+      v.prim.execute(s, args);
       s.wait();
     });
   }
@@ -151,13 +162,20 @@ class OnednnMatMulAnySize final : public Kernel {
     attr.set_post_ops(po);
     return dnnl::matmul::primitive_desc(engine(), open_desc(a_batch_), open_desc(b_batch_), open_desc(y_batch_), attr);
   }
-  dnnl::matmul make() const { return dnnl::matmul(primitive_desc()); }
+  struct Variant {
+    dnnl::matmul prim;
+    size_t pad_bytes = 0;
+  };
+  Variant make() const {
+    const dnnl::matmul::primitive_desc pd = primitive_desc();
+    return {dnnl::matmul(pd), pd.scratchpad_desc().get_size()};
+  }
 
   std::string node_;
   nn::Activation act_;
   bool flat_ = false, usable_ = false;
   Shape a_batch_, b_batch_, y_batch_;
-  ByThreads<dnnl::matmul> variants_;
+  ByThreads<Variant> variants_;
 };
 
 bool supports(const KernelBuildInfo& info, std::string* why) {
