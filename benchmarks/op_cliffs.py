@@ -1,0 +1,111 @@
+"""Single ops that were slow against onnxruntime on the CPU (stop 35's survey:
+docs/performance.md, "CPU cliffs"), twinfer and onnxruntime in one process,
+interleaved blocks, one thread by default: median ms and the ratio
+twinfer / onnxruntime (lower is better for twinfer). Random data, random
+weights. Not a test: no assertion, a table and a JSON line.
+
+    python benchmarks/op_cliffs.py [--threads N] [--blocks 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+F = TP.FLOAT
+
+
+def model(nodes, ins, outs, inits=(), opset=17):
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, F, s) for n, s in ins],
+                     [h.make_tensor_value_info(n, F, s) for n, s in outs], list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = min(m.ir_version, 10)
+    return m, {n: s for n, s in ins}
+
+
+def cases(rng):
+    w = lambda *s: nh.from_array((rng.standard_normal(s) * 0.05).astype(np.float32))  # noqa: E731
+    yield "Gelu tanh [1,128,3072]", model([h.make_node("Gelu", ["x"], ["y"], approximate="tanh")],
+                                          [("x", [1, 128, 3072])], [("y", [1, 128, 3072])], opset=20)
+    yield "Tanh [1,64,2000]", model([h.make_node("Tanh", ["x"], ["y"])], [("x", [1, 64, 2000])], [("y", [1, 64, 2000])])
+    yield "Sigmoid [1,64,2000]", model([h.make_node("Sigmoid", ["x"], ["y"])], [("x", [1, 64, 2000])],
+                                       [("y", [1, 64, 2000])])
+    yield "x*sigmoid(x) [1,32,256,256]", model(
+        [h.make_node("Sigmoid", ["x"], ["s"]), h.make_node("Mul", ["x", "s"], ["y"])],
+        [("x", [1, 32, 256, 256])], [("y", [1, 32, 256, 256])])
+    yield "Einsum MaxViT q.k", model(
+        [h.make_node("Einsum", ["q", "k"], ["y"], equation="B G H I D, B G H J D -> B G H I J")],
+        [("q", [1, 64, 2, 49, 32]), ("k", [1, 64, 2, 49, 32])], [("y", [1, 64, 2, 49, 49])])
+    yield "Einsum MaxViT a.v", model(
+        [h.make_node("Einsum", ["a", "v"], ["y"], equation="B G H I J, B G H J D -> B G H I D")],
+        [("a", [1, 64, 2, 49, 49]), ("v", [1, 64, 2, 49, 32])], [("y", [1, 64, 2, 49, 32])])
+    win = nh.from_array(np.hanning(512).astype(np.float32), "win")
+    step = nh.from_array(np.array(160, np.int64), "step")
+    length = nh.from_array(np.array(512, np.int64), "len")
+    shape = nh.from_array(np.array([1, 16000, 1], np.int64), "shp")
+    yield "STFT 16000 / 512 / 160", model(
+        [h.make_node("Reshape", ["x", "shp"], ["x3"]),
+         h.make_node("STFT", ["x3", "step", "win", "len"], ["y"], onesided=1)],
+        [("x", [1, 16000])], [("y", [1, 97, 257, 2])], [win, step, length, shape])
+    for op, gates in (("LSTM", 4), ("GRU", 3)):
+        ws = [w(1, gates * 512, 256), w(1, gates * 512, 512), w(1, 2 * gates * 512)]
+        for t, n in zip(ws, "WRB"):
+            t.name = n
+        attrs = {"linear_before_reset": 1} if op == "GRU" else {}
+        yield f"{op} seq 100, 256 -> 512", model(
+            [h.make_node(op, ["x", "W", "R", "B"], ["y"], hidden_size=512, **attrs)],
+            [("x", [100, 1, 256])], [("y", [100, 1, 1, 512])], ws)
+
+
+def block(run, seconds):
+    times, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end or len(times) < 3:
+        t = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--blocks", type=int, default=5)
+    ap.add_argument("--block-seconds", type=float, default=0.3)
+    args = ap.parse_args()
+    import onnxruntime as ort
+
+    import twinfer
+
+    rng = np.random.default_rng(0)
+    rows = {}
+    print(f"{'op':30s} {'twinfer ms':>11s} {'ort ms':>9s} {'ratio':>6s}   ({args.threads} thread(s))")
+    for name, (m, ins) in cases(rng):
+        feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in ins.items()}
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        e = twinfer.load(m.SerializeToString(), device="cpu", num_threads=args.threads)
+        runs = {"twinfer": lambda: e.run(feeds), "ort": lambda: sess.run(None, feeds)}
+        for r in runs.values():
+            r()
+        got = {k: [] for k in runs}
+        for b in range(args.blocks):  # ABBA
+            for k in (("twinfer", "ort") if b % 2 == 0 else ("ort", "twinfer")):
+                got[k].append(block(runs[k], args.block_seconds))
+        tw, o = statistics.median(got["twinfer"]), statistics.median(got["ort"])
+        rows[name] = (tw, o, tw / o)
+        print(f"{name:30s} {tw:11.3f} {o:9.3f} {tw / o:6.2f}")
+    print(json.dumps({"threads": args.threads, "ms": rows}))
+
+
+if __name__ == "__main__":
+    main()
