@@ -109,11 +109,15 @@ def test_torch_graph_captures_while_twinfer_builds_plans_on_another_thread(rng):
 
     e = twinfer.load(chain_model(), device="cuda", plan_ahead=True)
     a = torch.randn(256, 256, device="cuda")
+    # torch's own warm-up before capturing (its graph docs ask for one): the
+    # first matmul creates a cuBLAS handle, which no capture may do.
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.relu(a @ a)
     torch.cuda.synchronize()
     with NewShapes([(e, 6)], last=400):
         for i in range(20):
             g = torch.cuda.CUDAGraph()
-            s = torch.cuda.Stream()
             with torch.cuda.stream(s):
                 with torch.cuda.graph(g, stream=s):
                     b = torch.relu(a @ a) + i

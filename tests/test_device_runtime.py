@@ -602,9 +602,9 @@ def test_a_sequence_of_device_tensors_reaches_the_host_evaluator(gpu, rng):
 
 
 def _ort_run(model, feeds):
-    import onnxruntime as ort
+    from onnx_helpers import run_ort  # caps the IR version at what the installed onnxruntime reads
 
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    return run_ort(model, feeds)
 
 
 @pytest.mark.parametrize("case", ["reduce_axes", "topk_k", "resize_scales"])

@@ -195,13 +195,39 @@ std::shared_ptr<void> owner_of(M* mt) {
   });
 }
 
+// Whether `consumer` (the stream a DLPack consumer named) is sure to outlive
+// the tensor exported to it, so that the export's release may record on it.
+// Recording on a stream its owner has destroyed crashes inside the driver,
+// and a handle cannot be checked: so only streams known to live on are
+// trusted. Those are ours, the default streams, and torch's pooled streams
+// (torch never destroys them: the stream torch.from_dlpack names unless the
+// caller made it current through torch.cuda.ExternalStream).
+bool outlives_exports(const std::shared_ptr<Stream>& consumer) {
+  if (!consumer) return false;
+  if (!consumer->borrowed() || consumer->handle() <= 2) return true;
+  try {
+    py::object modules = py::module_::import("sys").attr("modules");
+    if (!modules.contains("torch")) return false;
+    py::object cuda = modules["torch"].attr("cuda");
+    if (!cuda.attr("is_initialized")().cast<bool>()) return false;
+    py::object current = cuda.attr("current_stream")(consumer->device().index);
+    if (py::isinstance(current, cuda.attr("ExternalStream"))) return false;
+    return current.attr("cuda_stream").cast<uintptr_t>() == consumer->handle();
+  } catch (const py::error_already_set&) {
+    return false;
+  }
+}
+
 struct ExportHolder {
   Tensor tensor;
   Shape shape;
   Shape strides;
-  // A device tensor exported to a consumer's stream: when the consumer lets
-  // go, its stream's work so far may still read the memory, so the block's
-  // stream-ordered free waits for an event recorded there then.
+  // A device tensor exported to a consumer's stream that outlives it
+  // (outlives_exports): when the consumer lets go, its stream's work so far
+  // may still read the memory, so the block's stream-ordered free waits for
+  // an event recorded there then. Null for any other stream: as with torch's
+  // own tensors, work queued on a stream of the caller's must be done (or
+  // the stream synchronised) before the tensor goes.
   std::shared_ptr<Stream> consumer;
 
   ~ExportHolder() {
@@ -435,6 +461,7 @@ void bind_tensor(py::module_& m) {
            [](const Tensor& t, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
              // Device tensors: the consumer's stream waits until ours wrote it.
              std::shared_ptr<Stream> consumer = make_ready_for(t, stream);
+             std::shared_ptr<Stream> release_on = outlives_exports(consumer) ? consumer : nullptr;
              if (!dl_device.is_none()) {
                auto dev = dl_device.cast<std::pair<int, int>>();
                auto ours = to_dl_device(t.device());
@@ -444,13 +471,15 @@ void bind_tensor(py::module_& m) {
              bool versioned = false;
              if (!max_version.is_none()) versioned = max_version.cast<std::pair<int, int>>().first >= 1;
              const bool want_copy = !copy.is_none() && copy.cast<bool>();
-             if (!want_copy) return export_capsule(t, versioned, std::move(consumer));
-             if (!t.device().is_accelerator()) return export_capsule(t.clone(), versioned, std::move(consumer), true);
+             if (!want_copy) return export_capsule(t, versioned, std::move(release_on));
+             if (!t.device().is_accelerator()) return export_capsule(t.clone(), versioned, std::move(release_on), true);
              // A device copy, made in the consumer's stream order (after the
-             // wait above); with no consumer stream, on the transfer stream
-             // after the tensor's writes, and waited for.
-             std::shared_ptr<Stream> s = consumer ? consumer : transfer_stream(t.device());
-             if (!consumer && t.ready_event()) wait_across_capture(*s, *t.ready_event());
+             // wait above) where that stream outlives the copy, whose memory
+             // is freed in its order; else on the transfer stream after the
+             // tensor's writes, the consumer's stream (if any) waiting for
+             // it and the host waiting where there is none.
+             std::shared_ptr<Stream> s = release_on ? release_on : transfer_stream(t.device());
+             if (s != consumer && t.ready_event()) wait_across_capture(*s, *t.ready_event());
              Tensor c = Tensor::empty_on(t.dtype(), t.shape(), t.device(), s);
              s->copy(c.data(), t.data(), t.bytes());
              auto done = device_api(t.device()).create_event();
@@ -458,9 +487,11 @@ void bind_tensor(py::module_& m) {
              if (!consumer) {  // no consumer stream to order it: done when handed over
                py::gil_scoped_release nogil;
                host_wait(*done);
+             } else if (s != consumer) {
+               wait_across_capture(*consumer, *done);
              }
              c.set_ready_event(std::move(done));
-             return export_capsule(c, versioned, std::move(consumer), true);
+             return export_capsule(c, versioned, std::move(release_on), true);
            },
            py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
            py::arg("dl_device") = py::none(), py::arg("copy") = py::none())

@@ -93,6 +93,9 @@ class Stream {
   // DLPack's stream argument carry); a stream id on the simulated device.
   virtual uintptr_t handle() const = 0;
   virtual int priority() const = 0;
+  // A caller's stream we only wrap (a framework's cudaStream_t): it may be
+  // destroyed while we still hold its handle.
+  virtual bool borrowed() const { return false; }
   // SMs the stream's kernels may use: 0 for the whole device, else the size
   // of its partition (create_partitioned_stream).
   virtual int sm_count() const { return 0; }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "backends/cuda/capture_mode.h"
@@ -99,7 +100,13 @@ class CudaEvent final : public Event {
     e_ = nullptr;
     create();
   }
-  void synchronize() override { check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
+  void synchronize() override {
+    // Relaxed: a host wait for one of our events, while torch captures a
+    // graph in global mode on another thread, is neither refused nor a
+    // threat to that capture (an event wait syncs no stream of theirs).
+    RelaxedCaptureScope relaxed;
+    check(cudaEventSynchronize(e_), "cudaEventSynchronize");
+  }
   bool ready() override {
     // A thread capturing in thread-local mode may not query events (the
     // query would invalidate its capture): relaxed mode for this one call.
@@ -188,6 +195,7 @@ class CudaStream final : public Stream {
   }
   Device device() const override { return Device::cuda(index_); }
   uintptr_t handle() const override { return reinterpret_cast<uintptr_t>(s_); }
+  bool borrowed() const override { return !owned_; }
   int priority() const override { return priority_; }
   int sm_count() const override { return green_ ? green_->sm_count() : 0; }
   void release_sm_share() override {
@@ -229,7 +237,15 @@ class CudaStream final : public Stream {
     DeviceGuard g(index_);
     check(cudaStreamWaitEvent(s_, native(e), 0), "cudaStreamWaitEvent");
   }
-  void synchronize() override { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
+  void synchronize() override {
+    // Our streams are non-blocking: waiting for one, relaxed, leaves another
+    // thread's global-mode capture alone. A caller's stream (the legacy
+    // default one, say) keeps the thread's mode: its sync may touch a
+    // capturing stream, which CUDA then rightly refuses.
+    std::optional<RelaxedCaptureScope> relaxed;
+    if (owned_) relaxed.emplace();
+    check(cudaStreamSynchronize(s_), "cudaStreamSynchronize");
+  }
 
   // A capture begins and ends under the cuDNN lock: cudnnConvolutionForward
   // finalizes execution plans lazily, and one doing so on another thread
