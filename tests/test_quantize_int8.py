@@ -51,10 +51,12 @@ def conv2d_pad1(x, w):
     return np.einsum("nchwij,mcij->nmhw", windows, w)
 
 
-def qdq_model_by_hand(weights, amax, data):
+def qdq_model_by_hand(weights, amax, data, f_unsigned=True):
     """The QDQ graph int8 should compute, written independently with onnx.helper
     and NumPy: with bias correction, each layer's bias less the mean shift its
-    rounded weights cause on the calibration data."""
+    rounded weights cause on the calibration data. f_unsigned=False: f as
+    signed int8 over [-amax, amax], as on CUDA (every activation there is
+    signed int8 with zero point 0, which cuBLASLt's int8 kernels read)."""
     w1, b1, w2 = weights
     q1, s1 = per_channel(w1, 0)
     q2, s2 = per_channel(w2, 1)
@@ -68,8 +70,9 @@ def qdq_model_by_hand(weights, amax, data):
     inits = [numpy_helper.from_array(a, n) for a, n in [
         (q1, "q1"), (s1, "s1"), (np.zeros(8, np.int8), "z1"), (q2, "q2"), (s2, "s2"), (np.zeros(11, np.int8), "z2"),
         (b1c, "b1"), (b2c, "b2"), (np.float32(amax["x"] / 127), "sx"), (np.int8(0), "z"),
-        # f follows a Relu, never negative: uint8 over [0, amax].
-        (np.float32(amax["f"] / 255), "sf"), (np.uint8(0), "zu")]]
+        # f follows a Relu, never negative: uint8 over [0, amax] (on the CPU).
+        (np.float32(amax["f"] / (255 if f_unsigned else 127)), "sf"),
+        (np.uint8(0) if f_unsigned else np.int8(0), "zu")]]
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"]),
         helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xd"]),
@@ -98,10 +101,12 @@ def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tm
     assert set(cal.amax) == {"x", "f"} and cal.method == calibrator
     assert cal.unsigned() == {"f"}
     assert any("int8: quantized 2 nodes" in p for p in e8.stats()["passes"])
-    ref = qdq_model_by_hand(weights, cal.amax, data)
-    # One level of f (uint8 over [0, amax]) through the largest fc weight:
-    # what a flipped rounding of one f value moves an output by.
-    flip = cal.amax["f"] / 255 * float(np.abs(weights[2]).max())
+    # f is uint8 on the CPU, int8 on CUDA (insert_qdq.cc says why).
+    f_unsigned = device != "cuda"
+    ref = qdq_model_by_hand(weights, cal.amax, data, f_unsigned)
+    # One level of f through the largest fc weight: what a flipped rounding
+    # of one f value moves an output by.
+    flip = cal.amax["f"] / (255 if f_unsigned else 127) * float(np.abs(weights[2]).max())
     for n in (1, 6):
         x = rng.standard_normal((n, 3, 5, 7)).astype(np.float32)
         got = e8.run({"x": x})["y"].numpy()
@@ -116,6 +121,25 @@ def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tm
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
     again = twinfer.load(model, device=device, precision="int8", calibration=str(tmp_path / "cal.json"))
     np.testing.assert_array_equal(again.run({"x": x})["y"].numpy(), e8.run({"x": x})["y"].numpy())
+
+
+def test_int8_placed_as_cuda_places_it_quantizes_every_activation_signed(rng):
+    # What the cuda case above checks on a GPU, in CI: the simulated device
+    # placing nodes as CUDA does quantizes the ReLU output f as int8 over
+    # [-amax, amax] (not uint8 over [0, amax]), and computes that QDQ graph.
+    model, weights = float_model(rng)
+    data = [{"x": rng.standard_normal((3, 3, 5, 7)).astype(np.float32)} for _ in range(4)]
+    cal = calibrate(model, data, calibrator="minmax", progress=False)
+    e8 = twinfer.load(model, device="sim", sim_coverage="cuda", precision="int8", calibration=cal)
+    x = rng.standard_normal((6, 3, 5, 7)).astype(np.float32)
+    assert [r.dtype for r in e8.kernel_report({"x": x.shape}) if r.op == "QuantizeLinear"] == ["int8", "int8"]
+    got = e8.run({"x": x})["y"].numpy()
+    flip = cal.amax["f"] / 127 * float(np.abs(weights[2]).max())
+    want = run_ort(qdq_model_by_hand(weights, cal.amax, data, f_unsigned=False), {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-3 + flip)
+    # and not the CPU's uint8 graph: 127 levels instead of 255 move outputs by more than rounding
+    unsigned = run_ort(qdq_model_by_hand(weights, cal.amax, data, f_unsigned=True), {"x": x})[0]
+    assert np.abs(got - unsigned).max() > np.abs(got - want).max()
 
 
 def test_int8_needs_calibration_and_keep_float_keeps_a_layer_exact(rng):

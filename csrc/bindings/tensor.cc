@@ -211,7 +211,13 @@ bool outlives_exports(const std::shared_ptr<Stream>& consumer) {
     py::object cuda = modules["torch"].attr("cuda");
     if (!cuda.attr("is_initialized")().cast<bool>()) return false;
     py::object current = cuda.attr("current_stream")(consumer->device().index);
-    if (py::isinstance(current, cuda.attr("ExternalStream"))) return false;
+    // torch.cuda.current_stream() gives a plain Stream even inside
+    // `with torch.cuda.stream(ExternalStream(h))`; its id tells: c10 keeps
+    // an external stream's cudaStream_t as its id (lowest bit 0), pooled
+    // streams' ids have the lowest bit set (c10/cuda/CUDAStream.cpp), and the
+    // default stream's is 0 (its handle is the legacy stream's, trusted above).
+    const int64_t id = current.attr("stream_id").cast<int64_t>();
+    if (id != 0 && (id & 1) == 0) return false;
     return current.attr("cuda_stream").cast<uintptr_t>() == consumer->handle();
   } catch (const py::error_already_set&) {
     return false;

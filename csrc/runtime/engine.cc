@@ -954,6 +954,15 @@ std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector
   }
   RunOptions o = options;
   o.cuda_graphs = o.cuda_graphs && options_.cuda_graphs;
+  // A run the caller is not capturing: its allocations, uploads and waits
+  // must neither fail in nor break a capture another thread has under way
+  // in global mode (torch.cuda.graph's default), as a plan's build must not
+  // (build). A run being captured keeps the thread's mode.
+  std::shared_ptr<void> relaxed;
+  if (options_.device.is_accelerator()) {
+    const Stream* s = options.stream ? options.stream.get() : ctx.stream().get();
+    if (!(s && s->capturing())) relaxed = device_api(options_.device).relax_capture();
+  }
   return ctx.execute(plan, inputs, o);
 }
 

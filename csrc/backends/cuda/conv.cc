@@ -115,17 +115,25 @@ class CudnnConv final : public Kernel {
       // The epilogue inside cuDNN's graph first: its runtime-fusion engines
       // write y once instead of conv + our pass over y. They run on NHWC
       // with tensor cores, so only channels-last, non-exact convs ask.
-      std::string why_not_fused;
-      const bool has_epilogue = c_.has_bias || c_.has_residual || !c_.act.none();
-      if (cl && !exact_ && has_epilogue && conv_graph_fuses(c_.act)) {
+      // An activation cuDNN should not run (conv_graph_fuses) runs after,
+      // alone, with the bias and residual still inside the graph.
+      std::string why_not_fused, why_act_after;
+      const bool act_fuses = conv_graph_fuses(c_.act, &why_act_after);
+      const bool graph_epilogue = c_.has_bias || c_.has_residual || (!c_.act.none() && act_fuses);
+      if (cl && !exact_ && graph_epilogue) {
         ConvGraphSpec f = g;
-        f.bias = c_.has_bias, f.residual = c_.has_residual, f.act = c_.act;
+        f.bias = c_.has_bias, f.residual = c_.has_residual;
+        if (act_fuses) f.act = c_.act;
         graph_ = make_cudnn_conv_graph(f, &why_not_fused);
         if (graph_) {
           fused_ = true;
+          act_after_ = !act_fuses;
           name_ = "cudnn graph conv" + layout + " + fused epilogue (" + graph_->plan_name() + ")";
+          if (act_after_) name_ += " + activation (not fused: " + why_act_after + ")";
           return;
         }
+      } else if (cl && !exact_ && !c_.act.none()) {
+        why_not_fused = why_act_after;
       }
       graph_ = make_cudnn_conv_graph(g, &why_not_graph);
       if (graph_) {
@@ -176,9 +184,12 @@ class CudnnConv final : public Kernel {
     const float one = 1.f, zero = 0.f;
     const void* w = ctx.inputs[1].data;  // KRSC for channels-last: the descriptors say so
     if (graph_) {
-      if (fused_) {  // bias, residual and activation happened inside cuDNN's graph
+      if (fused_) {  // bias, residual (and the activation unless act_after_) inside cuDNN's graph
         graph_->run(ctx.inputs[0].data, w, ctx.outputs[0].data, ctx.scratch, s,
                     c_.has_bias ? ctx.inputs[2].data : nullptr, c_.has_residual ? ctx.inputs[3].data : nullptr);
+        if (act_after_)
+          conv_epilogue(ctx.outputs[0].data, nullptr, nullptr, c_.y[0], c_.y[1],
+                        shape_numel(Shape(c_.y.begin() + 2, c_.y.end())), dtype_, c_.act, s, c_.channels_last);
         return;
       }
       graph_->run(ctx.inputs[0].data, w, ctx.outputs[0].data, ctx.scratch, s);
@@ -241,7 +252,8 @@ class CudnnConv final : public Kernel {
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
   std::shared_ptr<const ConvGraphPlan> graph_;  // the graph API's plan; null: the descriptors above
-  bool fused_ = false;  // graph_ holds the epilogue too
+  bool fused_ = false;      // graph_ holds the epilogue too
+  bool act_after_ = false;  // ... but for the activation, our kernel's after it
   std::string name_;
 };
 

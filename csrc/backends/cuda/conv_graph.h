@@ -44,10 +44,12 @@ struct ConvGraphSpec {
   nn::Activation act;
 };
 
-// Whether cuDNN's pointwise modes express `act` exactly (ReLU, LeakyReLU and
-// Clip as RELU_FWD's clips and slope, Sigmoid, SiLU as SWISH, erf and tanh
-// GELU, Tanh); HardSigmoid / HardSwish are not among them.
-bool conv_graph_fuses(const nn::Activation& act);
+// Whether `act` goes inside cuDNN's graph: those its pointwise modes express
+// exactly (ReLU, LeakyReLU as RELU_FWD's slope, Sigmoid, SiLU as SWISH, erf
+// and tanh GELU, Tanh). Not HardSigmoid / HardSwish, and not Clip (ReLU6),
+// which RELU_FWD's clips express but only a slow engine runs. `why`: the
+// reason when not.
+bool conv_graph_fuses(const nn::Activation& act, std::string* why = nullptr);
 
 class ConvGraphPlan {
  public:

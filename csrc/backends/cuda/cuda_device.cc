@@ -370,6 +370,11 @@ class DeviceAllocator final : public Allocator {
   }
   void* allocate_async(size_t bytes, Stream& s) override {
     DeviceGuard g(index_);
+    // Relaxed, as torch's allocator does: a stream-ordered allocation on a
+    // stream that is not capturing neither fails in nor breaks a capture
+    // torch has under way on another thread in global mode; on our own
+    // capturing stream it is a graph allocation node either way.
+    RelaxedCaptureScope relaxed;
     void* p = nullptr;
     cudaError_t e = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, pool_, native(s));
     if (e == cudaErrorMemoryAllocation) {
@@ -386,6 +391,7 @@ class DeviceAllocator final : public Allocator {
   }
   void deallocate_async(void* p, size_t, Stream& s) override {
     DeviceGuard g(index_);
+    RelaxedCaptureScope relaxed;
     if (cudaFreeAsync(p, native(s)) != cudaSuccess) cudaGetLastError();
   }
   Device device() const override { return Device::cuda(index_); }
@@ -413,6 +419,7 @@ class PinnedAllocator final : public Allocator {
   void* allocate(size_t bytes) override {
     DeviceGuard g(index_);
     void* p = nullptr;
+    RelaxedCaptureScope relaxed;  // not a device-wide sync: allowed beside another thread's capture
     const cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();

@@ -19,7 +19,10 @@ std::string validate_cudnn_sdpa(const SdpaSpec&, int) { return "this build has n
 
 std::string validate_cudnn_conv_graph(const ConvGraphSpec&) { return "this build has no cuDNN frontend"; }
 
-bool conv_graph_fuses(const nn::Activation&) { return false; }
+bool conv_graph_fuses(const nn::Activation&, std::string* why) {
+  if (why) *why = "built without cuDNN's frontend";
+  return false;
+}
 
 std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec&, std::string* why) {
   if (why) *why = "this build has no cuDNN frontend";
