@@ -158,6 +158,29 @@ def test_nms(rng, center):
         check("NonMaxSuppression", ins, {"center_point_box": center}, [I64], opset=11)
 
 
+@pytest.mark.parametrize("center", [0, 1])
+def test_nms_over_many_boxes_spread_like_batched_nms(rng, center):
+    # torchvision's batched_nms: one NMS over every class's boxes, each class
+    # shifted along x past the others; plus a few wide boxes that meet many
+    # (the selection tests a candidate only against kept boxes whose x range
+    # meets its own: onnxruntime tests every kept box).
+    per_class, classes = 180, 7
+    b, _ = nms_inputs(rng, 1, per_class * classes, 1, center)
+    shift = np.repeat(np.arange(classes) * 20.0, per_class).astype(F32)
+    b[0, :, 1 if not center else 0] += shift  # x1 (or x centre)
+    if not center:
+        b[0, :, 3] += shift
+    wide = rng.choice(per_class * classes, 25, replace=False)
+    b[0, wide, 3 if not center else 2] += 60  # x2 (or width) far out: overlaps other classes' ranges
+    s = rng.random((1, 2, per_class * classes)).astype(F32)
+    for max_out, iou in [(10**6, 0.3), (50, 0.6), (10**6, 0.0)]:
+        ins = [("b", b), ("s", s), ("m", k64([max_out])), ("i", np.array([iou], F32))]
+        check("NonMaxSuppression", ins, {"center_point_box": center}, [I64], opset=11)
+        # Large constants: the shape rule leaves K to the kernel's own output.
+        ins = [(n, Const(a)) if n != "b" else (n, a) for n, a in ins]
+        check("NonMaxSuppression", ins, {"center_point_box": center}, [I64], opset=11)
+
+
 def test_nms_errors(rng):
     b, s = nms_inputs(rng, 1, 5, 2, 0)
     model, feeds = build("NonMaxSuppression", [("b", b[:, :, :3]), ("s", s)], {}, [I64], opset=11)

@@ -819,7 +819,8 @@ std::shared_ptr<const graph::Graph> Engine::steered_graph(const std::vector<Tens
 }
 
 MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
-  auto p = plan_for(shapes);
+  std::shared_ptr<const Plan> p = plan_for(shapes);
+  if (p->prefix) p = p->prefix;  // what a split plan holds; its tail's values live only while it runs
   MemoryReport r;
   r.arena_bytes = p->arena_bytes;
   r.naive_bytes = p->naive_bytes;
@@ -846,6 +847,25 @@ std::vector<KernelReportRow> Engine::kernel_report(const std::vector<Tensor>& in
 }
 
 std::vector<KernelReportRow> Engine::report_rows(const Plan& plan) const {
+  if (plan.value_dependent) {  // a split's prefix steps, then the nodes the host evaluator runs
+    std::vector<KernelReportRow> r = plan.prefix ? report_rows(*plan.prefix) : std::vector<KernelReportRow>{};
+    const graph::Graph& evaluated = plan.prefix ? plan.tail : plan.graph;
+    for (const auto& n : evaluated.nodes) {
+      KernelReportRow row;
+      row.node = n.name;
+      row.op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
+      row.where = "cpu";
+      row.kernel = "cpu evaluator";
+      row.note = (plan.prefix ? "after " : "") + plan.value_dependent_reason;
+      for (int v : n.outputs)
+        if (v >= 0) {
+          row.dtype = dtype_name(evaluated.values[v].dtype);
+          break;
+        }
+      r.push_back(std::move(row));
+    }
+    return r;
+  }
   const Plan* p = &plan;
   std::vector<KernelReportRow> r;
   const std::string dev = p->device.is_cuda() ? "cuda" : p->device.is_sim() ? "sim" : "cpu";
@@ -948,8 +968,13 @@ std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector
                   "allow_cpu_fallback=False but this run needs the CPU evaluator (" + plan->value_dependent_reason + ")");
     if (options_.device.is_accelerator()) {
       std::lock_guard<std::mutex> lock(fallback_mutex_);
-      if (host_fallback_.empty()) host_fallback_ = plan->value_dependent_reason;
+      if (host_fallback_.empty())
+        host_fallback_ = plan->prefix ? "part of it: the " + std::to_string(plan->tail.nodes.size()) +
+                                            " nodes from " + plan->value_dependent_reason +
+                                            " on; the nodes before ran on the device"
+                                      : plan->value_dependent_reason;
     }
+    if (plan->prefix) return run_split(ctx, *plan, inputs, options);
     return run_on_host(inputs, ctx.num_threads(), options);
   }
   RunOptions o = options;
@@ -986,6 +1011,35 @@ std::vector<Tensor> Engine::run_on_host(const std::vector<Tensor>& inputs, int t
   std::vector<Tensor> out = run_eager(host, threads);
   if (o.host_outputs) return out;
   for (auto& t : out)  // strings, sequences and maps are host objects: they stay
+    if (!dtype_is_container(t.dtype()) && t.dtype() != DType::kString) t = to_device(t, options_.device);
+  return out;
+}
+
+std::vector<Tensor> Engine::run_split(ExecutionContext& ctx, const Plan& plan, const std::vector<Tensor>& inputs,
+                                      const RunOptions& o) const {
+  // The prefix's outputs come to the host, where the tail reads them: one
+  // wait for the device, as the whole-graph evaluator's inputs needed.
+  RunOptions prefix_options = o;
+  prefix_options.host_outputs = true;
+  prefix_options.cuda_graphs = o.cuda_graphs && options_.cuda_graphs;
+  std::vector<Tensor> mid;
+  {
+    std::shared_ptr<void> relaxed;  // as run_checked's, for a run nobody captures (refused above)
+    if (options_.device.is_accelerator()) relaxed = device_api(options_.device).relax_capture();
+    mid = ctx.execute(plan.prefix, inputs, prefix_options);
+  }
+  std::vector<Tensor> tail_inputs;
+  tail_inputs.reserve(plan.tail_engine_inputs.size() + mid.size());
+  if (options_.device.is_accelerator() && o.stream) o.stream->synchronize();  // inputs made on the caller's stream
+  for (int i : plan.tail_engine_inputs) tail_inputs.push_back(to_host(inputs[static_cast<size_t>(i)]));
+  for (auto& t : mid) tail_inputs.push_back(to_host(t));
+  EvalOptions eo;
+  eo.opset = opset_;
+  eo.precision = options_.precision;
+  eo.num_threads = ctx.num_threads();
+  std::vector<Tensor> out = evaluate_graph(plan.tail, tail_inputs, {}, eo);
+  if (!options_.device.is_accelerator() || o.host_outputs) return out;
+  for (auto& t : out)
     if (!dtype_is_container(t.dtype()) && t.dtype() != DType::kString) t = to_device(t, options_.device);
   return out;
 }

@@ -185,6 +185,9 @@ class Engine {
                                                         const std::vector<Shape>& shapes) const;
   void finish(graph::Graph optimized);  // inputs/outputs, and the plan when every input dim is static
   std::vector<Tensor> run_on_host(const std::vector<Tensor>& inputs, int threads, const RunOptions& o) const;
+  // A split value-dependent plan: its prefix as a plan, then its tail on the host.
+  std::vector<Tensor> run_split(ExecutionContext& ctx, const Plan& plan, const std::vector<Tensor>& inputs,
+                                const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store
   Backend passes_backend() const;                   // the backend load-time fusions target
   passes::PassContext pass_context() const;         // for the engine's graph passes (load, bound, steered)

@@ -88,6 +88,14 @@ struct Plan {
   // no steps; every run evaluates the graph eagerly with the inputs' values.
   bool value_dependent = false;
   std::string value_dependent_reason;  // the first node whose shape needed values
+  // A value-dependent plan split where values start deciding shapes
+  // (runtime/plan_split.h): the nodes before as a plan of their own, the
+  // rest evaluated on the host from the engine inputs it reads
+  // (tail_engine_inputs, by index) and the prefix's outputs. Null: none
+  // (nothing before the first such node), the whole graph is evaluated.
+  std::shared_ptr<const Plan> prefix;
+  graph::Graph tail;
+  std::vector<int> tail_engine_inputs;
 };
 
 }  // namespace twinfer

@@ -8,6 +8,7 @@
 #include "core/shape_limits.h"
 #include "runtime/arena_planner.h"
 #include "runtime/faults.h"
+#include "runtime/plan_split.h"
 
 namespace twinfer {
 
@@ -121,6 +122,18 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     plan->value_dependent = true;
     plan->value_dependent_reason = "node '" + n.name + "' (" + n.op_type + "): shape of '" + v.name +
                                    "' depends on input values (inputs " + signature_str(shapes) + ")";
+    // What comes before that node still has every shape: a plan of its own,
+    // and only the rest for the host evaluator.
+    GraphSplit split;
+    if (split_at_value_dependence(g, &split)) {
+      const PlanSource prefix_src{split.prefix, src.opset, src.options, src.constants, src.kernels};
+      std::shared_ptr<const Plan> prefix = build_plan(prefix_src, shapes, values);
+      if (!prefix->value_dependent) {
+        plan->prefix = std::move(prefix);
+        plan->tail = std::move(split.tail);
+        plan->tail_engine_inputs = std::move(split.tail_engine_inputs);
+      }
+    }
     return plan;
   }
 

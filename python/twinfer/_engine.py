@@ -361,8 +361,10 @@ class Engine:
         reason = self._core.host_fallback_reason
         if reason:
             self._warned_fallback = True
-            warnings.warn(f"{self.device}: this model ran through the CPU evaluator ({reason}); "
-                          "its results are right but it runs at host speed", RuntimeWarning, stacklevel=stacklevel)
+            part = reason.startswith("part of it")  # a split plan: the nodes before ran on the device
+            warnings.warn(f"{self.device}: this model ran through the CPU evaluator ({reason}); its results are "
+                          f"right but {'that part runs' if part else 'it runs'} at host speed", RuntimeWarning,
+                          stacklevel=stacklevel)
 
     def __call__(self, *inputs):
         """Positional inputs in the model's order; one output, or a tuple of them.

@@ -6,9 +6,12 @@
 // iou_threshold, until max_output_boxes_per_class are kept (0 or absent:
 // none). center_point_box=0 reads boxes as two corners [y1, x1, y2, x2] in
 // any order, 1 as [x_center, y_center, width, height]. K depends on the
-// values, so the shape rule runs the selection when the inputs are constants.
+// values: the shape rule runs the selection for small constant inputs, the
+// kernel makes its own output when the evaluator folds larger ones.
 #include <algorithm>
 #include <array>
+#include <climits>
+#include <cmath>
 #include <numeric>
 
 #include "ops/elementwise/scalar.h"
@@ -71,6 +74,49 @@ bool suppresses(const std::array<C, 4>& a, const std::array<C, 4>& b, double thr
   return static_cast<double>(inter / uni) > thr;
 }
 
+// The boxes kept so far by their x range, so that a candidate is tested only
+// against those whose range meets its own (suppresses() needs an overlap in
+// x): the same decisions as testing every kept box, far fewer tests where the
+// boxes spread out (torchvision's batched_nms shifts each class's boxes apart
+// along x, so one NMS over 90 classes tests a box against its class's only).
+class KeptByX {
+ public:
+  void clear() {
+    by_lo_.clear();
+    wide_.clear();
+    max_width_ = 0;
+  }
+  void add(double lo, double hi, int64_t box) {
+    if (!std::isfinite(lo) || !std::isfinite(hi)) {
+      wide_.push_back(box);  // NaN or infinite: tested with every candidate
+      return;
+    }
+    const std::pair<double, int64_t> e{lo, box};
+    by_lo_.insert(std::upper_bound(by_lo_.begin(), by_lo_.end(), e), e);
+    max_width_ = std::max(max_width_, hi - lo);
+  }
+  // Whether test(k) holds for a kept box k whose x range may meet [lo, hi].
+  template <typename Test>
+  bool any(double lo, double hi, const std::vector<int64_t>& all_kept, Test&& test) const {
+    if (!std::isfinite(lo) || !std::isfinite(hi))
+      return std::any_of(all_kept.begin(), all_kept.end(), test);
+    for (int64_t k : wide_)
+      if (test(k)) return true;
+    // A kept box meets [lo, hi) only if its own lo is above lo - max_width
+    // (the margin covers the rounding of the widths) and below hi.
+    const double from = lo - max_width_ - (std::abs(lo) + max_width_) * 1e-9 - 1e-30;
+    auto it = std::lower_bound(by_lo_.begin(), by_lo_.end(), std::pair<double, int64_t>{from, INT64_MIN});
+    for (; it != by_lo_.end() && it->first < hi; ++it)
+      if (test(it->second)) return true;
+    return false;
+  }
+
+ private:
+  std::vector<std::pair<double, int64_t>> by_lo_;  // (lowest x, box), sorted
+  std::vector<int64_t> wide_;
+  double max_width_ = 0;
+};
+
 std::vector<std::array<int64_t, 3>> nms_compute(const TensorView& boxes, const TensorView& scores,
                                                 const NmsParams& p, bool center) {
   std::vector<std::array<int64_t, 3>> out;
@@ -84,6 +130,7 @@ std::vector<std::array<int64_t, 3>> nms_compute(const TensorView& boxes, const T
     std::vector<std::array<C, 4>> box(static_cast<size_t>(n));
     std::vector<std::pair<C, int64_t>> cand;
     std::vector<int64_t> kept;
+    KeptByX index;
     for (int64_t b = 0; b < nb; ++b) {
       for (int64_t i = 0; i < n; ++i) {
         C v[4];
@@ -99,18 +146,16 @@ std::vector<std::array<int64_t, 3>> nms_compute(const TensorView& boxes, const T
         }
         std::stable_sort(cand.begin(), cand.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
         kept.clear();
+        index.clear();
         for (const auto& [v, i] : cand) {
           if (static_cast<int64_t>(kept.size()) >= p.max_out) break;
-          bool keep = true;
-          for (int64_t k : kept)
-            if (suppresses(box[i], box[k], p.iou)) {
-              keep = false;
-              break;
-            }
-          if (keep) {
-            kept.push_back(i);
-            out.push_back({b, c, i});
-          }
+          const auto& bi = box[static_cast<size_t>(i)];
+          const double lo = std::min<double>(bi[0], bi[2]), hi = std::max<double>(bi[0], bi[2]);
+          if (index.any(lo, hi, kept, [&](int64_t k) { return suppresses(bi, box[static_cast<size_t>(k)], p.iou); }))
+            continue;
+          kept.push_back(i);
+          index.add(lo, hi, i);
+          out.push_back({b, c, i});
         }
       }
     }
@@ -149,7 +194,11 @@ void nms_infer(InferContext& c) {
       opt[i - 2] = t->view();
     }
   }
-  if (all) {
+  // Small constant inputs: the count now, so the plan knows K. Larger ones
+  // are left to the kernel's run_dynamic when folded (the evaluator's case):
+  // counting here would run the whole selection twice.
+  const bool small = all && bx->numel() <= 4 * 4096 && sc->numel() <= 4096;
+  if (small) {
     const NmsParams p = nms_params(&opt[0], &opt[1], &opt[2]);
     k = Dim(static_cast<int64_t>(nms_compute(bx->view(), sc->view(), p,
                                              c.node().attr_int("center_point_box", 0) != 0).size()));
@@ -162,10 +211,18 @@ class NmsKernel final : public Kernel {
   explicit NmsKernel(const KernelBuildInfo& info)
       : center_(info.node().attr_int("center_point_box", 0) != 0), node_(info.node().name) {}
 
+  bool dynamic_outputs() const override { return true; }
+  std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
+    const auto sel = select(ctx);
+    Tensor y = Tensor::empty(DType::kInt64, {static_cast<int64_t>(sel.size()), 3});
+    int64_t* o = y.data_as<int64_t>();
+    for (size_t i = 0; i < sel.size(); ++i)
+      for (int j = 0; j < 3; ++j) o[i * 3 + j] = sel[i][j];
+    return {y};
+  }
+
   void run(KernelContext& ctx) const override {
-    auto in = [&](size_t i) -> const TensorView* { return ctx.inputs.size() > i ? &ctx.inputs[i] : nullptr; };
-    const NmsParams p = nms_params(in(2), in(3), in(4));
-    const auto sel = nms_compute(ctx.inputs[0], ctx.inputs[1], p, center_);
+    const auto sel = select(ctx);
     const TensorView& y = ctx.outputs[0];
     if (static_cast<int64_t>(sel.size()) != y.shape[0])
       throw Error(ErrorKind::kInvalidArgument, "selection differs from the planned output", node_,
@@ -176,6 +233,11 @@ class NmsKernel final : public Kernel {
   }
 
  private:
+  std::vector<std::array<int64_t, 3>> select(const KernelContext& ctx) const {
+    auto in = [&](size_t i) -> const TensorView* { return ctx.inputs.size() > i ? &ctx.inputs[i] : nullptr; };
+    return nms_compute(ctx.inputs[0], ctx.inputs[1], nms_params(in(2), in(3), in(4)), center_);
+  }
+
   bool center_;
   std::string node_;
 };
