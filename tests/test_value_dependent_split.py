@@ -132,3 +132,28 @@ def test_a_graph_whose_first_node_needs_values_is_evaluated_whole(rng):
     rows = e.kernel_report({"x": (29,)})
     assert [(r.node, r.backend, r.kernel) for r in rows] == [("nz_node", "cpu", "cpu evaluator"),
                                                             ("cast_node", "cpu", "cpu evaluator")], rows
+
+
+def test_nms_over_large_constants_folds_at_load(rng):
+    # Every input of the NMS a constant: its selection is known at load, the
+    # model has no value-dependent shape, and a device engine that allows no
+    # CPU fallback runs it (the selection made once, not per run).
+    from onnx_helpers import run_ort
+
+    n = 5000
+    xy = rng.uniform(0, 100, (1, n, 2))
+    boxes = np.concatenate([xy, xy + rng.uniform(1, 8, (1, n, 2))], -1).astype(np.float32)
+    scores = rng.random((1, 1, n)).astype(np.float32)
+    inits = [numpy_helper.from_array(boxes, "boxes"), numpy_helper.from_array(scores, "scores"),
+             numpy_helper.from_array(np.array([10], np.int64), "m"), numpy_helper.from_array(np.float32(0.5), "iou")]
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores", "m", "iou"], ["sel"]),
+             helper.make_node("Cast", ["sel"], ["self"], to=F),
+             helper.make_node("Add", ["self", "x"], ["y"])]
+    g = helper.make_graph(nodes, "const_nms", [helper.make_tensor_value_info("x", F, [10, 3])],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    x = rng.standard_normal((10, 3)).astype(np.float32)
+    e = twinfer.load(m, device="sim", sim_coverage="cuda", allow_cpu_fallback=False)
+    np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), run_ort(m, {"x": x})[0], rtol=1e-6)
+    assert all(r.kernel != "cpu evaluator" for r in e.kernel_report({"x": (10, 3)}))

@@ -219,7 +219,7 @@ bool outlives_exports(const std::shared_ptr<Stream>& consumer) {
     const int64_t id = current.attr("stream_id").cast<int64_t>();
     if (id != 0 && (id & 1) == 0) return false;
     return current.attr("cuda_stream").cast<uintptr_t>() == consumer->handle();
-  } catch (const py::error_already_set&) {
+  } catch (const std::exception&) {  // py::error_already_set, py::cast_error: not torch's as we know it
     return false;
   }
 }
@@ -231,9 +231,10 @@ struct ExportHolder {
   // A device tensor exported to a consumer's stream that outlives it
   // (outlives_exports): when the consumer lets go, its stream's work so far
   // may still read the memory, so the block's stream-ordered free waits for
-  // an event recorded there then. Null for any other stream: as with torch's
-  // own tensors, work queued on a stream of the caller's must be done (or
-  // the stream synchronised) before the tensor goes.
+  // an event recorded there then. Null for any other stream: the block is
+  // freed in our stream's order, so work the caller queued on such a stream
+  // that still reads it must be done (or that stream synchronised) before
+  // the last reference goes (docs/api.md, DLPack).
   std::shared_ptr<Stream> consumer;
 
   ~ExportHolder() {
@@ -468,6 +469,11 @@ void bind_tensor(py::module_& m) {
              // Device tensors: the consumer's stream waits until ours wrote it.
              std::shared_ptr<Stream> consumer = make_ready_for(t, stream);
              std::shared_ptr<Stream> release_on = outlives_exports(consumer) ? consumer : nullptr;
+             // The per-thread default stream names the releasing thread's own,
+             // maybe not the consumer's: the legacy default stream orders
+             // after every thread's (both are blocking streams).
+             if (release_on && release_on->borrowed() && release_on->handle() == 2)
+               release_on = device_api(t.device()).borrow_stream(1);
              if (!dl_device.is_none()) {
                auto dev = dl_device.cast<std::pair<int, int>>();
                auto ours = to_dl_device(t.device());

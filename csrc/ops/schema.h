@@ -18,6 +18,11 @@ class InferContext {
 
   const graph::Node& node() const { return node_; }
   int64_t opset() const { return opset_; }
+  // The eager evaluator's pass (runtime/evaluate.h): every input is a
+  // constant and a node whose output shape stays unknown is run by its
+  // kernel's run_dynamic, so a rule need not compute a value to size it.
+  bool evaluating() const { return evaluating_; }
+  void set_evaluating(bool e) { evaluating_ = e; }
   size_t num_inputs() const { return node_.inputs.size(); }
   size_t num_outputs() const { return node_.outputs.size(); }
   bool has_input(size_t i) const { return i < node_.inputs.size() && node_.inputs[i] >= 0; }
@@ -56,6 +61,7 @@ class InferContext {
   const graph::Node& node_;
   int64_t opset_;
   std::vector<int>* asked_ = nullptr;
+  bool evaluating_ = false;
 };
 
 using InferFn = void (*)(InferContext&);

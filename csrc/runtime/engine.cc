@@ -532,7 +532,10 @@ std::shared_ptr<const Plan> Engine::build(const NewPlan& np) const {
   // graph's passes or a fixed-dims binding, once per value or class of
   // shapes, would otherwise hold up every cached run meanwhile).
   const std::shared_ptr<const graph::Graph> source = source_of(np.key);
-  const PlanSource src{*source, opset_, options_, constants_.get(), &kernels_};
+  PlanSource src{*source, opset_, options_, constants_.get(), &kernels_};
+  // An engine with shape inputs asks first for a plan by shapes alone, to
+  // learn whether their values matter; the plan it runs is keyed by them.
+  src.split_value_dependent = shape_inputs_.empty() || !np.key.keyed.empty();
   // A build is never part of a graph (a capturing run may not build, see
   // plan_for): its uploads and library set-up must neither fail in nor
   // break a capture another thread has under way (torch.cuda.graph's global
@@ -979,15 +982,6 @@ std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector
   }
   RunOptions o = options;
   o.cuda_graphs = o.cuda_graphs && options_.cuda_graphs;
-  // A run the caller is not capturing: its allocations, uploads and waits
-  // must neither fail in nor break a capture another thread has under way
-  // in global mode (torch.cuda.graph's default), as a plan's build must not
-  // (build). A run being captured keeps the thread's mode.
-  std::shared_ptr<void> relaxed;
-  if (options_.device.is_accelerator()) {
-    const Stream* s = options.stream ? options.stream.get() : ctx.stream().get();
-    if (!(s && s->capturing())) relaxed = device_api(options_.device).relax_capture();
-  }
   return ctx.execute(plan, inputs, o);
 }
 
@@ -1022,12 +1016,7 @@ std::vector<Tensor> Engine::run_split(ExecutionContext& ctx, const Plan& plan, c
   RunOptions prefix_options = o;
   prefix_options.host_outputs = true;
   prefix_options.cuda_graphs = o.cuda_graphs && options_.cuda_graphs;
-  std::vector<Tensor> mid;
-  {
-    std::shared_ptr<void> relaxed;  // as run_checked's, for a run nobody captures (refused above)
-    if (options_.device.is_accelerator()) relaxed = device_api(options_.device).relax_capture();
-    mid = ctx.execute(plan.prefix, inputs, prefix_options);
-  }
+  std::vector<Tensor> mid = ctx.execute(plan.prefix, inputs, prefix_options);
   std::vector<Tensor> tail_inputs;
   tail_inputs.reserve(plan.tail_engine_inputs.size() + mid.size());
   if (options_.device.is_accelerator() && o.stream) o.stream->synchronize();  // inputs made on the caller's stream

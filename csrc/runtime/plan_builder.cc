@@ -124,11 +124,18 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
                                    "' depends on input values (inputs " + signature_str(shapes) + ")";
     // What comes before that node still has every shape: a plan of its own,
     // and only the rest for the host evaluator.
+    // A prefix that fails to build leaves the whole graph to the evaluator,
+    // as before there were prefixes.
     GraphSplit split;
-    if (split_at_value_dependence(g, &split)) {
+    if (src.split_value_dependent && split_at_value_dependence(g, &split)) {
       const PlanSource prefix_src{split.prefix, src.opset, src.options, src.constants, src.kernels};
-      std::shared_ptr<const Plan> prefix = build_plan(prefix_src, shapes, values);
-      if (!prefix->value_dependent) {
+      std::shared_ptr<const Plan> prefix;
+      try {
+        prefix = build_plan(prefix_src, shapes, values);
+      } catch (const Error&) {
+        prefix = nullptr;
+      }
+      if (prefix && !prefix->value_dependent) {
         plan->prefix = std::move(prefix);
         plan->tail = std::move(split.tail);
         plan->tail_engine_inputs = std::move(split.tail_engine_inputs);

@@ -20,6 +20,10 @@ struct PlanSource {
   const EngineOptions& options;
   ConstantStore* constants = nullptr;  // device engines: where weights are uploaded
   KernelCache* kernels = nullptr;      // kernels other plans of the engine built (none: each built anew)
+  // A value-dependent plan gets a planned prefix (runtime/plan_split.h).
+  // Off for a plan only asked for to learn that values decide its shapes
+  // (an engine with shape inputs keys the plan it runs by their values).
+  bool split_value_dependent = true;
 };
 
 // `values`: empty, or one per input; a defined one is that input's value

@@ -124,6 +124,7 @@ int infer_and_fold(graph::Graph& g, const PassContext& ctx, bool fold) {
     if (!schema)
       throw Error(ErrorKind::kUnsupportedOp, "no shape rule for op '" + n.op_type + "'", n.name, n.op_type);
     InferContext ic(g, n, ctx.opset);
+    ic.set_evaluating(ctx.evaluate_all);
     schema->infer(ic);
     if (is_unfoldable(n) && !ctx.evaluate_all) continue;
     if (!all_inputs_constant(g, n)) {

@@ -6,8 +6,8 @@
 // iou_threshold, until max_output_boxes_per_class are kept (0 or absent:
 // none). center_point_box=0 reads boxes as two corners [y1, x1, y2, x2] in
 // any order, 1 as [x_center, y_center, width, height]. K depends on the
-// values: the shape rule runs the selection for small constant inputs, the
-// kernel makes its own output when the evaluator folds larger ones.
+// values: the shape rule runs the selection for constant inputs, except the
+// eager evaluator's larger ones, whose output the kernel makes itself.
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -194,11 +194,11 @@ void nms_infer(InferContext& c) {
       opt[i - 2] = t->view();
     }
   }
-  // Small constant inputs: the count now, so the plan knows K. Larger ones
-  // are left to the kernel's run_dynamic when folded (the evaluator's case):
-  // counting here would run the whole selection twice.
-  const bool small = all && bx->numel() <= 4 * 4096 && sc->numel() <= 4096;
-  if (small) {
+  // Constant inputs: the count now, so a plan knows K (and the node folds
+  // at load). The eager evaluator, with larger inputs, leaves K to the
+  // kernel's run_dynamic instead: counting here would select twice.
+  const bool count_now = all && (!c.evaluating() || (bx->numel() <= 4 * 4096 && sc->numel() <= 4096));
+  if (count_now) {
     const NmsParams p = nms_params(&opt[0], &opt[1], &opt[2]);
     k = Dim(static_cast<int64_t>(nms_compute(bx->view(), sc->view(), p,
                                              c.node().attr_int("center_point_box", 0) != 0).size()));
