@@ -347,14 +347,24 @@ def test_small_cnn_channels_last_placed_as_cuda_on_the_simulated_device(rng, mon
     _check_cnn(_small_cnn(rng), "sim", "fp32", rng, nhwc=True)
 
 
+def _conv_rows_on_cuda(m, x, precision, monkeypatch):
+    """Runs `m` on cuda with the default convolution path (graph API,
+    channels-last), checks y against the reference, returns the conv rows."""
+    monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
+    monkeypatch.delenv("TWINFER_CUDNN_CONV", raising=False)
+    want = _reference(m, {"x": x})["y"]
+    e = twinfer.load(m, device="cuda", precision=precision, allow_cpu_fallback=False)
+    got = e.run({"x": x})["y"].numpy()
+    assert rel_err(got, want) < TOL[precision]
+    return [r for r in e.kernel_report({"x": x.shape}) if r.op.endswith("Conv")], want
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_conv_bias_residual_relu_fused_inside_cudnns_graph(precision, rng, monkeypatch):
     # A ResNet basic block, channels multiples of 8 as cuDNN's runtime-fusion
     # engines want them: conv+bias+relu, then conv+bias+residual+relu, each
     # one cuDNN graph writing y once (conv.cc asks for the fused graph first).
-    monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
-    monkeypatch.delenv("TWINFER_CUDNN_CONV", raising=False)
     c = 32
     inits = [numpy_helper.from_array((rng.standard_normal((c, c, 3, 3)) * 0.1).astype(np.float32), "w1"),
              numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b1"),
@@ -369,12 +379,7 @@ def test_conv_bias_residual_relu_fused_inside_cudnns_graph(precision, rng, monke
     g = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    x = rng.standard_normal(shape).astype(np.float32)
-    want = _reference(m, {"x": x})["y"]
-    e = twinfer.load(m, device="cuda", precision=precision, allow_cpu_fallback=False)
-    got = e.run({"x": x})["y"].numpy()
-    assert rel_err(got, want) < TOL[precision]
-    convs = [r for r in e.kernel_report({"x": x.shape}) if r.op.endswith("Conv")]
+    convs, _ = _conv_rows_on_cuda(m, rng.standard_normal(shape).astype(np.float32), precision, monkeypatch)
     assert len(convs) == 2 and all("fused epilogue" in r.kernel for r in convs), convs
 
 
@@ -385,8 +390,6 @@ def test_relu6_runs_after_cudnns_graph_keeps_the_bias(precision, rng, monkeypatc
     # the bias stays inside cuDNN's graph, the clip runs after it as our
     # kernel (cuDNN 9.19 ran clipped ReLUs on its generic engine only,
     # 157 ms against 12.8 for MobileNetV2 fp16 b256 on an H200).
-    monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
-    monkeypatch.delenv("TWINFER_CUDNN_CONV", raising=False)
     c = 32
     inits = [numpy_helper.from_array((rng.standard_normal((c, 1, 3, 3)) * 0.5).astype(np.float32), "wd"),
              numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "bd"),
@@ -401,12 +404,7 @@ def test_relu6_runs_after_cudnns_graph_keeps_the_bias(precision, rng, monkeypatc
     g = helper.make_graph(nodes, "mbconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    x = (rng.standard_normal(shape) * 3).astype(np.float32)
-    want = _reference(m, {"x": x})["y"]
+    convs, want = _conv_rows_on_cuda(m, (rng.standard_normal(shape) * 3).astype(np.float32), precision, monkeypatch)
     assert 0 < np.mean(want == 6) < 0.5  # the upper clip bites
-    e = twinfer.load(m, device="cuda", precision=precision, allow_cpu_fallback=False)
-    got = e.run({"x": x})["y"].numpy()
-    assert rel_err(got, want) < TOL[precision]
-    convs = [r for r in e.kernel_report({"x": x.shape}) if r.op.endswith("Conv")]
     assert len(convs) == 2, convs
     assert all("fused epilogue" in r.kernel and "activation (not fused" in r.kernel for r in convs), convs
