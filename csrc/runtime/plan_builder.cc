@@ -123,9 +123,8 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     plan->value_dependent_reason = "node '" + n.name + "' (" + n.op_type + "): shape of '" + v.name +
                                    "' depends on input values (inputs " + signature_str(shapes) + ")";
     // What comes before that node still has every shape: a plan of its own,
-    // and only the rest for the host evaluator.
-    // A prefix that fails to build leaves the whole graph to the evaluator,
-    // as before there were prefixes.
+    // and only the rest for the host evaluator. A prefix that fails to build
+    // leaves the whole graph to the evaluator, as before there were prefixes.
     GraphSplit split;
     if (src.split_value_dependent && split_at_value_dependence(g, &split)) {
       const PlanSource prefix_src{split.prefix, src.opset, src.options, src.constants, src.kernels};

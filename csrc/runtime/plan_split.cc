@@ -62,8 +62,6 @@ bool split_at_value_dependence(const graph::Graph& g, GraphSplit* out) {
   for (int v : s.outputs) tail_reads[v] = 1;
 
   GraphSplit& r = *out;
-  r.prefix_nodes = static_cast<int>(n) - tail_nodes;
-  r.tail_nodes = tail_nodes;
   r.prefix = s;
   r.tail = s;
   r.prefix.nodes.clear();

@@ -21,7 +21,6 @@ struct GraphSplit {
   // their indices), then the prefix's outputs in order; outputs: the graph's.
   graph::Graph tail;
   std::vector<int> tail_engine_inputs;
-  int prefix_nodes = 0, tail_nodes = 0;
 };
 
 // `g`: shapes inferred for concrete input shapes, some unknown. False when no
