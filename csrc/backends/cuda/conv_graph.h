@@ -47,7 +47,7 @@ struct ConvGraphSpec {
 // Whether `act` goes inside cuDNN's graph: those its pointwise modes express
 // exactly (ReLU, LeakyReLU as RELU_FWD's slope, Sigmoid, SiLU as SWISH, erf
 // and tanh GELU, Tanh). Not HardSigmoid / HardSwish, and not Clip (ReLU6),
-// which RELU_FWD's clips express but only a slow engine runs. `why`: the
+// which RELU_FWD's clips express but cuDNN 9.19 put on a slow engine. `why`: the
 // reason when not.
 bool conv_graph_fuses(const nn::Activation& act, std::string* why = nullptr);
 

@@ -154,12 +154,12 @@ bool conv_graph_fuses(const nn::Activation& act, std::string* why) {
     case nn::ActKind::kTanh:
       return true;
     case nn::ActKind::kClip:
-      // RELU_FWD with an upper clip (ReLU6) is expressible, but cuDNN 9.19
-      // gave every such graph only its generic engine (eng0): MobileNetV2
-      // fp16 at batch 256 took 157 ms on an H200 with its 35 ReLU6 convs
-      // fused, against 12.8 ms on the NCHW path with the clip as our own
+      // RELU_FWD with an upper clip (ReLU6) is expressible, but cuDNN 9.19's
+      // heuristics chose engine eng0 for each of MobileNetV2's 35 such graphs
+      // (those with a bias only got others): fp16 at batch 256 took 157 ms on
+      // an H200, against 12.8 ms on the NCHW path with the clip as our own
       // kernel (docs/gpu-runs/2026-11-29-66d2c04.md). The clip runs after.
-      if (why) *why = "a clipped ReLU: cuDNN runs it on its generic engine only (slow)";
+      if (why) *why = "a clipped ReLU: cuDNN chose a slow engine for it (eng0)";
       return false;
     default:
       if (why) *why = "no cuDNN pointwise mode for this activation";
