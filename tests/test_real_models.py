@@ -117,10 +117,11 @@ def test_silero_vad_runs_wholly_on_the_device(variant, rng):
         feeds = {"input": audio[None].astype(np.float32), "state": rng.standard_normal((2, 1, 128)).astype(np.float32) / 4,
                  **({"sr": np.array(sr, np.int64)} if takes_sr else {})}
         got, want = run_both(path, feeds, engine=engine, scale_tol=None)
-        # The speech probability to 1e-6: a random state can drive it to 1e-4
-        # or below, where run_both's tolerance (1e-4 of the output's own
-        # scale) would ask for float32 agreement to a few ulps of the logit.
-        np.testing.assert_allclose(got["output"], want["output"], rtol=0, atol=1e-6)
+        # The speech probability to 1e-4 of its scale, as run_both checks, but
+        # of 0.01 at least: a random state can drive it to 1e-4 or below,
+        # where 1e-4 of its own scale asks for a few ulps of the logit.
+        p = float(np.abs(want["output"]).max())
+        np.testing.assert_allclose(got["output"], want["output"], rtol=0, atol=1e-4 * max(p, 1e-2))
         for n in want:
             if n != "output":
                 assert_matches(got[n], want[n], 1e-4, n)
