@@ -408,3 +408,47 @@ def test_relu6_runs_after_cudnns_graph_keeps_the_bias(precision, rng, monkeypatc
     assert 0 < np.mean(want == 6) < 0.5  # the upper clip bites
     assert len(convs) == 2, convs
     assert all("fused epilogue" in r.kernel and "activation (not fused" in r.kernel for r in convs), convs
+
+
+def _conv_pools(rng, channels):
+    """A 1x1 convolution to `channels` (so the pools after it run
+    channels-last), then a dilated MaxPool with ceil_mode and uneven pads and
+    an AveragePool that counts the padding, both outputs."""
+    F = TensorProto.FLOAT
+    w = numpy_helper.from_array((rng.standard_normal((channels, 5, 1, 1)) * 0.5).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), "b")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+        helper.make_node("MaxPool", ["c"], ["maxed"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 2, 1],
+                         dilations=[2, 1], ceil_mode=1, name="maxpool"),
+        helper.make_node("AveragePool", ["c"], ["averaged"], kernel_shape=[3, 3], strides=[2, 1], pads=[1, 1, 1, 1],
+                         count_include_pad=1, name="avgpool"),
+    ]
+    g = helper.make_graph(nodes, "pools", [helper.make_tensor_value_info("x", F, ["N", 5, 13, 11])],
+                          [helper.make_tensor_value_info("maxed", F, None),
+                           helper.make_tensor_value_info("averaged", F, None)], [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("channels", [16, 8, 13, 3])
+def test_channels_last_pools_in_packs_of_channels_and_one_by_one(precision, channels, rng, monkeypatch):
+    # pool.cu's 32-bit NHWC kernel: 8 channels a thread where C divides
+    # into 16-byte packs, one at a time otherwise.
+    monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
+    m = _conv_pools(rng, channels)
+    x = rng.standard_normal((3, 5, 13, 11)).astype(np.float32)
+    want = _reference(m, {"x": x})
+    e = twinfer.load(m, device="cuda", precision=precision, allow_cpu_fallback=False)
+    got = e.run({"x": x})
+    for name in ("maxed", "averaged"):
+        y = got[name].numpy()
+        assert y.shape == want[name].shape
+        assert rel_err(y, want[name]) < TOL[precision], (name, rel_err(y, want[name]))
+    pools = [r for r in e.kernel_report({"x": x.shape}) if r.op.endswith("Pool")]
+    assert len(pools) == 2 and all(r.op.startswith("com.twinfer.nhwc::") for r in pools), pools
+    packs = channels % 8 == 0
+    assert all(("channels in packs" in r.kernel) == packs for r in pools), pools

@@ -82,7 +82,10 @@ def run(include: str | None, device: str, backend=None):
         result = unittest.TestResult()
         suite.run(result)
     suffix = "_" + device.lower()
-    failed = {name(t)[: -len(suffix)]: tb.strip().splitlines()[-1][:400]
+    # A failure (not an error) is an assertion on the outputs: wrong values,
+    # whose last traceback line is often a row of numbers, so it is said here.
+    failed = {name(t)[: -len(suffix)]: ("wrong values: " if (t, tb) in result.failures else "")
+              + tb.strip().splitlines()[-1][:400]
               for t, tb in result.failures + result.errors if name(t).endswith(suffix)}
     ran = [n[: -len(suffix)] for n in all_names if n.endswith(suffix)]
     skipped = {name(t)[: -len(suffix)] for t, _ in result.skipped if name(t).endswith(suffix)}
@@ -134,7 +137,7 @@ def cuda_markdown(ran, failed, cases, seconds: float, mode: str) -> str:
         if x in known:
             return "fails on the CPU too (tests/conformance/known_failures.txt)"
         msg = failed[x]
-        if "Mismatched elements" in msg or "Not equal to tolerance" in msg or "not close" in msg:
+        if msg.startswith("wrong values: ") or "Mismatched elements" in msg or "Not equal to tolerance" in msg:
             return f"wrong values: {x}"  # by name: each is a bug of its own, to look at on the GPU
         return cuda_cause(msg)
 

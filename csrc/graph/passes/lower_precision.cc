@@ -7,6 +7,9 @@
 #include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/quant/fp8_matmul.h"
+#include "ops/quant/qbinary.h"
+#include "ops/quant/qlinear_fused.h"
+#include "ops/quant/token_qdq.h"
 #include "ops/schema.h"
 
 namespace twinfer::passes {
@@ -36,7 +39,16 @@ bool stays_float32(const graph::Node& n, size_t input) {
 // every float operand that is not a constant already is.
 enum class Rule { kLower, kFloat32, kFollow };
 
-Rule rule_of(const graph::Node& n) {
+bool is_quantization_op(const graph::Node& n) {
+  static const std::set<std::string> onnx{"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+                                          "QLinearConv",    "QLinearMatMul",    "MatMulInteger", "ConvInteger"};
+  static const std::set<std::string> ours{quant::kQMatMulOp, quant::kQConvOp, quant::kQBinaryOp, quant::kTokenQDQOp,
+                                          "MatMulW8"};
+  return (n.domain.empty() && onnx.count(n.op_type)) || (n.domain == kTwinferDomain && ours.count(n.op_type));
+}
+
+Rule rule_of(const graph::Node& n, bool quantized_ops_float32) {
+  if (quantized_ops_float32 && is_quantization_op(n)) return Rule::kFloat32;
   static const std::set<std::string> lower{"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "Attention"};
   static const std::set<std::string> float32{
       "Exp",       "Log",        "Pow",         "Reciprocal",      "Softplus",  "CumSum", "ReduceSum",
@@ -170,7 +182,7 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
     for (int v : n.inputs) touches = touches || is_f32(v);
     for (int v : n.outputs) touches = touches || is_f32(v);
     if (!touches || has_subgraph(n)) continue;
-    const Rule rule = rule_of(n);
+    const Rule rule = rule_of(n, o.quantized_ops_float32);
     if (rule == Rule::kFloat32) continue;
     if (rule == Rule::kFollow) {
       // A float32 graph input is float32 to the ops that read it, as in

@@ -1,4 +1,5 @@
-// precision="fp16" / "bf16" on a device: float32 values become `to` node by
+// precision="fp16" / "bf16" on a device (and what int8 leaves in float, see
+// LowerPrecisionOptions::quantized_ops_float32): float32 values become `to` node by
 // node, after torch.autocast's lists (lower_precision.cc, rule_of): GEMMs,
 // convolutions and attention always compute in `to` (their float32 operands
 // cast); exp, log, pow, reciprocal, sums, products, cumulative sums and the
@@ -28,6 +29,13 @@ struct LowerPrecisionOptions {
   NodeSupport supports;
   // A float32 constant in `to` (the engine converts each weight once).
   std::function<Tensor(const Tensor& f32)> convert;
+  // precision="int8" on a device: the quantization ops (Quantize/
+  // DequantizeLinear, DynamicQuantizeLinear and the fused int8 ops built
+  // from them) keep float32, their scales included (a per-channel scale of
+  // 1e-6 is a subnormal in fp16); what the calibration left in float (an
+  // attention, a softmax, an embedding, layer norms) computes in `to`, as
+  // TensorRT's int8 engines with fp16 on do.
+  bool quantized_ops_float32 = false;
 };
 
 // Returns the number of nodes that now compute in `to`.
