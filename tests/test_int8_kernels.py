@@ -188,7 +188,7 @@ def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):
     assert any("2 with int8 output" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
     # Those two int8 values pass QConv to QConv in NHWC (no reorders); the
     # comparison below checks that layout too.
-    assert any("int8_channels_last: 2 QConv" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
+    assert any("int8_channels_last: 2 QConv / QBinary outputs stay NHWC" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
     graph_ops = [r.op for r in plain.kernel_report({"x": shape})]
     assert "Conv" in graph_ops and "com.twinfer::QConv" not in graph_ops
     x = rng.standard_normal((5,) + shape[1:]).astype(np.float32)
@@ -201,6 +201,63 @@ def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):
     step = cal.scale("r2")
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=3 * step)
     assert np.mean(np.abs(got - want) > 1e-4 * np.abs(want).max()) < 0.01
+
+
+def residual_cnn(rng):
+    """A stem convolution and four residual blocks (Conv-Relu-Conv, Add, Relu),
+    then a global average pool and a Gemm: the residual spine's Adds become
+    QBinarys between QConvs, its last value read by a float tail."""
+    inits = {"w0": rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.3,
+             "b0": rng.standard_normal(16).astype(np.float32) * 0.1,
+             "wf": rng.standard_normal((10, 16)).astype(np.float32) * 0.3,
+             "bf": rng.standard_normal(10).astype(np.float32) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["s0"])]
+    for blk in (1, 2, 3, 4):
+        for j in (1, 2):
+            inits[f"w{blk}{j}"] = rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * (0.15 / j)
+            inits[f"b{blk}{j}"] = rng.standard_normal(16).astype(np.float32) * 0.1
+        prev = f"s{blk - 1}"
+        nodes += [helper.make_node("Conv", [prev, f"w{blk}1", f"b{blk}1"], [f"a{blk}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"a{blk}"], [f"ar{blk}"]),
+                  helper.make_node("Conv", [f"ar{blk}", f"w{blk}2", f"b{blk}2"], [f"c{blk}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Add", [f"c{blk}", prev], [f"sum{blk}"]),
+                  helper.make_node("Relu", [f"sum{blk}"], [f"s{blk}"])]
+    nodes += [helper.make_node("GlobalAveragePool", ["s4"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+              helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    return graph_model(nodes, inits, ["N", 3, 15, 13]), (2, 3, 15, 13)
+
+
+def test_int8_residual_spine_stays_channels_last_through_its_adds(rng):
+    """int8_channels_last keeps a residual network's spine NHWC: each block's
+    output (a QBinary's) is read by the next block's QConv as NHWC, and the
+    last one is turned back to NCHW (a Reshape and a Transpose) for the float
+    tail. The values match the QDQ graph computed in float (optimize=False)
+    and onnxruntime's float model."""
+    model, shape = residual_cnn(rng)
+    data = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
+    cal = calibrate(model, data, calibrator="minmax", progress=False)
+    fused = twinfer.load(model, device="cpu", precision="int8", calibration=cal)
+    plain = twinfer.load(model, device="cpu", precision="int8", calibration=cal, optimize=False)
+    ops = [r.op for r in fused.kernel_report({"x": shape})]
+    # The first and last blocks' Adds stay float (a float reader beside the
+    # next block's convolution); the middle two become QBinarys.
+    assert ops.count("com.twinfer::QConv") == 9 and ops.count("com.twinfer::QBinary") == 2, ops
+    notes = [p for p in fused.stats()["passes"] if p.startswith("int8_channels_last")]
+    # The spine from block 1's conv to block 2's QBinary and the two blocks'
+    # inner values: 9 values; the second QBinary's output, also read by the
+    # float Add of block 3, back to NCHW once.
+    assert notes == ["int8_channels_last: 9 QConv / QBinary outputs stay NHWC, 1 turned back to NCHW for other readers"], notes
+    for batch in (1, 3):
+        x = rng.standard_normal((batch,) + shape[1:]).astype(np.float32)
+        got = fused.run({"x": x})["y"].numpy()
+        want = plain.run({"x": x})["y"].numpy()
+        # A layout mistake scrambles every channel (errors of the outputs' size);
+        # rounding differences move an output by a few steps of the last layers.
+        scale = np.abs(want).max()
+        assert np.abs(got - want).max() < 0.03 * scale, np.abs(got - want).max() / scale
+        ref = ort_run_model(model, {"x": x})
+        assert np.abs(got - ref).max() < 0.08 * np.abs(ref).max(), np.abs(got - ref).max() / np.abs(ref).max()
 
 
 def per_channel_rows(w_nk: np.ndarray):

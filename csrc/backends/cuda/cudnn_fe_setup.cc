@@ -1,8 +1,14 @@
 #include "backends/cuda/cudnn_fe_setup.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <memory>
 #include <mutex>
 
+#include "backends/cuda/build_stream.h"
+#include "backends/cuda/capture_mode.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/libraries.h"
@@ -85,8 +91,134 @@ FeGraph::FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
 void FeGraph::execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const {
   std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
   check_cudnn(cudnn().set_stream(handle_, s), "cudnnSetStream");
-  fe::error_t e = graph_->execute(handle_, pack, workspace);
+  fe::error_t e = plan_index_ >= 0 ? graph_->execute_plan_at_index(handle_, pack, workspace, plan_index_)
+                                   : graph_->execute(handle_, pack, workspace);
   if (!e.is_good()) check_fe_run(e, (std::string("cuDNN ") + what_ + " execute").c_str());  // the message only on failure
+}
+
+int cudnn_tune_candidates() {
+  static const int n = [] {
+    const char* v = std::getenv("TWINFER_CUDNN_TUNE");
+    return v && *v ? std::atoi(v) : 3;
+  }();
+  return n;
+}
+
+namespace {
+
+// Zeroed device memory for a trial's operand, freed however the trial ends
+// (cublaslt.h's TrialBuffer does the same for cuBLASLt, whose header this
+// file does not see).
+class ZeroedScratch {
+ public:
+  explicit ZeroedScratch(size_t bytes) {
+    if (!bytes) return;
+    check(cudaMalloc(&p_, bytes), "cudaMalloc (cuDNN tuning operand)");
+    try {
+      zero_device_now(p_, bytes, "cudaMemsetAsync (cuDNN tuning operand)");
+    } catch (...) {
+      cudaFree(p_);
+      throw;
+    }
+  }
+  ~ZeroedScratch() {
+    if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
+  }
+  ZeroedScratch(const ZeroedScratch&) = delete;
+  ZeroedScratch& operator=(const ZeroedScratch&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// A trial's events and stream, released however the trial ends.
+struct TrialClock {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TrialClock() {
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (cuDNN tuning)");
+    check(cudaEventCreate(&start), "cudaEventCreate (cuDNN tuning)");
+    check(cudaEventCreate(&stop), "cudaEventCreate (cuDNN tuning)");
+  }
+  ~TrialClock() {
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (stream) cudaStreamDestroy(stream);
+    cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int candidates) {
+  const int64_t count = graph_->get_execution_plan_count();
+  if (candidates < 2 || count < 2) return;
+  // As the cuBLASLt trials (cublaslt.cc): real launches from the thread that
+  // builds the plan, kept apart from another thread's capture, in relaxed mode.
+  std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
+  RelaxedCaptureScope relaxed;
+  std::vector<int64_t> built;
+  size_t most = 0;
+  for (int64_t i = 0; i < std::min<int64_t>(count, candidates); ++i) {
+    int64_t ws = 0;
+    if (!graph_->build_plan_at_index(handle_, i).is_good() || !graph_->get_workspace_size_plan_at_index(i, ws).is_good())
+      continue;
+    built.push_back(i);
+    most = std::max(most, static_cast<size_t>(ws));
+  }
+  if (built.size() < 2) return;
+  try {
+    std::vector<std::unique_ptr<ZeroedScratch>> buffers;
+    std::unordered_map<int64_t, void*> pack;
+    for (const auto& [uid, bytes] : operands) {
+      buffers.push_back(std::make_unique<ZeroedScratch>(bytes));
+      pack[uid] = buffers.back()->get();
+    }
+    ZeroedScratch workspace(most);
+    TrialClock clock;
+    check_cudnn(cudnn().set_stream(handle_, clock.stream), "cudnnSetStream (cuDNN tuning)");
+    float best = std::numeric_limits<float>::infinity();
+    int64_t chosen = -1;
+    std::string log;
+    for (int64_t i : built) {
+      // One run to load and warm the engine, then the fastest of three.
+      if (!graph_->execute_plan_at_index(handle_, pack, workspace.get(), i).is_good() ||
+          cudaStreamSynchronize(clock.stream) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
+      }
+      float fastest = std::numeric_limits<float>::infinity();
+      for (int r = 0; r < 3; ++r) {
+        cudaEventRecord(clock.start, clock.stream);
+        const bool ran = graph_->execute_plan_at_index(handle_, pack, workspace.get(), i).is_good();
+        cudaEventRecord(clock.stop, clock.stream);
+        float ms = 0.f;
+        if (!ran || cudaEventSynchronize(clock.stop) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, clock.start, clock.stop) != cudaSuccess) {
+          cudaGetLastError();
+          fastest = std::numeric_limits<float>::infinity();
+          break;
+        }
+        fastest = std::min(fastest, ms);
+      }
+      std::string name;
+      if (!graph_->get_plan_name_at_index(i, name).is_good()) name = "plan " + std::to_string(i);
+      char ms_text[32];
+      std::snprintf(ms_text, sizeof ms_text, " %.3f ms", fastest);
+      log += (log.empty() ? "" : ", ") + name + ms_text;
+      if (fastest < best) best = fastest, chosen = i;
+    }
+    if (chosen < 0) return;
+    int64_t ws = 0;
+    if (!graph_->get_workspace_size_plan_at_index(chosen, ws).is_good()) return;
+    plan_index_ = chosen;
+    workspace_ = static_cast<size_t>(ws);
+    if (!graph_->get_plan_name_at_index(chosen, plan_).is_good()) plan_ = "plan " + std::to_string(chosen);
+    tuning_ = log;
+  } catch (const Error&) {
+    cudaGetLastError();  // no memory for the operands (or a failed launch): the heuristics' plan stays
+  }
 }
 
 fe::DataType_t fe_type(DType t) {

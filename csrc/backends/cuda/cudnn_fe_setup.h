@@ -17,6 +17,8 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -54,13 +56,30 @@ class FeGraph {
   // the graph keeps per-call state). pack: uid -> device pointer.
   void execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const;
 
+  // Times the heuristics' first `candidates` plans on zeroed operands of the
+  // given sizes (uid -> bytes) and keeps the fastest, as TensorRT times its
+  // tactics: cuDNN 9.19's first choice was 10x slower than another engine for
+  // MobileNetV2's ReLU6 convolutions on an H200. Any failure (a plan that
+  // does not build or run, no memory for the operands) keeps the
+  // heuristics' choice. See cudnn_tune_candidates().
+  void tune(const std::vector<std::pair<int64_t, size_t>>& operands, int candidates);
+  // The plans timed by tune(), as "name ms" (empty: not tuned).
+  const std::string& tuning() const { return tuning_; }
+
  private:
   std::shared_ptr<fe::graph::Graph> graph_;
   const char* what_;
   cudnnHandle_t handle_ = nullptr;
   size_t workspace_ = 0;
   std::string plan_;
+  int64_t plan_index_ = -1;  // tune()'s choice; -1: the heuristics' (graph_->execute)
+  std::string tuning_;
 };
+
+// How many of the heuristics' plans a convolution graph times when it is
+// built: TWINFER_CUDNN_TUNE (0 or 1: none, the heuristics' first choice as
+// it is), default 3.
+int cudnn_tune_candidates();
 
 // make()'s plan, or null with the reason appended to *reason when cuDNN
 // refuses it (Error kUnsupportedOp, or the frontend's own exception: a
