@@ -194,8 +194,9 @@ def test_qbinary_element_matches_the_qdq_graph(rng, mul):
         np.testing.assert_array_equal(got, _quantize_ref(r, sy, zy, True))
 
 
+@pytest.mark.parametrize("bits32", [False, True])  # the int32_t index math of fits_32_bits geometries too
 @pytest.mark.parametrize("x_last,y_last,group", [(False, False, 1), (True, True, 1), (False, True, 3)])
-def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group):
+def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group, bits32):
     B, C, H, W, O = 2, 6, 9, 11, 9
     KH, KW, SH, SW, PH, PW, DH, DW = 3, 2, 2, 1, 1, 2, 2, 1
     OH = (H + 2 * PH - DH * (KH - 1) - 1) // SH + 1
@@ -205,7 +206,7 @@ def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group):
     per = C // group
     for g in range(group):
         cols, yoff = _core._test_conv_geometry([B, C, H, W], [O, OH, OW], [KH, KW, SH, SW, PH, PW, DH, DW], group,
-                                               x_last, y_last, g)
+                                               x_last, y_last, g, bits32)
         cols = np.array(cols)
         got = np.where(cols < 0, 999, stored[np.maximum(cols, 0)])  # 999: the padding
         padded = np.pad(x[:, g * per:(g + 1) * per], ((0, 0), (0, 0), (PH, PH), (PW, PW)), constant_values=999)

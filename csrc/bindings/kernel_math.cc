@@ -90,7 +90,7 @@ void bind_kernel_math(py::module_& m) {
   //  y offsets [positions, out_channels]).
   m.def("_test_conv_geometry", [](const std::vector<int64_t>& x, const std::vector<int64_t>& y,
                                   const std::vector<int64_t>& window, int64_t group, bool x_last, bool y_last,
-                                  int64_t g) {
+                                  int64_t g, bool bits32) {
     // x: B, C, H, W; y: O, OH, OW; window: KH, KW, SH, SW, PH, PW, DH, DW
     quant::ConvGeometry c;
     c.batch = x.at(0);
@@ -114,11 +114,18 @@ void bind_kernel_math(py::module_& m) {
     std::vector<std::vector<int64_t>> cols(static_cast<size_t>(c.positions()));
     std::vector<std::vector<int64_t>> ys(static_cast<size_t>(c.positions()));
     for (int64_t p = 0; p < c.positions(); ++p) {
-      for (int64_t k = 0; k < c.taps(); ++k) cols[p].push_back(c.source(p, k, g));
-      for (int64_t o = 0; o < c.out_channels; ++o) ys[p].push_back(c.y_offset(p, o));
+      // bits32: the int32_t forms the CUDA kernels use when fits_32_bits.
+      for (int64_t k = 0; k < c.taps(); ++k)
+        cols[p].push_back(bits32 ? c.source_as<int32_t>(static_cast<int32_t>(p), static_cast<int32_t>(k),
+                                                        static_cast<int32_t>(g))
+                                 : c.source(p, k, g));
+      for (int64_t o = 0; o < c.out_channels; ++o)
+        ys[p].push_back(bits32 ? c.y_offset_as<int32_t>(static_cast<int32_t>(p), static_cast<int32_t>(o))
+                               : c.y_offset(p, o));
     }
     return py::make_tuple(cols, ys);
-  });
+  }, py::arg("x"), py::arg("y"), py::arg("window"), py::arg("group"), py::arg("x_last"), py::arg("y_last"),
+        py::arg("g"), py::arg("bits32") = false);
 
   // The conv epilogue's channel of every element of y [n, c, spatial] as stored.
   m.def("_test_conv_epilogue_channels", [](int64_t n, int64_t c, int64_t spatial, bool channels_last) {

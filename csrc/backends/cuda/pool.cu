@@ -99,19 +99,21 @@ __global__ void pool_nd(int64_t total, PoolGeom g, const T* __restrict__ x, T* _
   }
 }
 
-// Channels-last pooling whose tensors hold under 2^31 elements, in 32-bit
-// index math with V neighbouring channels a thread (one 16-byte load a tap
-// where C and the pointers allow, else V = 1): the generic kernel above does
+// Pooling whose tensors hold under 2^31 elements (and no Indices output),
+// in 32-bit index math; channels-last with V neighbouring channels a thread
+// (one 16-byte load a tap where C and the pointers allow, else V = 1), NCHW
+// one element a thread: the generic kernel above does
 // its window math in 64 bits for every element, and 64-bit division is a
 // long instruction sequence on the GPU; it took 2 ms of an H200's 9.4 ms for
 // ResNet-50 fp16 at batch 256, its MaxPool alone reading 0.4 GB.
 struct PoolDim32 {
   int in = 1, out = 1, kernel = 1, stride = 1, dil = 1, pad_begin = 0, pad_end = 0;
 };
-struct PoolNhwc32 {
+struct Pool32 {
   PoolDim32 d[3];          // depth, height, width (missing dims are 1)
-  int channel_groups = 1;  // C / V
+  int channel_groups = 1;  // C / V (channels-last)
   int channels = 1;
+  bool channels_last = true;  // false: NCHW, one element a thread (V = 1)
   bool is_max = true, include_pad = false;
 };
 
@@ -132,24 +134,29 @@ __device__ __forceinline__ void window32(const PoolDim32& p, int o, int* first, 
 }
 
 template <typename T, int V>
-__global__ void pool_nhwc32(uint32_t groups_total, PoolNhwc32 g, const T* __restrict__ x, T* __restrict__ y) {
+__global__ void pool32(uint32_t groups_total, Pool32 g, const T* __restrict__ x, T* __restrict__ y) {
   const PoolDim32 &D = g.d[0], &H = g.d[1], &W = g.d[2];
   const uint32_t stride = gridDim.x * blockDim.x;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < groups_total; i += stride) {
     uint32_t r = i;
-    const int cg = static_cast<int>(r % g.channel_groups);
-    r /= g.channel_groups;
+    int cg = 0;
+    if (g.channels_last) {
+      cg = static_cast<int>(r % g.channel_groups);
+      r /= g.channel_groups;
+    }
     const int ow = static_cast<int>(r % W.out);
     r /= W.out;
     const int oh = static_cast<int>(r % H.out);
     r /= H.out;
     const int od = static_cast<int>(r % D.out);
-    const uint32_t n = r / D.out;
+    const uint32_t n = r / D.out;  // the sample (NHWC) or the plane n * C + c (NCHW)
     int fd, td, pd, fh, th, ph, fw, tw, pw;
     window32(D, od, &fd, &td, &pd);
     window32(H, oh, &fh, &th, &ph);
     window32(W, ow, &fw, &tw, &pw);
-    const T* xp = x + (n * static_cast<uint32_t>(D.in * H.in * W.in)) * g.channels + cg * V;
+    const uint32_t plane = static_cast<uint32_t>(D.in * H.in * W.in);
+    const T* xp = g.channels_last ? x + (n * plane) * g.channels + cg * V : x + n * plane;
+    const int step = g.channels_last ? g.channels : 1;
     float acc[V];
     bool have = false;
 #pragma unroll
@@ -158,7 +165,7 @@ __global__ void pool_nhwc32(uint32_t groups_total, PoolNhwc32 g, const T* __rest
       for (int kh = 0; kh < th; ++kh)
         for (int kw = 0; kw < tw; ++kw) {
           const int id = fd + kd * D.dil, ih = fh + kh * H.dil, iw = fw + kw * W.dil;
-          const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(xp + ((id * H.in + ih) * W.in + iw) * g.channels);
+          const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(xp + ((id * H.in + ih) * W.in + iw) * step);
 #pragma unroll
           for (int k = 0; k < V; ++k) {
             const float v = twinfer::ew::load(p.v[k]);
@@ -228,11 +235,12 @@ class CudaPool final : public Kernel {
     ix.out_d = g_.d[0].out, ix.out_h = g_.d[1].out, ix.out_w = g_.d[2].out;
     total_ = ps.x[0] * ps.x[1] * g_.d[0].out * g_.d[1].out * g_.d[2].out;
     name_ = ps.channels_last ? "cuda pool nhwc" : "cuda pool";
-    // The 32-bit channels-last kernel: both tensors under 2^31 elements.
+    // The 32-bit kernel: both tensors under 2^31 elements, no Indices output.
     const int64_t in_total = ps.x[0] * ps.x[1] * g_.d[0].in * g_.d[1].in * g_.d[2].in;
-    if (ps.channels_last && !want_indices_ && in_total < INT32_MAX && total_ < INT32_MAX) {
-      nhwc32_ = true;
+    if (!want_indices_ && in_total < INT32_MAX && total_ < INT32_MAX) {
+      bits32_ = true;
       g32_.channels = static_cast<int>(ps.x[1]);
+      g32_.channels_last = ps.channels_last;
       g32_.is_max = g_.is_max;
       g32_.include_pad = g_.include_pad;
       for (int j = 0; j < 3; ++j) {
@@ -245,16 +253,16 @@ class CudaPool final : public Kernel {
       ew::dispatch_typeset<kPoolTypes>(dtype_, [&](auto tag) {
         using T = typename decltype(tag)::type;
         constexpr int v = twinfer_gpu::flat_vec<T>();
-        vec_ = ps.x[1] % v == 0 ? v : 1;
+        vec_ = ps.channels_last && ps.x[1] % v == 0 ? v : 1;
       });
-      name_ = vec_ > 1 ? "cuda pool nhwc (channels in packs)" : "cuda pool nhwc";
+      if (vec_ > 1) name_ = "cuda pool nhwc (channels in packs)";
     }
   }
   void run(KernelContext& ctx) const override {
     const ew::LaunchConfig lc = ew::elementwise_launch(total_);
     if (!lc.blocks) return;
     const cudaStream_t s = stream_of(ctx);
-    if (nhwc32_) return run_nhwc32(ctx, s);
+    if (bits32_) return run32(ctx, s);
     ew::dispatch_typeset<kPoolTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       twinfer_gpu::pool_nd<<<lc.blocks, lc.threads, 0, s>>>(
@@ -266,7 +274,7 @@ class CudaPool final : public Kernel {
   const char* impl_name() const override { return name_; }
 
  private:
-  void run_nhwc32(KernelContext& ctx, cudaStream_t s) const {
+  void run32(KernelContext& ctx, cudaStream_t s) const {
     ew::dispatch_typeset<kPoolTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       constexpr int V = twinfer_gpu::flat_vec<T>();
@@ -275,22 +283,22 @@ class CudaPool final : public Kernel {
       // Packs need 16-byte aligned rows; a caller's odd pointer goes one channel at a time.
       const bool packs = vec_ == V && reinterpret_cast<uintptr_t>(x) % sizeof(twinfer_gpu::Pack<T, V>) == 0 &&
                          reinterpret_cast<uintptr_t>(y) % sizeof(twinfer_gpu::Pack<T, V>) == 0;
-      twinfer_gpu::PoolNhwc32 g = g32_;
+      twinfer_gpu::Pool32 g = g32_;
       g.channel_groups = g32_.channels / (packs ? V : 1);
       const int64_t groups = total_ / (packs ? V : 1);
       const ew::LaunchConfig lc = ew::elementwise_launch(groups);
       if (packs)
-        twinfer_gpu::pool_nhwc32<T, V><<<lc.blocks, lc.threads, 0, s>>>(static_cast<uint32_t>(groups), g, x, y);
+        twinfer_gpu::pool32<T, V><<<lc.blocks, lc.threads, 0, s>>>(static_cast<uint32_t>(groups), g, x, y);
       else
-        twinfer_gpu::pool_nhwc32<T, 1><<<lc.blocks, lc.threads, 0, s>>>(static_cast<uint32_t>(groups), g, x, y);
+        twinfer_gpu::pool32<T, 1><<<lc.blocks, lc.threads, 0, s>>>(static_cast<uint32_t>(groups), g, x, y);
     });
     check_launch("pooling launch");
   }
 
   DType dtype_;
-  bool nhwc32_ = false;  // run_nhwc32
+  bool bits32_ = false;  // run32: the 32-bit kernel
   int vec_ = 1;          // channels a thread there, when the pointers allow
-  twinfer_gpu::PoolNhwc32 g32_;
+  twinfer_gpu::Pool32 g32_;
   const char* name_ = "cuda pool";
   twinfer_gpu::PoolGeom g_;
   int64_t total_ = 0;

@@ -27,24 +27,48 @@ struct ConvGeometry {
   TWINFER_HD int64_t positions() const { return batch * out_height * out_width; }
   TWINFER_HD int64_t taps() const { return (channels / group) * kernel_h * kernel_w; }  // K of one group
 
+  // The index math below in `I`: int64_t always works; int32_t (far fewer
+  // instructions on a GPU, where 64-bit division is a long software
+  // sequence) when every offset fits, see fits_32_bits.
   // Offset in x of (b, c, h, w), in x's layout.
-  TWINFER_HD int64_t x_offset(int64_t b, int64_t c, int64_t h, int64_t w) const {
-    return x_channels_last ? ((b * height + h) * width + w) * channels + c : ((b * channels + c) * height + h) * width + w;
+  template <typename I>
+  TWINFER_HD I x_offset_as(I b, I c, I h, I w) const {
+    const I C = static_cast<I>(channels), H = static_cast<I>(height), W = static_cast<I>(width);
+    return x_channels_last ? ((b * H + h) * W + w) * C + c : ((b * C + c) * H + h) * W + w;
   }
   // Offset in y of output position p and channel o, in y's layout.
-  TWINFER_HD int64_t y_offset(int64_t p, int64_t o) const {
-    const int64_t spatial = out_height * out_width;
-    const int64_t b = p / spatial, s = p - b * spatial;
-    return y_channels_last ? p * out_channels + o : (b * out_channels + o) * spatial + s;
+  template <typename I>
+  TWINFER_HD I y_offset_as(I p, I o) const {
+    const I spatial = static_cast<I>(out_height * out_width), O = static_cast<I>(out_channels);
+    if (y_channels_last) return p * O + o;
+    const I b = p / spatial, s = p - b * spatial;
+    return (b * O + o) * spatial + s;
   }
   // Where cols[p, k] comes from for the input channels of group g: an
   // offset in x, or -1 in the padding.
-  TWINFER_HD int64_t source(int64_t p, int64_t k, int64_t g = 0) const {
-    const int64_t ow = p % out_width, t = p / out_width, oh = t % out_height, b = t / out_height;
-    const int64_t j = k % kernel_w, u = k / kernel_w, i = u % kernel_h, c = u / kernel_h + g * (channels / group);
-    const int64_t h = oh * stride_h - pad_h + i * dil_h, w = ow * stride_w - pad_w + j * dil_w;
-    if (h < 0 || h >= height || w < 0 || w >= width) return -1;
-    return x_offset(b, c, h, w);
+  template <typename I>
+  TWINFER_HD I source_as(I p, I k, I g = 0) const {
+    const I OW = static_cast<I>(out_width), OH = static_cast<I>(out_height);
+    const I KW = static_cast<I>(kernel_w), KH = static_cast<I>(kernel_h);
+    const I ow = p % OW, t = p / OW, oh = t % OH, b = t / OH;
+    const I j = k % KW, u = k / KW, i = u % KH, c = u / KH + g * static_cast<I>(channels / group);
+    const I h = oh * static_cast<I>(stride_h) - static_cast<I>(pad_h) + i * static_cast<I>(dil_h);
+    const I w = ow * static_cast<I>(stride_w) - static_cast<I>(pad_w) + j * static_cast<I>(dil_w);
+    if (h < 0 || h >= static_cast<I>(height) || w < 0 || w >= static_cast<I>(width)) return -1;
+    return x_offset_as<I>(b, c, h, w);
+  }
+  TWINFER_HD int64_t x_offset(int64_t b, int64_t c, int64_t h, int64_t w) const { return x_offset_as<int64_t>(b, c, h, w); }
+  TWINFER_HD int64_t y_offset(int64_t p, int64_t o) const { return y_offset_as<int64_t>(p, o); }
+  TWINFER_HD int64_t source(int64_t p, int64_t k, int64_t g = 0) const { return source_as<int64_t>(p, k, g); }
+
+  // Whether the int32_t forms hold every offset of x, y, and `cols_width`
+  // columns per output position (im2col's rows; 0: none): all under 2^31,
+  // with room for a padded coordinate's negative intermediate.
+  bool fits_32_bits(int64_t cols_width = 0) const {
+    const int64_t limit = int64_t(1) << 30;
+    const int64_t x = batch * channels * (height + pad_h + 1) * (width + pad_w + 1);
+    const int64_t y = positions() * out_channels;
+    return x < limit && y < limit && positions() * cols_width < limit;
   }
 };
 
