@@ -81,18 +81,27 @@ FeGraph::FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
                  ("create_execution_plans (" + w + ")").c_str());
   if (filter) filter(*graph_);
   check_fe_build(graph_->check_support(handle_), ("check_support (" + w + ")").c_str());
-  check_fe_build(graph_->build_plans(handle_), ("build_plans (" + w + ")").c_str());
+  // The heuristics' choice: the first candidate that builds (what
+  // build_plans' HEURISTICS_CHOICE does), by index, so every execute names
+  // its plan (building another plan later moves the frontend's own
+  // "candidate", which a plain execute would run).
+  fe::error_t last{fe::error_code_t::GRAPH_NOT_SUPPORTED, "no execution plan"};
+  const int64_t count = graph_->get_execution_plan_count();
+  for (int64_t i = 0; i < count && plan_index_ < 0; ++i) {
+    last = graph_->build_plan_at_index(handle_, i);
+    if (last.is_good()) plan_index_ = i;
+  }
+  if (plan_index_ < 0) check_fe_build(last, ("build_plans (" + w + ")").c_str());
   int64_t ws = 0;
-  check_fe_build(graph_->get_workspace_size(ws), ("get_workspace_size (" + w + ")").c_str());
+  check_fe_build(graph_->get_workspace_size_plan_at_index(plan_index_, ws), ("get_workspace_size (" + w + ")").c_str());
   workspace_ = static_cast<size_t>(ws);
-  if (!graph_->get_plan_name(plan_).is_good()) plan_.clear();
+  if (!graph_->get_plan_name_at_index(plan_index_, plan_).is_good()) plan_.clear();
 }
 
 void FeGraph::execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const {
   std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
   check_cudnn(cudnn().set_stream(handle_, s), "cudnnSetStream");
-  fe::error_t e = plan_index_ >= 0 ? graph_->execute_plan_at_index(handle_, pack, workspace, plan_index_)
-                                   : graph_->execute(handle_, pack, workspace);
+  fe::error_t e = graph_->execute_plan_at_index(handle_, pack, workspace, plan_index_);
   if (!e.is_good()) check_fe_run(e, (std::string("cuDNN ") + what_ + " execute").c_str());  // the message only on failure
 }
 
@@ -145,7 +154,6 @@ struct TrialClock {
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
     if (stream) cudaStreamDestroy(stream);
-    cudaGetLastError();
   }
 };
 
@@ -158,16 +166,33 @@ void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int 
   // builds the plan, kept apart from another thread's capture, in relaxed mode.
   std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
   RelaxedCaptureScope relaxed;
-  std::vector<int64_t> built;
-  size_t most = 0;
-  for (int64_t i = 0; i < std::min<int64_t>(count, candidates); ++i) {
+  // The heuristics' plan and the next ones in their order that build (the
+  // filter's exclusions fail at once) and need no runtime compilation
+  // (NVRTC takes seconds a plan, under this lock).
+  std::vector<int64_t> built{plan_index_};
+  size_t most = workspace_;
+  for (int64_t i = 0; i < count && static_cast<int>(built.size()) < candidates; ++i) {
+    if (i == plan_index_) continue;
+    std::vector<fe::BehaviorNote_t> notes;
+    if (!graph_->get_behavior_notes_for_plan_at_index(i, notes).is_good()) continue;
+    bool compiles = false;
+    for (auto n : notes) compiles = compiles || n == fe::BehaviorNote_t::RUNTIME_COMPILATION;
     int64_t ws = 0;
-    if (!graph_->build_plan_at_index(handle_, i).is_good() || !graph_->get_workspace_size_plan_at_index(i, ws).is_good())
+    if (compiles || !graph_->build_plan_at_index(handle_, i).is_good() ||
+        !graph_->get_workspace_size_plan_at_index(i, ws).is_good())
       continue;
     built.push_back(i);
     most = std::max(most, static_cast<size_t>(ws));
   }
   if (built.size() < 2) return;
+  // A trial that fails for want of memory (the operands of a batch-256
+  // layer are hundreds of MB, on a GPU torch shares) leaves the heuristics'
+  // plan; any other CUDA error is a fault and is raised.
+  auto failed = [&](const char* where) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess && e != cudaErrorMemoryAllocation)
+      throw Error(ErrorKind::kRuntime, std::string("cuDNN tuning (") + what_ + ", " + where + "): " + cudaGetErrorString(e));
+  };
   try {
     std::vector<std::unique_ptr<ZeroedScratch>> buffers;
     std::unordered_map<int64_t, void*> pack;
@@ -185,7 +210,7 @@ void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int 
       // One run to load and warm the engine, then the fastest of three.
       if (!graph_->execute_plan_at_index(handle_, pack, workspace.get(), i).is_good() ||
           cudaStreamSynchronize(clock.stream) != cudaSuccess) {
-        cudaGetLastError();
+        failed("a warm-up run");
         continue;
       }
       float fastest = std::numeric_limits<float>::infinity();
@@ -196,7 +221,7 @@ void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int 
         float ms = 0.f;
         if (!ran || cudaEventSynchronize(clock.stop) != cudaSuccess ||
             cudaEventElapsedTime(&ms, clock.start, clock.stop) != cudaSuccess) {
-          cudaGetLastError();
+          failed("a timed run");
           fastest = std::numeric_limits<float>::infinity();
           break;
         }
@@ -209,15 +234,19 @@ void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int 
       log += (log.empty() ? "" : ", ") + name + ms_text;
       if (fastest < best) best = fastest, chosen = i;
     }
-    if (chosen < 0) return;
+    cudnn().set_stream(handle_, nullptr);  // not left on the trial's stream, destroyed next
     int64_t ws = 0;
-    if (!graph_->get_workspace_size_plan_at_index(chosen, ws).is_good()) return;
+    if (chosen < 0 || !graph_->get_workspace_size_plan_at_index(chosen, ws).is_good()) return;
     plan_index_ = chosen;
     workspace_ = static_cast<size_t>(ws);
     if (!graph_->get_plan_name_at_index(chosen, plan_).is_good()) plan_ = "plan " + std::to_string(chosen);
     tuning_ = log;
-  } catch (const Error&) {
-    cudaGetLastError();  // no memory for the operands (or a failed launch): the heuristics' plan stays
+  } catch (const Error& e) {
+    cudnn().set_stream(handle_, nullptr);
+    if (e.kind() != ErrorKind::kOutOfMemory) throw;
+    cudaGetLastError();  // no memory for the trial's operands: the heuristics' plan stays
+  } catch (const std::bad_alloc&) {
+    cudnn().set_stream(handle_, nullptr);
   }
 }
 

@@ -56,12 +56,15 @@ class FeGraph {
   // the graph keeps per-call state). pack: uid -> device pointer.
   void execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const;
 
-  // Times the heuristics' first `candidates` plans on zeroed operands of the
-  // given sizes (uid -> bytes) and keeps the fastest, as TensorRT times its
-  // tactics: cuDNN 9.19's first choice was 10x slower than another engine for
-  // MobileNetV2's ReLU6 convolutions on an H200. Any failure (a plan that
-  // does not build or run, no memory for the operands) keeps the
-  // heuristics' choice. See cudnn_tune_candidates().
+  // Times the heuristics' plan and the next `candidates` - 1 in their order
+  // that build without runtime compilation, on zeroed operands of the given
+  // sizes (uid -> bytes), and keeps the fastest, as TensorRT times its
+  // tactics: cuDNN 9.19's first choice was 10x slower than another engine
+  // for MobileNetV2's ReLU6 convolutions on an H200. A plan that does not
+  // build or run, or no memory for the operands, keeps the heuristics'
+  // choice; a CUDA fault in a trial is raised. Timing noise can make two
+  // processes choose differently (their results may differ in the last
+  // bits), as TensorRT's builds can. See cudnn_tune_candidates().
   void tune(const std::vector<std::pair<int64_t, size_t>>& operands, int candidates);
   // The plans timed by tune(), as "name ms" (empty: not tuned).
   const std::string& tuning() const { return tuning_; }
@@ -72,7 +75,7 @@ class FeGraph {
   cudnnHandle_t handle_ = nullptr;
   size_t workspace_ = 0;
   std::string plan_;
-  int64_t plan_index_ = -1;  // tune()'s choice; -1: the heuristics' (graph_->execute)
+  int64_t plan_index_ = -1;  // the plan every execute runs: the heuristics' first that builds, or tune()'s
   std::string tuning_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "core/error.h"
 #include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/quant/qbinary.h"
@@ -139,10 +140,16 @@ int int8_channels_last(graph::Graph& g, const PassContext& ctx) {
       const int x = n.inputs[quant::kQX];
       if (x >= 0 && keep[x] && reads_only_as_x(n, x)) set_flag(n, "x_channels_last");
     }
-    if (!free_node[i] && !(is_qconv(n) && n.inputs[quant::kQX] >= 0 && keep[n.inputs[quant::kQX]] &&
-                           reads_only_as_x(n, n.inputs[quant::kQX])))
-      for (int& v : n.inputs)
-        if (v >= 0 && keep[v]) v = nchw_twin.at(v);
+    // Every other reading of a kept value takes its NCHW copy (a QConv's x,
+    // marked above, and the group's own QBinarys read the NHWC bytes).
+    for (size_t k = 0; k < n.inputs.size() && !free_node[i]; ++k) {
+      int& v = n.inputs[k];
+      if (v < 0 || !keep[v] || (is_qconv(n) && k == quant::kQX && reads_only_as_x(n, v))) continue;
+      const auto twin = nchw_twin.find(v);
+      if (twin == nchw_twin.end())  // a reader before its producer: the graph is not in order
+        throw Error(ErrorKind::kRuntime, "int8_channels_last: '" + g.values[v].name + "' read before it is made");
+      v = twin->second;
+    }
     nodes.push_back(n);
     // After a kept value's producer: its NCHW copy for the readers outside.
     for (int y : g.nodes[i].outputs) {

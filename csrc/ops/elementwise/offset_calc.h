@@ -20,10 +20,15 @@ namespace twinfer::ew {
 // q = (umulhi(n, mul) + n) >> shift with shift = ceil(log2 d) and
 // mul = floor(2^64 * (2^shift - d) / d) + 1 (Granlund & Montgomery; the sum
 // cannot overflow because umulhi(n, mul) <= n < 2^63).
+//
+// Dividends and divisors under 2^31 (nearly every launch) take the same
+// method in 32 bits, mul32 = floor(2^32 * (2^shift - d) / d) + 1: one
+// 32-bit multiply-high where the 64-bit one is several instructions on a GPU.
 struct FastDivmod {
   uint64_t divisor = 1;
   uint64_t mul = 0;
   uint32_t shift = 0;
+  uint32_t mul32 = 0;  // the 32-bit multiplier; used when divisor and dividend are under 2^31
 
   FastDivmod() = default;
   // d >= 1 (a size-0 dim has nothing to index: callers map it to 1, see
@@ -35,7 +40,10 @@ struct FastDivmod {
     const unsigned __int128 num = (static_cast<unsigned __int128>((shift == 64 ? 0 : (uint64_t(1) << shift)) - d)
                                    << 64);
     mul = d == 1 ? 0 : static_cast<uint64_t>(num / d) + 1;
+    if (d < kSmall && d > 1) mul32 = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d)) / d + 1);
   }
+
+  static constexpr uint64_t kSmall = uint64_t(1) << 31;
 
   TWINFER_HD static uint64_t umulhi(uint64_t a, uint64_t b) {
 #if defined(__CUDA_ARCH__)
@@ -44,7 +52,21 @@ struct FastDivmod {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
 #endif
   }
-  TWINFER_HD uint64_t div(uint64_t n) const { return (umulhi(n, mul) + n) >> shift; }
+  TWINFER_HD static uint32_t umulhi32(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+    return __umulhi(a, b);
+#else
+    return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+  }
+  TWINFER_HD uint64_t div(uint64_t n) const {
+    // Both under 2^31: umulhi32(n, mul32) <= n, so the sum stays under 2^32.
+    if (n < kSmall && divisor < kSmall) {
+      const uint32_t n32 = static_cast<uint32_t>(n);
+      return (umulhi32(n32, mul32) + n32) >> shift;
+    }
+    return (umulhi(n, mul) + n) >> shift;
+  }
   TWINFER_HD void divmod(uint64_t n, uint64_t& q, uint64_t& r) const {
     q = div(n);
     r = n - q * divisor;
