@@ -222,8 +222,13 @@ fi
 
 # ---- where the time goes (not in the default steps: `tools/gpu_check.sh profile`) ----
 if [[ " $steps " == *" profile "* ]]; then
-  stamp "profile: per-op kernel times of ResNet-50, ViT-B/16, BERT-base (fp16, int8)"
-  (cd benchmarks && bench bench_profile 240 $PY gpu_profile.py --precisions fp16 int8 --json "$WORK/profile.json")
+  # GPU_PROFILE_MODELS / GPU_PROFILE_PRECISIONS narrow it (the profiles print as tables into the log).
+  models=${GPU_PROFILE_MODELS:-resnet50 mobilenet_v2 vit_b_16 bert_base}
+  precisions=${GPU_PROFILE_PRECISIONS:-fp16 int8}
+  stamp "profile: per-op kernel times of $models ($precisions)"
+  # shellcheck disable=SC2086
+  (cd benchmarks && bench bench_profile 240 $PY gpu_profile.py --models $models --precisions $precisions \
+    --json "$WORK/profile.json")
 fi
 
 # ---- compute-sanitizer last: the slowest per test, and the least likely to fit ------

@@ -84,8 +84,21 @@ def main(out: Path) -> int:
     if conf.exists():
         m = re.search(r"\*\*(\d+ of \d+ node cases pass \([\d.]+%\))", conf.read_text())
         print(f"\nONNX node cases on CUDA kernels only: {m.group(1) if m else 'no count (see conformance_cuda.log)'}")
+        log = out / "conformance_cuda.log"
+        wrong = [ln for ln in log.read_text().splitlines() if "wrong values:" in ln] if log.exists() else []
+        for ln in wrong[:10]:
+            print("  " + ln.strip())
     for bench in sorted(out.glob("bench_*.log")):
         all_lines = [ln for ln in bench.read_text().splitlines() if ln]
+        if bench.stem == "bench_profile":  # one table per model and precision: the head of each
+            print(f"\n{bench.stem}:")
+            keep, n = [], 0
+            for ln in all_lines:
+                n = 0 if ln.startswith("== ") else n + 1
+                if n < 14:
+                    keep.append(ln)
+            print("\n".join(keep))
+            continue
         # The tables, not the per-row JSON the benchmarks also print; but when
         # a benchmark died before its table, its JSON rows are all there is.
         table = [ln for ln in all_lines if not ln.startswith("{")]
