@@ -30,7 +30,7 @@ void quantize_e4m3_rows(const void* x, DType xt, const float* x_scale, int64_t r
   if (!lc.blocks) return;
   ew::dispatch_typeset<ew::kF32 | ew::kF16 | ew::kBF16>(xt, [&](auto tag) {
     using X = typename decltype(tag)::type;
-    if (rows * kp < (int64_t(1) << 30))
+    if (rows * kp < (int64_t(1) << 30) && rows * k < (int64_t(1) << 30))
       twinfer_gpu::quantize_e4m3_rows<X, int32_t><<<lc.blocks, lc.threads, 0, s>>>(
           static_cast<const X*>(x), x_scale, static_cast<int32_t>(rows), static_cast<int32_t>(k),
           static_cast<int32_t>(kp), out);

@@ -237,7 +237,11 @@ class CudaPool final : public Kernel {
     name_ = ps.channels_last ? "cuda pool nhwc" : "cuda pool";
     // The 32-bit kernel: both tensors under 2^31 elements, no Indices output.
     const int64_t in_total = ps.x[0] * ps.x[1] * g_.d[0].in * g_.d[1].in * g_.d[2].in;
-    if (!want_indices_ && in_total < INT32_MAX && total_ < INT32_MAX) {
+    bool windows_fit = true;  // window32's int arithmetic, for any window a model may give
+    for (const twinfer_gpu::PoolDim& p : g_.d)
+      windows_fit = windows_fit && p.in + p.pad_begin + p.pad_end < INT32_MAX / 2 &&
+                    p.out * p.stride < INT32_MAX / 2 && (p.kernel - 1) * p.dil + 1 < INT32_MAX / 2;
+    if (!want_indices_ && in_total < INT32_MAX && total_ < INT32_MAX && windows_fit) {
       bits32_ = true;
       g32_.channels = static_cast<int>(ps.x[1]);
       g32_.channels_last = ps.channels_last;

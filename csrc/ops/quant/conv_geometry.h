@@ -68,7 +68,10 @@ struct ConvGeometry {
     const int64_t limit = int64_t(1) << 30;
     const int64_t x = batch * channels * (height + pad_h + 1) * (width + pad_w + 1);
     const int64_t y = positions() * out_channels;
-    return x < limit && y < limit && positions() * cols_width < limit;
+    // source_as's coordinates before the bounds check (the end padding is not stored).
+    const int64_t reach_h = (out_height - 1) * stride_h + (kernel_h - 1) * dil_h;
+    const int64_t reach_w = (out_width - 1) * stride_w + (kernel_w - 1) * dil_w;
+    return x < limit && y < limit && positions() * cols_width < limit && reach_h < limit && reach_w < limit;
   }
 };
 
