@@ -38,10 +38,15 @@ __global__ void expand_batches(const U* __restrict__ src, twinfer::nn::BatchBroa
     dst[j] = src[twinfer::nn::source_batch(g, b) * matrix + i];
   }
 }
-__global__ void bias_activation_f32(float* __restrict__ y, int64_t rows, int64_t n, const float* __restrict__ bias,
+// I: int32_t when rows * n is under 2^30 (the per-element modulo in 32
+// bits; in 64 it is a long instruction sequence on the GPU), else int64_t.
+template <typename I>
+__global__ void bias_activation_f32(float* __restrict__ y, I rows, I n, const float* __restrict__ bias,
                                     twinfer::nn::ActFn f) {
-  const int64_t total = rows * n;
-  for (int64_t i = first_index(); i < total; i += grid_stride()) y[i] = f(y[i] + bias[i % n]);
+  const I total = rows * n, stride = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < total;
+       i += stride)
+    y[i] = f(y[i] + bias[i % n]);
 }
 }  // namespace twinfer_gpu
 
@@ -64,7 +69,11 @@ void add_bias_activation_f32(float* y, int64_t rows, int64_t n, const float* bia
                              cudaStream_t s) {
   const ew::LaunchConfig lc = ew::elementwise_launch(rows * n);
   if (!lc.blocks) return;
-  twinfer_gpu::bias_activation_f32<<<lc.blocks, lc.threads, 0, s>>>(y, rows, n, bias, nn::ActFn::of(act));
+  if (rows * n < (int64_t(1) << 30))
+    twinfer_gpu::bias_activation_f32<int32_t><<<lc.blocks, lc.threads, 0, s>>>(
+        y, static_cast<int32_t>(rows), static_cast<int32_t>(n), bias, nn::ActFn::of(act));
+  else
+    twinfer_gpu::bias_activation_f32<int64_t><<<lc.blocks, lc.threads, 0, s>>>(y, rows, n, bias, nn::ActFn::of(act));
   check_launch("bias + activation kernel launch");
 }
 
