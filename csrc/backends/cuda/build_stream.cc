@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "backends/cuda/capture_mode.h"
 #include "backends/cuda/cuda_check.h"
 
 namespace twinfer::cuda {
@@ -38,6 +39,26 @@ void zero_device_now(void* dst, size_t bytes, const char* what) {
   const cudaStream_t s = build_stream();
   check(cudaMemsetAsync(dst, 0, bytes, s), what);
   check(cudaStreamSynchronize(s), what);
+}
+
+// A trial's allocations and synchronisation must not invalidate a capture
+// another thread runs: relaxed capture mode (capture_mode.h) while they run.
+TrialBuffer::TrialBuffer(size_t bytes) {
+  RelaxedCaptureScope relaxed;
+  if (!bytes) return;
+  check(cudaMalloc(&p_, bytes), "cudaMalloc (trial operand)");
+  try {
+    zero_device_now(p_, bytes, "cudaMemsetAsync (trial operand)");
+  } catch (...) {
+    cudaFree(p_);
+    p_ = nullptr;
+    throw;
+  }
+}
+
+TrialBuffer::~TrialBuffer() {
+  RelaxedCaptureScope relaxed;
+  if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
 }
 
 }  // namespace twinfer::cuda

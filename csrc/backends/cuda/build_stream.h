@@ -14,4 +14,18 @@ void copy_to_device_now(void* dst, const void* src, size_t bytes, const char* wh
 // Zeroes device memory of the current device and returns when done.
 void zero_device_now(void* dst, size_t bytes, const char* what);
 
+// Zeroed device memory for a trial's operands (cuBLASLt's algorithms,
+// cuDNN's plans timed at build), freed with the object.
+class TrialBuffer {
+ public:
+  explicit TrialBuffer(size_t bytes);
+  ~TrialBuffer();
+  TrialBuffer(const TrialBuffer&) = delete;
+  TrialBuffer& operator=(const TrialBuffer&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
 }  // namespace twinfer::cuda

@@ -96,26 +96,6 @@ cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDe
   return r;
 }
 
-// A trial's allocations and synchronisation must not invalidate a capture
-// another thread runs: relaxed capture mode (capture_mode.h) while they run.
-TrialBuffer::TrialBuffer(size_t bytes) {
-  RelaxedCaptureScope relaxed;
-  if (!bytes) return;
-  check(cudaMalloc(&p_, bytes), "cudaMalloc (cuBLASLt trial operand)");
-  try {
-    zero_device_now(p_, bytes, "cudaMemsetAsync (cuBLASLt trial operand)");
-  } catch (...) {
-    cudaFree(p_);
-    p_ = nullptr;
-    throw;
-  }
-}
-
-TrialBuffer::~TrialBuffer() {
-  RelaxedCaptureScope relaxed;
-  if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
-}
-
 cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
                                                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                                     cublasLtMatrixLayout_t d, uint32_t align, const std::string& what,

@@ -5,6 +5,8 @@
 #pragma once
 #include <cublasLt.h>
 
+#include "backends/cuda/build_stream.h"  // TrialBuffer
+
 #include <functional>
 #include <string>
 
@@ -55,18 +57,6 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
                                                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                                     cublasLtMatrixLayout_t d, uint32_t align, const std::string& what,
                                                     const AlgoTrial& trial);
-// Zeroed device memory for a trial's operands, freed with the object.
-class TrialBuffer {
- public:
-  explicit TrialBuffer(size_t bytes);
-  ~TrialBuffer();
-  TrialBuffer(const TrialBuffer&) = delete;
-  TrialBuffer& operator=(const TrialBuffer&) = delete;
-  void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-};
 // A column-major rows x cols matrix of type t with leading dimension ld
 // (throws on failure; the caller destroys it with layout_destroy).
 cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld);

@@ -115,32 +115,6 @@ int cudnn_tune_candidates() {
 
 namespace {
 
-// Zeroed device memory for a trial's operand, freed however the trial ends
-// (cublaslt.h's TrialBuffer does the same for cuBLASLt, whose header this
-// file does not see).
-class ZeroedScratch {
- public:
-  explicit ZeroedScratch(size_t bytes) {
-    if (!bytes) return;
-    check(cudaMalloc(&p_, bytes), "cudaMalloc (cuDNN tuning operand)");
-    try {
-      zero_device_now(p_, bytes, "cudaMemsetAsync (cuDNN tuning operand)");
-    } catch (...) {
-      cudaFree(p_);
-      throw;
-    }
-  }
-  ~ZeroedScratch() {
-    if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
-  }
-  ZeroedScratch(const ZeroedScratch&) = delete;
-  ZeroedScratch& operator=(const ZeroedScratch&) = delete;
-  void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-};
-
 // A trial's events and stream, released however the trial ends.
 struct TrialClock {
   cudaStream_t stream = nullptr;
@@ -194,13 +168,13 @@ void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int 
       throw Error(ErrorKind::kRuntime, std::string("cuDNN tuning (") + what_ + ", " + where + "): " + cudaGetErrorString(e));
   };
   try {
-    std::vector<std::unique_ptr<ZeroedScratch>> buffers;
+    std::vector<std::unique_ptr<TrialBuffer>> buffers;
     std::unordered_map<int64_t, void*> pack;
     for (const auto& [uid, bytes] : operands) {
-      buffers.push_back(std::make_unique<ZeroedScratch>(bytes));
+      buffers.push_back(std::make_unique<TrialBuffer>(bytes));
       pack[uid] = buffers.back()->get();
     }
-    ZeroedScratch workspace(most);
+    TrialBuffer workspace(most);
     TrialClock clock;
     check_cudnn(cudnn().set_stream(handle_, clock.stream), "cudnnSetStream (cuDNN tuning)");
     float best = std::numeric_limits<float>::infinity();

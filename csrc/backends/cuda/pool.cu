@@ -31,13 +31,14 @@ struct PoolGeom {
 };
 
 // The window of output position o along dim `p`: first input index, taps
-// inside the input, taps inside the padded extent.
-__device__ __forceinline__ void window(const PoolDim& p, int64_t o, int64_t* first, int64_t* taps,
-                                       int64_t* padded) {
-  const int64_t start = o * p.stride - p.pad_begin;
-  int64_t f = -1, n = 0, np = 0;
-  for (int64_t k = 0; k < p.kernel; ++k) {
-    const int64_t i = start + k * p.dil;
+// inside the input, taps inside the padded extent. In I: int64_t for the
+// generic kernel (PoolDim), int for the 32-bit one (PoolDim32).
+template <typename Dim, typename I>
+__device__ __forceinline__ void window(const Dim& p, I o, I* first, I* taps, I* padded) {
+  const I start = o * p.stride - p.pad_begin;
+  I f = -1, n = 0, np = 0;
+  for (I k = 0; k < p.kernel; ++k) {
+    const I i = start + k * p.dil;
     if (i >= -p.pad_begin && i < p.in + p.pad_end) ++np;
     if (i >= 0 && i < p.in) {
       if (f < 0) f = i;
@@ -117,22 +118,6 @@ struct Pool32 {
   bool is_max = true, include_pad = false;
 };
 
-__device__ __forceinline__ void window32(const PoolDim32& p, int o, int* first, int* taps, int* padded) {
-  const int start = o * p.stride - p.pad_begin;
-  int f = -1, n = 0, np = 0;
-  for (int k = 0; k < p.kernel; ++k) {
-    const int i = start + k * p.dil;
-    if (i >= -p.pad_begin && i < p.in + p.pad_end) ++np;
-    if (i >= 0 && i < p.in) {
-      if (f < 0) f = i;
-      ++n;
-    }
-  }
-  *first = f;
-  *taps = n;
-  *padded = np;
-}
-
 template <typename T, int V>
 __global__ void pool32(uint32_t groups_total, Pool32 g, const T* __restrict__ x, T* __restrict__ y) {
   const PoolDim32 &D = g.d[0], &H = g.d[1], &W = g.d[2];
@@ -151,9 +136,9 @@ __global__ void pool32(uint32_t groups_total, Pool32 g, const T* __restrict__ x,
     const int od = static_cast<int>(r % D.out);
     const uint32_t n = r / D.out;  // the sample (NHWC) or the plane n * C + c (NCHW)
     int fd, td, pd, fh, th, ph, fw, tw, pw;
-    window32(D, od, &fd, &td, &pd);
-    window32(H, oh, &fh, &th, &ph);
-    window32(W, ow, &fw, &tw, &pw);
+    window(D, od, &fd, &td, &pd);
+    window(H, oh, &fh, &th, &ph);
+    window(W, ow, &fw, &tw, &pw);
     const uint32_t plane = static_cast<uint32_t>(D.in * H.in * W.in);
     const T* xp = g.channels_last ? x + (n * plane) * g.channels + cg * V : x + n * plane;
     const int step = g.channels_last ? g.channels : 1;
@@ -237,7 +222,8 @@ class CudaPool final : public Kernel {
     name_ = ps.channels_last ? "cuda pool nhwc" : "cuda pool";
     // The 32-bit kernel: both tensors under 2^31 elements, no Indices output.
     const int64_t in_total = ps.x[0] * ps.x[1] * g_.d[0].in * g_.d[1].in * g_.d[2].in;
-    bool windows_fit = true;  // window32's int arithmetic, for any window a model may give
+    // window()'s int arithmetic in the 32-bit kernel, for any window a model may give.
+    bool windows_fit = true;
     for (const twinfer_gpu::PoolDim& p : g_.d)
       windows_fit = windows_fit && p.in + p.pad_begin + p.pad_end < INT32_MAX / 2 &&
                     p.out * p.stride < INT32_MAX / 2 && (p.kernel - 1) * p.dil + 1 < INT32_MAX / 2;
