@@ -123,7 +123,7 @@ class CudnnConvGraph final : public ConvGraphPlan {
             else
               g.deselect_numeric_notes({fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
           }
-        }) {
+        }, /*by_index=*/true) {
     // Operand sizes for timing the candidates: x, w, y (int32 sums for
     // int8), bias, residual; y's dims are given for every graph built here.
     const size_t io = s.dtype == DType::kInt8 ? 1 : dtype_size(s.dtype);

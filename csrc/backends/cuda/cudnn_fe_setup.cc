@@ -67,7 +67,7 @@ void check_fe_run(fe::error_t e, const char* what) {
 }
 
 FeGraph::FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
-                 const std::function<void(fe::graph::Graph&)>& filter)
+                 const std::function<void(fe::graph::Graph&)>& filter, bool by_index)
     : graph_(std::move(graph)), what_(what) {
   fe_ready();
   int device = 0;
@@ -81,10 +81,20 @@ FeGraph::FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
                  ("create_execution_plans (" + w + ")").c_str());
   if (filter) filter(*graph_);
   check_fe_build(graph_->check_support(handle_), ("check_support (" + w + ")").c_str());
-  // The heuristics' choice: the first candidate that builds (what
-  // build_plans' HEURISTICS_CHOICE does), by index, so every execute names
-  // its plan (building another plan later moves the frontend's own
-  // "candidate", which a plain execute would run).
+  if (!by_index) {
+    // The frontend's own choice (build_plans may also pick its open-source
+    // SDPA engine, which only a plain execute runs).
+    check_fe_build(graph_->build_plans(handle_), ("build_plans (" + w + ")").c_str());
+    int64_t ws = 0;
+    check_fe_build(graph_->get_workspace_size(ws), ("get_workspace_size (" + w + ")").c_str());
+    workspace_ = static_cast<size_t>(ws);
+    if (!graph_->get_plan_name(plan_).is_good()) plan_.clear();
+    return;
+  }
+  // By index: the heuristics' choice is the first candidate that builds (as
+  // build_plans' HEURISTICS_CHOICE takes it), and every execute names its
+  // plan, since building another one (tune) moves the frontend's own
+  // "candidate", which a plain execute would run.
   fe::error_t last{fe::error_code_t::GRAPH_NOT_SUPPORTED, "no execution plan"};
   const int64_t count = graph_->get_execution_plan_count();
   for (int64_t i = 0; i < count && plan_index_ < 0; ++i) {
@@ -92,6 +102,8 @@ FeGraph::FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
     if (last.is_good()) plan_index_ = i;
   }
   if (plan_index_ < 0) check_fe_build(last, ("build_plans (" + w + ")").c_str());
+  // A plan is built, so this builds none: it prepares the variant pack.
+  check_fe_build(graph_->build_plans(handle_), ("build_plans (" + w + ")").c_str());
   int64_t ws = 0;
   check_fe_build(graph_->get_workspace_size_plan_at_index(plan_index_, ws), ("get_workspace_size (" + w + ")").c_str());
   workspace_ = static_cast<size_t>(ws);
@@ -101,7 +113,8 @@ FeGraph::FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
 void FeGraph::execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const {
   std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
   check_cudnn(cudnn().set_stream(handle_, s), "cudnnSetStream");
-  fe::error_t e = graph_->execute_plan_at_index(handle_, pack, workspace, plan_index_);
+  fe::error_t e = plan_index_ >= 0 ? graph_->execute_plan_at_index(handle_, pack, workspace, plan_index_)
+                                   : graph_->execute(handle_, pack, workspace);
   if (!e.is_good()) check_fe_run(e, (std::string("cuDNN ") + what_ + " execute").c_str());  // the message only on failure
 }
 
@@ -135,7 +148,7 @@ struct TrialClock {
 
 void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int candidates) {
   const int64_t count = graph_->get_execution_plan_count();
-  if (candidates < 2 || count < 2) return;
+  if (candidates < 2 || count < 2 || plan_index_ < 0) return;  // only graphs built by index
   // As the cuBLASLt trials (cublaslt.cc): real launches from the thread that
   // builds the plan, kept apart from another thread's capture, in relaxed mode.
   std::lock_guard<std::mutex> lock(cudnn_handle_mutex());

@@ -48,23 +48,27 @@ fe::DataType_t fe_type(DType t);
 // Error(kUnsupportedOp) with cuDNN's message when cuDNN refuses it.
 class FeGraph {
  public:
+  // by_index: the plan chosen and run by its index (what tune() needs;
+  // convolutions), else the frontend's own build_plans / execute (attention,
+  // which may take the frontend's open-source SDPA engine).
   FeGraph(std::shared_ptr<fe::graph::Graph> graph, const char* what,
-          const std::function<void(fe::graph::Graph&)>& filter = {});
+          const std::function<void(fe::graph::Graph&)>& filter = {}, bool by_index = false);
   size_t workspace_bytes() const { return workspace_; }
   const std::string& plan_name() const { return plan_; }
   // Enqueues on `s` (one thread at a time: the handle takes one stream, and
   // the graph keeps per-call state). pack: uid -> device pointer.
   void execute(std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t s) const;
 
-  // Times the heuristics' plan and the next `candidates` - 1 in their order
-  // that build without runtime compilation, on zeroed operands of the given
-  // sizes (uid -> bytes), and keeps the fastest, as TensorRT times its
-  // tactics: cuDNN 9.19's first choice was 10x slower than another engine
-  // for MobileNetV2's ReLU6 convolutions on an H200. A plan that does not
-  // build or run, or no memory for the operands, keeps the heuristics'
-  // choice; a CUDA fault in a trial is raised. Timing noise can make two
-  // processes choose differently (their results may differ in the last
-  // bits), as TensorRT's builds can. See cudnn_tune_candidates().
+  // For a graph built by_index: times the heuristics' plan and the next
+  // `candidates` - 1 in their order that build without runtime compilation,
+  // on zeroed operands of the given sizes (uid -> bytes), and keeps the
+  // fastest, as TensorRT times its tactics: cuDNN 9.19's first choice was
+  // 10x slower than another engine for MobileNetV2's ReLU6 convolutions on
+  // an H200. A plan that does not build or run, or no memory for the
+  // operands, keeps the heuristics' choice; a CUDA fault in a trial is
+  // raised. Timing noise can make two processes choose differently (their
+  // results may differ in the last bits), as TensorRT's builds can. See
+  // cudnn_tune_candidates().
   void tune(const std::vector<std::pair<int64_t, size_t>>& operands, int candidates);
   // The plans timed by tune(), as "name ms" (empty: not tuned).
   const std::string& tuning() const { return tuning_; }
@@ -75,7 +79,9 @@ class FeGraph {
   cudnnHandle_t handle_ = nullptr;
   size_t workspace_ = 0;
   std::string plan_;
-  int64_t plan_index_ = -1;  // the plan every execute runs: the heuristics' first that builds, or tune()'s
+  // by_index: the plan every execute runs (the heuristics' or tune()'s);
+  // -1: the frontend's own choice.
+  int64_t plan_index_ = -1;
   std::string tuning_;
 };
 
