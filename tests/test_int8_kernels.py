@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
+from conftest import SIM_AS_CUDA
 from twinfer.quantize import calibrate
 
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -228,17 +229,23 @@ def residual_cnn(rng):
     return graph_model(nodes, inits, ["N", 3, 15, 13]), (2, 3, 15, 13)
 
 
-def test_int8_residual_spine_stays_channels_last_through_its_adds(rng):
+@pytest.mark.parametrize("device", ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_int8_residual_spine_stays_channels_last_through_its_adds(rng, device):
     """int8_channels_last keeps a residual network's spine NHWC: each block's
     output (a QBinary's) is read by the next block's QConv as NHWC, and the
     last one is turned back to NCHW (a Reshape and a Transpose) for the float
     tail. The values match the QDQ graph computed in float (optimize=False)
-    and onnxruntime's float model."""
+    and onnxruntime's float model. On the simulated device every node is
+    placed as CUDA places it (CUDA's int8 plans: symmetric int8 activations)."""
     model, shape = residual_cnn(rng)
     data = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
     cal = calibrate(model, data, calibrator="minmax", progress=False)
-    fused = twinfer.load(model, device="cpu", precision="int8", calibration=cal)
+    kw = {} if device == "cpu" else dict(sim_coverage="cuda", allow_cpu_fallback=False)
+    fused = twinfer.load(model, device=device, precision="int8", calibration=cal, **kw)
     plain = twinfer.load(model, device="cpu", precision="int8", calibration=cal, optimize=False)
+    if device != "cpu":
+        rows = fused.kernel_report({"x": shape})
+        assert all(r.backend in (device, "copy") for r in rows), [r for r in rows if r.backend not in (device, "copy")]
     ops = [r.op for r in fused.kernel_report({"x": shape})]
     # The first and last blocks' Adds stay float (a float reader beside the
     # next block's convolution); the middle two become QBinarys.
