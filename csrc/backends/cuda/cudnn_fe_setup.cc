@@ -178,7 +178,8 @@ void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int 
   auto failed = [&](const char* where) {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess && e != cudaErrorMemoryAllocation)
-      throw Error(ErrorKind::kRuntime, std::string("cuDNN tuning (") + what_ + ", " + where + "): " + cudaGetErrorString(e));
+      throw Error(ErrorKind::kRuntime,
+                  std::string("cuDNN tuning (") + what_ + ", " + where + "): " + cudaGetErrorString(e));
   };
   try {
     std::vector<std::unique_ptr<TrialBuffer>> buffers;

@@ -20,7 +20,8 @@ bool is_int8(const graph::Value& v) { return v.dtype == DType::kInt8 || v.dtype 
 // element on the bytes as they lie, so it runs on NHWC bytes unchanged when
 // all three are NHWC.
 bool layout_free(const graph::Graph& g, const graph::Node& n) {
-  if (n.domain != kTwinferDomain || n.op_type != quant::kQBinaryOp || n.outputs.empty() || n.outputs[0] < 0) return false;
+  if (n.domain != kTwinferDomain || n.op_type != quant::kQBinaryOp || n.outputs.empty() || n.outputs[0] < 0)
+    return false;
   const int a = n.inputs[quant::kQbA], b = n.inputs[quant::kQbB], y = n.outputs[0];
   if (a < 0 || b < 0) return false;
   const graph::Value &va = g.values[a], &vb = g.values[b], &vy = g.values[y];
@@ -114,9 +115,8 @@ int int8_channels_last(graph::Graph& g, const PassContext& ctx) {
     if (!free_node[i]) continue;
     const graph::Node& n = g.nodes[i];
     for (int v : {n.inputs[quant::kQbA], n.inputs[quant::kQbB]}) {
-      const graph::Value& val = g.values[v];
-      const bool made_here = val.producer >= 0 && (free_node[val.producer] ||
-                                                   (is_qconv(g.nodes[val.producer]) && g.nodes[val.producer].outputs[0] == v));
+      const int p = g.values[v].producer;
+      const bool made_here = p >= 0 && (free_node[p] || (is_qconv(g.nodes[p]) && g.nodes[p].outputs[0] == v));
       if (!made_here) by_root[groups.find(v)].ok = false;
     }
   }

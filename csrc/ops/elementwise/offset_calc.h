@@ -40,7 +40,8 @@ struct FastDivmod {
     const unsigned __int128 num = (static_cast<unsigned __int128>((shift == 64 ? 0 : (uint64_t(1) << shift)) - d)
                                    << 64);
     mul = d == 1 ? 0 : static_cast<uint64_t>(num / d) + 1;
-    if (d < kSmall && d > 1) mul32 = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d)) / d + 1);
+    if (d < kSmall && d > 1)
+      mul32 = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d)) / d + 1);
   }
 
   static constexpr uint64_t kSmall = uint64_t(1) << 31;

@@ -57,7 +57,9 @@ struct ConvGeometry {
     if (h < 0 || h >= static_cast<I>(height) || w < 0 || w >= static_cast<I>(width)) return -1;
     return x_offset_as<I>(b, c, h, w);
   }
-  TWINFER_HD int64_t x_offset(int64_t b, int64_t c, int64_t h, int64_t w) const { return x_offset_as<int64_t>(b, c, h, w); }
+  TWINFER_HD int64_t x_offset(int64_t b, int64_t c, int64_t h, int64_t w) const {
+    return x_offset_as<int64_t>(b, c, h, w);
+  }
   TWINFER_HD int64_t y_offset(int64_t p, int64_t o) const { return y_offset_as<int64_t>(p, o); }
   TWINFER_HD int64_t source(int64_t p, int64_t k, int64_t g = 0) const { return source_as<int64_t>(p, k, g); }
 
