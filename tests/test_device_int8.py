@@ -222,3 +222,35 @@ def test_calibrated_int8_model_runs_wholly_on_the_device(device, rng, monkeypatc
         old = twinfer.load(m, device="cuda", precision="int8", calibration=eng.calibration, allow_cpu_fallback=False)
         assert not any(r.kernel.startswith("cudnn int8") for r in old.kernel_report({"x": (3, 8, 9, 9)}))
         np.testing.assert_allclose(got, old.run({"x": x})["y"].numpy(), rtol=0.01, atol=0.02)
+
+
+def _pointwise_chain(rng):
+    """conv3x3 (3 -> 16) -relu-> conv1x1 (16 -> 16) -relu-> conv1x1 (16 -> 13):
+    the 1x1 convolutions read NHWC int8 rows of 16 channels (int8_channels_last)."""
+    inits = {"w1": rng.standard_normal((16, 3, 3, 3)).astype(F32) * 0.3, "b1": rng.standard_normal(16).astype(F32) * 0.1,
+             "w2": rng.standard_normal((16, 16, 1, 1)).astype(F32) * 0.3, "b2": rng.standard_normal(16).astype(F32) * 0.1,
+             "w3": rng.standard_normal((13, 16, 1, 1)).astype(F32) * 0.3}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3"], ["y"])]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 11, 7])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+
+
+@pytest.mark.cuda
+def test_pointwise_int8_convolutions_read_x_rows_without_im2col(rng, monkeypatch):
+    # With cuDNN's int8 convolution off, a 1x1 stride-1 QConv on NHWC int8 x
+    # of 16 channels hands cuBLASLt x's rows as they are (gemm_qlinear.cc);
+    # the simulated device (the CPU's oneDNN kernels) is the reference.
+    m = _pointwise_chain(rng)
+    data = [{"x": rng.standard_normal((2, 3, 11, 7)).astype(F32)} for _ in range(4)]
+    monkeypatch.setenv("TWINFER_CUDNN_CONV", "legacy")
+    eng = twinfer.load(m, device="cuda", precision="int8", calibration=data, progress=False, allow_cpu_fallback=False)
+    kernels = [r.kernel for r in eng.kernel_report({"x": (3, 3, 11, 7)}) if r.op.endswith("QConv")]
+    assert sum("x's rows as they are" in k for k in kernels) >= 1, kernels
+    sim = twinfer.load(m, device="sim", precision="int8", calibration=eng.calibration, sim_coverage="cuda")
+    x = rng.standard_normal((3, 3, 11, 7)).astype(F32)
+    got, want = eng.run({"x": x})["y"].numpy(), sim.run({"x": x})["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=0.02, atol=0.05 * np.abs(want).max())

@@ -172,7 +172,8 @@ graph::Node clip_node(graph::Graph& g, std::string name, int in, int out, float 
 // Q/K/V projections leave float32 rows (QMatMul) that go Reshape ->
 // Transpose -> Clip -> Cast -> Attention: 48 Transposes took 1.8 of its
 // 16.9 ms on an H200. Applied while a layout op's output has no other reader.
-int hoist_conversions_above_layout_ops(graph::Graph& g, DType to) {
+// `saturating`: the values those Clips write (lower_precision made them).
+int hoist_conversions_above_layout_ops(graph::Graph& g, DType to, const std::set<int>& saturating) {
   int moved = 0;
   for (bool again = true; again;) {
     again = false;
@@ -193,9 +194,7 @@ int hoist_conversions_above_layout_ops(graph::Graph& g, DType to) {
       const int i1 = producer[c];
       if (i1 < 0 || g.nodes[i1].op_type != "Clip" || !g.nodes[i1].domain.empty() || !only_reader(c, static_cast<int>(i2)))
         continue;
-      const std::string& cname = g.values[c].name;
-      const std::string tag = "@clipped";
-      if (cname.size() < tag.size() || cname.compare(cname.size() - tag.size(), tag.size(), tag) != 0) continue;
+      if (!saturating.count(c)) continue;  // a model's own Clip keeps its place
       const int y = g.nodes[i1].inputs[0];
       const int il = y >= 0 ? producer[y] : -1;
       if (il < 0 || !only_reader(y, i1)) continue;
@@ -279,6 +278,7 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
   // operands cast, constants converted); any other reader of a lowered value
   // gets a cast back to float32.
   std::map<int, int> as_low, as_f32;  // value -> its twin in `to` / back in float32
+  std::set<int> saturating;           // the saturating Clips' outputs (hoist_conversions_above_layout_ops)
   std::vector<graph::Node> nodes;
   nodes.reserve(g.nodes.size() * 2);
   auto lowered_twin = [&](int v) -> int {
@@ -291,6 +291,7 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
       // Saturating, as the constants are: a mask input's finfo.min is
       // -65504, not -inf (a fully masked softmax row stays finite).
       const int clipped = add_value(g, g.values[v].name + "@clipped");
+      saturating.insert(clipped);
       g.values[clipped].dtype = F;
       g.values[clipped].has_shape = g.values[v].has_shape;
       g.values[clipped].shape = g.values[v].shape;
@@ -342,7 +343,7 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
   for (int& out : g.outputs)
     if (out >= 0 && out < static_cast<int>(lowered.size()) && lowered[out]) out = float_twin(out);
   g.nodes = std::move(nodes);
-  const int hoisted = count ? hoist_conversions_above_layout_ops(g, T) : 0;
+  const int hoisted = count ? hoist_conversions_above_layout_ops(g, T, saturating) : 0;
   for (auto& v : g.values) v.producer = -1;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (int out : g.nodes[i].outputs)
