@@ -90,3 +90,22 @@ def test_int8_channels_last_convolution_graphs(x, w, pads, strides, dilations):
     check = twinfer._core._test_cudnn_conv_validate
     assert check(x, w, y, pads, strides, dilations, "int8") == ""
     assert "cuDNN infers the output as" in check(x, w, y[:2] + [y[2] + 1, y[3]], pads, strides, dilations, "int8")
+
+
+@pytest.mark.parametrize("x, w, pads, strides, options", [
+    ([2, 64, 19, 21], [128, 64, 3, 3], [1, 1], [2, 2], ":requantize:bias:relu"),  # ResNet's 3x3 downsampling
+    ([2, 16, 9, 7], [32, 16, 3, 3], [1, 1], [1, 1], ":requantize"),                # no bias, no activation
+    ([2, 8, 1, 29], [12, 8, 1, 5], [0, 2], [1, 3], ":requantize:bias"),            # a 1-d one as QConv hands it
+])
+def test_int8_requantizing_convolution_graphs(x, w, pads, strides, options):
+    # QConv's fused form (gemm_qlinear.cc): the int32 sums times a float32
+    # scale per channel, plus a float32 bias, ReLU, written as int8 by cuDNN.
+    torch = pytest.importorskip("torch")
+    y = list(torch.nn.functional.conv2d(torch.zeros(x), torch.zeros(w), stride=strides, padding=pads).shape)
+    check = twinfer._core._test_cudnn_conv_validate
+    assert check(x, w, y, pads, strides, [1, 1], "int8" + options) == ""
+    assert "cuDNN infers the output as" in check(x, w, y[:2] + [y[2] + 1, y[3]], pads, strides, [1, 1], "int8" + options)
+    # Only ReLU (or nothing) goes in; other activations take the int32 form.
+    assert "ReLU" in check(x, w, y, pads, strides, [1, 1], "int8" + options + ":sigmoid")
+    # A float convolution has no requantization.
+    assert check(x, w, y, pads, strides, [1, 1], "float16:nhwc:requantize") != ""

@@ -254,3 +254,47 @@ def test_pointwise_int8_convolutions_read_x_rows_without_im2col(rng, monkeypatch
     x = rng.standard_normal((3, 3, 11, 7)).astype(F32)
     got, want = eng.run({"x": x})["y"].numpy(), sim.run({"x": x})["y"].numpy()
     np.testing.assert_allclose(got, want, rtol=0.02, atol=0.05 * np.abs(want).max())
+
+
+def _sixteen_channel_chain(rng):
+    """conv3x3 (16 -> 16) -relu-> conv1x1 (16 -> 32) -relu-> conv3x3 (32 -> 16)
+    -relu-> conv1x1 (16 -> 16): NHWC int8 between them (int8_channels_last),
+    channels in 16s, so every convolution has a fused GPU form."""
+    inits, nodes, prev = {}, [], "x"
+    for i, (c, o, k) in enumerate([(16, 16, 3), (16, 32, 1), (32, 16, 3), (16, 16, 1)]):
+        inits[f"w{i}"] = rng.standard_normal((o, c, k, k)).astype(F32) * (0.6 / np.sqrt(c * k * k))
+        inits[f"b{i}"] = rng.standard_normal(o).astype(F32) * 0.1
+        nodes.append(helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], pads=[k // 2] * 4))
+        prev = f"c{i}"
+        if i < 3:
+            nodes.append(helper.make_node("Relu", [prev], [f"r{i}"]))
+            prev = f"r{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"]))
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, 9, 11])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+
+
+@pytest.mark.cuda
+def test_int8_convolutions_requantize_inside_cudnn_and_cublaslt(rng, monkeypatch):
+    """The int8 layers' fused GPU forms: a 3x3 convolution's requantization in
+    cuDNN's graph (int8 y from cuDNN), a 1x1 one's in cuBLASLt's epilogue.
+    Against the same plan with both off (int32 sums and our epilogue, which
+    rounds half to even as QuantizeLinear does): the int32 sums are exact, so
+    the outputs agree but for rare ties. A conversion that truncated instead
+    of rounding would move most int8 values by one step and fail this."""
+    m = _sixteen_channel_chain(rng)
+    data = [{"x": rng.standard_normal((2, 16, 9, 11)).astype(F32)} for _ in range(4)]
+    eng = twinfer.load(m, device="cuda", precision="int8", calibration=data, progress=False, allow_cpu_fallback=False)
+    kernels = [r.kernel for r in eng.kernel_report({"x": (3, 16, 9, 11)}) if r.op.endswith("QConv")]
+    assert any("requantized in its graph" in k for k in kernels), kernels
+    assert any("one GEMM" in k for k in kernels), kernels
+    monkeypatch.setenv("TWINFER_INT8_CUDNN_FUSED", "0")
+    monkeypatch.setenv("TWINFER_INT8_CONV", "cudnn")
+    plain = twinfer.load(m, device="cuda", precision="int8", calibration=eng.calibration, allow_cpu_fallback=False)
+    plain_kernels = [r.kernel for r in plain.kernel_report({"x": (3, 16, 9, 11)}) if r.op.endswith("QConv")]
+    assert not any("requantized in its graph" in k or "one GEMM" in k for k in plain_kernels), plain_kernels
+    x = rng.standard_normal((3, 16, 9, 11)).astype(F32)
+    got, want = eng.run({"x": x})["y"].numpy(), plain.run({"x": x})["y"].numpy()
+    same = np.isclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    assert same.mean() > 0.97, same.mean()
+    np.testing.assert_allclose(got, want, rtol=0.02, atol=0.05 * np.abs(want).max())

@@ -3,7 +3,8 @@ attention, its softmax between two activations) computes in float16, as
 TensorRT's int8 engines with fp16 on do, while the quantization ops keep
 float32 with their scales (graph/passes/lower_precision.h,
 quantized_ops_float32). On an H200 BERT-base's float32 attention had taken
-35 of an int8 run's 47 ms.
+35 of an int8 run's 47 ms. The QMatMuls read and write their float rows in
+float16 themselves (out_dtype): no conversions around them.
 
 The reference is onnxruntime's float32 run of the float model; the CPU's
 int8 engine (everything float in float32) is a second one, closer."""
@@ -72,7 +73,12 @@ def test_int8_runs_the_attention_calibration_left_float_in_float16(device, rng):
     assert all(r.backend in (device, "copy") for r in rows), rows
     quantized = [r for r in rows if r.op == "com.twinfer::QMatMul"]
     assert len(quantized) == 4, rows  # the four projections, int8
-    assert all(r.dtype == "float32" for r in quantized), quantized  # their scales and outputs float32
+    # Their float rows are read and written in float16 (their scales stay
+    # float32): no Clip -> Cast after them, and no Cast before them but the
+    # one conversion of the float32 graph input the three Q/K/V share.
+    assert all(r.dtype == "float16" for r in quantized), quantized
+    assert [r.op for r in rows].count("Clip") == 1, rows
+    assert [r.op for r in rows].count("Cast") == 2, rows  # x to float16; the output projection's rows back to float32
     attention = [r for r in rows if "Attention" in r.op or r.op in ("Softmax", "MatMul")]
     assert attention and all(r.dtype == "float16" for r in attention), attention
     # The conversions of the projections' float32 rows to float16 come before

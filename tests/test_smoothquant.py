@@ -127,6 +127,48 @@ def test_qmatmul_per_token_matches_numpy(device, K, N, trans_b, act, with_bias, 
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("per_token", [True, False])
+def test_qmatmul_reads_and_writes_float16_rows(device, per_token, rng):
+    """out_dtype = float16 (what lowering sets in a device plan's fp16 rest):
+    x's float16 rows quantized per token as they are read, y written in
+    float16 by the epilogue, saturated to +-65504 as the Clip -> Cast it
+    replaces; NaN from the epilogue (a NaN bias) stays NaN."""
+    K, N, M = 45, 21, 13
+    w = rng.standard_normal((K, N)).astype(F32) * 0.3
+    w_scale = (np.abs(w).max(0) / 127).astype(F32)
+    w_scale[3] *= 1e4  # a column past float16's range: saturates, not inf
+    w_q = np.clip(np.rint(w / (np.abs(w).max(0) / 127)), -127, 127).astype(np.int8)
+    bias = rng.standard_normal(N).astype(F32)
+    bias[5] = np.nan
+    if per_token:
+        x = (rng.standard_normal((M, K)) * rng.uniform(0.05, 20, (M, 1))).astype(np.float16)
+        m = _qmatmul_model(w_q, w_scale, bias, "", False)
+        m.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+        q, s = token_quantize(x.astype(F32))
+    else:  # int8 x with its scale: only y is 16-bit
+        q = rng.integers(-127, 128, (M, K)).astype(np.int8)
+        s = np.full(M, 0.05, F32)
+        node = helper.make_node("QMatMul", ["x", "xs", "", "w", "ws", "b"], ["y"], domain="com.twinfer")
+        m = _model([node], [helper.make_tensor_value_info("x", TensorProto.INT8, ["M", K])],
+                   [helper.make_tensor_value_info("y", F, None)],
+                   {"xs": np.float32(0.05), "w": w_q, "ws": w_scale, "b": bias})
+        x = q
+    m.graph.node[0].attribute.append(helper.make_attribute("out_dtype", TensorProto.FLOAT16))
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    eng = _load(m, device)
+    rows = _on_device(eng, device, {"x": x.shape})
+    assert [r.dtype for r in rows if "QMatMul" in r.op] == ["float16"], rows
+    acc = q.astype(np.int64) @ w_q.astype(np.int64)
+    want = (acc.astype(np.float64) * w_scale[None, :] * s[:, None] + bias).astype(F32)
+    assert np.abs(want[:, 3]).max() > 65504  # the column meant to saturate does
+    want = np.clip(want, -65504, 65504).astype(np.float16)
+    got = eng.run({"x": x})["y"].numpy()
+    assert got.dtype == np.float16 and got.shape == (M, N)
+    assert np.isnan(got[:, 5]).all() and not np.isinf(got).any()
+    np.testing.assert_allclose(got.astype(F32), want.astype(F32), rtol=2e-3, atol=1e-3 * np.abs(want[:, :3]).max())
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_qmatmul_per_token_quantized_output(device, rng):
     K, N = 33, 21
     w = rng.standard_normal((K, N)).astype(F32) * 0.3

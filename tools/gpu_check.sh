@@ -222,13 +222,16 @@ fi
 
 # ---- where the time goes (not in the default steps: `tools/gpu_check.sh profile`) ----
 if [[ " $steps " == *" profile "* ]]; then
-  # GPU_PROFILE_MODELS / GPU_PROFILE_PRECISIONS narrow it (the profiles print as tables into the log).
+  # GPU_PROFILE_MODELS / GPU_PROFILE_PRECISIONS narrow it (the profiles print as tables into the log);
+  # GPU_PROFILE_KERNELS=0 leaves the kernel tables out.
   models=${GPU_PROFILE_MODELS:-resnet50 mobilenet_v2 vit_b_16 bert_base}
   precisions=${GPU_PROFILE_PRECISIONS:-fp16 int8}
   stamp "profile: per-op kernel times of $models ($precisions)"
   # shellcheck disable=SC2086
+  # --kernels: each profile's costliest kernels by name too (CUPTI), so an
+  # op's time splits into its kernels (im2col / GEMM / epilogue apart).
   (cd benchmarks && bench bench_profile 240 $PY gpu_profile.py --models $models --precisions $precisions \
-    --json "$WORK/profile.json")
+    --kernels "${GPU_PROFILE_KERNELS:-20}" --json "$WORK/profile.json")
 fi
 
 # ---- compute-sanitizer last: the slowest per test, and the least likely to fit ------

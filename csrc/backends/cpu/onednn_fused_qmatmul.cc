@@ -14,11 +14,16 @@
 // a 3-D tensor), while [M, 1] against a 2-D [M, N] has no optimized
 // broadcast and fell back to its reference matmul ("ref:any", minutes
 // for what takes milliseconds).
+//
+// A device plan's lowered QMatMul (x and y in float16 / bfloat16, out_dtype)
+// runs here on the simulated device: x's rows widened to float32 before they
+// are quantized, y written by oneDNN in float32 and narrowed, saturated, after.
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "backends/cpu/onednn_qlinear.h"
+#include "core/half.h"
 #include "graph/domains.h"
 #include "ops/quant/quant_util.h"
 #include "ops/quant/token_quant.h"
@@ -41,8 +46,12 @@ class QMatMulKernel final : public Kernel {
     m_ = 1;
     for (size_t d = 0; d + 1 < x.size(); ++d) m_ *= x[d];
     p_ = read_qlinear_params(info, n_, /*allow_runtime_x=*/true);
+    narrow_x_ = p_.x_per_token && p_.x_type != DType::kFloat32;
+    narrow_y_ = !p_.quantized_out && p_.y_type != DType::kFloat32;
     if (m_ == 0 || n_ == 0 || k_ == 0) return;
     if (p_.x_per_token) token_bytes_ = onednn::align_up(static_cast<size_t>(m_ * k_)) + onednn::align_up(m_ * sizeof(float));
+    if (narrow_x_) token_bytes_ += onednn::align_up(static_cast<size_t>(m_ * k_) * sizeof(float));
+    if (narrow_y_) token_bytes_ += onednn::align_up(static_cast<size_t>(m_ * n_) * sizeof(float));
     onednn::guarded(node_, op_, [&] {
       const dt y_type = p_.quantized_out ? onednn::dnnl_type(p_.y_type) : dt::f32;
       if (p_.x_per_token) {  // 3-D, see the top of the file
@@ -88,17 +97,29 @@ class QMatMulKernel final : public Kernel {
       const float* row_scales = nullptr;
       float x_scale = 1.f;  // this run's, when a DynamicQuantizeLinear computed them (oneDNN reads them in execute)
       int32_t x_zero = 0;
+      // Scratch: [int8 rows][row scales][x widened][y in float32], then oneDNN's.
+      char* wide = scratch + (p_.x_per_token ? onednn::align_up(static_cast<size_t>(m_ * k_)) +
+                                                   onednn::align_up(m_ * sizeof(float))
+                                             : 0);
+      float* x_wide = narrow_x_ ? reinterpret_cast<float*>(wide) : nullptr;
+      float* y_wide = narrow_y_ ? reinterpret_cast<float*>(
+                                      wide + (narrow_x_ ? onednn::align_up(static_cast<size_t>(m_ * k_) * sizeof(float)) : 0))
+                                : nullptr;
       if (p_.x_per_token) {
         int8_t* q = reinterpret_cast<int8_t*>(scratch);
         float* rs = reinterpret_cast<float*>(scratch + onednn::align_up(static_cast<size_t>(m_ * k_)));
-        quantize_tokens(ctx.inputs[kQX].as<const float>(), m_, k_, q, rs, threads.threads(),
-                        p_.x_smooth.empty() ? nullptr : p_.x_smooth.data());
+        const float* xf = ctx.inputs[kQX].as<const float>();
+        if (x_wide) {
+          widen(ctx.inputs[kQX].data, p_.x_type, m_ * k_, x_wide);
+          xf = x_wide;
+        }
+        quantize_tokens(xf, m_, k_, q, rs, threads.threads(), p_.x_smooth.empty() ? nullptr : p_.x_smooth.data());
         src = q;
         row_scales = rs;
       }
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(a_md_, src)},
                                                  {DNNL_ARG_WEIGHTS, v.weights},
-                                                 {DNNL_ARG_DST, mem(y_md_, ctx.outputs[0].data)}};
+                                                 {DNNL_ARG_DST, mem(y_md_, y_wide ? y_wide : ctx.outputs[0].data)}};
       if (p_.x_per_token) {
         add_qlinear_token_args(p_, row_scales, m_, n_, args);
       } else {
@@ -116,6 +137,7 @@ class QMatMulKernel final : public Kernel {
       dnnl::stream s(eng);
       v.prim.execute(s, args);
       s.wait();
+      if (y_wide) narrow_saturated(y_wide, m_ * n_, p_.y_type, ctx.outputs[0].data);
     });
   }
 
@@ -148,7 +170,8 @@ class QMatMulKernel final : public Kernel {
         const float f = p_.act.apply(p_.bias.empty() ? 0.f : p_.bias[j]);
         const int64_t i = r * n_ + j;
         if (!p_.quantized_out) {
-          ctx.outputs[0].as<float>()[i] = f;
+          if (narrow_y_) narrow_saturated(&f, 1, p_.y_type, static_cast<uint16_t*>(ctx.outputs[0].data) + i);
+          else ctx.outputs[0].as<float>()[i] = f;
           continue;
         }
         int64_t lo, hi;
@@ -157,6 +180,19 @@ class QMatMulKernel final : public Kernel {
         if (p_.y_type == DType::kUInt8) ctx.outputs[0].as<uint8_t>()[i] = static_cast<uint8_t>(q);
         else ctx.outputs[0].as<int8_t>()[i] = static_cast<int8_t>(q);
       }
+  }
+  static void widen(const void* x, DType t, int64_t n, float* out) {
+    const uint16_t* bits = static_cast<const uint16_t*>(x);
+    for (int64_t i = 0; i < n; ++i) out[i] = t == DType::kFloat16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
+  }
+  // Into t's finite range first, as lowering's Clip -> Cast (NaN stays NaN).
+  static void narrow_saturated(const float* y, int64_t n, DType t, void* out) {
+    const float limit = t == DType::kFloat16 ? 65504.f : 3.3895313892515355e38f;
+    uint16_t* bits = static_cast<uint16_t*>(out);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = y[i] > limit ? limit : y[i] < -limit ? -limit : y[i];
+      bits[i] = t == DType::kFloat16 ? float_to_half(v) : float_to_bf16(v);
+    }
   }
   static void quant_int_range_of(DType t, int64_t* lo, int64_t* hi) {
     *lo = t == DType::kUInt8 ? 0 : -128;
@@ -172,7 +208,8 @@ class QMatMulKernel final : public Kernel {
   mutable onednn::PackedWeights packed_;
   onednn::ByThreads<Variant> variants_;
   size_t declared_scratch_ = 0;
-  size_t token_bytes_ = 0;  // per token: int8 rows + row scales at the start of scratch
+  size_t token_bytes_ = 0;  // int8 rows + row scales (per token), widened x, float32 y: the start of scratch
+  bool narrow_x_ = false, narrow_y_ = false;  // x / y in float16 or bfloat16 (a lowered device plan's)
 };
 
 // x_scale and x_zero_point may be run-time values (a dynamic quantization's,

@@ -42,6 +42,14 @@ struct ConvGraphSpec {
   // own epilogue kernel. `act` must be one conv_graph_fuses().
   bool bias = false, residual = false;
   nn::Activation act;
+  // int8 only: the layer's requantization inside the graph instead of int32
+  // sums out, y = int8(act(conv * scale[M] + bias[M])) channels-last, scale
+  // and bias float32 device vectors (QConv folds 1 / y_scale into both),
+  // `act` none or ReLU. cuDNN's runtime-fusion engines list int8 convolution
+  // with float pointwise ops and an int8 output on Hopper (the graph API's
+  // support surface 90); where no engine takes it, QConv asks for the int32
+  // form and runs its own epilogue.
+  bool int8_requantize = false;
 };
 
 // Whether `act` goes inside cuDNN's graph: those its pointwise modes express
@@ -56,9 +64,10 @@ class ConvGraphPlan {
   virtual ~ConvGraphPlan() = default;
   virtual size_t workspace_bytes() const = 0;
   virtual const std::string& plan_name() const = 0;
-  // bias and residual: the spec's fused epilogue's operands (null without).
+  // bias and residual: the spec's fused epilogue's operands (null without);
+  // scale: int8_requantize's per-channel vector.
   virtual void run(const void* x, const void* w, void* y, void* workspace, cudaStream_t s,
-                   const void* bias = nullptr, const void* residual = nullptr) const = 0;
+                   const void* bias = nullptr, const void* residual = nullptr, const void* scale = nullptr) const = 0;
 };
 
 // cuDNN's plan for `spec` on the current device, or null with `why`.

@@ -3,6 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -96,10 +99,18 @@ cublasLtMatmulHeuristicResult_t choose_algo(cublasLtHandle_t h, cublasLtMatmulDe
   return r;
 }
 
+int cublaslt_tune_candidates() {
+  static const int n = [] {
+    const char* v = std::getenv("TWINFER_CUBLASLT_TUNE");
+    return v && *v ? std::atoi(v) : 3;
+  }();
+  return n;
+}
+
 cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
                                                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                                     cublasLtMatrixLayout_t d, uint32_t align, const std::string& what,
-                                                    const AlgoTrial& trial) {
+                                                    const AlgoTrial& trial, int tune, std::string* timings) {
   const CublasLtApi& api = cublaslt();
   cublasLtMatmulPreference_t pref = preference(align);
   constexpr int kCandidates = 8;
@@ -114,10 +125,25 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
   size_t most = 0;
   for (int i = 0; i < found; ++i) most = std::max(most, r[i].workspaceSize);
   TrialBuffer workspace(most);
-  cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (cuBLASLt trial)");
-  std::string refused;
-  int chosen = -1;
+  // A trial's stream and events, released however the trials end.
+  struct Clock {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Clock() {
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+      if (stream && cudaStreamDestroy(stream) != cudaSuccess) cudaGetLastError();
+    }
+  } clock;
+  check(cudaStreamCreateWithFlags(&clock.stream, cudaStreamNonBlocking), "cudaStreamCreate (cuBLASLt trial)");
+  const int timed_at_most = std::max(tune, 1);
+  if (timed_at_most > 1) {
+    check(cudaEventCreate(&clock.start), "cudaEventCreate (cuBLASLt tuning)");
+    check(cudaEventCreate(&clock.stop), "cudaEventCreate (cuBLASLt tuning)");
+  }
+  std::string refused, log;
+  int chosen = -1, working = 0;
+  float best = std::numeric_limits<float>::infinity();
   // The trials launch real GEMMs (and load cuBLASLt's modules lazily) from
   // whatever thread builds the plan: kept apart from another thread's
   // capture beginning or ending, under the lock those take (cuda_device.cc:
@@ -125,22 +151,47 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
   // driver on an H100; whether cuBLASLt's can is not known, and a trial is
   // plan-build work, where the wait costs nothing a run sees).
   std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());
-  for (int i = 0; i < found && chosen < 0; ++i) {
+  for (int i = 0; i < found && working < timed_at_most; ++i) {
     if (r[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    const cublasStatus_t st = trial(r[i], workspace.get(), stream);
-    const cudaError_t ce = cudaStreamSynchronize(stream);
-    if (st == CUBLAS_STATUS_SUCCESS && ce == cudaSuccess) {
+    const cublasStatus_t st = trial(r[i], workspace.get(), clock.stream);
+    const cudaError_t ce = cudaStreamSynchronize(clock.stream);
+    if (st != CUBLAS_STATUS_SUCCESS || ce != cudaSuccess) {
+      cudaGetLastError();
+      const char* msg = st != CUBLAS_STATUS_SUCCESS ? api.status_string(st) : cudaGetErrorString(ce);
+      refused += (refused.empty() ? "" : "; ") + std::string("candidate ") + std::to_string(i) + ": " + msg;
+      continue;
+    }
+    ++working;
+    if (timed_at_most == 1) {
       chosen = i;
       break;
     }
-    cudaGetLastError();
-    const char* msg = st != CUBLAS_STATUS_SUCCESS ? api.status_string(st) : cudaGetErrorString(ce);
-    refused += (refused.empty() ? "" : "; ") + std::string("candidate ") + std::to_string(i) + ": " + msg;
+    // Tuning: the heuristic's order is not the fastest for every shape (its
+    // first int8 choice on Hopper is suspected slow; docs/gpu-runs): the
+    // fastest of three timed launches of each of the first `tune` that run.
+    float fastest = std::numeric_limits<float>::infinity();
+    for (int rep = 0; rep < 3; ++rep) {
+      float ms = 0.f;
+      cudaEventRecord(clock.start, clock.stream);
+      const cublasStatus_t again = trial(r[i], workspace.get(), clock.stream);
+      cudaEventRecord(clock.stop, clock.stream);
+      if (again != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(clock.stop) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, clock.start, clock.stop) != cudaSuccess) {
+        cudaGetLastError();
+        fastest = std::numeric_limits<float>::infinity();
+        break;
+      }
+      fastest = std::min(fastest, ms);
+    }
+    char text[48];
+    std::snprintf(text, sizeof text, "candidate %d %.3f ms", i, fastest);
+    log += (log.empty() ? "" : ", ") + std::string(text);
+    if (chosen < 0 || fastest < best) best = fastest, chosen = i;
   }
-  if (cudaStreamDestroy(stream) != cudaSuccess) cudaGetLastError();
   if (chosen < 0)
     throw Error(ErrorKind::kUnsupportedOp, "cuBLASLt refused every algorithm its heuristic offered for " + what +
                                                " (" + refused + ")");
+  if (timings) *timings = working > 1 ? log : "";
   return r[chosen];
 }
 

@@ -53,10 +53,17 @@ using AlgoTrial = std::function<cublasStatus_t(const cublasLtMatmulHeuristicResu
 // and shapes only: on an H100 (cuBLASLt 13.1) cublasLtMatmul refused the
 // heuristic's FP8 choice with NOT_SUPPORTED. Throws Error(kUnsupportedOp)
 // naming each refusal when no candidate runs.
+// With `tune` > 1, the first `tune` candidates that run are each timed
+// (the fastest of three launches) and the fastest is kept; `timings`, when
+// given, gets "candidate I T ms, ..." (empty when fewer than two ran).
 cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
                                                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                                     cublasLtMatrixLayout_t d, uint32_t align, const std::string& what,
-                                                    const AlgoTrial& trial);
+                                                    const AlgoTrial& trial, int tune = 1,
+                                                    std::string* timings = nullptr);
+// How many working candidates choose_working_algo times for the GEMMs that
+// tune (int8, FP8): TWINFER_CUBLASLT_TUNE, default 3; 1 takes the first.
+int cublaslt_tune_candidates();
 // A column-major rows x cols matrix of type t with leading dimension ld
 // (throws on failure; the caller destroys it with layout_destroy).
 cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld);

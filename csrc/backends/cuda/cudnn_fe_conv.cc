@@ -15,7 +15,7 @@ namespace twinfer::cuda {
 
 namespace {
 
-enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual };
+enum Uid : int64_t { kX = 1, kW, kY, kBias, kResidual, kScale };
 
 // The pointwise mode of a fusable activation (conv_graph_fuses).
 fe::graph::Pointwise_attributes activation_attrs(const nn::Activation& a) {
@@ -59,11 +59,40 @@ std::shared_ptr<fe::graph::Tensor_attributes> fused_epilogue(fe::graph::Graph& g
 
 // `y_out`: where the output tensor goes; when set, y's dims are left for
 // the frontend to infer (validate_cudnn_conv_graph compares them with ours).
+// QConv's requantization in the graph (ConvGraphSpec::int8_requantize):
+// conv (int32 sums) -> * scale[M] -> [+ bias[M]] -> [ReLU] in float ->
+// int8 y. The vectors are float32 whatever the io type.
+std::shared_ptr<fe::graph::Tensor_attributes> int8_requantize(fe::graph::Graph& graph, const ConvGraphSpec& s,
+                                                              std::shared_ptr<fe::graph::Tensor_attributes> y) {
+  std::vector<int64_t> dims(s.y.size(), 1);
+  dims[1] = s.y[1];
+  auto vector = [&](const char* name, int64_t uid) {
+    return graph.tensor(fe::graph::Tensor_attributes()
+                            .set_name(name)
+                            .set_uid(uid)
+                            .set_dim(dims)
+                            .set_stride(channels_last_strides(dims))
+                            .set_data_type(fe::DataType_t::FLOAT));
+  };
+  auto float_op = [](const char* name, fe::PointwiseMode_t mode) {
+    return fe::graph::Pointwise_attributes().set_name(name).set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
+  };
+  y = graph.pointwise(y, vector("scale", kScale), float_op("scale", fe::PointwiseMode_t::MUL));
+  if (s.bias) y = graph.pointwise(y, vector("bias", kBias), float_op("bias", fe::PointwiseMode_t::ADD));
+  if (s.act.kind == nn::ActKind::kRelu) y = graph.pointwise(y, float_op("relu", fe::PointwiseMode_t::RELU_FWD));
+  return y;
+}
+
 std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
                                              std::shared_ptr<fe::graph::Tensor_attributes>* y_out = nullptr) {
   const bool int8 = s.dtype == DType::kInt8;
+  if (s.int8_requantize && (!int8 || s.transpose || s.residual ||
+                            (s.act.kind != nn::ActKind::kNone && s.act.kind != nn::ActKind::kRelu)))
+    throw Error(ErrorKind::kUnsupportedOp, "the int8 requantizing graph takes an int8 convolution with ReLU or none");
   const fe::DataType_t io = int8 ? fe::DataType_t::INT8 : fe_type(s.dtype);
-  const fe::DataType_t acc = int8 ? fe::DataType_t::INT32 : fe::DataType_t::FLOAT;
+  // The int32 form's pointwise identity stays int32; the requantizing one
+  // computes in float past the convolution's own int32 sums.
+  const fe::DataType_t acc = int8 && !s.int8_requantize ? fe::DataType_t::INT32 : fe::DataType_t::FLOAT;
   // Channels-last strides on the filter too make it KRSC ([M, k..., C/group]).
   const bool nhwc = int8 || s.channels_last;
   auto layout = [&](const std::vector<int64_t>& dims) { return nhwc ? channels_last_strides(dims) : contiguous_strides(dims); };
@@ -81,6 +110,7 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
                    .set_post_padding(s.pad_end)
                    .set_stride(s.stride)
                    .set_dilation(s.dilation);
+  if (int8) attrs.set_compute_data_type(fe::DataType_t::INT32);  // int8 products sum in int32
   if (s.transpose) {  // y has no inferable size here: it is always given
     auto dx = graph->conv_dgrad(x, w,
                                 fe::graph::Conv_dgrad_attributes()
@@ -94,13 +124,16 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
     return graph;
   }
   auto y = graph->conv_fprop(x, w, attrs);
-  if (!int8) y = fused_epilogue(*graph, s, y, tensor);
-  if (int8) {
+  if (!int8) {
+    y = fused_epilogue(*graph, s, y, tensor);
+  } else if (s.int8_requantize) {
+    y = int8_requantize(*graph, s, y);
+  } else {
     // The int32 accumulator goes out through a pointwise identity, as
     // NVIDIA's int8 sample has it (int8_fprop.cpp).
     y = graph->pointwise(y, y, fe::graph::Pointwise_attributes().set_name("acc").set_mode(fe::PointwiseMode_t::IDENTITY));
   }
-  y->set_output(true).set_uid(kY).set_data_type(int8 ? fe::DataType_t::INT32 : io);
+  y->set_output(true).set_uid(kY).set_data_type(int8 && !s.int8_requantize ? fe::DataType_t::INT32 : io);
   if (y_out) {
     *y_out = y;
   } else {
@@ -128,9 +161,12 @@ class CudnnConvGraph final : public ConvGraphPlan {
     // int8), bias, residual; y's dims are given for every graph built here.
     const size_t io = s.dtype == DType::kInt8 ? 1 : dtype_size(s.dtype);
     auto bytes = [](const std::vector<int64_t>& d, size_t each) { return static_cast<size_t>(shape_numel(d)) * each; };
+    const bool int32_sums = s.dtype == DType::kInt8 && !s.int8_requantize;
     std::vector<std::pair<int64_t, size_t>> operands{
-        {kX, bytes(s.x, io)}, {kW, bytes(s.w, io)}, {kY, bytes(s.y, s.dtype == DType::kInt8 ? 4 : io)}};
-    if (s.bias && s.y.size() > 1) operands.push_back({kBias, bytes({s.y[1]}, io)});
+        {kX, bytes(s.x, io)}, {kW, bytes(s.w, io)}, {kY, bytes(s.y, int32_sums ? 4 : io)}};
+    const size_t vector_each = s.int8_requantize ? sizeof(float) : io;
+    if (s.bias && s.y.size() > 1) operands.push_back({kBias, bytes({s.y[1]}, vector_each)});
+    if (s.int8_requantize && s.y.size() > 1) operands.push_back({kScale, bytes({s.y[1]}, sizeof(float))});
     if (s.residual) operands.push_back({kResidual, bytes(s.y, io)});
     graph_.tune(operands, cudnn_tune_candidates());
     name_ = graph_.tuning().empty() ? graph_.plan_name() : graph_.plan_name() + "; timed " + graph_.tuning();
@@ -140,10 +176,11 @@ class CudnnConvGraph final : public ConvGraphPlan {
   const std::string& plan_name() const override { return name_; }
 
   void run(const void* x, const void* w, void* y, void* workspace, cudaStream_t s, const void* bias,
-           const void* residual) const override {
+           const void* residual, const void* scale) const override {
     std::unordered_map<int64_t, void*> pack{{kX, const_cast<void*>(x)}, {kW, const_cast<void*>(w)}, {kY, y}};
     if (bias) pack[kBias] = const_cast<void*>(bias);
     if (residual) pack[kResidual] = const_cast<void*>(residual);
+    if (scale) pack[kScale] = const_cast<void*>(scale);
     graph_.execute(pack, workspace, s);
   }
 
@@ -199,7 +236,7 @@ std::string validate_cudnn_conv_graph(const ConvGraphSpec& spec) {
 std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& spec, std::string* why) {
   static PlanCache<ConvGraphPlan>* cache = new PlanCache<ConvGraphPlan>();  // never destroyed
   std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.exact ? "e" : "") + (spec.transpose ? "t" : "") +
-                    (spec.channels_last ? "n" : "") + (spec.bias ? "b" : "") + (spec.residual ? "r" : "") + "a" +
+                    (spec.channels_last ? "n" : "") + (spec.bias ? "b" : "") + (spec.residual ? "r" : "") + (spec.int8_requantize ? "q" : "") + "a" +
                     std::to_string(static_cast<int>(spec.act.kind)) + ":" + exact_key(spec.act.alpha) + ":" +
                     exact_key(spec.act.beta) + ":" + std::to_string(spec.max_workspace);
   for (const auto* v : {&spec.x, &spec.w, &spec.y, &spec.pad_begin, &spec.pad_end, &spec.stride, &spec.dilation}) {

@@ -3,7 +3,8 @@
 // A conv's dtype may carry options after colons ("float16:nhwc:bias:relu"):
 // "nhwc", the channels-last form (ConvGraphSpec::channels_last: NHWC x and
 // y, a KRSC filter) that the com.twinfer.nhwc Conv hands cuDNN; "bias",
-// "residual" and an activation name, the epilogue fused into the graph.
+// "residual" and an activation name, the epilogue fused into the graph;
+// "requantize" (int8), QConv's requantization in the graph, int8 out.
 #include "backends/cuda/conv_graph.h"
 #include "backends/cuda/sdpa_plan.h"
 #include "core/device_info.h"
@@ -61,6 +62,7 @@ std::string cudnn_conv_validate(const std::vector<int64_t>& x, const std::vector
     else if (p == "silu") s.act.kind = nn::ActKind::kSilu;
     else if (p == "gelu") s.act.kind = nn::ActKind::kGelu;
     else if (p == "tanh") s.act.kind = nn::ActKind::kTanh;
+    else if (p == "requantize") s.int8_requantize = true;
     else throw Error(ErrorKind::kInvalidArgument, "unknown conv graph option '" + p + "'");
   }
   return cuda::validate_cudnn_conv_graph(s);

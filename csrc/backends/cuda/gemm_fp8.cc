@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cublaslt.h"
@@ -106,13 +107,16 @@ class CudaFP8MatMul final : public Kernel {
     d_ = make_layout(cuda_type(xt_), np_, m_, np_);
     // Each candidate is launched once on zeroed operands (see choose_working_algo).
     TrialBuffer xq(static_cast<size_t>(m_ * kp_)), dq(static_cast<size_t>(m_ * np_) * dtype_size(xt_));
+    std::string timings;
     algo_ = choose_working_algo(
         handle_, desc_, a_, b_, d_, 16, "FP8 " + std::to_string(m_) + "x" + std::to_string(n_) + "x" + std::to_string(k_),
         [&](const cublasLtMatmulHeuristicResult_t& r, void* workspace, cudaStream_t s) {
           const float one = 1.f, zero = 0.f;
           return api_.matmul(handle_, desc_, &one, w_.data(), a_, xq.get(), b_, &zero, dq.get(), d_, dq.get(), d_,
                              &r.algo, workspace, r.workspaceSize, s);
-        });
+        },
+        cublaslt_tune_candidates(), &timings);
+    name_ = "cublasLt fp8 (E4M3, fp32 accumulate)" + (timings.empty() ? "" : "; timed " + timings);
   }
   ~CudaFP8MatMul() override {
     for (auto l : {a_, b_, d_})
@@ -124,7 +128,7 @@ class CudaFP8MatMul final : public Kernel {
   size_t x_bytes() const { return align(static_cast<size_t>(m_ * kp_)); }
   size_t d_bytes() const { return np_ != n_ ? align(static_cast<size_t>(m_ * np_) * dtype_size(xt_)) : 0; }
   size_t scratch_bytes() const override { return x_bytes() + d_bytes() + align(algo_.workspaceSize); }
-  const char* impl_name() const override { return "cublasLt fp8 (E4M3, fp32 accumulate)"; }
+  const char* impl_name() const override { return name_.c_str(); }
 
   void run(KernelContext& ctx) const override {
     const cudaStream_t s = stream_of(ctx);
@@ -159,6 +163,7 @@ class CudaFP8MatMul final : public Kernel {
   int64_t m_ = 0, n_ = 0, k_ = 0, kp_ = 0, np_ = 0;
   bool has_bias_ = false, bias_after_ = false;  // bias_after_: float32 D, bias added by our kernel
   Tensor w_, scales_, bias_;
+  std::string name_;  // with the candidates timed
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
   cublasLtMatmulHeuristicResult_t algo_{};

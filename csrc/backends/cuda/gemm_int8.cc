@@ -28,6 +28,7 @@ struct Int8Gemm::State {
   // lock (contexts share the kernel).
   mutable std::mutex m;
   mutable const float* bias_set = nullptr;
+  std::string timings;
 
   State(const Config& cfg) : c(cfg), api(cublaslt()), handle(cublaslt_handle(current_device())) {}
   ~State() {
@@ -37,6 +38,24 @@ struct Int8Gemm::State {
   }
   void set(cublasLtMatmulDescAttributes_t attr, const void* v, size_t n) {
     check_cublas(api.desc_set(desc, attr, v, n), "cublasLtMatmulDescSetAttribute");
+  }
+  // One cublasLtMatmul with `algo` (the chosen one, or a candidate on trial).
+  cublasStatus_t launch(const int8_t* x, const int8_t* w, void* d, const float* alpha, const float* bias,
+                        const cublasLtMatmulAlgo_t& algo, void* workspace, size_t workspace_size,
+                        cudaStream_t stream) const {
+    std::lock_guard<std::mutex> lock(m);
+    if (c.bias && bias != bias_set) {
+      check_cublas(api.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                   "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+      bias_set = bias;
+    }
+    const int32_t one = 1, zero = 0;
+    const float fzero = 0.f;
+    const bool i8 = c.out == Output::kInt8;
+    const void* a_scale = i8 ? static_cast<const void*>(alpha) : &one;
+    const void* b_scale = i8 ? static_cast<const void*>(&fzero) : &zero;
+    return api.matmul(handle, desc, a_scale, w, a, x, b, b_scale, d, this->d, d, this->d, &algo, workspace,
+                      workspace_size, stream);
   }
 };
 
@@ -82,31 +101,41 @@ Int8Gemm::Int8Gemm(const Config& c) : st_(std::make_unique<State>(c)) {
   s.d = make_layout(i8 ? CUDA_R_8I : CUDA_R_32I, c.n, c.rows, c.n);
 
   // 16: our buffers are the arena's and the kernel's own, 256-byte aligned.
-  s.algo = choose_algo(s.handle, s.desc, s.a, s.b, s.d, 16,
-                       "int8 " + std::to_string(c.rows) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
-                           (i8 ? " with int8 output" : " with int32 output"));
+  // Each candidate runs on zeroed operands (alpha 0, bias 0), and the first
+  // TWINFER_CUBLASLT_TUNE that run are timed: the heuristic's first int8
+  // choice is suspected slow on Hopper (docs/gpu-runs/2026-11-30-b56c98f.md).
+  // Without memory for the trial operands (a batch-256 im2col is hundreds of
+  // MB), the heuristic's first choice as before.
+  const std::string what = "int8 " + std::to_string(c.rows) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                           (i8 ? " with int8 output" : " with int32 output");
+  try {
+    const TrialBuffer x(static_cast<size_t>(c.rows * c.k)), w(static_cast<size_t>(c.n * c.k)),
+        d(static_cast<size_t>(c.rows * c.n) * (i8 ? 1 : 4)), vectors(static_cast<size_t>(c.n) * sizeof(float));
+    const float* trial_vector = static_cast<const float*>(vectors.get());
+    s.algo = choose_working_algo(
+        s.handle, s.desc, s.a, s.b, s.d, 16, what,
+        [&](const cublasLtMatmulHeuristicResult_t& r, void* workspace, cudaStream_t stream) {
+          return s.launch(static_cast<const int8_t*>(x.get()), static_cast<const int8_t*>(w.get()), d.get(),
+                          trial_vector, c.bias ? trial_vector : nullptr, r.algo, workspace, r.workspaceSize, stream);
+        },
+        cublaslt_tune_candidates(), &s.timings);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kOutOfMemory) throw;
+    cudaGetLastError();
+    s.timings.clear();
+    s.algo = choose_algo(s.handle, s.desc, s.a, s.b, s.d, 16, what);
+  }
+  s.bias_set = nullptr;  // the trials' bias vector is freed: the first run sets the layer's own
 }
 
 Int8Gemm::~Int8Gemm() = default;
 
 size_t Int8Gemm::workspace_bytes() const { return st_->algo.workspaceSize; }
+const std::string& Int8Gemm::timings() const { return st_->timings; }
 
 void Int8Gemm::run(const int8_t* x, const int8_t* w, void* d, const float* alpha, const float* bias, void* workspace,
                    cudaStream_t stream) const {
-  const State& s = *st_;
-  std::lock_guard<std::mutex> lock(s.m);
-  if (s.c.bias && bias != s.bias_set) {
-    check_cublas(s.api.desc_set(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
-                 "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-    s.bias_set = bias;
-  }
-  const int32_t one = 1, zero = 0;
-  const float fzero = 0.f;
-  const bool i8 = s.c.out == Output::kInt8;
-  const void* a = i8 ? static_cast<const void*>(alpha) : &one;
-  const void* b = i8 ? static_cast<const void*>(&fzero) : &zero;
-  check_cublas(s.api.matmul(s.handle, s.desc, a, w, s.a, x, s.b, b, d, s.d, d, s.d, &s.algo.algo, workspace,
-                            s.algo.workspaceSize, stream),
+  check_cublas(st_->launch(x, w, d, alpha, bias, st_->algo.algo, workspace, st_->algo.workspaceSize, stream),
                "cublasLtMatmul(int8)");
 }
 

@@ -35,6 +35,8 @@ class Int8Gemm {
   Int8Gemm& operator=(const Int8Gemm&) = delete;
 
   size_t workspace_bytes() const;
+  // The candidates timed when the algorithm was chosen ("" when one ran).
+  const std::string& timings() const;
   // alpha: device float[n] (kInt8), bias: device float[n] or null.
   void run(const int8_t* x, const int8_t* w, void* d, const float* alpha, const float* bias, void* workspace,
            cudaStream_t s) const;

@@ -7,9 +7,14 @@
 //            scale (token_quant_kernels.h), the scales kept for the epilogue
 //   QConv    x -> im2col rows [B*OH*OW, C*KH*KW] (same packing), group 1;
 //            grouped / depthwise convolutions take a direct kernel instead;
-//            an int8 channels-last x with zero point 0 and channels in 4s
-//            goes to cuDNN's int8 convolution first (conv_graph.h: implicit
-//            GEMM, no im2col rows in memory), int32 out, then our epilogue
+//            in order of preference, for an int8 channels-last x with zero
+//            point 0:
+//            - 1x1, stride 1, channels in 16s, int8 NHWC y, ReLU or none:
+//              one cuBLASLt int8-output call on x's rows as they are;
+//            - channels in 4s: cuDNN's int8 convolution (conv_graph.h:
+//              implicit GEMM, no im2col rows in memory), requantizing in its
+//              own graph when y is int8 NHWC with ReLU or none, else int32
+//              sums out and our epilogue
 //
 // Weights are repacked once, at build, into [N, K] (K-major, padded), with
 // their per-channel sums for the zero point. Two ways out of the GEMM:
@@ -131,7 +136,7 @@ class Int8Layer {
   bool packs_x() const { return packs_x_; }
   bool per_token() const { return per_token_; }
   int32_t x_zero() const { return x_zero_; }
-  const char* impl() const { return fast_ ? "cublasLt int8 (scale, bias, ReLU in its epilogue)" : "cublasLt int8 + epilogue"; }
+  const char* impl() const { return name_.c_str(); }
 
   // Scratch: [packed x][row scales, per token][GEMM output][cuBLASLt
   // workspace], 256-byte aligned.
@@ -152,7 +157,7 @@ class Int8Layer {
     gemm_->run(x_rows, w_.data_as<int8_t>(), out, scale_.data_as<float>(),
                p_.bias.empty() ? nullptr : bias_.data_as<float>(), workspace, s);
   }
-  DType y_type() const { return p_.quantized_out ? p_.y_type : DType::kFloat32; }
+  DType y_type() const { return p_.y_type; }  // float32, or out_dtype's 16-bit type, when not quantized
 
  private:
   static size_t align(size_t b) { return (b + 255) / 256 * 256; }
@@ -177,6 +182,8 @@ class Int8Layer {
     c.bias = fast && !p.bias.empty();
     c.relu = fast && p.act.kind == nn::ActKind::kRelu;
     gemm_ = std::make_unique<Int8Gemm>(c);
+    name_ = fast ? "cublasLt int8 (scale, bias, ReLU in its epilogue)" : "cublasLt int8 + epilogue";
+    if (!gemm_->timings().empty()) name_ += "; timed " + gemm_->timings();
   }
 
   QLinearParams p_;
@@ -185,6 +192,7 @@ class Int8Layer {
   int32_t x_zero_ = 0;
   Tensor w_, scale_, bias_, colsum_;
   std::unique_ptr<Int8Gemm> gemm_;
+  std::string name_;  // what runs the layer, with the GEMM candidates timed
 };
 
 // ---- QMatMul ----------------------------------------------------------------
@@ -222,7 +230,7 @@ class CudaQMatMul final : public Kernel {
     if (L.per_token()) {
       auto* packed = reinterpret_cast<int8_t*>(scratch);
       auto* scales = reinterpret_cast<float*>(scratch + L.packed_bytes());
-      quantize_token_rows(ctx.inputs[quant::kQX].as<const float>(), m_, k_, L.kp(), packed, scales,
+      quantize_token_rows(ctx.inputs[quant::kQX].data, ctx.inputs[quant::kQX].dtype, m_, k_, L.kp(), packed, scales,
                           smooth_.storage() ? smooth_.data_as<float>() : nullptr, s);
       xr = packed;
       row_scale = scales;
@@ -305,15 +313,33 @@ class CudaQConv final : public Kernel {
     x_u8_ = p.x_type == DType::kUInt8;
     x_zero_ = p.x_zero;
     y_type_ = p.quantized_out ? p.y_type : DType::kFloat32;
+    // A 1x1 convolution of stride 1 without padding on NHWC int8 x is a
+    // GEMM of x's rows as they are: no im2col copy.
+    const bool pointwise = g_.group == 1 && g_.kernel_h == 1 && g_.kernel_w == 1 && g_.stride_h == 1 &&
+                           g_.stride_w == 1 && g_.pad_h == 0 && g_.pad_w == 0 && g_.out_height == g_.height &&
+                           g_.out_width == g_.width && g_.x_channels_last && !x_u8_ && x_zero_ == 0 && !p.x_per_token;
+    // Such a layer with NHWC int8 y is one cuBLASLt call when its int8-output
+    // form takes it (scale, bias, ReLU and rounding in its epilogue): no int32
+    // sums through memory, which cuDNN's form (int32 out, our epilogue) has.
+    // TWINFER_INT8_CONV=cudnn keeps cuDNN first, to time the two.
+    const char* order = std::getenv("TWINFER_INT8_CONV");
+    const bool int8_relu_out = p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
+                               (p.act.kind == nn::ActKind::kNone || p.act.kind == nn::ActKind::kRelu);
+    if (pointwise && int8_relu_out && g_.y_channels_last && g_.channels % Int8Layer::kPad == 0 &&
+        g_.out_channels % Int8Layer::kPad == 0 && !(order && std::string(order) == "cudnn")) {
+      auto layer = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions());
+      if (layer->fast()) {
+        layer_ = std::move(layer);
+        x_is_cols_ = true;
+        name_ = std::string(layer_->impl()) + ", x's rows as they are (a 1x1 convolution: one GEMM)";
+        return;
+      }
+    }
     std::string why_not_cudnn;
     if (try_cudnn(p, w.data_as<int8_t>(), &why_not_cudnn)) return;
     if (g_.group == 1) {
       layer_ = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions());
-      // A 1x1 convolution of stride 1 without padding on NHWC int8 x is a
-      // GEMM of x's rows as they are: no im2col copy.
-      x_is_cols_ = g_.kernel_h == 1 && g_.kernel_w == 1 && g_.stride_h == 1 && g_.stride_w == 1 && g_.pad_h == 0 &&
-                   g_.pad_w == 0 && g_.out_height == g_.height && g_.out_width == g_.width && g_.x_channels_last &&
-                   !x_u8_ && x_zero_ == 0 && !p.x_per_token && layer_->kp() == g_.channels;
+      x_is_cols_ = pointwise && layer_->kp() == g_.channels;
       name_ = std::string(layer_->impl()) + (x_is_cols_ ? ", x's rows as they are" : "") + " (not cuDNN: " +
               why_not_cudnn + ")";
       return;
@@ -325,7 +351,8 @@ class CudaQConv final : public Kernel {
     e_ = epilogue_for(p, scale_.data_as<float>(), p.bias.empty() ? nullptr : bias_.data_as<float>(), nullptr, 0);
   }
   size_t scratch_bytes() const override {
-    return cudnn_ ? acc_bytes() + cudnn_->workspace_bytes() : layer_ ? layer_->scratch_bytes() : 0;
+    if (cudnn_) return (requantized_ ? 0 : acc_bytes()) + cudnn_->workspace_bytes();
+    return layer_ ? layer_->scratch_bytes() : 0;
   }
   const char* impl_name() const override { return layer_ || cudnn_ ? name_.c_str() : "direct int8 convolution (grouped)"; }
 
@@ -333,6 +360,10 @@ class CudaQConv final : public Kernel {
     const cudaStream_t s = stream_of(ctx);
     const void* x = ctx.inputs[quant::kQX].data;
     void* y = ctx.outputs[0].data;
+    if (cudnn_ && requantized_) {  // int8 y from cuDNN's graph, requantized there
+      cudnn_->run(x, w_.data(), y, ctx.scratch, s, bias_.storage() ? bias_.data() : nullptr, nullptr, scale_.data());
+      return;
+    }
     if (cudnn_) {  // int32 sums [positions, M] channels-last, then the layer's epilogue
       auto* acc = static_cast<int32_t*>(ctx.scratch);
       cudnn_->run(x, w_.data(), acc, static_cast<char*>(ctx.scratch) + acc_bytes(), s);
@@ -398,21 +429,54 @@ class CudaQConv final : public Kernel {
     spec.dilation = {g_.dil_h, g_.dil_w};
     spec.dtype = DType::kInt8;
     spec.max_workspace = size_t(256) << 20;
-    cudnn_ = make_cudnn_conv_graph(spec, why);
-    if (!cudnn_) return false;
     const int64_t M = g_.out_channels, C = g_.channels, KH = g_.kernel_h, KW = g_.kernel_w;
+    // The requantization in cuDNN's graph where it takes it: int8 y written
+    // once, no int32 sums through memory (at batch 256 those are 4 bytes an
+    // output and our epilogue's pass over them). y NHWC int8 with zero point
+    // 0, ReLU or none; TWINFER_INT8_CUDNN_FUSED=0 keeps the int32 form.
+    const char* fused_mode = std::getenv("TWINFER_INT8_CUDNN_FUSED");
+    if (p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 && g_.y_channels_last &&
+        (p.act.kind == nn::ActKind::kNone || p.act.kind == nn::ActKind::kRelu) &&
+        !(fused_mode && std::string(fused_mode) == "0")) {
+      ConvGraphSpec q = spec;
+      q.int8_requantize = true;
+      q.bias = !p.bias.empty();
+      q.act.kind = p.act.kind;
+      std::string why_not_fused;
+      cudnn_ = make_cudnn_conv_graph(q, &why_not_fused);
+      if (cudnn_) {
+        requantized_ = true;
+        std::vector<float> scale(static_cast<size_t>(M)), bias;
+        for (int64_t c = 0; c < M; ++c) scale[c] = p.scales[c] / p.y_scale;
+        scale_ = device_copy(scale.data(), DType::kFloat32, {M});
+        if (!p.bias.empty()) {
+          for (int64_t c = 0; c < M; ++c) bias.push_back(p.bias[c] / p.y_scale);
+          bias_ = device_copy(bias.data(), DType::kFloat32, {M});
+        }
+        name_ = "cudnn int8 conv, requantized in its graph (" + cudnn_->plan_name() + ")";
+      } else {
+        fused_why_ = why_not_fused;
+      }
+    }
+    if (!cudnn_) {
+      cudnn_ = make_cudnn_conv_graph(spec, why);
+      if (!cudnn_) return false;
+      scale_ = device_copy(p.scales.data(), DType::kFloat32, {M});
+      if (!p.bias.empty()) bias_ = device_copy(p.bias.data(), DType::kFloat32, {M});
+      e_ = epilogue_for(p, scale_.data_as<float>(), p.bias.empty() ? nullptr : bias_.data_as<float>(), nullptr, 0);
+      name_ = "cudnn int8 conv (" + cudnn_->plan_name() + ") + epilogue" +
+              (fused_why_.empty() ? "" : " (requantizing graph refused: " + fused_why_ + ")");
+    }
     std::vector<int8_t> krsc(static_cast<size_t>(M * KH * KW * C));
     nn::copy_to_channels_last(w, krsc.data(), M, C, KH * KW, 1);
     w_ = device_copy(krsc.data(), DType::kInt8, {M, KH, KW, C});
-    scale_ = device_copy(p.scales.data(), DType::kFloat32, {M});
-    if (!p.bias.empty()) bias_ = device_copy(p.bias.data(), DType::kFloat32, {M});
-    e_ = epilogue_for(p, scale_.data_as<float>(), p.bias.empty() ? nullptr : bias_.data_as<float>(), nullptr, 0);
-    name_ = "cudnn int8 conv (" + cudnn_->plan_name() + ") + epilogue";
     return true;
   }
 
   ConvGeometry g_;
   bool x_is_cols_ = false;  // a 1x1 convolution whose GEMM reads x itself
+  bool requantized_ = false;  // cuDNN's graph writes int8 y itself (ConvGraphSpec::int8_requantize)
+  std::string fused_why_;     // why cuDNN refused that graph, when it did
   bool x_u8_ = false;
   int32_t x_zero_ = 0;
   std::shared_ptr<const ConvGraphPlan> cudnn_;  // cuDNN's int8 convolution

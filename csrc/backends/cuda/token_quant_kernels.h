@@ -8,13 +8,16 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace twinfer::cuda {
 
 // q[r, 0..k) = x's row r quantized, q[r, k..kp) = 0 (the GEMM's padding),
-// scales[r] = its scale; x is [rows, k] float32, q [rows, kp] int8.
+// scales[r] = its scale; x is [rows, k] of type xt (float32, float16 or
+// bfloat16; 16-bit values are widened exactly), q [rows, kp] int8.
 // smooth (device, k factors, or nullptr): rows of x[r, i] * smooth[i]
 // (QMatMul's x_smooth), as the CPU's quantize_token_rows computes them.
-void quantize_token_rows(const float* x, int64_t rows, int64_t k, int64_t kp, int8_t* q, float* scales,
+void quantize_token_rows(const void* x, DType xt, int64_t rows, int64_t k, int64_t kp, int8_t* q, float* scales,
                          const float* smooth, cudaStream_t s);
 
 // y = x quantized per row and dequantized again (TokenQDQ), [rows, k].

@@ -8,6 +8,7 @@ namespace twinfer::quant {
 namespace {
 
 bool is_q8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+bool is_float(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
 
 // [K, N] of the constant weights, honouring trans_b.
 bool weight_kn(const graph::Node& n, const SymShape& w, Dim* k, Dim* nn) {
@@ -21,8 +22,9 @@ bool weight_kn(const graph::Node& n, const SymShape& w, Dim* k, Dim* nn) {
 void qmatmul_infer(InferContext& c) {
   const DType xt = c.input_dtype(kQX);
   if (c.node().attr_int("x_per_token", 0) != 0) {
-    if (!(xt == DType::kFloat32))
-      c.fail(ErrorKind::kDType, std::string("QMatMul x must be float32 with x_per_token, got ") + dtype_name(xt));
+    if (!is_float(xt))
+      c.fail(ErrorKind::kDType,
+             std::string("QMatMul x must be float32, float16 or bfloat16 with x_per_token, got ") + dtype_name(xt));
     if (!(!c.has_input(kQXScale) && !c.has_input(kQXZero)))
       c.fail(ErrorKind::kModelFormat,
              "QMatMul with x_per_token takes no x_scale / x_zero_point (they are computed per row)");
@@ -33,8 +35,12 @@ void qmatmul_infer(InferContext& c) {
     if (!(!c.has_input(kQXSmooth))) c.fail(ErrorKind::kModelFormat, "QMatMul x_smooth needs x_per_token = 1");
   }
   if (!(c.input_dtype(kQW) == DType::kInt8)) c.fail(ErrorKind::kDType, "QMatMul w must be int8");
-  const DType out = c.has_input(kQYScale) && c.has_input(kQYZero) ? c.input_dtype(kQYZero) : DType::kFloat32;
-  if (!(out == DType::kFloat32 || is_q8(out))) c.fail(ErrorKind::kDType, "QMatMul y_zero_point must be uint8/int8");
+  const bool quantized_out = c.has_input(kQYScale) && c.has_input(kQYZero);
+  const DType out = quantized_out ? c.input_dtype(kQYZero) : qmatmul_float_out(c.node());
+  if (quantized_out && !is_q8(out)) c.fail(ErrorKind::kDType, "QMatMul y_zero_point must be uint8/int8");
+  if (!quantized_out && !is_float(out))
+    c.fail(ErrorKind::kDType, std::string("QMatMul out_dtype must be float32, float16 or bfloat16, got ") +
+                                  dtype_name(out));
   if (!c.input_has_shape(kQX) || !c.input_has_shape(kQW)) return c.set_output_rank_unknown(0, out);
   const SymShape& x = c.input_shape(kQX);
   Dim k, n;
@@ -50,6 +56,11 @@ void qmatmul_infer(InferContext& c) {
 }
 
 }  // namespace
+
+DType qmatmul_float_out(const graph::Node& n) {
+  const int64_t t = n.attr_int("out_dtype", 0);
+  return t ? dtype_from_onnx(static_cast<int>(t)) : DType::kFloat32;
+}
 
 TWINFER_REGISTER_SCHEMA(kQMatMulOp, qmatmul_infer, kTwinferDomain);
 

@@ -33,7 +33,8 @@
 // trans_b; QConv the Conv attributes (auto_pad, dilations, group,
 // kernel_shape, pads, strides).
 //
-// QMatMul with x_per_token = 1 takes x as float32 and no x_scale or
+// QMatMul with x_per_token = 1 takes x as float32 (float16 / bfloat16 in a
+// device plan's lowered region) and no x_scale or
 // x_zero_point: the kernel quantizes each row of x with its own scale when it
 // runs (ops/quant/token_quant.h; what com.twinfer::TokenQDQ computes), and
 // the product is rescaled by that row's scale times w_scale[n]. With
@@ -42,12 +43,27 @@
 // LayerNormalization can absorb it (the LayerNorm output also feeds a
 // residual, or a GELU output), which the QDQ fusion folds in here so the
 // scaled activation never goes through memory.
+//
+// QMatMul's float y (no y_scale) is float32, or the type its attribute
+// out_dtype names (ONNX's TensorProto code: float16 / bfloat16): what
+// graph/passes/lower_precision.cc sets in a device plan's 16-bit region, so
+// the epilogue writes the 16-bit rows itself, saturated to the type's finite
+// range as lowering's Clip -> Cast would (one pass over y, not three).
 #pragma once
+
+#include "core/dtype.h"
+
+namespace twinfer::graph {
+struct Node;
+}
 
 namespace twinfer::quant {
 
 inline constexpr const char* kQMatMulOp = "QMatMul";
 inline constexpr const char* kQConvOp = "QConv";
+
+// y's type without y_scale: out_dtype, float32 when absent.
+DType qmatmul_float_out(const graph::Node& n);
 
 enum QLinearInput : int { kQX = 0, kQXScale, kQXZero, kQW, kQWScale, kQBias, kQYScale, kQYZero, kQXSmooth, kQNumInputs };
 

@@ -52,9 +52,11 @@ QLinearParams read_qlinear_params(const KernelBuildInfo& info, int64_t channels,
   QLinearParams p;
   p.x_type = info.input_dtype(kQX);
   p.x_per_token = info.node().attr_int("x_per_token", 0) != 0;
-  if (p.x_per_token ? p.x_type != DType::kFloat32 : (p.x_type != DType::kUInt8 && p.x_type != DType::kInt8))
-    info.fail(ErrorKind::kDType, std::string("x must be ") + (p.x_per_token ? "float32" : "uint8 or int8") +
-                                     ", got " + dtype_name(p.x_type));
+  const bool float_x = p.x_type == DType::kFloat32 || p.x_type == DType::kFloat16 || p.x_type == DType::kBFloat16;
+  if (p.x_per_token ? !float_x : (p.x_type != DType::kUInt8 && p.x_type != DType::kInt8))
+    info.fail(ErrorKind::kDType, std::string("x must be ") +
+                                     (p.x_per_token ? "float32, float16 or bfloat16" : "uint8 or int8") + ", got " +
+                                     dtype_name(p.x_type));
   if (info.input_dtype(kQW) != DType::kInt8)
     info.fail(ErrorKind::kDType, std::string("w must be int8, got ") + dtype_name(info.input_dtype(kQW)));
   need_const(info, kQW, "w");

@@ -11,7 +11,7 @@
 namespace twinfer::quant {
 
 struct QLinearParams {
-  DType x_type = DType::kUInt8;  // float32 when x is quantized per token (x_per_token)
+  DType x_type = DType::kUInt8;  // a float type when x is quantized per token (x_per_token)
   bool x_per_token = false;
   int32_t x_zero = 0;
   // x's scale / zero point arrive with each run (allow_runtime_x: what a
@@ -23,7 +23,7 @@ struct QLinearParams {
   std::vector<float> scales;  // x_scale * w_scale[c] (per token or x_scale_runtime: w_scale[c]), one per output channel
   std::vector<float> bias;    // empty: none
   bool quantized_out = false;
-  DType y_type = DType::kFloat32;
+  DType y_type = DType::kFloat32;  // without y_scale: QMatMul's out_dtype (float32, float16, bfloat16)
   float y_scale = 1.f;
   int32_t y_zero = 0;
   nn::Activation act;
