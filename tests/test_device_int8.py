@@ -276,25 +276,40 @@ def _sixteen_channel_chain(rng):
 
 @pytest.mark.cuda
 def test_int8_convolutions_requantize_inside_cudnn_and_cublaslt(rng, monkeypatch):
-    """The int8 layers' fused GPU forms: a 3x3 convolution's requantization in
-    cuDNN's graph (int8 y from cuDNN), a 1x1 one's in cuBLASLt's epilogue.
-    Against the same plan with both off (int32 sums and our epilogue, which
-    rounds half to even as QuantizeLinear does): the int32 sums are exact, so
-    the outputs agree but for rare ties. A conversion that truncated instead
-    of rounding would move most int8 values by one step and fail this."""
+    """The int8 layers' fused GPU forms: the requantization in cuDNN's graph
+    (int8 y from cuDNN; TWINFER_INT8_CONV=cudnn), or in cuBLASLt's epilogue
+    (after im2col, none for a 1x1; TWINFER_INT8_CONV=cublaslt); by default
+    both are timed at build and the faster kept. Against the same plan with
+    both off (int32 sums and our epilogue, which rounds half to even as
+    QuantizeLinear does): the int32 sums are exact, so the outputs agree but
+    for rare ties. A conversion that truncated instead of rounding would move
+    most int8 values by one step and fail this."""
     m = _sixteen_channel_chain(rng)
     data = [{"x": rng.standard_normal((2, 16, 9, 11)).astype(F32)} for _ in range(4)]
-    eng = twinfer.load(m, device="cuda", precision="int8", calibration=data, progress=False, allow_cpu_fallback=False)
-    kernels = [r.kernel for r in eng.kernel_report({"x": (3, 16, 9, 11)}) if r.op.endswith("QConv")]
+    shape = {"x": (3, 16, 9, 11)}
+
+    def load(**env):
+        for k in ("TWINFER_INT8_CONV", "TWINFER_INT8_CUDNN_FUSED"):
+            monkeypatch.delenv(k, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        e = twinfer.load(m, device="cuda", precision="int8", calibration=calib, allow_cpu_fallback=False)
+        return e, [r.kernel for r in e.kernel_report(shape) if r.op.endswith("QConv")]
+
+    calib = twinfer.load(m, device="cpu", precision="int8", calibration=data, progress=False).calibration
+    timed, kernels = load()
+    assert sum("timed: one GEMM" in k for k in kernels) >= 2, kernels  # the 1x1 and the 3x3 with int8 output
+    by_cudnn, kernels = load(TWINFER_INT8_CONV="cudnn")
     assert any("requantized in its graph" in k for k in kernels), kernels
-    assert any("one GEMM" in k for k in kernels), kernels
-    monkeypatch.setenv("TWINFER_INT8_CUDNN_FUSED", "0")
-    monkeypatch.setenv("TWINFER_INT8_CONV", "cudnn")
-    plain = twinfer.load(m, device="cuda", precision="int8", calibration=eng.calibration, allow_cpu_fallback=False)
-    plain_kernels = [r.kernel for r in plain.kernel_report({"x": (3, 16, 9, 11)}) if r.op.endswith("QConv")]
-    assert not any("requantized in its graph" in k or "one GEMM" in k for k in plain_kernels), plain_kernels
+    by_cublaslt, kernels = load(TWINFER_INT8_CONV="cublaslt")
+    assert any("x's rows as they are" in k for k in kernels), kernels
+    assert any("im2col + one GEMM" in k for k in kernels), kernels
+    plain, kernels = load(TWINFER_INT8_CONV="cudnn", TWINFER_INT8_CUDNN_FUSED="0")
+    assert not any("requantized in its graph" in k or "one GEMM" in k for k in kernels), kernels
     x = rng.standard_normal((3, 16, 9, 11)).astype(F32)
-    got, want = eng.run({"x": x})["y"].numpy(), plain.run({"x": x})["y"].numpy()
-    same = np.isclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
-    assert same.mean() > 0.97, same.mean()
-    np.testing.assert_allclose(got, want, rtol=0.02, atol=0.05 * np.abs(want).max())
+    want = plain.run({"x": x})["y"].numpy()
+    for e in (timed, by_cudnn, by_cublaslt):
+        got = e.run({"x": x})["y"].numpy()
+        same = np.isclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+        assert same.mean() > 0.97, same.mean()
+        np.testing.assert_allclose(got, want, rtol=0.02, atol=0.05 * np.abs(want).max())

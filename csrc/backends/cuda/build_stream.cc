@@ -2,11 +2,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 
 #include "backends/cuda/capture_mode.h"
 #include "backends/cuda/cuda_check.h"
+#include "core/error.h"
 
 namespace twinfer::cuda {
 namespace {
@@ -59,6 +62,47 @@ TrialBuffer::TrialBuffer(size_t bytes) {
 TrialBuffer::~TrialBuffer() {
   RelaxedCaptureScope relaxed;
   if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
+}
+
+float fastest_launch_ms(const std::function<void(cudaStream_t)>& launch, int reps) {
+  RelaxedCaptureScope relaxed;
+  constexpr float kNever = std::numeric_limits<float>::infinity();
+  struct Clock {  // released however the trial ends
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Clock() {
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+      if (stream && cudaStreamDestroy(stream) != cudaSuccess) cudaGetLastError();
+    }
+  } c;
+  check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreate (trial)");
+  check(cudaEventCreate(&c.start), "cudaEventCreate (trial)");
+  check(cudaEventCreate(&c.stop), "cudaEventCreate (trial)");
+  float fastest = kNever;
+  try {
+    launch(c.stream);  // warm-up: lazy module loads, first-touch costs
+    if (cudaStreamSynchronize(c.stream) != cudaSuccess) {
+      cudaGetLastError();
+      return kNever;
+    }
+    for (int r = 0; r < std::max(reps, 1); ++r) {
+      float ms = 0.f;
+      cudaEventRecord(c.start, c.stream);
+      launch(c.stream);
+      cudaEventRecord(c.stop, c.stream);
+      if (cudaEventSynchronize(c.stop) != cudaSuccess || cudaEventElapsedTime(&ms, c.start, c.stop) != cudaSuccess) {
+        cudaGetLastError();
+        return kNever;
+      }
+      fastest = std::min(fastest, ms);
+    }
+  } catch (const Error&) {
+    cudaStreamSynchronize(c.stream);
+    cudaGetLastError();
+    return kNever;
+  }
+  return fastest;
 }
 
 }  // namespace twinfer::cuda

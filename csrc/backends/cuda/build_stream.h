@@ -5,7 +5,10 @@
 // work and hold it up) and cannot be used at all while any blocking stream
 // of the context is being captured (CuPy's default stream is blocking).
 #pragma once
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
+#include <functional>
 
 namespace twinfer::cuda {
 
@@ -27,5 +30,13 @@ class TrialBuffer {
  private:
   void* p_ = nullptr;
 };
+
+// The fastest of `reps` timed runs of `launch` (work enqueued on the stream
+// it is given: a private non-blocking one) after one warm-up run, in ms; or
+// +infinity when a run throws or faults (the error cleared). For choosing
+// between two implementations of a layer at plan build, on TrialBuffers; in
+// relaxed capture mode, as every build-time launch. `launch` takes whatever
+// locks its library needs itself.
+float fastest_launch_ms(const std::function<void(cudaStream_t)>& launch, int reps = 3);
 
 }  // namespace twinfer::cuda

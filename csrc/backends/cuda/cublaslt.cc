@@ -161,7 +161,6 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
       refused += (refused.empty() ? "" : "; ") + std::string("candidate ") + std::to_string(i) + ": " + msg;
       continue;
     }
-    ++working;
     if (timed_at_most == 1) {
       chosen = i;
       break;
@@ -183,6 +182,11 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
       }
       fastest = std::min(fastest, ms);
     }
+    if (fastest == std::numeric_limits<float>::infinity()) {  // ran once, then failed: not a candidate
+      refused += (refused.empty() ? "" : "; ") + std::string("candidate ") + std::to_string(i) + ": failed when timed";
+      continue;
+    }
+    ++working;
     char text[48];
     std::snprintf(text, sizeof text, "candidate %d %.3f ms", i, fastest);
     log += (log.empty() ? "" : ", ") + std::string(text);

@@ -7,14 +7,16 @@
 //            scale (token_quant_kernels.h), the scales kept for the epilogue
 //   QConv    x -> im2col rows [B*OH*OW, C*KH*KW] (same packing), group 1;
 //            grouped / depthwise convolutions take a direct kernel instead;
-//            in order of preference, for an int8 channels-last x with zero
-//            point 0:
-//            - 1x1, stride 1, channels in 16s, int8 NHWC y, ReLU or none:
-//              one cuBLASLt int8-output call on x's rows as they are;
+//            for an int8 channels-last x with zero point 0:
 //            - channels in 4s: cuDNN's int8 convolution (conv_graph.h:
 //              implicit GEMM, no im2col rows in memory), requantizing in its
 //              own graph when y is int8 NHWC with ReLU or none, else int32
-//              sums out and our epilogue
+//              sums out and our epilogue;
+//            - with int8 NHWC y and ReLU or none, also cuBLASLt's
+//              int8-output GEMM writing y itself (after im2col, or on x's
+//              rows as they are for a 1x1 of stride 1 with channels in 16s);
+//              where cuDNN takes the layer too, both are timed at build and
+//              the faster kept
 //
 // Weights are repacked once, at build, into [N, K] (K-major, padded), with
 // their per-channel sums for the zero point. Two ways out of the GEMM:
@@ -26,11 +28,14 @@
 //            activation, float or uint8 output, a zero point, per-token x
 //            (its row scales are known only after the rows are quantized).
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/build_stream.h"
 #include "backends/cuda/conv_graph.h"
 #include "backends/cuda/gemm_int8.h"
 #include "backends/cuda/kernel_util.h"
@@ -93,7 +98,10 @@ class Int8Layer {
   // documented minimum; PyTorch's int8 GEMM asks for multiples of 8 too).
   static constexpr int64_t kPad = 16;
 
-  Int8Layer(const QLinearParams& p, const int8_t* w, int64_t n, int64_t k, bool packs_x, int64_t rows)
+  // fast_only: the int8-output form or nothing (throws kUnsupportedOp where
+  // cuBLASLt refuses it), for a caller with another form to fall back on.
+  Int8Layer(const QLinearParams& p, const int8_t* w, int64_t n, int64_t k, bool packs_x, int64_t rows,
+            bool fast_only = false)
       : p_(p), n_(n), k_(k), kp_(round_up(k, kPad)), np_(round_up(n, kPad)), rows_(rows) {
     per_token_ = p.x_per_token;
     x_u8_ = !per_token_ && p.x_type == DType::kUInt8;
@@ -115,6 +123,7 @@ class Int8Layer {
     const char* mode = std::getenv("TWINFER_INT8_GEMM");
     fast_ = !per_token_ && x_zero_ == 0 && p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
             (act == nn::ActKind::kNone || act == nn::ActKind::kRelu) && !(mode && std::string(mode) == "int32");
+    if (fast_only && !fast_) throw Error(ErrorKind::kUnsupportedOp, "this layer has no int8-output GEMM form");
     if (fast_) {
       try {
         build_gemm(true);
@@ -122,7 +131,7 @@ class Int8Layer {
       } catch (const Error& e) {
         // cuBLASLt refused the int8-output form (its epilogue, pointer mode or
         // this shape): the int32 GEMM and our epilogue do the same layer.
-        if (e.kind() != ErrorKind::kUnsupportedOp) throw;
+        if (e.kind() != ErrorKind::kUnsupportedOp || fast_only) throw;
         fast_ = false;
       }
     }
@@ -138,14 +147,19 @@ class Int8Layer {
   int32_t x_zero() const { return x_zero_; }
   const char* impl() const { return name_.c_str(); }
 
-  // Scratch: [packed x][row scales, per token][GEMM output][cuBLASLt
-  // workspace], 256-byte aligned.
+  // Scratch: [packed x][row scales, per token][GEMM output, unless it
+  // writes y itself (`direct`)][cuBLASLt workspace], 256-byte aligned.
   size_t packed_bytes() const { return packs_x_ ? align(static_cast<size_t>(rows_ * kp_)) : 0; }
   size_t row_scale_bytes() const { return per_token_ ? align(static_cast<size_t>(rows_) * sizeof(float)) : 0; }
-  size_t out_bytes() const { return align(static_cast<size_t>(rows_ * np_) * (fast_ ? 1 : 4)); }
-  size_t scratch_bytes() const {
-    return packed_bytes() + row_scale_bytes() + out_bytes() + align(gemm_->workspace_bytes());
+  size_t out_bytes(bool direct) const {
+    return direct ? 0 : align(static_cast<size_t>(rows_ * np_) * (fast_ ? 1 : 4));
   }
+  size_t scratch_bytes(bool direct) const {
+    return packed_bytes() + row_scale_bytes() + out_bytes(direct) + align(gemm_->workspace_bytes());
+  }
+  // Whether the GEMM's int8 output is y as it is ([rows, n] unpadded; for a
+  // convolution, NHWC y).
+  bool writes_y(bool y_rows) const { return fast_ && y_rows && np_ == n_; }
 
   LinearEpilogue epilogue(const float* row_scale = nullptr) const {
     return epilogue_for(p_, scale_.data_as<float>(), p_.bias.empty() ? nullptr : bias_.data_as<float>(),
@@ -218,7 +232,7 @@ class CudaQMatMul final : public Kernel {
     layer_ = std::make_unique<Int8Layer>(p, rows.data(), n_, k_, false, m_);
     if (!p.x_smooth.empty()) smooth_ = device_copy(p.x_smooth.data(), DType::kFloat32, {k_});
   }
-  size_t scratch_bytes() const override { return layer_->scratch_bytes(); }
+  size_t scratch_bytes() const override { return layer_->scratch_bytes(layer_->writes_y(true)); }
   const char* impl_name() const override { return layer_->impl(); }
 
   void run(KernelContext& ctx) const override {
@@ -239,9 +253,9 @@ class CudaQMatMul final : public Kernel {
       pack_int8_rows(ctx.inputs[quant::kQX].data, L.x_u8(), m_, k_, L.kp(), packed, s);
       xr = packed;
     }
+    const bool direct = L.writes_y(true);  // cuBLASLt writes y itself
     char* out = scratch + L.packed_bytes() + L.row_scale_bytes();
-    void* workspace = out + L.out_bytes();
-    const bool direct = L.fast() && L.np() == n_;  // cuBLASLt writes y itself
+    void* workspace = out + L.out_bytes(direct);
     L.gemm(xr, direct ? ctx.outputs[0].data : out, workspace, s);
     if (direct) return;
     if (L.fast()) {  // int8 rows padded to np: drop the padding columns
@@ -315,31 +329,45 @@ class CudaQConv final : public Kernel {
     y_type_ = p.quantized_out ? p.y_type : DType::kFloat32;
     // A 1x1 convolution of stride 1 without padding on NHWC int8 x is a
     // GEMM of x's rows as they are: no im2col copy.
-    const bool pointwise = g_.group == 1 && g_.kernel_h == 1 && g_.kernel_w == 1 && g_.stride_h == 1 &&
-                           g_.stride_w == 1 && g_.pad_h == 0 && g_.pad_w == 0 && g_.out_height == g_.height &&
-                           g_.out_width == g_.width && g_.x_channels_last && !x_u8_ && x_zero_ == 0 && !p.x_per_token;
-    // Such a layer with NHWC int8 y is one cuBLASLt call when its int8-output
-    // form takes it (scale, bias, ReLU and rounding in its epilogue): no int32
-    // sums through memory, which cuDNN's form (int32 out, our epilogue) has.
-    // TWINFER_INT8_CONV=cudnn keeps cuDNN first, to time the two.
-    const char* order = std::getenv("TWINFER_INT8_CONV");
+    pointwise_ = g_.group == 1 && g_.kernel_h == 1 && g_.kernel_w == 1 && g_.stride_h == 1 && g_.stride_w == 1 &&
+                 g_.pad_h == 0 && g_.pad_w == 0 && g_.out_height == g_.height && g_.out_width == g_.width &&
+                 g_.x_channels_last && !x_u8_ && x_zero_ == 0 && !p.x_per_token;
+    // A layer with symmetric int8 x and NHWC int8 y (ReLU or none) has a
+    // cuBLASLt form that writes y itself: scale, bias, ReLU and rounding in
+    // its epilogue, after an im2col copy (none for a 1x1 whose rows fit).
+    // Where cuDNN takes the layer too, the two are timed at build and the
+    // faster kept; TWINFER_INT8_CONV=cudnn / =cublaslt forces one.
+    const char* order_env = std::getenv("TWINFER_INT8_CONV");
+    const std::string order = order_env ? order_env : "";
     const bool int8_relu_out = p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
                                (p.act.kind == nn::ActKind::kNone || p.act.kind == nn::ActKind::kRelu);
-    if (pointwise && int8_relu_out && g_.y_channels_last && g_.channels % Int8Layer::kPad == 0 &&
-        g_.out_channels % Int8Layer::kPad == 0 && !(order && std::string(order) == "cudnn")) {
-      auto layer = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions());
-      if (layer->fast()) {
-        layer_ = std::move(layer);
-        x_is_cols_ = true;
-        name_ = std::string(layer_->impl()) + ", x's rows as they are (a 1x1 convolution: one GEMM)";
-        return;
+    std::unique_ptr<Int8Layer> one_gemm;
+    if (g_.group == 1 && !x_u8_ && x_zero_ == 0 && !p.x_per_token && int8_relu_out && g_.y_channels_last &&
+        g_.out_channels % Int8Layer::kPad == 0 && order != "cudnn") {
+      try {
+        one_gemm = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true,
+                                               g_.positions(), /*fast_only=*/true);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // cuBLASLt refused it: cuDNN or the int32 GEMM below
       }
     }
+    if (one_gemm && order == "cublaslt") {
+      adopt_one_gemm(std::move(one_gemm), "TWINFER_INT8_CONV=cublaslt");
+      return;
+    }
     std::string why_not_cudnn;
-    if (try_cudnn(p, w.data_as<int8_t>(), &why_not_cudnn)) return;
+    if (try_cudnn(p, w.data_as<int8_t>(), &why_not_cudnn)) {
+      if (one_gemm) keep_the_faster(std::move(one_gemm));
+      return;
+    }
+    if (one_gemm) {
+      adopt_one_gemm(std::move(one_gemm), "not cuDNN: " + why_not_cudnn);
+      return;
+    }
     if (g_.group == 1) {
       layer_ = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions());
-      x_is_cols_ = pointwise && layer_->kp() == g_.channels;
+      x_is_cols_ = pointwise_ && layer_->kp() == g_.channels;
+      direct_ = layer_->writes_y(g_.y_channels_last);
       name_ = std::string(layer_->impl()) + (x_is_cols_ ? ", x's rows as they are" : "") + " (not cuDNN: " +
               why_not_cudnn + ")";
       return;
@@ -351,8 +379,8 @@ class CudaQConv final : public Kernel {
     e_ = epilogue_for(p, scale_.data_as<float>(), p.bias.empty() ? nullptr : bias_.data_as<float>(), nullptr, 0);
   }
   size_t scratch_bytes() const override {
-    if (cudnn_) return (requantized_ ? 0 : acc_bytes()) + cudnn_->workspace_bytes();
-    return layer_ ? layer_->scratch_bytes() : 0;
+    if (cudnn_) return cudnn_scratch_bytes();
+    return layer_ ? layer_->scratch_bytes(direct_) : 0;
   }
   const char* impl_name() const override { return layer_ || cudnn_ ? name_.c_str() : "direct int8 convolution (grouped)"; }
 
@@ -360,31 +388,47 @@ class CudaQConv final : public Kernel {
     const cudaStream_t s = stream_of(ctx);
     const void* x = ctx.inputs[quant::kQX].data;
     void* y = ctx.outputs[0].data;
-    if (cudnn_ && requantized_) {  // int8 y from cuDNN's graph, requantized there
-      cudnn_->run(x, w_.data(), y, ctx.scratch, s, bias_.storage() ? bias_.data() : nullptr, nullptr, scale_.data());
-      return;
-    }
-    if (cudnn_) {  // int32 sums [positions, M] channels-last, then the layer's epilogue
-      auto* acc = static_cast<int32_t*>(ctx.scratch);
-      cudnn_->run(x, w_.data(), acc, static_cast<char*>(ctx.scratch) + acc_bytes(), s);
-      linear_epilogue(acc, g_.positions(), g_.out_channels, g_.out_channels, e_, y, y_type_, &g_, s);
+    if (cudnn_) {
+      run_cudnn(x, y, ctx.scratch, s);
       return;
     }
     if (!layer_) {
       qconv_direct(x, x_u8_, x_zero_, w_.data_as<int8_t>(), g_, e_, y, y_type_, s);
       return;
     }
-    const Int8Layer& L = *layer_;
-    char* scratch = static_cast<char*>(ctx.scratch);
+    run_layer(*layer_, x_is_cols_, direct_, x, y, ctx.scratch, s);
+  }
+
+ private:
+  size_t acc_bytes() const { return static_cast<size_t>(round_up(g_.positions() * g_.out_channels * 4, 256)); }
+  size_t cudnn_scratch_bytes() const { return (requantized_ ? 0 : acc_bytes()) + cudnn_->workspace_bytes(); }
+
+  // cuDNN's form: int8 y from its requantizing graph, or its int32 sums
+  // [positions, M] channels-last in scratch and the layer's epilogue.
+  void run_cudnn(const void* x, void* y, void* scratch, cudaStream_t s) const {
+    if (requantized_) {
+      cudnn_->run(x, w_.data(), y, scratch, s, bias_.storage() ? bias_.data() : nullptr, nullptr, scale_.data());
+      return;
+    }
+    auto* acc = static_cast<int32_t*>(scratch);
+    cudnn_->run(x, w_.data(), acc, static_cast<char*>(scratch) + acc_bytes(), s);
+    linear_epilogue(acc, g_.positions(), g_.out_channels, g_.out_channels, e_, y, y_type_, &g_, s);
+  }
+
+  // The GEMM form: x's rows as they are (x_is_cols, 16-byte aligned) or
+  // im2col rows in scratch, then cuBLASLt writing y itself (direct) or its
+  // int8 / int32 output in scratch and our scatter / epilogue after.
+  void run_layer(const Int8Layer& L, bool x_is_cols, bool direct, const void* x, void* y, void* scratch_p,
+                 cudaStream_t s) const {
+    char* scratch = static_cast<char*>(scratch_p);
     const int8_t* cols = reinterpret_cast<int8_t*>(scratch);
-    if (x_is_cols_ && reinterpret_cast<uintptr_t>(x) % 16 == 0)  // cuBLASLt's 16-byte rows
+    if (x_is_cols && reinterpret_cast<uintptr_t>(x) % 16 == 0)  // cuBLASLt's 16-byte rows
       cols = static_cast<const int8_t*>(x);
     else
       im2col_int8(x, L.x_u8(), g_, static_cast<int8_t>(L.x_zero()), L.kp(), reinterpret_cast<int8_t*>(scratch), s);
     char* out = scratch + L.packed_bytes();
-    void* workspace = out + L.out_bytes();
+    void* workspace = out + L.out_bytes(direct);
     // cuBLASLt's rows are the output positions: NHWC order.
-    const bool direct = L.fast() && g_.y_channels_last && L.np() == g_.out_channels;
     L.gemm(cols, direct ? y : out, workspace, s);
     if (direct) return;
     if (L.fast()) {
@@ -395,8 +439,45 @@ class CudaQConv final : public Kernel {
                     L.y_type(), &g_, s);
   }
 
- private:
-  size_t acc_bytes() const { return static_cast<size_t>(round_up(g_.positions() * g_.out_channels * 4, 256)); }
+  // The layer as cuBLASLt's int8-output GEMM writing NHWC y itself.
+  void adopt_one_gemm(std::unique_ptr<Int8Layer> layer, const std::string& why) {
+    cudnn_.reset();
+    requantized_ = false;
+    w_ = Tensor();
+    scale_ = Tensor();
+    bias_ = Tensor();
+    layer_ = std::move(layer);
+    x_is_cols_ = pointwise_ && layer_->kp() == g_.channels;
+    direct_ = true;
+    name_ = std::string(layer_->impl()) +
+            (x_is_cols_ ? ", x's rows as they are (a 1x1 convolution: one GEMM; " : ", im2col + one GEMM (") + why +
+            ")";
+  }
+
+  // A layer both cuBLASLt (one int8-output call, after im2col unless a 1x1)
+  // and cuDNN take: each run on zeroed operands (the fastest of three
+  // launches after a warm-up) and the faster kept; the kernel name gives
+  // both times. Without memory for the trial, cuDNN's. On an H200
+  // (2026-11-30) neither form had been timed alone.
+  void keep_the_faster(std::unique_ptr<Int8Layer> one_gemm) {
+    float gemm_ms = std::numeric_limits<float>::infinity(), cudnn_ms = gemm_ms;
+    const bool cols = pointwise_ && one_gemm->kp() == g_.channels;
+    try {
+      const TrialBuffer x(static_cast<size_t>(g_.batch * g_.channels * g_.height * g_.width)),
+          y(static_cast<size_t>(g_.positions() * g_.out_channels)),
+          scratch(std::max(one_gemm->scratch_bytes(true), cudnn_scratch_bytes()));
+      gemm_ms = fastest_launch_ms(
+          [&](cudaStream_t s) { run_layer(*one_gemm, cols, true, x.get(), y.get(), scratch.get(), s); });
+      cudnn_ms = fastest_launch_ms([&](cudaStream_t s) { run_cudnn(x.get(), y.get(), scratch.get(), s); });
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kOutOfMemory) throw;
+      cudaGetLastError();
+    }
+    char timed[96];
+    std::snprintf(timed, sizeof timed, "timed: one GEMM %.3f ms, cuDNN %.3f ms", gemm_ms, cudnn_ms);
+    if (gemm_ms < cudnn_ms) adopt_one_gemm(std::move(one_gemm), timed);
+    else name_ += std::string("; ") + timed;
+  }
 
   // cuDNN's int8 convolution (graph API) where it applies: x int8 with zero
   // point 0, channels-last, one group, channels in multiples of 4 (cuDNN's
@@ -474,7 +555,9 @@ class CudaQConv final : public Kernel {
   }
 
   ConvGeometry g_;
+  bool pointwise_ = false;  // 1x1, stride 1, no padding, NHWC int8 x with zero point 0
   bool x_is_cols_ = false;  // a 1x1 convolution whose GEMM reads x itself
+  bool direct_ = false;     // the GEMM's int8 output is y (NHWC)
   bool requantized_ = false;  // cuDNN's graph writes int8 y itself (ConvGraphSpec::int8_requantize)
   std::string fused_why_;     // why cuDNN refused that graph, when it did
   bool x_u8_ = false;

@@ -18,9 +18,14 @@ bool data_inputs(const Node& n, std::vector<size_t>* ins) {
   if (!n.domain.empty() || n.inputs.empty()) return false;
   static const char* kFirstInputOnly[] = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity",
                                           "Gather", "Slice", "Expand", "DepthToSpace", "SpaceToDepth"};
-  // Not MaxPool: its int8 kernel is a plain loop, ~8x slower on ResNet-50's
-  // stem than the float path even with the dequantize and quantize around it.
   ins->clear();
+  // MaxPool selects values too, where the scale is positive (checked by the
+  // caller): its int8 kernel is oneDNN's since the plain loop (~8x slower on
+  // ResNet-50's stem than the float path) gave way.
+  if (n.op_type == "MaxPool") {
+    ins->push_back(0);
+    return true;
+  }
   if (n.op_type == "Pad") {  // constant mode only: the fill becomes the zero point (pad_fill_on_int8)
     if (n.attr_string("mode", "constant") != "constant") return false;
     ins->push_back(0);
@@ -123,6 +128,8 @@ int int8_movement(Graph& g, const PassContext& ctx) {
       }
     }
     if (!ok) continue;
+    // A negative scale reverses the order: the largest float is the smallest integer.
+    if (g.nodes[i].op_type == "MaxPool" && !(params.scale > 0.f)) continue;
     if (g.nodes[i].op_type == "Pad" && !pad_fill_on_int8(g, i, params, ctx.opset)) continue;
     for (size_t j = 0; j < ins.size(); ++j) g.nodes[i].inputs[ins[j]] = quantized_inputs[j];
     g.values[out].dtype = params.type;
@@ -137,6 +144,67 @@ int int8_movement(Graph& g, const PassContext& ctx) {
     g.topo_sort();
     g.remove_dead();
     ctx.note("int8 movement: " + std::to_string(moved) + " ops run on int8 (their DequantizeLinear/QuantizeLinear pairs dropped)");
+  }
+  return moved;
+}
+
+int quantize_before_maxpool(Graph& g, const PassContext& ctx) {
+  const std::vector<std::vector<int>> users = value_users(g);
+  std::vector<char> dead(g.nodes.size(), 0);
+  std::vector<Node> added;
+  int moved = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& m = g.nodes[i];
+    if (!m.domain.empty() || m.op_type != "MaxPool" || m.inputs.empty() || m.inputs[0] < 0 || m.outputs.empty() ||
+        m.outputs[0] < 0)
+      continue;
+    const int x = m.inputs[0], out = m.outputs[0];
+    const DType xt = g.values[x].dtype;
+    if (xt != DType::kFloat32 && xt != DType::kFloat16 && xt != DType::kBFloat16) continue;
+    bool ok = !users[out].empty() && !is_graph_output(g, out);
+    for (size_t k = 1; k < m.outputs.size(); ++k)  // the Indices output: unused only
+      if (m.outputs[k] >= 0 && (!users[m.outputs[k]].empty() || is_graph_output(g, m.outputs[k]))) ok = false;
+    // Every reader a per-tensor QuantizeLinear with one set of parameters,
+    // its scale positive (a negative one would turn the maximum into the minimum).
+    QParams params;
+    int first = -1;
+    for (size_t r = 0; ok && r < users[out].size(); ++r) {
+      const int u = users[out][r];
+      const Node& q = g.nodes[u];
+      QParams p;
+      if (dead[u] || !q.domain.empty() || q.op_type != "QuantizeLinear" || q.inputs[0] != out || q.outputs.empty() ||
+          q.outputs[0] < 0 || is_graph_output(g, q.outputs[0]) ||
+          !per_tensor_qparams(g, q, g.values[q.outputs[0]].dtype, ctx.opset, &p) || !(p.scale > 0.f) ||
+          (first >= 0 && !(p == params))) {
+        ok = false;
+        break;
+      }
+      params = p;
+      if (first < 0) first = u;
+    }
+    if (!ok || first < 0) continue;
+    // x -> QuantizeLinear (the first reader's, moved) -> MaxPool on integers.
+    Node q = g.nodes[first];
+    q.name = m.name + "/quantized_input";
+    q.inputs[0] = x;
+    const int xq = add_value(g, g.values[x].name + "_quantized");
+    g.values[xq].dtype = params.type;
+    g.values[xq].has_shape = g.values[x].has_shape;
+    g.values[xq].shape = g.values[x].shape;
+    q.outputs = {xq};
+    added.push_back(std::move(q));
+    g.nodes[i].inputs[0] = xq;
+    g.values[out].dtype = params.type;
+    for (int u : users[out]) {
+      dead[u] = 1;
+      replace_uses(g, g.nodes[u].outputs[0], out);
+    }
+    ++moved;
+  }
+  if (moved) {
+    replace_fused_nodes(g, dead, added);
+    ctx.note("int8 MaxPool: " + std::to_string(moved) +
+             " moved after the QuantizeLinear that read them (the same integers, pooled in int8)");
   }
   return moved;
 }

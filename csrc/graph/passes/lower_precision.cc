@@ -56,8 +56,17 @@ bool is_quantization_op(const graph::Node& n) {
 // residual Adds after it follow in 16 bits.
 bool is_float_io_qmatmul(const graph::Node& n) {
   if (n.domain != kTwinferDomain || n.op_type != quant::kQMatMulOp) return false;
-  const bool quantized_out = n.inputs.size() > quant::kQYScale && n.inputs[quant::kQYScale] >= 0;
+  const bool quantized_out = n.inputs.size() > quant::kQYZero && n.inputs[quant::kQYScale] >= 0 &&
+                             n.inputs[quant::kQYZero] >= 0;  // as its shape rule reads it
   return n.attr_int("x_per_token", 0) != 0 || !quantized_out;
+}
+
+// Such a QMatMul's float output that is a graph output (a classifier's
+// logits) stays float32: lowered, it would be rounded to 16 bits and cast
+// back for the caller.
+bool float_out_is_graph_output(const graph::Graph& g, const graph::Node& n) {
+  return !n.outputs.empty() && n.outputs[0] >= 0 && g.values[n.outputs[0]].dtype == DType::kFloat32 &&
+         is_graph_output(g, n.outputs[0]);
 }
 
 void set_float_out(graph::Node& n, DType to) {
@@ -266,10 +275,13 @@ int lower_precision(graph::Graph& g, const LowerPrecisionOptions& o, PassContext
   std::vector<std::vector<char>> keep_f32(g.nodes.size());  // per output: stays float32 (outputs_staying_float32)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
+    // Inputs whose float32 is the op's own (stays_float32: scales, a
+    // bias) do not count: lowering would change nothing there.
     bool touches = false;
-    for (int v : n.inputs) touches = touches || is_f32(v);
+    for (size_t k = 0; k < n.inputs.size(); ++k) touches = touches || (is_f32(n.inputs[k]) && !stays_float32(n, k));
     for (int v : n.outputs) touches = touches || is_f32(v);
     if (!touches || has_subgraph(n)) continue;
+    if (is_float_io_qmatmul(n) && float_out_is_graph_output(g, n)) continue;
     const Rule rule = rule_of(n, o.quantized_ops_float32);
     if (rule == Rule::kFloat32) continue;
     if (rule == Rule::kFollow) {

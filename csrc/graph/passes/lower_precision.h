@@ -34,7 +34,10 @@ struct LowerPrecisionOptions {
   // from them) keep float32, their scales included (a per-channel scale of
   // 1e-6 is a subnormal in fp16); what the calibration left in float (an
   // attention, a softmax, an embedding, layer norms) computes in `to`, as
-  // TensorRT's int8 engines with fp16 on do.
+  // TensorRT's int8 engines with fp16 on do. The exception, in every mode:
+  // a QMatMul's float x (per token) and float y are lowered with it (its
+  // kernels read and write them in `to`, out_dtype; its scales stay float32),
+  // unless that y is a graph output.
   bool quantized_ops_float32 = false;
 };
 

@@ -149,6 +149,8 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   if (imported_qdq) {
     infer_and_fold(g, pc, false);
     keep_if_valid(g, pc, "int8_movement", [&] { return int8_movement(g, pc); });
+    if (pass_enabled("TWINFER_INT8_MAXPOOL"))
+      keep_if_valid(g, pc, "quantize_before_maxpool", [&] { return quantize_before_maxpool(g, pc); });
     keep_if_valid(g, pc, "fuse_qdq", [&] { return fuse_qdq(g, pc); });
     keep_if_valid(g, pc, "fuse_fp8_qdq", [&] { return fuse_fp8_qdq(g, pc); });
     // before folding turns DQ(quantized bias) into a float constant
@@ -182,6 +184,8 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
     if (insert_qdq(g, qs, pc) == 0) refuse_16_bit_layers_for_int8(g);
     infer_and_fold(g, pc, false);  // types for the new Q/DQ values
     if (options.optimize) {
+      if (pass_enabled("TWINFER_INT8_MAXPOOL"))
+        keep_if_valid(g, pc, "quantize_before_maxpool", [&] { return quantize_before_maxpool(g, pc); });
       keep_if_valid(g, pc, "fuse_qdq", [&] { return fuse_qdq(g, pc); });
       // residual Adds whose inputs insert_qdq quantized
       keep_if_valid(g, pc, "fuse_qdq_binary", [&] { return fuse_qdq_binary(g, pc); });
