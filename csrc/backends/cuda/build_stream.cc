@@ -64,21 +64,31 @@ TrialBuffer::~TrialBuffer() {
   if (p_ && cudaFree(p_) != cudaSuccess) cudaGetLastError();
 }
 
+TrialClock::TrialClock() {
+  try {
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (trial)");
+    check(cudaEventCreate(&start), "cudaEventCreate (trial)");
+    check(cudaEventCreate(&stop), "cudaEventCreate (trial)");
+  } catch (...) {
+    release();  // a constructor that throws has no destructor run
+    throw;
+  }
+}
+
+TrialClock::~TrialClock() { release(); }
+
+void TrialClock::release() {
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  if (stream && cudaStreamDestroy(stream) != cudaSuccess) cudaGetLastError();
+  start = stop = nullptr;
+  stream = nullptr;
+}
+
 float fastest_launch_ms(const std::function<void(cudaStream_t)>& launch, int reps) {
   RelaxedCaptureScope relaxed;
   constexpr float kNever = std::numeric_limits<float>::infinity();
-  struct Clock {  // released however the trial ends
-    cudaStream_t stream = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ~Clock() {
-      if (start) cudaEventDestroy(start);
-      if (stop) cudaEventDestroy(stop);
-      if (stream && cudaStreamDestroy(stream) != cudaSuccess) cudaGetLastError();
-    }
-  } c;
-  check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreate (trial)");
-  check(cudaEventCreate(&c.start), "cudaEventCreate (trial)");
-  check(cudaEventCreate(&c.stop), "cudaEventCreate (trial)");
+  const TrialClock c;
   float fastest = kNever;
   try {
     launch(c.stream);  // warm-up: lazy module loads, first-touch costs

@@ -31,6 +31,21 @@ class TrialBuffer {
   void* p_ = nullptr;
 };
 
+// A private non-blocking stream and two timing events for a build-time
+// trial (cuBLASLt's candidates, cuDNN's plans, two forms of a layer),
+// released however the trial ends.
+struct TrialClock {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TrialClock();
+  ~TrialClock();
+  TrialClock(const TrialClock&) = delete;
+  TrialClock& operator=(const TrialClock&) = delete;
+
+ private:
+  void release();
+};
+
 // The fastest of `reps` timed runs of `launch` (work enqueued on the stream
 // it is given: a private non-blocking one) after one warm-up run, in ms; or
 // +infinity when a run throws or faults (the error cleared). For choosing

@@ -125,22 +125,8 @@ cublasLtMatmulHeuristicResult_t choose_working_algo(cublasLtHandle_t h, cublasLt
   size_t most = 0;
   for (int i = 0; i < found; ++i) most = std::max(most, r[i].workspaceSize);
   TrialBuffer workspace(most);
-  // A trial's stream and events, released however the trials end.
-  struct Clock {
-    cudaStream_t stream = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ~Clock() {
-      if (start) cudaEventDestroy(start);
-      if (stop) cudaEventDestroy(stop);
-      if (stream && cudaStreamDestroy(stream) != cudaSuccess) cudaGetLastError();
-    }
-  } clock;
-  check(cudaStreamCreateWithFlags(&clock.stream, cudaStreamNonBlocking), "cudaStreamCreate (cuBLASLt trial)");
+  const TrialClock clock;
   const int timed_at_most = std::max(tune, 1);
-  if (timed_at_most > 1) {
-    check(cudaEventCreate(&clock.start), "cudaEventCreate (cuBLASLt tuning)");
-    check(cudaEventCreate(&clock.stop), "cudaEventCreate (cuBLASLt tuning)");
-  }
   std::string refused, log;
   int chosen = -1, working = 0;
   float best = std::numeric_limits<float>::infinity();

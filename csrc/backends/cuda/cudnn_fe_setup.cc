@@ -126,26 +126,6 @@ int cudnn_tune_candidates() {
   return n;
 }
 
-namespace {
-
-// A trial's events and stream, released however the trial ends.
-struct TrialClock {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  TrialClock() {
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (cuDNN tuning)");
-    check(cudaEventCreate(&start), "cudaEventCreate (cuDNN tuning)");
-    check(cudaEventCreate(&stop), "cudaEventCreate (cuDNN tuning)");
-  }
-  ~TrialClock() {
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-    if (stream) cudaStreamDestroy(stream);
-  }
-};
-
-}  // namespace
-
 void FeGraph::tune(const std::vector<std::pair<int64_t, size_t>>& operands, int candidates) {
   const int64_t count = graph_->get_execution_plan_count();
   if (candidates < 2 || count < 2 || plan_index_ < 0) return;  // only graphs built by index

@@ -87,6 +87,36 @@ bool pad_fill_on_int8(Graph& g, size_t i, const QParams& p, int64_t opset) {
   return true;
 }
 
+// Whether every reader of `out` is a per-tensor QuantizeLinear of it with
+// one set of parameters (set in *params), none a graph output or dead;
+// *first: the first such reader. False for a value nobody reads.
+bool read_only_by_alike_quantizes(const Graph& g, const std::vector<std::vector<int>>& users, int out,
+                                  const std::vector<char>& dead, int64_t opset, QParams* params, int* first) {
+  *first = -1;
+  for (int u : users[out]) {
+    const Node& q = g.nodes[u];
+    QParams p;
+    if (dead[u] || !q.domain.empty() || q.op_type != "QuantizeLinear" || q.inputs[0] != out || q.outputs.empty() ||
+        q.outputs[0] < 0 || is_graph_output(g, q.outputs[0]) ||
+        !per_tensor_qparams(g, q, g.values[q.outputs[0]].dtype, opset, &p) || (*first >= 0 && !(p == *params)))
+      return false;
+    *params = p;
+    if (*first < 0) *first = u;
+  }
+  return *first >= 0;
+}
+
+// `out` (now of the integer type) takes the place of its QuantizeLinear
+// readers' outputs; the readers are marked dead.
+void drop_quantize_readers(Graph& g, const std::vector<std::vector<int>>& users, int out, DType type,
+                           std::vector<char>* dead) {
+  g.values[out].dtype = type;
+  for (int u : users[out]) {
+    (*dead)[u] = 1;
+    replace_uses(g, g.nodes[u].outputs[0], out);
+  }
+}
+
 }  // namespace
 
 int int8_movement(Graph& g, const PassContext& ctx) {
@@ -117,26 +147,14 @@ int int8_movement(Graph& g, const PassContext& ctx) {
     }
     if (!ok) continue;
     // Every reader quantizes again with those parameters.
-    for (int u : users[out]) {
-      const Node& q = g.nodes[u];
-      QParams p;
-      if (dead[u] || !q.domain.empty() || q.op_type != "QuantizeLinear" || q.inputs[0] != out ||
-          q.outputs.empty() || is_graph_output(g, q.outputs[0]) ||
-          !per_tensor_qparams(g, q, g.values[q.outputs[0]].dtype, ctx.opset, &p) || !(p == params)) {
-        ok = false;
-        break;
-      }
-    }
-    if (!ok) continue;
+    QParams again;
+    int first = -1;
+    if (!read_only_by_alike_quantizes(g, users, out, dead, ctx.opset, &again, &first) || !(again == params)) continue;
     // A negative scale reverses the order: the largest float is the smallest integer.
     if (g.nodes[i].op_type == "MaxPool" && !(params.scale > 0.f)) continue;
     if (g.nodes[i].op_type == "Pad" && !pad_fill_on_int8(g, i, params, ctx.opset)) continue;
     for (size_t j = 0; j < ins.size(); ++j) g.nodes[i].inputs[ins[j]] = quantized_inputs[j];
-    g.values[out].dtype = params.type;
-    for (int u : users[out]) {
-      dead[u] = 1;
-      replace_uses(g, g.nodes[u].outputs[0], out);
-    }
+    drop_quantize_readers(g, users, out, params.type, &dead);
     ++moved;
   }
   if (moved) {
@@ -168,21 +186,9 @@ int quantize_before_maxpool(Graph& g, const PassContext& ctx) {
     // its scale positive (a negative one would turn the maximum into the minimum).
     QParams params;
     int first = -1;
-    for (size_t r = 0; ok && r < users[out].size(); ++r) {
-      const int u = users[out][r];
-      const Node& q = g.nodes[u];
-      QParams p;
-      if (dead[u] || !q.domain.empty() || q.op_type != "QuantizeLinear" || q.inputs[0] != out || q.outputs.empty() ||
-          q.outputs[0] < 0 || is_graph_output(g, q.outputs[0]) ||
-          !per_tensor_qparams(g, q, g.values[q.outputs[0]].dtype, ctx.opset, &p) || !(p.scale > 0.f) ||
-          (first >= 0 && !(p == params))) {
-        ok = false;
-        break;
-      }
-      params = p;
-      if (first < 0) first = u;
-    }
-    if (!ok || first < 0) continue;
+    if (!ok || !read_only_by_alike_quantizes(g, users, out, dead, ctx.opset, &params, &first) ||
+        !(params.scale > 0.f))
+      continue;
     // x -> QuantizeLinear (the first reader's, moved) -> MaxPool on integers.
     Node q = g.nodes[first];
     q.name = m.name + "/quantized_input";
@@ -194,11 +200,7 @@ int quantize_before_maxpool(Graph& g, const PassContext& ctx) {
     q.outputs = {xq};
     added.push_back(std::move(q));
     g.nodes[i].inputs[0] = xq;
-    g.values[out].dtype = params.type;
-    for (int u : users[out]) {
-      dead[u] = 1;
-      replace_uses(g, g.nodes[u].outputs[0], out);
-    }
+    drop_quantize_readers(g, users, out, params.type, &dead);
     ++moved;
   }
   if (moved) {
