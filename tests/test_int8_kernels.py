@@ -189,7 +189,7 @@ def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):
     assert any("2 with int8 output" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
     # Those two int8 values pass QConv to QConv in NHWC (no reorders); the
     # comparison below checks that layout too.
-    assert any("int8_channels_last: 2 QConv / QBinary outputs stay NHWC" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
+    assert any("int8_channels_last: 2 QConv / QBinary / MaxPool outputs stay NHWC" in p for p in fused.stats()["passes"]), fused.stats()["passes"]
     graph_ops = [r.op for r in plain.kernel_report({"x": shape})]
     assert "Conv" in graph_ops and "com.twinfer::QConv" not in graph_ops
     x = rng.standard_normal((5,) + shape[1:]).astype(np.float32)
@@ -254,7 +254,7 @@ def test_int8_residual_spine_stays_channels_last_through_its_adds(rng, device):
     # The spine from block 1's conv to block 2's QBinary and the two blocks'
     # inner values: 9 values; the second QBinary's output, also read by the
     # float Add of block 3, back to NCHW once.
-    assert notes == ["int8_channels_last: 9 QConv / QBinary outputs stay NHWC, 1 turned back to NCHW for other readers"], notes
+    assert notes == ["int8_channels_last: 9 QConv / QBinary / MaxPool outputs stay NHWC, 1 turned back to NCHW for other readers"], notes
     for batch in (1, 3):
         x = rng.standard_normal((batch,) + shape[1:]).astype(np.float32)
         got = fused.run({"x": x})["y"].numpy()
@@ -605,3 +605,59 @@ def test_maxpool_keeps_its_place_before_a_negative_scale(rng):
     want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     diff = np.abs(engine.run({"x": x})["y"].numpy().astype(np.float64) - want)
     assert diff.max() <= 0.07 * (1 + 1e-5) and np.mean(diff == 0) > 0.97
+
+
+def _stem_and_pointwise_qdq_model(rng):
+    """The stem of _stem_qdq_model, then two 1x1 convolutions (16 -> 16 with
+    Relu, 16 -> 8), each output quantized: QConv -> MaxPool -> QConv -> QConv."""
+    m = _stem_qdq_model(rng, 0.07)
+    g = m.graph
+    g.output[0].name = "y0"
+    for n in g.node:
+        if n.output[0] == "y":
+            n.output[0] = "y0"
+    inits = {}
+    prev = "y0"
+    for i, (c, o, act) in enumerate([(16, 16, True), (16, 8, False)]):
+        w = rng.standard_normal((o, c, 1, 1)).astype(np.float32) * 0.3
+        ws = (np.abs(w).max(axis=(1, 2, 3)) / 127).astype(np.float32)
+        inits.update({f"w{i}q": np.clip(np.rint(w / ws[:, None, None, None]), -127, 127).astype(np.int8),
+                      f"w{i}s": ws, f"w{i}z": np.zeros(o, np.int8), f"o{i}s": np.float32(0.09), f"o{i}z": np.int8(0)})
+        g.node.extend([helper.make_node("DequantizeLinear", [f"w{i}q", f"w{i}s", f"w{i}z"], [f"w{i}d"], axis=0),
+                       helper.make_node("Conv", [prev, f"w{i}d"], [f"c{i}"])])
+        out = f"c{i}"
+        if act:
+            g.node.append(helper.make_node("Relu", [out], [f"r{i}"]))
+            out = f"r{i}"
+        g.node.extend([helper.make_node("QuantizeLinear", [out, f"o{i}s", f"o{i}z"], [f"q{i}"]),
+                       helper.make_node("DequantizeLinear", [f"q{i}", f"o{i}s", f"o{i}z"], [f"d{i}"])])
+        prev = f"d{i}"
+    g.initializer.extend(numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items())
+    g.output[0].name = prev
+    return m
+
+
+@pytest.mark.parametrize("device", ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_int8_maxpool_between_channels_last_convolutions_pools_nhwc(rng, device):
+    """QConv -> MaxPool -> QConv -> QConv on int8: the MaxPool joins the NHWC
+    group (channels_last_storage), so the stem writes NHWC, the MaxPool pools
+    NHWC bytes and the 1x1 convolutions read them, no reorder between. The
+    reference is onnxruntime's run of the QDQ graph as written."""
+    model = _stem_and_pointwise_qdq_model(rng)
+    kw = {} if device == "cpu" else dict(sim_coverage="cuda", allow_cpu_fallback=False)
+    engine = twinfer.load(model.SerializeToString(), device=device, **kw)
+    notes = [p for p in engine.stats()["passes"] if p.startswith("int8_channels_last")]
+    # The stem's, the MaxPool's and the first 1x1's (the last 1x1 writes float, its DequantizeLinear fused).
+    assert notes == ["int8_channels_last: 3 QConv / QBinary / MaxPool outputs stay NHWC"], notes
+    rows = engine.kernel_report({"x": (2, 8, 15, 13)})
+    assert [r.op for r in rows].count("com.twinfer::QConv") == 3, rows
+    assert {r.op: r.dtype for r in rows}["MaxPool"] == "int8", rows
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    for n in (1, 3):
+        x = rng.standard_normal((n, 8, 15, 13)).astype(np.float32) * 2
+        got, want = engine.run({"x": x})[model.graph.output[0].name].numpy(), session.run(None, {"x": x})[0]
+        diff = np.abs(got.astype(np.float64) - want)
+        assert diff.max() <= 2 * 0.09 * (1 + 1e-5), diff.max()  # a tie upstream may move a step or two
+        assert np.mean(diff == 0) > 0.95, np.mean(diff == 0)

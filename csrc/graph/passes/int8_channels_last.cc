@@ -28,6 +28,18 @@ bool layout_free(const graph::Graph& g, const graph::Node& n) {
   return va.has_shape && vb.has_shape && vy.has_shape && va.shape == vy.shape && vb.shape == vy.shape;
 }
 
+// An int8 MaxPool (rank 4, no Indices output) pools NHWC bytes as well as
+// NCHW ones when marked channels_last_storage (ops/nn/pool.h): its input
+// and output then join one group, as a QBinary's do. ResNet's stem QConv ->
+// MaxPool -> layer1's QConvs stay NHWC through it.
+bool pools_any_layout(const graph::Graph& g, const graph::Node& n) {
+  if (!n.domain.empty() || n.op_type != "MaxPool" || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.empty() ||
+      n.outputs[0] < 0 || (n.outputs.size() > 1 && n.outputs[1] >= 0))
+    return false;
+  const graph::Value &x = g.values[n.inputs[0]], &y = g.values[n.outputs[0]];
+  return is_int8(x) && x.has_shape && x.shape.size() == 4 && y.has_shape && y.shape.size() == 4;
+}
+
 void set_flag(graph::Node& n, const char* name) {
   graph::Attribute a;
   a.type = graph::Attribute::Type::kInt;
@@ -56,8 +68,14 @@ int int8_channels_last(graph::Graph& g, const PassContext& ctx) {
   // whole: a ResNet's residual spine is one group from its first Add to its last.
   UnionFind groups(nv);
   std::vector<char> free_node(g.nodes.size(), 0);
+  std::vector<char> pool_node(g.nodes.size(), 0);  // free nodes that are MaxPools (marked when kept)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const graph::Node& n = g.nodes[i];
+    if (pools_any_layout(g, n)) {
+      free_node[i] = pool_node[i] = 1;
+      groups.join(n.inputs[0], n.outputs[0]);
+      continue;
+    }
     if (!layout_free(g, n)) continue;
     free_node[i] = 1;
     groups.join(n.inputs[quant::kQbA], n.outputs[0]);
@@ -109,12 +127,14 @@ int int8_channels_last(graph::Graph& g, const PassContext& ctx) {
       ++grp.conversions;
     }
   }
-  // A group must hold every input and output of its QBinarys (an input made
-  // by something else, a graph input or a constant, is not NHWC).
+  // A group must hold every input and output of its QBinarys and MaxPools
+  // (an input made by something else, a graph input or a constant, is not NHWC).
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!free_node[i]) continue;
     const graph::Node& n = g.nodes[i];
-    for (int v : {n.inputs[quant::kQbA], n.inputs[quant::kQbB]}) {
+    const std::vector<int> ins = pool_node[i] ? std::vector<int>{n.inputs[0]}
+                                              : std::vector<int>{n.inputs[quant::kQbA], n.inputs[quant::kQbB]};
+    for (int v : ins) {
       const int p = g.values[v].producer;
       const bool made_here = p >= 0 && (free_node[p] || (is_qconv(g.nodes[p]) && g.nodes[p].outputs[0] == v));
       if (!made_here) by_root[groups.find(v)].ok = false;
@@ -135,6 +155,7 @@ int int8_channels_last(graph::Graph& g, const PassContext& ctx) {
   std::map<int, int> nchw_twin;  // kept value -> its NCHW copy
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     graph::Node n = g.nodes[i];
+    if (pool_node[i] && keep[n.outputs[0]]) set_flag(n, "channels_last_storage");
     if (is_qconv(n)) {
       if (n.outputs[0] >= 0 && keep[n.outputs[0]]) set_flag(n, "y_channels_last");
       const int x = n.inputs[quant::kQX];
@@ -181,7 +202,7 @@ int int8_channels_last(graph::Graph& g, const PassContext& ctx) {
   }
   g.nodes = std::move(nodes);
   g.topo_sort();  // the producer links, for the conversions' nodes
-  ctx.note("int8_channels_last: " + std::to_string(kept) + " QConv / QBinary outputs stay NHWC" +
+  ctx.note("int8_channels_last: " + std::to_string(kept) + " QConv / QBinary / MaxPool outputs stay NHWC" +
            (converted ? ", " + std::to_string(converted) + " turned back to NCHW for other readers" : ""));
   return kept;
 }

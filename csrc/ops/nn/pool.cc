@@ -58,7 +58,7 @@ void infer_pool(InferContext& c) {
     return;
   }
   const bool cl = n.domain == kChannelsLastDomain;  // [N, spatial..., C], no Indices
-  if (!(!cl || !(c.num_outputs() > 1 && c.has_output(1))))
+  if ((cl || stored_channels_last(n)) && c.num_outputs() > 1 && c.has_output(1))
     c.fail(ErrorKind::kModelFormat, "a channels-last MaxPool has no Indices output");
   const SymShape x = cl ? channels_first_shape(c.input_shape(0)) : c.input_shape(0);
   if (!(x.size() >= 3))
@@ -350,6 +350,10 @@ class GlobalPoolKernel final : public Kernel {
 };
 
 bool pool_supports(const KernelBuildInfo& info, std::string* why) {
+  if (stored_channels_last(info.node())) {  // these loops read NCHW
+    *why = "the pooling loops read NCHW, not channels-last bytes";
+    return false;
+  }
   DType dt = info.input_dtype(0);
   bool ok = ew::in_typeset(ew::kFloatTypes, dt) ||
             (info.node().op_type == "MaxPool" && (dt == DType::kInt8 || dt == DType::kUInt8));
@@ -368,8 +372,9 @@ PoolSpec pool_spec(const KernelBuildInfo& info) {
   const graph::Node& n = info.node();
   PoolSpec ps;
   ps.is_max = kind_of(n) == PoolKind::kMax;
-  ps.channels_last = n.domain == kChannelsLastDomain;
-  ps.x = ps.channels_last ? channels_first_shape(info.input_shape(0)) : info.input_shape(0);
+  const bool nhwc_form = n.domain == kChannelsLastDomain;  // [N, spatial..., C] shapes
+  ps.channels_last = nhwc_form || stored_channels_last(n);
+  ps.x = nhwc_form ? channels_first_shape(info.input_shape(0)) : info.input_shape(0);
   if (ps.x.size() < 3 || ps.x.size() > 5) info.fail(ErrorKind::kUnsupportedOp, "pooling supports 1-3 spatial dims");
   ps.want_indices = ps.is_max && info.num_outputs() > 1 && info.has_output(1);
   check_storage_order(n, ps.want_indices);
@@ -378,7 +383,7 @@ PoolSpec pool_spec(const KernelBuildInfo& info) {
   resolve_pads(ps.win, Shape(ps.x.begin() + 2, ps.x.end()));
   ps.y = {ps.x[0], ps.x[1]};
   for (size_t i = 0; i < ps.win.nsp; ++i) ps.y.push_back(window_output_size(ps.win, i, ps.x[2 + i], n));
-  const Shape y_stored = ps.channels_last ? channels_last_shape(ps.y) : ps.y;
+  const Shape y_stored = nhwc_form ? channels_last_shape(ps.y) : ps.y;
   if (y_stored != info.output_shape(0))
     info.fail(ErrorKind::kShape, "output shape " + shape_str(info.output_shape(0)) + " differs from the expected " +
                                      shape_str(y_stored));
