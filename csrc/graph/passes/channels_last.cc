@@ -9,6 +9,7 @@
 #include "graph/domains.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/nn/channels_last.h"
+#include "ops/nn/pool.h"
 
 namespace twinfer::passes {
 
@@ -40,7 +41,8 @@ bool in_list(const graph::Node& n, std::initializer_list<const char*> ops) {
 Kind kind_of(const graph::Node& n, int64_t opset) {
   if (is_default(n, "PRelu") && opset < 7) return Kind::kNone;  // its slope may be per channel (ew::prelu_slope_shape)
   if (n.op_type == "Conv" && (n.domain.empty() || n.domain == kTwinferDomain)) return Kind::kConv;
-  if (is_default(n, "MaxPool") || is_default(n, "AveragePool")) return Kind::kPool;
+  // An int8 MaxPool already pooling NHWC bytes (int8_channels_last) stays as it is.
+  if ((is_default(n, "MaxPool") && !nn::stored_channels_last(n)) || is_default(n, "AveragePool")) return Kind::kPool;
   if (is_default(n, "GlobalAveragePool") || is_default(n, "GlobalMaxPool")) return Kind::kGlobalPool;
   if (is_default(n, "Concat")) return Kind::kConcat;
   // Layout does not matter to these: each output element depends on the
