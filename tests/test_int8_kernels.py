@@ -545,7 +545,7 @@ def test_int8_residual_add_runs_as_one_int8_pass(rng):
     assert cos > 0.995, cos
 
 
-def _stem_qdq_model(rng, y_scale):
+def _stem_qdq_model(rng, y_scale, pool=None):
     """x -> Q/DQ -> Conv(DQ(w_q)) + bias -> Relu -> MaxPool 3x3/2 -> Q -> DQ -> y:
     a ResNet stem as a QDQ file has it, the MaxPool between the activation and
     the output's QuantizeLinear."""
@@ -560,7 +560,8 @@ def _stem_qdq_model(rng, y_scale):
              helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0),
              helper.make_node("Conv", ["xd", "wd", "b"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["r"], ["p"], **(pool or dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                                         pads=[1, 1, 1, 1]))),
              helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["pq"]),
              helper.make_node("DequantizeLinear", ["pq", "ys", "yz"], ["y"])]
     return graph_model(nodes, inits, ["N", 8, 15, 13], opset=13)
@@ -607,10 +608,10 @@ def test_maxpool_keeps_its_place_before_a_negative_scale(rng):
     assert diff.max() <= 0.07 * (1 + 1e-5) and np.mean(diff == 0) > 0.97
 
 
-def _stem_and_pointwise_qdq_model(rng):
+def _stem_and_pointwise_qdq_model(rng, pool=None):
     """The stem of _stem_qdq_model, then two 1x1 convolutions (16 -> 16 with
     Relu, 16 -> 8), each output quantized: QConv -> MaxPool -> QConv -> QConv."""
-    m = _stem_qdq_model(rng, 0.07)
+    m = _stem_qdq_model(rng, 0.07, pool)
     g = m.graph
     g.output[0].name = "y0"
     for n in g.node:
@@ -638,12 +639,17 @@ def _stem_and_pointwise_qdq_model(rng):
 
 
 @pytest.mark.parametrize("device", ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)])
-def test_int8_maxpool_between_channels_last_convolutions_pools_nhwc(rng, device):
+@pytest.mark.parametrize("pool, kernel", [
+    (None, "onednn pooling"),  # 3x3/2, padded: oneDNN's int8 pooling on NHWC bytes
+    (dict(kernel_shape=[2, 2], strides=[2, 2]), "cpu loop (through NCHW copies)"),  # 15 -> 7: oneDNN refuses
+])
+def test_int8_maxpool_between_channels_last_convolutions_pools_nhwc(rng, device, pool, kernel):
     """QConv -> MaxPool -> QConv -> QConv on int8: the MaxPool joins the NHWC
     group (channels_last_storage), so the stem writes NHWC, the MaxPool pools
-    NHWC bytes and the 1x1 convolutions read them, no reorder between. The
+    NHWC bytes and the 1x1 convolutions read them, no reorder between; a
+    window oneDNN refuses goes through the plain loops on NCHW copies. The
     reference is onnxruntime's run of the QDQ graph as written."""
-    model = _stem_and_pointwise_qdq_model(rng)
+    model = _stem_and_pointwise_qdq_model(rng, pool)
     kw = {} if device == "cpu" else dict(sim_coverage="cuda", allow_cpu_fallback=False)
     engine = twinfer.load(model.SerializeToString(), device=device, **kw)
     notes = [p for p in engine.stats()["passes"] if p.startswith("int8_channels_last")]
@@ -652,6 +658,8 @@ def test_int8_maxpool_between_channels_last_convolutions_pools_nhwc(rng, device)
     rows = engine.kernel_report({"x": (2, 8, 15, 13)})
     assert [r.op for r in rows].count("com.twinfer::QConv") == 3, rows
     assert {r.op: r.dtype for r in rows}["MaxPool"] == "int8", rows
+    if device != "cuda":  # the CPU's kernels (the simulated device runs them too)
+        assert {r.op: r.kernel for r in rows}["MaxPool"] == kernel, rows
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])

@@ -170,7 +170,11 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
   for (size_t i = 0; i < ps.win.nsp; ++i) {
     const int64_t ek = ps.win.effective_kernel(i);
     // oneDNN wants every window to touch the input: pads below the kernel.
-    if (pr[i] < 0 || pr[i] >= ek || ps.win.pad_begin[i] >= ek) {
+    if (pr[i] < 0) {
+      *why = "oneDNN pooling: the last window ends before the input does";
+      return false;
+    }
+    if (pr[i] >= ek || ps.win.pad_begin[i] >= ek) {
       *why = "oneDNN pooling: padding as large as the window";
       return false;
     }

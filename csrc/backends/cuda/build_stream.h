@@ -46,12 +46,15 @@ struct TrialClock {
   void release();
 };
 
-// The fastest of `reps` timed runs of `launch` (work enqueued on the stream
-// it is given: a private non-blocking one) after one warm-up run, in ms; or
-// +infinity when a run throws or faults (the error cleared). For choosing
-// between two implementations of a layer at plan build, on TrialBuffers; in
-// relaxed capture mode, as every build-time launch. `launch` takes whatever
-// locks its library needs itself.
+// The time of one run of `launch` (work enqueued on the stream it is given:
+// a private non-blocking one), in ms: after a warm-up run, the fastest of
+// `reps` timings of four runs back to back (so the host's enqueue time hides
+// behind the device's work, as in a captured plan). +infinity when `launch`
+// throws without a device fault (a form the library refuses, no memory); a
+// device fault raises Error(kRuntime). For choosing between two
+// implementations of a layer at plan build, on TrialBuffers; in relaxed
+// capture mode, as every build-time launch. `launch` takes whatever locks
+// its library needs itself.
 float fastest_launch_ms(const std::function<void(cudaStream_t)>& launch, int reps = 3);
 
 }  // namespace twinfer::cuda

@@ -31,12 +31,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/build_stream.h"
 #include "backends/cuda/conv_graph.h"
+#include "backends/cuda/libraries.h"
 #include "backends/cuda/gemm_int8.h"
 #include "backends/cuda/kernel_util.h"
 #include "backends/cuda/qlinear_kernels.h"
@@ -446,6 +448,7 @@ class CudaQConv final : public Kernel {
     w_ = Tensor();
     scale_ = Tensor();
     bias_ = Tensor();
+    e_ = LinearEpilogue{};  // it pointed at cuDNN's scale and bias
     layer_ = std::move(layer);
     x_is_cols_ = pointwise_ && layer_->kp() == g_.channels;
     direct_ = true;
@@ -466,8 +469,15 @@ class CudaQConv final : public Kernel {
       const TrialBuffer x(static_cast<size_t>(g_.batch * g_.channels * g_.height * g_.width)),
           y(static_cast<size_t>(g_.positions() * g_.out_channels)),
           scratch(std::max(one_gemm->scratch_bytes(true), cudnn_scratch_bytes()));
-      gemm_ms = fastest_launch_ms(
-          [&](cudaStream_t s) { run_layer(*one_gemm, cols, true, x.get(), y.get(), scratch.get(), s); });
+      // cuBLASLt's trials run apart from another thread's capture beginning or
+      // ending, as choose_working_algo's (cuDNN's execute takes that lock itself).
+      gemm_ms = fastest_launch_ms([&](cudaStream_t s) {
+        std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());
+        run_layer(*one_gemm, cols, true, x.get(), y.get(), scratch.get(), s);
+      });
+      // cuDNN's handle stays bound to the trial's stream, destroyed next:
+      // harmless, as every cuDNN enqueue (FeGraph::execute, conv.cc) binds
+      // its own stream first, under the handle's lock.
       cudnn_ms = fastest_launch_ms([&](cudaStream_t s) { run_cudnn(x.get(), y.get(), scratch.get(), s); });
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kOutOfMemory) throw;

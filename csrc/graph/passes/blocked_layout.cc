@@ -8,6 +8,7 @@
 #include "graph/passes/pass_switch.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
+#include "ops/nn/pool.h"
 
 namespace twinfer::passes {
 namespace {
@@ -87,6 +88,8 @@ bool blocked_form(const graph::Graph& g, const graph::Node& n, const std::vector
     }
   } else if (unary_as_activation(g, n, trial)) {
     if (!activation_4d(g, n.inputs[0]) || !region_value[n.inputs[0]]) return false;
+  } else if (nn::stored_channels_last(n)) {
+    return false;  // an int8 MaxPool on NHWC bytes (int8_channels_last); activation_4d is float32 anyway
   } else if (is_default(n, "Add") || is_default(n, "Mul") || is_default(n, "Concat") || is_default(n, "MaxPool") ||
              is_default(n, "AveragePool") || is_default(n, "GlobalAveragePool") ||
              is_default(n, "GlobalMaxPool")) {

@@ -179,7 +179,10 @@ int quantize_before_maxpool(Graph& g, const PassContext& ctx) {
     const int x = m.inputs[0], out = m.outputs[0];
     const DType xt = g.values[x].dtype;
     if (xt != DType::kFloat32 && xt != DType::kFloat16 && xt != DType::kBFloat16) continue;
-    bool ok = !users[out].empty() && !is_graph_output(g, out);
+    // x read by the MaxPool alone: the op before it then takes the
+    // QuantizeLinear into its output (fuse_qdq); with other float readers x
+    // stays float and the move would only quantize a tensor 4x larger.
+    bool ok = !users[out].empty() && !is_graph_output(g, out) && users[x].size() == 1 && !is_graph_output(g, x);
     for (size_t k = 1; k < m.outputs.size(); ++k)  // the Indices output: unused only
       if (m.outputs[k] >= 0 && (!users[m.outputs[k]].empty() || is_graph_output(g, m.outputs[k]))) ok = false;
     // Every reader a per-tensor QuantizeLinear with one set of parameters,

@@ -161,11 +161,36 @@ class PoolKernel final : public Kernel {
       }
     }
     planes_ = x[0] * x[1];
+    // An int8 MaxPool pooling NHWC bytes (channels_last_storage) that oneDNN
+    // refuses (a window past the padding): the loops below read NCHW, so x
+    // is turned to NCHW in scratch and y back after.
+    if (ps.channels_last) {
+      const size_t es = dtype_size(info.input_dtype(0));
+      nhwc_ = {x[0], x[1], shape_numel(x) / (x[0] * x[1]), shape_numel(y) / (x[0] * x[1])};
+      x_bytes_ = align64(static_cast<size_t>(shape_numel(x)) * es);
+      y_bytes_ = align64(static_cast<size_t>(shape_numel(y)) * es);
+    }
   }
 
-  const char* impl_name() const override { return "cpu loop"; }
+  const char* impl_name() const override { return x_bytes_ ? "cpu loop (through NCHW copies)" : "cpu loop"; }
+  size_t scratch_bytes() const override { return x_bytes_ + y_bytes_; }
 
   void run(KernelContext& ctx) const override {
+    if (!x_bytes_) return run_nchw(ctx);
+    const size_t es = dtype_size(ctx.inputs[0].dtype);
+    char* scratch = static_cast<char*>(ctx.scratch);
+    KernelContext nchw = ctx;
+    nchw.inputs[0].data = scratch;
+    nchw.outputs[0].data = scratch + x_bytes_;
+    copy_to_channels_first(ctx.inputs[0].data, scratch, nhwc_.n, nhwc_.c, nhwc_.in, es, ctx.num_threads);
+    run_nchw(nchw);
+    copy_to_channels_last(scratch + x_bytes_, ctx.outputs[0].data, nhwc_.n, nhwc_.c, nhwc_.out, es, ctx.num_threads);
+  }
+
+ private:
+  static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+
+  void run_nchw(KernelContext& ctx) const {
     DType dt = ctx.inputs[0].dtype;
     if (dt == DType::kFloat32 && kind_ == PoolKind::kAvg) return compute_average_f32(ctx);
     if (dt == DType::kInt8) return compute<int8_t>(ctx);
@@ -173,7 +198,6 @@ class PoolKernel final : public Kernel {
     ew::dispatch_typeset<ew::kFloatTypes>(dt, [&](auto tag) { compute<typename decltype(tag)::type>(ctx); });
   }
 
- private:
   // float32 AveragePool: the window sum is separable, so each output row
   // first adds its window's input rows (vertical, vectorised), then sums
   // the horizontal window at every column (vectorised) and picks the
@@ -286,6 +310,10 @@ class PoolKernel final : public Kernel {
   int64_t full_k_ = 1;  // kernel size along the innermost spatial dim
   DimTable dims_[3];
   int64_t planes_ = 0;
+  struct {
+    int64_t n = 0, c = 0, in = 0, out = 0;  // x and y as [n, c, spatial]: `in` / `out` spatial elements
+  } nhwc_;
+  size_t x_bytes_ = 0, y_bytes_ = 0;  // NCHW copies in scratch (channels_last_storage); 0: none
 };
 
 class GlobalPoolKernel final : public Kernel {
@@ -350,8 +378,8 @@ class GlobalPoolKernel final : public Kernel {
 };
 
 bool pool_supports(const KernelBuildInfo& info, std::string* why) {
-  if (stored_channels_last(info.node())) {  // these loops read NCHW
-    *why = "the pooling loops read NCHW, not channels-last bytes";
+  if (stored_channels_last(info.node()) && (info.node().op_type != "MaxPool" || info.num_outputs() > 1)) {
+    *why = "channels-last bytes reach the pooling loops only as an int8 MaxPool's, without Indices";
     return false;
   }
   DType dt = info.input_dtype(0);
