@@ -458,10 +458,9 @@ class CudaQConv final : public Kernel {
   }
 
   // A layer both cuBLASLt (one int8-output call, after im2col unless a 1x1)
-  // and cuDNN take: each run on zeroed operands (the fastest of three
-  // launches after a warm-up) and the faster kept; the kernel name gives
-  // both times. Without memory for the trial, cuDNN's. On an H200
-  // (2026-11-30) neither form had been timed alone.
+  // and cuDNN take: each run on zeroed operands (fastest_launch_ms) and the
+  // faster kept; the kernel name gives both times. Without memory for the
+  // trial, cuDNN's. On an H200 (2026-11-30) neither form had been timed alone.
   void keep_the_faster(std::unique_ptr<Int8Layer> one_gemm) {
     float gemm_ms = std::numeric_limits<float>::infinity(), cudnn_ms = gemm_ms;
     const bool cols = pointwise_ && one_gemm->kp() == g_.channels;
