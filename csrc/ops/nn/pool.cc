@@ -164,7 +164,7 @@ class PoolKernel final : public Kernel {
     // An int8 MaxPool pooling NHWC bytes (channels_last_storage) that oneDNN
     // refuses (a window past the padding): the loops below read NCHW, so x
     // is turned to NCHW in scratch and y back after.
-    if (ps.channels_last) {
+    if (ps.channels_last && planes_ > 0) {  // (an empty x has nothing to copy)
       const size_t es = dtype_size(info.input_dtype(0));
       nhwc_ = {x[0], x[1], shape_numel(x) / (x[0] * x[1]), shape_numel(y) / (x[0] * x[1])};
       x_bytes_ = align64(static_cast<size_t>(shape_numel(x)) * es);
@@ -378,7 +378,8 @@ class GlobalPoolKernel final : public Kernel {
 };
 
 bool pool_supports(const KernelBuildInfo& info, std::string* why) {
-  if (stored_channels_last(info.node()) && (info.node().op_type != "MaxPool" || info.num_outputs() > 1)) {
+  if (stored_channels_last(info.node()) &&
+      (info.node().op_type != "MaxPool" || (info.num_outputs() > 1 && info.has_output(1)))) {
     *why = "channels-last bytes reach the pooling loops only as an int8 MaxPool's, without Indices";
     return false;
   }
