@@ -308,6 +308,9 @@ def test_int8_convolutions_requantize_inside_cudnn_and_cublaslt(rng, monkeypatch
     assert not any("requantized in its graph" in k or "one GEMM" in k for k in kernels), kernels
     x = rng.standard_normal((3, 16, 9, 11)).astype(F32)
     want = plain.run({"x": x})["y"].numpy()
+    # The plain plan itself against the CPU's oneDNN int8 kernels (the simulated device).
+    sim = twinfer.load(m, device="sim", precision="int8", calibration=calib, sim_coverage="cuda")
+    np.testing.assert_allclose(want, sim.run({"x": x})["y"].numpy(), rtol=0.02, atol=0.05 * np.abs(want).max())
     for e in (timed, by_cudnn, by_cublaslt):
         got = e.run({"x": x})["y"].numpy()
         same = np.isclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())

@@ -185,14 +185,11 @@ class QMatMulKernel final : public Kernel {
     const uint16_t* bits = static_cast<const uint16_t*>(x);
     for (int64_t i = 0; i < n; ++i) out[i] = t == DType::kFloat16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
   }
-  // Into t's finite range first, as lowering's Clip -> Cast (NaN stays NaN).
+  // A finite value past t's range saturates, as lowering's Clip -> Cast (NaN stays NaN).
   static void narrow_saturated(const float* y, int64_t n, DType t, void* out) {
-    const float limit = t == DType::kFloat16 ? 65504.f : 3.3895313892515355e38f;
     uint16_t* bits = static_cast<uint16_t*>(out);
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = y[i] > limit ? limit : y[i] < -limit ? -limit : y[i];
-      bits[i] = t == DType::kFloat16 ? float_to_half(v) : float_to_bf16(v);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = t == DType::kFloat16 ? float_to_half_saturate(y[i]) : float_to_bf16_saturate(y[i]);
   }
   static void quant_int_range_of(DType t, int64_t* lo, int64_t* hi) {
     *lo = t == DType::kUInt8 ? 0 : -128;

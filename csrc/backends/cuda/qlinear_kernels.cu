@@ -55,8 +55,8 @@ __global__ void im2col_int8(const void* x, bool from_u8, ConvGeometry g, int8_t 
 template <typename I>
 __device__ __forceinline__ void store_out(void* y, I at, float v, const LinearEpilogue& e, int yt) {
   // yt: 0 float32, 1 int8, 2 uint8, 3 float16, 4 bfloat16 (QMatMul's
-  // out_dtype: saturated to the finite range first, as lowering's Clip ->
-  // Cast it replaces; NaN stays NaN, which fminf/fmaxf would not keep).
+  // out_dtype: a finite value past the type's range saturates, as lowering's
+  // Clip -> Cast it replaces; NaN stays NaN).
   if (yt == 0) {
     static_cast<float*>(y)[at] = v;
   } else if (yt == 1) {
@@ -64,9 +64,7 @@ __device__ __forceinline__ void store_out(void* y, I at, float v, const LinearEp
   } else if (yt == 2) {
     static_cast<uint8_t*>(y)[at] = static_cast<uint8_t>(e.quantize(v));
   } else {
-    const float limit = yt == 3 ? 65504.f : 3.3895313892515355e38f;
-    v = v > limit ? limit : v < -limit ? -limit : v;
-    static_cast<uint16_t*>(y)[at] = yt == 3 ? twinfer::float_to_half(v) : twinfer::float_to_bf16(v);
+    static_cast<uint16_t*>(y)[at] = yt == 3 ? twinfer::float_to_half_saturate(v) : twinfer::float_to_bf16_saturate(v);
   }
 }
 
