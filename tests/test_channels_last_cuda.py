@@ -308,6 +308,7 @@ def test_small_cnn_runs_channels_last_on_cuda(precision, rng, monkeypatch):
     # TWINFER_CHANNELS_LAST unset: on for tf32 / fp16 / bf16 device plans.
     monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
     monkeypatch.delenv("TWINFER_CUDNN_CONV", raising=False)
+    monkeypatch.setenv("TWINFER_DEPTHWISE", "cudnn")  # the cuDNN form named below; ours: test_depthwise_conv.py
     _check_cnn(_small_cnn(rng), "cuda", precision, rng, nhwc=True, conv_name="cudnn graph conv nhwc")
 
 
@@ -317,6 +318,7 @@ def test_small_cnn_channels_last_on_cudnns_legacy_api(precision, rng, monkeypatc
     # The descriptor fallback: NHWC tensor descriptors and an NHWC (KRSC) filter.
     monkeypatch.setenv("TWINFER_CHANNELS_LAST", "1")
     monkeypatch.setenv("TWINFER_CUDNN_CONV", "legacy")
+    monkeypatch.setenv("TWINFER_DEPTHWISE", "cudnn")  # the cuDNN form named below; ours: test_depthwise_conv.py
     _check_cnn(_small_cnn(rng), "cuda", precision, rng, nhwc=True, conv_name="cudnn conv nhwc (algo")
 
 
@@ -325,6 +327,7 @@ def test_small_cnn_channels_last_exact_fp32(rng, monkeypatch):
     # TWINFER_CHANNELS_LAST=1 turns it on for fp32 too: engines without tensor cores, NHWC.
     monkeypatch.setenv("TWINFER_CHANNELS_LAST", "1")
     monkeypatch.delenv("TWINFER_CUDNN_CONV", raising=False)
+    monkeypatch.setenv("TWINFER_DEPTHWISE", "cudnn")  # the cuDNN form named below; ours: test_depthwise_conv.py
     _check_cnn(_small_cnn(rng), "cuda", "fp32", rng, nhwc=True, conv_name="cudnn")
 
 
@@ -352,6 +355,7 @@ def _conv_rows_on_cuda(m, x, precision, monkeypatch):
     channels-last), checks y against the reference, returns the conv rows."""
     monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
     monkeypatch.delenv("TWINFER_CUDNN_CONV", raising=False)
+    monkeypatch.setenv("TWINFER_DEPTHWISE", "cudnn")  # the cuDNN form named below; ours: test_depthwise_conv.py
     want = _reference(m, {"x": x})["y"]
     e = twinfer.load(m, device="cuda", precision=precision, allow_cpu_fallback=False)
     got = e.run({"x": x})["y"].numpy()

@@ -6,7 +6,12 @@
 // header-only and free of CUDA headers) tests/test_channels_last_cuda.py.
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+
 #include "backends/cuda/channels_last_index.h"
+#include "backends/cuda/depthwise_math.h"
 #include "bindings/bindings.h"
 #include "graph/ir.h"
 #include "ops/nn/activation_fn.h"
@@ -128,6 +133,39 @@ void bind_kernel_math(py::module_& m) {
         py::arg("g"), py::arg("bits32") = false);
 
   // The conv epilogue's channel of every element of y [n, c, spatial] as stored.
+  // The depthwise kernel's output for NHWC x [N, H, W, C] and weights
+  // [KH, KW, C], computed by packs of `pack` channels as the kernel does
+  // (NaN where no pack wrote).
+  m.def("_test_depthwise_nhwc",
+        [](const std::vector<float>& x, const std::vector<int64_t>& x_shape, const std::vector<float>& w, int64_t kh,
+           int64_t kw, int64_t out_h, int64_t out_w, const std::vector<int64_t>& stride,
+           const std::vector<int64_t>& pad, const std::vector<int64_t>& dil, int pack) {
+          const int64_t n = x_shape[0], c = x_shape[3];
+          const cuda::DepthwiseGeometry g(c, x_shape[1], x_shape[2], out_h, out_w, kh, kw, stride[0], stride[1],
+                                          pad[0], pad[1], dil[0], dil[1], pack);
+          std::vector<float> y(static_cast<size_t>(n * out_h * out_w * c), std::nanf(""));
+          auto run = [&](auto width) {
+            constexpr int V = decltype(width)::value;
+            auto reader = [](const std::vector<float>& base) {
+              return [&base](int64_t off, float* v) {
+                for (int k = 0; k < V; ++k) v[k] = base.at(static_cast<size_t>(off + k));
+              };
+            };
+            for (int64_t p = 0; p < g.packs(n, V); ++p) {
+              int64_t b, oh, ow, c0;
+              const int64_t at = g.position(static_cast<uint64_t>(p), V, &b, &oh, &ow, &c0);
+              float acc[V] = {};
+              g.accumulate<V>(b, oh, ow, c0, reader(x), reader(w), acc);
+              for (int k = 0; k < V; ++k) y.at(static_cast<size_t>(at + k)) = acc[k];
+            }
+          };
+          if (pack == 1) run(std::integral_constant<int, 1>{});
+          else if (pack == 4) run(std::integral_constant<int, 4>{});
+          else if (pack == 8) run(std::integral_constant<int, 8>{});
+          else throw std::invalid_argument("pack must be 1, 4 or 8");
+          return y;
+        });
+
   m.def("_test_conv_epilogue_channels", [](int64_t n, int64_t c, int64_t spatial, bool channels_last) {
     const cuda::ConvChannelIndex channel_of(c, spatial, channels_last);
     std::vector<int64_t> out;

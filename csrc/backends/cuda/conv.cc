@@ -11,10 +11,16 @@
 // (cuDNN's runtime fusion: y written once), and falls back to that pass. float32
 // uses FMA math only (no TF32, like the GEMM); float16 / bfloat16 use
 // tensor cores, fp32 compute. TWINFER_CUDNN_CONV=legacy skips the graph
-// API (to compare the two on a GPU).
+// API (to compare the two on a GPU). A channels-last depthwise convolution
+// (MobileNet's) also has our own kernel (depthwise_conv.h): both are timed
+// when the plan is built and the faster kept; TWINFER_DEPTHWISE=cudnn|ours
+// forces one.
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,6 +28,7 @@
 #include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/conv_graph.h"
 #include "backends/cuda/cudnn_api.h"
+#include "backends/cuda/depthwise_conv.h"
 #include "backends/cuda/kernel_util.h"
 #include "graph/domains.h"
 #include "ops/nn/conv.h"
@@ -81,6 +88,119 @@ class CudnnConv final : public Kernel {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
     handle_ = cudnn_handle(device);
+    const char* dw_mode = std::getenv("TWINFER_DEPTHWISE");
+    const std::string dw = dw_mode ? dw_mode : "";
+    if (dw != "cudnn" && depthwise_applies(info)) prepare_depthwise(info);
+    try {
+      setup_cudnn();
+    } catch (const Error& e) {
+      if (!depthwise_) throw;
+      use_depthwise_ = true;
+      name_ = std::string("cuda depthwise nhwc (cuDNN refused: ") + e.what() + ")";
+      return;
+    }
+    if (!depthwise_) return;
+    if (dw == "ours") {
+      use_depthwise_ = true;
+      name_ = "cuda depthwise nhwc (TWINFER_DEPTHWISE=ours)";
+      return;
+    }
+    keep_the_faster();
+  }
+
+  ~CudnnConv() override { destroy(); }
+
+  size_t scratch_bytes() const override {
+    if (use_depthwise_) return 0;
+    return graph_ ? graph_->workspace_bytes() : workspace_;
+  }
+
+  void run(KernelContext& ctx) const override {
+    if (ctx.outputs[0].numel() == 0) return;
+    const void* bias = c_.has_bias ? ctx.inputs[2].data : nullptr;
+    const void* residual = c_.has_residual ? ctx.inputs[3].data : nullptr;
+    if (use_depthwise_) {
+      depthwise_conv_nhwc(depthwise_geometry_, c_.y[0], ctx.inputs[0].data, depthwise_w_.data(), bias, residual,
+                          ctx.outputs[0].data, dtype_, c_.act, stream_of(ctx));
+      return;
+    }
+    enqueue_cudnn(ctx.inputs[0].data, ctx.inputs[1].data, bias, residual, ctx.outputs[0].data, ctx.scratch,
+                  stream_of(ctx));
+  }
+  const char* impl_name() const override { return name_.c_str(); }
+
+ private:
+  // Our depthwise kernel takes the layer: channels-last, one group per
+  // channel and one output channel per group, 1 or 2 spatial dims, constant
+  // weights (held again as [KH, KW, C]).
+  bool depthwise_applies(const KernelBuildInfo& info) const {
+    if (!c_.channels_last || c_.win.nsp > 2 || !info.input_constant(1)) return false;
+    const int64_t channels = c_.x[1];
+    if (channels < 1 || c_.group != channels || c_.w[0] != channels || c_.w[1] != 1) return false;
+    return shape_numel(c_.x) > 0 && shape_numel(c_.y) > 0;
+  }
+
+  void prepare_depthwise(const KernelBuildInfo& info) {
+    const bool two = c_.win.nsp == 2;
+    const int64_t ch = c_.x[1];
+    const int64_t kh = two ? c_.w[2] : 1, kw = c_.w[two ? 3 : 2];
+    auto dim = [&](const Shape& s, size_t i) { return two ? s[2 + i] : (i == 0 ? 1 : s[2]); };
+    auto win = [&](const std::vector<int64_t>& v, size_t i, int64_t one) { return two ? v[i] : (i == 0 ? one : v[0]); };
+    const std::vector<int64_t> pad(c_.win.pad_begin.begin(), c_.win.pad_begin.begin() + c_.win.nsp),
+        stride(c_.win.stride.begin(), c_.win.stride.begin() + c_.win.nsp),
+        dil(c_.win.dilation.begin(), c_.win.dilation.begin() + c_.win.nsp);
+    depthwise_geometry_ = DepthwiseGeometry(ch, dim(c_.x, 0), dim(c_.x, 1), dim(c_.y, 0), dim(c_.y, 1), kh, kw,
+                                            win(stride, 0, 1), win(stride, 1, 1), win(pad, 0, 0), win(pad, 1, 0),
+                                            win(dil, 0, 1), win(dil, 1, 1), 1);
+    // KRSC [C, KH, KW, 1] -> [KH, KW, C]: a thread's channels are one load.
+    const Tensor& w = *info.input_constant(1);
+    const size_t elt = dtype_size(dtype_);
+    const auto* src = static_cast<const uint8_t*>(w.data());
+    std::vector<uint8_t> rsc(static_cast<size_t>(ch * kh * kw) * elt);
+    for (int64_t c = 0; c < ch; ++c)
+      for (int64_t rs = 0; rs < kh * kw; ++rs)
+        std::memcpy(&rsc[static_cast<size_t>(rs * ch + c) * elt], src + static_cast<size_t>(c * kh * kw + rs) * elt,
+                    elt);
+    depthwise_w_ = device_copy(rsc.data(), dtype_, {kh, kw, ch});
+    depthwise_ = true;
+  }
+
+  // Both forms run on zeroed operands at build (fastest_launch_ms) and the
+  // faster is kept; the kernel name gives both times. Without memory for the
+  // trial, cuDNN's.
+  void keep_the_faster() {
+    float ours_ms = std::numeric_limits<float>::infinity(), cudnn_ms = ours_ms;
+    try {
+      const size_t elt = dtype_size(dtype_);
+      const size_t x_bytes = static_cast<size_t>(shape_numel(c_.x)) * elt,
+                   y_bytes = static_cast<size_t>(shape_numel(c_.y)) * elt;
+      const TrialBuffer x(x_bytes), y(y_bytes), w(static_cast<size_t>(shape_numel(c_.w)) * elt),
+          bias(static_cast<size_t>(c_.y[1]) * elt), residual(c_.has_residual ? y_bytes : 0),
+          scratch(scratch_bytes());
+      const void* b = c_.has_bias ? bias.get() : nullptr;
+      const void* r = c_.has_residual ? residual.get() : nullptr;
+      ours_ms = fastest_launch_ms([&](cudaStream_t s) {
+        depthwise_conv_nhwc(depthwise_geometry_, c_.y[0], x.get(), depthwise_w_.data(), b, r, y.get(), dtype_, c_.act,
+                            s);
+      });
+      cudnn_ms = fastest_launch_ms([&](cudaStream_t s) { enqueue_cudnn(x.get(), w.get(), b, r, y.get(), scratch.get(), s); });
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kOutOfMemory) throw;
+      cudaGetLastError();
+    }
+    char timed[96];
+    std::snprintf(timed, sizeof timed, "timed: ours %.3f ms, cuDNN %.3f ms", ours_ms, cudnn_ms);
+    if (ours_ms < cudnn_ms) {
+      use_depthwise_ = true;
+      name_ = std::string("cuda depthwise nhwc (") + timed + ")";
+    } else {
+      name_ += std::string("; ") + timed;
+    }
+  }
+
+  // cuDNN's convolution as the graph API or the descriptors took it (the
+  // name says which), with the epilogue it could not take after it.
+  void setup_cudnn() {
     const bool cl = c_.channels_last;
     const std::string layout = cl ? " nhwc" : "";
     cudnnDataType_t t = CUDNN_DATA_FLOAT;
@@ -174,41 +294,28 @@ class CudnnConv final : public Kernel {
     }
   }
 
-  ~CudnnConv() override { destroy(); }
-
-  size_t scratch_bytes() const override { return graph_ ? graph_->workspace_bytes() : workspace_; }
-
-  void run(KernelContext& ctx) const override {
-    if (ctx.outputs[0].numel() == 0) return;
-    const cudaStream_t s = stream_of(ctx);
+  // w is the node's (KRSC for channels-last: the descriptors say so).
+  void enqueue_cudnn(const void* x, const void* w, const void* bias, const void* residual, void* y, void* scratch,
+                     cudaStream_t s) const {
     const float one = 1.f, zero = 0.f;
-    const void* w = ctx.inputs[1].data;  // KRSC for channels-last: the descriptors say so
+    const int64_t spatial = shape_numel(Shape(c_.y.begin() + 2, c_.y.end()));
     if (graph_) {
       if (fused_) {  // bias, residual (and the activation unless act_after_) inside cuDNN's graph
-        graph_->run(ctx.inputs[0].data, w, ctx.outputs[0].data, ctx.scratch, s,
-                    c_.has_bias ? ctx.inputs[2].data : nullptr, c_.has_residual ? ctx.inputs[3].data : nullptr);
-        if (act_after_)
-          conv_epilogue(ctx.outputs[0].data, nullptr, nullptr, c_.y[0], c_.y[1],
-                        shape_numel(Shape(c_.y.begin() + 2, c_.y.end())), dtype_, c_.act, s, c_.channels_last);
+        graph_->run(x, w, y, scratch, s, bias, residual);
+        if (act_after_) conv_epilogue(y, nullptr, nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s, c_.channels_last);
         return;
       }
-      graph_->run(ctx.inputs[0].data, w, ctx.outputs[0].data, ctx.scratch, s);
+      graph_->run(x, w, y, scratch, s);
     } else {
       // The handle is bound to one stream at a time.
       std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
       check_cudnn(api_.set_stream(handle_, s), "cudnnSetStream");
-      check_cudnn(api_.fwd(handle_, &one, xd_, ctx.inputs[0].data, wd_, w, cd_, algo_, ctx.scratch,
-                           workspace_, &zero, yd_, ctx.outputs[0].data),
+      check_cudnn(api_.fwd(handle_, &one, xd_, x, wd_, w, cd_, algo_, scratch, workspace_, &zero, yd_, y),
                   "cudnnConvolutionForward");
     }
-    const int64_t spatial = shape_numel(Shape(c_.y.begin() + 2, c_.y.end()));
-    conv_epilogue(ctx.outputs[0].data, c_.has_bias ? ctx.inputs[2].data : nullptr,
-                  c_.has_residual ? ctx.inputs[3].data : nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s,
-                  c_.channels_last);
+    conv_epilogue(y, bias, residual, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s, c_.channels_last);
   }
-  const char* impl_name() const override { return name_.c_str(); }
 
- private:
   void destroy() {
     if (cd_) api_.conv_destroy(cd_);
     if (wd_) api_.filter_destroy(wd_);
@@ -255,6 +362,11 @@ class CudnnConv final : public Kernel {
   bool fused_ = false;      // graph_ holds the epilogue too
   bool act_after_ = false;  // ... but for the activation, our kernel's after it
   std::string name_;
+  // Our depthwise kernel (depthwise_conv.h), where it takes the layer.
+  bool depthwise_ = false;      // it does: the weights below are ready
+  bool use_depthwise_ = false;  // ... and it runs instead of cuDNN
+  DepthwiseGeometry depthwise_geometry_;
+  Tensor depthwise_w_;  // [KH, KW, C] on the device
 };
 
 }  // namespace
