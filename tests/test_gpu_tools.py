@@ -52,3 +52,30 @@ def test_gpu_summary_reads_junit_files(tmp_path):
     assert any("Segmentation fault" in ln for ln in lines)
     assert any("not run" in ln and "test_c" in ln for ln in lines)
     assert any("1 step(s) skipped for time" in ln for ln in lines)
+
+
+@pytest.mark.cuda_build
+@pytest.mark.parametrize("quantized_out", [True, False])
+def test_int8_gemm_probe_models_are_one_qmatmul(quantized_out, rng):
+    # benchmarks/int8_gemm_probe.py times these models' GEMMs on a GPU: each
+    # must plan as one QMatMul on the device (the simulated device places
+    # nodes as CUDA would) and compute what onnxruntime computes.
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    import twinfer
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from int8_gemm_probe import qdq_matmul_model
+    finally:
+        sys.path.pop(0)
+    m = qdq_matmul_model(64, 24, quantized_out=quantized_out, seed=int(rng.integers(1 << 30)))
+    x = (rng.standard_normal((37, 64)) * 2).astype(np.float32)
+    e = twinfer.load(m, device="sim", sim_coverage="cuda", allow_cpu_fallback=False)
+    rows = [r for r in e.kernel_report({"x": x.shape}) if r.backend != "copy"]
+    assert [r.op for r in rows if "QMatMul" in r.op] == ["com.twinfer::QMatMul"], rows
+    assert all(r.backend == "sim" for r in rows), rows
+    got = e.run({"x": x})["y"].numpy()
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    step = 0.02 if quantized_out else 1e-4 * np.abs(want).max()
+    assert np.abs(got - want).max() <= step * 1.001, np.abs(got - want).max()

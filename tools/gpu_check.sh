@@ -8,7 +8,8 @@
 #   tools/gpu_check.sh                 # all steps: build test bench sanitize
 #   tools/gpu_check.sh build bench     # some of them
 #   steps: build test bench (= bench_runtime bench_dual bench_quant) sanitize; and
-#   profile (benchmarks/gpu_profile.py: per-op times, asked for by name only)
+#   profile (benchmarks/gpu_profile.py: per-op times) and probe_int8 (benchmarks/
+#   int8_gemm_probe.py: the int8 GEMMs alone), asked for by name only
 #
 # The device tool allows 600 s a command, keeps a machine warm 30 s after a
 # call, and brings back 8 files from $OUT. So the script
@@ -232,6 +233,16 @@ if [[ " $steps " == *" profile "* ]]; then
   # op's time splits into its kernels (im2col / GEMM / epilogue apart).
   (cd benchmarks && bench bench_profile 240 $PY gpu_profile.py --models $models --precisions $precisions \
     --kernels "${GPU_PROFILE_KERNELS:-20}" --json "$WORK/profile.json")
+fi
+
+# ---- int8 GEMMs alone (only when named: `tools/gpu_check.sh probe_int8`) -----------
+if [[ " $steps " == *" probe_int8 "* ]]; then
+  # BERT's and ResNet-50's int8 GEMM shapes in every form twinfer and torch have
+  # (fp16, torch._int_mm, fp8 _scaled_mm, twinfer's int8-output and int32 forms),
+  # with the cuBLASLt kernel names CUPTI saw: why int8 ran as slowly as fp32.
+  stamp "probe: int8 GEMMs alone"
+  (cd benchmarks && bench bench_int8_gemm_probe 200 $PY int8_gemm_probe.py --iterations 20 \
+    --json "$WORK/int8_gemm_probe.json")
 fi
 
 # ---- compute-sanitizer last: the slowest per test, and the least likely to fit ------
