@@ -77,6 +77,23 @@ def qdq_matmul_model(k: int, n: int, *, quantized_out: bool, seed: int = 0):
     return m
 
 
+def float_matmul_model(k: int, n: int, seed: int = 0):
+    """x [M, K] @ w [K, N] + b -> ReLU in float32: twinfer's fp16 and fp8
+    rows (precision="fp16" / "fp8": one FP8MatMul, cuBLASLt's FP8 GEMM)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32) * 0.05, "w"),
+             numpy_helper.from_array(rng.standard_normal(n).astype(np.float32) * 0.1, "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["pre"]),
+             helper.make_node("Relu", ["pre"], ["y"])]
+    g = helper.make_graph(nodes, "float_matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["M", k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M", n])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
 def cuda_ms(fn, iterations: int) -> float:
     """Median ms of fn() over `iterations`, each timed with CUDA events, after warm-up."""
     import torch
@@ -128,14 +145,19 @@ def twinfer_rows(m: int, n: int, k: int, iterations: int, kernels: int) -> list[
 
     rows = []
     x = torch.randn(m, k, device="cuda")
-    for quantized_out, form in ((True, "twinfer int8->int8"), (False, "twinfer int8->float")):
+    calibration = [{"x": np.random.default_rng(i).standard_normal((64, k)).astype(np.float32)} for i in range(2)]
+    forms = [("twinfer int8->int8", lambda: qdq_matmul_model(k, n, quantized_out=True), {}),
+             ("twinfer int8->float", lambda: qdq_matmul_model(k, n, quantized_out=False), {}),
+             ("twinfer fp16", lambda: float_matmul_model(k, n), {"precision": "fp16"}),
+             ("twinfer fp8", lambda: float_matmul_model(k, n),
+              {"precision": "fp8", "calibration": calibration, "progress": False})]
+    for form, model, kw in forms:
         row = {"form": form}
         try:
-            e = twinfer.load(qdq_matmul_model(k, n, quantized_out=quantized_out), device="cuda",
-                             allow_cpu_fallback=False)
+            e = twinfer.load(model(), device="cuda", allow_cpu_fallback=False, **kw)
             row["ms"] = cuda_ms(lambda: e.run({"x": x}), iterations)
             report = e.kernel_report({"x": tuple(x.shape)})
-            row["kernel_report"] = [f"{r.op}: {r.kernel}" for r in report if "QMatMul" in r.op]
+            row["kernel_report"] = [f"{r.op}: {r.kernel}" for r in report if "MatMul" in r.op or "Gemm" in r.op]
             if kernels:
                 row["kernels"] = kernel_table(e, {"x": x}, kernels)["kernels"]
             e.close()

@@ -223,12 +223,19 @@ def test_fp8_qdq_model_matches_onnxruntime(device, gemm):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("accumulation", ["fast", "promoted"])
 @pytest.mark.parametrize("gemm", [False, True])
-@pytest.mark.parametrize("k, hidden, n", [(45, 83, 29), (64, 96, 32)])
-def test_cuda_fp8_matches_the_simulated_device(gemm, k, hidden, n):
+@pytest.mark.parametrize("k, hidden, n", [(45, 83, 29), (64, 96, 32), (1024, 3072, 48)])
+def test_cuda_fp8_matches_the_simulated_device(gemm, k, hidden, n, accumulation, monkeypatch):
     """cuBLASLt's FP8 GEMM (E4M3, scales, bias and ReLU in its epilogue,
     padded K and N; or K in 16s, whose rows the flat eight-a-thread kernel
-    rounds) against the reference kernel on the simulated device."""
+    rounds) against the reference kernel on the simulated device; with the
+    tensor cores' fast accumulation (the default) and with float32
+    promotion (TWINFER_FP8_FAST_ACCUM=0), at BERT's K of 3072 too."""
+    if accumulation == "fast":
+        monkeypatch.delenv("TWINFER_FP8_FAST_ACCUM", raising=False)
+    else:
+        monkeypatch.setenv("TWINFER_FP8_FAST_ACCUM", "0")
     rng = np.random.default_rng(17)
     m, _ = _mlp(rng, k, hidden, n, gemm)
     shape = (37, k) if gemm else (2, 19, k)
@@ -236,7 +243,9 @@ def test_cuda_fp8_matches_the_simulated_device(gemm, k, hidden, n):
     kw = dict(precision="fp8", calibration=calib, progress=False, allow_cpu_fallback=False)
     cuda = twinfer.load(m, device="cuda", **kw)
     sim = twinfer.load(m, device="sim", sim_coverage="cuda", **kw)
-    assert [r.kernel for r in cuda.kernel_report({"x": shape}) if r.op.endswith("FP8MatMul")][0].startswith("cublasLt fp8")
+    names = [r.kernel for r in cuda.kernel_report({"x": shape}) if r.op.endswith("FP8MatMul")]
+    assert names and all(k.startswith("cublasLt fp8") for k in names), names
+    assert all(("fast accumulation" if accumulation == "fast" else "fp32 accumulate") in k for k in names), names
     for _ in range(3):
         x = rng.standard_normal(shape).astype(F32)
         got, want = cuda.run({"x": x})["y"].numpy(), sim.run({"x": x})["y"].numpy()

@@ -79,3 +79,28 @@ def test_int8_gemm_probe_models_are_one_qmatmul(quantized_out, rng):
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     step = 0.02 if quantized_out else 1e-4 * np.abs(want).max()
     assert np.abs(got - want).max() <= step * 1.001, np.abs(got - want).max()
+
+
+@pytest.mark.cuda_build
+def test_int8_gemm_probe_float_model_plans_one_fp8_matmul(rng):
+    # The probe's fp8 row: precision="fp8" makes the float model's GEMM one
+    # FP8MatMul on the device, close to onnxruntime's float32 result.
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    import twinfer
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from int8_gemm_probe import float_matmul_model
+    finally:
+        sys.path.pop(0)
+    m = float_matmul_model(48, 40, seed=int(rng.integers(1 << 30)))
+    x = rng.standard_normal((19, 48)).astype(np.float32)
+    calibration = [{"x": rng.standard_normal((16, 48)).astype(np.float32)} for _ in range(2)]
+    e = twinfer.load(m, device="sim", sim_coverage="cuda", allow_cpu_fallback=False, precision="fp8",
+                     calibration=calibration, progress=False)
+    rows = e.kernel_report({"x": x.shape})
+    assert [r.op for r in rows if "MatMul" in r.op] == ["com.twinfer::FP8MatMul"], rows
+    got = e.run({"x": x})["y"].numpy()
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.08  # E4M3 keeps 3 mantissa bits

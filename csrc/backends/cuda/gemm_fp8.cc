@@ -1,7 +1,8 @@
 // com.twinfer::FP8MatMul (ops/quant/fp8_matmul.h) on cuBLASLt's FP8 GEMM
 // (Hopper): x rounded to E4M3 rows by our kernel (fp8_kernels.cu), the
 // weights stored [N, K] E4M3, the column-major "TN" form FP8 requires
-// (CUDA_GUIDE.md section 1), float32 accumulation, the two per-tensor scales
+// (CUDA_GUIDE.md section 1), float32 results (fast accumulation inside
+// the tensor cores unless TWINFER_FP8_FAST_ACCUM=0), the two per-tensor scales
 // as cuBLASLt's A / B scale pointers, bias and ReLU / tanh-GELU in its
 // epilogue (other activations after it), D in x's type. K and N are padded
 // to 16 (FP8's leading-dimension rule); padded output columns are dropped.
@@ -10,6 +11,7 @@
 // BIAS_DATA_TYPE), which would round the bias the reference adds exactly.
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -96,6 +98,13 @@ class CudaFP8MatMul final : public Kernel {
     const float* sb = sa + kXScaleAt;
     set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
     set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
+    // Fast accumulation (the tensor cores' own sums, not promoted to float32
+    // every few k-blocks), as TransformerEngine's forward GEMMs and
+    // torch._scaled_mm(use_fast_accum=True) run: its rounding is far below
+    // E4M3's own (3 mantissa bits). TWINFER_FP8_FAST_ACCUM=0 promotes.
+    const char* fast_env = std::getenv("TWINFER_FP8_FAST_ACCUM");
+    const int8_t fast = fast_env && std::string(fast_env) == "0" ? 0 : 1;
+    set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
     if (lt_bias) {
       const cudaDataType_t bt = cuda_type(xt_);
       set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
@@ -116,7 +125,8 @@ class CudaFP8MatMul final : public Kernel {
                              &r.algo, workspace, r.workspaceSize, s);
         },
         cublaslt_tune_candidates(), &timings);
-    name_ = "cublasLt fp8 (E4M3, fp32 accumulate)" + (timings.empty() ? "" : "; timed " + timings);
+    name_ = std::string("cublasLt fp8 (E4M3, ") + (fast ? "fast accumulation" : "fp32 accumulate") + ")" +
+            (timings.empty() ? "" : "; timed " + timings);
   }
   ~CudaFP8MatMul() override {
     for (auto l : {a_, b_, d_})
