@@ -23,4 +23,7 @@ get tritonclient==2.73.0 python-rapidjson==1.25 geventhttpclient==2.6.1 gevent==
   zope.event==6.2 zope.interface==8.7 brotli==1.2.1 starlette==1.10.0 uvicorn==0.54.0
 # cuDNN's header-only frontend (a CUDA build requirement; 6 MB): fused attention.
 get nvidia-cudnn-frontend==1.28.0
+# CUTLASS's headers (a CUDA build requirement; 6 MB, installed with --no-deps:
+# its Python tools' dependencies are not needed to build): the int8 GEMMs.
+get nvidia-cutlass==4.2.0.0
 du -sh .whl

@@ -1,7 +1,7 @@
 """twinfer's PEP 517 build backend: scikit-build-core, plus NVIDIA's cuBLAS
 and cuDNN wheels (and cuDNN's header-only frontend) as build requirements
 when the CUDA backend will be built (nvcc present, TWINFER_CUDA not OFF).
-Their headers (cublasLt.h, cudnn.h, cudnn_frontend.h) are
+Their headers (cublasLt.h, cudnn.h, cudnn_frontend.h, CUTLASS's) are
 what the CUDA GEMM and convolution compile against; the libraries themselves
 are opened at run time from the user's environment
 (csrc/backends/cuda/libraries.cc), never linked. A CPU-only build does not
@@ -25,7 +25,11 @@ from scikit_build_core.build import (  # noqa: F401  (re-exported hooks)
 # The frontend is header-only (cuDNN's graph API: fused attention); 1.28.0 is
 # its last release that pulls in no other packages (later ones require
 # nvidia-cutlass-dsl).
-CUDA_BUILD_REQUIRES = ["nvidia-cublas>=13,<14", "nvidia-cudnn-cu13>=9,<10", "nvidia-cudnn-frontend==1.28.0"]
+# CUTLASS's C++ headers come in NVIDIA's nvidia-cutlass wheel (its Python
+# tools pull in a few packages the build does not use): the Hopper int8 GEMM
+# with its scales in the epilogue (csrc/backends/cuda/scaled_int8_gemm.h).
+CUDA_BUILD_REQUIRES = ["nvidia-cublas>=13,<14", "nvidia-cudnn-cu13>=9,<10", "nvidia-cudnn-frontend==1.28.0",
+                       "nvidia-cutlass==4.2.0.0"]
 
 
 def _cuda_backend_wanted() -> bool:

@@ -42,6 +42,7 @@
 #include "backends/cuda/gemm_int8.h"
 #include "backends/cuda/kernel_util.h"
 #include "backends/cuda/qlinear_kernels.h"
+#include "backends/cuda/scaled_int8_gemm.h"
 #include "backends/cuda/token_quant_kernels.h"
 #include "ops/nn/channels_last.h"
 #include "graph/domains.h"
@@ -100,10 +101,12 @@ class Int8Layer {
   // documented minimum; PyTorch's int8 GEMM asks for multiples of 8 too).
   static constexpr int64_t kPad = 16;
 
-  // fast_only: the int8-output form or nothing (throws kUnsupportedOp where
-  // cuBLASLt refuses it), for a caller with another form to fall back on.
+  // fast_only: a form writing int8 y itself or nothing (throws
+  // kUnsupportedOp where neither cuBLASLt nor CUTLASS takes it), for a caller
+  // with another form to fall back on. y_rows: y is [rows, n] row-major (a
+  // QMatMul's, an NHWC convolution's), which CUTLASS's form writes directly.
   Int8Layer(const QLinearParams& p, const int8_t* w, int64_t n, int64_t k, bool packs_x, int64_t rows,
-            bool fast_only = false)
+            bool fast_only = false, bool y_rows = false)
       : p_(p), n_(n), k_(k), kp_(round_up(k, kPad)), np_(round_up(n, kPad)), rows_(rows) {
     per_token_ = p.x_per_token;
     x_u8_ = !per_token_ && p.x_type == DType::kUInt8;
@@ -119,30 +122,38 @@ class Int8Layer {
     w_ = device_copy(wp.data(), DType::kInt8, {np_, kp_});
     const nn::ActKind act = p.act.kind;
     if (x_zero_ != 0) colsum_ = device_copy(colsum.data(), DType::kInt32, {np_});
-    // TWINFER_INT8_GEMM=int32: every layer through the int32 GEMM and our
-    // epilogue, to time against cuBLASLt's int8-output form (on an H200 a
-    // ResNet-50 1x1 convolution took 2.8 ms in that form at batch 256).
-    const char* mode = std::getenv("TWINFER_INT8_GEMM");
-    fast_ = !per_token_ && x_zero_ == 0 && p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
-            (act == nn::ActKind::kNone || act == nn::ActKind::kRelu) && !(mode && std::string(mode) == "int32");
-    if (fast_only && !fast_) throw Error(ErrorKind::kUnsupportedOp, "this layer has no int8-output GEMM form");
-    if (fast_) {
+    // TWINFER_INT8_GEMM=int32: every layer through cuBLASLt's int32 GEMM and
+    // our epilogue, to time against cuBLASLt's int8-output form (on an H200 a
+    // ResNet-50 1x1 convolution took 2.8 ms in that form at batch 256);
+    // =cublaslt: never CUTLASS's form; =cutlass: CUTLASS's wherever it applies.
+    const char* mode_env = std::getenv("TWINFER_INT8_GEMM");
+    const std::string mode = mode_env ? mode_env : "";
+    const bool int8_y = x_zero_ == 0 && p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
+                        (act == nn::ActKind::kNone || act == nn::ActKind::kRelu);
+    const bool want_fast = !per_token_ && int8_y && mode != "int32";
+    if (fast_only && !int8_y) throw Error(ErrorKind::kUnsupportedOp, "this layer has no int8-output GEMM form");
+    std::string why_not_cublaslt;
+    if (!fast_only || want_fast) {
       try {
-        build_gemm(true);
-        return;
+        build_gemm(want_fast);
+        fast_ = want_fast;
       } catch (const Error& e) {
         // cuBLASLt refused the int8-output form (its epilogue, pointer mode or
         // this shape): the int32 GEMM and our epilogue do the same layer.
-        if (e.kind() != ErrorKind::kUnsupportedOp || fast_only) throw;
-        fast_ = false;
+        if (e.kind() != ErrorKind::kUnsupportedOp) throw;
+        why_not_cublaslt = e.what();
+        if (want_fast && !fast_only) build_gemm(false);
       }
+    } else {
+      why_not_cublaslt = "TWINFER_INT8_GEMM=int32";
     }
-    build_gemm(false);
+    if ((y_rows || fast_only) && mode != "int32" && mode != "cublaslt") consider_cutlass(fast_only, mode == "cutlass");
+    if (!gemm_ && !scaled_) throw Error(ErrorKind::kUnsupportedOp, "no int8-output GEMM form: " + why_not_cublaslt);
   }
 
   int64_t kp() const { return kp_; }
   int64_t np() const { return np_; }
-  bool fast() const { return fast_; }
+  bool fast() const { return fast_ && !scaled_; }  // cuBLASLt's int8 output (padded to np)
   bool x_u8() const { return x_u8_; }
   bool packs_x() const { return packs_x_; }
   bool per_token() const { return per_token_; }
@@ -156,20 +167,34 @@ class Int8Layer {
   size_t out_bytes(bool direct) const {
     return direct ? 0 : align(static_cast<size_t>(rows_ * np_) * (fast_ ? 1 : 4));
   }
+  size_t workspace_bytes() const { return scaled_ ? scaled_->workspace_bytes() : gemm_->workspace_bytes(); }
   size_t scratch_bytes(bool direct) const {
-    return packed_bytes() + row_scale_bytes() + out_bytes(direct) + align(gemm_->workspace_bytes());
+    return packed_bytes() + row_scale_bytes() + out_bytes(direct) + align(workspace_bytes());
   }
-  // Whether the GEMM's int8 output is y as it is ([rows, n] unpadded; for a
-  // convolution, NHWC y).
-  bool writes_y(bool y_rows) const { return fast_ && y_rows && np_ == n_; }
+  // Whether the GEMM writes y as it is ([rows, n] unpadded; for a
+  // convolution, NHWC y): cuBLASLt's int8 output when N needs no padding,
+  // CUTLASS's form always (it is chosen only for such a y).
+  bool writes_y(bool y_rows) const { return y_rows && (scaled_ || (fast_ && np_ == n_)); }
 
   LinearEpilogue epilogue(const float* row_scale = nullptr) const {
     return epilogue_for(p_, scale_.data_as<float>(), p_.bias.empty() ? nullptr : bias_.data_as<float>(),
                         x_zero_ ? colsum_.data_as<int32_t>() : nullptr, x_zero_, row_scale);
   }
 
-  // GEMM on packed (or in-place) x rows; returns where its output is.
-  void gemm(const int8_t* x_rows, void* out, void* workspace, cudaStream_t s) const {
+  // GEMM on packed (or in-place) x rows into `out` (y itself when
+  // writes_y); row_scale: the per-token scales (CUTLASS's form applies them).
+  void gemm(const int8_t* x_rows, void* out, void* workspace, cudaStream_t s, const float* row_scale = nullptr) const {
+    if (scaled_) {
+      ScaledGemmOperands o;
+      o.x = x_rows;
+      o.w = w_.data_as<int8_t>();
+      o.col_scale = cut_scale_.data_as<float>();
+      o.row_scale = row_scale;
+      o.bias = cut_bias_.storage() ? cut_bias_.data_as<float>() : nullptr;
+      o.y = out;
+      scaled_->run(o, workspace, s);
+      return;
+    }
     gemm_->run(x_rows, w_.data_as<int8_t>(), out, scale_.data_as<float>(),
                p_.bias.empty() ? nullptr : bias_.data_as<float>(), workspace, s);
   }
@@ -202,12 +227,96 @@ class Int8Layer {
     if (!gemm_->timings().empty()) name_ += "; timed " + gemm_->timings();
   }
 
+  // CUTLASS's form (scaled_int8_gemm.h) where it takes the layer: y written
+  // by the GEMM's epilogue, scales (per token too), bias, ReLU and the int8
+  // rounding inside. Against cuBLASLt's form both run at build on zeroed
+  // operands (GEMM plus what follows it to y) and the faster is kept;
+  // `forced` (TWINFER_INT8_GEMM=cutlass) skips the timing.
+  void consider_cutlass(bool int8_only, bool forced) {
+    const QLinearParams& p = p_;
+    if (x_u8_ || x_zero_ != 0) return;
+    const nn::ActKind act = p.act.kind;
+    if (act != nn::ActKind::kNone && act != nn::ActKind::kRelu) return;
+    ScaledGemmShape shape;
+    shape.m = rows_, shape.n = n_, shape.k = kp_, shape.relu = act == nn::ActKind::kRelu;
+    if (p.quantized_out) {
+      if (p.y_type != DType::kInt8 || p.y_zero != 0) return;
+      shape.out = DType::kInt8;
+    } else {
+      if (int8_only) return;
+      shape.out = p.y_type;
+    }
+    const std::string why = scaled_int8_gemm_unsupported(shape);
+    if (!why.empty()) {
+      if (gemm_) name_ += " (not CUTLASS: " + why + ")";
+      return;
+    }
+    // int8 y: 1 / y_scale folded into the column scales and the bias, as for
+    // cuBLASLt's int8 output.
+    std::vector<float> col(static_cast<size_t>(n_)), bias;
+    for (int64_t c = 0; c < n_; ++c) col[c] = p.quantized_out ? p.scales[c] / p.y_scale : p.scales[c];
+    if (!p.bias.empty()) {
+      bias.resize(static_cast<size_t>(n_));
+      for (int64_t c = 0; c < n_; ++c) bias[c] = p.quantized_out ? p.bias[c] / p.y_scale : p.bias[c];
+      cut_bias_ = device_copy(bias.data(), DType::kFloat32, {n_});
+    }
+    cut_scale_ = device_copy(col.data(), DType::kFloat32, {n_});
+    auto cutlass = std::make_unique<ScaledInt8Gemm>(shape);
+    if (!gemm_ || forced) {
+      scaled_ = std::move(cutlass);
+      name_ = scaled_->name() + (forced ? std::string(" (TWINFER_INT8_GEMM=cutlass)") : std::string(""));
+      gemm_.reset();
+      return;
+    }
+    float cutlass_ms = std::numeric_limits<float>::infinity(), cublaslt_ms = cutlass_ms;
+    try {
+      const size_t y_bytes = static_cast<size_t>(rows_ * n_) * dtype_size(shape.out);
+      const TrialBuffer x(static_cast<size_t>(rows_ * kp_)), y(y_bytes), out(out_bytes(false)),
+          rows(per_token_ ? static_cast<size_t>(rows_) * sizeof(float) : 0),
+          workspace(std::max(cutlass->workspace_bytes(), gemm_->workspace_bytes()));
+      const auto* xr = static_cast<const int8_t*>(x.get());
+      const float* row_scale = per_token_ ? static_cast<const float*>(rows.get()) : nullptr;
+      ScaledGemmOperands o;
+      o.x = xr, o.w = w_.data_as<int8_t>(), o.col_scale = cut_scale_.data_as<float>(), o.row_scale = row_scale;
+      o.bias = cut_bias_.storage() ? cut_bias_.data_as<float>() : nullptr, o.y = y.get();
+      cutlass_ms = fastest_launch_ms([&](cudaStream_t s) { cutlass->run(o, workspace.get(), s); });
+      // cuBLASLt's form as QMatMul runs it: the GEMM, then the int8 rows
+      // copied out of their padding or the int32 sums through our epilogue.
+      cublaslt_ms = fastest_launch_ms([&](cudaStream_t s) {
+        {
+          std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());  // as choose_working_algo's trials
+          gemm(xr, fast_ && np_ == n_ ? y.get() : out.get(), workspace.get(), s);
+        }
+        if (fast_ && np_ != n_)
+          check(cudaMemcpy2DAsync(y.get(), n_, out.get(), np_, n_, rows_, cudaMemcpyDeviceToDevice, s),
+                "cudaMemcpy2DAsync (trial)");
+        else if (!fast_)
+          linear_epilogue(static_cast<const int32_t*>(out.get()), rows_, n_, np_, epilogue(row_scale), y.get(),
+                          p.y_type, nullptr, s);
+      });
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kOutOfMemory) throw;
+      cudaGetLastError();
+    }
+    char timed[96];
+    std::snprintf(timed, sizeof timed, "timed: CUTLASS %.3f ms, cuBLASLt %.3f ms", cutlass_ms, cublaslt_ms);
+    if (cutlass_ms < cublaslt_ms) {
+      scaled_ = std::move(cutlass);
+      name_ = scaled_->name() + "; " + timed;
+      gemm_.reset();
+    } else {
+      name_ += std::string("; ") + timed;
+    }
+  }
+
   QLinearParams p_;
   int64_t n_, k_, kp_, np_, rows_;
   bool x_u8_ = false, packs_x_ = false, fast_ = false, per_token_ = false;
   int32_t x_zero_ = 0;
   Tensor w_, scale_, bias_, colsum_;
+  Tensor cut_scale_, cut_bias_;  // CUTLASS's column scales and bias ([n]; folded by 1 / y_scale for int8 y)
   std::unique_ptr<Int8Gemm> gemm_;
+  std::unique_ptr<ScaledInt8Gemm> scaled_;  // CUTLASS's form, when it runs the layer instead
   std::string name_;  // what runs the layer, with the GEMM candidates timed
 };
 
@@ -231,7 +340,7 @@ class CudaQMatMul final : public Kernel {
     std::vector<int8_t> rows(static_cast<size_t>(n_ * k_));
     for (int64_t r = 0; r < n_; ++r)
       for (int64_t c = 0; c < k_; ++c) rows[r * k_ + c] = trans ? wc[r * k_ + c] : wc[c * n_ + r];
-    layer_ = std::make_unique<Int8Layer>(p, rows.data(), n_, k_, false, m_);
+    layer_ = std::make_unique<Int8Layer>(p, rows.data(), n_, k_, false, m_, false, /*y_rows=*/true);
     if (!p.x_smooth.empty()) smooth_ = device_copy(p.x_smooth.data(), DType::kFloat32, {k_});
   }
   size_t scratch_bytes() const override { return layer_->scratch_bytes(layer_->writes_y(true)); }
@@ -258,7 +367,7 @@ class CudaQMatMul final : public Kernel {
     const bool direct = L.writes_y(true);  // cuBLASLt writes y itself
     char* out = scratch + L.packed_bytes() + L.row_scale_bytes();
     void* workspace = out + L.out_bytes(direct);
-    L.gemm(xr, direct ? ctx.outputs[0].data : out, workspace, s);
+    L.gemm(xr, direct ? ctx.outputs[0].data : out, workspace, s, row_scale);
     if (direct) return;
     if (L.fast()) {  // int8 rows padded to np: drop the padding columns
       check(cudaMemcpy2DAsync(ctx.outputs[0].data, n_, out, L.np(), n_, m_, cudaMemcpyDeviceToDevice, s),
@@ -348,7 +457,7 @@ class CudaQConv final : public Kernel {
         g_.out_channels % Int8Layer::kPad == 0 && order != "cudnn") {
       try {
         one_gemm = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true,
-                                               g_.positions(), /*fast_only=*/true);
+                                               g_.positions(), /*fast_only=*/true, /*y_rows=*/true);
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // cuBLASLt refused it: cuDNN or the int32 GEMM below
       }
@@ -367,7 +476,8 @@ class CudaQConv final : public Kernel {
       return;
     }
     if (g_.group == 1) {
-      layer_ = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions());
+      layer_ = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions(),
+                                           false, /*y_rows=*/g_.y_channels_last);
       x_is_cols_ = pointwise_ && layer_->kp() == g_.channels;
       direct_ = layer_->writes_y(g_.y_channels_last);
       name_ = std::string(layer_->impl()) + (x_is_cols_ ? ", x's rows as they are" : "") + " (not cuDNN: " +

@@ -1,0 +1,167 @@
+// The CUTLASS kernel behind scaled_int8_gemm.h, as a template each
+// cutlass_int8_gemm_*.cu instantiates for its output types (one file per
+// type: each instantiation takes ~40 s of nvcc). Compiled for sm_90a only
+// (CMakeLists.txt: the twinfer_cutlass object library), with NDEBUG: a
+// device assert in the mainloop would serialize its wgmma instructions.
+//
+// Mainloop: int8 x (A, row-major [m, k]) times int8 w (B, column-major, i.e.
+// [n, k] rows), int32 accumulators, tiles of 128 x 128 x 128, clusters of
+// 1 x 2, the ping-pong warp-specialized schedule over a persistent grid.
+// Epilogue, a tree of CUTLASS's visitor nodes:
+//   acc * col_scale[n]                  (a row-vector broadcast over m)
+//   row_scale[m] * that + bias[n]       (a column-vector broadcast over n;
+//                                        null pointers read 1 and 0)
+//   [ReLU], [saturated], converted      (Finish below; int8: round to
+//                                        nearest, saturate)
+#pragma once
+#include <cuda_runtime.h>
+
+#include "backends/cuda/scaled_int8_gemm.h"
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+namespace twinfer::cuda::cutlass_int8 {
+
+namespace fusion = cutlass::epilogue::fusion;
+using cute::_0;
+using cute::_1;
+using cute::_128;
+using cute::_2;
+using cute::Shape;
+using cute::Stride;
+
+// The last step of the epilogue on each float value, as our own int8
+// epilogue (ops/quant/quant_math.h) and core/half.h do it: ReLU (x > 0 ? x :
+// 0, so NaN gives 0), then for 16-bit y a finite value past the type's range
+// saturated to its largest finite one (infinity and NaN kept); the
+// conversion to y's type rounds to nearest after it (int8: saturating).
+template <class ElementD, bool Relu>
+struct Finish {
+  static constexpr bool kSaturate =
+      cute::is_same_v<ElementD, cutlass::half_t> || cute::is_same_v<ElementD, cutlass::bfloat16_t>;
+  static constexpr float kMax = cute::is_same_v<ElementD, cutlass::half_t> ? 65504.f : 3.38953139e38f;
+  static constexpr bool kNeeded = Relu || kSaturate;
+
+  CUTLASS_HOST_DEVICE static float one(float v) {
+    if constexpr (Relu) v = v > 0.f ? v : 0.f;
+    if constexpr (kSaturate)
+      if (isfinite(v) && fabsf(v) > kMax) v = copysignf(kMax, v);
+    return v;
+  }
+  // Sm90Compute calls it on float (to look for arguments) and on fragments.
+  template <class T>
+  struct Fn {
+    CUTLASS_HOST_DEVICE T operator()(T const& v) const {
+      if constexpr (cute::is_same_v<T, float>) {
+        return one(v);
+      } else {
+        T out;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < int(T::kElements); ++i) out[i] = one(v[i]);
+        return out;
+      }
+    }
+  };
+};
+
+template <class ElementD, bool Relu>
+struct Kernel {
+  using TileShape = Shape<_128, _128, _128>;
+  using ClusterShape = Shape<_1, _2, _1>;
+  static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+  static constexpr int kAlignAB = 16;                      // int8: 16 bytes
+  static constexpr int kAlignD = 16 / int(sizeof(ElementD));
+
+  using RowScale = fusion::Sm90ColBroadcast<0, TileShape, float, float, Stride<_1, _0, int64_t>>;  // [m]
+  using ColScale = fusion::Sm90RowBroadcast<0, TileShape, float, float, Stride<_0, _1, int64_t>>;  // [n]
+  using Bias = fusion::Sm90RowBroadcast<0, TileShape, float, float, Stride<_0, _1, int64_t>>;      // [n]
+  using AccTimesCol = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>, ColScale,
+                                      fusion::Sm90AccFetch>;
+  template <class Out>
+  using Affine = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Out, float, kRound>, RowScale,
+                                 AccTimesCol, Bias>;
+  using Last = Finish<ElementD, Relu>;
+  using AffineOut = cute::conditional_t<Last::kNeeded, float, ElementD>;  // Finish converts after it
+  using Epilogue = cute::conditional_t<
+      Last::kNeeded,
+      fusion::Sm90EVT<fusion::Sm90Compute<Last::template Fn, ElementD, float, kRound>, Affine<float>>,
+      Affine<ElementD>>;
+
+  using LayoutD = cutlass::layout::RowMajor;
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, int32_t, float, void, LayoutD, kAlignD, ElementD, LayoutD,
+      kAlignD, cutlass::epilogue::TmaWarpSpecialized, Epilogue>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, int8_t, cutlass::layout::RowMajor, kAlignAB, int8_t,
+      cutlass::layout::ColumnMajor, kAlignAB, int32_t, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedPingpong>::CollectiveOp;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                          CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+  static typename Gemm::Arguments arguments(const ScaledGemmShape& s, const ScaledGemmOperands& o, int sm_count) {
+    using StrideA = typename GemmKernel::StrideA;
+    using StrideB = typename GemmKernel::StrideB;
+    using StrideD = typename GemmKernel::StrideD;
+    const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
+    typename Gemm::Arguments a{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {m, n, k, 1},
+        {o.x, cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1)), o.w,
+         cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1))},
+        {{}, nullptr, {}, static_cast<ElementD*>(o.y), cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1))}};
+    // The tree's arguments nest as its nodes do: {children..., op}.
+    typename Affine<AffineOut>::Arguments affine{
+        {o.row_scale, 1.f, {}},                  // row_scale[m], 1 without one
+        {{o.col_scale, 0.f, {}}, {}, {}},        // acc * col_scale[n]
+        {o.bias, 0.f, {}},                       // bias[n], 0 without one
+        {}};
+    if constexpr (Last::kNeeded) a.epilogue.thread = {affine, {}};
+    else a.epilogue.thread = affine;
+    a.hw_info.device_id = 0;  // unused once sm_count is given
+    a.hw_info.sm_count = sm_count;
+    return a;
+  }
+
+  static int prepare() {
+    constexpr int smem = GemmKernel::SharedStorageSize;
+    if (smem < (48 << 10)) return 0;
+    return cudaFuncSetAttribute(cutlass::device_kernel<GemmKernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                smem) == cudaSuccess
+               ? 0
+               : -1;
+  }
+
+  static size_t workspace(const ScaledGemmShape& s, int sm_count) {
+    return Gemm::get_workspace_size(arguments(s, ScaledGemmOperands{}, sm_count));
+  }
+
+  static int run(const ScaledGemmShape& s, const ScaledGemmOperands& o, int sm_count, void* workspace,
+                 cudaStream_t stream) {
+    const typename Gemm::Arguments a = arguments(s, o, sm_count);
+    cutlass::Status st = Gemm::can_implement(a);
+    if (st != cutlass::Status::kSuccess) return static_cast<int>(st);
+    st = GemmKernel::initialize_workspace(a, workspace, stream);
+    if (st != cutlass::Status::kSuccess) return static_cast<int>(st);
+    // Params built per run (no shared adapter state: contexts on several
+    // threads run one kernel object), launched by the adapter's static run.
+    typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(a, workspace);
+    st = Gemm::run(params, stream);
+    return static_cast<int>(st);
+  }
+
+  static ScaledGemmKernel entry(DType out, const char* name) {
+    return ScaledGemmKernel{out, Relu, name, &prepare, &workspace, &run};
+  }
+};
+
+}  // namespace twinfer::cuda::cutlass_int8

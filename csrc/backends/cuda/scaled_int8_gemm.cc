@@ -1,0 +1,91 @@
+#include "backends/cuda/scaled_int8_gemm.h"
+
+#include <mutex>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "core/device_info.h"
+#include "core/error.h"
+
+namespace twinfer::cuda {
+
+namespace {
+
+std::vector<ScaledGemmKernel>& kernels() {
+  static std::vector<ScaledGemmKernel> k;  // filled at static init, read after
+  return k;
+}
+
+const ScaledGemmKernel* find(DType out, bool relu) {
+  for (const ScaledGemmKernel& k : kernels())
+    if (k.out == out && k.relu == relu) return &k;
+  return nullptr;
+}
+
+int current_device() {
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+}  // namespace
+
+void register_scaled_int8_gemm(const ScaledGemmKernel& k) { kernels().push_back(k); }
+
+std::string scaled_int8_gemm_unsupported(const ScaledGemmShape& s) {
+  if (kernels().empty())
+    return "this build has no CUTLASS kernels (its headers come from the nvidia-cutlass wheel, a CUDA build "
+           "requirement)";
+  if (!find(s.out, s.relu))
+    return std::string("no CUTLASS int8 kernel writes ") + dtype_name(s.out) + (s.relu ? " with ReLU" : "");
+  const int dev = current_device();
+  int major = 0, minor = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+  if (major != 9 || minor != 0)
+    return "the CUTLASS int8 kernels are built for compute capability 9.0 (sm_90a), this GPU is " +
+           std::to_string(major) + "." + std::to_string(minor);
+  if (s.k % 16 != 0) return "K must be a multiple of 16 (TMA), got " + std::to_string(s.k);
+  const int64_t align = 16 / static_cast<int64_t>(dtype_size(s.out));
+  if (s.n % align != 0)
+    return "N must be a multiple of " + std::to_string(align) + " for " + dtype_name(s.out) + " rows, got " +
+           std::to_string(s.n);
+  if (s.m < 1 || s.n < 1 || s.m > INT32_MAX || s.n > INT32_MAX || s.k > INT32_MAX)
+    return "the CUTLASS kernels take sizes from 1 to 2^31 - 1";
+  return "";
+}
+
+ScaledInt8Gemm::ScaledInt8Gemm(const ScaledGemmShape& s) : s_(s) {
+  const std::string why = scaled_int8_gemm_unsupported(s);
+  if (!why.empty()) throw Error(ErrorKind::kUnsupportedOp, why);
+  const ScaledGemmKernel& k = *find(s.out, s.relu);
+  check(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, current_device()),
+        "cudaDeviceGetAttribute(multiprocessors)");
+  // The shared-memory attribute is per device and process; setting it again
+  // for each layer is harmless, and keeps it out of the runs (and captures).
+  if (k.prepare() != 0) {
+    cudaGetLastError();
+    throw Error(ErrorKind::kUnsupportedOp, std::string(k.name) + ": cannot set its shared-memory size on this GPU");
+  }
+  workspace_ = k.workspace(s, sm_count_);
+  name_ = k.name;
+}
+
+void ScaledInt8Gemm::run(const ScaledGemmOperands& o, void* workspace, cudaStream_t stream) const {
+  const int st = find(s_.out, s_.relu)->run(s_, o, sm_count_, workspace, stream);
+  if (st != 0) {
+    const cudaError_t e = cudaGetLastError();
+    throw Error(ErrorKind::kRuntime, name_ + " refused the launch (CUTLASS status " + std::to_string(st) +
+                                         (e != cudaSuccess ? std::string(", ") + cudaGetErrorString(e) : "") + ")");
+  }
+}
+
+}  // namespace twinfer::cuda
+
+namespace twinfer {
+std::vector<std::string> cutlass_int8_gemm_kernels() {
+  std::vector<std::string> names;
+  for (const cuda::ScaledGemmKernel& k : cuda::kernels()) names.push_back(k.name);
+  return names;
+}
+}  // namespace twinfer

@@ -1,0 +1,77 @@
+// The int8 GEMM with its scales applied inside: CUTLASS's Hopper int8
+// tensor-core GEMM (TMA loads, warp-specialized, sm_90a) with an epilogue
+// of our own composition,
+//
+//   y[m, n] = act(acc[m, n] * col_scale[n] * row_scale[m] + bias[n])
+//
+// acc the int32 sum of x[m, :] . w[n, :] (both int8, K-major), y float32,
+// float16, bfloat16, or int8 (rounded to nearest, saturated), act none or
+// ReLU, written once from registers. The int8 layers' form beside cuBLASLt's
+// (gemm_int8.h), whose int8 kernels cannot take a per-row (per-token) scale
+// and write only int32 or int8: on an H200 BERT-base's int8 GEMMs ran at
+// ~190 TOPS with the int32 round trip and ResNet-50's 1x1 convolutions at ~9
+// (docs/gpu-runs/2026-11-30-b56c98f.md). gemm_qlinear.cc times both forms
+// at plan build and keeps the faster.
+//
+// The kernels are compiled only where NVIDIA's CUTLASS headers are found
+// (the nvidia-cutlass wheel, a CUDA build requirement) and run only on
+// compute capability 9.0; elsewhere `unsupported` says why.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace twinfer::cuda {
+
+struct ScaledGemmShape {
+  int64_t m = 0, n = 0, k = 0;  // k: the packed K, a multiple of 16
+  DType out = DType::kFloat16;  // float32, float16, bfloat16 or int8
+  bool relu = false;
+};
+
+struct ScaledGemmOperands {
+  const int8_t* x = nullptr;          // [m, k], rows 16-byte aligned
+  const int8_t* w = nullptr;          // [n, k] (further rows unused)
+  const float* col_scale = nullptr;   // [n]
+  const float* row_scale = nullptr;   // [m], or null: 1
+  const float* bias = nullptr;        // [n], or null: 0
+  void* y = nullptr;                  // [m, n] row-major, row stride n
+};
+
+// "" when this build and the current device run the shape, else why not.
+std::string scaled_int8_gemm_unsupported(const ScaledGemmShape& s);
+
+class ScaledInt8Gemm {
+ public:
+  // Throws Error(kUnsupportedOp) with `unsupported`'s reason.
+  explicit ScaledInt8Gemm(const ScaledGemmShape& s);
+  size_t workspace_bytes() const { return workspace_; }
+  // Enqueues on `stream`; throws Error(kRuntime) naming what CUTLASS refused.
+  void run(const ScaledGemmOperands& o, void* workspace, cudaStream_t stream) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  ScaledGemmShape s_;
+  int sm_count_ = 0;
+  size_t workspace_ = 0;
+  std::string name_;
+};
+
+// ---- what each compiled kernel registers (cutlass_int8_gemm_*.cu) ----------
+struct ScaledGemmKernel {
+  DType out;
+  bool relu;
+  const char* name;
+  // 0 on success; what each step returned otherwise (CUTLASS's Status).
+  int (*prepare)();  // the kernel's shared-memory size on the current device
+  size_t (*workspace)(const ScaledGemmShape& s, int sm_count);
+  int (*run)(const ScaledGemmShape& s, const ScaledGemmOperands& o, int sm_count, void* workspace,
+             cudaStream_t stream);
+};
+void register_scaled_int8_gemm(const ScaledGemmKernel& k);
+
+}  // namespace twinfer::cuda
