@@ -22,9 +22,8 @@ from test_smoothquant import token_quantize
 
 F32 = np.float32
 
-KERNELS = {"cutlass int8 sm90 (bfloat16 out)", "cutlass int8 sm90 (float16 out)",
-           "cutlass int8 sm90 (float16 out, ReLU)", "cutlass int8 sm90 (float32 out)",
-           "cutlass int8 sm90 (int8 out)", "cutlass int8 sm90 (int8 out, ReLU)"}
+KERNELS = {"cutlass int8 sm90 (bfloat16 out)", "cutlass int8 sm90 (float16 out)", "cutlass int8 sm90 (float32 out)",
+           "cutlass int8 sm90 (int8 out)"}
 
 
 @pytest.mark.cuda_build
@@ -78,27 +77,39 @@ def _cutlass_rows(eng, shape):
     return [r.kernel for r in eng.kernel_report(shape) if r.op.endswith("QMatMul") or r.op.endswith("QConv")]
 
 
+def _act(name, v):
+    if name == "Relu":
+        return np.maximum(v, 0)
+    if name == "Sigmoid":
+        return 1 / (1 + np.exp(-v))
+    if name == "Gelu":
+        from math import erf
+        return 0.5 * v * (1 + np.vectorize(erf)(v / np.sqrt(2)))
+    return v
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("relu", [False, True])
-def test_qmatmul_int8_output(device, relu, rng, monkeypatch):
-    # int8 x with a per-tensor scale -> int8 y (scale, bias, ReLU, rounding
-    # in CUTLASS's epilogue): within one step of the exact result, nearly all equal.
+@pytest.mark.parametrize("act", [None, "Relu", "Sigmoid"])
+def test_qmatmul_int8_output(device, act, rng, monkeypatch):
+    # int8 x with a per-tensor scale -> int8 y (scale, bias, activation, then
+    # the division by y_scale and rounding, in CUTLASS's epilogue; a Sigmoid
+    # shows the activation comes before y_scale): within one step of the
+    # exact result, nearly all equal.
     monkeypatch.setenv("TWINFER_INT8_GEMM", "cutlass")
     M, K, N = 53, 80, 48
     w_q, w_scale = _weights(rng, K, N)
     bias = rng.standard_normal(N).astype(F32)
-    inits = {"xs": F32(0.05), "w": w_q, "ws": w_scale, "b": bias, "ys": F32(0.08), "yz": np.int8(0)}
-    node = _qmatmul(["x", "xs", "", "w", "ws", "b", "ys", "yz"], {"activation": "Relu"} if relu else None)
+    y_scale = 0.08 if act != "Sigmoid" else 0.004
+    inits = {"xs": F32(0.05), "w": w_q, "ws": w_scale, "b": bias, "ys": F32(y_scale), "yz": np.int8(0)}
+    node = _qmatmul(["x", "xs", "", "w", "ws", "b", "ys", "yz"], {"activation": act} if act else None)
     m = _model([node], [helper.make_tensor_value_info("x", TensorProto.INT8, ["M", K])],
                [helper.make_tensor_value_info("y", TensorProto.INT8, None)], inits)
     eng = _load(m, device)
     (name,) = _cutlass_rows(eng, {"x": (M, K)})
-    assert device != "cuda" or name.startswith("cutlass int8 sm90 (int8 out" + (", ReLU)" if relu else ")")), name
+    assert device != "cuda" or name.startswith("cutlass int8 sm90 (int8 out)"), name
     x = rng.integers(-127, 128, (M, K)).astype(np.int8)
-    v = (x.astype(np.int64) @ w_q.astype(np.int64)) * w_scale.astype(np.float64) * 0.05 + bias
-    if relu:
-        v = np.maximum(v, 0)
-    want = np.clip(np.rint(v / 0.08), -128, 127)
+    v = _act(act, (x.astype(np.int64) @ w_q.astype(np.int64)) * w_scale.astype(np.float64) * 0.05 + bias)
+    want = np.clip(np.rint(v / y_scale), -128, 127)
     got = eng.run({"x": x})["y"].numpy()
     assert got.dtype == np.int8
     diff = np.abs(got.astype(np.float64) - want)
@@ -106,8 +117,9 @@ def test_qmatmul_int8_output(device, relu, rng, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("out", ["float32", "float16", "bfloat16"])
-def test_qmatmul_per_token_float_output(device, out, rng, monkeypatch):
+@pytest.mark.parametrize("out, act", [("float32", None), ("float16", None), ("bfloat16", None),
+                                      ("float16", "Gelu")])
+def test_qmatmul_per_token_float_output(device, out, act, rng, monkeypatch):
     # Float x quantized per token (row scales into CUTLASS's epilogue), y in
     # float32 / float16 / bfloat16; float16 saturates to +-65504, a NaN bias
     # stays NaN (as our own epilogue and core/half.h do it). Against NumPy.
@@ -120,6 +132,8 @@ def test_qmatmul_per_token_float_output(device, out, rng, monkeypatch):
         w_scale[3] *= 1e6  # a column far past float16's range
     dtype = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[out]
     attrs = {"x_per_token": 1}
+    if act:
+        attrs["activation"] = act
     if out != "float32":
         attrs["out_dtype"] = dtype
     node = _qmatmul(["x", "", "", "w", "ws", "b"], attrs)
@@ -130,7 +144,7 @@ def test_qmatmul_per_token_float_output(device, out, rng, monkeypatch):
     assert device != "cuda" or name.startswith(f"cutlass int8 sm90 ({out} out)"), name
     x = (rng.standard_normal((M, K)) * rng.uniform(0.05, 20, (M, 1))).astype(F32)
     q, s = token_quantize(x)
-    cpu = (q.astype(np.int64) @ w_q.astype(np.int64)) * w_scale.astype(np.float64) * s[:, None] + bias
+    cpu = _act(act, (q.astype(np.int64) @ w_q.astype(np.int64)) * w_scale.astype(np.float64) * s[:, None] + bias)
     if out == "float16":
         assert np.abs(cpu[:, 3]).max() > 65504  # the column meant to saturate does
         cpu = np.clip(cpu, -65504, 65504)
@@ -174,7 +188,7 @@ def test_int8_convolutions_on_cutlass(rng, monkeypatch):
     monkeypatch.setenv("TWINFER_INT8_CONV", "cublaslt")  # the GEMM form, not cuDNN's
     eng = twinfer.load(m, device="cuda", precision="int8", calibration=calib, allow_cpu_fallback=False)
     names = _cutlass_rows(eng, {"x": (3, 32, 9, 13)})
-    assert sum(n.startswith("cutlass int8 sm90 (int8 out, ReLU)") for n in names) >= 2, names
+    assert sum(n.startswith("cutlass int8 sm90 (int8 out)") for n in names) >= 2, names
     sim = twinfer.load(m, device="sim", precision="int8", calibration=calib, sim_coverage="cuda")
     x = rng.standard_normal((3, 32, 9, 13)).astype(F32)
     got, want = eng.run({"x": x})["y"].numpy(), sim.run({"x": x})["y"].numpy()

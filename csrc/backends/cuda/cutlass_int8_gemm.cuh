@@ -11,12 +11,15 @@
 //   acc * col_scale[n]                  (a row-vector broadcast over m)
 //   row_scale[m] * that + bias[n]       (a column-vector broadcast over n;
 //                                        null pointers read 1 and 0)
-//   [ReLU], [saturated], converted      (Finish below; int8: round to
-//                                        nearest, saturate)
+//   act, [/ y_scale], [saturated],      (Finish below: run-time arguments)
+//   converted to y's type
 #pragma once
 #include <cuda_runtime.h>
 
+#include <new>
+
 #include "backends/cuda/scaled_int8_gemm.h"
+#include "ops/nn/activation_fn.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -37,40 +40,54 @@ using cute::Shape;
 using cute::Stride;
 
 // The last step of the epilogue on each float value, as our own int8
-// epilogue (ops/quant/quant_math.h) and core/half.h do it: ReLU (x > 0 ? x :
-// 0, so NaN gives 0), then for 16-bit y a finite value past the type's range
-// saturated to its largest finite one (infinity and NaN kept); the
-// conversion to y's type rounds to nearest after it (int8: saturating).
-template <class ElementD, bool Relu>
+// epilogue does it (ops/quant/quant_math.h: LinearEpilogue, requantize) and
+// core/half.h: the layer's activation (the same functor), then for int8 y
+// the division by y_scale (NaN to 0), for 16-bit y a finite value past the
+// type's range saturated to its largest finite one (infinity and NaN kept);
+// the conversion to y's type after it rounds to nearest even (int8:
+// saturating). The activation and y_scale are run-time arguments, so one
+// kernel per output type serves every layer.
+template <class ElementD>
 struct Finish {
+  static constexpr bool kInt8 = cute::is_same_v<ElementD, int8_t>;
   static constexpr bool kSaturate =
       cute::is_same_v<ElementD, cutlass::half_t> || cute::is_same_v<ElementD, cutlass::bfloat16_t>;
   static constexpr float kMax = cute::is_same_v<ElementD, cutlass::half_t> ? 65504.f : 3.38953139e38f;
-  static constexpr bool kNeeded = Relu || kSaturate;
 
-  CUTLASS_HOST_DEVICE static float one(float v) {
-    if constexpr (Relu) v = v > 0.f ? v : 0.f;
+  struct Arguments {
+    nn::ActFn act;
+    float y_scale = 1.f;
+  };
+
+  CUTLASS_HOST_DEVICE static float one(float v, Arguments const& a) {
+    v = a.act(v);
+    if constexpr (kInt8) {
+      v = v / a.y_scale;
+      v = v == v ? v : 0.f;
+    }
     if constexpr (kSaturate)
       if (isfinite(v) && fabsf(v) > kMax) v = copysignf(kMax, v);
     return v;
   }
-  // Sm90Compute calls it on float (to look for arguments) and on fragments.
+  // Sm90Compute instantiates it on float (to find Arguments) and calls it on
+  // fragments with the arguments after them.
   template <class T>
   struct Fn {
-    CUTLASS_HOST_DEVICE T operator()(T const& v) const {
+    using Arguments = typename Finish::Arguments;
+    CUTLASS_HOST_DEVICE T operator()(T const& v, Arguments const& a) const {
       if constexpr (cute::is_same_v<T, float>) {
-        return one(v);
+        return one(v, a);
       } else {
         T out;
         CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < int(T::kElements); ++i) out[i] = one(v[i]);
+        for (int i = 0; i < int(T::kElements); ++i) out[i] = one(v[i], a);
         return out;
       }
     }
   };
 };
 
-template <class ElementD, bool Relu>
+template <class ElementD>
 struct Kernel {
   using TileShape = Shape<_128, _128, _128>;
   using ClusterShape = Shape<_1, _2, _1>;
@@ -86,12 +103,8 @@ struct Kernel {
   template <class Out>
   using Affine = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Out, float, kRound>, RowScale,
                                  AccTimesCol, Bias>;
-  using Last = Finish<ElementD, Relu>;
-  using AffineOut = cute::conditional_t<Last::kNeeded, float, ElementD>;  // Finish converts after it
-  using Epilogue = cute::conditional_t<
-      Last::kNeeded,
-      fusion::Sm90EVT<fusion::Sm90Compute<Last::template Fn, ElementD, float, kRound>, Affine<float>>,
-      Affine<ElementD>>;
+  using Last = Finish<ElementD>;
+  using Epilogue = fusion::Sm90EVT<fusion::Sm90Compute<Last::template Fn, ElementD, float, kRound>, Affine<float>>;
 
   using LayoutD = cutlass::layout::RowMajor;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -120,13 +133,12 @@ struct Kernel {
          cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1))},
         {{}, nullptr, {}, static_cast<ElementD*>(o.y), cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1))}};
     // The tree's arguments nest as its nodes do: {children..., op}.
-    typename Affine<AffineOut>::Arguments affine{
+    typename Affine<float>::Arguments affine{
         {o.row_scale, 1.f, {}},                  // row_scale[m], 1 without one
         {{o.col_scale, 0.f, {}}, {}, {}},        // acc * col_scale[n]
         {o.bias, 0.f, {}},                       // bias[n], 0 without one
         {}};
-    if constexpr (Last::kNeeded) a.epilogue.thread = {affine, {}};
-    else a.epilogue.thread = affine;
+    a.epilogue.thread = {affine, typename Last::Arguments{s.act, s.y_scale}};
     a.hw_info.device_id = 0;  // unused once sm_count is given
     a.hw_info.sm_count = sm_count;
     return a;
@@ -145,22 +157,31 @@ struct Kernel {
     return Gemm::get_workspace_size(arguments(s, ScaledGemmOperands{}, sm_count));
   }
 
-  static int run(const ScaledGemmShape& s, const ScaledGemmOperands& o, int sm_count, void* workspace,
-                 cudaStream_t stream) {
+  using Params = typename GemmKernel::Params;
+
+  // The launch parameters (TMA descriptors included) for these operands,
+  // built into `out` (params_size bytes, params_align aligned): the caller
+  // keeps them while the operands stay where they are (a plan's arena),
+  // so a run does not encode the descriptors again.
+  static int make_params(const ScaledGemmShape& s, const ScaledGemmOperands& o, int sm_count, void* workspace,
+                         cudaStream_t stream, void* out) {
     const typename Gemm::Arguments a = arguments(s, o, sm_count);
     cutlass::Status st = Gemm::can_implement(a);
     if (st != cutlass::Status::kSuccess) return static_cast<int>(st);
     st = GemmKernel::initialize_workspace(a, workspace, stream);
     if (st != cutlass::Status::kSuccess) return static_cast<int>(st);
-    // Params built per run (no shared adapter state: contexts on several
-    // threads run one kernel object), launched by the adapter's static run.
-    typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(a, workspace);
-    st = Gemm::run(params, stream);
-    return static_cast<int>(st);
+    new (out) Params(GemmKernel::to_underlying_arguments(a, workspace));
+    return 0;
+  }
+
+  // One launch with parameters make_params built (the adapter's static run:
+  // no shared adapter state between threads).
+  static int launch(void* params, cudaStream_t stream) {
+    return static_cast<int>(Gemm::run(*static_cast<Params*>(params), stream));
   }
 
   static ScaledGemmKernel entry(DType out, const char* name) {
-    return ScaledGemmKernel{out, Relu, name, &prepare, &workspace, &run};
+    return ScaledGemmKernel{out, name, sizeof(Params), alignof(Params), &prepare, &workspace, &make_params, &launch};
   }
 };
 

@@ -1,10 +1,10 @@
-// scaled_int8_gemm.h's kernels writing bfloat16 (cutlass_int8_gemm.cuh).
+// scaled_int8_gemm.h's kernel writing bfloat16 (cutlass_int8_gemm.cuh).
 #include "backends/cuda/cutlass_int8_gemm.cuh"
 
 namespace twinfer::cuda::cutlass_int8 {
 namespace {
 const bool registered = [] {
-  register_scaled_int8_gemm(Kernel<cutlass::bfloat16_t, false>::entry(DType::kBFloat16, "cutlass int8 sm90 (bfloat16 out)"));
+  register_scaled_int8_gemm(Kernel<cutlass::bfloat16_t>::entry(DType::kBFloat16, "cutlass int8 sm90 (bfloat16 out)"));
   return true;
 }();
 }  // namespace

@@ -1,11 +1,10 @@
-// scaled_int8_gemm.h's kernels writing int8 (cutlass_int8_gemm.cuh).
+// scaled_int8_gemm.h's kernel writing int8 (cutlass_int8_gemm.cuh).
 #include "backends/cuda/cutlass_int8_gemm.cuh"
 
 namespace twinfer::cuda::cutlass_int8 {
 namespace {
 const bool registered = [] {
-  register_scaled_int8_gemm(Kernel<int8_t, false>::entry(DType::kInt8, "cutlass int8 sm90 (int8 out)"));
-  register_scaled_int8_gemm(Kernel<int8_t, true>::entry(DType::kInt8, "cutlass int8 sm90 (int8 out, ReLU)"));
+  register_scaled_int8_gemm(Kernel<int8_t>::entry(DType::kInt8, "cutlass int8 sm90 (int8 out)"));
   return true;
 }();
 }  // namespace

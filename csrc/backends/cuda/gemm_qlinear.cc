@@ -228,20 +228,19 @@ class Int8Layer {
   }
 
   // CUTLASS's form (scaled_int8_gemm.h) where it takes the layer: y written
-  // by the GEMM's epilogue, scales (per token too), bias, ReLU and the int8
-  // rounding inside. Against cuBLASLt's form both run at build on zeroed
+  // by the GEMM's epilogue, scales (per token too), bias, the activation and
+  // the int8 rounding inside. Against cuBLASLt's form both run at build on zeroed
   // operands (GEMM plus what follows it to y) and the faster is kept;
   // `forced` (TWINFER_INT8_GEMM=cutlass) skips the timing.
   void consider_cutlass(bool int8_only, bool forced) {
     const QLinearParams& p = p_;
     if (x_u8_ || x_zero_ != 0) return;
-    const nn::ActKind act = p.act.kind;
-    if (act != nn::ActKind::kNone && act != nn::ActKind::kRelu) return;
     ScaledGemmShape shape;
-    shape.m = rows_, shape.n = n_, shape.k = kp_, shape.relu = act == nn::ActKind::kRelu;
+    shape.m = rows_, shape.n = n_, shape.k = kp_, shape.act = nn::ActFn::of(p.act);
     if (p.quantized_out) {
       if (p.y_type != DType::kInt8 || p.y_zero != 0) return;
       shape.out = DType::kInt8;
+      shape.y_scale = p.y_scale;
     } else {
       if (int8_only) return;
       shape.out = p.y_type;
@@ -251,16 +250,10 @@ class Int8Layer {
       if (gemm_) name_ += " (not CUTLASS: " + why + ")";
       return;
     }
-    // int8 y: 1 / y_scale folded into the column scales and the bias, as for
-    // cuBLASLt's int8 output.
-    std::vector<float> col(static_cast<size_t>(n_)), bias;
-    for (int64_t c = 0; c < n_; ++c) col[c] = p.quantized_out ? p.scales[c] / p.y_scale : p.scales[c];
-    if (!p.bias.empty()) {
-      bias.resize(static_cast<size_t>(n_));
-      for (int64_t c = 0; c < n_; ++c) bias[c] = p.quantized_out ? p.bias[c] / p.y_scale : p.bias[c];
-      cut_bias_ = device_copy(bias.data(), DType::kFloat32, {n_});
-    }
-    cut_scale_ = device_copy(col.data(), DType::kFloat32, {n_});
+    // The layer's own scales and bias, unpadded ([n]): the activation and
+    // y_scale are applied after them, as our epilogue does.
+    cut_scale_ = device_copy(p.scales.data(), DType::kFloat32, {n_});
+    if (!p.bias.empty()) cut_bias_ = device_copy(p.bias.data(), DType::kFloat32, {n_});
     auto cutlass = std::make_unique<ScaledInt8Gemm>(shape);
     if (!gemm_ || forced) {
       scaled_ = std::move(cutlass);
@@ -314,7 +307,7 @@ class Int8Layer {
   bool x_u8_ = false, packs_x_ = false, fast_ = false, per_token_ = false;
   int32_t x_zero_ = 0;
   Tensor w_, scale_, bias_, colsum_;
-  Tensor cut_scale_, cut_bias_;  // CUTLASS's column scales and bias ([n]; folded by 1 / y_scale for int8 y)
+  Tensor cut_scale_, cut_bias_;  // CUTLASS's column scales and bias ([n])
   std::unique_ptr<Int8Gemm> gemm_;
   std::unique_ptr<ScaledInt8Gemm> scaled_;  // CUTLASS's form, when it runs the layer instead
   std::string name_;  // what runs the layer, with the GEMM candidates timed

@@ -1,6 +1,8 @@
 #include "backends/cuda/scaled_int8_gemm.h"
 
+#include <cstdint>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -16,9 +18,9 @@ std::vector<ScaledGemmKernel>& kernels() {
   return k;
 }
 
-const ScaledGemmKernel* find(DType out, bool relu) {
+const ScaledGemmKernel* find(DType out) {
   for (const ScaledGemmKernel& k : kernels())
-    if (k.out == out && k.relu == relu) return &k;
+    if (k.out == out) return &k;
   return nullptr;
 }
 
@@ -36,8 +38,8 @@ std::string scaled_int8_gemm_unsupported(const ScaledGemmShape& s) {
   if (kernels().empty())
     return "this build has no CUTLASS kernels (its headers come from the nvidia-cutlass wheel, a CUDA build "
            "requirement)";
-  if (!find(s.out, s.relu))
-    return std::string("no CUTLASS int8 kernel writes ") + dtype_name(s.out) + (s.relu ? " with ReLU" : "");
+  if (!find(s.out)) return std::string("no CUTLASS int8 kernel writes ") + dtype_name(s.out);
+  if (s.out == DType::kInt8 && !(s.y_scale > 0.f)) return "int8 y needs a positive y_scale";
   const int dev = current_device();
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
@@ -58,21 +60,48 @@ std::string scaled_int8_gemm_unsupported(const ScaledGemmShape& s) {
 ScaledInt8Gemm::ScaledInt8Gemm(const ScaledGemmShape& s) : s_(s) {
   const std::string why = scaled_int8_gemm_unsupported(s);
   if (!why.empty()) throw Error(ErrorKind::kUnsupportedOp, why);
-  const ScaledGemmKernel& k = *find(s.out, s.relu);
+  k_ = find(s.out);
   check(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, current_device()),
         "cudaDeviceGetAttribute(multiprocessors)");
   // The shared-memory attribute is per device and process; setting it again
   // for each layer is harmless, and keeps it out of the runs (and captures).
-  if (k.prepare() != 0) {
+  if (k_->prepare() != 0) {
     cudaGetLastError();
-    throw Error(ErrorKind::kUnsupportedOp, std::string(k.name) + ": cannot set its shared-memory size on this GPU");
+    throw Error(ErrorKind::kUnsupportedOp, std::string(k_->name) + ": cannot set its shared-memory size on this GPU");
   }
-  workspace_ = k.workspace(s, sm_count_);
-  name_ = k.name;
+  workspace_ = k_->workspace(s, sm_count_);
+  params_ = ::operator new(k_->params_size, std::align_val_t(k_->params_align));
+  name_ = k_->name;
 }
 
+ScaledInt8Gemm::~ScaledInt8Gemm() {
+  if (params_) ::operator delete(params_, std::align_val_t(k_->params_align));
+}
+
+namespace {
+bool same(const ScaledGemmOperands& a, const ScaledGemmOperands& b) {
+  return a.x == b.x && a.w == b.w && a.col_scale == b.col_scale && a.row_scale == b.row_scale && a.bias == b.bias &&
+         a.y == b.y;
+}
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
 void ScaledInt8Gemm::run(const ScaledGemmOperands& o, void* workspace, cudaStream_t stream) const {
-  const int st = find(s_.out, s_.relu)->run(s_, o, sm_count_, workspace, stream);
+  if (!aligned16(o.x) || !aligned16(o.w) || !aligned16(o.y))
+    throw Error(ErrorKind::kRuntime, name_ + ": x, w and y must start 16-byte aligned (TMA)");
+  std::lock_guard<std::mutex> lock(m_);  // params_ is shared by the contexts running this layer
+  int st = 0;
+  // A workspace the kernel uses is initialised for each launch.
+  if (!have_params_ || !same(o, params_for_) || workspace != params_workspace_ || workspace_ > 0) {
+    have_params_ = false;
+    st = k_->make_params(s_, o, sm_count_, workspace, stream, params_);
+    if (st == 0) have_params_ = true, params_for_ = o, params_workspace_ = workspace;
+  }
+  if (st == 0) {
+    // The launcher reports any earlier error left on this thread as its own.
+    cudaGetLastError();
+    st = k_->launch(params_, stream);
+  }
   if (st != 0) {
     const cudaError_t e = cudaGetLastError();
     throw Error(ErrorKind::kRuntime, name_ + " refused the launch (CUTLASS status " + std::to_string(st) +

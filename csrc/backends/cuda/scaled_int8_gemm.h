@@ -4,9 +4,11 @@
 //
 //   y[m, n] = act(acc[m, n] * col_scale[n] * row_scale[m] + bias[n])
 //
-// acc the int32 sum of x[m, :] . w[n, :] (both int8, K-major), y float32,
-// float16, bfloat16, or int8 (rounded to nearest, saturated), act none or
-// ReLU, written once from registers. The int8 layers' form beside cuBLASLt's
+// acc the int32 sum of x[m, :] . w[n, :] (both int8, K-major), act any fused
+// activation (ops/nn/activation_fn.h, the functor our own epilogue runs), y
+// float32, float16/bfloat16 (saturated as core/half.h does), or int8
+// (divided by y_scale, rounded half to even and saturated, as
+// quant::requantize), written once from registers. The int8 layers' form beside cuBLASLt's
 // (gemm_int8.h), whose int8 kernels cannot take a per-row (per-token) scale
 // and write only int32 or int8: on an H200 BERT-base's int8 GEMMs ran at
 // ~190 TOPS with the int32 round trip and ResNet-50's 1x1 convolutions at ~9
@@ -21,16 +23,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "core/dtype.h"
+#include "ops/nn/activation_fn.h"
 
 namespace twinfer::cuda {
 
 struct ScaledGemmShape {
   int64_t m = 0, n = 0, k = 0;  // k: the packed K, a multiple of 16
   DType out = DType::kFloat16;  // float32, float16, bfloat16 or int8
-  bool relu = false;
+  nn::ActFn act;                // after the bias
+  float y_scale = 1.f;          // int8 y: what act's result is divided by before rounding
 };
 
 struct ScaledGemmOperands {
@@ -45,32 +50,48 @@ struct ScaledGemmOperands {
 // "" when this build and the current device run the shape, else why not.
 std::string scaled_int8_gemm_unsupported(const ScaledGemmShape& s);
 
+struct ScaledGemmKernel;
+
 class ScaledInt8Gemm {
  public:
   // Throws Error(kUnsupportedOp) with `unsupported`'s reason.
   explicit ScaledInt8Gemm(const ScaledGemmShape& s);
+  ~ScaledInt8Gemm();
+  ScaledInt8Gemm(const ScaledInt8Gemm&) = delete;
+  ScaledInt8Gemm& operator=(const ScaledInt8Gemm&) = delete;
   size_t workspace_bytes() const { return workspace_; }
-  // Enqueues on `stream`; throws Error(kRuntime) naming what CUTLASS refused.
+  // Enqueues on `stream`; throws Error(kRuntime) for operands not 16-byte
+  // aligned (TMA's rule, which CUTLASS does not check before launching) or
+  // naming what CUTLASS refused.
   void run(const ScaledGemmOperands& o, void* workspace, cudaStream_t stream) const;
   const std::string& name() const { return name_; }
 
  private:
   ScaledGemmShape s_;
+  const ScaledGemmKernel* k_ = nullptr;
   int sm_count_ = 0;
   size_t workspace_ = 0;
   std::string name_;
+  // The last launch parameters and the operands they were built for: a
+  // plan's runs reuse them (its arena does not move).
+  mutable std::mutex m_;
+  void* params_ = nullptr;
+  mutable bool have_params_ = false;
+  mutable ScaledGemmOperands params_for_;
+  mutable void* params_workspace_ = nullptr;
 };
 
 // ---- what each compiled kernel registers (cutlass_int8_gemm_*.cu) ----------
 struct ScaledGemmKernel {
   DType out;
-  bool relu;
   const char* name;
+  size_t params_size, params_align;
   // 0 on success; what each step returned otherwise (CUTLASS's Status).
   int (*prepare)();  // the kernel's shared-memory size on the current device
   size_t (*workspace)(const ScaledGemmShape& s, int sm_count);
-  int (*run)(const ScaledGemmShape& s, const ScaledGemmOperands& o, int sm_count, void* workspace,
-             cudaStream_t stream);
+  int (*make_params)(const ScaledGemmShape& s, const ScaledGemmOperands& o, int sm_count, void* workspace,
+                     cudaStream_t stream, void* params);
+  int (*launch)(void* params, cudaStream_t stream);
 };
 void register_scaled_int8_gemm(const ScaledGemmKernel& k);
 
