@@ -195,8 +195,12 @@ def test_qbinary_element_matches_the_qdq_graph(rng, mul):
 
 
 @pytest.mark.parametrize("bits32", [False, True])  # the int32_t index math of fits_32_bits geometries too
-@pytest.mark.parametrize("x_last,y_last,group", [(False, False, 1), (True, True, 1), (False, True, 3)])
-def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group, bits32):
+@pytest.mark.parametrize("x_last,y_last,group,taps_last", [(False, False, 1, False), (True, True, 1, False),
+                                                          (False, True, 3, False), (True, True, 1, True),
+                                                          (True, False, 3, True)])
+def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group, taps_last, bits32):
+    # taps_last: K ordered (i, j, c), an NHWC x's channels one run per tap
+    # (the im2col kernel copies them 16 bytes at a time).
     B, C, H, W, O = 2, 6, 9, 11, 9
     KH, KW, SH, SW, PH, PW, DH, DW = 3, 2, 2, 1, 1, 2, 2, 1
     OH = (H + 2 * PH - DH * (KH - 1) - 1) // SH + 1
@@ -206,7 +210,7 @@ def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group, bit
     per = C // group
     for g in range(group):
         cols, yoff = _core._test_conv_geometry([B, C, H, W], [O, OH, OW], [KH, KW, SH, SW, PH, PW, DH, DW], group,
-                                               x_last, y_last, g, bits32)
+                                               x_last, y_last, g, bits32, taps_last)
         cols = np.array(cols)
         got = np.where(cols < 0, 999, stored[np.maximum(cols, 0)])  # 999: the padding
         padded = np.pad(x[:, g * per:(g + 1) * per], ((0, 0), (0, 0), (PH, PH), (PW, PW)), constant_values=999)
@@ -215,7 +219,18 @@ def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group, bit
             for j in range(KW):
                 win = padded[:, :, i * DH: i * DH + SH * (OH - 1) + 1: SH, j * DW: j * DW + SW * (OW - 1) + 1: SW]
                 want[:, :, :, :, i, j] = win.transpose(0, 2, 3, 1)
+        if taps_last:
+            want = want.transpose(0, 1, 2, 4, 5, 3)
         np.testing.assert_array_equal(got, want.reshape(B * OH * OW, per * KH * KW))
     y = np.arange(B * O * OH * OW).reshape(B, O, OH, OW)
     y_stored = y.transpose(0, 2, 3, 1).ravel() if y_last else y.ravel()
     np.testing.assert_array_equal(y_stored[np.array(yoff)], y.transpose(0, 2, 3, 1).reshape(B * OH * OW, O))
+
+
+@pytest.mark.parametrize("o,c,group,kh,kw", [(5, 6, 1, 3, 2), (6, 6, 3, 3, 3), (4, 16, 1, 1, 1)])
+def test_int8_weights_reordered_for_channels_last_taps(rng, o, c, group, kh, kw):
+    # [O, C/g, KH, KW] -> [O, KH, KW, C/g]: with cols in the taps_last order,
+    # cols @ w.T is the same convolution.
+    w = rng.integers(-128, 128, size=(o, c // group, kh, kw)).astype(np.int8)
+    got = np.array(_core._test_weights_taps_last(w.ravel().tolist(), o, c, group, kh, kw), np.int8)
+    np.testing.assert_array_equal(got, w.transpose(0, 2, 3, 1).ravel())

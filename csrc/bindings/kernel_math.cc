@@ -95,7 +95,7 @@ void bind_kernel_math(py::module_& m) {
   //  y offsets [positions, out_channels]).
   m.def("_test_conv_geometry", [](const std::vector<int64_t>& x, const std::vector<int64_t>& y,
                                   const std::vector<int64_t>& window, int64_t group, bool x_last, bool y_last,
-                                  int64_t g, bool bits32) {
+                                  int64_t g, bool bits32, bool taps_last) {
     // x: B, C, H, W; y: O, OH, OW; window: KH, KW, SH, SW, PH, PW, DH, DW
     quant::ConvGeometry c;
     c.batch = x.at(0);
@@ -116,6 +116,7 @@ void bind_kernel_math(py::module_& m) {
     c.group = group;
     c.x_channels_last = x_last;
     c.y_channels_last = y_last;
+    c.taps_channels_last = taps_last;
     std::vector<std::vector<int64_t>> cols(static_cast<size_t>(c.positions()));
     std::vector<std::vector<int64_t>> ys(static_cast<size_t>(c.positions()));
     for (int64_t p = 0; p < c.positions(); ++p) {
@@ -130,7 +131,15 @@ void bind_kernel_math(py::module_& m) {
     }
     return py::make_tuple(cols, ys);
   }, py::arg("x"), py::arg("y"), py::arg("window"), py::arg("group"), py::arg("x_last"), py::arg("y_last"),
-        py::arg("g"), py::arg("bits32") = false);
+        py::arg("g"), py::arg("bits32") = false, py::arg("taps_last") = false);
+
+  // ConvGeometry::weights_taps_last of w [O, C/group, KH, KW] (flat).
+  m.def("_test_weights_taps_last", [](const std::vector<int8_t>& w, int64_t o, int64_t c, int64_t group, int64_t kh,
+                                      int64_t kw) {
+    quant::ConvGeometry g;
+    g.out_channels = o, g.channels = c, g.group = group, g.kernel_h = kh, g.kernel_w = kw;
+    return g.weights_taps_last(w.data());
+  });
 
   // The conv epilogue's channel of every element of y [n, c, spatial] as stored.
   // The depthwise kernel's output for NHWC x [N, H, W, C] and weights

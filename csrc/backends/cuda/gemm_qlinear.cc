@@ -445,12 +445,22 @@ class CudaQConv final : public Kernel {
     const std::string order = order_env ? order_env : "";
     const bool int8_relu_out = p.quantized_out && p.y_type == DType::kInt8 && p.y_zero == 0 &&
                                (p.act.kind == nn::ActKind::kNone || p.act.kind == nn::ActKind::kRelu);
+    // The GEMM forms' K: for an NHWC x, ordered (tap, channel), so im2col
+    // copies each tap's channels as one run (16 bytes a thread where they
+    // come in 16s); the weights reordered to match, once.
+    std::vector<int8_t> w_taps_last;
+    const int8_t* w_gemm = w.data_as<int8_t>();
+    if (g_.x_channels_last && g_.group == 1 && (g_.kernel_h > 1 || g_.kernel_w > 1)) {
+      g_.taps_channels_last = true;
+      w_taps_last = g_.weights_taps_last(w.data_as<int8_t>());
+      w_gemm = w_taps_last.data();
+    }
     std::unique_ptr<Int8Layer> one_gemm;
     if (g_.group == 1 && !x_u8_ && x_zero_ == 0 && !p.x_per_token && int8_relu_out && g_.y_channels_last &&
         g_.out_channels % Int8Layer::kPad == 0 && order != "cudnn") {
       try {
-        one_gemm = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true,
-                                               g_.positions(), /*fast_only=*/true, /*y_rows=*/true);
+        one_gemm = std::make_unique<Int8Layer>(p, w_gemm, g_.out_channels, g_.taps(), true, g_.positions(),
+                                               /*fast_only=*/true, /*y_rows=*/true);
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::kUnsupportedOp) throw;  // cuBLASLt refused it: cuDNN or the int32 GEMM below
       }
@@ -469,8 +479,8 @@ class CudaQConv final : public Kernel {
       return;
     }
     if (g_.group == 1) {
-      layer_ = std::make_unique<Int8Layer>(p, w.data_as<int8_t>(), g_.out_channels, g_.taps(), true, g_.positions(),
-                                           false, /*y_rows=*/g_.y_channels_last);
+      layer_ = std::make_unique<Int8Layer>(p, w_gemm, g_.out_channels, g_.taps(), true, g_.positions(), false,
+                                           /*y_rows=*/g_.y_channels_last);
       x_is_cols_ = pointwise_ && layer_->kp() == g_.channels;
       direct_ = layer_->writes_y(g_.y_channels_last);
       name_ = std::string(layer_->impl()) + (x_is_cols_ ? ", x's rows as they are" : "") + " (not cuDNN: " +

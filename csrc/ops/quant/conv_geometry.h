@@ -7,10 +7,14 @@
 //   p = (b * OH + oh) * OW + ow         (one output position)
 //   k = (c * KH + i) * KW + j           (one input channel and tap; the
 //                                        weights' own [O, C, KH, KW] order)
+//   or, taps_channels_last (an NHWC x):
+//   k = (i * KW + j) * C + c            (the weights as [O, KH, KW, C]: a
+//                                        tap's channels are one run of x)
 // and cols[p, k] = x[b, c, oh*SH - PH + i*DH, ow*SW - PW + j*DW], the zero
 // point where that falls in the padding.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/half.h"
 
@@ -23,6 +27,7 @@ struct ConvGeometry {
   int64_t group = 1;
   bool x_channels_last = false;  // x stored [B, H, W, C]
   bool y_channels_last = false;  // y stored [B, OH, OW, O]
+  bool taps_channels_last = false;  // the GEMM's K ordered (i, j, c): see above
 
   TWINFER_HD int64_t positions() const { return batch * out_height * out_width; }
   TWINFER_HD int64_t taps() const { return (channels / group) * kernel_h * kernel_w; }  // K of one group
@@ -51,7 +56,20 @@ struct ConvGeometry {
     const I OW = static_cast<I>(out_width), OH = static_cast<I>(out_height);
     const I KW = static_cast<I>(kernel_w), KH = static_cast<I>(kernel_h);
     const I ow = p % OW, t = p / OW, oh = t % OH, b = t / OH;
-    const I j = k % KW, u = k / KW, i = u % KH, c = u / KH + g * static_cast<I>(channels / group);
+    const I CG = static_cast<I>(channels / group);
+    I i, j, c;
+    if (taps_channels_last) {
+      const I u = k / CG;
+      c = k - u * CG;
+      j = u % KW;
+      i = u / KW;
+    } else {
+      const I u = k / KW;
+      j = k - u * KW;
+      i = u % KH;
+      c = u / KH;
+    }
+    c += g * CG;
     const I h = oh * static_cast<I>(stride_h) - static_cast<I>(pad_h) + i * static_cast<I>(dil_h);
     const I w = ow * static_cast<I>(stride_w) - static_cast<I>(pad_w) + j * static_cast<I>(dil_w);
     if (h < 0 || h >= static_cast<I>(height) || w < 0 || w >= static_cast<I>(width)) return -1;
@@ -62,6 +80,17 @@ struct ConvGeometry {
   }
   TWINFER_HD int64_t y_offset(int64_t p, int64_t o) const { return y_offset_as<int64_t>(p, o); }
   TWINFER_HD int64_t source(int64_t p, int64_t k, int64_t g = 0) const { return source_as<int64_t>(p, k, g); }
+
+  // The weights [O, C/group, KH, KW] reordered to the taps_channels_last K
+  // order, [O, KH, KW, C/group] (host only, once at plan build).
+  std::vector<int8_t> weights_taps_last(const int8_t* w) const {
+    const int64_t cg = channels / group, kk = kernel_h * kernel_w;
+    std::vector<int8_t> out(static_cast<size_t>(out_channels * cg * kk));
+    for (int64_t o = 0; o < out_channels; ++o)
+      for (int64_t c = 0; c < cg; ++c)
+        for (int64_t t = 0; t < kk; ++t) out[(o * kk + t) * cg + c] = w[(o * cg + c) * kk + t];
+    return out;
+  }
 
   // Whether the int32_t forms hold every offset of x, y, and `cols_width`
   // columns per output position (im2col's rows; 0: none): all under 2^31,
