@@ -195,12 +195,14 @@ def test_qbinary_element_matches_the_qdq_graph(rng, mul):
 
 
 @pytest.mark.parametrize("bits32", [False, True])  # the int32_t index math of fits_32_bits geometries too
-@pytest.mark.parametrize("x_last,y_last,group,taps_last", [(False, False, 1, False), (True, True, 1, False),
-                                                          (False, True, 3, False), (True, True, 1, True),
-                                                          (True, False, 3, True)])
-def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group, taps_last, bits32):
+@pytest.mark.parametrize("x_last,y_last,group,taps_last,rows", [
+    (False, False, 1, False, False), (True, True, 1, False, False), (False, True, 3, False, False),
+    (True, True, 1, True, False), (True, False, 3, True, False),
+    (False, False, 1, False, True), (True, True, 1, False, True), (False, True, 3, False, True)])
+def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group, taps_last, rows, bits32):
     # taps_last: K ordered (i, j, c), an NHWC x's channels one run per tap
-    # (the im2col kernel copies them 16 bytes at a time).
+    # (the im2col kernel copies them 16 bytes at a time); rows: the weights'
+    # own order walked by rows of KW taps (the kernel for NCHW x, the stem's).
     B, C, H, W, O = 2, 6, 9, 11, 9
     KH, KW, SH, SW, PH, PW, DH, DW = 3, 2, 2, 1, 1, 2, 2, 1
     OH = (H + 2 * PH - DH * (KH - 1) - 1) // SH + 1
@@ -210,7 +212,7 @@ def test_int8_conv_geometry_matches_numpy_im2col(rng, x_last, y_last, group, tap
     per = C // group
     for g in range(group):
         cols, yoff = _core._test_conv_geometry([B, C, H, W], [O, OH, OW], [KH, KW, SH, SW, PH, PW, DH, DW], group,
-                                               x_last, y_last, g, bits32, taps_last)
+                                               x_last, y_last, g, bits32, taps_last, rows)
         cols = np.array(cols)
         got = np.where(cols < 0, 999, stored[np.maximum(cols, 0)])  # 999: the padding
         padded = np.pad(x[:, g * per:(g + 1) * per], ((0, 0), (0, 0), (PH, PH), (PW, PW)), constant_values=999)

@@ -95,7 +95,7 @@ void bind_kernel_math(py::module_& m) {
   //  y offsets [positions, out_channels]).
   m.def("_test_conv_geometry", [](const std::vector<int64_t>& x, const std::vector<int64_t>& y,
                                   const std::vector<int64_t>& window, int64_t group, bool x_last, bool y_last,
-                                  int64_t g, bool bits32, bool taps_last) {
+                                  int64_t g, bool bits32, bool taps_last, bool rows) {
     // x: B, C, H, W; y: O, OH, OW; window: KH, KW, SH, SW, PH, PW, DH, DW
     quant::ConvGeometry c;
     c.batch = x.at(0);
@@ -121,17 +121,28 @@ void bind_kernel_math(py::module_& m) {
     std::vector<std::vector<int64_t>> ys(static_cast<size_t>(c.positions()));
     for (int64_t p = 0; p < c.positions(); ++p) {
       // bits32: the int32_t forms the CUDA kernels use when fits_32_bits.
+      // rows: by rows of KW taps (tap_row_as, the im2col kernel's form for
+      // the weights' own K order).
       for (int64_t k = 0; k < c.taps(); ++k)
-        cols[p].push_back(bits32 ? c.source_as<int32_t>(static_cast<int32_t>(p), static_cast<int32_t>(k),
-                                                        static_cast<int32_t>(g))
-                                 : c.source(p, k, g));
+        if (rows)
+          cols[p].push_back(bits32 ? c.tap_in_row_as<int32_t>(
+                                         c.tap_row_as<int32_t>(static_cast<int32_t>(p),
+                                                               static_cast<int32_t>(k - k % c.kernel_w),
+                                                               static_cast<int32_t>(g)),
+                                         static_cast<int32_t>(k % c.kernel_w))
+                                   : c.tap_in_row_as<int64_t>(c.tap_row_as<int64_t>(p, k - k % c.kernel_w, g),
+                                                              k % c.kernel_w));
+        else
+          cols[p].push_back(bits32 ? c.source_as<int32_t>(static_cast<int32_t>(p), static_cast<int32_t>(k),
+                                                          static_cast<int32_t>(g))
+                                   : c.source(p, k, g));
       for (int64_t o = 0; o < c.out_channels; ++o)
         ys[p].push_back(bits32 ? c.y_offset_as<int32_t>(static_cast<int32_t>(p), static_cast<int32_t>(o))
                                : c.y_offset(p, o));
     }
     return py::make_tuple(cols, ys);
   }, py::arg("x"), py::arg("y"), py::arg("window"), py::arg("group"), py::arg("x_last"), py::arg("y_last"),
-        py::arg("g"), py::arg("bits32") = false, py::arg("taps_last") = false);
+        py::arg("g"), py::arg("bits32") = false, py::arg("taps_last") = false, py::arg("rows") = false);
 
   // ConvGeometry::weights_taps_last of w [O, C/group, KH, KW] (flat).
   m.def("_test_weights_taps_last", [](const std::vector<int8_t>& w, int64_t o, int64_t c, int64_t group, int64_t kh,

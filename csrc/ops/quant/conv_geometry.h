@@ -49,31 +49,63 @@ struct ConvGeometry {
     const I b = p / spatial, s = p - b * spatial;
     return (b * O + o) * spatial + s;
   }
-  // Where cols[p, k] comes from for the input channels of group g: an
-  // offset in x, or -1 in the padding.
+  // cols[p, k]'s place in x for the input channels of group g: batch,
+  // channel and (h, w), before any bounds check (padding falls outside x).
   template <typename I>
-  TWINFER_HD I source_as(I p, I k, I g = 0) const {
+  TWINFER_HD void tap_as(I p, I k, I g, I* b, I* c, I* h, I* w) const {
     const I OW = static_cast<I>(out_width), OH = static_cast<I>(out_height);
     const I KW = static_cast<I>(kernel_w), KH = static_cast<I>(kernel_h);
-    const I ow = p % OW, t = p / OW, oh = t % OH, b = t / OH;
+    const I ow = p % OW, t = p / OW, oh = t % OH;
+    *b = t / OH;
     const I CG = static_cast<I>(channels / group);
-    I i, j, c;
+    I i, j;
     if (taps_channels_last) {
       const I u = k / CG;
-      c = k - u * CG;
+      *c = k - u * CG;
       j = u % KW;
       i = u / KW;
     } else {
       const I u = k / KW;
       j = k - u * KW;
       i = u % KH;
-      c = u / KH;
+      *c = u / KH;
     }
-    c += g * CG;
-    const I h = oh * static_cast<I>(stride_h) - static_cast<I>(pad_h) + i * static_cast<I>(dil_h);
-    const I w = ow * static_cast<I>(stride_w) - static_cast<I>(pad_w) + j * static_cast<I>(dil_w);
+    *c += g * CG;
+    *h = oh * static_cast<I>(stride_h) - static_cast<I>(pad_h) + i * static_cast<I>(dil_h);
+    *w = ow * static_cast<I>(stride_w) - static_cast<I>(pad_w) + j * static_cast<I>(dil_w);
+  }
+  // Where cols[p, k] comes from for the input channels of group g: an
+  // offset in x, or -1 in the padding.
+  template <typename I>
+  TWINFER_HD I source_as(I p, I k, I g = 0) const {
+    I b, c, h, w;
+    tap_as<I>(p, k, g, &b, &c, &h, &w);
     if (h < 0 || h >= static_cast<I>(height) || w < 0 || w >= static_cast<I>(width)) return -1;
     return x_offset_as<I>(b, c, h, w);
+  }
+  // A row of KW taps, k0 .. k0 + KW (k0 at j = 0, the weights' own K order):
+  // its index math done once, then tap_in_row_as gives tap j's offset in x
+  // (or -1 in the padding) as source_as(p, k0 + j, g) does.
+  template <typename I>
+  struct TapRow {
+    I base, w;  // x's offset at (b, c, h, w = 0); the row's first w
+    bool in;    // h inside x
+  };
+  template <typename I>
+  TWINFER_HD TapRow<I> tap_row_as(I p, I k0, I g = 0) const {
+    I b, c, h, w;
+    tap_as<I>(p, k0, g, &b, &c, &h, &w);
+    TapRow<I> r;
+    r.in = h >= 0 && h < static_cast<I>(height);
+    r.base = r.in ? x_offset_as<I>(b, c, h, I(0)) : I(0);
+    r.w = w;
+    return r;
+  }
+  template <typename I>
+  TWINFER_HD I tap_in_row_as(const TapRow<I>& r, I j) const {
+    const I w = r.w + j * static_cast<I>(dil_w);
+    if (!r.in || w < 0 || w >= static_cast<I>(width)) return -1;
+    return r.base + w * (x_channels_last ? static_cast<I>(channels) : I(1));
   }
   TWINFER_HD int64_t x_offset(int64_t b, int64_t c, int64_t h, int64_t w) const {
     return x_offset_as<int64_t>(b, c, h, w);
