@@ -109,8 +109,8 @@ TOL = {"fp16": 3e-3, "bf16": 2e-2, "tf32": 1e-5}
     (40, (2, 40, 9, 10), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), False, None, True),       # 5x5, residual
     (13, (2, 13, 9, 7), (3, 3), (1, 2), (2, 1, 2, 1), (2, 1), True, "relu", False),      # C % 8 != 0: one by one
 ])
-def test_depthwise_kernel_against_onnxruntime(device, precision, c, x_shape, k, stride, pads, dil, bias, act, residual, rng,
-                                              monkeypatch):
+def test_depthwise_kernel_against_onnxruntime(device, precision, c, x_shape, k, stride, pads, dil, bias, act, residual,
+                                              rng, monkeypatch):
     m = _depthwise_model(rng, c, x_shape, k, stride, pads, dil, bias, act, residual)
     x = (rng.standard_normal(x_shape) * 3).astype(np.float32)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]

@@ -183,7 +183,8 @@ class CudnnConv final : public Kernel {
         depthwise_conv_nhwc(depthwise_geometry_, c_.y[0], x.get(), depthwise_w_.data(), b, r, y.get(), dtype_, c_.act,
                             s);
       });
-      cudnn_ms = fastest_launch_ms([&](cudaStream_t s) { enqueue_cudnn(x.get(), w.get(), b, r, y.get(), scratch.get(), s); });
+      cudnn_ms = fastest_launch_ms(
+          [&](cudaStream_t s) { enqueue_cudnn(x.get(), w.get(), b, r, y.get(), scratch.get(), s); });
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kOutOfMemory) throw;
       cudaGetLastError();
@@ -302,7 +303,8 @@ class CudnnConv final : public Kernel {
     if (graph_) {
       if (fused_) {  // bias, residual (and the activation unless act_after_) inside cuDNN's graph
         graph_->run(x, w, y, scratch, s, bias, residual);
-        if (act_after_) conv_epilogue(y, nullptr, nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s, c_.channels_last);
+        if (act_after_)
+          conv_epilogue(y, nullptr, nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s, c_.channels_last);
         return;
       }
       graph_->run(x, w, y, scratch, s);

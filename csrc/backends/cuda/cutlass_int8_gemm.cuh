@@ -131,7 +131,8 @@ struct Kernel {
         {m, n, k, 1},
         {o.x, cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1)), o.w,
          cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1))},
-        {{}, nullptr, {}, static_cast<ElementD*>(o.y), cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1))}};
+        {{}, nullptr, {}, static_cast<ElementD*>(o.y),
+         cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1))}};
     // The tree's arguments nest as its nodes do: {children..., op}.
     typename Affine<float>::Arguments affine{
         {o.row_scale, 1.f, {}},                  // row_scale[m], 1 without one

@@ -5,7 +5,8 @@
 //   QMatMul  x[M, K] -> int8 rows (uint8 shifted by -128, K padded to 4);
 //            with x_per_token, float32 x quantized per row with its own
 //            scale (token_quant_kernels.h), the scales kept for the epilogue
-//   QConv    x -> im2col rows [B*OH*OW, C*KH*KW] (same packing), group 1;
+//   QConv    x -> im2col rows [B*OH*OW, C*KH*KW] (same packing; K ordered
+//            (tap, channel) for an NHWC x, the weights reordered to match), group 1;
 //            grouped / depthwise convolutions take a direct kernel instead;
 //            for an int8 channels-last x with zero point 0:
 //            - channels in 4s: cuDNN's int8 convolution (conv_graph.h:
@@ -450,7 +451,7 @@ class CudaQConv final : public Kernel {
     // come in 16s); the weights reordered to match, once.
     std::vector<int8_t> w_taps_last;
     const int8_t* w_gemm = w.data_as<int8_t>();
-    if (g_.x_channels_last && g_.group == 1 && (g_.kernel_h > 1 || g_.kernel_w > 1)) {
+    if (g_.x_channels_last && g_.group == 1) {  // a 1x1's two orders are one (a strided 1x1 takes the runs too)
       g_.taps_channels_last = true;
       w_taps_last = g_.weights_taps_last(w.data_as<int8_t>());
       w_gemm = w_taps_last.data();

@@ -55,16 +55,16 @@ __global__ void im2col_int8(const void* x, bool from_u8, ConvGeometry g, int8_t 
 // im2col in the weights' own K order ((c, i) rows of KW taps): a thread per
 // row of KW taps, whose index math is done once for the row (the byte-at-a-
 // time kernel above ran ~57 GB/s on an H200, 9 ms for ResNet-50's 7x7 stem
-// on 3 NCHW channels at batch 256), plus a thread per position for the
-// zeros of K's padding.
+// on 3 NCHW channels at batch 256), plus, where kp > taps, a thread per
+// position for the zeros of K's padding.
 template <typename I>
 __global__ void im2col_int8_rows(const void* x, bool from_u8, ConvGeometry g, int8_t pad, I kp, int8_t* cols) {
-  const I KW = static_cast<I>(g.kernel_w), taps = static_cast<I>(g.taps()), per = taps / KW + 1;
+  const I KW = static_cast<I>(g.kernel_w), taps = static_cast<I>(g.taps()), per = taps / KW + (kp > taps ? 1 : 0);
   const I total = static_cast<I>(g.positions()) * per;
   for (I q = first_as<I>(); q < total; q += stride_as<I>()) {
     const I p = q / per, r = q - p * per;
     int8_t* out = cols + p * kp;
-    if (r == per - 1) {  // K's padding
+    if (r == taps / KW) {  // K's padding (a thread a position where kp > taps)
       for (I k = taps; k < kp; ++k) out[k] = 0;
       continue;
     }
@@ -207,7 +207,8 @@ void im2col_int8(const void* x, bool from_u8, const quant::ConvGeometry& g, int8
     return;
   }
   if (!g.taps_channels_last && g.group == 1 && g.kernel_w > 1) {
-    const ew::LaunchConfig lr = ew::elementwise_launch(g.positions() * (g.taps() / g.kernel_w + 1));
+    const int64_t per = g.taps() / g.kernel_w + (kp > g.taps() ? 1 : 0);  // rows of taps, and K's padding
+    const ew::LaunchConfig lr = ew::elementwise_launch(g.positions() * per);
     if (!lr.blocks) return;
     if (g.fits_32_bits(kp))
       twinfer_gpu::im2col_int8_rows<int32_t><<<lr.blocks, lr.threads, 0, s>>>(x, from_u8, g, pad,
