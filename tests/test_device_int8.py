@@ -138,6 +138,35 @@ def test_qconv(device, C, O, group, k, stride, pad, one_d, out_quantized, act, r
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_nhwc_uint8_convolution_chain(device, rng):
+    """An imported QDQ chain with uint8 activations and zero points off 128:
+    the second convolution reads the first's uint8 output NHWC
+    (int8_channels_last), 16 channels, so on a GPU its im2col copies runs
+    of 16 channels with the top bit flipped and the zero point (-28 as int8)
+    in the padding (qlinear_kernels.cu's im2col_int8_runs); cuDNN's int8
+    convolution does not take a zero point. Against the CPU, within two
+    output steps (the chain can carry a first layer's rounding tie on)."""
+    nodes, inits = [], {}
+    prev = _qdq("x", "x", 0.05, np.uint8(100), nodes, inits)
+    for i, stride in enumerate([1, 2]):
+        w = _weight(f"w{i}", rng.standard_normal((16, 16, 3, 3)).astype(F32) * 0.08, 0, nodes, inits)
+        inits[f"b{i}"] = rng.standard_normal(16).astype(F32) * 0.1
+        nodes.append(helper.make_node("Conv", [prev, w, f"b{i}"], [f"c{i}"], strides=[stride, stride],
+                                      pads=[1, 1, 1, 1], kernel_shape=[3, 3]))
+        prev = _qdq(f"y{i}", f"c{i}", 0.06, np.uint8(100 if i == 0 else 90), nodes, inits)
+    nodes.append(helper.make_node("Identity", [prev], ["out"]))
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, 9, 11])],
+               [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    x = (rng.standard_normal((2, 16, 9, 11)) * 2).astype(F32)
+    rows, want, got = _run_both(m, {"x": x}, device)
+    convs = [r for r in rows if r.op.endswith("QConv")]
+    assert len(convs) == 2, rows
+    if device == "cuda":
+        assert all("not cuDNN" in r.kernel for r in convs), convs
+    _close_within_steps(got["out"], want["out"], 0.06, 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op,shape_b", [("Add", (2, 8, 5, 5)), ("Add", (1, 8, 1, 1)), ("Mul", (8, 1, 1))])
 def test_qbinary_residual(device, op, shape_b, rng):
     nodes, inits = [], {}
