@@ -223,16 +223,21 @@ def test_fp8_qdq_model_matches_onnxruntime(device, gemm):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("accumulation", ["fast", "promoted"])
+@pytest.mark.parametrize("accumulation", ["fast-cutlass", "fast-cublaslt", "promoted"])
 @pytest.mark.parametrize("gemm", [False, True])
 @pytest.mark.parametrize("k, hidden, n", [(45, 83, 29), (64, 96, 32), (1024, 3072, 48)])
 def test_cuda_fp8_matches_the_simulated_device(gemm, k, hidden, n, accumulation, monkeypatch):
     """cuBLASLt's FP8 GEMM (E4M3, scales, bias and ReLU in its epilogue,
     padded K and N; or K in 16s, whose rows the flat eight-a-thread kernel
     rounds) against the reference kernel on the simulated device; with the
-    tensor cores' fast accumulation (the default) and with float32
-    promotion (TWINFER_FP8_FAST_ACCUM=0), at BERT's K of 3072 too."""
-    if accumulation == "fast":
+    tensor cores' fast accumulation (the default) through CUTLASS's FP8 GEMM
+    (scaled_gemm.h, on an H100/H200 where N fits its 16-byte rows) and through
+    cuBLASLt's, and with float32 promotion (TWINFER_FP8_FAST_ACCUM=0,
+    cuBLASLt alone), at BERT's K of 3072 too. Input in float32: the GEMM
+    writes float32 (cuBLASLt alone) or, for the fp16 plan lowering makes of
+    the rest, float16."""
+    monkeypatch.setenv("TWINFER_FP8_GEMM", "cutlass" if accumulation == "fast-cutlass" else "cublaslt")
+    if accumulation.startswith("fast"):
         monkeypatch.delenv("TWINFER_FP8_FAST_ACCUM", raising=False)
     else:
         monkeypatch.setenv("TWINFER_FP8_FAST_ACCUM", "0")
@@ -244,8 +249,15 @@ def test_cuda_fp8_matches_the_simulated_device(gemm, k, hidden, n, accumulation,
     cuda = twinfer.load(m, device="cuda", **kw)
     sim = twinfer.load(m, device="sim", sim_coverage="cuda", **kw)
     names = [r.kernel for r in cuda.kernel_report({"x": shape}) if r.op.endswith("FP8MatMul")]
-    assert names and all(k.startswith("cublasLt fp8") for k in names), names
-    assert all(("fast accumulation" if accumulation == "fast" else "fp32 accumulate") in k for k in names), names
+    assert names and all(k.startswith(("cublasLt fp8", "cutlass fp8")) for k in names), names
+    if accumulation == "promoted":
+        assert all(k.startswith("cublasLt fp8") and "fp32 accumulate" in k for k in names), names
+    else:
+        assert all("fast accumulation" in k for k in names), names
+    if accumulation == "fast-cublaslt":
+        assert all(k.startswith("cublasLt fp8") for k in names), names
+    if accumulation == "fast-cutlass" and hidden % 8 == 0 and n % 8 == 0:  # float16 rows of 16 bytes
+        assert all(k.startswith("cutlass fp8 sm90") for k in names), names
     for _ in range(3):
         x = rng.standard_normal(shape).astype(F32)
         got, want = cuda.run({"x": x})["y"].numpy(), sim.run({"x": x})["y"].numpy()

@@ -105,8 +105,8 @@ for lib in ("cublaslt", "cudnn"):
         problems.append(f"{lib} not loaded: {why.get('cublasLt' if lib == 'cublaslt' else lib, '?')}")
 if not info.get("cudnn_frontend"):
     problems.append("built without cuDNN's frontend (is .whl's nvidia-cudnn-frontend installed?)")
-if not info.get("cutlass_int8_gemm"):
-    problems.append("built without the CUTLASS int8 kernels (is .whl's nvidia-cutlass installed?)")
+if not info.get("cutlass_gemm"):
+    problems.append("built without the CUTLASS int8 / fp8 kernels (is .whl's nvidia-cutlass installed?)")
 for op in ("Conv", "MatMul", "Gemm"):
     if op not in (info.get("cuda_ops") or []):
         problems.append(f"no CUDA kernel registered for {op}")

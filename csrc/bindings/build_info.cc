@@ -46,7 +46,7 @@ void bind_build_info(py::module_& m) {
     d["cuda_libraries"] = why;
     const std::string fe = cudnn_frontend_version();
     d["cudnn_frontend"] = fe.empty() ? py::object(py::none()) : py::object(py::str(fe));
-    d["cutlass_int8_gemm"] = cutlass_int8_gemm_kernels();  // [] without CUTLASS's headers at build
+    d["cutlass_gemm"] = cutlass_gemm_kernels();  // [] without CUTLASS's headers at build
     d["cuda_ops"] = ops_with_kernels(Backend::kCUDA);
     d["cpu_blas"] = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                     std::to_string(v->patch) + std::string(" (") + (v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "threads") + ")";

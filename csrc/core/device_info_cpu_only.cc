@@ -16,7 +16,7 @@ std::string cuda_library_version(const std::string&, std::string* why) {
 std::vector<std::string> cuda_symbol_problems() { return {}; }
 void register_cuda_symbol_check(void (*)()) {}
 std::string cudnn_frontend_version() { return ""; }
-std::vector<std::string> cutlass_int8_gemm_kernels() { return {}; }
+std::vector<std::string> cutlass_gemm_kernels() { return {}; }
 std::string cudnn_conv_validate(const std::vector<int64_t>&, const std::vector<int64_t>&, const std::vector<int64_t>&,
                                 const std::vector<int64_t>&, const std::vector<int64_t>&, const std::vector<int64_t>&,
                                 const std::string&) {

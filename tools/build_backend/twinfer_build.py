@@ -27,7 +27,7 @@ from scikit_build_core.build import (  # noqa: F401  (re-exported hooks)
 # nvidia-cutlass-dsl).
 # CUTLASS's C++ headers come in NVIDIA's nvidia-cutlass wheel (its Python
 # tools pull in a few packages the build does not use): the Hopper int8 GEMM
-# with its scales in the epilogue (csrc/backends/cuda/scaled_int8_gemm.h).
+# with its scales in the epilogue (csrc/backends/cuda/scaled_gemm.h).
 CUDA_BUILD_REQUIRES = ["nvidia-cublas>=13,<14", "nvidia-cudnn-cu13>=9,<10", "nvidia-cudnn-frontend==1.28.0",
                        "nvidia-cutlass==4.2.0.0"]
 

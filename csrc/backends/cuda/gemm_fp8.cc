@@ -11,7 +11,10 @@
 // BIAS_DATA_TYPE), which would round the bias the reference adds exactly.
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,6 +22,8 @@
 #include "backends/cuda/cublaslt.h"
 #include "backends/cuda/fp8_kernels.h"
 #include "backends/cuda/gemm_epilogue.h"
+#include "backends/cuda/libraries.h"
+#include "backends/cuda/scaled_gemm.h"
 #include "backends/cuda/kernel_util.h"
 #include "graph/domains.h"
 #include "ops/nn/activation.h"
@@ -127,6 +132,7 @@ class CudaFP8MatMul final : public Kernel {
         cublaslt_tune_candidates(), &timings);
     name_ = std::string("cublasLt fp8 (E4M3, ") + (fast ? "fast accumulation" : "fp32 accumulate") + ")" +
             (timings.empty() ? "" : "; timed " + timings);
+    consider_cutlass(info, fast);
   }
   ~CudaFP8MatMul() override {
     for (auto l : {a_, b_, d_})
@@ -134,10 +140,15 @@ class CudaFP8MatMul final : public Kernel {
     if (desc_) api_.desc_destroy(desc_);
   }
 
-  // Scratch: [E4M3 rows of x][D when N is padded][workspace], 256-aligned.
+  // Scratch: [E4M3 rows of x][D when N is padded][workspace], 256-aligned
+  // (CUTLASS's form: [E4M3 rows of x][its workspace]).
   size_t x_bytes() const { return align(static_cast<size_t>(m_ * kp_)); }
-  size_t d_bytes() const { return np_ != n_ ? align(static_cast<size_t>(m_ * np_) * dtype_size(xt_)) : 0; }
-  size_t scratch_bytes() const override { return x_bytes() + d_bytes() + align(algo_.workspaceSize); }
+  size_t d_bytes() const {
+    return np_ != n_ && !cutlass_ ? align(static_cast<size_t>(m_ * np_) * dtype_size(xt_)) : 0;
+  }
+  size_t scratch_bytes() const override {
+    return x_bytes() + d_bytes() + align(cutlass_ ? cutlass_->workspace_bytes() : algo_.workspaceSize);
+  }
   const char* impl_name() const override { return name_.c_str(); }
 
   void run(KernelContext& ctx) const override {
@@ -145,23 +156,98 @@ class CudaFP8MatMul final : public Kernel {
     char* scratch = static_cast<char*>(ctx.scratch);
     auto* xq = reinterpret_cast<uint8_t*>(scratch);
     quantize_e4m3_rows(ctx.inputs[kF8X].data, xt_, scales_.data_as<float>() + kXScaleAt, m_, k_, kp_, xq, s);
-    void* d = np_ != n_ ? static_cast<void*>(scratch + x_bytes()) : ctx.outputs[0].data;
-    void* workspace = scratch + x_bytes() + d_bytes();
+    if (cutlass_) {
+      cutlass_->run(cutlass_operands(xq, ctx.outputs[0].data), scratch + x_bytes(), s);
+      return;
+    }
+    run_cublaslt(xq, ctx.outputs[0].data, scratch + x_bytes(), s);
+  }
+
+ private:
+  // CUTLASS's FP8 GEMM (scaled_gemm.h) where it takes the layer: y [m, n]
+  // written by its epilogue (scales, bias, the whole activation), fast
+  // accumulation. Both forms run at build on zeroed operands and the faster
+  // is kept; TWINFER_FP8_GEMM=cutlass|cublaslt forces one; with
+  // TWINFER_FP8_FAST_ACCUM=0, cuBLASLt's promoted sums alone.
+  void consider_cutlass(const KernelBuildInfo& info, bool fast) {
+    const char* env = std::getenv("TWINFER_FP8_GEMM");
+    const std::string mode = env ? env : "";
+    if (mode == "cublaslt" || !fast) return;
+    ScaledGemmShape shape;
+    shape.m = m_, shape.n = n_, shape.k = kp_, shape.in = DType::kFloat8E4M3FN, shape.out = xt_;
+    shape.act = nn::ActFn::of(act_);
+    const std::string why = scaled_gemm_unsupported(shape);
+    if (!why.empty()) {
+      name_ += " (not CUTLASS: " + why + ")";
+      return;
+    }
+    const float product = *info.input_constant(kF8WScale)->data_as<float>() *
+                          *info.input_constant(kF8XScale)->data_as<float>();
+    const std::vector<float> col(static_cast<size_t>(n_), product);
+    cut_scale_ = device_copy(col.data(), DType::kFloat32, {n_});
+    if (has_bias_) {
+      const float* b = info.input_constant(kF8Bias)->data_as<float>();
+      cut_bias_ = device_copy(b, DType::kFloat32, {n_});
+    }
+    auto cutlass = std::make_unique<ScaledGemm>(shape);
+    if (mode == "cutlass") {
+      cutlass_ = std::move(cutlass);
+      name_ = cutlass_->name() + " (TWINFER_FP8_GEMM=cutlass)";
+      return;
+    }
+    float cutlass_ms = std::numeric_limits<float>::infinity(), cublaslt_ms = cutlass_ms;
+    try {
+      const size_t y_bytes = static_cast<size_t>(m_ * n_) * dtype_size(xt_);
+      const TrialBuffer xq(static_cast<size_t>(m_ * kp_)), y(y_bytes),
+          scratch(d_bytes() + align(std::max(cutlass->workspace_bytes(), algo_.workspaceSize)));
+      auto* x8 = static_cast<uint8_t*>(xq.get());
+      cutlass_ms = fastest_launch_ms(
+          [&](cudaStream_t s) { cutlass->run(cutlass_operands(x8, y.get()), scratch.get(), s); });
+      cublaslt_ms = fastest_launch_ms([&](cudaStream_t s) {
+        std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());  // as choose_working_algo's trials
+        run_cublaslt(x8, y.get(), scratch.get(), s);
+      });
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kOutOfMemory) throw;
+      cudaGetLastError();
+    }
+    char timed[96];
+    std::snprintf(timed, sizeof timed, "timed: CUTLASS %.3f ms, cuBLASLt %.3f ms", cutlass_ms, cublaslt_ms);
+    if (cutlass_ms < cublaslt_ms) {
+      cutlass_ = std::move(cutlass);
+      name_ = cutlass_->name() + "; " + timed;
+    } else {
+      name_ += std::string("; ") + timed;
+    }
+  }
+
+  ScaledGemmOperands cutlass_operands(const uint8_t* xq, void* y) const {
+    ScaledGemmOperands o;
+    o.x = xq, o.w = w_.data(), o.col_scale = cut_scale_.data_as<float>(), o.y = y;
+    o.bias = cut_bias_.storage() ? cut_bias_.data_as<float>() : nullptr;
+    return o;
+  }
+
+  // cuBLASLt's form: the GEMM into y (or, N padded, into scratch and copied
+  // out), then what its epilogue could not do. scratch: [D][workspace].
+  void run_cublaslt(const uint8_t* xq, void* y, void* scratch_p, cudaStream_t s) const {
+    char* scratch = static_cast<char*>(scratch_p);
+    void* d = np_ != n_ ? static_cast<void*>(scratch) : y;
+    void* workspace = scratch + (np_ != n_ ? align(static_cast<size_t>(m_ * np_) * dtype_size(xt_)) : 0);
     const float one = 1.f, zero = 0.f;
     check_cublas(api_.matmul(handle_, desc_, &one, w_.data(), a_, xq, b_, &zero, d, d_, d, d_, &algo_.algo, workspace,
                              algo_.workspaceSize, s),
                  "cublasLtMatmul(fp8)");
     const size_t es = dtype_size(xt_);
     if (np_ != n_)
-      check(cudaMemcpy2DAsync(ctx.outputs[0].data, n_ * es, d, np_ * es, n_ * es, m_, cudaMemcpyDeviceToDevice, s),
+      check(cudaMemcpy2DAsync(y, n_ * es, d, np_ * es, n_ * es, m_, cudaMemcpyDeviceToDevice, s),
             "cudaMemcpy2DAsync (FP8MatMul output)");
     if (bias_after_)
-      add_bias_activation_f32(static_cast<float*>(ctx.outputs[0].data), m_, n_, bias_.data_as<float>(), rest_, s);
+      add_bias_activation_f32(static_cast<float*>(y), m_, n_, bias_.data_as<float>(), rest_, s);
     else
-      apply_activation(ctx.outputs[0].data, m_ * n_, xt_, rest_, s);
+      apply_activation(y, m_ * n_, xt_, rest_, s);
   }
 
- private:
   static size_t align(size_t b) { return static_cast<size_t>(round_up(static_cast<int64_t>(b), 256)); }
   void set(cublasLtMatmulDescAttributes_t a, const void* v, size_t n) {
     check_cublas(api_.desc_set(desc_, a, v, n), "cublasLtMatmulDescSetAttribute(fp8)");
@@ -177,6 +263,8 @@ class CudaFP8MatMul final : public Kernel {
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
   cublasLtMatmulHeuristicResult_t algo_{};
+  std::unique_ptr<ScaledGemm> cutlass_;  // CUTLASS's form, when it runs the layer instead
+  Tensor cut_scale_, cut_bias_;          // its column scale (w_scale * x_scale) and float bias, [n]
 };
 
 }  // namespace

@@ -43,7 +43,7 @@
 #include "backends/cuda/gemm_int8.h"
 #include "backends/cuda/kernel_util.h"
 #include "backends/cuda/qlinear_kernels.h"
-#include "backends/cuda/scaled_int8_gemm.h"
+#include "backends/cuda/scaled_gemm.h"
 #include "backends/cuda/token_quant_kernels.h"
 #include "ops/nn/channels_last.h"
 #include "graph/domains.h"
@@ -228,7 +228,7 @@ class Int8Layer {
     if (!gemm_->timings().empty()) name_ += "; timed " + gemm_->timings();
   }
 
-  // CUTLASS's form (scaled_int8_gemm.h) where it takes the layer: y written
+  // CUTLASS's form (scaled_gemm.h) where it takes the layer: y written
   // by the GEMM's epilogue, scales (per token too), bias, the activation and
   // the int8 rounding inside. Against cuBLASLt's form both run at build on zeroed
   // operands (GEMM plus what follows it to y) and the faster is kept;
@@ -246,7 +246,7 @@ class Int8Layer {
       if (int8_only) return;
       shape.out = p.y_type;
     }
-    const std::string why = scaled_int8_gemm_unsupported(shape);
+    const std::string why = scaled_gemm_unsupported(shape);
     if (!why.empty()) {
       if (gemm_) name_ += " (not CUTLASS: " + why + ")";
       return;
@@ -255,7 +255,7 @@ class Int8Layer {
     // y_scale are applied after them, as our epilogue does.
     cut_scale_ = device_copy(p.scales.data(), DType::kFloat32, {n_});
     if (!p.bias.empty()) cut_bias_ = device_copy(p.bias.data(), DType::kFloat32, {n_});
-    auto cutlass = std::make_unique<ScaledInt8Gemm>(shape);
+    auto cutlass = std::make_unique<ScaledGemm>(shape);
     if (!gemm_ || forced) {
       scaled_ = std::move(cutlass);
       name_ = scaled_->name() + (forced ? std::string(" (TWINFER_INT8_GEMM=cutlass)") : std::string(""));
@@ -310,7 +310,7 @@ class Int8Layer {
   Tensor w_, scale_, bias_, colsum_;
   Tensor cut_scale_, cut_bias_;  // CUTLASS's column scales and bias ([n])
   std::unique_ptr<Int8Gemm> gemm_;
-  std::unique_ptr<ScaledInt8Gemm> scaled_;  // CUTLASS's form, when it runs the layer instead
+  std::unique_ptr<ScaledGemm> scaled_;  // CUTLASS's form, when it runs the layer instead
   std::string name_;  // what runs the layer, with the GEMM candidates timed
 };
 

@@ -1,4 +1,4 @@
-#include "backends/cuda/scaled_int8_gemm.h"
+#include "backends/cuda/scaled_gemm.h"
 
 #include <cstdint>
 #include <mutex>
@@ -18,9 +18,9 @@ std::vector<ScaledGemmKernel>& kernels() {
   return k;
 }
 
-const ScaledGemmKernel* find(DType out) {
+const ScaledGemmKernel* find(DType in, DType out) {
   for (const ScaledGemmKernel& k : kernels())
-    if (k.out == out) return &k;
+    if (k.in == in && k.out == out) return &k;
   return nullptr;
 }
 
@@ -32,20 +32,21 @@ int current_device() {
 
 }  // namespace
 
-void register_scaled_int8_gemm(const ScaledGemmKernel& k) { kernels().push_back(k); }
+void register_scaled_gemm(const ScaledGemmKernel& k) { kernels().push_back(k); }
 
-std::string scaled_int8_gemm_unsupported(const ScaledGemmShape& s) {
+std::string scaled_gemm_unsupported(const ScaledGemmShape& s) {
   if (kernels().empty())
     return "this build has no CUTLASS kernels (its headers come from the nvidia-cutlass wheel, a CUDA build "
            "requirement)";
-  if (!find(s.out)) return std::string("no CUTLASS int8 kernel writes ") + dtype_name(s.out);
+  if (!find(s.in, s.out))
+    return std::string("no CUTLASS kernel multiplies ") + dtype_name(s.in) + " into " + dtype_name(s.out);
   if (s.out == DType::kInt8 && !(s.y_scale > 0.f)) return "int8 y needs a positive y_scale";
   const int dev = current_device();
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
   if (major != 9 || minor != 0)
-    return "the CUTLASS int8 kernels are built for compute capability 9.0 (sm_90a), this GPU is " +
+    return "the CUTLASS kernels are built for compute capability 9.0 (sm_90a), this GPU is " +
            std::to_string(major) + "." + std::to_string(minor);
   if (s.k % 16 != 0) return "K must be a multiple of 16 (TMA), got " + std::to_string(s.k);
   const int64_t align = 16 / static_cast<int64_t>(dtype_size(s.out));
@@ -57,10 +58,10 @@ std::string scaled_int8_gemm_unsupported(const ScaledGemmShape& s) {
   return "";
 }
 
-ScaledInt8Gemm::ScaledInt8Gemm(const ScaledGemmShape& s) : s_(s) {
-  const std::string why = scaled_int8_gemm_unsupported(s);
+ScaledGemm::ScaledGemm(const ScaledGemmShape& s) : s_(s) {
+  const std::string why = scaled_gemm_unsupported(s);
   if (!why.empty()) throw Error(ErrorKind::kUnsupportedOp, why);
-  k_ = find(s.out);
+  k_ = find(s.in, s.out);
   check(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, current_device()),
         "cudaDeviceGetAttribute(multiprocessors)");
   // The shared-memory attribute is per device and process; setting it again
@@ -74,7 +75,7 @@ ScaledInt8Gemm::ScaledInt8Gemm(const ScaledGemmShape& s) : s_(s) {
   name_ = k_->name;
 }
 
-ScaledInt8Gemm::~ScaledInt8Gemm() {
+ScaledGemm::~ScaledGemm() {
   if (params_) ::operator delete(params_, std::align_val_t(k_->params_align));
 }
 
@@ -86,7 +87,7 @@ bool same(const ScaledGemmOperands& a, const ScaledGemmOperands& b) {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 }  // namespace
 
-void ScaledInt8Gemm::run(const ScaledGemmOperands& o, void* workspace, cudaStream_t stream) const {
+void ScaledGemm::run(const ScaledGemmOperands& o, void* workspace, cudaStream_t stream) const {
   if (!aligned16(o.x) || !aligned16(o.w) || !aligned16(o.y))
     throw Error(ErrorKind::kRuntime, name_ + ": x, w and y must start 16-byte aligned (TMA)");
   std::lock_guard<std::mutex> lock(m_);  // params_ is shared by the contexts running this layer
@@ -112,7 +113,7 @@ void ScaledInt8Gemm::run(const ScaledGemmOperands& o, void* workspace, cudaStrea
 }  // namespace twinfer::cuda
 
 namespace twinfer {
-std::vector<std::string> cutlass_int8_gemm_kernels() {
+std::vector<std::string> cutlass_gemm_kernels() {
   std::vector<std::string> names;
   for (const cuda::ScaledGemmKernel& k : cuda::kernels()) names.push_back(k.name);
   return names;

@@ -1,14 +1,16 @@
-"""The int8 layers' CUTLASS form (csrc/backends/cuda/scaled_int8_gemm.h,
-cutlass_int8_gemm.cuh): Hopper's int8 tensor-core GEMM with the layer's
-scales (per channel, and per token), bias, ReLU and the conversion to y's
-type inside its epilogue, y written once. gemm_qlinear.cc times it against
-cuBLASLt's form at plan build and keeps the faster; TWINFER_INT8_GEMM=cutlass
-forces it where it applies, =cublaslt never takes it.
+"""CUTLASS's Hopper GEMMs with the layer's scales inside
+(csrc/backends/cuda/scaled_gemm.h, cutlass_scaled_gemm.cuh): int8 (and FP8,
+test_fp8.py) tensor-core GEMMs with the scales (per channel, and per token),
+bias, the activation and the conversion to y's type inside the epilogue, y
+written once. gemm_qlinear.cc times the int8 form against cuBLASLt's at plan
+build and keeps the faster; TWINFER_INT8_GEMM=cutlass forces it where it
+applies, =cublaslt never takes it.
 
 What runs without a GPU: the build lists its kernels (CMake compiles them
-for sm_90a from the nvidia-cutlass wheel's headers). On an H100/H200, each
-output type against the CPU's oneDNN kernels (the simulated device) or a
-NumPy reference; elsewhere the cuda tests skip."""
+for sm_90a from the nvidia-cutlass wheel's headers), and the models and
+NumPy references below on the simulated device (the CPU's kernels). On an
+H100/H200, each output type on CUTLASS against the same references;
+elsewhere the cuda tests skip."""
 
 from __future__ import annotations
 
@@ -23,14 +25,15 @@ from test_smoothquant import token_quantize
 F32 = np.float32
 
 KERNELS = {"cutlass int8 sm90 (bfloat16 out)", "cutlass int8 sm90 (float16 out)", "cutlass int8 sm90 (float32 out)",
-           "cutlass int8 sm90 (int8 out)"}
+           "cutlass int8 sm90 (int8 out)", "cutlass fp8 sm90 (float16 out, fast accumulation)",
+           "cutlass fp8 sm90 (bfloat16 out, fast accumulation)"}
 
 
 @pytest.mark.cuda_build
 def test_the_build_has_the_cutlass_kernels():
     # nvidia-cutlass is a CUDA build requirement (tools/build_backend): a CUDA
     # build without these kernels lost its headers (CMake says so).
-    assert set(twinfer.build_info()["cutlass_int8_gemm"]) == KERNELS
+    assert set(twinfer.build_info()["cutlass_gemm"]) == KERNELS
 
 
 # The simulated device (the CPU's kernels, placed as CUDA places them) runs

@@ -1,11 +1,13 @@
-// The CUTLASS kernel behind scaled_int8_gemm.h, as a template each
-// cutlass_int8_gemm_*.cu instantiates for its output types (one file per
-// type: each instantiation takes ~40 s of nvcc). Compiled for sm_90a only
-// (CMakeLists.txt: the twinfer_cutlass object library), with NDEBUG: a
-// device assert in the mainloop would serialize its wgmma instructions.
+// The CUTLASS kernel behind scaled_gemm.h, as a template each
+// cutlass_gemm_<in>_<out>.cu instantiates for one pair of operand and output
+// types (one file each: an instantiation takes ~40 s of nvcc). Compiled for
+// sm_90a only (CMakeLists.txt: the twinfer_cutlass object library), with
+// NDEBUG: a device assert in the mainloop would serialize its wgmma
+// instructions.
 //
-// Mainloop: int8 x (A, row-major [m, k]) times int8 w (B, column-major, i.e.
-// [n, k] rows), int32 accumulators, tiles of 128 x 128 x 128, clusters of
+// Mainloop: x (A, row-major [m, k]) times w (B, column-major, i.e. [n, k]
+// rows), both int8 (int32 accumulators) or both E4M3 (float accumulators,
+// the FP8 fast-accumulation schedule), tiles of 128 x 128 x 128, clusters of
 // 1 x 2, the ping-pong warp-specialized schedule over a persistent grid.
 // Epilogue, a tree of CUTLASS's visitor nodes:
 //   acc * col_scale[n]                  (a row-vector broadcast over m)
@@ -18,7 +20,7 @@
 
 #include <new>
 
-#include "backends/cuda/scaled_int8_gemm.h"
+#include "backends/cuda/scaled_gemm.h"
 #include "ops/nn/activation_fn.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -29,7 +31,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
 
-namespace twinfer::cuda::cutlass_int8 {
+namespace twinfer::cuda::cutlass_gemm {
 
 namespace fusion = cutlass::epilogue::fusion;
 using cute::_0;
@@ -87,12 +89,16 @@ struct Finish {
   };
 };
 
-template <class ElementD>
+template <class ElementAB, class ElementD>
 struct Kernel {
+  static constexpr bool kInt8 = cute::is_same_v<ElementAB, int8_t>;
+  using ElementAcc = cute::conditional_t<kInt8, int32_t, float>;
+  using Schedule = cute::conditional_t<kInt8, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                       cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum>;
   using TileShape = Shape<_128, _128, _128>;
   using ClusterShape = Shape<_1, _2, _1>;
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
-  static constexpr int kAlignAB = 16;                      // int8: 16 bytes
+  static constexpr int kAlignAB = 16;                      // 8-bit operands: 16 bytes
   static constexpr int kAlignD = 16 / int(sizeof(ElementD));
 
   using RowScale = fusion::Sm90ColBroadcast<0, TileShape, float, float, Stride<_1, _0, int64_t>>;  // [m]
@@ -109,14 +115,14 @@ struct Kernel {
   using LayoutD = cutlass::layout::RowMajor;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, int32_t, float, void, LayoutD, kAlignD, ElementD, LayoutD,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, LayoutD, kAlignD, ElementD, LayoutD,
       kAlignD, cutlass::epilogue::TmaWarpSpecialized, Epilogue>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, int8_t, cutlass::layout::RowMajor, kAlignAB, int8_t,
-      cutlass::layout::ColumnMajor, kAlignAB, int32_t, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, cutlass::layout::RowMajor, kAlignAB, ElementAB,
+      cutlass::layout::ColumnMajor, kAlignAB, ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedPingpong>::CollectiveOp;
+      Schedule>::CollectiveOp;
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                                           CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
@@ -129,8 +135,8 @@ struct Kernel {
     typename Gemm::Arguments a{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {m, n, k, 1},
-        {o.x, cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1)), o.w,
-         cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1))},
+        {static_cast<const ElementAB*>(o.x), cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1)),
+         static_cast<const ElementAB*>(o.w), cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1))},
         {{}, nullptr, {}, static_cast<ElementD*>(o.y),
          cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1))}};
     // The tree's arguments nest as its nodes do: {children..., op}.
@@ -181,9 +187,10 @@ struct Kernel {
     return static_cast<int>(Gemm::run(*static_cast<Params*>(params), stream));
   }
 
-  static ScaledGemmKernel entry(DType out, const char* name) {
-    return ScaledGemmKernel{out, name, sizeof(Params), alignof(Params), &prepare, &workspace, &make_params, &launch};
+  static ScaledGemmKernel entry(DType in, DType out, const char* name) {
+    return ScaledGemmKernel{in,      out,       name,         sizeof(Params), alignof(Params),
+                            &prepare, &workspace, &make_params, &launch};
   }
 };
 
-}  // namespace twinfer::cuda::cutlass_int8
+}  // namespace twinfer::cuda::cutlass_gemm
