@@ -52,7 +52,7 @@ def _hopper():
     """Skips unless the GPU is compute capability 9.0 (sm_90a code)."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the CUTLASS int8 kernels run on compute capability 9.0 only")
+        pytest.skip("the CUTLASS kernels run on compute capability 9.0 only")
 
 
 def _model(nodes, inputs, outputs, inits):

@@ -22,7 +22,7 @@ std::vector<std::string> cuda_symbol_problems();
 // Registers one library's resolution for cuda_symbol_problems (the GEMM and
 // convolution files do, at static init).
 void register_cuda_symbol_check(void (*resolve_all)());
-// The CUTLASS int8 GEMM kernels compiled in (backends/cuda/scaled_gemm.h),
+// The CUTLASS int8 / FP8 GEMM kernels compiled in (backends/cuda/scaled_gemm.h),
 // by name; empty without CUTLASS's headers at build time.
 std::vector<std::string> cutlass_gemm_kernels();
 // The cuDNN frontend version compiled in ("1.28.0"), "" without it (cuDNN's

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -125,6 +126,21 @@ float fastest_launch_ms(const std::function<void(cudaStream_t)>& launch, int rep
     fastest = std::min(fastest, ms / kBackToBack);
   }
   return fastest;
+}
+
+FormTiming time_two_forms(const char* first, const char* second,
+                          const std::function<std::pair<float, float>()>& measure) {
+  std::pair<float, float> ms{std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+  try {
+    ms = measure();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kOutOfMemory) throw;
+    cudaGetLastError();
+    ms = {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+  }
+  char timed[160];
+  std::snprintf(timed, sizeof timed, "timed: %s %.3f ms, %s %.3f ms", first, ms.first, second, ms.second);
+  return FormTiming{ms.first < ms.second, timed};
 }
 
 }  // namespace twinfer::cuda

@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
+#include <utility>
 
 namespace twinfer::cuda {
 
@@ -56,5 +58,18 @@ struct TrialClock {
 // capture mode, as every build-time launch. `launch` takes whatever locks
 // its library needs itself.
 float fastest_launch_ms(const std::function<void(cudaStream_t)>& launch, int reps = 3);
+
+// Two forms of one layer timed against each other at plan build: `measure`
+// makes the trial operands and returns each form's fastest_launch_ms; a
+// trial without the memory for its operands (Error kOutOfMemory) counts as
+// untimed. `first_wins` only when the first form was strictly faster (so the
+// caller's second, its default, is kept when nothing was timed); `timed`
+// says both, "timed: <first> X ms, <second> Y ms", for the kernel's name.
+struct FormTiming {
+  bool first_wins = false;
+  std::string timed;
+};
+FormTiming time_two_forms(const char* first, const char* second,
+                          const std::function<std::pair<float, float>()>& measure);
 
 }  // namespace twinfer::cuda

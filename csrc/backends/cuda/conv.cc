@@ -169,8 +169,7 @@ class CudnnConv final : public Kernel {
   // faster is kept; the kernel name gives both times. Without memory for the
   // trial, cuDNN's.
   void keep_the_faster() {
-    float ours_ms = std::numeric_limits<float>::infinity(), cudnn_ms = ours_ms;
-    try {
+    const FormTiming t = time_two_forms("ours", "cuDNN", [&] {
       const size_t elt = dtype_size(dtype_);
       const size_t x_bytes = static_cast<size_t>(shape_numel(c_.x)) * elt,
                    y_bytes = static_cast<size_t>(shape_numel(c_.y)) * elt;
@@ -179,23 +178,19 @@ class CudnnConv final : public Kernel {
           scratch(scratch_bytes());
       const void* b = c_.has_bias ? bias.get() : nullptr;
       const void* r = c_.has_residual ? residual.get() : nullptr;
-      ours_ms = fastest_launch_ms([&](cudaStream_t s) {
+      const float ours = fastest_launch_ms([&](cudaStream_t s) {
         depthwise_conv_nhwc(depthwise_geometry_, c_.y[0], x.get(), depthwise_w_.data(), b, r, y.get(), dtype_, c_.act,
                             s);
       });
-      cudnn_ms = fastest_launch_ms(
+      const float theirs = fastest_launch_ms(
           [&](cudaStream_t s) { enqueue_cudnn(x.get(), w.get(), b, r, y.get(), scratch.get(), s); });
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kOutOfMemory) throw;
-      cudaGetLastError();
-    }
-    char timed[96];
-    std::snprintf(timed, sizeof timed, "timed: ours %.3f ms, cuDNN %.3f ms", ours_ms, cudnn_ms);
-    if (ours_ms < cudnn_ms) {
+      return std::make_pair(ours, theirs);
+    });
+    if (t.first_wins) {
       use_depthwise_ = true;
-      name_ = std::string("cuda depthwise nhwc (") + timed + ")";
+      name_ = "cuda depthwise nhwc (" + t.timed + ")";
     } else {
-      name_ += std::string("; ") + timed;
+      name_ += "; " + t.timed;
     }
   }
 

@@ -44,8 +44,9 @@ using cute::Stride;
 // The last step of the epilogue on each float value, as our own int8
 // epilogue does it (ops/quant/quant_math.h: LinearEpilogue, requantize) and
 // core/half.h: the layer's activation (the same functor), then for int8 y
-// the division by y_scale (NaN to 0), for 16-bit y a finite value past the
-// type's range saturated to its largest finite one (infinity and NaN kept);
+// the division by y_scale (NaN to 0), for 16-bit y (where asked) a finite
+// value past the type's range saturated to its largest finite one
+// (infinity and NaN kept);
 // the conversion to y's type after it rounds to nearest even (int8:
 // saturating). The activation and y_scale are run-time arguments, so one
 // kernel per output type serves every layer.
@@ -59,6 +60,7 @@ struct Finish {
   struct Arguments {
     nn::ActFn act;
     float y_scale = 1.f;
+    bool saturate = true;  // 16-bit y (the int8 layers' out_dtype); FP8MatMul's y overflows to infinity
   };
 
   CUTLASS_HOST_DEVICE static float one(float v, Arguments const& a) {
@@ -68,7 +70,7 @@ struct Finish {
       v = v == v ? v : 0.f;
     }
     if constexpr (kSaturate)
-      if (isfinite(v) && fabsf(v) > kMax) v = copysignf(kMax, v);
+      if (a.saturate && isfinite(v) && fabsf(v) > kMax) v = copysignf(kMax, v);
     return v;
   }
   // Sm90Compute instantiates it on float (to find Arguments) and calls it on
@@ -145,7 +147,7 @@ struct Kernel {
         {{o.col_scale, 0.f, {}}, {}, {}},        // acc * col_scale[n]
         {o.bias, 0.f, {}},                       // bias[n], 0 without one
         {}};
-    a.epilogue.thread = {affine, typename Last::Arguments{s.act, s.y_scale}};
+    a.epilogue.thread = {affine, typename Last::Arguments{s.act, s.y_scale, s.saturate}};
     a.hw_info.device_id = 0;  // unused once sm_count is given
     a.hw_info.sm_count = sm_count;
     return a;

@@ -9,6 +9,10 @@
 // A float32 D takes its bias after the GEMM, in float32: cuBLASLt's FP8
 // kernels with float32 output want a bfloat16 bias vector (cublasLt.h,
 // BIAS_DATA_TYPE), which would round the bias the reference adds exactly.
+// For float16 / bfloat16 D, CUTLASS's FP8 GEMM (scaled_gemm.h) is the
+// other form: the scales' product, the float32 bias and the whole
+// activation in its epilogue, y [m, n] written directly; the two are timed
+// at build and the faster kept (TWINFER_FP8_GEMM=cutlass|cublaslt forces).
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -119,20 +123,43 @@ class CudaFP8MatMul final : public Kernel {
     a_ = make_layout(CUDA_R_8F_E4M3, kp_, np_, kp_);
     b_ = make_layout(CUDA_R_8F_E4M3, kp_, m_, kp_);
     d_ = make_layout(cuda_type(xt_), np_, m_, np_);
+    // CUTLASS's form first where it applies: forced, it is all; where
+    // cuBLASLt has no algorithm, it is the fallback; else the two are timed.
+    const char* env = std::getenv("TWINFER_FP8_GEMM");
+    const std::string mode = env ? env : "";
+    std::string why_not_cutlass = mode == "cublaslt" ? "TWINFER_FP8_GEMM=cublaslt"
+                                  : !fast           ? "TWINFER_FP8_FAST_ACCUM=0"
+                                                    : "";
+    std::unique_ptr<ScaledGemm> cutlass = why_not_cutlass.empty() ? make_cutlass(info, &why_not_cutlass) : nullptr;
+    if (cutlass && mode == "cutlass") {
+      adopt_cutlass(std::move(cutlass), "TWINFER_FP8_GEMM=cutlass");
+      return;
+    }
     // Each candidate is launched once on zeroed operands (see choose_working_algo).
-    TrialBuffer xq(static_cast<size_t>(m_ * kp_)), dq(static_cast<size_t>(m_ * np_) * dtype_size(xt_));
     std::string timings;
-    algo_ = choose_working_algo(
-        handle_, desc_, a_, b_, d_, 16, "FP8 " + std::to_string(m_) + "x" + std::to_string(n_) + "x" + std::to_string(k_),
-        [&](const cublasLtMatmulHeuristicResult_t& r, void* workspace, cudaStream_t s) {
-          const float one = 1.f, zero = 0.f;
-          return api_.matmul(handle_, desc_, &one, w_.data(), a_, xq.get(), b_, &zero, dq.get(), d_, dq.get(), d_,
-                             &r.algo, workspace, r.workspaceSize, s);
-        },
-        cublaslt_tune_candidates(), &timings);
+    try {
+      TrialBuffer xq(static_cast<size_t>(m_ * kp_)), dq(static_cast<size_t>(m_ * np_) * dtype_size(xt_));
+      algo_ = choose_working_algo(
+          handle_, desc_, a_, b_, d_, 16,
+          "FP8 " + std::to_string(m_) + "x" + std::to_string(n_) + "x" + std::to_string(k_),
+          [&](const cublasLtMatmulHeuristicResult_t& r, void* workspace, cudaStream_t s) {
+            const float one = 1.f, zero = 0.f;
+            return api_.matmul(handle_, desc_, &one, w_.data(), a_, xq.get(), b_, &zero, dq.get(), d_, dq.get(), d_,
+                               &r.algo, workspace, r.workspaceSize, s);
+          },
+          cublaslt_tune_candidates(), &timings);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kUnsupportedOp || !cutlass) throw;
+      adopt_cutlass(std::move(cutlass), std::string("cuBLASLt: ") + e.what());
+      return;
+    }
     name_ = std::string("cublasLt fp8 (E4M3, ") + (fast ? "fast accumulation" : "fp32 accumulate") + ")" +
             (timings.empty() ? "" : "; timed " + timings);
-    consider_cutlass(info, fast);
+    if (!cutlass) {
+      name_ += " (not CUTLASS: " + why_not_cutlass + ")";
+      return;
+    }
+    keep_the_faster(std::move(cutlass));
   }
   ~CudaFP8MatMul() override {
     for (auto l : {a_, b_, d_})
@@ -164,60 +191,53 @@ class CudaFP8MatMul final : public Kernel {
   }
 
  private:
-  // CUTLASS's FP8 GEMM (scaled_gemm.h) where it takes the layer: y [m, n]
-  // written by its epilogue (scales, bias, the whole activation), fast
-  // accumulation. Both forms run at build on zeroed operands and the faster
-  // is kept; TWINFER_FP8_GEMM=cutlass|cublaslt forces one; with
-  // TWINFER_FP8_FAST_ACCUM=0, cuBLASLt's promoted sums alone.
-  void consider_cutlass(const KernelBuildInfo& info, bool fast) {
-    const char* env = std::getenv("TWINFER_FP8_GEMM");
-    const std::string mode = env ? env : "";
-    if (mode == "cublaslt" || !fast) return;
+  // CUTLASS's FP8 GEMM (scaled_gemm.h) for this layer, with its column
+  // scale (w_scale * x_scale) and float bias on the device; null with *why
+  // where it does not apply. Its float16 y takes an overflow as infinity, as
+  // the CPU kernel and cuBLASLt do (no saturation: ScaledGemmShape::saturate).
+  std::unique_ptr<ScaledGemm> make_cutlass(const KernelBuildInfo& info, std::string* why) {
     ScaledGemmShape shape;
     shape.m = m_, shape.n = n_, shape.k = kp_, shape.in = DType::kFloat8E4M3FN, shape.out = xt_;
     shape.act = nn::ActFn::of(act_);
-    const std::string why = scaled_gemm_unsupported(shape);
-    if (!why.empty()) {
-      name_ += " (not CUTLASS: " + why + ")";
-      return;
-    }
+    shape.saturate = false;
+    *why = scaled_gemm_unsupported(shape);
+    if (!why->empty()) return nullptr;
     const float product = *info.input_constant(kF8WScale)->data_as<float>() *
                           *info.input_constant(kF8XScale)->data_as<float>();
     const std::vector<float> col(static_cast<size_t>(n_), product);
     cut_scale_ = device_copy(col.data(), DType::kFloat32, {n_});
-    if (has_bias_) {
-      const float* b = info.input_constant(kF8Bias)->data_as<float>();
-      cut_bias_ = device_copy(b, DType::kFloat32, {n_});
-    }
-    auto cutlass = std::make_unique<ScaledGemm>(shape);
-    if (mode == "cutlass") {
-      cutlass_ = std::move(cutlass);
-      name_ = cutlass_->name() + " (TWINFER_FP8_GEMM=cutlass)";
-      return;
-    }
-    float cutlass_ms = std::numeric_limits<float>::infinity(), cublaslt_ms = cutlass_ms;
-    try {
+    if (has_bias_) cut_bias_ = device_copy(info.input_constant(kF8Bias)->data_as<float>(), DType::kFloat32, {n_});
+    return std::make_unique<ScaledGemm>(shape);
+  }
+
+  void adopt_cutlass(std::unique_ptr<ScaledGemm> cutlass, const std::string& why) {
+    cutlass_ = std::move(cutlass);
+    bias_ = Tensor();  // cuBLASLt's bias in D's type
+    name_ = cutlass_->name() + " (" + why + ")";
+  }
+
+  // Both forms run at build on zeroed operands and the faster is kept; what
+  // the loser alone needed is freed.
+  void keep_the_faster(std::unique_ptr<ScaledGemm> cutlass) {
+    const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", [&] {
       const size_t y_bytes = static_cast<size_t>(m_ * n_) * dtype_size(xt_);
       const TrialBuffer xq(static_cast<size_t>(m_ * kp_)), y(y_bytes),
           scratch(d_bytes() + align(std::max(cutlass->workspace_bytes(), algo_.workspaceSize)));
       auto* x8 = static_cast<uint8_t*>(xq.get());
-      cutlass_ms = fastest_launch_ms(
+      const float ours = fastest_launch_ms(
           [&](cudaStream_t s) { cutlass->run(cutlass_operands(x8, y.get()), scratch.get(), s); });
-      cublaslt_ms = fastest_launch_ms([&](cudaStream_t s) {
+      const float theirs = fastest_launch_ms([&](cudaStream_t s) {
         std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());  // as choose_working_algo's trials
         run_cublaslt(x8, y.get(), scratch.get(), s);
       });
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kOutOfMemory) throw;
-      cudaGetLastError();
-    }
-    char timed[96];
-    std::snprintf(timed, sizeof timed, "timed: CUTLASS %.3f ms, cuBLASLt %.3f ms", cutlass_ms, cublaslt_ms);
-    if (cutlass_ms < cublaslt_ms) {
-      cutlass_ = std::move(cutlass);
-      name_ = cutlass_->name() + "; " + timed;
+      return std::make_pair(ours, theirs);
+    });
+    if (t.first_wins) {
+      adopt_cutlass(std::move(cutlass), t.timed);
     } else {
-      name_ += std::string("; ") + timed;
+      cut_scale_ = Tensor();
+      cut_bias_ = Tensor();
+      name_ += "; " + t.timed;
     }
   }
 

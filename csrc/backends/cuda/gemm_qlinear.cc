@@ -262,8 +262,7 @@ class Int8Layer {
       gemm_.reset();
       return;
     }
-    float cutlass_ms = std::numeric_limits<float>::infinity(), cublaslt_ms = cutlass_ms;
-    try {
+    const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", [&] {
       const size_t y_bytes = static_cast<size_t>(rows_ * n_) * dtype_size(shape.out);
       const TrialBuffer x(static_cast<size_t>(rows_ * kp_)), y(y_bytes), out(out_bytes(false)),
           rows(per_token_ ? static_cast<size_t>(rows_) * sizeof(float) : 0),
@@ -273,10 +272,10 @@ class Int8Layer {
       ScaledGemmOperands o;
       o.x = xr, o.w = w_.data_as<int8_t>(), o.col_scale = cut_scale_.data_as<float>(), o.row_scale = row_scale;
       o.bias = cut_bias_.storage() ? cut_bias_.data_as<float>() : nullptr, o.y = y.get();
-      cutlass_ms = fastest_launch_ms([&](cudaStream_t s) { cutlass->run(o, workspace.get(), s); });
+      const float ours = fastest_launch_ms([&](cudaStream_t s) { cutlass->run(o, workspace.get(), s); });
       // cuBLASLt's form as QMatMul runs it: the GEMM, then the int8 rows
       // copied out of their padding or the int32 sums through our epilogue.
-      cublaslt_ms = fastest_launch_ms([&](cudaStream_t s) {
+      const float theirs = fastest_launch_ms([&](cudaStream_t s) {
         {
           std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());  // as choose_working_algo's trials
           gemm(xr, fast_ && np_ == n_ ? y.get() : out.get(), workspace.get(), s);
@@ -288,18 +287,16 @@ class Int8Layer {
           linear_epilogue(static_cast<const int32_t*>(out.get()), rows_, n_, np_, epilogue(row_scale), y.get(),
                           p.y_type, nullptr, s);
       });
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kOutOfMemory) throw;
-      cudaGetLastError();
-    }
-    char timed[96];
-    std::snprintf(timed, sizeof timed, "timed: CUTLASS %.3f ms, cuBLASLt %.3f ms", cutlass_ms, cublaslt_ms);
-    if (cutlass_ms < cublaslt_ms) {
+      return std::make_pair(ours, theirs);
+    });
+    if (t.first_wins) {
       scaled_ = std::move(cutlass);
-      name_ = scaled_->name() + "; " + timed;
+      name_ = scaled_->name() + "; " + t.timed;
       gemm_.reset();
     } else {
-      name_ += std::string("; ") + timed;
+      cut_scale_ = Tensor();
+      cut_bias_ = Tensor();
+      name_ += "; " + t.timed;
     }
   }
 
@@ -576,30 +573,25 @@ class CudaQConv final : public Kernel {
   // faster kept; the kernel name gives both times. Without memory for the
   // trial, cuDNN's. On an H200 (2026-11-30) neither form had been timed alone.
   void keep_the_faster(std::unique_ptr<Int8Layer> one_gemm) {
-    float gemm_ms = std::numeric_limits<float>::infinity(), cudnn_ms = gemm_ms;
     const bool cols = pointwise_ && one_gemm->kp() == g_.channels;
-    try {
+    const FormTiming t = time_two_forms("one GEMM", "cuDNN", [&] {
       const TrialBuffer x(static_cast<size_t>(g_.batch * g_.channels * g_.height * g_.width)),
           y(static_cast<size_t>(g_.positions() * g_.out_channels)),
           scratch(std::max(one_gemm->scratch_bytes(true), cudnn_scratch_bytes()));
       // cuBLASLt's trials run apart from another thread's capture beginning or
       // ending, as choose_working_algo's (cuDNN's execute takes that lock itself).
-      gemm_ms = fastest_launch_ms([&](cudaStream_t s) {
+      const float gemm_ms = fastest_launch_ms([&](cudaStream_t s) {
         std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());
         run_layer(*one_gemm, cols, true, x.get(), y.get(), scratch.get(), s);
       });
       // cuDNN's handle stays bound to the trial's stream, destroyed next:
       // harmless, as every cuDNN enqueue (FeGraph::execute, conv.cc) binds
       // its own stream first, under the handle's lock.
-      cudnn_ms = fastest_launch_ms([&](cudaStream_t s) { run_cudnn(x.get(), y.get(), scratch.get(), s); });
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kOutOfMemory) throw;
-      cudaGetLastError();
-    }
-    char timed[96];
-    std::snprintf(timed, sizeof timed, "timed: one GEMM %.3f ms, cuDNN %.3f ms", gemm_ms, cudnn_ms);
-    if (gemm_ms < cudnn_ms) adopt_one_gemm(std::move(one_gemm), timed);
-    else name_ += std::string("; ") + timed;
+      const float cudnn_ms = fastest_launch_ms([&](cudaStream_t s) { run_cudnn(x.get(), y.get(), scratch.get(), s); });
+      return std::make_pair(gemm_ms, cudnn_ms);
+    });
+    if (t.first_wins) adopt_one_gemm(std::move(one_gemm), t.timed);
+    else name_ += "; " + t.timed;
   }
 
   // cuDNN's int8 convolution (graph API) where it applies: x int8 with zero

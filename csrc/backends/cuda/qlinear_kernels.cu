@@ -191,41 +191,42 @@ void pack_int8_rows(const void* x, bool from_u8, int64_t rows, int64_t k, int64_
   check_launch("int8 row packing launch");
 }
 
+namespace {
+
+// One of the im2col kernels over `threads`, in 32-bit index math where the
+// geometry's offsets fit.
+using Im2col32 = void (*)(const void*, bool, quant::ConvGeometry, int8_t, int32_t, int8_t*);
+using Im2col64 = void (*)(const void*, bool, quant::ConvGeometry, int8_t, int64_t, int8_t*);
+void launch_im2col(Im2col32 k32, Im2col64 k64, int64_t threads, const void* x, bool from_u8,
+                   const quant::ConvGeometry& g, int8_t pad, int64_t kp, int8_t* cols, cudaStream_t s,
+                   const char* what) {
+  const ew::LaunchConfig lc = ew::elementwise_launch(threads);
+  if (!lc.blocks) return;
+  if (g.fits_32_bits(kp))
+    k32<<<lc.blocks, lc.threads, 0, s>>>(x, from_u8, g, pad, static_cast<int32_t>(kp), cols);
+  else
+    k64<<<lc.blocks, lc.threads, 0, s>>>(x, from_u8, g, pad, kp, cols);
+  check_launch(what);
+}
+
+}  // namespace
+
 void im2col_int8(const void* x, bool from_u8, const quant::ConvGeometry& g, int8_t pad, int64_t kp, int8_t* cols,
                  cudaStream_t s) {
   const int64_t cg = g.channels / g.group;
   if (g.taps_channels_last && g.x_channels_last && cg % 16 == 0 && kp == g.taps() &&
       reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(cols) % 16 == 0) {
-    const ew::LaunchConfig lr = ew::elementwise_launch(g.positions() * (kp / 16));
-    if (!lr.blocks) return;
-    if (g.fits_32_bits(kp))
-      twinfer_gpu::im2col_int8_runs<int32_t><<<lr.blocks, lr.threads, 0, s>>>(x, from_u8, g, pad,
-                                                                               static_cast<int32_t>(kp), cols);
-    else
-      twinfer_gpu::im2col_int8_runs<int64_t><<<lr.blocks, lr.threads, 0, s>>>(x, from_u8, g, pad, kp, cols);
-    check_launch("int8 im2col (runs of 16 channels) launch");
-    return;
-  }
-  if (!g.taps_channels_last && g.group == 1 && g.kernel_w > 1) {
+    launch_im2col(twinfer_gpu::im2col_int8_runs<int32_t>, twinfer_gpu::im2col_int8_runs<int64_t>,
+                  g.positions() * (kp / 16), x, from_u8, g, pad, kp, cols, s,
+                  "int8 im2col (runs of 16 channels) launch");
+  } else if (!g.taps_channels_last && g.group == 1 && g.kernel_w > 1) {
     const int64_t per = g.taps() / g.kernel_w + (kp > g.taps() ? 1 : 0);  // rows of taps, and K's padding
-    const ew::LaunchConfig lr = ew::elementwise_launch(g.positions() * per);
-    if (!lr.blocks) return;
-    if (g.fits_32_bits(kp))
-      twinfer_gpu::im2col_int8_rows<int32_t><<<lr.blocks, lr.threads, 0, s>>>(x, from_u8, g, pad,
-                                                                               static_cast<int32_t>(kp), cols);
-    else
-      twinfer_gpu::im2col_int8_rows<int64_t><<<lr.blocks, lr.threads, 0, s>>>(x, from_u8, g, pad, kp, cols);
-    check_launch("int8 im2col (rows of taps) launch");
-    return;
+    launch_im2col(twinfer_gpu::im2col_int8_rows<int32_t>, twinfer_gpu::im2col_int8_rows<int64_t>,
+                  g.positions() * per, x, from_u8, g, pad, kp, cols, s, "int8 im2col (rows of taps) launch");
+  } else {
+    launch_im2col(twinfer_gpu::im2col_int8<int32_t>, twinfer_gpu::im2col_int8<int64_t>, g.positions() * kp, x,
+                  from_u8, g, pad, kp, cols, s, "int8 im2col launch");
   }
-  const ew::LaunchConfig lc = ew::elementwise_launch(g.positions() * kp);
-  if (!lc.blocks) return;
-  if (g.fits_32_bits(kp))
-    twinfer_gpu::im2col_int8<int32_t><<<lc.blocks, lc.threads, 0, s>>>(x, from_u8, g, pad, static_cast<int32_t>(kp),
-                                                                        cols);
-  else
-    twinfer_gpu::im2col_int8<int64_t><<<lc.blocks, lc.threads, 0, s>>>(x, from_u8, g, pad, kp, cols);
-  check_launch("int8 im2col launch");
 }
 
 void linear_epilogue(const int32_t* acc, int64_t rows, int64_t channels, int64_t ld, const quant::LinearEpilogue& e,

@@ -7,7 +7,7 @@
 // acc the sum of x[m, :] . w[n, :] (both K-major; int32 for int8, float32
 // with the tensor cores' fast accumulation for FP8), act any fused
 // activation (ops/nn/activation_fn.h, the functor our own epilogues run), y
-// float32, float16/bfloat16 (saturated as core/half.h does), or int8
+// float32, float16/bfloat16 (saturated as core/half.h does, or not), or int8
 // (divided by y_scale, rounded half to even and saturated, as
 // quant::requantize), written once from registers.
 //
@@ -41,6 +41,7 @@ struct ScaledGemmShape {
   DType out = DType::kFloat16;  // float32, float16, bfloat16 or int8
   nn::ActFn act;                // after the bias
   float y_scale = 1.f;          // int8 y: what act's result is divided by before rounding
+  bool saturate = true;         // 16-bit y: a finite value past the range to its largest (else infinity)
 };
 
 struct ScaledGemmOperands {
