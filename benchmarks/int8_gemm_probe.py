@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import warnings
 
@@ -95,21 +94,10 @@ def float_matmul_model(k: int, n: int, seed: int = 0):
 
 
 def cuda_ms(fn, iterations: int) -> float:
-    """Median ms of fn() over `iterations`, each timed with CUDA events, after warm-up."""
-    import torch
+    """Median ms of fn() by CUDA events on the current stream, after 3 warm-up runs."""
+    from gpu_vs_torch import time_cuda
 
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iterations):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+    return time_cuda(fn, iterations, 3)
 
 
 def torch_rows(m: int, n: int, k: int, iterations: int) -> list[dict]:

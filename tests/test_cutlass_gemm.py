@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 from conftest import SIM_AS_CUDA
+from test_device_int8 import _sixteen_channel_chain
 from test_smoothquant import token_quantize
 
 F32 = np.float32
@@ -163,37 +164,22 @@ def test_qmatmul_per_token_float_output(device, out, act, rng, monkeypatch):
     np.testing.assert_allclose(got[:, ok], cpu[:, ok], rtol=tol, atol=tol * scale)
 
 
-def _nhwc_chain(rng):
-    """conv1x1 (32 -> 64) -relu-> conv3x3 (64 -> 32) -relu-> conv1x1 (32 -> 64):
-    int8 NHWC between them (int8_channels_last), channels in 16s."""
-    inits, nodes, prev = {}, [], "x"
-    for i, (c, o, k) in enumerate([(32, 64, 1), (64, 32, 3), (32, 64, 1)]):
-        inits[f"w{i}"] = rng.standard_normal((o, c, k, k)).astype(F32) * (0.6 / np.sqrt(c * k * k))
-        inits[f"b{i}"] = rng.standard_normal(o).astype(F32) * 0.1
-        nodes.append(helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], pads=[k // 2] * 4))
-        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))
-        prev = f"r{i}"
-    nodes.append(helper.make_node("Identity", [prev], ["y"]))
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32, 9, 13])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-
-
 @pytest.mark.cuda
 def test_int8_convolutions_on_cutlass(rng, monkeypatch):
-    # The convolutions' one-GEMM form (x's rows for the 1x1s, im2col for the
-    # 3x3) on CUTLASS, int8 NHWC y with ReLU; against the CPU's oneDNN int8
+    # The convolutions' one-GEMM form (x's rows for the 1x1, im2col for the
+    # 3x3s) on CUTLASS, int8 NHWC y with ReLU; against the CPU's oneDNN int8
     # kernels on the simulated device.
     _hopper()
-    m = _nhwc_chain(rng)
-    data = [{"x": rng.standard_normal((2, 32, 9, 13)).astype(F32)} for _ in range(4)]
+    m = _sixteen_channel_chain(rng)
+    data = [{"x": rng.standard_normal((2, 16, 9, 11)).astype(F32)} for _ in range(4)]
     calib = twinfer.load(m, device="cpu", precision="int8", calibration=data, progress=False).calibration
     monkeypatch.setenv("TWINFER_INT8_GEMM", "cutlass")
     monkeypatch.setenv("TWINFER_INT8_CONV", "cublaslt")  # the GEMM form, not cuDNN's
     eng = twinfer.load(m, device="cuda", precision="int8", calibration=calib, allow_cpu_fallback=False)
-    names = _cutlass_rows(eng, {"x": (3, 32, 9, 13)})
+    names = _cutlass_rows(eng, {"x": (3, 16, 9, 11)})
     assert sum(n.startswith("cutlass int8 sm90 (int8 out)") for n in names) >= 2, names
     sim = twinfer.load(m, device="sim", precision="int8", calibration=calib, sim_coverage="cuda")
-    x = rng.standard_normal((3, 32, 9, 13)).astype(F32)
+    x = rng.standard_normal((3, 16, 9, 11)).astype(F32)
     got, want = eng.run({"x": x})["y"].numpy(), sim.run({"x": x})["y"].numpy()
     np.testing.assert_allclose(got, want, rtol=0.02, atol=0.05 * np.abs(want).max())
 
