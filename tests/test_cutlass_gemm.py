@@ -25,9 +25,11 @@ from test_smoothquant import token_quantize
 
 F32 = np.float32
 
-KERNELS = {"cutlass int8 sm90 (bfloat16 out)", "cutlass int8 sm90 (float16 out)", "cutlass int8 sm90 (float32 out)",
-           "cutlass int8 sm90 (int8 out)", "cutlass fp8 sm90 (float16 out, fast accumulation)",
-           "cutlass fp8 sm90 (bfloat16 out, fast accumulation)"}
+# What plans meet (int8 plans keep their float rest in float16, FP8 plans
+# theirs; float32 for imported QDQ models in float32 plans): bfloat16 y has
+# no kernel (nvcc's time in CI), and such layers keep cuBLASLt.
+KERNELS = {"cutlass int8 sm90 (float16 out)", "cutlass int8 sm90 (float32 out)", "cutlass int8 sm90 (int8 out)",
+           "cutlass fp8 sm90 (float16 out, fast accumulation)"}
 
 
 @pytest.mark.cuda_build
@@ -145,7 +147,11 @@ def test_qmatmul_per_token_float_output(device, out, act, rng, monkeypatch):
                [helper.make_tensor_value_info("y", dtype, None)], {"w": w_q, "ws": w_scale, "b": bias})
     eng = _load(m, device)
     (name,) = _cutlass_rows(eng, {"x": (M, K)})
-    assert device != "cuda" or name.startswith(f"cutlass int8 sm90 ({out} out)"), name
+    if device == "cuda":
+        want_name = "cublasLt" if out == "bfloat16" else f"cutlass int8 sm90 ({out} out)"
+        assert name.startswith(want_name), name
+        if out == "bfloat16":  # forced, but refused: no kernel writes bfloat16
+            assert "not CUTLASS: no CUTLASS kernel multiplies int8 into bfloat16" in name, name
     x = (rng.standard_normal((M, K)) * rng.uniform(0.05, 20, (M, 1))).astype(F32)
     q, s = token_quantize(x)
     cpu = _act(act, (q.astype(np.int64) @ w_q.astype(np.int64)) * w_scale.astype(np.float64) * s[:, None] + bias)

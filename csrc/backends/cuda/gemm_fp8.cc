@@ -9,7 +9,7 @@
 // A float32 D takes its bias after the GEMM, in float32: cuBLASLt's FP8
 // kernels with float32 output want a bfloat16 bias vector (cublasLt.h,
 // BIAS_DATA_TYPE), which would round the bias the reference adds exactly.
-// For float16 / bfloat16 D, CUTLASS's FP8 GEMM (scaled_gemm.h) is the
+// For float16 D, CUTLASS's FP8 GEMM (scaled_gemm.h) is the
 // other form: the scales' product, the float32 bias and the whole
 // activation in its epilogue, y [m, n] written directly; the two are timed
 // at build and the faster kept (TWINFER_FP8_GEMM=cutlass|cublaslt forces).

@@ -7,7 +7,8 @@
 // acc the sum of x[m, :] . w[n, :] (both K-major; int32 for int8, float32
 // with the tensor cores' fast accumulation for FP8), act any fused
 // activation (ops/nn/activation_fn.h, the functor our own epilogues run), y
-// float32, float16/bfloat16 (saturated as core/half.h does, or not), or int8
+// float32, float16 (saturated as core/half.h does, or not; the template
+// takes bfloat16 too, not compiled: CI time), or int8
 // (divided by y_scale, rounded half to even and saturated, as
 // quant::requantize), written once from registers.
 //
