@@ -8,8 +8,11 @@
 #   tools/gpu_check.sh                 # all steps: build test bench sanitize
 #   tools/gpu_check.sh build bench     # some of them
 #   steps: build test bench (= bench_runtime bench_dual bench_quant) sanitize; and
-#   profile (benchmarks/gpu_profile.py: per-op times) and probe_int8 (benchmarks/
-#   int8_gemm_probe.py: the int8 GEMMs alone), asked for by name only
+#   profile (benchmarks/gpu_profile.py: per-op times), probe_int8 (benchmarks/
+#   int8_gemm_probe.py: the int8 GEMMs alone) and compile (the torch.compile
+#   peers: gpu_vs_torch's max-autotune column, dual_model's two compiled
+#   streams), asked for by name only
+#   GPU_CHECK_FILES="tests/a.py tests/b.py": `test` runs these files' cuda tests only
 #
 # The device tool allows 600 s a command, keeps a machine warm 30 s after a
 # call, and brings back 8 files from $OUT. So the script
@@ -132,6 +135,9 @@ if wants test; then
   # JUnit file from an earlier call on this machine is not run again.
   $PY -m pytest --collect-only -q -rs -m cuda -p no:cacheprovider tests > "$WORK/collect.log" 2>&1
   files=$(grep '::' "$WORK/collect.log" | cut -d: -f1 | sort -u)
+  if [ -n "${GPU_CHECK_FILES:-}" ]; then  # the files asked for, those with cuda tests
+    files=$(echo "$files" | grep -Fx -f <(tr ' ' '\n' <<< "$GPU_CHECK_FILES"))
+  fi
   [ -n "$files" ] || echo "no cuda tests collected (see: pytest --collect-only -m cuda tests)" >> "$WORK/phases.log"
   # A file that fails to import or skips itself (a missing package) has no
   # tests in the list: say so, instead of leaving its cuda tests unrun without a word.
@@ -237,6 +243,23 @@ if [[ " $steps " == *" profile "* ]]; then
     --kernels "${GPU_PROFILE_KERNELS:-20}" --json "$WORK/profile.json")
 fi
 
+# ---- the torch.compile peers (only when named: `tools/gpu_check.sh compile`) -------
+if [[ " $steps " == *" compile "* ]]; then
+  # max-autotune tunes for minutes per model and batch: the models go one at a
+  # time within the budget (GPU_COMPILE_MODELS), each row printed as it ends,
+  # so a cut call still brings back the rows it finished. Inductor's cache
+  # stays on a warm machine: a second call recompiles faster.
+  stamp "torch.compile peers: gpu_vs_torch max-autotune, dual_model two compiled streams"
+  # shellcheck disable=SC2086
+  (cd benchmarks && bench bench_dual_compile 240 $PY dual_model.py --device cuda --iterations 30 \
+    --json "$WORK/dual_model_compile.json")
+  # shellcheck disable=SC2086
+  (cd benchmarks && bench bench_gpu_vs_compile $(( $(left) > 60 ? $(left) - 10 : 50 )) $PY gpu_vs_torch.py \
+    --compile-only --iterations 20 --budget $(( $(left) > 120 ? $(left) - 120 : 0 )) \
+    --models ${GPU_COMPILE_MODELS:-bert_base minilm vit_b_16 resnet50 efficientnet_b0 mobilenet_v2} \
+    --json "$WORK/gpu_vs_compile.json")
+fi
+
 # ---- int8 GEMMs alone (only when named: `tools/gpu_check.sh probe_int8`) -----------
 if [[ " $steps " == *" probe_int8 "* ]]; then
   # BERT's and ResNet-50's int8 GEMM shapes in every form twinfer and torch have
@@ -260,15 +283,18 @@ if wants sanitize && ! done_already sanitize; then
   pack
 fi
 # The kernels written without a GPU since the last run (fused chains, losses,
-# scatters, vision, attention variants, quantization), in a second pass.
+# scatters, vision, attention variants, quantization, depthwise, CUTLASS's
+# GEMMs), in a second pass. Its filter is "twinfer", not "twinfer_gpu": the
+# CUTLASS kernels are cutlass::device_kernel<...> instantiated on our
+# twinfer::cuda::cutlass_gemm types, the only part of their names that is ours.
 if wants sanitize && ! done_already sanitize_new; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   new_files=$(ls tests/test_fuse_elementwise.py tests/test_loss_cuda.py tests/test_scatter_cuda.py \
     tests/test_vision_cuda.py tests/test_attention_cuda.py tests/test_quant_cuda.py tests/test_attention_views.py \
-    tests/test_fuse_residual.py \
-    2>/dev/null)
+    tests/test_fuse_residual.py tests/test_cutlass_gemm.py tests/test_depthwise_conv.py tests/test_device_int8.py \
+    tests/test_fp8.py 2>/dev/null)
   stamp "compute-sanitizer memcheck of the newer kernels"
-  within 240 "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 --kernel-name kns=twinfer_gpu \
+  within 240 "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 --kernel-name kns=twinfer \
     $PY -m pytest -q -m cuda -p no:cacheprovider $new_files > "$WORK/memcheck_new.log" 2>&1
   rc=$?
   echo "memcheck_new exit $rc" >> "$WORK/phases.log"

@@ -17,10 +17,8 @@
 // forces one.
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>

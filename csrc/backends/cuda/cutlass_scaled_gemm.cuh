@@ -21,7 +21,9 @@
 #include <new>
 
 #include "backends/cuda/scaled_gemm.h"
+#include "core/half.h"
 #include "ops/nn/activation_fn.h"
+#include "ops/quant/quant_math.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -41,21 +43,21 @@ using cute::_2;
 using cute::Shape;
 using cute::Stride;
 
-// The last step of the epilogue on each float value, as our own int8
-// epilogue does it (ops/quant/quant_math.h: LinearEpilogue, requantize) and
-// core/half.h: the layer's activation (the same functor), then for int8 y
-// the division by y_scale (NaN to 0), for 16-bit y (where asked) a finite
-// value past the type's range saturated to its largest finite one
-// (infinity and NaN kept);
-// the conversion to y's type after it rounds to nearest even (int8:
-// saturating). The activation and y_scale are run-time arguments, so one
-// kernel per output type serves every layer.
+// The last step of the epilogue on each float value, written with the
+// functions the CPU's int8 and 16-bit kernels run (so the host tests of
+// quant_math.h and core/half.h cover it): the layer's activation (the same
+// functor), then for int8 y quant::requantize (divided by y_scale, NaN to 0,
+// rounded half to even, saturated), for 16-bit y (where asked) the
+// saturating conversion (a finite value past the range to the largest
+// finite one; infinity and NaN kept). Each returns a float y's type holds
+// exactly, so CUTLASS's conversion after it changes nothing. The activation
+// and y_scale are run-time arguments, so one kernel per output type serves
+// every layer.
 template <class ElementD>
 struct Finish {
   static constexpr bool kInt8 = cute::is_same_v<ElementD, int8_t>;
-  static constexpr bool kSaturate =
-      cute::is_same_v<ElementD, cutlass::half_t> || cute::is_same_v<ElementD, cutlass::bfloat16_t>;
-  static constexpr float kMax = cute::is_same_v<ElementD, cutlass::half_t> ? 65504.f : 3.38953139e38f;
+  static constexpr bool kHalf = cute::is_same_v<ElementD, cutlass::half_t>;
+  static constexpr bool kBf16 = cute::is_same_v<ElementD, cutlass::bfloat16_t>;
 
   struct Arguments {
     nn::ActFn act;
@@ -65,12 +67,11 @@ struct Finish {
 
   CUTLASS_HOST_DEVICE static float one(float v, Arguments const& a) {
     v = a.act(v);
-    if constexpr (kInt8) {
-      v = v / a.y_scale;
-      v = v == v ? v : 0.f;
-    }
-    if constexpr (kSaturate)
-      if (a.saturate && isfinite(v) && fabsf(v) > kMax) v = copysignf(kMax, v);
+    if constexpr (kInt8) return static_cast<float>(quant::requantize(v, a.y_scale, -128.f, 127.f, 0));
+    if constexpr (kHalf)
+      if (a.saturate) return half_to_float(float_to_half_saturate(v));
+    if constexpr (kBf16)
+      if (a.saturate) return bf16_to_float(float_to_bf16_saturate(v));
     return v;
   }
   // Sm90Compute instantiates it on float (to find Arguments) and calls it on

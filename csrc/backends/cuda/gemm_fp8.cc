@@ -15,9 +15,7 @@
 // at build and the faster kept (TWINFER_FP8_GEMM=cutlass|cublaslt forces).
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -170,8 +168,10 @@ class CudaFP8MatMul final : public Kernel {
   // Scratch: [E4M3 rows of x][D when N is padded][workspace], 256-aligned
   // (CUTLASS's form: [E4M3 rows of x][its workspace]).
   size_t x_bytes() const { return align(static_cast<size_t>(m_ * kp_)); }
-  size_t d_bytes() const {
-    return np_ != n_ && !cutlass_ ? align(static_cast<size_t>(m_ * np_) * dtype_size(xt_)) : 0;
+  size_t d_bytes() const { return cutlass_ ? 0 : cublaslt_d_bytes(); }
+  // cuBLASLt's D when N is padded (y itself otherwise).
+  size_t cublaslt_d_bytes() const {
+    return np_ != n_ ? align(static_cast<size_t>(m_ * np_) * dtype_size(xt_)) : 0;
   }
   size_t scratch_bytes() const override {
     return x_bytes() + d_bytes() + align(cutlass_ ? cutlass_->workspace_bytes() : algo_.workspaceSize);
@@ -222,7 +222,7 @@ class CudaFP8MatMul final : public Kernel {
     const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", [&] {
       const size_t y_bytes = static_cast<size_t>(m_ * n_) * dtype_size(xt_);
       const TrialBuffer xq(static_cast<size_t>(m_ * kp_)), y(y_bytes),
-          scratch(d_bytes() + align(std::max(cutlass->workspace_bytes(), algo_.workspaceSize)));
+          scratch(cublaslt_d_bytes() + align(std::max(cutlass->workspace_bytes(), algo_.workspaceSize)));
       auto* x8 = static_cast<uint8_t*>(xq.get());
       const float ours = fastest_launch_ms(
           [&](cudaStream_t s) { cutlass->run(cutlass_operands(x8, y.get()), scratch.get(), s); });
@@ -253,7 +253,7 @@ class CudaFP8MatMul final : public Kernel {
   void run_cublaslt(const uint8_t* xq, void* y, void* scratch_p, cudaStream_t s) const {
     char* scratch = static_cast<char*>(scratch_p);
     void* d = np_ != n_ ? static_cast<void*>(scratch) : y;
-    void* workspace = scratch + (np_ != n_ ? align(static_cast<size_t>(m_ * np_) * dtype_size(xt_)) : 0);
+    void* workspace = scratch + cublaslt_d_bytes();
     const float one = 1.f, zero = 0.f;
     check_cublas(api_.matmul(handle_, desc_, &one, w_.data(), a_, xq, b_, &zero, d, d_, d, d_, &algo_.algo, workspace,
                              algo_.workspaceSize, s),

@@ -29,9 +29,7 @@
 //            activation, float or uint8 output, a zero point, per-token x
 //            (its row scales are known only after the rows are quantized).
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <mutex>
 #include <numeric>
 #include <string>
