@@ -221,7 +221,10 @@ def test_allow_cpu_fallback_false_lists_the_nodes(gpu):
     twinfer.load(chain_model(), device=gpu, allow_cpu_fallback=False)  # every node has a kernel
 
 
-def test_value_dependent_shapes_run_on_the_host_with_a_warning(gpu, rng):
+def test_value_dependent_shapes_run_on_the_host_with_a_warning(gpu, rng, monkeypatch):
+    # NonZero runs on the device by default (tests/test_staged_tail.py); with
+    # staging off, the host evaluator's tail and its warning.
+    monkeypatch.setenv("TWINFER_STAGED_TAIL", "0")
     e = twinfer.load(nonzero_model(), device=gpu)
     x = rng.standard_normal(37).astype(np.float32)
     with pytest.warns(RuntimeWarning, match="CPU evaluator"):
@@ -231,6 +234,17 @@ def test_value_dependent_shapes_run_on_the_host_with_a_warning(gpu, rng):
         warnings.simplefilter("error")  # once per engine
         x = rng.standard_normal(11).astype(np.float32)
         np.testing.assert_array_equal(e.run({"x": x}, outputs="device")["y"].numpy(), nonzero_ref(x))
+
+
+def test_value_dependent_shapes_run_on_the_device_without_a_warning(gpu, rng):
+    e = twinfer.load(nonzero_model(), device=gpu)
+    for n in (37, 11):
+        x = rng.standard_normal(n).astype(np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            y = e.run({"x": x}, outputs="device")["y"]
+        assert y.device != "cpu"
+        np.testing.assert_array_equal(y.numpy(), nonzero_ref(x))
 
 
 def test_weights_upload_once_and_are_shared_by_plans(gpu, rng):

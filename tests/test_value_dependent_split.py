@@ -2,7 +2,10 @@
 values start deciding shapes: the nodes before run as a plan (on the device
 for a device engine), only the rest through the host evaluator. Checked
 against NumPy on fresh data of several sizes, and by where kernel_report
-says each node runs."""
+says each node runs. A device engine runs such a tail on the device instead
+where it starts with NonZero or NMS (tests/test_staged_tail.py);
+TWINFER_STAGED_TAIL=0 keeps the host evaluator's, which these tests check
+on devices too."""
 
 from __future__ import annotations
 
@@ -70,9 +73,20 @@ def backbone_then_nonzero(rng, tail_reads_input=False, feature_is_output=True):
     return m, ref
 
 
+@pytest.fixture
+def host_tail(monkeypatch):
+    monkeypatch.setenv("TWINFER_STAGED_TAIL", "0")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("tail_reads_input", [False, True])
-def test_the_nodes_before_the_first_value_dependent_shape_run_as_a_plan(device, tail_reads_input, rng):
+@pytest.mark.parametrize("staged", [False, True])
+def test_the_nodes_before_the_first_value_dependent_shape_run_as_a_plan(device, tail_reads_input, staged, rng,
+                                                                        monkeypatch):
+    if device == "cpu" and staged:
+        pytest.skip("the CPU has no staged tails: its evaluator is the host")
+    if not staged:
+        monkeypatch.setenv("TWINFER_STAGED_TAIL", "0")
     m, ref = backbone_then_nonzero(rng, tail_reads_input)
     e = twinfer.load(m, device=device)
     with warnings.catch_warnings():
@@ -92,13 +106,17 @@ def test_the_nodes_before_the_first_value_dependent_shape_run_as_a_plan(device, 
     # The MatMul is planned on the engine's device, NonZero and what follows it
     # go to the evaluator, which names the node that made the split.
     assert where["mm_node"][0] == kind and where["mm_node"][1] != "cpu evaluator", rows
+    if staged:  # NonZero alone on the device, its count read back, then a plan of the rest
+        assert all(r.backend == kind for r in rows), rows
+        assert "read back" in next(r.note for r in rows if r.node == "nz_node")
+        return
     for n in ("nz_node", "idx_node", "picked_node", "picked2_node"):
         assert where[n] == ("cpu", "cpu evaluator"), (n, rows)
     assert all("nz_node" in r.note for r in rows if r.kernel == "cpu evaluator")
 
 
 @pytest.mark.parametrize("device", ["sim", pytest.param("cuda", marks=pytest.mark.cuda)])
-def test_a_device_engine_warns_that_the_tail_ran_on_the_host(device, rng):
+def test_a_device_engine_warns_that_the_tail_ran_on_the_host(device, rng, host_tail):
     m, ref = backbone_then_nonzero(rng)
     e = twinfer.load(m, device=device)
     x = rows_some_of_which_pass(rng, 23)
@@ -109,7 +127,7 @@ def test_a_device_engine_warns_that_the_tail_ran_on_the_host(device, rng):
     np.testing.assert_allclose(got["picked2"].numpy(), ref(x)["picked2"], rtol=1e-5, atol=1e-5)
 
 
-def test_allow_cpu_fallback_false_still_refuses_the_tail(rng):
+def test_allow_cpu_fallback_false_still_refuses_the_tail(rng, host_tail):
     m, _ = backbone_then_nonzero(rng)
     e = twinfer.load(m, device="sim", allow_cpu_fallback=False)
     with pytest.raises(twinfer.UnsupportedOpError, match="CPU evaluator"):

@@ -292,7 +292,7 @@ if wants sanitize && ! done_already sanitize_new; then
   new_files=$(ls tests/test_fuse_elementwise.py tests/test_loss_cuda.py tests/test_scatter_cuda.py \
     tests/test_vision_cuda.py tests/test_attention_cuda.py tests/test_quant_cuda.py tests/test_attention_views.py \
     tests/test_fuse_residual.py tests/test_cutlass_gemm.py tests/test_depthwise_conv.py tests/test_device_int8.py \
-    tests/test_fp8.py 2>/dev/null)
+    tests/test_fp8.py tests/test_staged_tail.py 2>/dev/null)
   stamp "compute-sanitizer memcheck of the newer kernels"
   within 240 "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 --kernel-name kns=twinfer \
     $PY -m pytest -q -m cuda -p no:cacheprovider $new_files > "$WORK/memcheck_new.log" 2>&1

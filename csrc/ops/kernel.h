@@ -71,6 +71,10 @@ struct KernelContext {
   // Device kernels: the stream to enqueue on (CUDA kernels launch there; the
   // simulated device runs the CPU kernels in its order). Null on the host.
   Stream* stream = nullptr;
+  // `stream` held, where a dynamic-output kernel runs on a device
+  // (runtime/staged_tail.h): its outputs are allocated in that stream's
+  // order (Tensor::empty_on). Null in plans.
+  std::shared_ptr<Stream> stream_ref;
   void* backend_state = nullptr;  // CUDA: the context's kernel error flag (backends/cuda/error_flag.h)
 };
 

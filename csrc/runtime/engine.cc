@@ -300,6 +300,21 @@ std::shared_ptr<Engine> Engine::create_saved(graph::Model model, const SavedEngi
   return e;
 }
 
+std::shared_ptr<Engine> Engine::create_stage(graph::Graph g, const Engine& parent) {
+  std::shared_ptr<Engine> e(new Engine());
+  e->options_ = parent.options_;
+  e->options_.extra_outputs.clear();
+  e->prepare_device();
+  e->opset_ = parent.opset_;
+  e->opsets_ = parent.opsets_;
+  e->backing_ = parent.backing_;
+  e->nodes_in_model_ = g.nodes.size();
+  e->find_value_inputs(g);
+  e->check_fallback(g);
+  e->finish(std::move(g));
+  return e;
+}
+
 void Engine::make_overrides(graph::Model& model) {
   graph::Graph& g = model.graph;
   const auto& overridable = model.overridable_initializers;
@@ -850,6 +865,47 @@ std::vector<KernelReportRow> Engine::kernel_report(const std::vector<Tensor>& in
 }
 
 std::vector<KernelReportRow> Engine::report_rows(const Plan& plan) const {
+  if (plan.value_dependent && plan.staged) {  // prefix steps, the eager nodes, the rest's plan
+    std::vector<KernelReportRow> r = plan.prefix ? report_rows(*plan.prefix) : std::vector<KernelReportRow>{};
+    const StagedTail& st = *plan.staged;
+    const std::string dev = options_.device.is_cuda() ? "cuda" : "sim";
+    for (const auto& step : st.eager) {
+      const graph::Node& n = st.tail.nodes[static_cast<size_t>(step.node)];
+      KernelReportRow row;
+      row.node = n.name;
+      row.op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
+      row.where = dev;
+      row.kernel = step.kernel->impl_name();
+      row.note = "run alone: its output's size is read back";
+      for (int v : n.outputs)
+        if (v >= 0) {
+          row.dtype = dtype_name(st.tail.values[v].dtype);
+          break;
+        }
+      r.push_back(std::move(row));
+    }
+    std::shared_ptr<const Engine> rest;
+    std::vector<Shape> shapes;
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      rest = st.rest_engine;
+      shapes = st.last_rest_shapes;
+    }
+    if (rest && !shapes.empty()) {
+      for (auto& row : rest->kernel_report(shapes)) r.push_back(std::move(row));
+      return r;
+    }
+    for (const auto& n : st.rest.nodes) {  // not run yet: its shapes come from the eager nodes' outputs
+      KernelReportRow row;
+      row.node = n.name;
+      row.op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
+      row.where = dev;
+      row.kernel = "planned at the first run";
+      row.note = "its shapes depend on the nodes run alone before it";
+      r.push_back(std::move(row));
+    }
+    return r;
+  }
   if (plan.value_dependent) {  // a split's prefix steps, then the nodes the host evaluator runs
     std::vector<KernelReportRow> r = plan.prefix ? report_rows(*plan.prefix) : std::vector<KernelReportRow>{};
     const graph::Graph& evaluated = plan.prefix ? plan.tail : plan.graph;
@@ -960,6 +1016,14 @@ std::vector<Tensor> Engine::run(ExecutionContext& ctx, const std::vector<Tensor>
 std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector<Tensor>& inputs,
                                         const RunOptions& options) const {
   auto plan = plan_for_inputs(inputs, options);
+  if (plan->value_dependent && plan->staged) {
+    const Stream* s = options.stream ? options.stream.get() : ctx.stream().get();
+    if (s && s->capturing())
+      throw Error(ErrorKind::kInvalidArgument, "this run is being captured into a graph, but its shapes depend on "
+                                               "values (" + plan->value_dependent_reason +
+                                               "): the run reads a count back from the device");
+    return run_staged(ctx, *plan, inputs, options);
+  }
   if (plan->value_dependent) {
     const Stream* s = options.stream ? options.stream.get() : ctx.stream().get();
     if (s && s->capturing())
@@ -1030,6 +1094,70 @@ std::vector<Tensor> Engine::run_split(ExecutionContext& ctx, const Plan& plan, c
   if (!options_.device.is_accelerator() || o.host_outputs) return out;
   for (auto& t : out)
     if (!dtype_is_container(t.dtype()) && t.dtype() != DType::kString) t = to_device(t, options_.device);
+  return out;
+}
+
+std::vector<Tensor> Engine::run_staged(ExecutionContext& ctx, const Plan& plan, const std::vector<Tensor>& inputs,
+                                       const RunOptions& o) const {
+  const StagedTail& st = *plan.staged;
+  const graph::Graph& t = st.tail;
+  std::shared_ptr<Stream> stream = o.stream ? o.stream : ctx.stream();
+  // The tail's values by name: its inputs (engine inputs, on the device),
+  // then what its stages make.
+  std::map<std::string, Tensor> env;
+  size_t at = 0;
+  for (int i : plan.tail_engine_inputs) {
+    const Tensor& in = inputs[static_cast<size_t>(i)];
+    env[t.values[t.inputs[at++]].name] = in.device().is_cpu() ? to_device(in, options_.device) : in;
+  }
+  if (plan.prefix) {
+    RunOptions po = o;
+    po.host_outputs = false;
+    po.cuda_graphs = o.cuda_graphs && options_.cuda_graphs;
+    for (auto& m : ctx.execute(plan.prefix, inputs, po)) env[t.values[t.inputs[at++]].name] = std::move(m);
+  }
+  for (const auto& step : st.eager) {
+    const graph::Node& n = t.nodes[static_cast<size_t>(step.node)];
+    std::vector<const Tensor*> ins;
+    for (int v : n.inputs) {
+      if (v < 0) {
+        ins.push_back(nullptr);
+      } else if (t.values[v].is_constant()) {
+        ins.push_back(&t.values[v].constant);
+      } else {
+        auto it = env.find(t.values[v].name);
+        ins.push_back(it == env.end() ? nullptr : &it->second);
+      }
+    }
+    std::vector<Tensor> outs = run_eager_step(st, step, ins, stream, ctx.num_threads());
+    for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k)
+      if (n.outputs[k] >= 0) env[t.values[n.outputs[k]].name] = std::move(outs[k]);
+  }
+  if (!st.rest.nodes.empty()) {
+    std::shared_ptr<const Engine> rest;
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      if (!st.rest_engine) st.rest_engine = create_stage(st.rest, *this);
+      rest = st.rest_engine;
+    }
+    std::vector<Tensor> rest_in;
+    std::vector<Shape> shapes;
+    for (int v : st.rest.inputs) {
+      rest_in.push_back(env.at(st.rest.values[v].name));
+      shapes.push_back(rest_in.back().shape());
+    }
+    RunOptions ro = o;
+    ro.host_outputs = false;
+    std::vector<Tensor> made = rest->run(ctx, rest_in, ro);
+    for (size_t k = 0; k < made.size(); ++k) env[st.rest.values[st.rest.outputs[k]].name] = std::move(made[k]);
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.last_rest_shapes = std::move(shapes);
+  }
+  std::vector<Tensor> out;
+  for (int v : t.outputs) {
+    Tensor y = env.at(t.values[v].name);
+    out.push_back(o.host_outputs ? to_host(y) : y);
+  }
   return out;
 }
 

@@ -85,6 +85,10 @@ class Engine {
   // file, device and threads from `options`.
   static std::shared_ptr<Engine> create_saved(graph::Model model, const SavedEngineInfo& info,
                                               const EngineOptions& options);
+  // An engine for `g`, a part of `parent`'s optimised graph (a staged tail's
+  // rest, runtime/staged_tail.h): the parent's options and opsets, no
+  // load-time pass; plans built per input shape as any engine's.
+  static std::shared_ptr<Engine> create_stage(graph::Graph g, const Engine& parent);
   // Writes the optimised graph to `path` with the caller's `metadata`.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata) const;
 
@@ -188,6 +192,10 @@ class Engine {
   // A split value-dependent plan: its prefix as a plan, then its tail on the host.
   std::vector<Tensor> run_split(ExecutionContext& ctx, const Plan& plan, const std::vector<Tensor>& inputs,
                                 const RunOptions& o) const;
+  // A staged one: its prefix (if any), the tail's first nodes alone, then
+  // the rest's engine, all on the device.
+  std::vector<Tensor> run_staged(ExecutionContext& ctx, const Plan& plan, const std::vector<Tensor>& inputs,
+                                 const RunOptions& o) const;
   void prepare_device();                            // device engines: check the device, the constant store
   Backend passes_backend() const;                   // the backend load-time fusions target
   passes::PassContext pass_context() const;         // for the engine's graph passes (load, bound, steered)

@@ -10,6 +10,7 @@
 #include "graph/ir.h"
 #include "ops/kernel.h"
 #include "runtime/placement.h"
+#include "runtime/staged_tail.h"
 
 namespace twinfer {
 
@@ -96,6 +97,11 @@ struct Plan {
   std::shared_ptr<const Plan> prefix;
   graph::Graph tail;
   std::vector<int> tail_engine_inputs;
+  // On a device, a tail that starts with nodes whose device kernels size
+  // their own outputs (NonMaxSuppression) runs there stage by stage instead
+  // of on the host (runtime/staged_tail.h); `tail` is then the whole graph
+  // when there is no prefix.
+  std::shared_ptr<const StagedTail> staged;
 };
 
 }  // namespace twinfer

@@ -1,6 +1,7 @@
 #include "runtime/plan_builder.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "graph/passes/lower_precision.h"
 #include "graph/passes/widen_precision.h"
@@ -138,6 +139,18 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
         plan->prefix = std::move(prefix);
         plan->tail = std::move(split.tail);
         plan->tail_engine_inputs = std::move(split.tail_engine_inputs);
+      }
+    }
+    // On a device, the tail (the whole graph without a prefix) stage by
+    // stage there when it starts with nodes that size their own outputs.
+    const char* staged_env = std::getenv("TWINFER_STAGED_TAIL");  // "0": the host evaluator's, for side-by-sides
+    if (on_device && src.split_value_dependent && !(staged_env && std::string(staged_env) == "0")) {
+      std::string why_not;
+      plan->staged = stage_tail(plan->prefix ? plan->tail : g, src.opset, device, kb, opt.precision, &why_not);
+      if (plan->staged && !plan->prefix) {
+        plan->tail = g;
+        plan->tail_engine_inputs.resize(g.inputs.size());
+        for (size_t i = 0; i < g.inputs.size(); ++i) plan->tail_engine_inputs[i] = static_cast<int>(i);
       }
     }
     return plan;

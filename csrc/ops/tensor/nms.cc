@@ -2,7 +2,7 @@
 // iou_threshold, score_threshold) -> selected_indices [K, 3] of (batch, class, box).
 // Per batch and class: boxes scoring above score_threshold (all of them when
 // it is absent), taken by descending score (equal scores: lower box index
-// first), each kept unless its IoU with a box already kept exceeds
+// first; NaN first; ops/tensor/nms_math.h, shared with CUDA's), each kept unless its IoU with a box already kept exceeds
 // iou_threshold, until max_output_boxes_per_class are kept (0 or absent:
 // none). center_point_box=0 reads boxes as two corners [y1, x1, y2, x2] in
 // any order, 1 as [x_center, y_center, width, height]. K depends on the
@@ -16,6 +16,7 @@
 
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/tensor/nms_math.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -51,31 +52,8 @@ NmsParams nms_params(const TensorView* max_out, const TensorView* iou, const Ten
   return p;
 }
 
-// Box as (x_min, y_min, x_max, y_max).
-template <typename C>
-std::array<C, 4> corners(const C* b, bool center) {
-  if (center) {
-    const C hw = b[2] / C(2), hh = b[3] / C(2);
-    return {b[0] - hw, b[1] - hh, b[0] + hw, b[1] + hh};
-  }
-  return {std::min(b[1], b[3]), std::min(b[0], b[2]), std::max(b[1], b[3]), std::max(b[0], b[2])};
-}
-
-template <typename C>
-bool suppresses(const std::array<C, 4>& a, const std::array<C, 4>& b, double thr) {
-  const C ix0 = std::max(a[0], b[0]), ix1 = std::min(a[2], b[2]);
-  if (ix1 <= ix0) return false;
-  const C iy0 = std::max(a[1], b[1]), iy1 = std::min(a[3], b[3]);
-  if (iy1 <= iy0) return false;
-  const C inter = (ix1 - ix0) * (iy1 - iy0);
-  const C area_a = (a[2] - a[0]) * (a[3] - a[1]), area_b = (b[2] - b[0]) * (b[3] - b[1]);
-  const C uni = area_a + area_b - inter;
-  if (inter <= 0 || area_a <= 0 || area_b <= 0 || uni <= 0) return false;
-  return static_cast<double>(inter / uni) > thr;
-}
-
 // The boxes kept so far by their x range, so that a candidate is tested only
-// against those whose range meets its own (suppresses() needs an overlap in
+// against those whose range meets its own (nms_suppresses() needs an overlap in
 // x): the same decisions as testing every kept box, far fewer tests where the
 // boxes spread out (torchvision's batched_nms shifts each class's boxes apart
 // along x, so one NMS over 90 classes tests a box against its class's only).
@@ -127,7 +105,7 @@ std::vector<std::array<int64_t, 3>> nms_compute(const TensorView& boxes, const T
     using C = ew::compute_t<T>;
     const T* bx = boxes.as<const T>();
     const T* sc = scores.as<const T>();
-    std::vector<std::array<C, 4>> box(static_cast<size_t>(n));
+    std::vector<NmsBox<C>> box(static_cast<size_t>(n));
     std::vector<std::pair<C, int64_t>> cand;
     std::vector<int64_t> kept;
     KeptByX index;
@@ -135,23 +113,25 @@ std::vector<std::array<int64_t, 3>> nms_compute(const TensorView& boxes, const T
       for (int64_t i = 0; i < n; ++i) {
         C v[4];
         for (int j = 0; j < 4; ++j) v[j] = ew::load(bx[(b * n + i) * 4 + j]);
-        box[i] = corners(v, center);
+        box[i] = nms_corners(v, center);
       }
       for (int64_t c = 0; c < nc; ++c) {
         const T* s = sc + (b * nc + c) * n;
         cand.clear();
         for (int64_t i = 0; i < n; ++i) {
           const C v = ew::load(s[i]);
-          if (!p.has_score || static_cast<double>(v) > p.score) cand.push_back({v, i});
+          if (nms_candidate(v, p.has_score, p.score)) cand.push_back({v, i});
         }
-        std::stable_sort(cand.begin(), cand.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+        std::sort(cand.begin(), cand.end(),
+                  [](const auto& x, const auto& y) { return nms_before(x.first, x.second, y.first, y.second); });
         kept.clear();
         index.clear();
         for (const auto& [v, i] : cand) {
           if (static_cast<int64_t>(kept.size()) >= p.max_out) break;
           const auto& bi = box[static_cast<size_t>(i)];
-          const double lo = std::min<double>(bi[0], bi[2]), hi = std::max<double>(bi[0], bi[2]);
-          if (index.any(lo, hi, kept, [&](int64_t k) { return suppresses(bi, box[static_cast<size_t>(k)], p.iou); }))
+          const double lo = std::min<double>(bi.x0, bi.x1), hi = std::max<double>(bi.x0, bi.x1);
+          if (index.any(lo, hi, kept,
+                        [&](int64_t k) { return nms_suppresses(bi, box[static_cast<size_t>(k)], p.iou); }))
             continue;
           kept.push_back(i);
           index.add(lo, hi, i);

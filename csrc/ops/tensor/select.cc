@@ -45,12 +45,26 @@ void nonzero_infer(InferContext& c) {
 class NonZeroKernel final : public Kernel {
  public:
   explicit NonZeroKernel(const KernelBuildInfo&) {}
+  // Sizes its own output where a device runs it alone (runtime/staged_tail.h;
+  // the simulated device runs this kernel for CUDA's).
+  bool dynamic_outputs() const override { return true; }
+  std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
+    const TensorView& x = ctx.inputs[0];
+    Tensor y = Tensor::empty(DType::kInt64, {static_cast<int64_t>(x.rank()), count_nonzero(x)});
+    write(x, y.view());
+    return {y};
+  }
   void run(KernelContext& ctx) const override {
     const TensorView& x = ctx.inputs[0];
     const TensorView& y = ctx.outputs[0];
-    const int64_t nnz = y.shape[1], r = static_cast<int64_t>(x.rank());
-    if (count_nonzero(x) != nnz)
+    if (count_nonzero(x) != y.shape[1])
       throw Error(ErrorKind::kInvalidArgument, "NonZero count differs from the planned output", "", "NonZero");
+    write(x, y);
+  }
+
+ private:
+  static void write(const TensorView& x, const TensorView& y) {
+    const int64_t nnz = y.shape[1], r = static_cast<int64_t>(x.rank());
     int64_t* out = y.as<int64_t>();
     const Shape strides = contiguous_strides(x.shape);
     ew::dispatch_typeset<ew::kAllTypes>(x.dtype, [&](auto tag) {

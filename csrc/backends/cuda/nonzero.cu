@@ -1,0 +1,159 @@
+// NonZero on CUDA: the coordinates of x's nonzero elements, [rank, K] in
+// row-major order, K known only once counted. A dynamic-output kernel, run
+// alone between plans (runtime/staged_tail.h): a first pass counts each
+// block's chunk, the counts come back to the host (the one wait) for the
+// offsets and K, a second pass writes each chunk's coordinates from its
+// offset, in order (a scan of the threads' counts inside the block).
+#include <vector>
+
+#include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/kernel_util.h"
+
+namespace twinfer_gpu {
+
+constexpr int kNzThreads = 256;
+constexpr int kNzPerThread = 16;
+constexpr int64_t kNzChunk = int64_t(kNzThreads) * kNzPerThread;  // elements a block
+constexpr int kNzMaxRank = 8;
+
+struct NzStrides {
+  int64_t s[kNzMaxRank];
+};
+
+template <typename T>
+__device__ __forceinline__ bool nz(const T& v) {
+  const auto c = twinfer::ew::load(v);
+  return c != decltype(c)(0);
+}
+
+// The nonzeros of thread t's run of the chunk.
+template <typename T>
+__device__ __forceinline__ int nz_thread_count(const T* x, int64_t n, int64_t from) {
+  int k = 0;
+  for (int64_t i = from; i < from + kNzPerThread && i < n; ++i) k += nz(x[i]);
+  return k;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kNzThreads) nonzero_count(const T* __restrict__ x, int64_t n, int32_t* counts) {
+  __shared__ int total;
+  if (threadIdx.x == 0) total = 0;
+  __syncthreads();
+  const int64_t from = blockIdx.x * kNzChunk + int64_t(threadIdx.x) * kNzPerThread;
+  atomicAdd(&total, nz_thread_count(x, n, from));
+  __syncthreads();
+  if (threadIdx.x == 0) counts[blockIdx.x] = total;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kNzThreads)
+    nonzero_write(const T* __restrict__ x, int64_t n, int rank, NzStrides strides, const int64_t* __restrict__ offsets,
+                  int64_t k, int64_t* __restrict__ y) {
+  __shared__ int scan[kNzThreads];
+  const int64_t from = blockIdx.x * kNzChunk + int64_t(threadIdx.x) * kNzPerThread;
+  const int mine = nz_thread_count(x, n, from);
+  scan[threadIdx.x] = mine;
+  __syncthreads();
+  for (int d = 1; d < kNzThreads; d <<= 1) {  // inclusive scan of the threads' counts
+    const int add = threadIdx.x >= d ? scan[threadIdx.x - d] : 0;
+    __syncthreads();
+    scan[threadIdx.x] += add;
+    __syncthreads();
+  }
+  int64_t at = offsets[blockIdx.x] + scan[threadIdx.x] - mine;
+  for (int64_t i = from; i < from + kNzPerThread && i < n; ++i) {
+    if (!nz(x[i])) continue;
+    int64_t rem = i;
+    for (int d = 0; d < rank; ++d) {
+      y[d * k + at] = rem / strides.s[d];
+      rem %= strides.s[d];
+    }
+    ++at;
+  }
+}
+
+}  // namespace twinfer_gpu
+
+namespace twinfer::cuda {
+namespace {
+
+bool nonzero_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!ew::check_input_dtype(info, 0, ew::kAllTypes, why)) return false;
+  if (info.input_shape(0).size() > static_cast<size_t>(twinfer_gpu::kNzMaxRank)) {
+    if (why) *why = "NonZero of more than 8 dims runs on the CPU";
+    return false;
+  }
+  return true;
+}
+
+class CudaNonZero final : public Kernel {
+ public:
+  explicit CudaNonZero(const KernelBuildInfo& info) : dtype_(info.input_dtype(0)), shape_(info.input_shape(0)) {}
+  const char* impl_name() const override { return "cuda nonzero (count read back)"; }
+  bool dynamic_outputs() const override { return true; }
+
+  std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
+    if (!ctx.stream_ref) throw Error(ErrorKind::kRuntime, "NonZero on CUDA ran without its stream");
+    const cudaStream_t s = stream_of(ctx);
+    const Device dev = ctx.stream->device();
+    const int rank = static_cast<int>(shape_.size());
+    const int64_t n = shape_numel(shape_);
+    if (n == 0) return {Tensor::empty_on(DType::kInt64, {rank, 0}, dev, ctx.stream_ref)};
+    const int64_t blocks = (n + twinfer_gpu::kNzChunk - 1) / twinfer_gpu::kNzChunk;
+    Tensor counts = Tensor::empty_on(DType::kInt32, {blocks}, dev, ctx.stream_ref);
+    ew::dispatch_typeset<ew::kAllTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::nonzero_count<T><<<static_cast<uint32_t>(blocks), twinfer_gpu::kNzThreads, 0, s>>>(
+          ctx.inputs[0].as<const T>(), n, counts.data_as<int32_t>());
+    });
+    check_launch("NonZero count launch");
+    std::vector<int32_t> host_counts(static_cast<size_t>(blocks));
+    check(cudaMemcpyAsync(host_counts.data(), counts.data(), blocks * sizeof(int32_t), cudaMemcpyDeviceToHost, s),
+          "cudaMemcpyAsync (NonZero counts)");
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize (NonZero counts)");
+    std::vector<int64_t> offsets(static_cast<size_t>(blocks));
+    int64_t k = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      offsets[static_cast<size_t>(b)] = k;
+      k += host_counts[static_cast<size_t>(b)];
+    }
+    Tensor y = Tensor::empty_on(DType::kInt64, {rank, k}, dev, ctx.stream_ref);
+    if (k == 0 || rank == 0) return {y};
+    Tensor dev_offsets = Tensor::empty_on(DType::kInt64, {blocks}, dev, ctx.stream_ref);
+    check(cudaMemcpyAsync(dev_offsets.data(), offsets.data(), blocks * sizeof(int64_t), cudaMemcpyHostToDevice, s),
+          "cudaMemcpyAsync (NonZero offsets)");  // from pageable memory: returns once `offsets` is read
+    twinfer_gpu::NzStrides strides{};
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      strides.s[d] = stride;
+      stride *= shape_[static_cast<size_t>(d)];
+    }
+    ew::dispatch_typeset<ew::kAllTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::nonzero_write<T><<<static_cast<uint32_t>(blocks), twinfer_gpu::kNzThreads, 0, s>>>(
+          ctx.inputs[0].as<const T>(), n, rank, strides, dev_offsets.data_as<int64_t>(), k, y.data_as<int64_t>());
+    });
+    check_launch("NonZero write launch");
+    return {y};
+  }
+
+  // In a plan that knew K: the same coordinates into y.
+  void run(KernelContext& ctx) const override {
+    std::vector<Tensor> got = run_dynamic(ctx);
+    const TensorView& y = ctx.outputs[0];
+    if (got[0].numel() != y.numel())
+      throw Error(ErrorKind::kInvalidArgument, "NonZero count differs from the planned output");
+    check(cudaMemcpyAsync(y.data, got[0].data(), got[0].bytes(), cudaMemcpyDeviceToDevice, stream_of(ctx)),
+          "cudaMemcpyAsync (NonZero output)");
+  }
+
+ private:
+  DType dtype_;
+  Shape shape_;
+};
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("NonZero", Backend::kCUDA, 0, nonzero_supports, make_kernel<CudaNonZero>);
+
+}  // namespace twinfer::cuda
