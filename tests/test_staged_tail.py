@@ -206,3 +206,33 @@ def test_the_detector_head_runs_wholly_on_the_device(device, rng):
         np.testing.assert_allclose(got["scores"].numpy(), want[1], rtol=1e-4, atol=1e-5)
     rows = eng.kernel_report({"image": (1, 3, 47, 129)})
     assert all(r.backend == device for r in rows), [r for r in rows if r.backend != device]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torchvisions_ssdlite_runs_wholly_on_the_device(device, rng, tmp_path):
+    # A real detector's post-processing: per-class score thresholds
+    # (NonZero), batched NMS over thousands of boxes, TopK, gathers. Random
+    # weights: the detections are what onnxruntime finds, 300 of them.
+    pytest.importorskip("torchvision")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from detectors import export
+    finally:
+        sys.path.pop(0)
+    path = export("ssdlite320", tmp_path)
+    eng = _load(str(path), device)
+    for _ in range(2):
+        feeds = {"x": rng.random((3, 320, 320), dtype=np.float32)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # no CPU evaluator
+            got = eng.run(feeds)
+        want = _ort(str(path), feeds)
+        assert want[0].shape[0] > 0
+        for out, w in zip(eng.outputs, want):
+            np.testing.assert_allclose(got[out.name].numpy(), w, rtol=1e-3, atol=1e-3, err_msg=out.name)
+    rows = eng.kernel_report({"x": (3, 320, 320)})
+    assert all(r.backend == device for r in rows), [r for r in rows if r.backend != device][:5]
+    assert sum("read back" in r.note for r in rows) >= 2

@@ -916,6 +916,7 @@ std::vector<KernelReportRow> Engine::report_rows(const Plan& plan) const {
       row.where = "cpu";
       row.kernel = "cpu evaluator";
       row.note = (plan.prefix ? "after " : "") + plan.value_dependent_reason;
+      if (!plan.not_staged_why.empty()) row.note += "; not on the device: " + plan.not_staged_why;
       for (int v : n.outputs)
         if (v >= 0) {
           row.dtype = dtype_name(evaluated.values[v].dtype);
@@ -1150,8 +1151,17 @@ std::vector<Tensor> Engine::run_staged(ExecutionContext& ctx, const Plan& plan, 
     ro.host_outputs = false;
     std::vector<Tensor> made = rest->run(ctx, rest_in, ro);
     for (size_t k = 0; k < made.size(); ++k) env[st.rest.values[st.rest.outputs[k]].name] = std::move(made[k]);
-    std::lock_guard<std::mutex> lock(st.mutex);
-    st.last_rest_shapes = std::move(shapes);
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      st.last_rest_shapes = std::move(shapes);
+    }
+    // A later stage that went to the host is this engine's fallback too
+    // (the Python layer warns once per engine).
+    const std::string rest_fallback = rest->host_fallback_reason();
+    if (!rest_fallback.empty()) {
+      std::lock_guard<std::mutex> lock(fallback_mutex_);
+      if (host_fallback_.empty()) host_fallback_ = "part of it, after the nodes run alone on the device: " + rest_fallback;
+    }
   }
   std::vector<Tensor> out;
   for (int v : t.outputs) {

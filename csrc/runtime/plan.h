@@ -102,6 +102,7 @@ struct Plan {
   // of on the host (runtime/staged_tail.h); `tail` is then the whole graph
   // when there is no prefix.
   std::shared_ptr<const StagedTail> staged;
+  std::string not_staged_why;  // on a device, why the tail is the host evaluator's
 };
 
 }  // namespace twinfer

@@ -147,6 +147,7 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     if (on_device && src.split_value_dependent && !(staged_env && std::string(staged_env) == "0")) {
       std::string why_not;
       plan->staged = stage_tail(plan->prefix ? plan->tail : g, src.opset, device, kb, opt.precision, &why_not);
+      if (!plan->staged) plan->not_staged_why = why_not;
       if (plan->staged && !plan->prefix) {
         plan->tail = g;
         plan->tail_engine_inputs.resize(g.inputs.size());

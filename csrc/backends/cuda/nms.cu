@@ -5,15 +5,21 @@
 // device, reads the count of each (batch, class) back (the one wait), and
 // writes [K, 3] into a tensor of that length ordered with the run's stream.
 //
-// A block per (batch, class): the candidates (score above the threshold)
-// ranked in the CPU kernel's order by counting the candidates before each
-// (ops/tensor/nms_math.h: higher score first, ties by the lower index, NaN
-// first), then taken one at a time in that order, each tested against the
-// boxes kept so far by the whole block (the same decisions as the CPU's
-// sequential loop: whether any kept box suppresses a candidate does not
-// depend on the order of the tests), until max_output_boxes_per_class are
-// kept. Up to 4096 boxes a class (the scores in shared memory, the ranking
-// n^2 / 256 comparisons a thread); more run on the CPU.
+// Per (batch, class), in three kernels (torchvision's CUDA NMS has the same
+// plan for its last two):
+//   1. rank: each candidate (score above the threshold) finds its place in
+//      the CPU kernel's order by counting the candidates before it
+//      (ops/tensor/nms_math.h: higher score first, ties by the lower index,
+//      NaN first), the scores read in tiles through shared memory; n^2
+//      comparisons spread over the grid.
+//   2. mask: for each candidate in that order, a bit per later candidate it
+//      suppresses (IoU above the threshold), 64 by 64 a block.
+//   3. keep: one block walks the candidates in order with the suppressed
+//      ones as a bitset in shared memory; a kept box ORs its row in (a
+//      barrier per kept box, none per candidate), until
+//      max_output_boxes_per_class are kept. The same decisions as the CPU's
+//      loop, which tests each candidate against the boxes kept before it.
+// Up to 65536 boxes a class and a 1 GiB mask; more run on the CPU.
 #include <vector>
 
 #include "backends/cuda/elementwise_kernels.cuh"
@@ -24,62 +30,92 @@
 namespace twinfer_gpu {
 
 constexpr int kNmsThreads = 256;
-constexpr int64_t kNmsMaxBoxes = 4096;
+constexpr int64_t kNmsMaxBoxes = 65536;
+constexpr int kNmsWords = int(kNmsMaxBoxes / 64);  // the keep kernel's bitset
 
 template <typename T>
+__device__ __forceinline__ twinfer::tensor::NmsBox<twinfer::ew::compute_t<T>> nms_box(const T* bx, int64_t i,
+                                                                                      bool center) {
+  twinfer::ew::compute_t<T> v[4];
+  for (int j = 0; j < 4; ++j) v[j] = twinfer::ew::load(bx[i * 4 + j]);
+  return twinfer::tensor::nms_corners(v, center);
+}
+
+// Grid (ceil(n / 256), segments). order[seg][rank] = box; cand[seg] counts.
+template <typename T>
 __global__ void __launch_bounds__(kNmsThreads)
-    nms_select(int64_t nc, int64_t n, const T* __restrict__ boxes, const T* __restrict__ scores, bool center,
-               bool has_score, double score_thr, double iou_thr, int64_t cap, int32_t* order, int32_t* kept,
-               int32_t* __restrict__ counts) {
-  // order and kept are written and read back by other threads of the block
-  // (after a barrier): plain pointers, never the read-only cache.
+    nms_rank(int64_t n, const T* __restrict__ scores, bool has_score, double score_thr, int32_t* __restrict__ order,
+             int32_t* __restrict__ cand) {
   using C = twinfer::ew::compute_t<T>;
-  using twinfer::tensor::NmsBox;
-  __shared__ C s[kNmsMaxBoxes];
-  __shared__ int n_cand, n_kept;
-  const int64_t seg = blockIdx.x, b = seg / nc;
+  __shared__ C tile[kNmsThreads];
+  const int64_t seg = blockIdx.y;
   const T* sc = scores + seg * n;  // scores [B, C, N]: (b * nc + c) * n
-  const T* bx = boxes + b * n * 4;
-  int32_t* ord = order + seg * n;
-  int32_t* kp = kept + seg * cap;
-  if (threadIdx.x == 0) n_cand = n_kept = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s[i] = twinfer::ew::load(sc[i]);
-  __syncthreads();
-  // Each candidate's place in the order: the candidates that come before it.
-  int mine = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const C si = s[i];
-    if (!twinfer::tensor::nms_candidate(si, has_score, score_thr)) continue;
-    int rank = 0;
-    for (int64_t j = 0; j < n; ++j)
-      rank += twinfer::tensor::nms_candidate(s[j], has_score, score_thr) &&
-              twinfer::tensor::nms_before(s[j], j, si, i);
-    ord[rank] = static_cast<int32_t>(i);
-    ++mine;
-  }
-  atomicAdd(&n_cand, mine);
-  __syncthreads();
-  auto box_of = [&](int64_t i) {
-    C v[4];
-    for (int j = 0; j < 4; ++j) v[j] = twinfer::ew::load(bx[i * 4 + j]);
-    return twinfer::tensor::nms_corners(v, center);
-  };
-  const int cand = n_cand;
-  for (int r = 0; r < cand; ++r) {
-    const int have = n_kept;  // read after the last barrier: the same in every thread
-    if (have >= cap) break;
-    const int32_t i = ord[r];
-    const NmsBox<C> bi = box_of(i);
-    bool hit = false;
-    for (int t = threadIdx.x; t < have && !hit; t += blockDim.x) hit = twinfer::tensor::nms_suppresses(bi, box_of(kp[t]), iou_thr);
-    hit = __syncthreads_or(hit);
-    if (!hit && threadIdx.x == 0) {
-      kp[have] = i;
-      n_kept = have + 1;
-    }
+  const int64_t i = int64_t(blockIdx.x) * kNmsThreads + threadIdx.x;
+  const C si = i < n ? twinfer::ew::load(sc[i]) : C(0);
+  const bool mine = i < n && twinfer::tensor::nms_candidate(si, has_score, score_thr);
+  int rank = 0;
+  for (int64_t from = 0; from < n; from += kNmsThreads) {
+    const int64_t j = from + threadIdx.x;
+    if (j < n) tile[threadIdx.x] = twinfer::ew::load(sc[j]);
+    __syncthreads();
+    const int64_t m = n - from < kNmsThreads ? n - from : kNmsThreads;
+    if (mine)
+      for (int64_t t = 0; t < m; ++t)
+        rank += twinfer::tensor::nms_candidate(tile[t], has_score, score_thr) &&
+                twinfer::tensor::nms_before(tile[t], from + t, si, i);
     __syncthreads();
   }
-  if (threadIdx.x == 0) counts[seg] = n_kept;
+  if (mine) {
+    order[seg * n + rank] = static_cast<int32_t>(i);
+    atomicAdd(&cand[seg], 1);
+  }
+}
+
+// Grid (ceil(n / 64) column blocks, ceil(n / 64) row blocks, segments), 64
+// threads: row r's bits for columns c > r of this block of 64.
+template <typename T>
+__global__ void __launch_bounds__(64)
+    nms_mask(int64_t nc, int64_t n, int64_t words, const T* __restrict__ boxes, bool center, double iou_thr,
+             const int32_t* __restrict__ order, const int32_t* __restrict__ cand, uint64_t* __restrict__ mask) {
+  using C = twinfer::ew::compute_t<T>;
+  __shared__ twinfer::tensor::NmsBox<C> cols[64];
+  const int64_t seg = blockIdx.z, count = cand[seg];
+  const int64_t row0 = int64_t(blockIdx.y) * 64, col0 = int64_t(blockIdx.x) * 64;
+  if (row0 >= count || col0 >= count || col0 + 63 < row0) return;  // the whole block: no barrier is skipped alone
+  const T* bx = boxes + (seg / nc) * n * 4;
+  const int32_t* ord = order + seg * n;
+  if (col0 + threadIdx.x < count) cols[threadIdx.x] = nms_box(bx, ord[col0 + threadIdx.x], center);
+  __syncthreads();
+  const int64_t r = row0 + threadIdx.x;
+  if (r >= count) return;
+  const twinfer::tensor::NmsBox<C> mine = nms_box(bx, ord[r], center);
+  uint64_t bits = 0;
+  for (int c = 0; c < 64 && col0 + c < count; ++c)
+    if (col0 + c > r && twinfer::tensor::nms_suppresses(cols[c], mine, iou_thr)) bits |= uint64_t(1) << c;
+  mask[(seg * n + r) * words + blockIdx.x] = bits;
+}
+
+// One block a segment: the candidates in order, a kept one's row ORed into
+// the suppressed set.
+__global__ void __launch_bounds__(kNmsThreads)
+    nms_keep(int64_t n, int64_t words, int64_t cap, const int32_t* __restrict__ order,
+             const int32_t* __restrict__ cand, const uint64_t* __restrict__ mask, int32_t* __restrict__ kept,
+             int32_t* __restrict__ counts) {
+  __shared__ uint64_t removed[kNmsWords];
+  const int64_t seg = blockIdx.x, count = cand[seg];
+  const int64_t used = (count + 63) / 64;  // the mask kernel wrote no words past the candidates
+  for (int64_t w = threadIdx.x; w < used; w += blockDim.x) removed[w] = 0;
+  __syncthreads();
+  int64_t have = 0;  // the same in every thread
+  for (int64_t i = 0; i < count && have < cap; ++i) {
+    if (removed[i >> 6] & (uint64_t(1) << (i & 63))) continue;  // read by all, written only after a barrier
+    if (threadIdx.x == 0) kept[seg * cap + have] = order[seg * n + i];
+    ++have;
+    const uint64_t* row = mask + (seg * n + i) * words;
+    for (int64_t w = (i >> 6) + threadIdx.x; w < used; w += blockDim.x) removed[w] |= row[w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) counts[seg] = static_cast<int32_t>(have);
 }
 
 // Row (offset[seg] + t) of y is (batch, class, kept box t) of segment seg.
@@ -124,8 +160,9 @@ bool nms_supports(const KernelBuildInfo& info, std::string* why) {
     if (why) *why = "NonMaxSuppression takes boxes [B, N, 4] and scores [B, C, N]";
     return false;
   }
-  if (b[1] > twinfer_gpu::kNmsMaxBoxes) {
-    if (why) *why = "NonMaxSuppression over more than 4096 boxes runs on the CPU";
+  const int64_t segs = b[0] * s[1], words = (b[1] + 63) / 64;
+  if (b[1] > twinfer_gpu::kNmsMaxBoxes || segs > 65535 || segs * b[1] * words * 8 > (int64_t(1) << 30)) {
+    if (why) *why = "NonMaxSuppression over more than 65536 boxes, 65535 (batch, class) pairs or a 1 GiB mask runs on the CPU";
     return false;
   }
   return true;
@@ -144,7 +181,7 @@ class CudaNms final : public Kernel {
       else fed_[i - 2] = true;
     }
   }
-  const char* impl_name() const override { return "cuda nms (block per class; its count read back)"; }
+  const char* impl_name() const override { return "cuda nms (rank, mask, keep; its count read back)"; }
   bool dynamic_outputs() const override { return true; }
 
   std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
@@ -156,15 +193,29 @@ class CudaNms final : public Kernel {
     const int64_t segs = nb_ * nc_, cap = std::min(p.max_out, n_);
     if (segs == 0 || cap == 0 || n_ == 0) return {Tensor::empty_on(DType::kInt64, {0, 3}, dev, ctx.stream_ref)};
     // Scratch in the stream's order: freed there after the kernels that use it.
+    const int64_t words = (n_ + 63) / 64;
     Tensor order = Tensor::empty_on(DType::kInt32, {segs, n_}, dev, ctx.stream_ref);
+    Tensor cand = Tensor::empty_on(DType::kInt32, {segs}, dev, ctx.stream_ref);
+    Tensor mask = Tensor::empty_on(DType::kUInt64, {segs, n_, words}, dev, ctx.stream_ref);
     Tensor kept = Tensor::empty_on(DType::kInt32, {segs, cap}, dev, ctx.stream_ref);
     Tensor counts = Tensor::empty_on(DType::kInt32, {segs}, dev, ctx.stream_ref);
+    check(cudaMemsetAsync(cand.data(), 0, cand.bytes(), s), "cudaMemsetAsync (NonMaxSuppression)");
+    const auto* boxes_p = ctx.inputs[0].data;
+    const auto* scores_p = ctx.inputs[1].data;
     ew::dispatch_typeset<kNmsTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      twinfer_gpu::nms_select<T><<<static_cast<uint32_t>(segs), twinfer_gpu::kNmsThreads, 0, s>>>(
-          nc_, n_, ctx.inputs[0].as<const T>(), ctx.inputs[1].as<const T>(), center_, p.has_score, p.score, p.iou,
-          cap, order.data_as<int32_t>(), kept.data_as<int32_t>(), counts.data_as<int32_t>());
+      const dim3 rank_grid(static_cast<uint32_t>((n_ + twinfer_gpu::kNmsThreads - 1) / twinfer_gpu::kNmsThreads),
+                           static_cast<uint32_t>(segs));
+      twinfer_gpu::nms_rank<T><<<rank_grid, twinfer_gpu::kNmsThreads, 0, s>>>(
+          n_, static_cast<const T*>(scores_p), p.has_score, p.score, order.data_as<int32_t>(), cand.data_as<int32_t>());
+      const dim3 mask_grid(static_cast<uint32_t>(words), static_cast<uint32_t>(words), static_cast<uint32_t>(segs));
+      twinfer_gpu::nms_mask<T><<<mask_grid, 64, 0, s>>>(nc_, n_, words, static_cast<const T*>(boxes_p), center_, p.iou,
+                                                        order.data_as<int32_t>(), cand.data_as<int32_t>(),
+                                                        mask.data_as<uint64_t>());
     });
+    twinfer_gpu::nms_keep<<<static_cast<uint32_t>(segs), twinfer_gpu::kNmsThreads, 0, s>>>(
+        n_, words, cap, order.data_as<int32_t>(), cand.data_as<int32_t>(), mask.data_as<uint64_t>(),
+        kept.data_as<int32_t>(), counts.data_as<int32_t>());
     check_launch("NonMaxSuppression launch");
     std::vector<int32_t> host_counts(static_cast<size_t>(segs));
     check(cudaMemcpyAsync(host_counts.data(), counts.data(), segs * sizeof(int32_t), cudaMemcpyDeviceToHost, s),
