@@ -232,3 +232,31 @@ def test_data_whose_contents_size_the_output_is_not_keyed(device, rng):
         warnings.simplefilter("error")
         got = e.run({"x": x})["y"].numpy()
     np.testing.assert_array_equal(got, np.stack(np.nonzero(x > 0)))
+
+
+def test_every_slice_and_pad_argument_fed_at_run_time_keys_the_plan(device, rng):
+    # Slice's starts, ends, axes and steps and Pad's pads and axes, all graph
+    # inputs: each is a shape input (the rules ask for all of them, not only
+    # the first they miss), so a device plan runs them with no host step.
+    m = _model([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"]),
+                helper.make_node("Pad", ["x", "p", "", "pa"], ["z"], mode="constant")],
+               [helper.make_tensor_value_info("x", F, [9, 6, 5])] +
+               [helper.make_tensor_value_info(n, I64, [2]) for n in ("s", "e", "a", "st")] +
+               [helper.make_tensor_value_info("p", I64, [4]), helper.make_tensor_value_info("pa", I64, [2])],
+               [("y", F), ("z", F)], opset=18)
+    e = load_on(m, device, allow_cpu_fallback=device == "cpu")
+    assert sorted(e.stats()["shape_inputs"]) == ["a", "e", "p", "pa", "s", "st"]
+    x = rng.standard_normal((9, 6, 5)).astype(np.float32)
+    for s, en, a, st, p, pa in [([1, 5], [8, 0], [0, 2], [2, -1], [1, 0, 2, 3], [0, 2]),
+                                ([-3, 0], [100, 6], [0, 1], [1, 3], [0, 1, 1, 0], [-1, 1])]:
+        feeds = {"x": x, "s": np.array(s), "e": np.array(en), "a": np.array(a), "st": np.array(st),
+                 "p": np.array(p), "pa": np.array(pa)}
+        got = _no_host_fallback(e, feeds)
+        sl = [slice(None)] * 3
+        for ax, b, f, step in zip(a, s, en, st):
+            sl[ax] = slice(b, f, step)
+        np.testing.assert_array_equal(got["y"], x[tuple(sl)])
+        widths = [(0, 0)] * 3
+        for i, ax in enumerate(pa):
+            widths[ax] = (p[i], p[i + len(pa)])
+        np.testing.assert_array_equal(got["z"], np.pad(x, widths))

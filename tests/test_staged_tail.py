@@ -236,3 +236,58 @@ def test_torchvisions_ssdlite_runs_wholly_on_the_device(device, rng, tmp_path):
     rows = eng.kernel_report({"x": (3, 320, 320)})
     assert all(r.backend == device for r in rows), [r for r in rows if r.backend != device][:5]
     assert sum("read back" in r.note for r in rows) >= 2
+
+
+@pytest.mark.cuda_build
+def test_staged_engines_side_by_side_and_from_threads(rng):
+    # Two staged engines in a Parallel (each its own context and stream),
+    # then one engine from four threads at once: every result is the one
+    # onnxruntime gives for its own inputs.
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, _ = _nms_model(1, 120, 4, False, False)
+    a, b = _load(model, "sim"), _load(model, "sim")
+
+    def draw():
+        return {"boxes": _boxes(rng, 1, 120, False), "scores": rng.uniform(0, 1, (1, 4, 120)).astype(np.float32)}
+
+    feeds = [draw(), draw()]
+    par = twinfer.Parallel([a, b])
+    for got, f in zip(par.run(feeds), feeds):
+        np.testing.assert_array_equal(got["sel"].numpy(), _ort(model, f)[0])
+    par.close()
+    many = [draw() for _ in range(12)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda f: a.run(f)["sel"].numpy(), many))
+    for got, f in zip(results, many):
+        np.testing.assert_array_equal(got, _ort(model, f)[0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_constant_boxes_a_constant_output_and_an_input_returned(device, rng):
+    # NMS over constant anchors (uploaded to the device once, never read from
+    # host memory) with scores computed from the input; beside it an output
+    # that folds to a constant and the input itself returned as an output.
+    f = TensorProto.FLOAT
+    anchors = _boxes(rng, 1, 50, False)
+    inits = [numpy_helper.from_array(anchors, "anchors"),
+             numpy_helper.from_array(np.array([10], np.int64), "max_out"),
+             numpy_helper.from_array(np.array([0.3], np.float32), "iou"),
+             numpy_helper.from_array(np.array([2.0], np.float32), "k")]
+    nodes = [helper.make_node("Sigmoid", ["x"], ["scores"]),
+             helper.make_node("NonMaxSuppression", ["anchors", "scores", "max_out", "iou"], ["sel"]),
+             helper.make_node("Mul", ["k", "k"], ["four"])]
+    graph = helper.make_graph(nodes, "anchors", [helper.make_tensor_value_info("x", f, [1, 3, 50])],
+                              [helper.make_tensor_value_info("sel", TensorProto.INT64, None),
+                               helper.make_tensor_value_info("four", f, None),
+                               helper.make_tensor_value_info("x", f, None)], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    model = m.SerializeToString()
+    eng = _load(model, device)
+    x = rng.standard_normal((1, 3, 50)).astype(np.float32)
+    got = eng.run({"x": x})
+    want = _ort(model, {"x": x})
+    np.testing.assert_array_equal(got["sel"].numpy(), want[0])
+    np.testing.assert_array_equal(got["four"].numpy(), want[1])
+    np.testing.assert_array_equal(got["x"].numpy(), x)

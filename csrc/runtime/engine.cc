@@ -1102,7 +1102,11 @@ std::vector<Tensor> Engine::run_staged(ExecutionContext& ctx, const Plan& plan, 
                                        const RunOptions& o) const {
   const StagedTail& st = *plan.staged;
   const graph::Graph& t = st.tail;
-  std::shared_ptr<Stream> stream = o.stream ? o.stream : ctx.stream();
+  // The prefix and the rest run on the caller's stream (or ours); the nodes
+  // run alone on ours, whose order their outputs are allocated and freed in
+  // (a caller's stream may be gone before they are).
+  const std::shared_ptr<Stream> own = ctx.stream();
+  const std::shared_ptr<Stream> caller = o.stream ? o.stream : own;
   // The tail's values by name: its inputs (engine inputs, on the device),
   // then what its stages make.
   std::map<std::string, Tensor> env;
@@ -1117,20 +1121,19 @@ std::vector<Tensor> Engine::run_staged(ExecutionContext& ctx, const Plan& plan, 
     po.cuda_graphs = o.cuda_graphs && options_.cuda_graphs;
     for (auto& m : ctx.execute(plan.prefix, inputs, po)) env[t.values[t.inputs[at++]].name] = std::move(m);
   }
+  if (caller != own) {  // the prefix's work on the caller's stream comes first
+    std::shared_ptr<Event> e = device_api(options_.device).create_event();
+    caller->record(*e);
+    own->wait(*e);
+  }
   for (const auto& step : st.eager) {
     const graph::Node& n = t.nodes[static_cast<size_t>(step.node)];
     std::vector<const Tensor*> ins;
-    for (int v : n.inputs) {
-      if (v < 0) {
-        ins.push_back(nullptr);
-      } else if (t.values[v].is_constant()) {
-        ins.push_back(&t.values[v].constant);
-      } else {
-        auto it = env.find(t.values[v].name);
-        ins.push_back(it == env.end() ? nullptr : &it->second);
-      }
+    for (int v : n.inputs) {  // constants: the step's device copies
+      auto it = v < 0 || t.values[v].is_constant() ? env.end() : env.find(t.values[v].name);
+      ins.push_back(it == env.end() ? nullptr : &it->second);
     }
-    std::vector<Tensor> outs = run_eager_step(st, step, ins, stream, ctx.num_threads());
+    std::vector<Tensor> outs = run_eager_step(st, step, ins, own, ctx.num_threads());
     for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k)
       if (n.outputs[k] >= 0) env[t.values[n.outputs[k]].name] = std::move(outs[k]);
   }
@@ -1164,9 +1167,21 @@ std::vector<Tensor> Engine::run_staged(ExecutionContext& ctx, const Plan& plan, 
     }
   }
   std::vector<Tensor> out;
+  std::set<std::string> engine_inputs;
+  for (size_t k = 0; k < plan.tail_engine_inputs.size(); ++k) engine_inputs.insert(t.values[t.inputs[k]].name);
   for (int v : t.outputs) {
-    Tensor y = env.at(t.values[v].name);
-    out.push_back(o.host_outputs ? to_host(y) : y);
+    const graph::Value& val = t.values[v];
+    Tensor y;
+    if (val.is_constant()) {  // an output that folded
+      y = o.host_outputs ? val.constant : to_device(val.constant, options_.device);
+    } else if (engine_inputs.count(val.name)) {  // an input returned as is: a copy, as a plan makes
+      const Tensor& in = env.at(val.name);
+      y = o.host_outputs ? to_host(in).clone() : to_device(to_host(in), options_.device);
+    } else {
+      y = env.at(val.name);
+      if (o.host_outputs) y = to_host(y);
+    }
+    out.push_back(std::move(y));
   }
   return out;
 }

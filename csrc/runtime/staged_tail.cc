@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/device_api.h"
+#include "runtime/transfer.h"
 
 namespace twinfer {
 
@@ -39,7 +40,12 @@ std::shared_ptr<StagedTail> stage_tail(const graph::Graph& tail, int64_t opset, 
       *why = "node '" + n.name + "' (" + n.op_type + ") has no device kernel that sizes its own outputs";
       return nullptr;
     }
-    st->eager.push_back({static_cast<int>(i), std::move(k)});
+    StagedTail::Step step{static_cast<int>(i), std::move(k), {}};
+    step.constants.resize(n.inputs.size());
+    for (size_t j = 0; j < n.inputs.size(); ++j)
+      if (n.inputs[j] >= 0 && t.values[n.inputs[j]].is_constant())
+        step.constants[j] = to_device(t.values[n.inputs[j]].constant, device);
+    st->eager.push_back(std::move(step));
     eager[i] = 1;
   }
   if (st->eager.empty()) {
@@ -83,14 +89,23 @@ std::vector<Tensor> run_eager_step(const StagedTail& staged, const StagedTail::S
                                    const std::vector<const Tensor*>& inputs, const std::shared_ptr<Stream>& stream,
                                    int num_threads) {
   const graph::Node& n = staged.tail.nodes[static_cast<size_t>(step.node)];
+  const Device device = stream->device();
+  DeviceApi& api = device_api(device);
+  // The engine's device current and the stream's green context entered, as
+  // for a plan's kernels (a cuda:1 engine on a thread whose device is 0).
+  const std::shared_ptr<void> current = api.make_current();
+  const std::shared_ptr<void> entered = stream->enter();
   KernelContext a;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
-    const Tensor* t = i < inputs.size() ? inputs[i] : nullptr;
+    const Tensor* t = i < step.constants.size() && step.constants[i].defined() ? &step.constants[i]
+                      : i < inputs.size()                                       ? inputs[i]
+                                                                                : nullptr;
+    if (t && t->defined() && t->bytes() && !t->device().is_accelerator())
+      throw Error(ErrorKind::kRuntime, "a device step's input " + std::to_string(i) + " is in host memory", n.name,
+                  n.op_type);
     a.inputs.push_back(t && t->defined() ? t->view() : TensorView{});
   }
   a.num_threads = num_threads;
-  const Device device = stream->device();
-  DeviceApi& api = device_api(device);
   // Inputs made on other streams (another engine's outputs) are waited for.
   for (const Tensor* t : inputs)
     if (t && t->defined() && t->ready_event()) stream->wait(*t->ready_event());
@@ -122,13 +137,12 @@ std::vector<Tensor> run_eager_step(const StagedTail& staged, const StagedTail::S
     if (!e.node().empty() || !e.op().empty()) throw;
     throw Error(e.kind(), e.what(), n.name, n.op_type);
   }
-  // The outputs are ready when the stream gets here (a kernel may still be
-  // writing them), and the inputs' blocks, freed on their own streams, wait
-  // for it too.
+  // Done when this returns: a kernel may read its inputs after reading its
+  // count back (NonZero's second pass), and a borrowed input's owner may
+  // reuse it as soon as we let go. One more short wait beside the count's.
   std::shared_ptr<Event> done = api.create_event();
   stream->record(*done);
-  for (const Tensor* t : inputs)
-    if (t && t->storage() && t->device().is_accelerator()) t->storage()->record_use(done, stream.get());
+  done->synchronize();
   for (Tensor& t : out) t.set_ready_event(done);
   return out;
 }

@@ -29,6 +29,9 @@ struct StagedTail {
   struct Step {
     int node = -1;  // in tail.nodes
     std::shared_ptr<const Kernel> kernel;  // dynamic_outputs(); the CPU's on the simulated device
+    // The node's constant inputs on the device (by input index; undefined
+    // for the others): a device kernel never reads host memory.
+    std::vector<Tensor> constants;
   };
   std::vector<Step> eager;  // the tail's first nodes, in order
   // The tail less those nodes; its inputs the values it reads (named as in
@@ -48,10 +51,13 @@ struct StagedTail {
 std::shared_ptr<StagedTail> stage_tail(const graph::Graph& tail, int64_t opset, Device device, Backend placement,
                                        Precision precision, std::string* why);
 
-// Runs the eager step `st` on `stream` (its device's): inputs as views (device
-// tensors; constants and absent inputs as the node has them), outputs new
-// tensors on the device, ordered with `stream`. On the simulated device the
-// CPU kernel runs as a task of the stream, its outputs copied to the device.
+// Runs the eager step `st` on `stream`, one of the context's own (its
+// outputs are allocated and freed in its order): inputs as views of device
+// tensors (the step's device constants for constant inputs; null: absent),
+// outputs new tensors on the device, ready when this returns (the stream is
+// waited for: a kernel may read its inputs after reading its count back).
+// On the simulated device the CPU kernel runs as a task of the stream, its
+// outputs copied to the device.
 std::vector<Tensor> run_eager_step(const StagedTail& staged, const StagedTail::Step& st,
                                    const std::vector<const Tensor*>& inputs, const std::shared_ptr<Stream>& stream,
                                    int num_threads);

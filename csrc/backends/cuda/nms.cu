@@ -108,7 +108,9 @@ __global__ void __launch_bounds__(kNmsThreads)
   __syncthreads();
   int64_t have = 0;  // the same in every thread
   for (int64_t i = 0; i < count && have < cap; ++i) {
-    if (removed[i >> 6] & (uint64_t(1) << (i & 63))) continue;  // read by all, written only after a barrier
+    const uint64_t word = removed[i >> 6];
+    if (word & (uint64_t(1) << (i & 63))) continue;  // suppressed: no barrier
+    __syncthreads();  // every thread has read the word before any ORs into it
     if (threadIdx.x == 0) kept[seg * cap + have] = order[seg * n + i];
     ++have;
     const uint64_t* row = mask + (seg * n + i) * words;
@@ -155,6 +157,12 @@ struct NmsScalars {
 
 bool nms_supports(const KernelBuildInfo& info, std::string* why) {
   if (!ew::check_input_dtype(info, 0, kNmsTypes, why) || !ew::check_same_dtype(info, {0, 1}, why)) return false;
+  // It runs alone, its count read back (runtime/staged_tail.h). A plan that
+  // knows the count (inputs it could not fold) keeps the CPU's kernel.
+  if (info.has_output(0) && info.output(0).has_shape && sym_shape_known(info.output(0).shape)) {
+    if (why) *why = "a NonMaxSuppression whose count the plan knows runs on the CPU";
+    return false;
+  }
   const Shape b = info.input_shape(0), s = info.input_shape(1);
   if (b.size() != 3 || s.size() != 3 || b[2] != 4 || b[0] != s[0] || b[1] != s[2]) {
     if (why) *why = "NonMaxSuppression takes boxes [B, N, 4] and scores [B, C, N]";
@@ -240,15 +248,9 @@ class CudaNms final : public Kernel {
     return {y};
   }
 
-  // A plan that knows K (constant inputs fold at load; this is for a plan
-  // that planned the selection's length anyway): the same selection into y.
-  void run(KernelContext& ctx) const override {
-    std::vector<Tensor> got = run_dynamic(ctx);
-    const TensorView& y = ctx.outputs[0];
-    if (got[0].shape()[0] != y.shape[0])
-      throw Error(ErrorKind::kInvalidArgument, "selection differs from the planned output");
-    check(cudaMemcpyAsync(y.data, got[0].data(), got[0].bytes(), cudaMemcpyDeviceToDevice, stream_of(ctx)),
-          "cudaMemcpyAsync (NonMaxSuppression output)");
+  // Never in a plan (nms_supports): only run alone.
+  void run(KernelContext&) const override {
+    throw Error(ErrorKind::kRuntime, "NonMaxSuppression on CUDA runs only alone (its count read back)");
   }
 
  private:

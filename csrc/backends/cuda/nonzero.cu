@@ -79,6 +79,12 @@ namespace {
 
 bool nonzero_supports(const KernelBuildInfo& info, std::string* why) {
   if (!ew::check_input_dtype(info, 0, ew::kAllTypes, why)) return false;
+  // It runs alone, its count read back (runtime/staged_tail.h). A plan that
+  // knows the count (an input it could not fold) keeps the CPU's kernel.
+  if (info.has_output(0) && info.output(0).has_shape && sym_shape_known(info.output(0).shape)) {
+    if (why) *why = "a NonZero whose count the plan knows runs on the CPU";
+    return false;
+  }
   if (info.input_shape(0).size() > static_cast<size_t>(twinfer_gpu::kNzMaxRank)) {
     if (why) *why = "NonZero of more than 8 dims runs on the CPU";
     return false;
@@ -137,14 +143,9 @@ class CudaNonZero final : public Kernel {
     return {y};
   }
 
-  // In a plan that knew K: the same coordinates into y.
-  void run(KernelContext& ctx) const override {
-    std::vector<Tensor> got = run_dynamic(ctx);
-    const TensorView& y = ctx.outputs[0];
-    if (got[0].numel() != y.numel())
-      throw Error(ErrorKind::kInvalidArgument, "NonZero count differs from the planned output");
-    check(cudaMemcpyAsync(y.data, got[0].data(), got[0].bytes(), cudaMemcpyDeviceToDevice, stream_of(ctx)),
-          "cudaMemcpyAsync (NonZero output)");
+  // Never in a plan (nonzero_supports): only run alone.
+  void run(KernelContext&) const override {
+    throw Error(ErrorKind::kRuntime, "NonZero on CUDA runs only alone (its count read back)");
   }
 
  private:

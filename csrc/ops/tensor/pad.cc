@@ -96,7 +96,11 @@ void pad_infer(InferContext& c) {
   const int64_t r = static_cast<int64_t>(in.size());
   std::vector<int64_t> pads, axes;
   const bool has_axes = c.opset() >= 18 && c.has_input(3);
-  if (!pads_of(c, &pads) || (has_axes && !c.constant_ints(3, &axes))) {
+  // Both asked for (no short-circuit): fed pads and axes both key the plan
+  // (graph/passes/shape_inputs.h).
+  const bool pads_known = pads_of(c, &pads);
+  const bool axes_known = !has_axes || c.constant_ints(3, &axes);
+  if (!pads_known || !axes_known) {
     return c.set_output(0, dt, unknown_dims(r));
   }
   auto p = full_pads(c, pads, has_axes ? &axes : nullptr, r);

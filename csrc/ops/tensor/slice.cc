@@ -103,9 +103,16 @@ void slice_infer(InferContext& c) {
     if (!(!a.starts.empty() || c.node().has_attr("starts")))
       c.fail(ErrorKind::kModelFormat, "attribute starts is missing");
   }
-  bool known = c.opset() < 10 ||
-               (c.constant_ints(1, &a.starts) && c.constant_ints(2, &a.ends) &&
-                (!c.has_input(3) || c.constant_ints(3, &a.axes)) && (!c.has_input(4) || c.constant_ints(4, &a.steps)));
+  bool known = true;
+  if (c.opset() >= 10) {
+    // Each input asked for, known or not (no short-circuit): the engine keys
+    // plans by the inputs a rule asks for (graph/passes/shape_inputs.h), so
+    // starts, ends, axes and steps fed at run time all key one.
+    const bool starts = c.constant_ints(1, &a.starts), ends = c.constant_ints(2, &a.ends);
+    const bool axes = !c.has_input(3) || c.constant_ints(3, &a.axes);
+    const bool steps = !c.has_input(4) || c.constant_ints(4, &a.steps);
+    known = starts && ends && axes && steps;
+  }
   if (!known) {
     // Dims outside the sliced axes keep theirs when the axes are known.
     std::vector<int64_t> axes;
