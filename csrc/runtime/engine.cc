@@ -1137,6 +1137,10 @@ std::vector<Tensor> Engine::run_staged(ExecutionContext& ctx, const Plan& plan, 
     for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k)
       if (n.outputs[k] >= 0) env[t.values[n.outputs[k]].name] = std::move(outs[k]);
   }
+  // Every step done before anything they read may go (a borrowed input's
+  // owner reuses it once we let go): one wait for the stage, beside the
+  // steps' own count read-backs.
+  own->synchronize();
   if (!st.rest.nodes.empty()) {
     std::shared_ptr<const Engine> rest;
     {

@@ -137,12 +137,11 @@ std::vector<Tensor> run_eager_step(const StagedTail& staged, const StagedTail::S
     if (!e.node().empty() || !e.op().empty()) throw;
     throw Error(e.kind(), e.what(), n.name, n.op_type);
   }
-  // Done when this returns: a kernel may read its inputs after reading its
-  // count back (NonZero's second pass), and a borrowed input's owner may
-  // reuse it as soon as we let go. One more short wait beside the count's.
+  // Ready when the stream gets here: a kernel may still be writing them, or
+  // reading its inputs after reading its count back (NonZero's second pass;
+  // the caller waits for the stream before it lets the inputs go).
   std::shared_ptr<Event> done = api.create_event();
   stream->record(*done);
-  done->synchronize();
   for (Tensor& t : out) t.set_ready_event(done);
   return out;
 }

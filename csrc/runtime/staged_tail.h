@@ -54,8 +54,10 @@ std::shared_ptr<StagedTail> stage_tail(const graph::Graph& tail, int64_t opset, 
 // Runs the eager step `st` on `stream`, one of the context's own (its
 // outputs are allocated and freed in its order): inputs as views of device
 // tensors (the step's device constants for constant inputs; null: absent),
-// outputs new tensors on the device, ready when this returns (the stream is
-// waited for: a kernel may read its inputs after reading its count back).
+// outputs new tensors on the device with a ready event. The inputs must
+// stay alive until the stream has passed this step (a kernel may read
+// them after reading its count back): the caller waits for the stream once
+// after a stage's steps.
 // On the simulated device the CPU kernel runs as a task of the stream, its
 // outputs copied to the device.
 std::vector<Tensor> run_eager_step(const StagedTail& staged, const StagedTail::Step& st,
