@@ -22,6 +22,7 @@
 // Up to 65536 boxes a class and a 1 GiB mask; more run on the CPU.
 #include <vector>
 
+#include "backends/cuda/count_offsets.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
 #include "ops/tensor/nms_math.h"
@@ -225,22 +226,10 @@ class CudaNms final : public Kernel {
         n_, words, cap, order.data_as<int32_t>(), cand.data_as<int32_t>(), mask.data_as<uint64_t>(),
         kept.data_as<int32_t>(), counts.data_as<int32_t>());
     check_launch("NonMaxSuppression launch");
-    std::vector<int32_t> host_counts(static_cast<size_t>(segs));
-    check(cudaMemcpyAsync(host_counts.data(), counts.data(), segs * sizeof(int32_t), cudaMemcpyDeviceToHost, s),
-          "cudaMemcpyAsync (NonMaxSuppression counts)");
-    check(cudaStreamSynchronize(s), "cudaStreamSynchronize (NonMaxSuppression counts)");
-    std::vector<int64_t> offsets(static_cast<size_t>(segs));
-    int64_t total = 0;
-    for (int64_t g = 0; g < segs; ++g) {
-      offsets[static_cast<size_t>(g)] = total;
-      total += host_counts[static_cast<size_t>(g)];
-    }
-    Tensor y = Tensor::empty_on(DType::kInt64, {total, 3}, dev, ctx.stream_ref);
-    if (total == 0) return {y};
-    Tensor dev_offsets = Tensor::empty_on(DType::kInt64, {segs}, dev, ctx.stream_ref);
-    // From pageable memory: returns once `offsets` has been read.
-    check(cudaMemcpyAsync(dev_offsets.data(), offsets.data(), segs * sizeof(int64_t), cudaMemcpyHostToDevice, s),
-          "cudaMemcpyAsync (NonMaxSuppression offsets)");
+    const PartOffsets parts = read_part_counts(counts, s, "NonMaxSuppression");
+    Tensor y = Tensor::empty_on(DType::kInt64, {parts.total, 3}, dev, ctx.stream_ref);
+    if (parts.total == 0) return {y};
+    const Tensor dev_offsets = upload_part_starts(parts, dev, ctx.stream_ref, s, "NonMaxSuppression");
     twinfer_gpu::nms_write<<<static_cast<uint32_t>(std::min<int64_t>(segs, 1 << 16)), 128, 0, s>>>(
         segs, nc_, cap, kept.data_as<int32_t>(), counts.data_as<int32_t>(), dev_offsets.data_as<int64_t>(),
         y.data_as<int64_t>());

@@ -6,6 +6,7 @@
 // offset, in order (a scan of the threads' counts inside the block).
 #include <vector>
 
+#include "backends/cuda/count_offsets.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
 
@@ -113,21 +114,11 @@ class CudaNonZero final : public Kernel {
           ctx.inputs[0].as<const T>(), n, counts.data_as<int32_t>());
     });
     check_launch("NonZero count launch");
-    std::vector<int32_t> host_counts(static_cast<size_t>(blocks));
-    check(cudaMemcpyAsync(host_counts.data(), counts.data(), blocks * sizeof(int32_t), cudaMemcpyDeviceToHost, s),
-          "cudaMemcpyAsync (NonZero counts)");
-    check(cudaStreamSynchronize(s), "cudaStreamSynchronize (NonZero counts)");
-    std::vector<int64_t> offsets(static_cast<size_t>(blocks));
-    int64_t k = 0;
-    for (int64_t b = 0; b < blocks; ++b) {
-      offsets[static_cast<size_t>(b)] = k;
-      k += host_counts[static_cast<size_t>(b)];
-    }
+    const PartOffsets parts = read_part_counts(counts, s, "NonZero");
+    const int64_t k = parts.total;
     Tensor y = Tensor::empty_on(DType::kInt64, {rank, k}, dev, ctx.stream_ref);
     if (k == 0 || rank == 0) return {y};
-    Tensor dev_offsets = Tensor::empty_on(DType::kInt64, {blocks}, dev, ctx.stream_ref);
-    check(cudaMemcpyAsync(dev_offsets.data(), offsets.data(), blocks * sizeof(int64_t), cudaMemcpyHostToDevice, s),
-          "cudaMemcpyAsync (NonZero offsets)");  // from pageable memory: returns once `offsets` is read
+    const Tensor dev_offsets = upload_part_starts(parts, dev, ctx.stream_ref, s, "NonZero");
     twinfer_gpu::NzStrides strides{};
     int64_t stride = 1;
     for (int d = rank - 1; d >= 0; --d) {
