@@ -109,4 +109,12 @@ std::vector<Tensor> Kernel::run_dynamic(KernelContext&) const {
   throw Error(ErrorKind::kRuntime, "this kernel has no dynamic-output mode");
 }
 
+std::shared_ptr<void> Kernel::count(KernelContext&, int32_t*) const {
+  throw Error(ErrorKind::kRuntime, "this kernel has no two-half dynamic-output mode");
+}
+
+std::vector<Tensor> Kernel::finish(KernelContext&, const int32_t*, const std::shared_ptr<void>&) const {
+  throw Error(ErrorKind::kRuntime, "this kernel has no two-half dynamic-output mode");
+}
+
 }  // namespace twinfer

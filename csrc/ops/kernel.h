@@ -90,6 +90,17 @@ class Kernel {
   // freshly allocated outputs. Used when a graph is evaluated eagerly.
   virtual bool dynamic_outputs() const { return false; }
   virtual std::vector<Tensor> run_dynamic(KernelContext& ctx) const;
+  // A dynamic-output device kernel may also come in two halves, so that the
+  // nodes a device runs alone side by side wait once between them
+  // (runtime/staged_tail.cc): count() enqueues the work that sizes the
+  // outputs, ending with count_slots() int32 counts written to `counts`
+  // (device memory, in the stream's order; the returned state keeps its
+  // scratch); after the caller's one wait, finish() gets those counts on
+  // the host and enqueues the outputs' writing. 0 slots: run_dynamic only.
+  virtual int64_t count_slots() const { return 0; }
+  virtual std::shared_ptr<void> count(KernelContext& ctx, int32_t* counts) const;
+  virtual std::vector<Tensor> finish(KernelContext& ctx, const int32_t* host_counts,
+                                     const std::shared_ptr<void>& state) const;
 };
 
 using SupportsFn = bool (*)(const KernelBuildInfo&, std::string* why_not);

@@ -1126,17 +1126,23 @@ std::vector<Tensor> Engine::run_staged(ExecutionContext& ctx, const Plan& plan, 
     caller->record(*e);
     own->wait(*e);
   }
+  std::vector<std::vector<const Tensor*>> step_inputs;
   for (const auto& step : st.eager) {
-    const graph::Node& n = t.nodes[static_cast<size_t>(step.node)];
     std::vector<const Tensor*> ins;
-    for (int v : n.inputs) {  // constants: the step's device copies
+    for (int v : t.nodes[static_cast<size_t>(step.node)].inputs) {  // constants: the step's device copies
       auto it = v < 0 || t.values[v].is_constant() ? env.end() : env.find(t.values[v].name);
       ins.push_back(it == env.end() ? nullptr : &it->second);
     }
-    std::vector<Tensor> outs = run_eager_step(st, step, ins, own, ctx.num_threads());
-    for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k)
-      if (n.outputs[k] >= 0) env[t.values[n.outputs[k]].name] = std::move(outs[k]);
+    step_inputs.push_back(std::move(ins));
   }
+  std::vector<std::vector<Tensor>> made_alone = run_eager_stage(st, step_inputs, own, ctx.num_threads());
+  std::vector<std::pair<std::string, Tensor>> alone_outputs;  // into env after: step_inputs point into it
+  for (size_t i = 0; i < st.eager.size(); ++i) {
+    const graph::Node& n = t.nodes[static_cast<size_t>(st.eager[i].node)];
+    for (size_t k = 0; k < n.outputs.size() && k < made_alone[i].size(); ++k)
+      if (n.outputs[k] >= 0) alone_outputs.emplace_back(t.values[n.outputs[k]].name, std::move(made_alone[i][k]));
+  }
+  for (auto& [name, tensor] : alone_outputs) env[name] = std::move(tensor);
   // Every step done before anything they read may go (a borrowed input's
   // owner reuses it once we let go): one wait for the stage, beside the
   // steps' own count read-backs.

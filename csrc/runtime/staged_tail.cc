@@ -85,16 +85,13 @@ std::shared_ptr<StagedTail> stage_tail(const graph::Graph& tail, int64_t opset, 
   return st;
 }
 
-std::vector<Tensor> run_eager_step(const StagedTail& staged, const StagedTail::Step& step,
-                                   const std::vector<const Tensor*>& inputs, const std::shared_ptr<Stream>& stream,
-                                   int num_threads) {
+namespace {
+
+// The step's kernel arguments: its inputs as views (its device constants for
+// constant inputs), host memory refused.
+KernelContext step_args(const StagedTail& staged, const StagedTail::Step& step,
+                        const std::vector<const Tensor*>& inputs, int num_threads) {
   const graph::Node& n = staged.tail.nodes[static_cast<size_t>(step.node)];
-  const Device device = stream->device();
-  DeviceApi& api = device_api(device);
-  // The engine's device current and the stream's green context entered, as
-  // for a plan's kernels (a cuda:1 engine on a thread whose device is 0).
-  const std::shared_ptr<void> current = api.make_current();
-  const std::shared_ptr<void> entered = stream->enter();
   KernelContext a;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const Tensor* t = i < step.constants.size() && step.constants[i].defined() ? &step.constants[i]
@@ -106,43 +103,105 @@ std::vector<Tensor> run_eager_step(const StagedTail& staged, const StagedTail::S
     a.inputs.push_back(t && t->defined() ? t->view() : TensorView{});
   }
   a.num_threads = num_threads;
-  // Inputs made on other streams (another engine's outputs) are waited for.
-  for (const Tensor* t : inputs)
-    if (t && t->defined() && t->ready_event()) stream->wait(*t->ready_event());
-  std::vector<Tensor> out;
+  return a;
+}
+
+// Runs f, naming the step's node in an error that does not name one.
+template <typename F>
+auto naming(const graph::Node& n, F&& f) {
   try {
-    if (!api.kernels_run_on_host()) {
-      a.stream = stream.get();
-      a.stream_ref = stream;
-      out = step.kernel->run_dynamic(a);
-    } else {
-      // The simulated device: the CPU kernel as a task of the stream (its
-      // device inputs read there, in order), then its outputs to the device.
-      Accesses acc;
-      for (const TensorView& v : a.inputs)
-        if (v.data && v.bytes() && api.space_of(v.data) == MemorySpace::kDevice)
-          acc.reads.push_back(MemoryRange{v.data, v.bytes()});
-      auto host = std::make_shared<std::vector<Tensor>>();
-      std::shared_ptr<const Kernel> k = step.kernel;
-      stream->host_task([k, a, host]() mutable { *host = k->run_dynamic(a); }, std::move(acc));
-      stream->synchronize();
-      for (const Tensor& h : *host) {
-        Tensor d = Tensor::empty_on(h.dtype(), h.shape(), device, stream);
-        if (h.bytes()) stream->copy(d.data(), h.data(), h.bytes());
-        out.push_back(std::move(d));
-      }
-      stream->synchronize();  // the copies read `host`, which goes with this call
-    }
+    return f();
   } catch (const Error& e) {
     if (!e.node().empty() || !e.op().empty()) throw;
     throw Error(e.kind(), e.what(), n.name, n.op_type);
+  }
+}
+
+// The simulated device: the CPU kernel as a task of the stream (its device
+// inputs read there, in order), then its outputs copied to the device.
+std::vector<Tensor> run_on_sim(DeviceApi& api, const Kernel& kernel, const KernelContext& a,
+                               const std::shared_ptr<Stream>& stream) {
+  Accesses acc;
+  for (const TensorView& v : a.inputs)
+    if (v.data && v.bytes() && api.space_of(v.data) == MemorySpace::kDevice)
+      acc.reads.push_back(MemoryRange{v.data, v.bytes()});
+  auto host = std::make_shared<std::vector<Tensor>>();
+  const Kernel* k = &kernel;  // the stage's kernels outlive the wait below
+  KernelContext args = a;
+  stream->host_task([k, args, host]() mutable { *host = k->run_dynamic(args); }, std::move(acc));
+  stream->synchronize();
+  std::vector<Tensor> out;
+  for (const Tensor& h : *host) {
+    Tensor d = Tensor::empty_on(h.dtype(), h.shape(), stream->device(), stream);
+    if (h.bytes()) stream->copy(d.data(), h.data(), h.bytes());
+    out.push_back(std::move(d));
+  }
+  stream->synchronize();  // the copies read `host`, which goes with this call
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<Tensor>> run_eager_stage(const StagedTail& staged,
+                                                 const std::vector<std::vector<const Tensor*>>& inputs,
+                                                 const std::shared_ptr<Stream>& stream, int num_threads) {
+  const Device device = stream->device();
+  DeviceApi& api = device_api(device);
+  // The engine's device current and the stream's green context entered, as
+  // for a plan's kernels (a cuda:1 engine on a thread whose device is 0).
+  const std::shared_ptr<void> current = api.make_current();
+  const std::shared_ptr<void> entered = stream->enter();
+  const size_t steps = staged.eager.size();
+  std::vector<KernelContext> args;
+  for (size_t i = 0; i < steps; ++i) {
+    args.push_back(step_args(staged, staged.eager[i], inputs[i], num_threads));
+    args.back().stream = stream.get();
+    args.back().stream_ref = stream;
+    // Inputs made on other streams (another engine's outputs) are waited for.
+    for (const Tensor* t : inputs[i])
+      if (t && t->defined() && t->ready_event()) stream->wait(*t->ready_event());
+  }
+  const auto node = [&](size_t i) -> const graph::Node& {
+    return staged.tail.nodes[static_cast<size_t>(staged.eager[i].node)];
+  };
+  std::vector<std::vector<Tensor>> out(steps);
+  const bool halves = !api.kernels_run_on_host() && steps > 1 &&
+                      std::all_of(staged.eager.begin(), staged.eager.end(),
+                                  [](const StagedTail::Step& s) { return s.kernel->count_slots() > 0; });
+  if (halves) {
+    // Every step's counts into one buffer, one read-back for the stage (an
+    // SSD head's 90 per-class NonZeros wait once, not 90 times), then every
+    // step's outputs.
+    std::vector<int64_t> at(steps + 1, 0);
+    for (size_t i = 0; i < steps; ++i) at[i + 1] = at[i] + staged.eager[i].kernel->count_slots();
+    Tensor counts = Tensor::empty_on(DType::kInt32, {at[steps]}, device, stream);
+    std::vector<std::shared_ptr<void>> states(steps);
+    for (size_t i = 0; i < steps; ++i)
+      states[i] = naming(node(i), [&] { return staged.eager[i].kernel->count(args[i], counts.data_as<int32_t>() + at[i]); });
+    std::vector<int32_t> host(static_cast<size_t>(at[steps]));
+    stream->copy(host.data(), counts.data(), host.size() * sizeof(int32_t));  // into pageable memory: returns when done
+    for (size_t i = 0; i < steps; ++i)
+      out[i] = naming(node(i), [&] { return staged.eager[i].kernel->finish(args[i], host.data() + at[i], states[i]); });
+  } else {
+    for (size_t i = 0; i < steps; ++i) {
+      KernelContext& a = args[i];
+      const Kernel& k = *staged.eager[i].kernel;
+      if (api.kernels_run_on_host()) {
+        a.stream = nullptr;  // runs as host code on the worker
+        a.stream_ref = nullptr;
+        out[i] = naming(node(i), [&] { return run_on_sim(api, k, a, stream); });
+      } else {
+        out[i] = naming(node(i), [&] { return k.run_dynamic(a); });
+      }
+    }
   }
   // Ready when the stream gets here: a kernel may still be writing them, or
   // reading its inputs after reading its count back (NonZero's second pass;
   // the caller waits for the stream before it lets the inputs go).
   std::shared_ptr<Event> done = api.create_event();
   stream->record(*done);
-  for (Tensor& t : out) t.set_ready_event(done);
+  for (auto& o : out)
+    for (Tensor& t : o) t.set_ready_event(done);
   return out;
 }
 

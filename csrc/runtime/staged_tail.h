@@ -51,17 +51,18 @@ struct StagedTail {
 std::shared_ptr<StagedTail> stage_tail(const graph::Graph& tail, int64_t opset, Device device, Backend placement,
                                        Precision precision, std::string* why);
 
-// Runs the eager step `st` on `stream`, one of the context's own (its
-// outputs are allocated and freed in its order): inputs as views of device
-// tensors (the step's device constants for constant inputs; null: absent),
-// outputs new tensors on the device with a ready event. The inputs must
-// stay alive until the stream has passed this step (a kernel may read
-// them after reading its count back): the caller waits for the stream once
-// after a stage's steps.
-// On the simulated device the CPU kernel runs as a task of the stream, its
-// outputs copied to the device.
-std::vector<Tensor> run_eager_step(const StagedTail& staged, const StagedTail::Step& st,
-                                   const std::vector<const Tensor*>& inputs, const std::shared_ptr<Stream>& stream,
-                                   int num_threads);
+// Runs the stage's eager steps (inputs[i]: step i's inputs, null where
+// absent or a constant, which the step holds on the device) on `stream`,
+// one of the context's own (their outputs are allocated and freed in its
+// order); returns each step's outputs, new device tensors with a ready
+// event. Where every kernel comes in two halves (Kernel::count / finish),
+// their counts are read back once for the whole stage; otherwise each step
+// reads its own. The inputs must stay alive until the stream has passed the
+// stage (a kernel may read them after its count): the caller waits for the
+// stream once after it. On the simulated device each CPU kernel runs as a
+// task of the stream, its outputs copied to the device.
+std::vector<std::vector<Tensor>> run_eager_stage(const StagedTail& staged,
+                                                 const std::vector<std::vector<const Tensor*>>& inputs,
+                                                 const std::shared_ptr<Stream>& stream, int num_threads);
 
 }  // namespace twinfer

@@ -1,7 +1,7 @@
 // What the CUDA kernels that size their own output (nms.cu, nonzero.cu) do
 // between counting and writing: each part's count (a class's kept boxes, a
-// block's nonzeros) read back (the one wait), and where each part's rows
-// start uploaded for the kernel that writes them.
+// block's nonzeros) on the host, and where each part's rows start uploaded
+// for the kernel that writes them.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "core/tensor.h"
+#include "ops/kernel.h"
 
 namespace twinfer::cuda {
 
@@ -18,20 +19,28 @@ struct PartOffsets {
   int64_t total = 0;
 };
 
-// `counts`: int32 [parts] on the device, written by work enqueued on `s`.
-inline PartOffsets read_part_counts(const Tensor& counts, cudaStream_t s, const std::string& what) {
-  const size_t parts = static_cast<size_t>(counts.numel());
-  std::vector<int32_t> host(parts);
-  check(cudaMemcpyAsync(host.data(), counts.data(), parts * sizeof(int32_t), cudaMemcpyDeviceToHost, s),
-        ("cudaMemcpyAsync (" + what + " counts)").c_str());
-  check(cudaStreamSynchronize(s), ("cudaStreamSynchronize (" + what + " counts)").c_str());
+inline PartOffsets part_offsets(const int32_t* counts, int64_t parts) {
   PartOffsets o;
-  o.starts.resize(parts);
-  for (size_t p = 0; p < parts; ++p) {
-    o.starts[p] = o.total;
-    o.total += host[p];
+  o.starts.resize(static_cast<size_t>(parts));
+  for (int64_t p = 0; p < parts; ++p) {
+    o.starts[static_cast<size_t>(p)] = o.total;
+    o.total += counts[p];
   }
   return o;
+}
+
+// run_dynamic of a kernel in two halves (Kernel::count / finish): the
+// counts into scratch on the stream, read back (the one wait), then the rest.
+inline std::vector<Tensor> run_both_halves(const Kernel& k, KernelContext& ctx, const std::string& what) {
+  const int64_t slots = k.count_slots();
+  Tensor counts = Tensor::empty_on(DType::kInt32, {slots}, ctx.stream->device(), ctx.stream_ref);
+  const std::shared_ptr<void> state = k.count(ctx, counts.data_as<int32_t>());
+  std::vector<int32_t> host(static_cast<size_t>(slots));
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(ctx.stream->handle());
+  check(cudaMemcpyAsync(host.data(), counts.data(), slots * sizeof(int32_t), cudaMemcpyDeviceToHost, s),
+        ("cudaMemcpyAsync (" + what + " counts)").c_str());
+  check(cudaStreamSynchronize(s), ("cudaStreamSynchronize (" + what + " counts)").c_str());
+  return k.finish(ctx, host.data(), state);
 }
 
 // The starts as an int64 device tensor ordered with `stream` (from pageable

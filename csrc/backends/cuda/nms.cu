@@ -195,19 +195,30 @@ class CudaNms final : public Kernel {
 
   std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
     if (!ctx.stream_ref) throw Error(ErrorKind::kRuntime, "NonMaxSuppression on CUDA ran without its stream");
+    return run_both_halves(*this, ctx, "NonMaxSuppression");
+  }
+
+  // A count per (batch, class): the boxes it keeps.
+  int64_t count_slots() const override { return std::max<int64_t>(nb_ * nc_, 1); }
+
+  std::shared_ptr<void> count(KernelContext& ctx, int32_t* counts) const override {
+    if (!ctx.stream_ref) throw Error(ErrorKind::kRuntime, "NonMaxSuppression on CUDA ran without its stream");
     const cudaStream_t s = stream_of(ctx);
     const Device dev = ctx.stream->device();
+    auto st = std::make_shared<State>();
+    st->counts = counts;
     NmsScalars p = scalars_;
     read_fed_scalars(ctx, s, &p);
-    const int64_t segs = nb_ * nc_, cap = std::min(p.max_out, n_);
-    if (segs == 0 || cap == 0 || n_ == 0) return {Tensor::empty_on(DType::kInt64, {0, 3}, dev, ctx.stream_ref)};
+    const int64_t segs = nb_ * nc_;
+    st->cap = std::min(p.max_out, n_);
+    check(cudaMemsetAsync(counts, 0, count_slots() * sizeof(int32_t), s), "cudaMemsetAsync (NonMaxSuppression)");
+    if (segs == 0 || st->cap == 0 || n_ == 0) return st;  // nothing kept: every count 0
     // Scratch in the stream's order: freed there after the kernels that use it.
     const int64_t words = (n_ + 63) / 64;
     Tensor order = Tensor::empty_on(DType::kInt32, {segs, n_}, dev, ctx.stream_ref);
     Tensor cand = Tensor::empty_on(DType::kInt32, {segs}, dev, ctx.stream_ref);
     Tensor mask = Tensor::empty_on(DType::kUInt64, {segs, n_, words}, dev, ctx.stream_ref);
-    Tensor kept = Tensor::empty_on(DType::kInt32, {segs, cap}, dev, ctx.stream_ref);
-    Tensor counts = Tensor::empty_on(DType::kInt32, {segs}, dev, ctx.stream_ref);
+    st->kept = Tensor::empty_on(DType::kInt32, {segs, st->cap}, dev, ctx.stream_ref);
     check(cudaMemsetAsync(cand.data(), 0, cand.bytes(), s), "cudaMemsetAsync (NonMaxSuppression)");
     const auto* boxes_p = ctx.inputs[0].data;
     const auto* scores_p = ctx.inputs[1].data;
@@ -223,15 +234,24 @@ class CudaNms final : public Kernel {
                                                         mask.data_as<uint64_t>());
     });
     twinfer_gpu::nms_keep<<<static_cast<uint32_t>(segs), twinfer_gpu::kNmsThreads, 0, s>>>(
-        n_, words, cap, order.data_as<int32_t>(), cand.data_as<int32_t>(), mask.data_as<uint64_t>(),
-        kept.data_as<int32_t>(), counts.data_as<int32_t>());
+        n_, words, st->cap, order.data_as<int32_t>(), cand.data_as<int32_t>(), mask.data_as<uint64_t>(),
+        st->kept.data_as<int32_t>(), counts);
     check_launch("NonMaxSuppression launch");
-    const PartOffsets parts = read_part_counts(counts, s, "NonMaxSuppression");
+    return st;
+  }
+
+  std::vector<Tensor> finish(KernelContext& ctx, const int32_t* host_counts,
+                             const std::shared_ptr<void>& state) const override {
+    const auto& st = *static_cast<const State*>(state.get());
+    const cudaStream_t s = stream_of(ctx);
+    const Device dev = ctx.stream->device();
+    const int64_t segs = nb_ * nc_;
+    const PartOffsets parts = part_offsets(host_counts, segs);
     Tensor y = Tensor::empty_on(DType::kInt64, {parts.total, 3}, dev, ctx.stream_ref);
     if (parts.total == 0) return {y};
     const Tensor dev_offsets = upload_part_starts(parts, dev, ctx.stream_ref, s, "NonMaxSuppression");
     twinfer_gpu::nms_write<<<static_cast<uint32_t>(std::min<int64_t>(segs, 1 << 16)), 128, 0, s>>>(
-        segs, nc_, cap, kept.data_as<int32_t>(), counts.data_as<int32_t>(), dev_offsets.data_as<int64_t>(),
+        segs, nc_, st.cap, st.kept.data_as<int32_t>(), st.counts, dev_offsets.data_as<int64_t>(),
         y.data_as<int64_t>());
     check_launch("NonMaxSuppression output launch");
     return {y};
@@ -272,6 +292,12 @@ class CudaNms final : public Kernel {
     for (size_t i = 2; i < 5; ++i)
       if (host[i - 2].defined()) set_scalar(i, host[i - 2], p);
   }
+
+  struct State {  // from count to finish
+    int32_t* counts = nullptr;  // the caller's, on the device
+    int64_t cap = 0;            // boxes kept at most per (batch, class)
+    Tensor kept;                // [segs, cap] box indices
+  };
 
   DType dtype_;
   bool center_;

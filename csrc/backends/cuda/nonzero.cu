@@ -101,20 +101,34 @@ class CudaNonZero final : public Kernel {
 
   std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
     if (!ctx.stream_ref) throw Error(ErrorKind::kRuntime, "NonZero on CUDA ran without its stream");
+    return run_both_halves(*this, ctx, "NonZero");
+  }
+
+  // A count per block of x: its nonzeros.
+  int64_t count_slots() const override { return std::max<int64_t>(blocks(), 1); }
+
+  std::shared_ptr<void> count(KernelContext& ctx, int32_t* counts) const override {
+    if (!ctx.stream_ref) throw Error(ErrorKind::kRuntime, "NonZero on CUDA ran without its stream");
+    const cudaStream_t s = stream_of(ctx);
+    if (blocks() == 0) {
+      check(cudaMemsetAsync(counts, 0, sizeof(int32_t), s), "cudaMemsetAsync (NonZero)");
+      return nullptr;
+    }
+    ew::dispatch_typeset<ew::kAllTypes>(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      twinfer_gpu::nonzero_count<T><<<static_cast<uint32_t>(blocks()), twinfer_gpu::kNzThreads, 0, s>>>(
+          ctx.inputs[0].as<const T>(), shape_numel(shape_), counts);
+    });
+    check_launch("NonZero count launch");
+    return nullptr;
+  }
+
+  std::vector<Tensor> finish(KernelContext& ctx, const int32_t* host_counts,
+                             const std::shared_ptr<void>&) const override {
     const cudaStream_t s = stream_of(ctx);
     const Device dev = ctx.stream->device();
     const int rank = static_cast<int>(shape_.size());
-    const int64_t n = shape_numel(shape_);
-    if (n == 0) return {Tensor::empty_on(DType::kInt64, {rank, 0}, dev, ctx.stream_ref)};
-    const int64_t blocks = (n + twinfer_gpu::kNzChunk - 1) / twinfer_gpu::kNzChunk;
-    Tensor counts = Tensor::empty_on(DType::kInt32, {blocks}, dev, ctx.stream_ref);
-    ew::dispatch_typeset<ew::kAllTypes>(dtype_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      twinfer_gpu::nonzero_count<T><<<static_cast<uint32_t>(blocks), twinfer_gpu::kNzThreads, 0, s>>>(
-          ctx.inputs[0].as<const T>(), n, counts.data_as<int32_t>());
-    });
-    check_launch("NonZero count launch");
-    const PartOffsets parts = read_part_counts(counts, s, "NonZero");
+    const PartOffsets parts = part_offsets(host_counts, blocks());
     const int64_t k = parts.total;
     Tensor y = Tensor::empty_on(DType::kInt64, {rank, k}, dev, ctx.stream_ref);
     if (k == 0 || rank == 0) return {y};
@@ -127,8 +141,9 @@ class CudaNonZero final : public Kernel {
     }
     ew::dispatch_typeset<ew::kAllTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      twinfer_gpu::nonzero_write<T><<<static_cast<uint32_t>(blocks), twinfer_gpu::kNzThreads, 0, s>>>(
-          ctx.inputs[0].as<const T>(), n, rank, strides, dev_offsets.data_as<int64_t>(), k, y.data_as<int64_t>());
+      twinfer_gpu::nonzero_write<T><<<static_cast<uint32_t>(blocks()), twinfer_gpu::kNzThreads, 0, s>>>(
+          ctx.inputs[0].as<const T>(), shape_numel(shape_), rank, strides, dev_offsets.data_as<int64_t>(), k,
+          y.data_as<int64_t>());
     });
     check_launch("NonZero write launch");
     return {y};
@@ -140,6 +155,8 @@ class CudaNonZero final : public Kernel {
   }
 
  private:
+  int64_t blocks() const { return (shape_numel(shape_) + twinfer_gpu::kNzChunk - 1) / twinfer_gpu::kNzChunk; }
+
   DType dtype_;
   Shape shape_;
 };
