@@ -1,6 +1,7 @@
 #include "runtime/staged_tail.h"
 
 #include <algorithm>
+#include <exception>
 #include <set>
 
 #include "core/device_api.h"
@@ -164,6 +165,20 @@ std::vector<std::vector<Tensor>> run_eager_stage(const StagedTail& staged,
   const auto node = [&](size_t i) -> const graph::Node& {
     return staged.tail.nodes[static_cast<size_t>(staged.eager[i].node)];
   };
+  // Should a step fail, the steps before it may still read their inputs:
+  // the stream is waited for before the error leaves (the caller then lets
+  // the inputs go).
+  struct WaitOnError {
+    Stream& s;
+    int uncaught = std::uncaught_exceptions();
+    ~WaitOnError() {
+      if (std::uncaught_exceptions() <= uncaught) return;
+      try {
+        s.synchronize();
+      } catch (...) {  // the step's own error is the one to report
+      }
+    }
+  } wait_on_error{*stream};
   std::vector<std::vector<Tensor>> out(steps);
   const bool halves = !api.kernels_run_on_host() && steps > 1 &&
                       std::all_of(staged.eager.begin(), staged.eager.end(),
@@ -179,7 +194,8 @@ std::vector<std::vector<Tensor>> run_eager_stage(const StagedTail& staged,
     for (size_t i = 0; i < steps; ++i)
       states[i] = naming(node(i), [&] { return staged.eager[i].kernel->count(args[i], counts.data_as<int32_t>() + at[i]); });
     std::vector<int32_t> host(static_cast<size_t>(at[steps]));
-    stream->copy(host.data(), counts.data(), host.size() * sizeof(int32_t));  // into pageable memory: returns when done
+    stream->copy(host.data(), counts.data(), host.size() * sizeof(int32_t));
+    stream->synchronize();  // explicit (a pageable copy returns when done), and a kernel's fault raised here
     for (size_t i = 0; i < steps; ++i)
       out[i] = naming(node(i), [&] { return staged.eager[i].kernel->finish(args[i], host.data() + at[i], states[i]); });
   } else {
