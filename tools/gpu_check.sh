@@ -9,9 +9,9 @@
 #   tools/gpu_check.sh build bench     # some of them
 #   steps: build test bench (= bench_runtime bench_dual bench_quant) sanitize; and
 #   profile (benchmarks/gpu_profile.py: per-op times), probe_int8 (benchmarks/
-#   int8_gemm_probe.py: the int8 GEMMs alone) and compile (the torch.compile
+#   int8_gemm_probe.py: the int8 GEMMs alone), compile (the torch.compile
 #   peers: gpu_vs_torch's max-autotune column, dual_model's two compiled
-#   streams), asked for by name only
+#   streams) and detectors (benchmarks/detectors.py --device cuda), asked for by name only
 #   GPU_CHECK_FILES="tests/a.py tests/b.py": `test` runs these files' cuda tests only
 #
 # The device tool allows 600 s a command, keeps a machine warm 30 s after a
@@ -258,6 +258,14 @@ if [[ " $steps " == *" compile "* ]]; then
     --compile-only --iterations 20 --budget $(( $(left) > 120 ? $(left) - 120 : 0 )) \
     --models ${GPU_COMPILE_MODELS:-bert_base minilm vit_b_16 resnet50 efficientnet_b0 mobilenet_v2} \
     --json "$WORK/gpu_vs_compile.json")
+fi
+
+# ---- detectors on the GPU (only when named: `tools/gpu_check.sh detectors`) --------
+if [[ " $steps " == *" detectors "* ]]; then
+  # SSDlite320 and Faster R-CNN: the value-dependent tail staged on the device,
+  # the same through the host evaluator (TWINFER_STAGED_TAIL=0), torch eager.
+  stamp "detectors: staged tail, host tail, torch eager"
+  (cd benchmarks && bench bench_detectors 200 $PY detectors.py --device cuda --blocks 5)
 fi
 
 # ---- int8 GEMMs alone (only when named: `tools/gpu_check.sh probe_int8`) -----------
