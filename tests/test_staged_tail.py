@@ -291,3 +291,52 @@ def test_constant_boxes_a_constant_output_and_an_input_returned(device, rng):
     np.testing.assert_array_equal(got["sel"].numpy(), want[0])
     np.testing.assert_array_equal(got["four"].numpy(), want[1])
     np.testing.assert_array_equal(got["x"].numpy(), x)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("axis", [None, 1, -1])
+def test_compress_by_a_computed_condition(device, axis, rng):
+    # condition = a row of x above 0 (length 7 against the axis's 7, or
+    # longer with falses past it), the selected slices then scaled.
+    f = TensorProto.FLOAT
+    kw = {} if axis is None else {"axis": axis}
+    nodes = [helper.make_node("Gather", ["sel_src", "row"], ["r"], axis=0),
+             helper.make_node("Greater", ["r", "zero"], ["cond"]),
+             helper.make_node("Compress", ["x", "cond"], ["picked"], **kw),
+             helper.make_node("Mul", ["picked", "two"], ["y"])]
+    graph = helper.make_graph(nodes, "compress", [helper.make_tensor_value_info("x", f, [3, 7, 7]),
+                                                  helper.make_tensor_value_info("sel_src", f, [2, 7])],
+                              [helper.make_tensor_value_info("y", f, None)],
+                              [numpy_helper.from_array(np.array(1, np.int64), "row"),
+                               numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                               numpy_helper.from_array(np.array(2, np.float32), "two")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    eng = _load(m.SerializeToString(), device)
+    for _ in range(3):
+        x = rng.standard_normal((3, 7, 7)).astype(np.float32)
+        src = rng.standard_normal((2, 7)).astype(np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            got = eng.run({"x": x, "sel_src": src})["y"].numpy()
+        np.testing.assert_array_equal(got, np.compress(src[1] > 0, x, axis=axis) * 2)
+    rows = eng.kernel_report({"x": (3, 7, 7), "sel_src": (2, 7)})
+    assert all(r.backend == device for r in rows), rows
+    assert any(r.op == "Compress" and "read back" in r.note for r in rows)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compress_with_a_true_past_the_axis_names_it(device):
+    b = TensorProto.BOOL
+    graph = helper.make_graph([helper.make_node("Compress", ["x", "cond"], ["y"], axis=0, name="pick")], "c",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2]),
+                               helper.make_tensor_value_info("cond", b, [5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    eng = _load(m.SerializeToString(), device)
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(eng.run({"x": x, "cond": np.array([1, 0, 1, 0, 0], bool)})["y"].numpy(), x[[0, 2]])
+    with pytest.raises(twinfer.Error, match="beyond the axis"):
+        eng.run({"x": x, "cond": np.array([1, 0, 0, 0, 1], bool)})
+    np.testing.assert_array_equal(eng.run({"x": x, "cond": np.array([0, 1, 0, 0, 0], bool)})["y"].numpy(), x[[1]])

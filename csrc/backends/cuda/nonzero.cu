@@ -4,11 +4,14 @@
 // block's chunk, the counts come back to the host (the one wait) for the
 // offsets and K, a second pass writes each chunk's coordinates from its
 // offset, in order (a scan of the threads' counts inside the block).
+// Compress runs the same passes over its condition for the selected
+// indices, then gathers those slices of x.
 #include <vector>
 
 #include "backends/cuda/count_offsets.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
+#include "ops/tensor/tensor_util.h"
 
 namespace twinfer_gpu {
 
@@ -73,10 +76,47 @@ __global__ void __launch_bounds__(kNzThreads)
   }
 }
 
+// Trues of cond[from, to): the condition past Compress's axis must hold none.
+__global__ void count_true(const bool* __restrict__ cond, int64_t from, int64_t to, int32_t* out) {
+  int k = 0;
+  for (int64_t i = from + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < to; i += int64_t(gridDim.x) * blockDim.x)
+    k += cond[i];
+  if (k) atomicAdd(out, k);
+}
+
+// y[o, j, :] = x[o, idx[j], :], elements of U moved as they are.
+template <typename U>
+__global__ void gather_slices(const U* __restrict__ x, int64_t outer, int64_t n, int64_t k, int64_t inner,
+                              const int64_t* __restrict__ idx, U* __restrict__ y) {
+  const int64_t total = outer * k * inner;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, j = (e / inner) % k, o = e / (inner * k);
+    y[e] = x[(o * n + idx[j]) * inner + i];
+  }
+}
+
 }  // namespace twinfer_gpu
 
 namespace twinfer::cuda {
 namespace {
+
+// The coordinates' second pass (offsets from the host) into `y` [rank, k].
+template <typename T>
+void write_coordinates(const T* x, const Shape& shape, const PartOffsets& parts, Device dev,
+                       const std::shared_ptr<Stream>& stream, cudaStream_t s, int64_t* y, const char* what) {
+  const int rank = static_cast<int>(shape.size());
+  const int64_t n = shape_numel(shape), blocks = (n + twinfer_gpu::kNzChunk - 1) / twinfer_gpu::kNzChunk;
+  const Tensor dev_offsets = upload_part_starts(parts, dev, stream, s, what);
+  twinfer_gpu::NzStrides strides{};
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    strides.s[d] = stride;
+    stride *= shape[static_cast<size_t>(d)];
+  }
+  twinfer_gpu::nonzero_write<T><<<static_cast<uint32_t>(blocks), twinfer_gpu::kNzThreads, 0, s>>>(
+      x, n, rank, strides, dev_offsets.data_as<int64_t>(), parts.total, y);
+  check_launch(what);
+}
 
 bool nonzero_supports(const KernelBuildInfo& info, std::string* why) {
   if (!ew::check_input_dtype(info, 0, ew::kAllTypes, why)) return false;
@@ -132,20 +172,11 @@ class CudaNonZero final : public Kernel {
     const int64_t k = parts.total;
     Tensor y = Tensor::empty_on(DType::kInt64, {rank, k}, dev, ctx.stream_ref);
     if (k == 0 || rank == 0) return {y};
-    const Tensor dev_offsets = upload_part_starts(parts, dev, ctx.stream_ref, s, "NonZero");
-    twinfer_gpu::NzStrides strides{};
-    int64_t stride = 1;
-    for (int d = rank - 1; d >= 0; --d) {
-      strides.s[d] = stride;
-      stride *= shape_[static_cast<size_t>(d)];
-    }
     ew::dispatch_typeset<ew::kAllTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      twinfer_gpu::nonzero_write<T><<<static_cast<uint32_t>(blocks()), twinfer_gpu::kNzThreads, 0, s>>>(
-          ctx.inputs[0].as<const T>(), shape_numel(shape_), rank, strides, dev_offsets.data_as<int64_t>(), k,
-          y.data_as<int64_t>());
+      write_coordinates(ctx.inputs[0].as<const T>(), shape_, parts, dev, ctx.stream_ref, s, y.data_as<int64_t>(),
+                        "NonZero");
     });
-    check_launch("NonZero write launch");
     return {y};
   }
 
@@ -161,8 +192,110 @@ class CudaNonZero final : public Kernel {
   Shape shape_;
 };
 
+bool compress_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!tensor::is_movable_dtype(info.input_dtype(0)) || info.input_dtype(1) != DType::kBool) {
+    if (why) *why = "Compress on CUDA takes numeric or bool data and a bool condition";
+    return false;
+  }
+  if (info.has_output(0) && info.output(0).has_shape && sym_shape_known(info.output(0).shape)) {
+    if (why) *why = "a Compress whose count the plan knows runs on the CPU";
+    return false;
+  }
+  if (info.input_shape(1).size() != 1) {
+    if (why) *why = "Compress's condition must be 1-D";
+    return false;
+  }
+  return true;
+}
+
+// Compress(x, condition[, axis]): the slices of x along `axis` (the
+// elements of flattened x without one) whose condition is true; a true past
+// the axis's length is the CPU kernel's error.
+class CudaCompress final : public Kernel {
+ public:
+  explicit CudaCompress(const KernelBuildInfo& info)
+      : dtype_(info.input_dtype(0)), node_(info.node().name), x_(info.input_shape(0)) {
+    len_ = info.input_shape(1)[0];
+    if (info.node().has_attr("axis")) {
+      int64_t axis = info.node().attr_int("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(x_.size());
+      axis_ = axis;
+      for (int64_t d = 0; d < axis; ++d) outer_ *= x_[d];
+      for (size_t d = axis + 1; d < x_.size(); ++d) inner_ *= x_[d];
+      n_ = x_[axis];
+    } else {
+      n_ = shape_numel(x_);
+    }
+    used_ = std::min(len_, n_);
+  }
+  const char* impl_name() const override { return "cuda compress (count read back)"; }
+  bool dynamic_outputs() const override { return true; }
+
+  std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
+    if (!ctx.stream_ref) throw Error(ErrorKind::kRuntime, "Compress on CUDA ran without its stream");
+    return run_both_halves(*this, ctx, "Compress");
+  }
+
+  // The condition's block counts over the axis, then its trues past it.
+  int64_t count_slots() const override { return blocks() + 1; }
+
+  std::shared_ptr<void> count(KernelContext& ctx, int32_t* counts) const override {
+    if (!ctx.stream_ref) throw Error(ErrorKind::kRuntime, "Compress on CUDA ran without its stream");
+    const cudaStream_t s = stream_of(ctx);
+    check(cudaMemsetAsync(counts, 0, count_slots() * sizeof(int32_t), s), "cudaMemsetAsync (Compress)");
+    const bool* cond = ctx.inputs[1].as<const bool>();
+    if (blocks() > 0)
+      twinfer_gpu::nonzero_count<bool><<<static_cast<uint32_t>(blocks()), twinfer_gpu::kNzThreads, 0, s>>>(
+          cond, used_, counts);
+    if (len_ > used_)
+      twinfer_gpu::count_true<<<static_cast<uint32_t>(std::min<int64_t>((len_ - used_ + 255) / 256, 1024)), 256, 0,
+                                s>>>(cond, used_, len_, counts + blocks());
+    check_launch("Compress count launch");
+    return nullptr;
+  }
+
+  std::vector<Tensor> finish(KernelContext& ctx, const int32_t* host_counts,
+                             const std::shared_ptr<void>&) const override {
+    if (host_counts[blocks()] > 0)
+      throw Error(ErrorKind::kInvalidArgument, "condition is true beyond the axis length", node_, "Compress");
+    const cudaStream_t s = stream_of(ctx);
+    const Device dev = ctx.stream->device();
+    const PartOffsets parts = part_offsets(host_counts, blocks());
+    const int64_t k = parts.total;
+    Shape y_shape = axis_ >= 0 ? x_ : Shape{k};
+    if (axis_ >= 0) y_shape[static_cast<size_t>(axis_)] = k;
+    Tensor y = Tensor::empty_on(dtype_, y_shape, dev, ctx.stream_ref);
+    if (k == 0 || y.numel() == 0) return {y};
+    Tensor idx = Tensor::empty_on(DType::kInt64, {k}, dev, ctx.stream_ref);
+    write_coordinates(ctx.inputs[1].as<const bool>(), Shape{used_}, parts, dev, ctx.stream_ref, s,
+                      idx.data_as<int64_t>(), "Compress");
+    const int64_t total = outer_ * k * inner_;
+    const uint32_t grid = static_cast<uint32_t>(std::min<int64_t>((total + 255) / 256, 1 << 16));
+    dispatch_width(dtype_size(dtype_), [&](auto u) {
+      using U = decltype(u);
+      twinfer_gpu::gather_slices<U><<<grid, 256, 0, s>>>(static_cast<const U*>(ctx.inputs[0].data), outer_, n_, k,
+                                                          inner_, idx.data_as<int64_t>(), y.data_as<U>());
+    }, "Compress");
+    check_launch("Compress gather launch");
+    return {y};
+  }
+
+  void run(KernelContext&) const override {
+    throw Error(ErrorKind::kRuntime, "Compress on CUDA runs only alone (its count read back)");
+  }
+
+ private:
+  int64_t blocks() const { return (used_ + twinfer_gpu::kNzChunk - 1) / twinfer_gpu::kNzChunk; }
+
+  DType dtype_;
+  std::string node_;
+  Shape x_;
+  int64_t axis_ = -1, outer_ = 1, inner_ = 1, n_ = 0, len_ = 0, used_ = 0;
+};
+
 }  // namespace
 
 TWINFER_REGISTER_KERNEL("NonZero", Backend::kCUDA, 0, nonzero_supports, make_kernel<CudaNonZero>);
+TWINFER_REGISTER_KERNEL("Compress", Backend::kCUDA, 0, compress_supports, make_kernel<CudaCompress>);
 
 }  // namespace twinfer::cuda

@@ -136,22 +136,43 @@ void compress_infer(InferContext& c) {
 
 class CompressKernel final : public Kernel {
  public:
-  explicit CompressKernel(const KernelBuildInfo& info) : info_node_(info.node().name) {
-    const Shape x = info.input_shape(0);
+  explicit CompressKernel(const KernelBuildInfo& info)
+      : info_node_(info.node().name), x_(info.input_shape(0)), dtype_(info.input_dtype(0)) {
     if (info.node().has_attr("axis")) {
       int64_t axis = info.node().attr_int("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(x.size());
-      for (int64_t d = 0; d < axis; ++d) outer_ *= x[d];
-      for (size_t d = axis + 1; d < x.size(); ++d) inner_ *= x[d];
-      n_ = x[axis];
+      if (axis < 0) axis += static_cast<int64_t>(x_.size());
+      axis_ = axis;
+      for (int64_t d = 0; d < axis; ++d) outer_ *= x_[d];
+      for (size_t d = axis + 1; d < x_.size(); ++d) inner_ *= x_[d];
+      n_ = x_[axis];
     } else {
-      n_ = shape_numel(x);
+      n_ = shape_numel(x_);
     }
-    row_ = static_cast<size_t>(inner_) * dtype_size(info.input_dtype(0));
+    row_ = static_cast<size_t>(inner_) * dtype_size(dtype_);
+  }
+
+  // Sizes its own output where a device runs it alone (runtime/staged_tail.h;
+  // the simulated device runs this kernel for CUDA's).
+  bool dynamic_outputs() const override { return true; }
+  std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
+    const std::vector<int64_t> sel = selected(ctx.inputs[1]);
+    Shape y = axis_ >= 0 ? x_ : Shape{static_cast<int64_t>(sel.size())};
+    if (axis_ >= 0) y[static_cast<size_t>(axis_)] = static_cast<int64_t>(sel.size());
+    Tensor out = Tensor::empty(dtype_, y);
+    write(ctx.inputs[0], sel, out.view());
+    return {out};
   }
 
   void run(KernelContext& ctx) const override {
-    const TensorView& cond = ctx.inputs[1];
+    const std::vector<int64_t> sel = selected(ctx.inputs[1]);
+    const int64_t k = static_cast<int64_t>(sel.size());
+    if (k * outer_ * static_cast<int64_t>(row_) != static_cast<int64_t>(ctx.outputs[0].bytes()))
+      throw Error(ErrorKind::kInvalidArgument, "condition differs from the planned output", info_node_, "Compress");
+    write(ctx.inputs[0], sel, ctx.outputs[0]);
+  }
+
+ private:
+  std::vector<int64_t> selected(const TensorView& cond) const {
     const bool* p = cond.as<const bool>();
     std::vector<int64_t> sel;
     for (int64_t i = 0; i < cond.numel(); ++i) {
@@ -160,19 +181,21 @@ class CompressKernel final : public Kernel {
         throw Error(ErrorKind::kInvalidArgument, "condition is true beyond the axis length", info_node_, "Compress");
       sel.push_back(i);
     }
+    return sel;
+  }
+  void write(const TensorView& xv, const std::vector<int64_t>& sel, const TensorView& yv) const {
     const int64_t k = static_cast<int64_t>(sel.size());
-    if (k * outer_ * static_cast<int64_t>(row_) != static_cast<int64_t>(ctx.outputs[0].bytes()))
-      throw Error(ErrorKind::kInvalidArgument, "condition differs from the planned output", info_node_, "Compress");
-    const char* x = static_cast<const char*>(ctx.inputs[0].data);
-    char* y = static_cast<char*>(ctx.outputs[0].data);
+    const char* x = static_cast<const char*>(xv.data);
+    char* y = static_cast<char*>(yv.data);
     for (int64_t o = 0; o < outer_; ++o)
       for (int64_t j = 0; j < k; ++j)
         std::memcpy(y + (o * k + j) * row_, x + (o * n_ + sel[j]) * row_, row_);
   }
 
- private:
   std::string info_node_;
-  int64_t outer_ = 1, inner_ = 1, n_ = 0;
+  Shape x_;
+  DType dtype_;
+  int64_t axis_ = -1, outer_ = 1, inner_ = 1, n_ = 0;
   size_t row_ = 0;
 };
 
