@@ -11,6 +11,7 @@
 #include "backends/cuda/count_offsets.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
+#include "ops/tensor/compress_geom.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer_gpu {
@@ -214,20 +215,8 @@ bool compress_supports(const KernelBuildInfo& info, std::string* why) {
 class CudaCompress final : public Kernel {
  public:
   explicit CudaCompress(const KernelBuildInfo& info)
-      : dtype_(info.input_dtype(0)), node_(info.node().name), x_(info.input_shape(0)) {
-    len_ = info.input_shape(1)[0];
-    if (info.node().has_attr("axis")) {
-      int64_t axis = info.node().attr_int("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(x_.size());
-      axis_ = axis;
-      for (int64_t d = 0; d < axis; ++d) outer_ *= x_[d];
-      for (size_t d = axis + 1; d < x_.size(); ++d) inner_ *= x_[d];
-      n_ = x_[axis];
-    } else {
-      n_ = shape_numel(x_);
-    }
-    used_ = std::min(len_, n_);
-  }
+      : dtype_(info.input_dtype(0)), node_(info.node().name), g_(info), len_(info.input_shape(1)[0]),
+        used_(std::min(len_, g_.n)) {}
   const char* impl_name() const override { return "cuda compress (count read back)"; }
   bool dynamic_outputs() const override { return true; }
 
@@ -262,19 +251,17 @@ class CudaCompress final : public Kernel {
     const Device dev = ctx.stream->device();
     const PartOffsets parts = part_offsets(host_counts, blocks());
     const int64_t k = parts.total;
-    Shape y_shape = axis_ >= 0 ? x_ : Shape{k};
-    if (axis_ >= 0) y_shape[static_cast<size_t>(axis_)] = k;
-    Tensor y = Tensor::empty_on(dtype_, y_shape, dev, ctx.stream_ref);
+    Tensor y = Tensor::empty_on(dtype_, g_.output(k), dev, ctx.stream_ref);
     if (k == 0 || y.numel() == 0) return {y};
     Tensor idx = Tensor::empty_on(DType::kInt64, {k}, dev, ctx.stream_ref);
     write_coordinates(ctx.inputs[1].as<const bool>(), Shape{used_}, parts, dev, ctx.stream_ref, s,
                       idx.data_as<int64_t>(), "Compress");
-    const int64_t total = outer_ * k * inner_;
+    const int64_t total = g_.outer * k * g_.inner;
     const uint32_t grid = static_cast<uint32_t>(std::min<int64_t>((total + 255) / 256, 1 << 16));
     dispatch_width(dtype_size(dtype_), [&](auto u) {
       using U = decltype(u);
-      twinfer_gpu::gather_slices<U><<<grid, 256, 0, s>>>(static_cast<const U*>(ctx.inputs[0].data), outer_, n_, k,
-                                                          inner_, idx.data_as<int64_t>(), y.data_as<U>());
+      twinfer_gpu::gather_slices<U><<<grid, 256, 0, s>>>(static_cast<const U*>(ctx.inputs[0].data), g_.outer, g_.n,
+                                                          k, g_.inner, idx.data_as<int64_t>(), y.data_as<U>());
     }, "Compress");
     check_launch("Compress gather launch");
     return {y};
@@ -289,8 +276,9 @@ class CudaCompress final : public Kernel {
 
   DType dtype_;
   std::string node_;
-  Shape x_;
-  int64_t axis_ = -1, outer_ = 1, inner_ = 1, n_ = 0, len_ = 0, used_ = 0;
+  tensor::CompressGeom g_;
+  int64_t len_ = 0;   // the condition's length
+  int64_t used_ = 0;  // of it, what lies along the axis
 };
 
 }  // namespace

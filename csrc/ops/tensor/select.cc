@@ -9,6 +9,7 @@
 
 #include "ops/elementwise/scalar.h"
 #include "ops/elementwise/typeset.h"
+#include "ops/tensor/compress_geom.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace twinfer::tensor {
@@ -137,28 +138,15 @@ void compress_infer(InferContext& c) {
 class CompressKernel final : public Kernel {
  public:
   explicit CompressKernel(const KernelBuildInfo& info)
-      : info_node_(info.node().name), x_(info.input_shape(0)), dtype_(info.input_dtype(0)) {
-    if (info.node().has_attr("axis")) {
-      int64_t axis = info.node().attr_int("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(x_.size());
-      axis_ = axis;
-      for (int64_t d = 0; d < axis; ++d) outer_ *= x_[d];
-      for (size_t d = axis + 1; d < x_.size(); ++d) inner_ *= x_[d];
-      n_ = x_[axis];
-    } else {
-      n_ = shape_numel(x_);
-    }
-    row_ = static_cast<size_t>(inner_) * dtype_size(dtype_);
-  }
+      : info_node_(info.node().name), g_(info), dtype_(info.input_dtype(0)),
+        row_(static_cast<size_t>(g_.inner) * dtype_size(dtype_)) {}
 
   // Sizes its own output where a device runs it alone (runtime/staged_tail.h;
   // the simulated device runs this kernel for CUDA's).
   bool dynamic_outputs() const override { return true; }
   std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
     const std::vector<int64_t> sel = selected(ctx.inputs[1]);
-    Shape y = axis_ >= 0 ? x_ : Shape{static_cast<int64_t>(sel.size())};
-    if (axis_ >= 0) y[static_cast<size_t>(axis_)] = static_cast<int64_t>(sel.size());
-    Tensor out = Tensor::empty(dtype_, y);
+    Tensor out = Tensor::empty(dtype_, g_.output(static_cast<int64_t>(sel.size())));
     write(ctx.inputs[0], sel, out.view());
     return {out};
   }
@@ -166,7 +154,7 @@ class CompressKernel final : public Kernel {
   void run(KernelContext& ctx) const override {
     const std::vector<int64_t> sel = selected(ctx.inputs[1]);
     const int64_t k = static_cast<int64_t>(sel.size());
-    if (k * outer_ * static_cast<int64_t>(row_) != static_cast<int64_t>(ctx.outputs[0].bytes()))
+    if (k * g_.outer * static_cast<int64_t>(row_) != static_cast<int64_t>(ctx.outputs[0].bytes()))
       throw Error(ErrorKind::kInvalidArgument, "condition differs from the planned output", info_node_, "Compress");
     write(ctx.inputs[0], sel, ctx.outputs[0]);
   }
@@ -177,7 +165,7 @@ class CompressKernel final : public Kernel {
     std::vector<int64_t> sel;
     for (int64_t i = 0; i < cond.numel(); ++i) {
       if (!p[i]) continue;
-      if (i >= n_)
+      if (i >= g_.n)
         throw Error(ErrorKind::kInvalidArgument, "condition is true beyond the axis length", info_node_, "Compress");
       sel.push_back(i);
     }
@@ -187,15 +175,14 @@ class CompressKernel final : public Kernel {
     const int64_t k = static_cast<int64_t>(sel.size());
     const char* x = static_cast<const char*>(xv.data);
     char* y = static_cast<char*>(yv.data);
-    for (int64_t o = 0; o < outer_; ++o)
+    for (int64_t o = 0; o < g_.outer; ++o)
       for (int64_t j = 0; j < k; ++j)
-        std::memcpy(y + (o * k + j) * row_, x + (o * n_ + sel[j]) * row_, row_);
+        std::memcpy(y + (o * k + j) * row_, x + (o * g_.n + sel[j]) * row_, row_);
   }
 
   std::string info_node_;
-  Shape x_;
+  CompressGeom g_;
   DType dtype_;
-  int64_t axis_ = -1, outer_ = 1, inner_ = 1, n_ = 0;
   size_t row_ = 0;
 };
 
