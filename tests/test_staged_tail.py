@@ -340,3 +340,28 @@ def test_compress_with_a_true_past_the_axis_names_it(device):
     with pytest.raises(twinfer.Error, match="beyond the axis"):
         eng.run({"x": x, "cond": np.array([1, 0, 0, 0, 1], bool)})
     np.testing.assert_array_equal(eng.run({"x": x, "cond": np.array([0, 1, 0, 0, 0], bool)})["y"].numpy(), x[[1]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_later_stage_on_the_host_warns_as_the_engine(device, rng):
+    # NonZero runs alone on the device; the Unique after it has no device
+    # kernel, so that stage goes to the host evaluator: the engine warns and
+    # says which stage (allow_cpu_fallback=False refuses the model at load).
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["nz"]),
+             helper.make_node("Unique", ["nz"], ["u"], sorted=1),
+             helper.make_node("Cast", ["u"], ["y"], to=f)]
+    graph = helper.make_graph(nodes, "later", [helper.make_tensor_value_info("x", f, [6, 5])],
+                              [helper.make_tensor_value_info("y", f, None)],
+                              [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    kw = {"sim_coverage": "cuda"} if device == "sim" else {}
+    eng = twinfer.load(m.SerializeToString(), device=device, **kw)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    with pytest.warns(RuntimeWarning, match="a later stage, after nodes run alone on the device"):
+        got = eng.run({"x": x})["y"].numpy()
+    np.testing.assert_array_equal(got, np.unique(np.array(np.nonzero(x > 0))).astype(np.float32))
+    with pytest.raises(twinfer.UnsupportedOpError, match="Unique"):
+        twinfer.load(m.SerializeToString(), device=device, allow_cpu_fallback=False, **kw)

@@ -1173,7 +1173,7 @@ std::vector<Tensor> Engine::run_staged(ExecutionContext& ctx, const Plan& plan, 
     const std::string rest_fallback = rest->host_fallback_reason();
     if (!rest_fallback.empty()) {
       std::lock_guard<std::mutex> lock(fallback_mutex_);
-      if (host_fallback_.empty()) host_fallback_ = "part of it, after the nodes run alone on the device: " + rest_fallback;
+      if (host_fallback_.empty()) host_fallback_ = "a later stage, after nodes run alone on the device: " + rest_fallback;
     }
   }
   std::vector<Tensor> out;
