@@ -27,11 +27,13 @@ std::shared_ptr<StagedTail> stage_tail(const graph::Graph& tail, int64_t opset, 
     std::string no;
     std::shared_ptr<const Kernel> k;
     try {
-      if (!select_kernel(KernelBuildInfo(t, n, opset, placement, precision), &no)) {
+      const KernelDef* placed = select_kernel(KernelBuildInfo(t, n, opset, placement, precision), &no);
+      if (!placed) {
         *why = "node '" + n.name + "' (" + n.op_type + ") has no device kernel: " + no;
         return nullptr;
       }
-      const KernelDef* def = select_kernel(KernelBuildInfo(t, n, opset, build, precision), &no);
+      const KernelDef* def =
+          build == placement ? placed : select_kernel(KernelBuildInfo(t, n, opset, build, precision), &no);
       if (def) k = def->create(KernelBuildInfo(t, n, opset, build, precision));
     } catch (const Error& e) {  // a shape the kernel cannot read: the host evaluator's, as before
       *why = "node '" + n.name + "' (" + n.op_type + "): " + e.what();
@@ -180,19 +182,21 @@ std::vector<std::vector<Tensor>> run_eager_stage(const StagedTail& staged,
     }
   } wait_on_error{*stream};
   std::vector<std::vector<Tensor>> out(steps);
-  const bool halves = !api.kernels_run_on_host() && steps > 1 &&
+  const bool halves = !api.kernels_run_on_host() &&
                       std::all_of(staged.eager.begin(), staged.eager.end(),
                                   [](const StagedTail::Step& s) { return s.kernel->count_slots() > 0; });
   if (halves) {
     // Every step's counts into one buffer, one read-back for the stage (an
-    // SSD head's 90 per-class NonZeros wait once, not 90 times), then every
-    // step's outputs.
+    // SSD head's 90 per-class NonZeros wait once, not 90 times; a single
+    // step the same way), then every step's outputs.
     std::vector<int64_t> at(steps + 1, 0);
     for (size_t i = 0; i < steps; ++i) at[i + 1] = at[i] + staged.eager[i].kernel->count_slots();
     Tensor counts = Tensor::empty_on(DType::kInt32, {at[steps]}, device, stream);
     std::vector<std::shared_ptr<void>> states(steps);
     for (size_t i = 0; i < steps; ++i)
-      states[i] = naming(node(i), [&] { return staged.eager[i].kernel->count(args[i], counts.data_as<int32_t>() + at[i]); });
+      states[i] = naming(node(i), [&] {
+        return staged.eager[i].kernel->count(args[i], counts.data_as<int32_t>() + at[i]);
+      });
     std::vector<int32_t> host(static_cast<size_t>(at[steps]));
     stream->copy(host.data(), counts.data(), host.size() * sizeof(int32_t));
     stream->synchronize();  // explicit (a pageable copy returns when done), and a kernel's fault raised here

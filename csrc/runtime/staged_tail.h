@@ -55,9 +55,9 @@ std::shared_ptr<StagedTail> stage_tail(const graph::Graph& tail, int64_t opset, 
 // absent or a constant, which the step holds on the device) on `stream`,
 // one of the context's own (their outputs are allocated and freed in its
 // order); returns each step's outputs, new device tensors with a ready
-// event. Where every kernel comes in two halves (Kernel::count / finish),
-// their counts are read back once for the whole stage; otherwise each step
-// reads its own. The inputs must stay alive until the stream has passed the
+// event. On a GPU, where every kernel comes in two halves (Kernel::count /
+// finish), their counts are read back once for the whole stage; otherwise
+// each step reads its own (run_dynamic). The inputs must stay alive until the stream has passed the
 // stage (a kernel may read them after its count): the caller waits for the
 // stream once after it. On the simulated device each CPU kernel runs as a
 // task of the stream, its outputs copied to the device.

@@ -14,6 +14,16 @@
 
 namespace twinfer::cuda {
 
+// These kernels run only alone, their count read back (runtime/staged_tail.h):
+// a plan that knows the count (an input it could not fold) keeps the CPU's.
+inline bool runs_only_alone(const KernelBuildInfo& info, const char* op, std::string* why) {
+  if (info.has_output(0) && info.output(0).has_shape && sym_shape_known(info.output(0).shape)) {
+    if (why) *why = std::string("a ") + op + " whose count the plan knows runs on the CPU";
+    return false;
+  }
+  return true;
+}
+
 struct PartOffsets {
   std::vector<int64_t> starts;  // per part, the running sum of the counts before it
   int64_t total = 0;

@@ -158,12 +158,7 @@ struct NmsScalars {
 
 bool nms_supports(const KernelBuildInfo& info, std::string* why) {
   if (!ew::check_input_dtype(info, 0, kNmsTypes, why) || !ew::check_same_dtype(info, {0, 1}, why)) return false;
-  // It runs alone, its count read back (runtime/staged_tail.h). A plan that
-  // knows the count (inputs it could not fold) keeps the CPU's kernel.
-  if (info.has_output(0) && info.output(0).has_shape && sym_shape_known(info.output(0).shape)) {
-    if (why) *why = "a NonMaxSuppression whose count the plan knows runs on the CPU";
-    return false;
-  }
+  if (!runs_only_alone(info, "NonMaxSuppression", why)) return false;
   const Shape b = info.input_shape(0), s = info.input_shape(1);
   if (b.size() != 3 || s.size() != 3 || b[2] != 4 || b[0] != s[0] || b[1] != s[2]) {
     if (why) *why = "NonMaxSuppression takes boxes [B, N, 4] and scores [B, C, N]";
@@ -171,7 +166,8 @@ bool nms_supports(const KernelBuildInfo& info, std::string* why) {
   }
   const int64_t segs = b[0] * s[1], words = (b[1] + 63) / 64;
   if (b[1] > twinfer_gpu::kNmsMaxBoxes || segs > 65535 || segs * b[1] * words * 8 > (int64_t(1) << 30)) {
-    if (why) *why = "NonMaxSuppression over more than 65536 boxes, 65535 (batch, class) pairs or a 1 GiB mask runs on the CPU";
+    if (why)
+      *why = "NonMaxSuppression over more than 65536 boxes, 65535 (batch, class) pairs or a 1 GiB mask runs on the CPU";
     return false;
   }
   return true;

@@ -121,12 +121,7 @@ void write_coordinates(const T* x, const Shape& shape, const PartOffsets& parts,
 
 bool nonzero_supports(const KernelBuildInfo& info, std::string* why) {
   if (!ew::check_input_dtype(info, 0, ew::kAllTypes, why)) return false;
-  // It runs alone, its count read back (runtime/staged_tail.h). A plan that
-  // knows the count (an input it could not fold) keeps the CPU's kernel.
-  if (info.has_output(0) && info.output(0).has_shape && sym_shape_known(info.output(0).shape)) {
-    if (why) *why = "a NonZero whose count the plan knows runs on the CPU";
-    return false;
-  }
+  if (!runs_only_alone(info, "NonZero", why)) return false;
   if (info.input_shape(0).size() > static_cast<size_t>(twinfer_gpu::kNzMaxRank)) {
     if (why) *why = "NonZero of more than 8 dims runs on the CPU";
     return false;
@@ -198,10 +193,7 @@ bool compress_supports(const KernelBuildInfo& info, std::string* why) {
     if (why) *why = "Compress on CUDA takes numeric or bool data and a bool condition";
     return false;
   }
-  if (info.has_output(0) && info.output(0).has_shape && sym_shape_known(info.output(0).shape)) {
-    if (why) *why = "a Compress whose count the plan knows runs on the CPU";
-    return false;
-  }
+  if (!runs_only_alone(info, "Compress", why)) return false;
   if (info.input_shape(1).size() != 1) {
     if (why) *why = "Compress's condition must be 1-D";
     return false;
