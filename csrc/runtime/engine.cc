@@ -18,6 +18,7 @@
 #include "graph/passes/legacy_forms.h"
 #include "graph/passes/pipeline.h"
 #include "graph/passes/shape_inputs.h"
+#include "graph/passes/unroll_loops.h"
 #include "ops/schema.h"
 #include "graph/subgraph.h"
 #include "runtime/evaluate.h"
@@ -233,7 +234,7 @@ passes::PassContext Engine::pass_context() const {
 
 void Engine::find_value_inputs(const graph::Graph& g) {
   shape_inputs_ = passes::shape_input_indices(g, opset_);
-  steering_inputs_ = passes::steering_input_indices(g);
+  steering_inputs_ = passes::steering_input_indices(g, options_.device.is_accelerator() && passes::unrolling_wanted());
   value_keyed_ = shape_inputs_;
   value_keyed_.insert(value_keyed_.end(), steering_inputs_.begin(), steering_inputs_.end());
   std::sort(value_keyed_.begin(), value_keyed_.end());
@@ -242,7 +243,7 @@ void Engine::find_value_inputs(const graph::Graph& g) {
 
 void Engine::check_fallback(const graph::Graph& g) const {
   if (!options_.device.is_accelerator() || options_.allow_cpu_fallback) return;
-  const auto missing = nodes_without_device_kernel(g, options_.device, options_.sim_coverage, value_keyed_);
+  const auto missing = nodes_without_device_kernel(g, options_.device, options_.sim_coverage, value_keyed_, opset_);
   if (missing.empty()) return;
   std::string msg = "allow_cpu_fallback=False but " + std::to_string(missing.size()) + " node" +
                     (missing.size() > 1 ? "s have" : " has") + " no " + options_.device.str() + " kernel: ";

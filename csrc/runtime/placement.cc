@@ -4,6 +4,7 @@
 
 #include "graph/domains.h"
 #include "graph/passes/inline_if.h"
+#include "graph/passes/unroll_loops.h"
 #include "graph/subgraph.h"
 
 namespace twinfer {
@@ -95,6 +96,13 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o) {
       d.note = forced->second;
     } else if (is_control_flow(n)) {
       d.note = "control flow runs on the host";
+      // A Scan or Loop the load-time check let through (it was to unroll)
+      // that the plan could not unroll: named, as a node without a kernel is.
+      const std::string refusal = passes::unroll_refusal(n);
+      if (!refusal.empty()) {
+        d.note += " (not unrolled: " + refusal + ")";
+        missing.push_back("'" + n.name + "' (" + n.op_type + "): " + d.note);
+      }
     } else if (has_strings(g, n)) {
       d.note = "strings stay on the host";
     } else {
@@ -221,7 +229,39 @@ namespace {
 // nodes_without_device_kernel for one graph whose values flagged in
 // `shape_only` fold (constants, shape inputs; a branch's outer values that
 // fold in the graph around it), appending to `r`.
-void missing_kernels(const graph::Graph& g, Backend b, std::vector<char> shape_only, std::vector<std::string>* r) {
+void missing_kernels(const graph::Graph& g, Backend b, int64_t opset, std::vector<char> shape_only,
+                     std::vector<std::string>* r);
+
+// missing_kernels for subgraph `sub` of node n: its reads of n's captured
+// values fold where those do, and so do the body inputs flagged in `folding`
+// (a Loop's iteration number and condition, constants in each unrolled copy).
+void missing_in_subgraph(const graph::Graph& sub, const graph::Node& n, const std::vector<char>& shape_only,
+                         const std::vector<int>& folding, Backend b, int64_t opset, std::vector<std::string>* r) {
+  const auto outer = graph::captured_inputs(n);
+  std::vector<char> seed(sub.values.size(), 0);
+  for (size_t v = 0; v < sub.values.size(); ++v) {
+    auto it = outer.find(sub.values[v].name);
+    if (sub.values[v].producer < 0 && it != outer.end() && it->second >= 0) seed[v] = shape_only[it->second];
+  }
+  for (int v : folding)
+    if (v >= 0) seed[v] = 1;
+  missing_kernels(sub, b, opset, std::move(seed), r);
+}
+
+// Whether Scan/Loop node n unrolls once a plan knows what folds (graph/
+// passes/unroll_loops.h): a Scan (opset 9 on) always may, a Loop when its
+// trip count folds and its condition is absent or folds. The plan may still
+// refuse it (too many nodes, a condition the body computes): placement then
+// names it.
+bool may_unroll(const graph::Node& n, const std::vector<char>& shape_only, int64_t opset) {
+  if (!n.domain.empty() || !passes::unrolling_wanted()) return false;
+  if (n.op_type == "Scan") return opset >= 9;
+  if (n.op_type != "Loop" || n.inputs.size() < 2) return false;
+  return n.inputs[0] >= 0 && shape_only[n.inputs[0]] && (n.inputs[1] < 0 || shape_only[n.inputs[1]]);
+}
+
+void missing_kernels(const graph::Graph& g, Backend b, int64_t opset, std::vector<char> shape_only,
+                     std::vector<std::string>* r) {
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].is_constant()) shape_only[v] = 1;
   std::vector<char> folds(g.nodes.size(), 0);
@@ -245,19 +285,23 @@ void missing_kernels(const graph::Graph& g, Backend b, std::vector<char> shape_o
     // inline_if.h): either branch's nodes must have kernels instead.
     if (n.domain.empty() && n.op_type == "If" && !n.inputs.empty() && n.inputs[0] >= 0 && shape_only[n.inputs[0]] &&
         passes::if_inlining_wanted()) {
-      const auto outer = graph::captured_inputs(n);
       for (const char* name : {"then_branch", "else_branch"}) {
         const graph::Attribute* a = n.attr(name);
-        if (!a || !a->g) continue;
-        const graph::Graph& sub = *a->g;
-        std::vector<char> seed(sub.values.size(), 0);
-        for (size_t v = 0; v < sub.values.size(); ++v) {
-          auto it = outer.find(sub.values[v].name);
-          if (sub.values[v].producer < 0 && it != outer.end() && it->second >= 0) seed[v] = shape_only[it->second];
-        }
-        missing_kernels(sub, b, std::move(seed), r);
+        if (a && a->g) missing_in_subgraph(*a->g, n, shape_only, {}, b, opset, r);
       }
       continue;
+    }
+    // A loop that unrolls is its body's nodes, repeated.
+    if (may_unroll(n, shape_only, opset)) {
+      const graph::Attribute* a = n.attr("body");
+      if (a && a->g) {
+        const graph::Graph& body = *a->g;
+        std::vector<int> folding;
+        if (n.op_type == "Loop")
+          for (size_t k = 0; k < 2 && k < body.inputs.size(); ++k) folding.push_back(body.inputs[k]);
+        missing_in_subgraph(body, n, shape_only, folding, b, opset, r);
+        continue;
+      }
     }
     if (is_control_flow(n) || !any_kernel_for(n.domain, n.op_type, b))
       r->push_back("'" + n.name + "' (" + (n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type) + ")");
@@ -267,7 +311,7 @@ void missing_kernels(const graph::Graph& g, Backend b, std::vector<char> shape_o
 }  // namespace
 
 std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c,
-                                                     const std::vector<int>& shape_inputs) {
+                                                     const std::vector<int>& shape_inputs, int64_t opset) {
   // Shape arithmetic folds into constants once a plan knows the input
   // shapes (Shape -> Gather -> Concat -> Reshape) and the shape inputs'
   // values: nodes computed only from constants, Shape / Size and shape
@@ -275,7 +319,7 @@ std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Devi
   std::vector<char> shape_only(g.values.size(), 0);
   for (int i : shape_inputs) shape_only[g.inputs[i]] = 1;
   std::vector<std::string> r;
-  missing_kernels(g, placement_backend(d, c), std::move(shape_only), &r);
+  missing_kernels(g, placement_backend(d, c), opset, std::move(shape_only), &r);
   return r;
 }
 

@@ -78,8 +78,10 @@ Placement place_nodes(graph::Graph& g, const PlacementOptions& o);
 // whose op has no device kernel at all, as "name (op)". Nodes computed only
 // from constants, shapes and the shape inputs (indices into g.inputs, whose
 // values plans fold in: shape and steering inputs) never run; an If whose
-// condition is so computed is inlined, so its branches' nodes are checked.
+// condition is so computed is inlined, so its branches' nodes are checked;
+// so is a loop that unrolls (a Scan at `opset` 9 on, a Loop whose trip count
+// is so computed: graph/passes/unroll_loops.h), so its body's nodes are.
 std::vector<std::string> nodes_without_device_kernel(const graph::Graph& g, Device d, SimCoverage c,
-                                                     const std::vector<int>& shape_inputs);
+                                                     const std::vector<int>& shape_inputs, int64_t opset);
 
 }  // namespace twinfer

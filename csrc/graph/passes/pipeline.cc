@@ -25,6 +25,7 @@
 #include "graph/passes/int8_channels_last.h"
 #include "graph/passes/int8_movement.h"
 #include "graph/passes/smooth_activations.h"
+#include "graph/passes/unroll_loops.h"
 #include "graph/passes/weight_only_int8.h"
 #include "ops/channel_block.h"
 
@@ -120,6 +121,20 @@ int inline_ifs(graph::Graph& g, PassContext& pc) {
   int total = 0;
   for (int round = 0; round < 8; ++round) {
     const int n = inline_constant_ifs(g, pc);
+    if (!n) break;
+    total += n;
+    infer_and_fold(g, pc, true);
+  }
+  return total;
+}
+
+// Scans and Loops repeated into the graph (graph/passes/unroll_loops.h),
+// folded after each round: a body's own loops, and the trip counts they
+// compute, are at the top level only then.
+int unroll_all_loops(graph::Graph& g, PassContext& pc) {
+  int total = 0;
+  for (int round = 0; round < 8; ++round) {
+    const int n = unroll_loops(g, pc);
     if (!n) break;
     total += n;
     infer_and_fold(g, pc, true);
@@ -271,6 +286,21 @@ PlanPassResult plan_passes(graph::Graph& g, const PlanPassOptions& options, Pass
         pc.note("inline_if: undone, a branch's shapes need input values");
       } else {
         rewrite_inlined_branches(g, pc);  // fuse_all comes below, for fp32
+      }
+    }
+  }
+  // On a device, loops whose trip counts the plan knows become their bodies
+  // repeated, so they run there too (the host's evaluator needs a copy each
+  // way). Not kept where shapes that were known stop being known.
+  if (options.optimize && pc.on_device && has_loop(g)) {
+    graph::Graph before = g;
+    if (keep_if_valid(g, pc, "unroll_loops", [&] { return unroll_all_loops(g, pc); })) {
+      g.remove_dead();
+      if (first_unknown(g, nullptr, nullptr) && !first_unknown(before, nullptr, nullptr)) {
+        g = std::move(before);
+        pc.note("unroll_loops: undone, the repeated bodies' shapes need input values");
+      } else {
+        rewrite_inlined_branches(g, pc);
       }
     }
   }

@@ -118,17 +118,26 @@ bool steering_input_type(const graph::Value& v) {
   return v.dtype == DType::kBool || dtype_is_integer(v.dtype);
 }
 
-std::vector<int> steering_input_indices(const graph::Graph& g) {
+std::vector<int> steering_input_indices(const graph::Graph& g, bool loops) {
   std::vector<char> chosen(g.values.size(), 0);
   for (const auto& n : g.nodes) {
-    if (!n.domain.empty() || n.op_type != "If" || n.inputs.empty() || n.inputs[0] < 0) continue;
+    if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0) continue;
+    std::vector<int> roots;
+    if (n.op_type == "If") roots = {n.inputs[0]};
+    // A Loop's trip count and condition (unroll_loops.h; a while loop, with
+    // no trip count, does not unroll).
+    if (loops && n.op_type == "Loop") {
+      roots = {n.inputs[0]};
+      if (n.inputs.size() > 1 && n.inputs[1] >= 0) roots.push_back(n.inputs[1]);
+    }
+    if (roots.empty()) continue;
     // The graph inputs the condition is computed from: all steering inputs,
     // or the condition reads data (or control flow's results) and no value
     // keys it.
     std::vector<int> reached;
     bool data = false;
     const bool clear = walk_back(
-        g, {n.inputs[0]},
+        g, std::move(roots),
         [&](int v) {
           if (steering_input_type(g.values[v])) reached.push_back(v);
           else data = true;
