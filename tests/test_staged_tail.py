@@ -344,17 +344,21 @@ def test_compress_with_a_true_past_the_axis_names_it(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_later_stage_on_the_host_warns_as_the_engine(device, rng):
-    # NonZero runs alone on the device; the Unique after it has no device
-    # kernel, so that stage goes to the host evaluator: the engine warns and
-    # says which stage (allow_cpu_fallback=False refuses the model at load).
-    f = TensorProto.FLOAT
+    # NonZero runs alone on the device; the Range after it, whose length is
+    # the largest coordinate, has no device kernel that sizes its own output,
+    # so that stage goes to the host evaluator: the engine warns and says
+    # which stage (allow_cpu_fallback=False refuses the model at load).
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
     nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]),
              helper.make_node("NonZero", ["pos"], ["nz"]),
-             helper.make_node("Unique", ["nz"], ["u"], sorted=1),
-             helper.make_node("Cast", ["u"], ["y"], to=f)]
+             helper.make_node("ReduceMax", ["nz"], ["top"], keepdims=0),
+             helper.make_node("Range", ["start", "top", "step"], ["r"]),
+             helper.make_node("Cast", ["r"], ["y"], to=f)]
     graph = helper.make_graph(nodes, "later", [helper.make_tensor_value_info("x", f, [6, 5])],
                               [helper.make_tensor_value_info("y", f, None)],
-                              [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+                              [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                               numpy_helper.from_array(np.array(0, np.int64), "start"),
+                               numpy_helper.from_array(np.array(1, np.int64), "step")])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     kw = {"sim_coverage": "cuda"} if device == "sim" else {}
@@ -362,6 +366,83 @@ def test_a_later_stage_on_the_host_warns_as_the_engine(device, rng):
     x = rng.standard_normal((6, 5)).astype(np.float32)
     with pytest.warns(RuntimeWarning, match="a later stage, after nodes run alone on the device"):
         got = eng.run({"x": x})["y"].numpy()
-    np.testing.assert_array_equal(got, np.unique(np.array(np.nonzero(x > 0))).astype(np.float32))
-    with pytest.raises(twinfer.UnsupportedOpError, match="Unique"):
+    np.testing.assert_array_equal(got, np.arange(np.max(np.nonzero(x > 0))).astype(np.float32))
+    with pytest.raises(twinfer.UnsupportedOpError, match="Range"):
         twinfer.load(m.SerializeToString(), device=device, allow_cpu_fallback=False, **kw)
+
+
+def _np_unique(x, axis, sorted_):
+    """NumPy's unique (NaNs equal, after every number), reordered by first
+    occurrence for sorted=0 as ONNX defines it."""
+    y, idx, inv, cnt = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    inv = inv.reshape(-1)
+    if not sorted_:
+        order = np.argsort(idx, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        y = np.take(y, order, axis=0 if axis is None else axis)
+        idx, cnt, inv = idx[order], cnt[order], rank[inv]
+    return y, idx, inv, cnt
+
+
+def _unique_model(onnx_type, shape, axis, sorted_):
+    """Unique, then what follows it planned for the count: the unique slices
+    squared and x rebuilt from them by its inverse."""
+    kw = {"sorted": int(sorted_)}
+    if axis is not None:
+        kw["axis"] = axis
+    nodes = [helper.make_node("Unique", ["x"], ["y", "first", "inverse", "counts"], **kw),
+             helper.make_node("Mul", ["y", "y"], ["y_sq"]),
+             helper.make_node("Gather", ["y", "inverse"], ["rebuilt"], axis=0 if axis is None else axis)]
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in
+            [("y", onnx_type), ("first", TensorProto.INT64), ("inverse", TensorProto.INT64),
+             ("counts", TensorProto.INT64), ("y_sq", onnx_type), ("rebuilt", onnx_type)]]
+    graph = helper.make_graph(nodes, "unique", [helper.make_tensor_value_info("x", onnx_type, list(shape))], outs)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("sorted_", [True, False])
+@pytest.mark.parametrize("dtype, onnx_type", [(np.float32, TensorProto.FLOAT), (np.int64, TensorProto.INT64),
+                                              (np.float16, TensorProto.FLOAT16), (np.int8, TensorProto.INT8)])
+@pytest.mark.parametrize("shape, axis", [((37,), None), ((5, 9, 3), None), ((6, 11), 0), ((4, 7, 3), 1),
+                                         ((3, 5, 2), -1), ((1,), None)])
+def test_unique_and_what_follows_run_on_the_device(device, sorted_, dtype, onnx_type, shape, axis, rng):
+    eng = _load(_unique_model(onnx_type, shape, axis, sorted_), device)
+    for _ in range(2):  # new values, new counts: a rest plan per count
+        x = rng.integers(-3, 4, size=shape).astype(dtype)  # few values: repeats in every case
+        if axis is not None:  # repeated slices along the axis too
+            picks = rng.integers(0, 3, size=shape[axis])
+            x = np.take(np.take(x, np.arange(3) % shape[axis], axis=axis), picks, axis=axis)
+        got = eng.run({"x": x})
+        y, idx, inv, cnt = _np_unique(x, axis, sorted_)
+        np.testing.assert_array_equal(got["y"].numpy(), y)
+        np.testing.assert_array_equal(got["first"].numpy(), idx)
+        np.testing.assert_array_equal(got["inverse"].numpy(), inv)
+        np.testing.assert_array_equal(got["counts"].numpy(), cnt)
+        np.testing.assert_array_equal(got["y_sq"].numpy(), y * y)
+        np.testing.assert_array_equal(got["rebuilt"].numpy(), x.reshape(-1) if axis is None else x)
+    rows = eng.kernel_report({"x": x})
+    assert all(r.backend == device for r in rows), rows
+    assert any(r.op == "Unique" and "read back" in r.note for r in rows)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unique_orders_nan_last_and_equal(device, rng):
+    x = rng.integers(-2, 3, size=40).astype(np.float32)
+    x[rng.integers(0, 40, size=7)] = np.nan
+    x[3] = -0.0
+    eng = _load(_unique_model(TensorProto.FLOAT, (40,), None, True), device)
+    got = eng.run({"x": x})
+    y, idx, inv, cnt = _np_unique(x, None, True)
+    np.testing.assert_array_equal(got["y"].numpy(), y)  # NaN compares equal in assert_array_equal
+    np.testing.assert_array_equal(got["first"].numpy(), idx)
+    np.testing.assert_array_equal(got["inverse"].numpy(), inv)
+    np.testing.assert_array_equal(got["counts"].numpy(), cnt)
+    # Against onnxruntime where it has no NaN: the same model, a NaN-free input.
+    x = rng.integers(-5, 6, size=40).astype(np.float32)
+    ref = _ort(_unique_model(TensorProto.FLOAT, (40,), None, True), {"x": x})
+    for name, r in zip(["y", "first", "inverse", "counts", "y_sq", "rebuilt"], ref):
+        np.testing.assert_array_equal(eng.run({"x": x})[name].numpy(), r)

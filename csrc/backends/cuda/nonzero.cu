@@ -10,6 +10,7 @@
 
 #include "backends/cuda/count_offsets.h"
 #include "backends/cuda/elementwise_kernels.cuh"
+#include "backends/cuda/gather_slices.cuh"
 #include "backends/cuda/kernel_util.h"
 #include "ops/tensor/compress_geom.h"
 #include "ops/tensor/tensor_util.h"
@@ -83,17 +84,6 @@ __global__ void count_true(const bool* __restrict__ cond, int64_t from, int64_t 
   for (int64_t i = from + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < to; i += int64_t(gridDim.x) * blockDim.x)
     k += cond[i];
   if (k) atomicAdd(out, k);
-}
-
-// y[o, j, :] = x[o, idx[j], :], elements of U moved as they are.
-template <typename U>
-__global__ void gather_slices(const U* __restrict__ x, int64_t outer, int64_t n, int64_t k, int64_t inner,
-                              const int64_t* __restrict__ idx, U* __restrict__ y) {
-  const int64_t total = outer * k * inner;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = e % inner, j = (e / inner) % k, o = e / (inner * k);
-    y[e] = x[(o * n + idx[j]) * inner + i];
-  }
 }
 
 }  // namespace twinfer_gpu
@@ -249,7 +239,7 @@ class CudaCompress final : public Kernel {
     write_coordinates(ctx.inputs[1].as<const bool>(), Shape{used_}, parts, dev, ctx.stream_ref, s,
                       idx.data_as<int64_t>(), "Compress");
     const int64_t total = g_.outer * k * g_.inner;
-    const uint32_t grid = static_cast<uint32_t>(std::min<int64_t>((total + 255) / 256, 1 << 16));
+    const uint32_t grid = twinfer_gpu::gather_slices_grid(total);
     dispatch_width(dtype_size(dtype_), [&](auto u) {
       using U = decltype(u);
       twinfer_gpu::gather_slices<U><<<grid, 256, 0, s>>>(static_cast<const U*>(ctx.inputs[0].data), g_.outer, g_.n,

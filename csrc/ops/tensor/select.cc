@@ -11,6 +11,7 @@
 #include "ops/elementwise/typeset.h"
 #include "ops/tensor/compress_geom.h"
 #include "ops/tensor/tensor_util.h"
+#include "ops/tensor/unique_order.h"
 
 namespace twinfer::tensor {
 namespace {
@@ -213,17 +214,9 @@ UniqueResult unique_compute(const TensorView& x, int64_t axis, bool sorted) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < inner; ++j) s[i * m + o * inner + j] = static_cast<C>(ew::load(p[(o * n + i) * inner + j]));
-    // NaN after every number and equal to NaN (NumPy's unique, which the
-    // ONNX reference uses): a strict weak order, which the sort needs (with
-    // NaN unordered it merged distinct values and lost the NaNs).
-    auto same = [](C u, C v) { return u == v || (u != u && v != v); };
-    auto before = [](C u, C v) { return u != u ? false : (v != v || u < v); };
-    auto less = [&](int64_t a, int64_t b) {
-      const C *pa = &s[a * m], *pb = &s[b * m];
-      for (int64_t t = 0; t < m; ++t)
-        if (!same(pa[t], pb[t])) return before(pa[t], pb[t]);
-      return false;
-    };
+    // NaN after every number and equal to NaN (unique_order.h).
+    auto at = [&](int64_t slice, int64_t t) { return s[slice * m + t]; };
+    auto less = [&](int64_t a, int64_t b) { return unique_slice_less<C>(a, b, m, at); };
     std::vector<int64_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), less);
@@ -302,6 +295,27 @@ class UniqueKernel final : public Kernel {
     axis_ = unique_axis(info, static_cast<int64_t>(info.input_shape(0).size()));
   }
 
+  // Sizes its own outputs where a device runs it alone (runtime/staged_tail.h;
+  // the simulated device runs this kernel for CUDA's).
+  bool dynamic_outputs() const override { return true; }
+  std::vector<Tensor> run_dynamic(KernelContext& ctx) const override {
+    const TensorView& x = ctx.inputs[0];
+    const UniqueResult r = unique_compute(x, axis_, sorted_);
+    const int64_t u = static_cast<int64_t>(r.first.size()), n = axis_ >= 0 ? x.shape[axis_] : x.numel();
+    Shape ys{u};
+    if (axis_ >= 0) {
+      ys = x.shape;
+      ys[axis_] = u;
+    }
+    // All four (the caller keeps the ones the node names).
+    std::vector<Tensor> out{Tensor::empty(x.dtype, ys), Tensor::empty(DType::kInt64, {u}),
+                            Tensor::empty(DType::kInt64, {n}), Tensor::empty(DType::kInt64, {u})};
+    std::vector<TensorView> views;
+    for (const Tensor& t : out) views.push_back(t.view());
+    write(x, r, views);
+    return out;
+  }
+
   void run(KernelContext& ctx) const override {
     const TensorView& x = ctx.inputs[0];
     const UniqueResult r = unique_compute(x, axis_, sorted_);
@@ -309,6 +323,15 @@ class UniqueKernel final : public Kernel {
     const TensorView& y = ctx.outputs[0];
     if ((axis_ >= 0 ? y.shape[axis_] : y.numel()) != u)
       throw Error(ErrorKind::kInvalidArgument, "unique count differs from the planned output", node_, "Unique");
+    write(x, r, ctx.outputs);
+  }
+
+ private:
+  // The unique slices into outs[0], the first indices, inverse and counts
+  // into outs[1..3] where given (data set).
+  void write(const TensorView& x, const UniqueResult& r, const std::vector<TensorView>& outs) const {
+    const int64_t u = static_cast<int64_t>(r.first.size());
+    const TensorView& y = outs[0];
     int64_t outer = 1, inner = 1, n = x.numel();
     if (axis_ >= 0) {
       for (int64_t d = 0; d < axis_; ++d) outer *= x.shape[d];
@@ -321,14 +344,13 @@ class UniqueKernel final : public Kernel {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t g = 0; g < u; ++g) std::memcpy(yp + (o * u + g) * row, xp + (o * n + r.first[g]) * row, row);
     auto put = [&](size_t i, const std::vector<int64_t>& v) {
-      if (ctx.outputs.size() > i && ctx.outputs[i].data) std::copy(v.begin(), v.end(), ctx.outputs[i].as<int64_t>());
+      if (outs.size() > i && outs[i].data) std::copy(v.begin(), v.end(), outs[i].as<int64_t>());
     };
     put(1, r.first);
     put(2, r.inverse);
     put(3, r.counts);
   }
 
- private:
   bool sorted_;
   int64_t axis_ = -1;
   std::string node_;
