@@ -688,8 +688,8 @@ _DOUBLING_LOOP = """
     import numpy as np, twinfer
     from onnx import helper, TensorProto as T
     vi = helper.make_tensor_value_info
-    # Each iteration concatenates the state with itself: 4 KiB doubled 40
-    # times is 4 PiB.
+    # Each iteration concatenates the state with itself: 4 KiB doubled N
+    # times (20: 4 GiB; 40: 4 PiB, more elements than a tensor may hold).
     body = helper.make_graph(
         [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Concat", ["s", "s"], ["s_out"], axis=0)],
         "body", [vi("i", T.INT64, []), vi("c", T.BOOL, []), vi("s", T.FLOAT, None)],
@@ -698,26 +698,39 @@ _DOUBLING_LOOP = """
     g = helper.make_graph([loop], "g", [vi("n", T.INT64, []), vi("x", T.FLOAT, [1024])], [vi("y", T.FLOAT, None)])
     e = twinfer.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), device="cpu")
     x = np.random.rand(1024).astype(np.float32)
+    import os
     try:
-        e.run({"n": np.array(40, np.int64), "x": x})
+        e.run({"n": np.array(int(os.environ["TRIPS"]), np.int64), "x": x})
         print("ran")
-    except twinfer.OutOfMemoryError as ex:
-        print("refused:", ex)
+    except (twinfer.OutOfMemoryError, twinfer.ShapeError) as ex:
+        print("refused:", type(ex).__name__, ex)
     # The engine is not damaged: a small trip count still runs.
     y = np.asarray(e.run({"n": np.array(3, np.int64), "x": x})["y"])
     print("after:", np.array_equal(y, np.tile(x, 8)))
 """
 
 
+@pytest.mark.parametrize("unroll", ["1", "0"])
 @pytest.mark.parametrize("limit", ["256", " 256\n"])
-def test_a_loop_whose_state_doubles_is_refused_at_the_memory_limit(limit):
+def test_a_loop_whose_state_doubles_is_refused_at_the_memory_limit(limit, unroll):
     # With TWINFER_HOST_MEMORY_LIMIT_MB the allocator refuses to hold more
-    # than the limit: the doubling Loop stops with OutOfMemoryError naming it.
-    # (Without a limit it stops at what the system has available, the test
-    # below; here the limit keeps the test light.)
-    r = _run_python_child(_DOUBLING_LOOP, {"TWINFER_HOST_MEMORY_LIMIT_MB": limit})
+    # than the limit: the doubling Loop stops with OutOfMemoryError naming it,
+    # unrolled (the plan's arena) or through the loop kernel (its growing
+    # state). (Without a limit it stops at what the system has available, the
+    # test below; here the limit keeps the test light.)
+    r = _run_python_child(_DOUBLING_LOOP, {"TWINFER_HOST_MEMORY_LIMIT_MB": limit, "TRIPS": "20",
+                                           "TWINFER_UNROLL_LOOPS": unroll})
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
-    assert "refused:" in r.stdout and "TWINFER_HOST_MEMORY_LIMIT_MB" in r.stdout, r.stdout
+    assert "refused: OutOfMemoryError" in r.stdout and "TWINFER_HOST_MEMORY_LIMIT_MB" in r.stdout, r.stdout
+    assert "after: True" in r.stdout, r.stdout
+
+
+def test_an_unrolled_loop_past_a_tensors_size_is_refused_when_planned():
+    # 40 doublings unrolled: the plan's shapes say so before anything is
+    # allocated, and the engine still runs a small trip count.
+    r = _run_python_child(_DOUBLING_LOOP, {"TRIPS": "40"})
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "refused: ShapeError" in r.stdout and "more elements than a tensor can hold" in r.stdout, r.stdout
     assert "after: True" in r.stdout, r.stdout
 
 

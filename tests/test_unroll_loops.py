@@ -207,9 +207,7 @@ def test_a_loop_whose_body_computes_its_condition_stays_control_flow_and_says_wh
     loops = [r for r in e.kernel_report(feeds) if r.op == "Loop"]
     assert len(loops) == 1 and loops[0].backend == "cpu"
     assert "not unrolled: its body computes the condition" in loops[0].note
-    # Without a fallback the plan names the loop and why (the load-time
-    # check lets it through: its trip count is a constant; the plan for the
-    # declared shapes, built at load, refuses it).
+    # Without a fallback the load names the loop and why.
     with pytest.raises(twinfer.errors.UnsupportedOpError, match="'' \\(Loop\\).*its body computes the condition"):
         _load(model, "sim").run(feeds)
 
@@ -224,16 +222,14 @@ def test_a_scan_over_the_node_limit_stays_control_flow(monkeypatch):
     e = _load(model, "sim", fallback=True)
     _close(e.run(feeds), _ort(model, feeds))
     scans = [r for r in e.kernel_report(feeds) if r.op == "Scan"]
-    assert len(scans) == 1 and "over the limit of 20" in scans[0].note
+    assert len(scans) == 1 and "left of the plan's limit of 20" in scans[0].note
     monkeypatch.setenv("TWINFER_UNROLL_MAX_NODES", "0")  # off: the load-time check refuses it outright
     with pytest.raises(twinfer.errors.UnsupportedOpError, match="Scan"):
         _load(model, "sim")
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_loop_inside_a_scan_unrolls_too(device):
-    """The Scan's body holds a Loop of constant trip count: after the Scan's
-    copies are in the graph, their Loops unroll in the next round."""
+def _nested_model():
+    """A Scan of 5 whose body holds a Loop of constant trip count 3."""
     inner = helper.make_graph(
         [helper.make_node("Identity", ["c_in"], ["c_out"]),
          helper.make_node("Mul", ["v_in", "half"], ["v_half"]),
@@ -252,10 +248,17 @@ def test_a_loop_inside_a_scan_unrolls_too(device):
         [helper.make_tensor_value_info("s_out", F, [4]), helper.make_tensor_value_info("part", F, [4])])
     inits = [numpy_helper.from_array(np.array(3, np.int64), "three"),
              numpy_helper.from_array(np.array(0.5, np.float32), "half")]
-    model = _model([helper.make_node("Scan", ["s0", "xs"], ["s", "parts"], body=outer, num_scan_inputs=1)],
+    return _model([helper.make_node("Scan", ["s0", "xs"], ["s", "parts"], body=outer, num_scan_inputs=1)],
                    [helper.make_tensor_value_info("s0", F, [4]), helper.make_tensor_value_info("xs", F, [5, 4])],
                    [helper.make_tensor_value_info("s", F, None), helper.make_tensor_value_info("parts", F, None)],
                    inits)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_loop_inside_a_scan_unrolls_too(device):
+    """The Scan's body holds a Loop of constant trip count: after the Scan's
+    copies are in the graph, their Loops unroll in the next round."""
+    model = _nested_model()
     rng = np.random.default_rng(3)
     feeds = {"s0": rng.standard_normal(4).astype(np.float32), "xs": rng.standard_normal((5, 4)).astype(np.float32)}
     e = _load(model, device)
@@ -264,11 +267,105 @@ def test_a_loop_inside_a_scan_unrolls_too(device):
     assert "Scan" not in ops and "Loop" not in ops
 
 
-def test_cpu_engines_keep_the_loop():
-    """Unrolling is for device plans (the host evaluator needs no copies)."""
+def test_cpu_engines_unroll_too():
+    """On the CPU the loop kernel builds the body's kernels every run: the
+    repeated body is planned once instead."""
     model = _loop_model(counted_by_shape=True)
     rng = np.random.default_rng(5)
     feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32), "w": rng.standard_normal((4, 3)).astype(np.float32)}
     e = twinfer.load(model)
     _close(e.run(feeds), _ort(model, feeds))
-    assert "Loop" in {r.op for r in e.kernel_report(feeds)}
+    assert "Loop" not in {r.op for r in e.kernel_report(feeds)}
+
+
+def _counted_loop(trip_count_shape, x_shape, scan_output=True):
+    """y = y * 2 + i, trips fed (or a huge constant): no data decides anything."""
+    body_nodes = [helper.make_node("Identity", ["c"], ["c_out"]),
+                  helper.make_node("Cast", ["i"], ["i_f"], to=F),
+                  helper.make_node("Mul", ["y", "two"], ["y2"]),
+                  helper.make_node("Add", ["y2", "i_f"], ["y_out"])]
+    outs = [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("y_out", F, None)]
+    loop_outs = ["y_last"]
+    if scan_output:
+        body_nodes.append(helper.make_node("Identity", ["y_out"], ["part"]))
+        outs.append(helper.make_tensor_value_info("part", F, None))
+        loop_outs.append("parts")
+    body = helper.make_graph(body_nodes, "b", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                                               helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                               helper.make_tensor_value_info("y", F, None)], outs)
+    inits = [numpy_helper.from_array(np.array(2, np.float32), "two")]
+    inputs = [helper.make_tensor_value_info("x", F, x_shape)]
+    if trip_count_shape is None:
+        inits.append(numpy_helper.from_array(np.array(2**62, np.int64), "trips"))
+    else:
+        inputs.append(helper.make_tensor_value_info("trips", TensorProto.INT64, trip_count_shape))
+    return _model([helper.make_node("Loop", ["trips", "", "x"], loop_outs, body=body)], inputs,
+                  [helper.make_tensor_value_info(n, F, None) for n in loop_outs], inits)
+
+
+def test_a_fed_trip_count_with_static_shapes_loads_without_fallback():
+    """All shapes static: the load builds no plan without the trip count's value."""
+    model = _counted_loop([], [3])
+    e = _load(model, "sim")
+    for trips in [2, 5]:
+        feeds = {"x": np.array([1, -2, 0.5], np.float32), "trips": np.array(trips, np.int64)}
+        _close(e.run(feeds), _ort(model, feeds))
+        assert not _host_steps(e, feeds)
+
+
+@pytest.mark.parametrize("fallback", [True, False])
+def test_trip_counts_past_the_steering_limit(fallback):
+    """After 8 distinct trip counts plans stop being keyed by them: the loop
+    then runs as control flow on the host, or, without fallback, the error
+    says why."""
+    model = _counted_loop([], ["n"])
+    e = _load(model, "sim", fallback=fallback)
+    x = np.array([1, -2, 0.5], np.float32)
+    for trips in range(1, 9):
+        feeds = {"x": x, "trips": np.array(trips, np.int64)}
+        _close(e.run(feeds), _ort(model, feeds))
+    feeds = {"x": x, "trips": np.array(9, np.int64)}
+    if fallback:
+        _close(e.run(feeds), _ort(model, feeds))
+    else:
+        with pytest.raises(twinfer.errors.UnsupportedOpError, match="stopped keying plans by after 8"):
+            e.run(feeds)
+
+
+def test_zero_trips_pass_the_carried_values_through():
+    model = _counted_loop([], ["n"], scan_output=False)
+    e = _load(model, "sim")
+    for trips in [0, 3, 0]:
+        feeds = {"x": np.array([1, -2, 0.5], np.float32), "trips": np.array(trips, np.int64)}
+        _close(e.run(feeds), _ort(model, feeds))
+        assert not _host_steps(e, feeds)
+
+
+def test_a_huge_trip_count_is_refused_at_once():
+    """2^62 iterations: refused by the node limit (no overflow, no hang)."""
+    e = _load(_counted_loop(None, [3]), "sim")  # a Loop with scan outputs: value-dependent unless unrolled
+    with pytest.raises(twinfer.errors.UnsupportedOpError, match="left of the plan's limit of 4096"):
+        e.run({"x": np.ones(3, np.float32)})
+
+
+def test_nested_loops_share_one_budget(monkeypatch):
+    """The Scan's copies (21 nodes) fit in 40; of the five inner Loops (9 nodes
+    each) two more do, the rest stay control flow and say why."""
+    monkeypatch.setenv("TWINFER_UNROLL_MAX_NODES", "40")
+    model = _nested_model()
+    rng = np.random.default_rng(4)
+    feeds = {"s0": rng.standard_normal(4).astype(np.float32), "xs": rng.standard_normal((5, 4)).astype(np.float32)}
+    e = _load(model, "sim", fallback=True)
+    _close(e.run(feeds), _ort(model, feeds))
+    rows = e.kernel_report(feeds)
+    assert "Scan" not in {r.op for r in rows}
+    loops = [r for r in rows if r.op == "Loop"]
+    assert len(loops) == 3 and all("left of the plan's limit of 40" in r.note for r in loops), loops
+
+
+def test_optimize_false_keeps_loops_and_says_so():
+    model = _loop_model(counted_by_shape=True)
+    with pytest.raises(twinfer.errors.UnsupportedOpError, match="optimize=False"):
+        twinfer.load(model, device="sim", sim_coverage="cuda", allow_cpu_fallback=False, optimize=False).run(
+            {"x": np.ones((2, 3), np.float32), "w": np.ones((2, 3), np.float32)})

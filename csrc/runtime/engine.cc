@@ -234,7 +234,7 @@ passes::PassContext Engine::pass_context() const {
 
 void Engine::find_value_inputs(const graph::Graph& g) {
   shape_inputs_ = passes::shape_input_indices(g, opset_);
-  steering_inputs_ = passes::steering_input_indices(g, options_.device.is_accelerator() && passes::unrolling_wanted());
+  steering_inputs_ = passes::steering_input_indices(g, passes::unrolling_wanted(), opset_);
   value_keyed_ = shape_inputs_;
   value_keyed_.insert(value_keyed_.end(), steering_inputs_.begin(), steering_inputs_.end());
   std::sort(value_keyed_.begin(), value_keyed_.end());
@@ -369,7 +369,9 @@ void Engine::finish(graph::Graph g) {
   });
 
   // Fully static models get their plan now: errors surface at load and the
-  // first run pays nothing extra.
+  // first run pays nothing extra. Not with steering inputs: their runs use
+  // plans keyed by the values (a plan without them, its Ifs and Loops left
+  // as control flow, would be thrown away; without CPU fallback, refused).
   bool all_static = true;
   std::vector<Shape> shapes;
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -378,7 +380,7 @@ void Engine::finish(graph::Graph g) {
     all_static &= graph_.values[graph_.inputs[i]].has_shape && sym_shape_known(in.shape);
     if (all_static) shapes.push_back(sym_shape_values(in.shape));
   }
-  if (all_static) plan_for(shapes);
+  if (all_static && steering_inputs_.empty()) plan_for(shapes);
 }
 
 void Engine::save(const std::string& path, const std::map<std::string, std::string>& metadata) const {

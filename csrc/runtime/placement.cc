@@ -248,15 +248,14 @@ void missing_in_subgraph(const graph::Graph& sub, const graph::Node& n, const st
   missing_kernels(sub, b, opset, std::move(seed), r);
 }
 
-// Whether Scan/Loop node n unrolls once a plan knows what folds (graph/
-// passes/unroll_loops.h): a Scan (opset 9 on) always may, a Loop when its
-// trip count folds and its condition is absent or folds. The plan may still
-// refuse it (too many nodes, a condition the body computes): placement then
-// names it.
-bool may_unroll(const graph::Node& n, const std::vector<char>& shape_only, int64_t opset) {
-  if (!n.domain.empty() || !passes::unrolling_wanted()) return false;
-  if (n.op_type == "Scan") return opset >= 9;
-  if (n.op_type != "Loop" || n.inputs.size() < 2) return false;
+// Whether Scan/Loop node n of g unrolls once a plan knows what folds (graph/
+// passes/unroll_loops.h): nothing static stops it, and a Loop's trip count
+// folds and its condition is absent or folds. The plan may still refuse it
+// (too many nodes): placement then names it.
+bool may_unroll(const graph::Graph& g, const graph::Node& n, const std::vector<char>& shape_only, int64_t opset) {
+  if (!n.domain.empty() || (n.op_type != "Scan" && n.op_type != "Loop")) return false;
+  if (!passes::static_unroll_refusal(g, n, opset).empty()) return false;
+  if (n.op_type == "Scan") return true;
   return n.inputs[0] >= 0 && shape_only[n.inputs[0]] && (n.inputs[1] < 0 || shape_only[n.inputs[1]]);
 }
 
@@ -292,7 +291,7 @@ void missing_kernels(const graph::Graph& g, Backend b, int64_t opset, std::vecto
       continue;
     }
     // A loop that unrolls is its body's nodes, repeated.
-    if (may_unroll(n, shape_only, opset)) {
+    if (may_unroll(g, n, shape_only, opset)) {
       const graph::Attribute* a = n.attr("body");
       if (a && a->g) {
         const graph::Graph& body = *a->g;
@@ -303,8 +302,17 @@ void missing_kernels(const graph::Graph& g, Backend b, int64_t opset, std::vecto
         continue;
       }
     }
+    std::string why;
+    if (n.domain.empty() && (n.op_type == "Scan" || n.op_type == "Loop")) {
+      why = passes::static_unroll_refusal(g, n, opset);
+      why = ": control flow runs on the host (not unrolled: " +
+            (why.empty() ? std::string("its trip count is not computed from constants, shapes and shape or "
+                                       "steering inputs alone")
+                         : why) +
+            ")";
+    }
     if (is_control_flow(n) || !any_kernel_for(n.domain, n.op_type, b))
-      r->push_back("'" + n.name + "' (" + (n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type) + ")");
+      r->push_back("'" + n.name + "' (" + (n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type) + ")" + why);
   }
 }
 

@@ -6,6 +6,7 @@
 #include "graph/passes/lower_precision.h"
 #include "graph/passes/widen_precision.h"
 #include "graph/passes/pipeline.h"
+#include "graph/passes/unroll_loops.h"
 #include "core/shape_limits.h"
 #include "runtime/arena_planner.h"
 #include "runtime/faults.h"
@@ -123,6 +124,9 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     plan->value_dependent = true;
     plan->value_dependent_reason = "node '" + n.name + "' (" + n.op_type + "): shape of '" + v.name +
                                    "' depends on input values (inputs " + signature_str(shapes) + ")";
+    // A Loop whose scan outputs would have known shapes unrolled: why not.
+    const std::string refusal = passes::unroll_refusal(n);
+    if (!refusal.empty()) plan->value_dependent_reason += "; it is not unrolled: " + refusal;
     // What comes before that node still has every shape: a plan of its own,
     // and only the rest for the host evaluator. A prefix that fails to build
     // leaves the whole graph to the evaluator, as before there were prefixes.

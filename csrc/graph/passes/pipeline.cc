@@ -130,15 +130,17 @@ int inline_ifs(graph::Graph& g, PassContext& pc) {
 
 // Scans and Loops repeated into the graph (graph/passes/unroll_loops.h),
 // folded after each round: a body's own loops, and the trip counts they
-// compute, are at the top level only then.
+// compute, are at the top level only then. One budget of nodes for them all.
 int unroll_all_loops(graph::Graph& g, PassContext& pc) {
+  int64_t budget = unroll_budget();
   int total = 0;
   for (int round = 0; round < 8; ++round) {
-    const int n = unroll_loops(g, pc);
+    const int n = unroll_loops(g, pc, &budget);
     if (!n) break;
     total += n;
     infer_and_fold(g, pc, true);
   }
+  refuse_remaining_loops(g, "nested more than 8 deep");
   return total;
 }
 
@@ -289,19 +291,28 @@ PlanPassResult plan_passes(graph::Graph& g, const PlanPassOptions& options, Pass
       }
     }
   }
-  // On a device, loops whose trip counts the plan knows become their bodies
-  // repeated, so they run there too (the host's evaluator needs a copy each
-  // way). Not kept where shapes that were known stop being known.
-  if (options.optimize && pc.on_device && has_loop(g)) {
-    graph::Graph before = g;
-    if (keep_if_valid(g, pc, "unroll_loops", [&] { return unroll_all_loops(g, pc); })) {
-      g.remove_dead();
-      if (first_unknown(g, nullptr, nullptr) && !first_unknown(before, nullptr, nullptr)) {
-        g = std::move(before);
-        pc.note("unroll_loops: undone, the repeated bodies' shapes need input values");
+  // Loops whose trip counts the plan knows become their bodies repeated, so
+  // they are planned (on a device, run there: the host's evaluator needs a
+  // copy each way). Not kept where shapes that were known stop being known.
+  // Every loop left says why (kernel_report; a device plan without CPU
+  // fallback names it).
+  if (has_loop(g)) {
+    if (!options.optimize) {
+      refuse_remaining_loops(g, "the engine was loaded with optimize=False");
+    } else {
+      graph::Graph before = g;
+      if (keep_if_valid(g, pc, "unroll_loops", [&] { return unroll_all_loops(g, pc); })) {
+        g.remove_dead();
+        if (first_unknown(g, nullptr, nullptr) && !first_unknown(before, nullptr, nullptr)) {
+          g = std::move(before);
+          refuse_remaining_loops(g, "the repeated bodies' shapes need input values");
+        } else {
+          rewrite_inlined_branches(g, pc);
+        }
       } else {
-        rewrite_inlined_branches(g, pc);
+        refuse_remaining_loops(g, "the unrolled graph failed to type-check (see the plan's pass log)");
       }
+      note_refusals(g, pc);
     }
   }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "graph/passes/unroll_loops.h"
 #include "ops/schema.h"
 
 namespace twinfer::passes {
@@ -118,15 +119,15 @@ bool steering_input_type(const graph::Value& v) {
   return v.dtype == DType::kBool || dtype_is_integer(v.dtype);
 }
 
-std::vector<int> steering_input_indices(const graph::Graph& g, bool loops) {
+std::vector<int> steering_input_indices(const graph::Graph& g, bool loops, int64_t opset) {
   std::vector<char> chosen(g.values.size(), 0);
   for (const auto& n : g.nodes) {
     if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0) continue;
     std::vector<int> roots;
     if (n.op_type == "If") roots = {n.inputs[0]};
-    // A Loop's trip count and condition (unroll_loops.h; a while loop, with
-    // no trip count, does not unroll).
-    if (loops && n.op_type == "Loop") {
+    // A Loop's trip count and condition, where nothing else stops it from
+    // unrolling (unroll_loops.h).
+    if (loops && n.op_type == "Loop" && static_unroll_refusal(g, n, opset).empty()) {
       roots = {n.inputs[0]};
       if (n.inputs.size() > 1 && n.inputs[1] >= 0) roots.push_back(n.inputs[1]);
     }

@@ -40,10 +40,10 @@ std::vector<int> shape_input_indices(const graph::Graph& g, int64_t opset);
 // them once they have taken more than kMaxSteeringValues values (a step
 // counter would otherwise build a plan per run).
 constexpr size_t kMaxSteeringValues = 8;
-// With `loops` (device engines, where loops unroll: unroll_loops.h), a
-// Loop's trip count and condition steer too: keyed by their values, the
-// plan knows how many times to repeat the body.
+// With `loops` (unrolling on: unroll_loops.h), a Loop's trip count and
+// condition steer too, where nothing else stops it from unrolling: keyed by
+// their values, the plan knows how many times to repeat the body.
 bool steering_input_type(const graph::Value& v);  // rank 0 or [1], integer or bool
-std::vector<int> steering_input_indices(const graph::Graph& g, bool loops);  // indices into g.inputs
+std::vector<int> steering_input_indices(const graph::Graph& g, bool loops, int64_t opset);  // indices into g.inputs
 
 }  // namespace twinfer::passes

@@ -1,5 +1,6 @@
 #include "graph/passes/unroll_loops.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
@@ -7,13 +8,14 @@
 #include "graph/passes/expand_contrib_util.h"
 #include "graph/passes/pass_switch.h"
 #include "graph/passes/rewrite_util.h"
+#include "graph/passes/shape_inputs.h"
 #include "graph/subgraph.h"
 
 namespace twinfer::passes {
 
 namespace {
 
-int64_t max_unrolled_nodes() {
+int64_t read_unroll_budget() {
   if (!pass_enabled("TWINFER_UNROLL_LOOPS")) return 0;
   const char* s = std::getenv("TWINFER_UNROLL_MAX_NODES");
   if (s && *s) {
@@ -129,9 +131,19 @@ void stack_parts(contrib::Builder& b, const std::vector<int>& parts, int64_t axi
   b.node("Concat", unsqueezed, {out}, {{"axis", int_attr(axis)}});
 }
 
-std::string too_many(int64_t nodes, int64_t limit) {
-  return "unrolled it would add " + std::to_string(nodes) + " nodes, over the limit of " + std::to_string(limit) +
-         " (TWINFER_UNROLL_MAX_NODES)";
+// Whether `iterations` copies of `per_iteration` nodes, plus `extra`, fit in
+// `budget` (no overflow: a trip count may be anything up to 2^63 - 1);
+// *nodes gets the total when they do.
+bool fits(int64_t iterations, int64_t per_iteration, int64_t extra, int64_t budget, int64_t* nodes) {
+  per_iteration = std::max<int64_t>(per_iteration, 1);  // each copy adds a constant at least
+  if (extra > budget || iterations > (budget - extra) / per_iteration) return false;
+  *nodes = iterations * per_iteration + extra;
+  return true;
+}
+
+std::string too_many(int64_t budget) {
+  return "unrolled it would add more nodes than the " + std::to_string(budget) + " left of the plan's limit of " +
+         std::to_string(unroll_budget()) + " (TWINFER_UNROLL_MAX_NODES)";
 }
 
 int scalar_int64(graph::Graph& g, std::map<int64_t, int>& cache, const std::string& name, int64_t v) {
@@ -140,82 +152,6 @@ int scalar_int64(graph::Graph& g, std::map<int64_t, int>& cache, const std::stri
   Tensor t = Tensor::empty(DType::kInt64, {});
   *t.data_as<int64_t>() = v;
   return cache[v] = add_constant(g, name + std::to_string(v), std::move(t));
-}
-
-// Scan (opset 9 on): "" when unrolled into *added, else why not.
-std::string unroll_scan(graph::Graph& g, const graph::Node& n, int64_t opset, int64_t limit,
-                        std::vector<graph::Node>* added) {
-  if (opset < 9) return "Scan-8 (batched, with sequence lengths) is not unrolled";
-  const graph::Graph* body = body_of(n);
-  if (!body) return "no body";
-  const size_t explicit_inputs = graph::explicit_input_count(n);
-  const int64_t scan_in = n.attr_int("num_scan_inputs", 0);
-  if (scan_in < 1 || static_cast<size_t>(scan_in) > explicit_inputs) return "num_scan_inputs does not fit its inputs";
-  const size_t states = explicit_inputs - static_cast<size_t>(scan_in);
-  if (body->inputs.size() != explicit_inputs || body->outputs.size() < states ||
-      n.outputs.size() != body->outputs.size())
-    return "its body's inputs or outputs do not match the node's";
-  const size_t scan_out = body->outputs.size() - states;
-  const auto in_axes = n.attr_ints("scan_input_axes", std::vector<int64_t>(scan_in, 0));
-  const auto in_dirs = n.attr_ints("scan_input_directions", std::vector<int64_t>(scan_in, 0));
-  const auto out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(scan_out, 0));
-  const auto out_dirs = n.attr_ints("scan_output_directions", std::vector<int64_t>(scan_out, 0));
-  if (in_axes.size() != static_cast<size_t>(scan_in) || in_dirs.size() != in_axes.size() ||
-      out_axes.size() != scan_out || out_dirs.size() != scan_out)
-    return "scan axes or directions do not match its inputs and outputs";
-  for (size_t i = 0; i < explicit_inputs; ++i)
-    if (n.inputs[i] < 0 || dtype_is_container(g.values[n.inputs[i]].dtype))
-      return "sequences or optionals among its values";
-
-  // The length: every scan input's dim along its axis (the kernel names a
-  // mismatch; left to it).
-  int64_t length = -1;
-  std::vector<int64_t> axes;
-  for (int64_t j = 0; j < scan_in; ++j) {
-    Shape s;
-    if (!concrete_shape(g, n.inputs[states + j], &s)) return "a scan input's shape is not known when the plan is built";
-    const int64_t r = static_cast<int64_t>(s.size());
-    int64_t a = in_axes[j];
-    if (a < -r || a >= r) return "a scan axis is out of range";
-    if (a < 0) a += r;
-    if (length >= 0 && s[a] != length) return "its scan inputs differ in length";
-    length = s[a];
-    axes.push_back(a);
-  }
-  if (length < 1) return "no iterations";
-  const int64_t per_iteration = static_cast<int64_t>(body->nodes.size()) + scan_in + static_cast<int64_t>(scan_out);
-  const int64_t nodes = length * per_iteration + static_cast<int64_t>(scan_out);
-  if (nodes > limit) return too_many(nodes, limit);
-
-  BodyCopies copies(g, n, *body, added);
-  contrib::Builder b(g, n, *added, opset);
-  std::map<int64_t, int> positions;
-  std::vector<int> state(n.inputs.begin(), n.inputs.begin() + states);
-  std::vector<std::vector<int>> parts(scan_out);
-  std::vector<int> outs;
-  for (int64_t t = 0; t < length; ++t) {
-    std::vector<int> bind = state;
-    for (int64_t j = 0; j < scan_in; ++j) {
-      const int x = n.inputs[states + j];
-      const int64_t pos = in_dirs[j] ? length - 1 - t : t;
-      const int at = scalar_int64(g, positions, copies.prefix() + "/position_", pos);
-      const int slice = add_value(g, copies.prefix() + "/" + std::to_string(t) + "/" + g.values[x].name + "_slice");
-      g.values[slice].dtype = g.values[x].dtype;
-      b.node("Gather", {x, at}, {slice}, {{"axis", int_attr(axes[j])}});
-      bind.push_back(slice);
-    }
-    if (!copies.copy(bind, t, &outs)) return "its body reads a value nothing defines";
-    state.assign(outs.begin(), outs.begin() + states);
-    for (size_t k = 0; k < scan_out; ++k) parts[k].push_back(outs[states + k]);
-  }
-  for (size_t k = 0; k < scan_out; ++k) {
-    if (out_dirs[k]) std::reverse(parts[k].begin(), parts[k].end());
-    if (n.outputs[states + k] >= 0)
-      stack_parts(b, parts[k], out_axes[k], n.outputs[states + k], "scan_output" + std::to_string(k));
-  }
-  for (size_t i = 0; i < states; ++i)
-    connect(g, n.outputs[i], state[i], copies.prefix() + "/state_" + std::to_string(i), added);
-  return "";
 }
 
 // Whether the body's condition output is its condition input (through
@@ -244,43 +180,110 @@ bool condition_stays_true(const graph::Graph& body) {
   return false;
 }
 
-// Loop: "" when unrolled into *added, else why not.
-std::string unroll_loop(graph::Graph& g, const graph::Node& n, int64_t opset, int64_t limit,
+// Scan (opset 9 on): "" when unrolled into *added (within *budget nodes,
+// which it lowers), else why not.
+std::string unroll_scan(graph::Graph& g, const graph::Node& n, int64_t opset, int64_t* budget,
                         std::vector<graph::Node>* added) {
-  const graph::Graph* body = body_of(n);
-  if (!body) return "no body";
+  const std::string fixed = static_unroll_refusal(g, n, opset);
+  if (!fixed.empty()) return fixed;
+  const graph::Graph& body = *body_of(n);
   const size_t explicit_inputs = graph::explicit_input_count(n);
-  if (explicit_inputs < 2) return "its inputs do not match a Loop's";
+  const int64_t scan_in = n.attr_int("num_scan_inputs", 0);
+  const size_t states = explicit_inputs - static_cast<size_t>(scan_in);
+  const size_t scan_out = body.outputs.size() - states;
+  const auto in_axes = n.attr_ints("scan_input_axes", std::vector<int64_t>(scan_in, 0));
+  const auto in_dirs = n.attr_ints("scan_input_directions", std::vector<int64_t>(scan_in, 0));
+  const auto out_axes = n.attr_ints("scan_output_axes", std::vector<int64_t>(scan_out, 0));
+  const auto out_dirs = n.attr_ints("scan_output_directions", std::vector<int64_t>(scan_out, 0));
+
+  // The length: every scan input's dim along its axis (the kernel names a
+  // mismatch; left to it).
+  int64_t length = -1;
+  std::vector<int64_t> axes;
+  for (int64_t j = 0; j < scan_in; ++j) {
+    Shape s;
+    if (!concrete_shape(g, n.inputs[states + j], &s)) return "a scan input's shape is not known when the plan is built";
+    const int64_t r = static_cast<int64_t>(s.size());
+    int64_t a = in_axes[j];
+    if (a < -r || a >= r) return "a scan axis is out of range";
+    if (a < 0) a += r;
+    if (length >= 0 && s[a] != length) return "its scan inputs differ in length";
+    length = s[a];
+    axes.push_back(a);
+  }
+  if (length < 1) return "no iterations";
+  int64_t nodes = 0;
+  const int64_t per_iteration = static_cast<int64_t>(body.nodes.size()) + scan_in + static_cast<int64_t>(scan_out);
+  if (!fits(length, per_iteration, static_cast<int64_t>(scan_out), *budget, &nodes)) return too_many(*budget);
+
+  BodyCopies copies(g, n, body, added);
+  contrib::Builder b(g, n, *added, opset);
+  std::map<int64_t, int> positions;
+  std::vector<int> state(n.inputs.begin(), n.inputs.begin() + states);
+  std::vector<std::vector<int>> parts(scan_out);
+  std::vector<int> outs;
+  for (int64_t t = 0; t < length; ++t) {
+    std::vector<int> bind = state;
+    for (int64_t j = 0; j < scan_in; ++j) {
+      const int x = n.inputs[states + j];
+      const int64_t pos = in_dirs[j] ? length - 1 - t : t;
+      const int at = scalar_int64(g, positions, copies.prefix() + "/position_", pos);
+      const int slice = add_value(g, copies.prefix() + "/" + std::to_string(t) + "/" + g.values[x].name + "_slice");
+      g.values[slice].dtype = g.values[x].dtype;
+      b.node("Gather", {x, at}, {slice}, {{"axis", int_attr(axes[j])}});
+      bind.push_back(slice);
+    }
+    if (!copies.copy(bind, t, &outs)) return "its body reads a value nothing defines";
+    state.assign(outs.begin(), outs.begin() + states);
+    for (size_t k = 0; k < scan_out; ++k) parts[k].push_back(outs[states + k]);
+  }
+  for (size_t k = 0; k < scan_out; ++k) {
+    if (out_dirs[k]) std::reverse(parts[k].begin(), parts[k].end());
+    if (n.outputs[states + k] >= 0)
+      stack_parts(b, parts[k], out_axes[k], n.outputs[states + k], "scan_output" + std::to_string(k));
+  }
+  for (size_t i = 0; i < states; ++i)
+    connect(g, n.outputs[i], state[i], copies.prefix() + "/state_" + std::to_string(i), added);
+  *budget -= nodes;
+  return "";
+}
+
+// Loop: "" when unrolled into *added (within *budget nodes, which it
+// lowers), else why not.
+std::string unroll_loop(graph::Graph& g, const graph::Node& n, int64_t opset, int64_t* budget,
+                        std::vector<graph::Node>* added) {
+  const std::string fixed = static_unroll_refusal(g, n, opset);
+  if (!fixed.empty()) return fixed;
+  const graph::Graph& body = *body_of(n);
+  const size_t explicit_inputs = graph::explicit_input_count(n);
   const size_t carried = explicit_inputs - 2;
-  if (body->inputs.size() != carried + 2 || body->outputs.size() < carried + 1 ||
-      n.outputs.size() != body->outputs.size() - 1)
-    return "its body's inputs or outputs do not match the node's";
-  const int m = n.inputs[0];
-  if (m < 0) return "no trip count (a while loop)";
-  const graph::Value& mv = g.values[m];
+  const size_t scan_out = body.outputs.size() - 1 - carried;
+  const graph::Value& mv = g.values[n.inputs[0]];
   if (!mv.is_constant() || mv.constant.numel() != 1 || mv.constant.dtype() != DType::kInt64)
-    return "its trip count is not known when the plan is built";
-  const int64_t trips = *mv.constant.data_as<int64_t>();
+    return "its trip count is not known when the plan is built (it comes from input data, or from an input "
+           "whose values the engine stopped keying plans by after " + std::to_string(kMaxSteeringValues) +
+           " distinct ones)";
+  int64_t trips = std::max<int64_t>(*mv.constant.data_as<int64_t>(), 0);
   const int cond = n.inputs[1];
   if (cond >= 0) {
     const graph::Value& cv = g.values[cond];
     if (!cv.is_constant() || cv.constant.numel() != 1 || cv.constant.dtype() != DType::kBool)
       return "its condition is not known when the plan is built";
-    if (!*cv.constant.data_as<bool>()) return "no iterations";
+    if (!*cv.constant.data_as<bool>()) trips = 0;
   }
-  if (!condition_stays_true(*body)) return "its body computes the condition";
-  for (size_t i = 0; i < carried; ++i)
-    if (n.inputs[2 + i] < 0 || dtype_is_container(g.values[n.inputs[2 + i]].dtype))
-      return "sequences or optionals among its values";
-  for (int o : body->outputs)
-    if (o >= 0 && dtype_is_container(body->values[o].dtype)) return "sequences or optionals among its values";
-  if (trips < 1) return "no iterations";
-  const size_t scan_out = body->outputs.size() - 1 - carried;
-  const int64_t per_iteration = static_cast<int64_t>(body->nodes.size()) + static_cast<int64_t>(scan_out);
-  const int64_t nodes = trips * per_iteration + static_cast<int64_t>(scan_out);
-  if (nodes > limit) return too_many(nodes, limit);
+  BodyCopies copies(g, n, body, added);
+  if (trips == 0) {
+    // Never entered: the carried values come out as they went in. Scan
+    // outputs would be empty stacks of parts whose shapes no run gives.
+    if (scan_out) return "no iterations, and its scan outputs' part shapes are not known";
+    for (size_t i = 0; i < carried; ++i)
+      connect(g, n.outputs[i], n.inputs[2 + i], copies.prefix() + "/carried_" + std::to_string(i), added);
+    return "";
+  }
+  int64_t nodes = 0;
+  const int64_t per_iteration = static_cast<int64_t>(body.nodes.size()) + static_cast<int64_t>(scan_out);
+  if (!fits(trips, per_iteration, static_cast<int64_t>(scan_out), *budget, &nodes)) return too_many(*budget);
 
-  BodyCopies copies(g, n, *body, added);
   contrib::Builder b(g, n, *added, opset);
   std::map<int64_t, int> iterations;
   Tensor yes = Tensor::empty(DType::kBool, {});
@@ -301,15 +304,68 @@ std::string unroll_loop(graph::Graph& g, const graph::Node& n, int64_t opset, in
       stack_parts(b, parts[k], 0, n.outputs[carried + k], "scan_output" + std::to_string(k));
   for (size_t i = 0; i < carried; ++i)
     connect(g, n.outputs[i], state[i], copies.prefix() + "/carried_" + std::to_string(i), added);
+  *budget -= nodes;
+  return "";
+}
+
+std::string scan_static_refusal(const graph::Graph& g, const graph::Node& n, int64_t opset) {
+  if (opset < 9) return "Scan-8 (batched, with sequence lengths) is not unrolled";
+  const graph::Graph* body = body_of(n);
+  if (!body) return "no body";
+  const size_t explicit_inputs = graph::explicit_input_count(n);
+  const int64_t scan_in = n.attr_int("num_scan_inputs", 0);
+  if (scan_in < 1 || static_cast<size_t>(scan_in) > explicit_inputs) return "num_scan_inputs does not fit its inputs";
+  const size_t states = explicit_inputs - static_cast<size_t>(scan_in);
+  if (body->inputs.size() != explicit_inputs || body->outputs.size() < states ||
+      n.outputs.size() != body->outputs.size())
+    return "its body's inputs or outputs do not match the node's";
+  const size_t scan_out = body->outputs.size() - states;
+  if (n.attr_ints("scan_input_axes", std::vector<int64_t>(scan_in, 0)).size() != static_cast<size_t>(scan_in) ||
+      n.attr_ints("scan_input_directions", std::vector<int64_t>(scan_in, 0)).size() != static_cast<size_t>(scan_in) ||
+      n.attr_ints("scan_output_axes", std::vector<int64_t>(scan_out, 0)).size() != scan_out ||
+      n.attr_ints("scan_output_directions", std::vector<int64_t>(scan_out, 0)).size() != scan_out)
+    return "scan axes or directions do not match its inputs and outputs";
+  for (size_t i = 0; i < explicit_inputs; ++i)
+    if (n.inputs[i] < 0 || dtype_is_container(g.values[n.inputs[i]].dtype))
+      return "sequences or optionals among its values";
+  return "";
+}
+
+std::string loop_static_refusal(const graph::Graph& g, const graph::Node& n) {
+  const graph::Graph* body = body_of(n);
+  if (!body) return "no body";
+  const size_t explicit_inputs = graph::explicit_input_count(n);
+  if (explicit_inputs < 2) return "its inputs do not match a Loop's";
+  const size_t carried = explicit_inputs - 2;
+  if (body->inputs.size() != carried + 2 || body->outputs.size() < carried + 1 ||
+      n.outputs.size() != body->outputs.size() - 1)
+    return "its body's inputs or outputs do not match the node's";
+  if (n.inputs[0] < 0) return "no trip count (a while loop)";
+  // The CPU kernel reads the body's condition output with or without a
+  // condition input: a copy must be unable to change it.
+  if (!condition_stays_true(*body)) return "its body computes the condition";
+  for (size_t i = 0; i < carried; ++i)
+    if (n.inputs[2 + i] < 0 || dtype_is_container(g.values[n.inputs[2 + i]].dtype))
+      return "sequences or optionals among its values";
+  for (int o : body->outputs)
+    if (o >= 0 && dtype_is_container(body->values[o].dtype)) return "sequences or optionals among its values";
   return "";
 }
 
 }  // namespace
 
-bool unrolling_wanted() { return max_unrolled_nodes() > 0; }
+std::string static_unroll_refusal(const graph::Graph& g, const graph::Node& n, int64_t opset) {
+  if (!is_loop(n)) return "not a Scan or Loop";
+  if (!unrolling_wanted()) return "unrolling is off (TWINFER_UNROLL_LOOPS=0 or TWINFER_UNROLL_MAX_NODES=0)";
+  return n.op_type == "Scan" ? scan_static_refusal(g, n, opset) : loop_static_refusal(g, n);
+}
+
+int64_t unroll_budget() { return read_unroll_budget(); }
+
+bool unrolling_wanted() { return unroll_budget() > 0; }
 
 bool has_loop(const graph::Graph& g) {
-  if (max_unrolled_nodes() == 0) return false;
+  if (!unrolling_wanted()) return false;
   for (const auto& n : g.nodes)
     if (is_loop(n)) return true;
   return false;
@@ -320,9 +376,8 @@ std::string unroll_refusal(const graph::Node& n) {
   return a ? a->s : std::string();
 }
 
-int unroll_loops(graph::Graph& g, const PassContext& pc) {
-  const int64_t limit = max_unrolled_nodes();
-  if (limit == 0) return 0;
+int unroll_loops(graph::Graph& g, const PassContext& pc, int64_t* budget) {
+  if (!unrolling_wanted()) return 0;
   std::vector<char> dead(g.nodes.size(), 0);
   std::vector<graph::Node> added;
   int count = 0;
@@ -330,22 +385,36 @@ int unroll_loops(graph::Graph& g, const PassContext& pc) {
     if (!is_loop(g.nodes[i])) continue;
     const graph::Node n = g.nodes[i];  // a copy: the refusal below writes to the node
     const size_t mark = added.size();
-    const std::string why = n.op_type == "Scan" ? unroll_scan(g, n, pc.opset, limit, &added)
-                                                : unroll_loop(g, n, pc.opset, limit, &added);
+    const std::string why = n.op_type == "Scan" ? unroll_scan(g, n, pc.opset, budget, &added)
+                                                : unroll_loop(g, n, pc.opset, budget, &added);
     if (why.empty()) {
       dead[i] = 1;
       ++count;
       continue;
     }
     added.resize(mark);  // values added before a refusal stay unread; the plan drops them
-    if (unroll_refusal(n) == why) continue;  // said in an earlier round
     g.nodes[i].attrs[kUnrollRefusalAttr] = string_attr(why);
-    pc.note("unroll_loops: " + n.op_type + " '" + n.name + "' stays control flow: " + why);
   }
   if (!count) return 0;
   replace_fused_nodes(g, dead, added);
   pc.note("unroll_loops: " + std::to_string(count) + " Scan/Loop node(s) unrolled");
   return count;
+}
+
+void refuse_remaining_loops(graph::Graph& g, const std::string& why) {
+  for (graph::Node& n : g.nodes)
+    if (is_loop(n) && unroll_refusal(n).empty()) n.attrs[kUnrollRefusalAttr] = string_attr(why);
+}
+
+void note_refusals(const graph::Graph& g, const PassContext& pc) {
+  std::map<std::string, int> seen;  // one line per reason, with how many loops gave it
+  for (const graph::Node& n : g.nodes) {
+    const std::string why = is_loop(n) ? unroll_refusal(n) : std::string();
+    if (!why.empty()) ++seen[n.op_type + ": " + why];
+  }
+  for (const auto& [why, count] : seen)
+    pc.note("unroll_loops: " + std::to_string(count) + " " + why.substr(0, why.find(':')) +
+            " node(s) stay control flow:" + why.substr(why.find(':') + 1));
 }
 
 }  // namespace twinfer::passes
