@@ -11,7 +11,8 @@
 #   profile (benchmarks/gpu_profile.py: per-op times), probe_int8 (benchmarks/
 #   int8_gemm_probe.py: the int8 GEMMs alone), compile (the torch.compile
 #   peers: gpu_vs_torch's max-autotune column, dual_model's two compiled
-#   streams) and detectors (benchmarks/detectors.py --device cuda), asked for by name only
+#   streams), detectors (benchmarks/detectors.py --device cuda) and loops
+#   (benchmarks/unrolled_loops.py --device cuda), asked for by name only
 #   GPU_CHECK_FILES="tests/a.py tests/b.py": `test` runs these files' cuda tests only
 #
 # The device tool allows 600 s a command, keeps a machine warm 30 s after a
@@ -266,6 +267,14 @@ if [[ " $steps " == *" detectors "* ]]; then
   # the same through the host evaluator (TWINFER_STAGED_TAIL=0), torch eager.
   stamp "detectors: staged tail, host tail, torch eager"
   (cd benchmarks && bench bench_detectors 200 $PY detectors.py --device cuda --blocks 5)
+fi
+
+# ---- loops unrolled on the GPU (only when named: `tools/gpu_check.sh loops`) -------
+if [[ " $steps " == *" loops "* ]]; then
+  # LinearAttention's Scan unrolled into the plan, against the loop kernel on
+  # the host between copies (TWINFER_UNROLL_LOOPS=0) and onnxruntime (CPU).
+  stamp "loops: unrolled, loop kernel, onnxruntime"
+  (cd benchmarks && bench bench_unrolled_loops 120 $PY unrolled_loops.py --device cuda --calls 30)
 fi
 
 # ---- int8 GEMMs alone (only when named: `tools/gpu_check.sh probe_int8`) -----------
