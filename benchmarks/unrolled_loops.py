@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 import warnings
 from pathlib import Path
@@ -54,17 +53,6 @@ def _feeds(model: bytes, seq: int, rng) -> dict:
     return feeds
 
 
-def _time(call, calls: int) -> float:
-    for _ in range(5):
-        call()
-    ts = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        call()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu")
@@ -77,6 +65,10 @@ def main() -> None:
     import onnxruntime as ort
 
     import twinfer
+    from twinfer._timing import measure, median_ms
+
+    def _time(call, calls: int) -> float:
+        return median_ms(measure(call, calls, warmup=5))
 
     rng = np.random.default_rng(0)
     rows = []
