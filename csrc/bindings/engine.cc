@@ -305,6 +305,9 @@ void bind_engine(py::module_& m) {
              d["kernels_built"] = s.kernels_built;
              d["kernels_reused"] = s.kernels_reused;
              d["kernels_any_size"] = s.kernels_any_size;
+             d["eval_kernels_built"] = s.eval_kernels_built;
+             d["eval_kernels_reused"] = s.eval_kernels_reused;
+             d["eval_kernels_held"] = s.eval_kernels_held;
              return d;
            })
       .def("memory_report",

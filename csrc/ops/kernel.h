@@ -128,6 +128,19 @@ struct KernelDef {
   CreateFn create_any_size = nullptr;
 };
 
+// Kernels the eager evaluator may keep from one run to the next
+// (runtime/eval_kernels.h). It evaluates a graph whose every value is a
+// constant, so a kernel built as it stands would bake that run's data in;
+// `per_run[v]` marks the values that are this run's (the graph's inputs and
+// what is computed from them) rather than the model's weights. Null: the
+// node's kernel is built for this run only.
+class KernelReuse {
+ public:
+  virtual ~KernelReuse() = default;
+  virtual std::shared_ptr<const Kernel> kernel(const graph::Graph& g, const graph::Node& n, int64_t opset,
+                                               const std::vector<char>& per_run) = 0;
+};
+
 void register_kernel(const KernelDef& def);
 // The best kernel for the node on this backend, or nullptr (why_not says why).
 const KernelDef* select_kernel(const KernelBuildInfo& info, std::string* why_not);

@@ -17,6 +17,7 @@
 #include "graph/passes/expand_contrib.h"
 #include "graph/passes/legacy_forms.h"
 #include "graph/passes/pipeline.h"
+#include "graph/passes/pass_switch.h"
 #include "graph/passes/shape_inputs.h"
 #include "graph/passes/unroll_loops.h"
 #include "ops/schema.h"
@@ -433,6 +434,10 @@ EngineStats Engine::stats() const {
   s.kernels_built = ks.misses;
   s.kernels_reused = ks.hits;
   s.kernels_any_size = ks.any_size_built;
+  const EvalKernels::Stats es = eval_kernels_.stats();
+  s.eval_kernels_built = es.misses;
+  s.eval_kernels_reused = es.hits;
+  s.eval_kernels_held = es.held;
   return s;
 }
 
@@ -1053,11 +1058,19 @@ std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector
   return ctx.execute(plan, inputs, o);
 }
 
+KernelReuse* Engine::eval_kernel_reuse() const {
+  // TWINFER_EVAL_KERNEL_REUSE=0: every run builds its kernels (side-by-side measurements).
+  static const bool wanted = passes::pass_enabled("TWINFER_EVAL_KERNEL_REUSE");
+  return wanted ? &eval_kernels_ : nullptr;
+}
+
 std::vector<Tensor> Engine::run_eager(const std::vector<Tensor>& inputs, int threads) const {
   EvalOptions eo;
   eo.opset = opset_;
   eo.precision = options_.precision;
   eo.num_threads = threads;
+  eo.reuse = eval_kernel_reuse();
+  eval_kernels_.begin_run();
   return evaluate_graph(graph_, inputs, {}, eo);
 }
 
@@ -1094,6 +1107,8 @@ std::vector<Tensor> Engine::run_split(ExecutionContext& ctx, const Plan& plan, c
   eo.opset = opset_;
   eo.precision = options_.precision;
   eo.num_threads = ctx.num_threads();
+  eo.reuse = eval_kernel_reuse();
+  eval_kernels_.begin_run();
   std::vector<Tensor> out = evaluate_graph(plan.tail, tail_inputs, {}, eo);
   if (!options_.device.is_accelerator() || o.host_outputs) return out;
   for (auto& t : out)

@@ -22,6 +22,7 @@
 #include "runtime/engine_file.h"
 #include "runtime/engine_options.h"
 #include "runtime/execution_context.h"
+#include "runtime/eval_kernels.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/plan.h"
 #include "runtime/plan_ahead.h"
@@ -48,6 +49,9 @@ struct EngineStats {
   size_t steered_graphs = 0;                 // graphs built for steering values (one each)
   size_t fixed_dims_graphs = 0;              // graphs with the dims that stay bound (passes/fixed_dims.h)
   size_t kernels_built = 0, kernels_reused = 0;  // by plans (runtime/kernel_cache.h)
+  // By the host evaluator (runtime/eval_kernels.h): built, taken from an
+  // earlier run, and held now.
+  size_t eval_kernels_built = 0, eval_kernels_reused = 0, eval_kernels_held = 0;
   size_t kernels_any_size = 0;  // of those built, kernels for any matrix sizes (KernelDef::create_any_size)
   size_t plans_ahead = 0;       // plans built ahead of a run (runtime/plan_ahead.h)
   size_t plans_ahead_used = 0;  // of those, the ones a run then used
@@ -288,6 +292,10 @@ class Engine {
   mutable std::list<FixedDimsGraph> fixed_dims_graphs_;     // MRU first
   mutable size_t fixed_dims_built_ = 0;
   mutable KernelCache kernels_;  // shared by the plans (a plan for new shapes reuses what it can)
+  // The host evaluator's kernels, kept across its runs (value-dependent
+  // tails: runtime/eval_kernels.h).
+  mutable EvalKernels eval_kernels_;
+  KernelReuse* eval_kernel_reuse() const;  // &eval_kernels_, or null with TWINFER_EVAL_KERNEL_REUSE=0
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first
   mutable size_t plan_hits_ = 0, plan_misses_ = 0;

@@ -67,12 +67,18 @@ std::vector<Tensor> evaluate_graph(const graph::Graph& graph, const std::vector<
   }
   for (const auto& v : graph.values)
     if (v.is_constant()) collect_data(v.constant, &foreign);
+  // The run's own values (what kernels kept across runs must not build in):
+  // all but the graph's weights.
+  std::vector<char> per_run(g.values.size(), 1);
+  for (size_t v = 0; v < graph.values.size(); ++v) per_run[v] = !graph.values[v].is_constant();
   passes::PassContext pc;
   pc.opset = options.opset;
   pc.backend = Backend::kCPU;
   pc.precision = options.precision;
   pc.evaluate_all = true;
   pc.num_threads = options.num_threads;
+  pc.reuse = options.reuse;
+  pc.per_run = &per_run;
   passes::infer_and_fold(g, pc, true);
 
   std::vector<Tensor> out;

@@ -9,10 +9,6 @@ namespace twinfer {
 
 namespace {
 
-// Constants up to this size are keyed by their bytes (axes, shapes, scales:
-// a new plan folds them into new storage with the same values).
-constexpr size_t kKeyedByBytes = 256;
-
 template <typename T>
 void put(std::string* k, const T& v) {
   k->append(reinterpret_cast<const char*>(&v), sizeof(v));

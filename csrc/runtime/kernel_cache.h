@@ -60,6 +60,11 @@ class KernelCache {
   Stats stats_;
 };
 
+// Constants up to this size are keyed by their bytes (axes, shapes, scales:
+// a new plan folds them into new storage with the same values); larger ones
+// by their storage.
+constexpr size_t kKeyedByBytes = 256;
+
 // The key above, or "" for a node that must not be shared (subgraphs).
 // kBatchDims leaves the last two dims of every non-constant input and output
 // out (the key of KernelDef::create_any_size's kernels).

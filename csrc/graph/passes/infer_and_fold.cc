@@ -66,7 +66,10 @@ bool fold_node(graph::Graph& g, const graph::Node& n, const PassContext& ctx, bo
   // op, say) is the run's failure: say why now rather than "not evaluated".
   if (!def && ctx.evaluate_all) throw Error(ErrorKind::kUnsupportedOp, why, n.name, n.op_type);
   if (!def) return false;
-  std::unique_ptr<Kernel> kernel = def->create(info);
+  // An engine's evaluator keeps kernels from one run to the next.
+  std::shared_ptr<const Kernel> kernel;
+  if (ctx.evaluate_all && ctx.reuse && ctx.per_run) kernel = ctx.reuse->kernel(g, n, ctx.opset, *ctx.per_run);
+  if (!kernel) kernel = def->create(info);
   if (dynamic && !kernel->dynamic_outputs()) return false;
   KernelContext kc;
   for (int in : n.inputs) {

@@ -7,6 +7,7 @@
 
 #include "core/backend.h"
 #include "graph/ir.h"
+#include "ops/kernel.h"
 
 namespace twinfer::passes {
 
@@ -31,6 +32,10 @@ struct PassContext {
   // known, whatever its size, random and control-flow ops included.
   bool evaluate_all = false;
   int num_threads = 1;                          // threads for the kernels folding runs
+  // Eager evaluation: kernels kept from one run to the next (an engine's),
+  // and which values are the run's own (ops/kernel.h's KernelReuse).
+  KernelReuse* reuse = nullptr;
+  const std::vector<char>* per_run = nullptr;
   void note(const std::string& line) const {
     if (log) log->push_back(line);
   }

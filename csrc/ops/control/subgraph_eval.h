@@ -12,6 +12,7 @@
 #include "core/backend.h"
 #include "core/tensor.h"
 #include "graph/ir.h"
+#include "ops/kernel.h"
 
 namespace twinfer {
 
@@ -19,6 +20,7 @@ struct EvalOptions {
   int64_t opset = 17;
   Precision precision = Precision::kFP32;
   int num_threads = 1;
+  KernelReuse* reuse = nullptr;  // kernels kept across runs (ops/kernel.h); null: built per run
 };
 
 // inputs: one per g.inputs, in order. outer: values the graph reads by name
