@@ -20,6 +20,7 @@ bool has_subgraph(const graph::Node& n) {
 bool one_node_graph(const graph::Graph& g, const graph::Node& n, const std::vector<char>& per_run, graph::Graph* mini,
                     graph::Node* out) {
   std::unordered_map<int, int> ids;
+  bool ok = true;
   auto copy = [&](int v, bool is_input) {
     auto it = ids.find(v);
     if (it != ids.end()) return it->second;
@@ -27,26 +28,28 @@ bool one_node_graph(const graph::Graph& g, const graph::Node& n, const std::vect
     c.producer = -1;
     c.partial.clear();
     const bool run_value = static_cast<size_t>(v) >= per_run.size() || per_run[static_cast<size_t>(v)];
-    if (is_input && run_value && c.is_constant() && !dtype_is_container(c.dtype) && c.dtype != DType::kString &&
-        c.constant.bytes() > kKeyedByBytes)
+    // A run's strings and sequences are host objects keyed by identity,
+    // freed after the run: never shared.
+    if (is_input && run_value && (dtype_is_container(c.dtype) || c.dtype == DType::kString)) ok = false;
+    if (is_input && run_value && c.is_constant() && c.constant.bytes() > kKeyedByBytes)
       c.constant = Tensor();  // read when the kernel runs, not built in
     if (!is_input) c.constant = Tensor();
     const int id = static_cast<int>(mini->values.size());
     mini->values.push_back(std::move(c));
     ids.emplace(v, id);
+    if (is_input && !mini->values.back().is_constant()) mini->inputs.push_back(id);
     return id;
   };
   *out = n;
   for (int& in : out->inputs)
     if (in >= 0) in = copy(in, true);
+  if (!ok) return false;
   for (int& o : out->outputs) {
     if (o < 0) continue;
     const graph::Value& v = g.values[static_cast<size_t>(o)];
     if (!v.has_shape || !sym_shape_known(v.shape)) return false;
     o = copy(o, false);
   }
-  for (size_t i = 0; i < mini->values.size(); ++i)
-    if (!mini->values[i].is_constant()) mini->inputs.push_back(static_cast<int>(i));
   mini->nodes.push_back(*out);
   for (int o : out->outputs)
     if (o >= 0) mini->values[static_cast<size_t>(o)].producer = 0;
@@ -89,30 +92,37 @@ std::shared_ptr<const Kernel> EvalKernels::kernel(const graph::Graph& g, const g
   graph::Node node;
   if (!one_node_graph(g, n, per_run, &mini, &node)) return nullptr;
   const graph::Node& built = mini.nodes[0];
-  KernelBuildInfo info(mini, built, opset, Backend::kCPU, Precision::kFP32);
-  const KernelDef* def = select_kernel(info, nullptr);
-  if (!def) return nullptr;
-  const std::string key = kernel_key(*def, info);
-  if (key.empty()) return nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = kernels_.find(key);
-    if (it != kernels_.end()) {
-      it->second.used = run_;
-      ++stats_.hits;
-      return it->second.kernel;
-    }
-  }
-  std::shared_ptr<const Kernel> k;
+  // Anything the stripped form makes a kernel refuse or throw (it wants what
+  // it was not given as a constant) leaves the node to the evaluator's own
+  // kernel, as before.
   try {
-    k = def->create(info);
-  } catch (const Error&) {
-    return nullptr;  // wants what it was not given as a constant: the evaluator builds its own
+    KernelBuildInfo info(mini, built, opset, Backend::kCPU, Precision::kFP32);
+    const KernelDef* def = select_kernel(info, nullptr);
+    if (!def) return nullptr;
+    const std::string key = kernel_key(*def, info);
+    if (key.empty()) return nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = kernels_.find(key);
+      if (it != kernels_.end()) {
+        it->second.used = run_;
+        ++stats_.hits;
+        return it->second.kernel;
+      }
+    }
+    Entry e{def->create(info), run_, {}};
+    // The constants the key names by their storage stay alive with it: a
+    // freed one's address could come back holding other data (a weight of
+    // a later plan's tail).
+    for (size_t i = 0; i < built.inputs.size(); ++i)
+      if (const Tensor* c = info.input_constant(i)) e.constants.push_back(*c);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.misses;
+    if (kernels_.size() < kMaxKernels) kernels_[key] = e;
+    return e.kernel;
+  } catch (const std::exception&) {
+    return nullptr;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.misses;
-  if (kernels_.size() < kMaxKernels) kernels_[key] = Entry{k, run_};
-  return k;
 }
 
 EvalKernels::Stats EvalKernels::stats() const {

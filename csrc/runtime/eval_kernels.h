@@ -51,7 +51,8 @@ class EvalKernels final : public KernelReuse {
  private:
   struct Entry {
     std::shared_ptr<const Kernel> kernel;
-    uint64_t used = 0;  // the run that last took it
+    uint64_t used = 0;               // the run that last took it
+    std::vector<Tensor> constants;   // what the key names by storage, kept alive with it
   };
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> kernels_;

@@ -68,9 +68,16 @@ std::vector<Tensor> evaluate_graph(const graph::Graph& graph, const std::vector<
   for (const auto& v : graph.values)
     if (v.is_constant()) collect_data(v.constant, &foreign);
   // The run's own values (what kernels kept across runs must not build in):
-  // all but the graph's weights.
+  // all but the graph's weights. Inputs and outer values are the run's even
+  // where the graph holds them as constants (a plan's tail binds its shape
+  // inputs' values; the caller may change an array in place).
   std::vector<char> per_run(g.values.size(), 1);
   for (size_t v = 0; v < graph.values.size(); ++v) per_run[v] = !graph.values[v].is_constant();
+  for (int v : graph.inputs) per_run[static_cast<size_t>(v)] = 1;
+  for (const auto& [name, t] : outer) {
+    const int id = graph.find_value(name);
+    if (id >= 0) per_run[static_cast<size_t>(id)] = 1;
+  }
   passes::PassContext pc;
   pc.opset = options.opset;
   pc.backend = Backend::kCPU;
