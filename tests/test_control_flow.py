@@ -10,6 +10,15 @@ from onnx_helpers import assert_close, run_ort, run_twinfer
 
 import twinfer
 
+
+@pytest.fixture(autouse=True, params=["unrolled", "loop_kernel"])
+def _loops(request, monkeypatch):
+    """Every case twice: counted loops unrolled into the plan
+    (graph/passes/unroll_loops.h) and run by the loop kernels, whose bodies
+    keep their kernels across iterations (runtime/eval_kernels.h)."""
+    if request.param == "loop_kernel":
+        monkeypatch.setenv("TWINFER_UNROLL_LOOPS", "0")
+
 F = TensorProto.FLOAT
 
 

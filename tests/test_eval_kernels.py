@@ -112,3 +112,36 @@ def test_threads_share_the_kept_kernels(rng):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_a_loop_kernels_body_keeps_its_kernels_across_iterations(rng):
+    """A while loop (its body computes the condition: never unrolled) whose
+    body multiplies its state by a weight: every iteration after the first
+    takes the kept MatMul kernel, with that iteration's state, never an
+    earlier one's."""
+    w = (0.5 * rng.standard_normal((8, 8))).astype(np.float32)
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["s", "w"], ["sw"]),
+         helper.make_node("Tanh", ["sw"], ["s_out"]),
+         helper.make_node("Add", ["i", "one"], ["i1"]),
+         helper.make_node("Less", ["i1", "limit"], ["c_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("s", F, [3, 8])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_out", F, [3, 8])])
+    g = helper.make_graph([helper.make_node("Loop", ["", "true", "x"], ["y"], body=body)], "while",
+                          [helper.make_tensor_value_info("x", F, [3, 8])], [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(True), "true"),
+                           numpy_helper.from_array(np.array(1, np.int64), "one"),
+                           numpy_helper.from_array(np.array(6, np.int64), "limit")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    e = twinfer.load(m.SerializeToString())
+    for _ in range(3):
+        x = rng.standard_normal((3, 8)).astype(np.float32)
+        s = x
+        for _ in range(6):  # the body runs for i = 0..5 (i + 1 < 6 stops after the sixth)
+            s = np.tanh(s @ w)
+        np.testing.assert_allclose(e.run({"x": x})["y"].numpy(), s, rtol=1e-5, atol=1e-6)
+    assert "Loop" in {r.op for r in e.kernel_report({"x": (3, 8)})}

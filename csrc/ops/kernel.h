@@ -139,6 +139,8 @@ class KernelReuse {
   virtual ~KernelReuse() = default;
   virtual std::shared_ptr<const Kernel> kernel(const graph::Graph& g, const graph::Node& n, int64_t opset,
                                                const std::vector<char>& per_run) = 0;
+  // A run (one evaluation of the graph) starts: what no recent run used may go.
+  virtual void begin_run() {}
 };
 
 void register_kernel(const KernelDef& def);

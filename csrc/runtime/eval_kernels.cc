@@ -31,8 +31,11 @@ bool one_node_graph(const graph::Graph& g, const graph::Node& n, const std::vect
     // A run's strings and sequences are host objects keyed by identity,
     // freed after the run: never shared.
     if (is_input && run_value && (dtype_is_container(c.dtype) || c.dtype == DType::kString)) ok = false;
-    if (is_input && run_value && c.is_constant() && c.constant.bytes() > kKeyedByBytes)
-      c.constant = Tensor();  // read when the kernel runs, not built in
+    // Read when the kernel runs, not built in: all but a run's small integer
+    // values (a computed shape, axes, a K), which key by their bytes. Small
+    // float data (a [2, 4, 8, 1] column) changes every run and would miss.
+    if (is_input && run_value && c.is_constant() && (c.constant.bytes() > kKeyedByBytes || !dtype_is_integer(c.dtype)))
+      c.constant = Tensor();
     if (!is_input) c.constant = Tensor();
     const int id = static_cast<int>(mini->values.size());
     mini->values.push_back(std::move(c));

@@ -6,12 +6,12 @@
 //
 // The evaluator's graph holds every value as a constant. A kernel is built
 // instead from a one-node graph in which the run's own values (the graph's
-// inputs and what was computed from them) larger than kernel_cache.h's
-// kKeyedByBytes are plain values of their dtype and shape, so the kernel
-// reads them when it runs; the model's weights, and the run's small values
-// (a computed shape, a K), stay constants, keyed by storage and by bytes
-// (kernel_key). A later run whose node sees the same shapes and the same
-// small values takes the same kernel.
+// inputs and what was computed from them) are plain values of their dtype
+// and shape, so the kernel reads them when it runs, except small integer
+// ones (up to kernel_cache.h's kKeyedByBytes: a computed shape, axes, a K);
+// those and the model's weights stay constants, keyed by bytes and by
+// storage (kernel_key). A later run whose node sees the same shapes and the
+// same small integers takes the same kernel.
 //
 // Memory: what the last kMaxIdleRuns runs used is kept, no more (a detector
 // whose box count changes every image would otherwise keep a kernel, and
@@ -34,7 +34,7 @@ class EvalKernels final : public KernelReuse {
   static constexpr size_t kMaxKernels = 4096;
 
   // A run starts: kernels no run used within the last kMaxIdleRuns go.
-  void begin_run();
+  void begin_run() override;
 
   // Null where the node cannot be shared (subgraphs, shapes unknown until it
   // runs, no kernel for its one-node form) or is not worth it (a kernel

@@ -99,6 +99,8 @@ Body::Body(const KernelBuildInfo& info, const char* attr) {
   outer_first_ = graph::explicit_input_count(info.node());
   options_.opset = info.opset();
   options_.precision = info.precision();
+  reuse_ = make_kernel_reuse();
+  options_.reuse = reuse_.get();
 }
 
 std::vector<Tensor> Body::run(const std::vector<Tensor>& inputs, const KernelContext& ctx) const {
@@ -107,6 +109,7 @@ std::vector<Tensor> Body::run(const std::vector<Tensor>& inputs, const KernelCon
     outer.emplace_back(outer_names_[k], borrow_view(ctx.inputs[outer_first_ + k]));
   EvalOptions o = options_;
   o.num_threads = ctx.num_threads;
+  if (reuse_) reuse_->begin_run();
   return evaluate_subgraph(*graph_, inputs, outer, o);
 }
 

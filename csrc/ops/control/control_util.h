@@ -47,6 +47,10 @@ class Body {
   std::vector<std::string> outer_names_;
   size_t outer_first_ = 0;  // index of the first captured input of the node
   EvalOptions options_;
+  // The body's kernels, kept from one evaluation to the next (every
+  // iteration of a Loop or Scan builds them again otherwise); shared by the
+  // threads running this kernel, and safe for them (runtime/eval_kernels.h).
+  std::shared_ptr<KernelReuse> reuse_;
 };
 
 // The shape of one part of a scan output that got no parts (a Loop of zero

@@ -32,6 +32,13 @@ using SubgraphEvaluator = std::vector<Tensor> (*)(const graph::Graph& g, const s
 
 void set_subgraph_evaluator(SubgraphEvaluator fn);
 
+// Kernels kept across a body's evaluations (each iteration of a Loop or
+// Scan, each run of an If): the runtime registers what makes them
+// (runtime/eval_kernels.h); null when none is registered or reuse is off.
+using KernelReuseFactory = std::shared_ptr<KernelReuse> (*)();
+void set_kernel_reuse_factory(KernelReuseFactory fn);
+std::shared_ptr<KernelReuse> make_kernel_reuse();
+
 // Runs the registered evaluator (throws kRuntime when there is none).
 std::vector<Tensor> evaluate_subgraph(const graph::Graph& g, const std::vector<Tensor>& inputs,
                                       const std::vector<std::pair<std::string, Tensor>>& outer,
