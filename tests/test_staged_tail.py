@@ -348,7 +348,7 @@ def test_a_later_stage_on_the_host_warns_as_the_engine(device, rng):
     # the largest coordinate, has no device kernel that sizes its own output,
     # so that stage goes to the host evaluator: the engine warns and says
     # which stage (allow_cpu_fallback=False refuses the model at load).
-    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    f = TensorProto.FLOAT
     nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]),
              helper.make_node("NonZero", ["pos"], ["nz"]),
              helper.make_node("ReduceMax", ["nz"], ["top"], keepdims=0),

@@ -17,7 +17,6 @@
 #include "graph/passes/expand_contrib.h"
 #include "graph/passes/legacy_forms.h"
 #include "graph/passes/pipeline.h"
-#include "graph/passes/pass_switch.h"
 #include "graph/passes/shape_inputs.h"
 #include "graph/passes/unroll_loops.h"
 #include "ops/schema.h"
@@ -1058,11 +1057,7 @@ std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector
   return ctx.execute(plan, inputs, o);
 }
 
-KernelReuse* Engine::eval_kernel_reuse() const {
-  // TWINFER_EVAL_KERNEL_REUSE=0: every run builds its kernels (side-by-side measurements).
-  static const bool wanted = passes::pass_enabled("TWINFER_EVAL_KERNEL_REUSE");
-  return wanted ? &eval_kernels_ : nullptr;
-}
+KernelReuse* Engine::eval_kernel_reuse() const { return eval_kernel_reuse_wanted() ? &eval_kernels_ : nullptr; }
 
 std::vector<Tensor> Engine::run_eager(const std::vector<Tensor>& inputs, int threads) const {
   EvalOptions eo;

@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "graph/passes/pass_switch.h"
 #include "runtime/kernel_cache.h"
 
 namespace twinfer {
@@ -65,9 +66,11 @@ bool one_node_graph(const graph::Graph& g, const graph::Node& n, const std::vect
 // larger than a key holds by bytes. A detector's tail is mostly slices,
 // gathers and arithmetic, whose kernels cost less to build than to look up.
 bool worth_keeping(const graph::Graph& g, const graph::Node& n, const std::vector<char>& per_run) {
+  // (Any domain: com.twinfer's fused Conv / Gemm / MatMul / QMatMul / QConv
+  // share these names.)
   static const char* kCostly[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "LSTM", "GRU", "RNN",
                                   "Attention", "MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul",
-                                  "QMatMul", "QConv", "FusedMatMul", "FusedConv", "QGemm"};
+                                  "QMatMul", "QConv"};
   for (const char* op : kCostly)
     if (n.op_type == op) return true;
   for (int in : n.inputs) {
@@ -126,6 +129,11 @@ std::shared_ptr<const Kernel> EvalKernels::kernel(const graph::Graph& g, const g
   } catch (const std::exception&) {
     return nullptr;
   }
+}
+
+bool eval_kernel_reuse_wanted() {
+  static const bool wanted = passes::pass_enabled("TWINFER_EVAL_KERNEL_REUSE");
+  return wanted;
 }
 
 EvalKernels::Stats EvalKernels::stats() const {

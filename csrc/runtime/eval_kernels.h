@@ -60,4 +60,8 @@ class EvalKernels final : public KernelReuse {
   Stats stats_;
 };
 
+// False with TWINFER_EVAL_KERNEL_REUSE=0 (read once): every evaluation then
+// builds its kernels afresh, for side-by-side measurements.
+bool eval_kernel_reuse_wanted();
+
 }  // namespace twinfer

@@ -3,7 +3,6 @@
 #include <unordered_set>
 
 #include "graph/passes/infer_and_fold.h"
-#include "graph/passes/pass_switch.h"
 #include "runtime/eval_kernels.h"
 
 namespace twinfer {
@@ -13,8 +12,7 @@ namespace {
 // If / Loop / Scan (ops/control) evaluate their bodies through this, with
 // kernels kept across evaluations (TWINFER_EVAL_KERNEL_REUSE=0: none).
 std::shared_ptr<KernelReuse> new_eval_kernels() {
-  static const bool wanted = passes::pass_enabled("TWINFER_EVAL_KERNEL_REUSE");
-  return wanted ? std::make_shared<EvalKernels>() : nullptr;
+  return eval_kernel_reuse_wanted() ? std::make_shared<EvalKernels>() : nullptr;
 }
 const bool kRegistered = (set_subgraph_evaluator(evaluate_graph), set_kernel_reuse_factory(new_eval_kernels), true);
 
