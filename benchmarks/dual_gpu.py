@@ -3,7 +3,9 @@
 
   * serially (each member alone, back to back),
   * together with twinfer.Parallel / Pipeline (each on its own stream),
-  * as one CUDA graph (Parallel.graphed() / Pipeline.graphed()),
+  * as one CUDA graph (Parallel.graphed() / Pipeline.graphed()), and for a
+    Pipeline also graphed().map(items) (stage A of item k + 1 beside stage B
+    of item k inside each launch),
   * with PyTorch on two CUDA streams, eager and torch.compile,
 
 overlap = (t_a + t_b) / t_together; and a high-priority model's p99 latency
@@ -164,6 +166,21 @@ def graphed_ms(g, feeds, iterations: int) -> float:
     return (time.perf_counter() - t0) * 1e3 / iterations
 
 
+def graphed_map_ms(g, items, repeats: int = 3) -> float:
+    """Wall time per item of g.map(items) (a Pipeline's stages overlapped
+    inside each launch), the fastest of `repeats` passes after a warm one."""
+    list(g.map(items))
+    best = float("inf")
+    for _ in range(repeats):
+        twinfer._core.device_synchronize("cuda")
+        t0 = time.perf_counter()
+        for _ in g.map(items):
+            pass
+        twinfer._core.device_synchronize("cuda")
+        best = min(best, (time.perf_counter() - t0) * 1e3 / len(items))
+    return best
+
+
 def pair_rows(name: str, kind: str, models: list[str], folder: Path, args) -> dict:
     import torch
 
@@ -192,6 +209,9 @@ def pair_rows(name: str, kind: str, models: list[str], folder: Path, args) -> di
         row["twinfer graph ms"] = graphed_ms(g, feeds, args.iterations)
         row["twinfer graph overlap"] = row["twinfer serial ms"] / row["twinfer graph ms"]
         row["graph nodes"] = g.stats()["nodes"]
+        if kind == "pipeline":  # the stages of consecutive items overlapped inside each launch
+            row["twinfer graph map ms"] = graphed_map_ms(g, items)
+            row["twinfer graph map overlap"] = row["twinfer serial ms"] / row["twinfer graph map ms"]
     except twinfer.Error as e:
         row["twinfer graph"] = f"not captured: {e}"
     if args.plot and name == args.plot_scenario:
@@ -393,6 +413,7 @@ def run(args, folder: Path) -> dict:
             print(json.dumps(rows[-1], default=str), flush=True)
 
     cols = ["twinfer serial ms", "twinfer together ms", "twinfer overlap", "twinfer graph ms", "twinfer graph overlap",
+            "twinfer graph map ms", "twinfer graph map overlap",
             "torch eager two streams ms", "torch eager overlap", "torch.compile two streams ms", "torch.compile overlap"]
     print("\n| scenario | " + " | ".join(cols) + " |")
     print("|" + " --- |" * (len(cols) + 1))

@@ -12,6 +12,7 @@
 #include "runtime/engine.h"
 #include "runtime/execution_context.h"
 #include "runtime/group_graph.h"
+#include "runtime/pipelined_graph.h"
 
 namespace py = pybind11;
 
@@ -504,6 +505,57 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("device", [](const GroupGraph& g) { return g.device().str(); })
       .def_property_readonly("stream", &GroupGraph::stream,
                              "The group's stream: graphs launch there; inputs are read in its order.");
+
+  py::class_<PipelinedGraph, std::shared_ptr<PipelinedGraph>>(
+      m, "PipelinedGraph",
+      "A Pipeline's stages captured so that one launch runs stage s of item j - s (GraphedPipeline.map).")
+      .def(py::init([](const std::vector<std::tuple<std::shared_ptr<Engine>, std::shared_ptr<ExecutionContext>,
+                                                    std::vector<std::pair<int, int>>>>& stages,
+                       size_t num_inputs) {
+             std::vector<GroupMember> ms;
+             for (const auto& [e, c, src] : stages) ms.push_back(GroupMember{e, c, src});
+             return std::make_shared<PipelinedGraph>(std::move(ms), num_inputs);
+           }),
+           py::arg("stages"), py::arg("num_inputs"),
+           "stages: (engine, context, [(source stage or -1, index) per input]).")
+      .def("push",
+           [](PipelinedGraph& g, const std::vector<Tensor>& inputs, bool host_outputs) {
+             py::gil_scoped_release nogil;
+             return g.push(inputs, host_outputs);
+           },
+           py::arg("inputs"), py::arg("host_outputs") = false,
+           "One item in; the last stage's outputs of the items finished meanwhile, oldest first.")
+      .def("drain",
+           [](PipelinedGraph& g) {
+             py::gil_scoped_release nogil;
+             return g.drain();
+           },
+           "Finishes every item in flight; their outputs, oldest first.")
+      .def("reset",
+           [](PipelinedGraph& g) {
+             py::gil_scoped_release nogil;
+             g.reset();
+           },
+           "Forgets the items in flight (after the launched work is done).")
+      .def("stats",
+           [](const PipelinedGraph& g) {
+             PipelinedGraph::Stats s;
+             {
+               py::gil_scoped_release nogil;  // as GroupGraph.stats
+               s = g.stats();
+             }
+             py::dict d;
+             d["captures"] = s.captures;
+             d["launches"] = s.launches;
+             d["eager"] = s.eager;
+             d["graphs"] = s.graphs;
+             d["in_flight"] = s.in_flight;
+             d["nodes"] = s.nodes;
+             return d;
+           })
+      .def_property_readonly("device", [](const PipelinedGraph& g) { return g.device().str(); })
+      .def_property_readonly("stream", &PipelinedGraph::stream,
+                             "The pipeline's stream: graphs launch there; inputs are read in its order.");
 }
 
 }  // namespace twinfer::bindings

@@ -22,17 +22,9 @@
 
 #include "core/device_api.h"
 #include "core/tensor.h"
-#include "runtime/engine.h"
-#include "runtime/execution_context.h"
+#include "runtime/group_io.h"
 
 namespace twinfer {
-
-struct GroupMember {
-  std::shared_ptr<const Engine> engine;
-  std::shared_ptr<ExecutionContext> context;  // the member's own; used by nothing else meanwhile
-  // Per engine input: {-1, k} the group's input k; {m, k} output k of member m < this one.
-  std::vector<std::pair<int, int>> sources;
-};
 
 class GroupGraph {
  public:
@@ -54,7 +46,6 @@ class GroupGraph {
   struct Entry;
   std::vector<std::vector<Tensor>> run_eagerly(const std::vector<Tensor>& inputs);
   std::unique_ptr<Entry> capture(const std::vector<Tensor>& inputs, const std::vector<Tensor>& values);
-  std::vector<Tensor> keyed_values(const std::vector<Tensor>& inputs) const;
   std::vector<std::vector<Tensor>> replay(Entry& e, const std::vector<Tensor>& inputs, bool host_outputs);
   std::vector<Tensor> feeds_for(size_t m, const std::vector<Tensor>& inputs,
                                 const std::vector<std::vector<Tensor>>& outputs) const;

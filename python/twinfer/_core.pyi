@@ -5,7 +5,7 @@ every attribute the module has."""
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'kernel_trace_clock_ns', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'smoothing_weight_amax', 'start_kernel_trace', 'stop_kernel_trace', 'stream_priority_range']
+__all__: list[str] = ['Engine', 'Event', 'ExecutionContext', 'Graph', 'GroupGraph', 'PipelinedGraph', 'Stream', 'Tensor', 'build_info', 'build_info_cuda_compiled', 'create_event', 'create_stream', 'cuda_available', 'cuda_symbol_problems', 'device_sm_count', 'device_synchronize', 'elapsed_ms', 'injected_faults', 'is_engine_file', 'kernel_trace_clock_ns', 'load_engine', 'load_model', 'parse_device', 'read_model_info', 'set_cuda_library_path', 'set_injected_faults', 'set_sim_config', 'sim_config', 'smoothing_weight_amax', 'start_kernel_trace', 'stop_kernel_trace', 'stream_priority_range']
 class Tensor:
     """
     A dense array owned by twinfer (host or device memory).
@@ -296,6 +296,36 @@ class GroupGraph:
     def stream(self) -> Stream:
         """
         The group's stream: graphs launch there; inputs are read in its order.
+        """
+class PipelinedGraph:
+    """
+    A Pipeline's stages captured so that one launch runs stage s of item j - s (GraphedPipeline.map).
+    """
+    def __init__(self, stages: collections.abc.Sequence[tuple[Engine, ExecutionContext, collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]]]], num_inputs: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        stages: (engine, context, [(source stage or -1, index) per input]).
+        """
+    def drain(self) -> list[list[Tensor]]:
+        """
+        Finishes every item in flight; their outputs, oldest first.
+        """
+    def push(self, inputs: collections.abc.Sequence[Tensor], host_outputs: bool = False) -> list[list[Tensor]]:
+        """
+        One item in; the last stage's outputs of the items finished meanwhile, oldest first.
+        """
+    def reset(self) -> None:
+        """
+        Forgets the items in flight (after the launched work is done).
+        """
+    def stats(self) -> dict:
+        ...
+    @property
+    def device(self) -> str:
+        ...
+    @property
+    def stream(self) -> Stream:
+        """
+        The pipeline's stream: graphs launch there; inputs are read in its order.
         """
 def _test_activation(arg0: str, arg1: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]) -> list[float]:
     ...

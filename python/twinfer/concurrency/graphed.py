@@ -13,6 +13,10 @@ later calls at that shape replay. Members must be engines on one GPU (or
 the simulated device) whose plans run entirely there: a host step, a shape
 that depends on values or a function stage cannot be captured, and says so.
 
+A Pipeline's ``graphed().map(items)`` goes further: each launch runs stage s
+on item j - s, so the stages of consecutive items overlap inside one graph
+(their hand-overs wait between launches in buffers of the graph's own).
+
 >>> g = twinfer.Parallel([a, b]).graphed()
 >>> out_a, out_b = g.run([{"x": xa}, {"x": xb}])
 >>> g.stats()
@@ -21,7 +25,7 @@ that depends on values or a function stage cannot be captured, and says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -138,17 +142,28 @@ class GraphedPipeline(_Graphed):
     """``Pipeline.graphed()``: one item through every stage in one graph launch.
 
     ``run(item)`` takes what ``Pipeline.run`` takes and returns the last
-    stage's {output name: Tensor} (host tensors for an item of host arrays)."""
+    stage's {output name: Tensor} (host tensors for an item of host arrays).
+    ``map(items)`` overlaps the stages of consecutive items inside each
+    launch (runtime/pipelined_graph.h)."""
 
     def __init__(self, pipeline):
         super().__init__(pipeline.members)
+        self._pipes: list = []  # map()'s pipelined graphs: one per map under way at once
+        self._free: list = []
         per_stage, self._item_names = static_sources(pipeline.members, pipeline._links)
         index = {n: k for k, n in enumerate(self._item_names)}
         self._sources = [[(-1, index[name]) if src == ITEM else (src, [o.name for o in pipeline.members[src]
                                                                         .engine.outputs].index(name))
                           for src, name in stage] for stage in per_stage]
 
-    def run(self, item) -> dict:
+    def _release(self) -> None:
+        super()._release()
+        self._pipes = []
+        self._free = []
+
+    def _item_inputs(self, group, item):
+        """The group's inputs for `item` (its names in the graph's order) and
+        whether its results go to the host."""
         if not isinstance(item, Mapping):
             raise InvalidArgumentError("an item must be a dict of inputs")
         dtypes = {s.name: s.dtype for m in self._members for s in m.engine.inputs}
@@ -162,7 +177,58 @@ class GraphedPipeline(_Graphed):
                                                "item, or run the pipeline without graphed()")
                 defaults.setdefault(n, t)
         values = [item[n] if n in item else defaults.get(n) for n in self._item_names]
-        group = self._group("item", self._sources, len(self._item_names))
         tensors = [self._tensor(group, v, dtypes[n], repr(n)) for n, v in zip(self._item_names, values)]
-        outs = group.run(tensors, _host(values))
-        return dict(zip((s.name for s in self._members[-1].engine.outputs), outs[-1]))
+        return tensors, _host(values)
+
+    def _result(self, outs) -> dict:
+        return dict(zip((s.name for s in self._members[-1].engine.outputs), outs))
+
+    def run(self, item) -> dict:
+        group = self._group("item", self._sources, len(self._item_names))
+        tensors, host = self._item_inputs(group, item)
+        return self._result(group.run(tensors, host)[-1])
+
+    def map(self, items: Iterable):
+        """Results for ``items``, in their order, with the stages overlapped
+        inside each launch: launch j runs stage s on item j - s, every stage
+        on its own stream (``run`` per item runs them one after another).
+        The first item at a new set of shapes runs eagerly; the rest at those
+        shapes go through the graphs, one launch each, plus one per stage
+        after the last to drain. A generator: items are read as results are.
+
+        >>> results = list(pipe.graphed().map(items))
+        """
+        for m in self._members:
+            m.check_open()
+        pipe = self._free.pop() if self._free else None
+        if pipe is None:
+            spec = [(m.engine._core, m.context, src) for m, src in zip(self._members, self._sources)]
+            pipe = _core.PipelinedGraph(spec, len(self._item_names))
+            self._pipes.append(pipe)
+        done = False
+        try:
+            for item in items:
+                tensors, host = self._item_inputs(pipe, item)
+                for outs in pipe.push(tensors, host):
+                    yield self._result(outs)
+            for outs in pipe.drain():
+                yield self._result(outs)
+            done = True
+        finally:
+            if not done:  # the caller stopped reading, or an item failed: nothing stays in flight
+                pipe.reset()
+            if pipe in self._pipes:  # (not after the group's close())
+                self._free.append(pipe)
+
+    def stats(self) -> dict:
+        """``run``'s graphs as ``_Graphed.stats``, and ``map``'s: launches, the
+        items run eagerly (the first at each set of shapes) and graphs per
+        range of stages."""
+        total = super().stats()
+        m = {"captures": 0, "launches": 0, "eager": 0, "graphs": 0}
+        for p in self._pipes:
+            s = p.stats()
+            for k in m:
+                m[k] += s[k]
+        total["map"] = m
+        return total
