@@ -531,6 +531,12 @@ void bind_engine(py::module_& m) {
              return g.drain();
            },
            "Finishes every item in flight; their outputs, oldest first.")
+      .def("take_finished",
+           [](PipelinedGraph& g) {
+             py::gil_scoped_release nogil;
+             return g.take_finished();
+           },
+           "After push or drain raised: the outputs of the items finished before the error.")
       .def("reset",
            [](PipelinedGraph& g) {
              py::gil_scoped_release nogil;

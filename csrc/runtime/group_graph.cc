@@ -130,12 +130,14 @@ std::vector<std::vector<Tensor>> GroupGraph::replay(Entry& e, const std::vector<
   S.record(*done);
   for (auto& st : device_inputs) st->record_use(done, this);
   for (auto& g : members_) g.context->order_after(S, done);
+  e.staging->hold_until(done, std::move(device_inputs));
   if (!host_outputs) {
     for (auto& o : outs)
       for (auto& t : o) t.set_ready_event(done);
     return outs;
   }
   S.synchronize();
+  e.staging->release_held();
   for (auto& g : members_) g.context->check_kernel_errors();
   first = 0;
   for (size_t m = 0; m < e.outputs.size(); ++m) {

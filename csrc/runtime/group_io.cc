@@ -143,6 +143,11 @@ std::vector<Tensor> GroupStaging::take_outputs(const std::shared_ptr<Stream>& s,
   return outs;
 }
 
+void GroupStaging::hold_until(std::shared_ptr<Event> done, std::vector<std::shared_ptr<Storage>> storages) {
+  while (!held_.empty() && held_.front().first->ready()) held_.pop_front();
+  if (!storages.empty()) held_.emplace_back(std::move(done), std::move(storages));
+}
+
 std::vector<Tensor> GroupStaging::read_host(const std::vector<Tensor>& values, size_t first) {
   std::vector<Tensor> outs;
   const char* staging = static_cast<const char*>(staging_->data());

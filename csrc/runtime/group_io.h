@@ -4,6 +4,7 @@
 // whose values key the graphs, and page-locked staging for host inputs and
 // outputs.
 #pragma once
+#include <deque>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -55,7 +56,7 @@ class GroupStaging {
 
   // Enqueues on `s` the copies of `inputs` into `dst` (none for a keyed
   // input: the graph's plans hold its value). A device input's storage goes
-  // into `device_inputs`, to be kept until the copy is done.
+  // into `device_inputs`, for hold_until.
   void put_inputs(Stream& s, const std::vector<Tensor>& inputs, const std::vector<Tensor>& dst,
                   const std::vector<char>& keyed, std::vector<std::shared_ptr<Storage>>& device_inputs);
   // Enqueues on `s` the copies of `values` (outputs first..first+n of the
@@ -64,6 +65,12 @@ class GroupStaging {
   std::vector<Tensor> take_outputs(const std::shared_ptr<Stream>& s, const std::vector<Tensor>& values, bool host,
                                    size_t first);
   std::vector<Tensor> read_host(const std::vector<Tensor>& values, size_t first);
+  // Keeps `storages` until `done` is reached: a framework's array imported
+  // without a copy goes back to its allocator when we let go, which may hand
+  // it out again before our copy out of it has run. Those reached are let go
+  // at each call, and all of them by release_held once the stream is waited for.
+  void hold_until(std::shared_ptr<Event> done, std::vector<std::shared_ptr<Storage>> storages);
+  void release_held() { held_.clear(); }
 
  private:
   DeviceApi* api_;
@@ -72,6 +79,7 @@ class GroupStaging {
   std::vector<size_t> in_offsets_, out_offsets_;
   std::shared_ptr<Event> staged_;  // the last launch's staging copies of inputs
   bool staging_pending_ = false;
+  std::deque<std::pair<std::shared_ptr<Event>, std::vector<std::shared_ptr<Storage>>>> held_;
 };
 
 }  // namespace twinfer

@@ -210,11 +210,14 @@ void PipelinedGraph::launch(const std::vector<Tensor>* inputs, bool host_outputs
   S.record(*done);
   for (auto& st : device_inputs) st->record_use(done, this);
   for (int s = lo; s <= hi; ++s) stages_[s].context->order_after(S, done);
+  e.staging->hold_until(done, std::move(device_inputs));
   if (!finishes) return;
   host_outputs_.pop_front();
   if (host) {
     S.synchronize();
-    for (int s = lo; s <= hi; ++s) stages_[s].context->check_kernel_errors();
+    e.staging->release_held();
+    // Every stage: an error flag a launch without a host wait left is raised here.
+    for (auto& g : stages_) g.context->check_kernel_errors();
     outs = e.staging->read_host(r.last_outputs, 0);
   } else {
     for (auto& t : outs) t.set_ready_event(done);
@@ -244,7 +247,7 @@ std::vector<std::vector<Tensor>> PipelinedGraph::push(const std::vector<Tensor>&
   Entry* e = nullptr;
   for (auto& c : entries_)
     if (c->key.matches(inputs, values, keyed_)) e = c.get();
-  std::vector<std::vector<Tensor>> finished;
+  std::vector<std::vector<Tensor>> finished = take_pending();
   try {
     if (current_ && current_ != e) drain_locked(finished);
     if (!e) {
@@ -264,30 +267,46 @@ std::vector<std::vector<Tensor>> PipelinedGraph::push(const std::vector<Tensor>&
     current_ = e;
     launch(&inputs, host_outputs, finished);
   } catch (...) {
-    // The items in flight are lost with the error: the next push starts afresh.
-    try {
-      stream_->synchronize();
-    } catch (...) {
-    }
-    host_outputs_.clear();
-    current_ = nullptr;
-    launched_ = pushed_ = 0;
+    abandon(finished);
     throw;
   }
   return finished;
+}
+
+void PipelinedGraph::abandon(std::vector<std::vector<Tensor>>& finished) {
+  // The items in flight are lost with the error; those finished before it
+  // wait for take_finished. The next push starts afresh.
+  pending_ = std::move(finished);
+  try {
+    stream_->synchronize();
+  } catch (...) {
+  }
+  for (auto& e : entries_) e->staging->release_held();
+  host_outputs_.clear();
+  current_ = nullptr;
+  launched_ = pushed_ = 0;
+}
+
+std::vector<std::vector<Tensor>> PipelinedGraph::take_pending() {
+  std::vector<std::vector<Tensor>> out = std::move(pending_);
+  pending_.clear();
+  return out;
+}
+
+std::vector<std::vector<Tensor>> PipelinedGraph::take_finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return take_pending();
 }
 
 std::vector<std::vector<Tensor>> PipelinedGraph::drain() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::unique_lock<std::recursive_mutex>> held;
   for (auto& g : stages_) held.push_back(g.context->hold());
-  std::vector<std::vector<Tensor>> finished;
+  std::vector<std::vector<Tensor>> finished = take_pending();
   try {
     drain_locked(finished);
   } catch (...) {
-    host_outputs_.clear();
-    current_ = nullptr;
-    launched_ = pushed_ = 0;
+    abandon(finished);
     throw;
   }
   return finished;
@@ -295,10 +314,12 @@ std::vector<std::vector<Tensor>> PipelinedGraph::drain() {
 
 void PipelinedGraph::reset() {
   std::lock_guard<std::mutex> lock(mutex_);
-  stream_->synchronize();
+  pending_.clear();
   host_outputs_.clear();
   current_ = nullptr;
   launched_ = pushed_ = 0;
+  stream_->synchronize();
+  for (auto& e : entries_) e->staging->release_held();
 }
 
 }  // namespace twinfer

@@ -43,6 +43,9 @@ class PipelinedGraph {
   std::vector<std::vector<Tensor>> push(const std::vector<Tensor>& inputs, bool host_outputs);
   // Runs the launches that finish every item in flight; their outputs.
   std::vector<std::vector<Tensor>> drain();
+  // After push or drain raised: the outputs of the items that finished
+  // before the error, oldest first (the items in flight are lost).
+  std::vector<std::vector<Tensor>> take_finished();
   // Forgets the items in flight (a caller that stopped reading), after
   // waiting for the launched work.
   void reset();
@@ -63,6 +66,8 @@ class PipelinedGraph {
   std::unique_ptr<Range> capture(Entry& e, int lo, int hi);
   void launch(const std::vector<Tensor>* inputs, bool host_outputs, std::vector<std::vector<Tensor>>& finished);
   void drain_locked(std::vector<std::vector<Tensor>>& finished);
+  void abandon(std::vector<std::vector<Tensor>>& finished);
+  std::vector<std::vector<Tensor>> take_pending();
   std::vector<Tensor> feeds_for(size_t s, const std::vector<Tensor>& inputs,
                                 const std::vector<std::vector<Tensor>>& outputs) const;
 
@@ -79,6 +84,7 @@ class PipelinedGraph {
   size_t launched_ = 0;
   std::deque<bool> host_outputs_;  // per item in flight, oldest first
   size_t pushed_ = 0;              // items of current_ launched so far
+  std::vector<std::vector<Tensor>> pending_;  // finished before an error, for take_finished
   Stats stats_;
 };
 

@@ -319,6 +319,10 @@ class PipelinedGraph:
         """
     def stats(self) -> dict:
         ...
+    def take_finished(self) -> list[list[Tensor]]:
+        """
+        After push or drain raised: the outputs of the items finished before the error.
+        """
     @property
     def device(self) -> str:
         ...

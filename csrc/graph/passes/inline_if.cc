@@ -2,10 +2,10 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
 
 #include "graph/passes/pass_switch.h"
 #include "graph/passes/rewrite_util.h"
+#include "graph/passes/splice_body.h"
 #include "graph/subgraph.h"
 
 namespace twinfer::passes {
@@ -28,43 +28,13 @@ bool splice(graph::Graph& g, size_t at, const graph::Graph& branch, std::vector<
   const graph::Node n = g.nodes[at];
   if (branch.outputs.size() != n.outputs.size()) return false;
   // Outer values the branch reads, by name: the If's captured inputs.
-  const std::unordered_map<std::string, int> outer = graph::captured_inputs(n);
   const std::string prefix = n.name.empty() ? "if" : n.name;
-  std::vector<int> id(branch.values.size(), -1);
-  for (size_t v = 0; v < branch.values.size(); ++v) {
-    const graph::Value& bv = branch.values[v];
-    if (bv.is_constant()) {
-      id[v] = add_constant(g, prefix + "/" + bv.name, bv.constant);
-    } else if (bv.producer >= 0) {
-      id[v] = add_value(g, prefix + "/" + bv.name);
-      graph::Value& pv = g.values[id[v]];
-      pv.dtype = bv.dtype;
-      pv.elem_type = bv.elem_type;
-      pv.has_shape = bv.has_shape;
-      pv.shape = bv.shape;
-    } else {
-      auto it = outer.find(bv.name);
-      if (it != outer.end()) id[v] = it->second;
-    }
-  }
-  for (int o : branch.outputs)
-    if (o < 0 || id[o] < 0) return false;
-  for (const graph::Node& bn : branch.nodes) {
-    graph::Node c = bn;
-    c.name = prefix + "/" + bn.name;
-    for (int& in : c.inputs)
-      if (in >= 0) {
-        if (id[in] < 0) return false;  // a name neither the branch nor the If defines
-        in = id[in];
-      }
-    for (int& out : c.outputs)
-      if (out >= 0) out = id[out];
-    added->push_back(std::move(c));
-  }
+  const std::vector<int> results = splice_body(g, branch, prefix, {}, graph::captured_inputs(n), added);
+  if (results.empty() && !branch.outputs.empty()) return false;
   // The If's results: their readers read the branch's instead; a graph
   // output keeps its name through an Identity.
   for (size_t j = 0; j < n.outputs.size(); ++j) {
-    const int o = n.outputs[j], r = id[branch.outputs[j]];
+    const int o = n.outputs[j], r = results[j];
     if (o < 0) continue;
     if (is_graph_output(g, o)) {
       graph::Node copy;

@@ -20,6 +20,7 @@
 #include "graph/passes/fuse_qdq.h"
 #include "graph/passes/fuse_qdq_binary.h"
 #include "graph/passes/infer_and_fold.h"
+#include "graph/passes/expand_flex_attention.h"
 #include "graph/passes/inline_if.h"
 #include "graph/passes/fp8_gemm.h"
 #include "graph/passes/int8_channels_last.h"
@@ -177,6 +178,14 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   if (folded) pc.note("constant folding: folded " + std::to_string(folded) + " nodes");
   // An If whose condition folded is its branch (graph/passes/inline_if.h).
   if (fold && has_constant_if(g)) keep_if_valid(g, pc, "inline_if", [&] { return inline_ifs(g, pc); });
+  // FlexAttention as MatMul, Softmax, MatMul (graph/passes/expand_flex_attention.h), folded
+  // at once: its shape steps are constants where the shapes are known.
+  if (fold && has_flex_attention(g))
+    keep_if_valid(g, pc, "expand_flex_attention", [&] {
+      const int n = expand_flex_attention(g, pc);
+      if (n) infer_and_fold(g, pc, true);
+      return n;
+    });
   if (imported_qdq)  // again: a Pad's fill, DQ(Q(0)), is a constant only now
     keep_if_valid(g, pc, "int8_movement", [&] { return int8_movement(g, pc); });
   std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead

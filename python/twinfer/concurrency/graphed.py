@@ -195,30 +195,49 @@ class GraphedPipeline(_Graphed):
         The first item at a new set of shapes runs eagerly; the rest at those
         shapes go through the graphs, one launch each, plus one per stage
         after the last to drain. A generator: items are read as results are.
+        An item that fails raises at its turn, after the results of the items
+        before it.
 
         >>> results = list(pipe.graphed().map(items))
         """
         for m in self._members:
             m.check_open()
-        pipe = self._free.pop() if self._free else None
-        if pipe is None:
+        try:
+            pipe = self._free.pop()
+        except IndexError:  # none free (or another thread took the last one)
             spec = [(m.engine._core, m.context, src) for m, src in zip(self._members, self._sources)]
             pipe = _core.PipelinedGraph(spec, len(self._item_names))
             self._pipes.append(pipe)
         done = False
         try:
             for item in items:
-                tensors, host = self._item_inputs(pipe, item)
-                for outs in pipe.push(tensors, host):
-                    yield self._result(outs)
-            for outs in pipe.drain():
-                yield self._result(outs)
+                for m in self._members:  # a map suspended across close() stops here
+                    m.check_open()
+                try:
+                    tensors, host = self._item_inputs(pipe, item)
+                except BaseException:  # the items before it are good: their results first
+                    yield from self._finished(pipe, pipe.drain)
+                    raise
+                yield from self._finished(pipe, lambda: pipe.push(tensors, host))
+            yield from self._finished(pipe, pipe.drain)
             done = True
         finally:
             if not done:  # the caller stopped reading, or an item failed: nothing stays in flight
                 pipe.reset()
             if pipe in self._pipes:  # (not after the group's close())
                 self._free.append(pipe)
+
+    def _finished(self, pipe, step):
+        """The results `step` (a push or the drain) finished; where it raises,
+        those finished before the error first, then the error."""
+        try:
+            done = step()
+        except BaseException:
+            for outs in pipe.take_finished():
+                yield self._result(outs)
+            raise
+        for outs in done:
+            yield self._result(outs)
 
     def stats(self) -> dict:
         """``run``'s graphs as ``_Graphed.stats``, and ``map``'s: launches, the
