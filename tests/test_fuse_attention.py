@@ -224,3 +224,41 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     if case == "padding_mask":
         assert not want[1].any() and not got[1].any()
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("type_name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("softmax", ["in_the_type", "float32_between_casts"])
+def test_16_bit_attention_spelled_out_fuses(device, rng, type_name, softmax):
+    # A model exported in float16 / bfloat16 spells attention in that type:
+    # the scale a constant of the type, the mask added in it, and the softmax
+    # either in the type or, as Hugging Face's eager attention writes it
+    # (softmax(s, dtype=float32).to(s.dtype)), in float32 between two Casts.
+    # Both become one Attention of the type. The model takes float32 and casts
+    # (NumPy has no bfloat16).
+    t = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[type_name]
+    scale = helper.make_tensor("root_d", t, [], [np.sqrt(D)])
+    nodes = [helper.make_node("Cast", [n], [n + "_t"], to=t) for n in ("q", "k", "v", "mask")]
+    nodes += [helper.make_node("Transpose", ["k_t"], ["kt"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["q_t", "kt"], ["s"]),
+              helper.make_node("Div", ["s", "root_d"], ["scaled"]),
+              helper.make_node("Add", ["scaled", "mask_t"], ["masked"])]
+    if softmax == "in_the_type":
+        nodes.append(helper.make_node("Softmax", ["masked"], ["p"], axis=-1))
+    else:
+        nodes += [helper.make_node("Cast", ["masked"], ["masked_f"], to=F),
+                  helper.make_node("Softmax", ["masked_f"], ["p_f"], axis=-1),
+                  helper.make_node("Cast", ["p_f"], ["p"], to=t)]
+    nodes += [helper.make_node("MatMul", ["p", "v_t"], ["o_t"]), helper.make_node("Cast", ["o_t"], ["o"], to=F)]
+    shapes = [("q", [B, H, SQ, D]), ("k", [B, H, SK, D]), ("v", [B, H, SK, D]), ("mask", [B, 1, 1, SK])]
+    m = _model(nodes, shapes, [("o", [B, H, SQ, D])], [scale])
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes[:3]}
+    feeds["mask"] = np.zeros((B, 1, 1, SK), np.float32)
+    feeds["mask"][1, ..., 9:] = -1e4  # the second sample's last keys masked
+    e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+    rows = [r for r in e.kernel_report({n: a.shape for n, a in feeds.items()}) if r.op == "com.twinfer::Attention"]
+    assert len(rows) == 1 and rows[0].dtype == type_name, rows
+    assert not any(r.op in ("Softmax", "MatMul") for r in e.kernel_report({n: a.shape for n, a in feeds.items()}))
+    want = _reference(feeds["q"], feeds["k"], feeds["v"], 1 / np.sqrt(D), feeds["mask"].astype(np.float64))
+    tol = 5e-3 if type_name == "float16" else 3e-2
+    np.testing.assert_allclose(e.run(feeds)["o"].numpy(), want, rtol=tol, atol=tol)

@@ -30,7 +30,7 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
   int fused = 0;
   for (size_t si = 0; si < g.nodes.size(); ++si) {
     SoftmaxChain c;
-    if (!match_softmax_chain(g, users, dead, ctx.opset, static_cast<int>(si), &c)) continue;
+    if (!match_softmax_chain(g, users, dead, ctx.opset, static_cast<int>(si), &c, /*sixteen_bit=*/true)) continue;
     const int sv = g.nodes[si].inputs[0];
     const Shape ss = shape_of(g, sv);
     if (ss.size() != 4) continue;
@@ -52,10 +52,13 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
     if (qs.size() != 4 || kts.size() != 4 || vs.size() != 4 || os.size() != 4) continue;
     const int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3], Sk = kts[3];
     if (kts != Shape{B, H, D, Sk} || vs[0] != B || vs[1] != H || vs[2] != Sk || ss != Shape{B, H, Sq, Sk}) continue;
-    if (g.values[q].dtype != DType::kFloat32 || g.values[v].dtype != DType::kFloat32) continue;
+    // float32, or float16 / bfloat16 (the kernels accumulate and take the softmax in float32).
+    const DType type = g.values[q].dtype;
+    auto is_float = [](DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; };
+    if (!is_float(type) || g.values[v].dtype != type || g.values[kt].dtype != type) continue;
     if (mask >= 0) {
       const Shape ms = shape_of(g, mask);
-      if (ms.empty() || ms.size() > 4 || g.values[mask].dtype != DType::kFloat32) continue;
+      if (ms.empty() || ms.size() > 4 || !is_float(g.values[mask].dtype)) continue;
     }
     int k = -1;
     if (pk >= 0 && is_op(g.nodes[pk], "Transpose")) {
@@ -68,7 +71,7 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
     std::vector<graph::Node> added;
     if (k < 0) {
       k = add_value(g, g.values[kt].name + "/key");
-      g.values[k].dtype = DType::kFloat32;
+      g.values[k].dtype = type;
       g.values[k].has_shape = true;
       g.values[k].shape = sym_shape_from(Shape{B, H, Sk, D});
       added.push_back(transpose_node(g.nodes[mm1].name + "/key", kt, k, {0, 1, 3, 2}));
