@@ -1,12 +1,14 @@
 #include "runtime/group_graph.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "runtime/transfer.h"
 
 namespace twinfer {
 
 namespace {
-constexpr size_t kMaxGraphs = 8;  // shapes kept; the oldest goes
+constexpr size_t kMaxGraphs = 8;  // shapes kept; the least recently used goes
 }
 
 struct GroupGraph::Entry {
@@ -164,8 +166,12 @@ std::vector<std::vector<Tensor>> GroupGraph::run(const std::vector<Tensor>& inpu
   for (auto& g : members_) held.push_back(g.context->hold());
   const std::vector<Tensor> values = keyed_host_values(keyed_, inputs);
   Entry* hit = nullptr;
-  for (auto& e : entries_)
-    if (e->key.matches(inputs, values, keyed_)) hit = e.get();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if ((*it)->key.matches(inputs, values, keyed_)) {
+      hit = it->get();
+      std::rotate(it, it + 1, entries_.end());  // the most recently used last: eviction takes the front
+      break;
+    }
   if (hit) return replay(*hit, inputs, host_outputs);
 
   // First call at these shapes: run eagerly (the answer for this call), then capture.

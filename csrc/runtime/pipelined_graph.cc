@@ -9,7 +9,7 @@
 namespace twinfer {
 
 namespace {
-constexpr size_t kMaxKeys = 8;  // sets of shapes (and keyed values) kept; the oldest goes
+constexpr size_t kMaxKeys = 8;  // sets of shapes (and keyed values) kept; the least recently used goes
 }
 
 // The graph of the launches that run stages [lo, hi].
@@ -245,8 +245,12 @@ std::vector<std::vector<Tensor>> PipelinedGraph::push(const std::vector<Tensor>&
   for (auto& g : stages_) held.push_back(g.context->hold());
   const std::vector<Tensor> values = keyed_host_values(keyed_, inputs);
   Entry* e = nullptr;
-  for (auto& c : entries_)
-    if (c->key.matches(inputs, values, keyed_)) e = c.get();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if ((*it)->key.matches(inputs, values, keyed_)) {
+      e = it->get();
+      std::rotate(it, it + 1, entries_.end());  // the most recently used last: eviction takes the front
+      break;
+    }
   std::vector<std::vector<Tensor>> finished = take_pending();
   try {
     if (current_ && current_ != e) drain_locked(finished);
