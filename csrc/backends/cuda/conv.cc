@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/capture_mode.h"
 #include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/conv_graph.h"
 #include "backends/cuda/cudnn_api.h"
@@ -123,7 +124,7 @@ class CudnnConv final : public Kernel {
       return;
     }
     enqueue_cudnn(ctx.inputs[0].data, ctx.inputs[1].data, bias, residual, ctx.outputs[0].data, ctx.scratch,
-                  stream_of(ctx));
+                  stream_of(ctx), graph_for(*ctx.stream));
   }
   const char* impl_name() const override { return name_.c_str(); }
 
@@ -181,7 +182,7 @@ class CudnnConv final : public Kernel {
                             s);
       });
       const float theirs = fastest_launch_ms(
-          [&](cudaStream_t s) { enqueue_cudnn(x.get(), w.get(), b, r, y.get(), scratch.get(), s); });
+          [&](cudaStream_t s) { enqueue_cudnn(x.get(), w.get(), b, r, y.get(), scratch.get(), s, graph_.get()); });
       return std::make_pair(ours, theirs);
     });
     if (t.first_wins) {
@@ -240,6 +241,7 @@ class CudnnConv final : public Kernel {
         if (act_fuses) f.act = c_.act;
         graph_ = make_cudnn_conv_graph(f, &why_not_fused);
         if (graph_) {
+          graph_spec_ = f;
           fused_ = true;
           act_after_ = !act_fuses;
           name_ = "cudnn graph conv" + layout + " + fused epilogue (" + graph_->plan_name() + ")";
@@ -251,6 +253,7 @@ class CudnnConv final : public Kernel {
       }
       graph_ = make_cudnn_conv_graph(g, &why_not_graph);
       if (graph_) {
+        graph_spec_ = g;
         name_ = "cudnn graph conv" + layout + " (" + graph_->plan_name() + ")";
         if (!why_not_fused.empty()) name_ += " + epilogue (not fused: " + why_not_fused.substr(0, 120) + ")";
         return;
@@ -289,18 +292,41 @@ class CudnnConv final : public Kernel {
   }
 
   // w is the node's (KRSC for channels-last: the descriptors say so).
+  // The graph plan for a stream: on a green context's stream, cuDNN's plan
+  // for the partition's SM count (as cuBLASLt's descriptors are told it),
+  // built on the first run there outside a capture (a capture never builds:
+  // the whole device's plan runs meanwhile) within this kernel's workspace;
+  // where cuDNN builds none, the whole device's plan.
+  const ConvGraphPlan* graph_for(const Stream& stream) const {
+    const int sm = stream.sm_count();
+    if (!graph_ || sm <= 0) return graph_.get();
+    std::lock_guard<std::mutex> lock(variants_mutex_);
+    for (const auto& [count, plan] : variants_)
+      if (count == sm) return plan ? plan.get() : graph_.get();
+    if (stream.capturing()) return graph_.get();
+    RelaxedCaptureScope relaxed;  // another thread's capture stays whole
+    ConvGraphSpec v = graph_spec_;
+    v.sm_count = sm;
+    v.max_workspace = graph_->workspace_bytes();
+    std::string why;
+    std::shared_ptr<const ConvGraphPlan> plan = v.max_workspace ? make_cudnn_conv_graph(v, &why) : nullptr;
+    if (plan && plan->workspace_bytes() > graph_->workspace_bytes()) plan = nullptr;
+    variants_.emplace_back(sm, plan);
+    return plan ? plan.get() : graph_.get();
+  }
+
   void enqueue_cudnn(const void* x, const void* w, const void* bias, const void* residual, void* y, void* scratch,
-                     cudaStream_t s) const {
+                     cudaStream_t s, const ConvGraphPlan* graph) const {
     const float one = 1.f, zero = 0.f;
     const int64_t spatial = shape_numel(Shape(c_.y.begin() + 2, c_.y.end()));
-    if (graph_) {
+    if (graph) {
       if (fused_) {  // bias, residual (and the activation unless act_after_) inside cuDNN's graph
-        graph_->run(x, w, y, scratch, s, bias, residual);
+        graph->run(x, w, y, scratch, s, bias, residual);
         if (act_after_)
           conv_epilogue(y, nullptr, nullptr, c_.y[0], c_.y[1], spatial, dtype_, c_.act, s, c_.channels_last);
         return;
       }
-      graph_->run(x, w, y, scratch, s);
+      graph->run(x, w, y, scratch, s);
     } else {
       // The handle is bound to one stream at a time.
       std::lock_guard<std::mutex> lock(cudnn_handle_mutex());
@@ -354,6 +380,10 @@ class CudnnConv final : public Kernel {
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
   std::shared_ptr<const ConvGraphPlan> graph_;  // the graph API's plan; null: the descriptors above
+  ConvGraphSpec graph_spec_;                    // what graph_ was built from
+  // Per green context's SM count: cuDNN's plan for it (null: none, graph_ runs).
+  mutable std::vector<std::pair<int, std::shared_ptr<const ConvGraphPlan>>> variants_;
+  mutable std::mutex variants_mutex_;
   bool fused_ = false;      // graph_ holds the epilogue too
   bool act_after_ = false;  // ... but for the activation, our kernel's after it
   std::string name_;

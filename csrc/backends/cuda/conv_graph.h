@@ -50,6 +50,11 @@ struct ConvGraphSpec {
   // support surface 90); where no engine takes it, QConv asks for the int32
   // form and runs its own epilogue.
   bool int8_requantize = false;
+  // The SMs cuDNN plans for (the frontend's target SM count): a green
+  // context's share, for the plan a partitioned stream runs; 0 for the whole
+  // device. Such a plan is the heuristics' choice for that count, not timed
+  // (the trials would run on the whole device).
+  int sm_count = 0;
 };
 
 // Whether `act` goes inside cuDNN's graph: those its pointwise modes express

@@ -98,6 +98,7 @@ std::shared_ptr<fe::graph::Graph> conv_graph(const ConvGraphSpec& s,
   auto layout = [&](const std::vector<int64_t>& dims) { return nhwc ? channels_last_strides(dims) : contiguous_strides(dims); };
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(io).set_intermediate_data_type(acc).set_compute_data_type(acc);
+  if (s.sm_count > 0) graph->set_sm_count(s.sm_count);
   auto tensor = [&](const char* name, int64_t uid, const std::vector<int64_t>& dims) {
     return graph->tensor(
         fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(layout(dims)).set_data_type(io));
@@ -168,7 +169,7 @@ class CudnnConvGraph final : public ConvGraphPlan {
     if (s.bias && s.y.size() > 1) operands.push_back({kBias, bytes({s.y[1]}, vector_each)});
     if (s.int8_requantize && s.y.size() > 1) operands.push_back({kScale, bytes({s.y[1]}, sizeof(float))});
     if (s.residual) operands.push_back({kResidual, bytes(s.y, io)});
-    graph_.tune(operands, cudnn_tune_candidates());
+    if (s.sm_count == 0) graph_.tune(operands, cudnn_tune_candidates());
     name_ = graph_.tuning().empty() ? graph_.plan_name() : graph_.plan_name() + "; timed " + graph_.tuning();
   }
 
@@ -238,7 +239,8 @@ std::shared_ptr<const ConvGraphPlan> make_cudnn_conv_graph(const ConvGraphSpec& 
   std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.exact ? "e" : "") + (spec.transpose ? "t" : "") +
                     (spec.channels_last ? "n" : "") + (spec.bias ? "b" : "") + (spec.residual ? "r" : "") + (spec.int8_requantize ? "q" : "") + "a" +
                     std::to_string(static_cast<int>(spec.act.kind)) + ":" + exact_key(spec.act.alpha) + ":" +
-                    exact_key(spec.act.beta) + ":" + std::to_string(spec.max_workspace);
+                    exact_key(spec.act.beta) + ":" + std::to_string(spec.max_workspace) + ":sm" +
+                    std::to_string(spec.sm_count);
   for (const auto* v : {&spec.x, &spec.w, &spec.y, &spec.pad_begin, &spec.pad_end, &spec.stride, &spec.dilation}) {
     key += "|";
     for (int64_t d : *v) key += std::to_string(d) + ",";
