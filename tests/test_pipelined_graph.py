@@ -88,10 +88,16 @@ def test_random_stream_delays_never_change_mapped_results(models, rng):
             pipe.close()
 
 
-def test_a_map_stopped_early_leaves_nothing_in_flight(models, rng):
-    cpu_conv = twinfer.load(models["conv"], device="cpu")
+@pytest.fixture
+def on_sim(models):
+    """The CPU's conv (for references), the three stages on the simulated device, their graphed form."""
     pipe = three_stages(models, "sim")
-    g = pipe.graphed()
+    yield twinfer.load(models["conv"], device="cpu"), pipe, pipe.graphed()
+    pipe.close()
+
+
+def test_a_map_stopped_early_leaves_nothing_in_flight(on_sim, rng):
+    cpu_conv, _, g = on_sim
     items = [item(rng, 1, 12, 12) for _ in range(6)]
     gen = g.map(items)
     for it in items[:3]:
@@ -102,13 +108,10 @@ def test_a_map_stopped_early_leaves_nothing_in_flight(models, rng):
     close(g.run(items[5])["r"].numpy(), reference(cpu_conv, items[5]))
     for out, it in zip(g.map(items[3:]), items[3:], strict=True):
         close(out["r"].numpy(), reference(cpu_conv, it))
-    pipe.close()
 
 
-def test_two_maps_at_once_and_a_bad_item(models, rng):
-    cpu_conv = twinfer.load(models["conv"], device="cpu")
-    pipe = three_stages(models, "sim")
-    g = pipe.graphed()
+def test_two_maps_at_once_and_a_bad_item(on_sim, rng):
+    cpu_conv, pipe, g = on_sim
     a = [item(rng, 2, 9, 9) for _ in range(5)]
     b = [item(rng, 1, 14, 10) for _ in range(5)]
     # Interleaved maps each get their own delay lines; the stages' contexts are shared.

@@ -127,23 +127,13 @@ bool has_flex_attention(const graph::Graph& g) {
 }
 
 int expand_flex_attention(graph::Graph& g, const PassContext& pc) {
-  std::vector<char> dead(g.nodes.size(), 0);
-  std::vector<graph::Node> added;
-  int count = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!is_flex(g.nodes[i])) continue;
-    const graph::Node n = g.nodes[i];
-    const size_t mark = added.size();
-    if (expand_one(g, n, pc.opset, added)) {
-      dead[i] = 1;
-      ++count;
-    } else {
-      added.resize(mark);
-    }
-  }
-  if (!count) return 0;
-  replace_fused_nodes(g, dead, added);
-  pc.note("expand_flex_attention: " + std::to_string(count) + " FlexAttention node(s) as MatMul, Softmax, MatMul");
+  const int count = rewrite_each_node(g, [&](size_t i, std::vector<graph::Node>& added) {
+    if (!is_flex(g.nodes[i])) return false;
+    const graph::Node n = g.nodes[i];  // a copy: the expansion adds to g
+    return expand_one(g, n, pc.opset, added);
+  });
+  if (count)
+    pc.note("expand_flex_attention: " + std::to_string(count) + " FlexAttention node(s) as MatMul, Softmax, MatMul");
   return count;
 }
 

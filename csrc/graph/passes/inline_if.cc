@@ -67,23 +67,11 @@ bool has_constant_if(const graph::Graph& g) {
 
 int inline_constant_ifs(graph::Graph& g, const PassContext& pc) {
   if (!if_inlining_wanted()) return 0;
-  std::vector<char> dead(g.nodes.size(), 0);
-  std::vector<graph::Node> added;
-  int count = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  const int count = rewrite_each_node(g, [&](size_t i, std::vector<graph::Node>& added) {
     const graph::Graph* branch = taken_branch(g, g.nodes[i]);
-    if (!branch) continue;
-    const size_t mark = added.size();
-    if (splice(g, i, *branch, &added)) {
-      dead[i] = 1;
-      ++count;
-    } else {
-      added.resize(mark);
-    }
-  }
-  if (!count) return 0;
-  replace_fused_nodes(g, dead, added);
-  pc.note("inline_if: " + std::to_string(count) + " If node(s) with a constant condition inlined");
+    return branch && splice(g, i, *branch, &added);
+  });
+  if (count) pc.note("inline_if: " + std::to_string(count) + " If node(s) with a constant condition inlined");
   return count;
 }
 

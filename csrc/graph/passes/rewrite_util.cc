@@ -43,6 +43,23 @@ void replace_fused_nodes(graph::Graph& g, const std::vector<char>& dead, std::ve
   g.remove_dead();
 }
 
+int rewrite_each_node(graph::Graph& g, const std::function<bool(size_t, std::vector<graph::Node>&)>& rewrite) {
+  std::vector<char> dead(g.nodes.size(), 0);
+  std::vector<graph::Node> added;
+  int count = 0;
+  for (size_t i = 0; i < dead.size(); ++i) {
+    const size_t mark = added.size();
+    if (rewrite(i, added)) {
+      dead[i] = 1;
+      ++count;
+    } else {
+      added.resize(mark);
+    }
+  }
+  if (count) replace_fused_nodes(g, dead, added);
+  return count;
+}
+
 int add_value(graph::Graph& g, const std::string& name) {
   std::string unique = name;
   for (int k = 1; g.find_value(unique) >= 0; ++k) unique = name + "_" + std::to_string(k);

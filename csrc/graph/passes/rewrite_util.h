@@ -26,6 +26,12 @@ void erase_nodes(graph::Graph& g, const std::vector<char>& dead);
 // place, sort and drop what no longer feeds an output.
 void replace_fused_nodes(graph::Graph& g, const std::vector<char>& dead, std::vector<graph::Node>& added);
 
+// Offers each node (by index) to `rewrite`, which appends its replacement to
+// `added` and returns true, or returns false (what it appended is dropped);
+// the rewritten nodes then give way to their replacements
+// (replace_fused_nodes). Returns how many were rewritten.
+int rewrite_each_node(graph::Graph& g, const std::function<bool(size_t, std::vector<graph::Node>&)>& rewrite);
+
 // A new value named `name` (suffixed _1, _2... when taken); with a tensor,
 // a constant holding it.
 int add_value(graph::Graph& g, const std::string& name);
