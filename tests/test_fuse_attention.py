@@ -262,3 +262,33 @@ def test_16_bit_attention_spelled_out_fuses(device, rng, type_name, softmax):
     want = _reference(feeds["q"], feeds["k"], feeds["v"], 1 / np.sqrt(D), feeds["mask"].astype(np.float64))
     tol = 5e-3 if type_name == "float16" else 3e-2
     np.testing.assert_allclose(e.run(feeds)["o"].numpy(), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hugging_face_eager_attention_exported_in_float16_fuses(device, rng, tmp_path):
+    # Hugging Face's eager attention in a float16 model: scaling by a Python
+    # float, an additive mask, softmax(w, dtype=float32).to(q.dtype), which
+    # TorchScript exports as a float16 Softmax and a Cast round trip
+    # through float32 (removed as exact), then the values.
+    torch = pytest.importorskip("torch")
+
+    class Eager(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            w = torch.matmul(q, k.transpose(2, 3)) * (q.shape[-1] ** -0.5) + mask
+            w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+            return torch.matmul(w, v)
+
+    q, k, v = (torch.from_numpy(rng.standard_normal(s).astype(np.float16)) for s in ([B, H, SQ, D], [B, H, SK, D],
+                                                                                     [B, H, SK, D]))
+    mask = torch.zeros(B, 1, SQ, SK, dtype=torch.float16)
+    mask[1, ..., 11:] = -1e4
+    path = tmp_path / "eager.onnx"
+    names = ["q", "k", "v", "mask"]
+    torch.onnx.export(Eager(), (q, k, v, mask), str(path), dynamo=False, input_names=names, output_names=["o"],
+                      opset_version=17)
+    feeds = {n: a.numpy() for n, a in zip(names, (q, k, v, mask))}
+    e = twinfer.load(path, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+    rows = e.kernel_report({n: a.shape for n, a in feeds.items()})
+    assert [r.op for r in rows] == ["com.twinfer::Attention"] and rows[0].dtype == "float16", rows
+    want = _reference(feeds["q"], feeds["k"], feeds["v"], D ** -0.5, feeds["mask"].astype(np.float64))
+    np.testing.assert_allclose(e.run(feeds)["o"].numpy().astype(np.float64), want, rtol=5e-3, atol=5e-3)

@@ -179,6 +179,32 @@ def test_identity_and_dropout_are_removed(rng):
     assert hist == {"Relu": 1}, hist
 
 
+@pytest.mark.parametrize("x_type,mid,removed", [
+    (np.float16, onnx.TensorProto.FLOAT, True),     # float16 -> float32 -> float16: exact
+    (np.int32, onnx.TensorProto.INT64, True),       # widening integers: exact
+    (np.uint8, onnx.TensorProto.INT16, True),
+    (np.float32, onnx.TensorProto.FLOAT16, False),  # through a narrower type rounds
+    (np.int16, onnx.TensorProto.UINT16, False),     # through unsigned loses the negatives
+])
+def test_a_cast_round_trip_through_a_wider_type_is_removed(rng, x_type, mid, removed):
+    # TorchScript writes softmax(s, dtype=float32).to(float16) of a float16 s as
+    # Softmax then Cast(float32) -> Cast(float16); only an exact round trip goes.
+    back = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(x_type))
+    nodes = [helper.make_node("Cast", ["x"], ["wide"], to=mid), helper.make_node("Cast", ["wide"], ["back"], to=back),
+             helper.make_node("Neg", ["back"], ["y"])]
+    io = lambda n: helper.make_tensor_value_info(n, back, [4, 5])  # noqa: E731
+    model = _model(nodes, [io("x")], [io("y")], {})
+    if np.issubdtype(x_type, np.floating):
+        x = (rng.standard_normal((4, 5)) * 300).astype(x_type)
+    else:
+        x = rng.integers(np.iinfo(x_type).min, np.iinfo(x_type).max, (4, 5)).astype(x_type)
+    if x_type == np.uint8:  # Neg of unsigned wraps: the reference is onnxruntime's
+        nodes[2] = helper.make_node("Identity", ["back"], ["y"])
+        model = _model(nodes, [io("x")], [io("y")], {})
+    hist = _check(model, {"x": x})
+    assert ("Cast" not in hist) == removed, hist
+
+
 @pytest.mark.parametrize("spelling", ["div_then_half_last", "mul_then_half_first"])
 def test_erf_gelu_pattern_becomes_one_op(rng, spelling):
     inits = {"one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32)}
