@@ -75,7 +75,11 @@ def test_attention_masks(rng, device, form, causal):
         ins.append("mask")
         vis.append(_vi("mask", shape, I32))
     node = helper.make_node("Attention", ins, ["y"], domain=MS, num_heads=N, unidirectional=causal)
-    _check(_model([node], vis, [_vi("y", None)], inits), feeds, device)
+    # A row whose every key is masked (causal and the key range disjoint):
+    # onnxruntime adds -10000 to each score in float32, where a step is ~1e-3,
+    # so its weights there are off by up to ~1e-3 (1e-4 in the outputs was
+    # seen); a mask applied wrongly moves outputs by ~0.1.
+    _check(_model([node], vis, [_vi("y", None)], inits), feeds, device, atol=1e-3 if causal else 1e-5)
 
 
 @pytest.mark.parametrize("device,precision", [("cpu", "fp32"), ("sim", "fp16"), ("sim", "bf16"),

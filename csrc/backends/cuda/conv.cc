@@ -86,6 +86,7 @@ class CudnnConv final : public Kernel {
         api_(cudnn()) {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&device_sms_, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
     handle_ = cudnn_handle(device);
     const char* dw_mode = std::getenv("TWINFER_DEPTHWISE");
     const std::string dw = dw_mode ? dw_mode : "";
@@ -124,7 +125,7 @@ class CudnnConv final : public Kernel {
       return;
     }
     enqueue_cudnn(ctx.inputs[0].data, ctx.inputs[1].data, bias, residual, ctx.outputs[0].data, ctx.scratch,
-                  stream_of(ctx), graph_for(*ctx.stream));
+                  stream_of(ctx), graph_for(ctx.stream));
   }
   const char* impl_name() const override { return name_.c_str(); }
 
@@ -291,29 +292,36 @@ class CudnnConv final : public Kernel {
     }
   }
 
-  // w is the node's (KRSC for channels-last: the descriptors say so).
   // The graph plan for a stream: on a green context's stream, cuDNN's plan
   // for the partition's SM count (as cuBLASLt's descriptors are told it),
   // built on the first run there outside a capture (a capture never builds:
   // the whole device's plan runs meanwhile) within this kernel's workspace;
-  // where cuDNN builds none, the whole device's plan.
-  const ConvGraphPlan* graph_for(const Stream& stream) const {
-    const int sm = stream.sm_count();
-    if (!graph_ || sm <= 0) return graph_.get();
+  // where cuDNN builds none, or the share is the whole device (whose plan
+  // was timed), the whole device's plan.
+  const ConvGraphPlan* graph_for(const Stream* stream) const {
+    const int sm = stream ? stream->sm_count() : 0;
+    if (!graph_ || sm <= 0 || sm >= device_sms_) return graph_.get();
     std::lock_guard<std::mutex> lock(variants_mutex_);
     for (const auto& [count, plan] : variants_)
       if (count == sm) return plan ? plan.get() : graph_.get();
-    if (stream.capturing()) return graph_.get();
+    if (stream->capturing()) return graph_.get();
     RelaxedCaptureScope relaxed;  // another thread's capture stays whole
     ConvGraphSpec v = graph_spec_;
     v.sm_count = sm;
     v.max_workspace = graph_->workspace_bytes();
-    std::string why;
-    std::shared_ptr<const ConvGraphPlan> plan = v.max_workspace ? make_cudnn_conv_graph(v, &why) : nullptr;
+    std::shared_ptr<const ConvGraphPlan> plan;
+    try {
+      std::string why;
+      plan = make_cudnn_conv_graph(v, &why);
+    } catch (...) {  // whatever failed (memory for its set-up...), the whole device's plan runs
+      plan = nullptr;
+    }
     if (plan && plan->workspace_bytes() > graph_->workspace_bytes()) plan = nullptr;
     variants_.emplace_back(sm, plan);
     return plan ? plan.get() : graph_.get();
   }
+
+  // w is the node's (KRSC for channels-last: the descriptors say so).
 
   void enqueue_cudnn(const void* x, const void* w, const void* bias, const void* residual, void* y, void* scratch,
                      cudaStream_t s, const ConvGraphPlan* graph) const {
@@ -384,6 +392,7 @@ class CudnnConv final : public Kernel {
   // Per green context's SM count: cuDNN's plan for it (null: none, graph_ runs).
   mutable std::vector<std::pair<int, std::shared_ptr<const ConvGraphPlan>>> variants_;
   mutable std::mutex variants_mutex_;
+  int device_sms_ = 0;  // the whole device's SMs (a share of all of them keeps graph_)
   bool fused_ = false;      // graph_ holds the epilogue too
   bool act_after_ = false;  // ... but for the activation, our kernel's after it
   std::string name_;

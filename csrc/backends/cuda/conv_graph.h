@@ -34,7 +34,7 @@ struct ConvGraphSpec {
   // filter; pads and strides are that convolution's (ConvTranspose's own).
   bool transpose = false;
   bool exact = false;        // float32 without TF32: engines using tensor cores are left out
-  size_t max_workspace = 0;  // engines needing more are left out
+  size_t max_workspace = 0;  // engines needing more are left out (0: no bound, but with sm_count)
   // The fused Conv's epilogue inside the graph (float forward convolutions):
   // y = act(conv + bias[M] + residual), the sum in float, one write of y.
   // cuDNN's runtime-fusion engines take such graphs (on NHWC, with tensor
@@ -53,7 +53,8 @@ struct ConvGraphSpec {
   // The SMs cuDNN plans for (the frontend's target SM count): a green
   // context's share, for the plan a partitioned stream runs; 0 for the whole
   // device. Such a plan is the heuristics' choice for that count, not timed
-  // (the trials would run on the whole device).
+  // (the trials would run on the whole device), within max_workspace even
+  // when it is 0, and never one cuDNN compiles at run time.
   int sm_count = 0;
 };
 

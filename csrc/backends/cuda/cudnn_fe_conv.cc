@@ -147,7 +147,12 @@ class CudnnConvGraph final : public ConvGraphPlan {
  public:
   explicit CudnnConvGraph(const ConvGraphSpec& s)
       : graph_(conv_graph(s), "conv", [&s](fe::graph::Graph& g) {
-          if (s.max_workspace) g.deselect_workspace_greater_than(static_cast<int64_t>(s.max_workspace));
+          // A partition's plan (sm_count) must fit the workspace its kernel has,
+          // none included, and is built on a run: no runtime-compiled engines
+          // (NVRTC takes seconds, under the cuDNN lock other runs wait on).
+          if (s.max_workspace || s.sm_count > 0)
+            g.deselect_workspace_greater_than(static_cast<int64_t>(s.max_workspace));
+          if (s.sm_count > 0) g.deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
           // float32 never takes engines that convert its inputs down (to
           // fp16/bf16, as PyTorch leaves them out too); exact float32 (no
           // TF32) none that use tensor cores either.

@@ -47,7 +47,7 @@ int repeat_heads(Builder& b, int x, int q, const std::string& what) {
 // sqrt(scale) in Q's type, computed in float32 as ONNX's function body does:
 // the attribute, or 1/sqrt(head size) from Q's shape (at run time if need be).
 int root_scale(Builder& b, const graph::Graph& g, const graph::Node& n, int q, DType type) {
-  const SymShape& qs = g.values[q].shape;
+  const SymShape qs = g.values[q].shape;  // a copy: the constants added below grow g.values
   const bool static_size = g.values[q].has_shape && qs.size() == 4 && qs[3].known();
   if (n.has_attr("scale") || static_size) {
     const float scale = n.has_attr("scale") ? n.attr_float("scale", 1.f)
@@ -93,8 +93,8 @@ bool expand_one(graph::Graph& g, const graph::Node& n, int64_t opset, std::vecto
     if (g.values[x].has_shape && g.values[x].shape.size() != 4) return false;
 
   Builder b(g, n, added, opset);
-  const graph::Value &qv = g.values[q], &kv = g.values[k];
-  const bool same_heads = qv.has_shape && kv.has_shape && qv.shape[1] == kv.shape[1];
+  const bool same_heads = g.values[q].has_shape && g.values[k].has_shape &&
+                          g.values[q].shape[1] == g.values[k].shape[1];
   const int keys = same_heads ? k : repeat_heads(b, k, q, "k");
   const int values = same_heads ? v : repeat_heads(b, v, q, "v");
   const int root = root_scale(b, g, n, q, type);

@@ -58,7 +58,8 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
     if (!is_float(type) || g.values[v].dtype != type || g.values[kt].dtype != type) continue;
     if (mask >= 0) {
       const Shape ms = shape_of(g, mask);
-      if (ms.empty() || ms.size() > 4 || !is_float(g.values[mask].dtype)) continue;
+      // An additive mask has the scores' type (the kernels read it so).
+      if (ms.empty() || ms.size() > 4 || g.values[mask].dtype != type) continue;
     }
     int k = -1;
     if (pk >= 0 && is_op(g.nodes[pk], "Transpose")) {

@@ -107,7 +107,7 @@ bool match_softmax_chain(const graph::Graph& g, const std::vector<std::vector<in
       const graph::Node& wn = g.nodes[where];
       double zero = 1;
       if (wn.inputs.size() == 3 && wn.inputs[0] == g.nodes[isnan].outputs[0] && wn.inputs[2] == p &&
-          scalar_constant(g, wn.inputs[1], &zero) && zero == 0.0 && users[wn.inputs[0]].size() == 1 &&
+          scalar_value(g, wn.inputs[1], &zero) && zero == 0.0 && users[wn.inputs[0]].size() == 1 &&
           !is_graph_output(g, wn.inputs[0]) && g.values[wn.outputs[0]].dtype == type) {
         c.guard_isnan = isnan;
         c.guard_where = where;
