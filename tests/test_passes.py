@@ -252,3 +252,31 @@ def test_tanh_gelu_pattern_becomes_one_op(rng, spelling):
     assert hist == {"Gelu": 1}, hist
     stats = twinfer.load(model, device="cpu").stats()
     assert any("1 tanh-GELU" in line for line in stats["passes"]), stats
+
+
+@pytest.mark.parametrize("a_shape,b_shape,perm,folded", [
+    ([2, 3, 5, 7], [2, 3, 9, 7], [0, 1, 3, 2], True),    # Q x K^T
+    ([1, 32, 1, 16], [1, 32, 40, 16], [0, 1, 3, 2], True),  # a decode step over a key cache
+    ([2, 1, 5, 7], [1, 3, 9, 7], [0, 1, 3, 2], True),    # batch dims broadcast both ways
+    ([5, 7], [9, 7], [1, 0], True),                       # plain matrices
+    ([2, 5, 7], [7, 2, 9], [1, 0, 2], False),             # not the last two axes
+])
+def test_a_matmul_reads_a_transposed_operand_in_place(rng, a_shape, b_shape, perm, folded):
+    # CPU plans: MatMul(a, Transpose(b)) -> Einsum reading b with its strides
+    # (graph/passes/matmul_reads_transposed.h); other transposes stay.
+    nodes = [helper.make_node("Transpose", ["b"], ["bt"], perm=perm), helper.make_node("MatMul", ["a", "bt"], ["y"])]
+    model = _model(nodes, [_vi("a", a_shape), _vi("b", b_shape)], [_vi("y", None)], {})
+    feeds = {"a": rng.standard_normal(a_shape).astype(np.float32), "b": rng.standard_normal(b_shape).astype(np.float32)}
+    _check(model, feeds)
+    ops = [r.op for r in twinfer.load(model, device="cpu").kernel_report(feeds)]  # the plan's nodes
+    assert (ops == ["Einsum"]) == folded, ops
+
+
+def test_a_transpose_read_elsewhere_stays(rng):
+    nodes = [helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 2, 1]), helper.make_node("MatMul", ["a", "bt"], ["y"]),
+             helper.make_node("Relu", ["bt"], ["z"])]
+    model = _model(nodes, [_vi("a", [2, 5, 7]), _vi("b", [2, 9, 7])], [_vi("y", None), _vi("z", None)], {})
+    feeds = {"a": rng.standard_normal((2, 5, 7)).astype(np.float32), "b": rng.standard_normal((2, 9, 7)).astype(np.float32)}
+    _check(model, feeds)
+    ops = sorted(r.op for r in twinfer.load(model, device="cpu").kernel_report(feeds))
+    assert ops == ["MatMul", "Relu", "Transpose"], ops
