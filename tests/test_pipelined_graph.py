@@ -164,3 +164,36 @@ def test_a_keyed_input_changing_value_drains_and_keys_the_graphs(rng, gpu):
         close(out["z"].numpy(), it["x"].reshape(it["s"]) * 2 + 1)
     assert g.stats()["map"]["eager"] == 3  # [3, 4], [2, 6], [4, 3] first seen
     pipe.close()
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_a_kernel_error_in_a_replay_surfaces_when_a_device_output_is_read(rng, gpu):
+    # On a GPU a Gather index out of range sets the context's error flag (a
+    # kernel cannot throw); a graph's device outputs carry that flag, so
+    # reading one raises, as an engine's own device outputs do (the simulated
+    # device's kernels throw, which the read raises too).
+    gather = make_model([helper.make_node("Gather", ["d", "i"], ["y"])], [("d", F32, [5, 3]), ("i", np.int64, [2])],
+                        [("y", F32, [2, 3])])
+    e = twinfer.load(gather, device=gpu)
+    ident = twinfer.load(make_model([helper.make_node("Identity", ["a"], ["b"])], [("a", np.int64, [2])],
+                                    [("b", np.int64, [2])]), device=gpu)
+    d = rng.standard_normal((5, 3)).astype(F32)
+    on_device = lambda idx: ident.run({"a": np.array(idx, np.int64)}, outputs="device")["b"]  # noqa: E731
+    g = twinfer.Parallel([e]).graphed()
+    for idx in ([1, 2], [4, 0], [3, 3]):  # eager, capture, replay
+        np.testing.assert_array_equal(g.run([{"d": d, "i": on_device(idx)}])[0]["y"].numpy(), d[idx])
+    bad = g.run([{"d": d, "i": on_device([0, 9])}])[0]["y"]
+    with pytest.raises(twinfer.Error, match="out of range"):
+        bad.numpy()
+    np.testing.assert_array_equal(g.run([{"d": d, "i": on_device([2, 1])}])[0]["y"].numpy(), d[[2, 1]])
+    # A pipelined map of device items, each output read as it comes (the flag
+    # is the context's: it names the first read after the failing launch):
+    # the bad item's read raises, the others are right.
+    pm = twinfer.Pipeline([e]).graphed()
+    indices = ([1, 2], [0, 4], [3, 7], [4, 4])
+    for o, i in zip(pm.map({"d": d, "i": on_device(i)} for i in indices), indices, strict=True):
+        if max(i) < 5:
+            np.testing.assert_array_equal(o["y"].numpy(), d[i])
+        else:
+            with pytest.raises(twinfer.Error, match="out of range"):
+                o["y"].numpy()

@@ -70,6 +70,9 @@ class ExecutionContext {
   void check_kernel_errors() {
     if (api_) api_->check_kernel_errors(error_flag_.get());
   }
+  // That flag, for device outputs of this context's work that others hand
+  // out (a group's graph): reading one to the host checks it.
+  const std::shared_ptr<void>& error_flag() const { return error_flag_; }
   // Work of others on the context's buffers (a group's graph, which holds
   // this context's runs): `s` waits for the context's latest run, and the
   // context's next run waits for `done` (recorded on `s` after that work).

@@ -134,8 +134,11 @@ std::vector<std::vector<Tensor>> GroupGraph::replay(Entry& e, const std::vector<
   for (auto& g : members_) g.context->order_after(S, done);
   e.staging->hold_until(done, std::move(device_inputs));
   if (!host_outputs) {
-    for (auto& o : outs)
-      for (auto& t : o) t.set_ready_event(done);
+    for (size_t m = 0; m < outs.size(); ++m)
+      for (auto& t : outs[m]) {
+        t.set_ready_event(done);
+        t.set_error_flag(members_[m].context->error_flag());  // an index out of range surfaces when it is read
+      }
     return outs;
   }
   S.synchronize();

@@ -220,7 +220,10 @@ void PipelinedGraph::launch(const std::vector<Tensor>* inputs, bool host_outputs
     for (auto& g : stages_) g.context->check_kernel_errors();
     outs = e.staging->read_host(r.last_outputs, 0);
   } else {
-    for (auto& t : outs) t.set_ready_event(done);
+    for (auto& t : outs) {
+      t.set_ready_event(done);
+      t.set_error_flag(stages_[last].context->error_flag());  // an index out of range surfaces when it is read
+    }
   }
   finished.push_back(std::move(outs));
 }
