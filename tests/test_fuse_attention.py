@@ -265,21 +265,30 @@ def test_16_bit_attention_spelled_out_fuses(device, rng, type_name, softmax):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_hugging_face_eager_attention_exported_in_float16_fuses(device, rng, tmp_path):
-    # Hugging Face's eager attention in a float16 model: scaling by a Python
-    # float, an additive mask, softmax(w, dtype=float32).to(q.dtype), which
-    # TorchScript exports as a float16 Softmax and a Cast round trip
-    # through float32 (removed as exact), then the values.
+@pytest.mark.parametrize("kv_heads", [H, 1])
+def test_hugging_face_eager_attention_exported_in_float16_fuses(device, rng, tmp_path, kv_heads):
+    # Hugging Face's eager attention in a float16 model: K and V repeated per
+    # group of query heads (repeat_kv: Unsqueeze, Expand, Reshape) where they
+    # have fewer heads, scaling by a Python float, an additive mask,
+    # softmax(w, dtype=float32).to(q.dtype), which TorchScript exports as a
+    # float16 Softmax and a Cast round trip through float32 (removed as
+    # exact), then the values. One Attention, reading K and V unrepeated.
     torch = pytest.importorskip("torch")
+
+    def repeat_kv(x, n_rep):
+        b, kvh, s, d = x.shape
+        return x[:, :, None, :, :].expand(b, kvh, n_rep, s, d).reshape(b, kvh * n_rep, s, d)
 
     class Eager(torch.nn.Module):
         def forward(self, q, k, v, mask):
+            if kv_heads != H:
+                k, v = repeat_kv(k, H // kv_heads), repeat_kv(v, H // kv_heads)
             w = torch.matmul(q, k.transpose(2, 3)) * (q.shape[-1] ** -0.5) + mask
             w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
             return torch.matmul(w, v)
 
-    q, k, v = (torch.from_numpy(rng.standard_normal(s).astype(np.float16)) for s in ([B, H, SQ, D], [B, H, SK, D],
-                                                                                     [B, H, SK, D]))
+    q, k, v = (torch.from_numpy(rng.standard_normal(s).astype(np.float16)) for s in ([B, H, SQ, D], [B, kv_heads, SK, D],
+                                                                                     [B, kv_heads, SK, D]))
     mask = torch.zeros(B, 1, SQ, SK, dtype=torch.float16)
     mask[1, ..., 11:] = -1e4
     path = tmp_path / "eager.onnx"
@@ -290,5 +299,7 @@ def test_hugging_face_eager_attention_exported_in_float16_fuses(device, rng, tmp
     e = twinfer.load(path, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
     rows = e.kernel_report({n: a.shape for n, a in feeds.items()})
     assert [r.op for r in rows] == ["com.twinfer::Attention"] and rows[0].dtype == "float16", rows
-    want = _reference(feeds["q"], feeds["k"], feeds["v"], D ** -0.5, feeds["mask"].astype(np.float64))
+    groups = H // kv_heads
+    want = _reference(feeds["q"], np.repeat(feeds["k"], groups, axis=1), np.repeat(feeds["v"], groups, axis=1), D ** -0.5,
+                      feeds["mask"].astype(np.float64))
     np.testing.assert_allclose(e.run(feeds)["o"].numpy().astype(np.float64), want, rtol=5e-3, atol=5e-3)

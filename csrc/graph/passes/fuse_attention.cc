@@ -21,6 +21,38 @@ Shape shape_of(const graph::Graph& g, int v) {
   return sym_shape_values(val.shape);
 }
 
+// x where `v` is x [B, Hkv, S, D] repeated per group of query heads, as
+// Hugging Face's repeat_kv and FlexAttention's expansion write it:
+// Reshape(Expand(Unsqueeze(x, axis 2), [B, Hkv, G, S, D]), [B, Hkv * G, S, D]),
+// each step read by the next alone and `v` by `reader` alone; else -1. The
+// three nodes go into `remove`.
+int grouped_source(const graph::Graph& g, const std::vector<std::vector<int>>& users, const std::vector<char>& dead,
+                   int v, int reader, int64_t opset, std::vector<int>* remove) {
+  const int reshape = sole_producer(g, users, dead, v, reader);
+  if (reshape < 0 || !is_op(g.nodes[reshape], "Reshape")) return -1;
+  const int expand = sole_producer(g, users, dead, g.nodes[reshape].inputs[0], reshape);
+  if (expand < 0 || !is_op(g.nodes[expand], "Expand")) return -1;
+  const int unsq = sole_producer(g, users, dead, g.nodes[expand].inputs[0], expand);
+  if (unsq < 0 || !is_op(g.nodes[unsq], "Unsqueeze")) return -1;
+  const graph::Node& un = g.nodes[unsq];
+  std::vector<int64_t> axes;
+  if (opset < 13) {
+    axes = un.attr_ints("axes");
+  } else if (un.inputs.size() > 1 && un.inputs[1] >= 0 && g.values[un.inputs[1]].is_constant()) {
+    const Tensor& t = g.values[un.inputs[1]].constant;
+    if (t.dtype() == DType::kInt64)
+      axes.assign(t.data_as<int64_t>(), t.data_as<int64_t>() + t.numel());
+  }
+  if (axes != std::vector<int64_t>{2} && axes != std::vector<int64_t>{-3}) return -1;
+  const int x = un.inputs[0];
+  const Shape xs = shape_of(g, x), es = shape_of(g, g.nodes[expand].outputs[0]), vs = shape_of(g, v);
+  if (xs.size() != 4 || es.size() != 5 || vs.size() != 4) return -1;
+  const int64_t groups = es[2];
+  if (es != Shape{xs[0], xs[1], groups, xs[2], xs[3]} || vs != Shape{xs[0], xs[1] * groups, xs[2], xs[3]}) return -1;
+  remove->insert(remove->end(), {reshape, expand, unsq});
+  return x;
+}
+
 }  // namespace
 
 int fuse_attention(graph::Graph& g, const PassContext& ctx) {
@@ -89,6 +121,21 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
     if (mask >= 0) att.inputs.push_back(mask);
     att.outputs = {out};
     if (!(scale > 0.0) || !rewrite_fits(g, att, ctx)) continue;  // the CPU kernel scales q and k by sqrt(scale)
+    // Grouped heads: where K and V are both repeated per group of query heads,
+    // the attention reads them unrepeated where its kernel takes that (query
+    // head h reads K/V head h / G): nothing is repeated in memory.
+    std::vector<int> ungrouped;
+    const int gk = added.empty() ? grouped_source(g, users, dead, k, pk, ctx.opset, &ungrouped) : -1;
+    const int gv = gk >= 0 ? grouped_source(g, users, dead, v, mm2, ctx.opset, &ungrouped) : -1;
+    if (gv >= 0 && shape_of(g, gk)[1] == shape_of(g, gv)[1]) {
+      graph::Node grouped = att;
+      grouped.inputs[1] = gk;
+      grouped.inputs[2] = gv;
+      if (rewrite_fits(g, grouped, ctx)) {
+        att = std::move(grouped);
+        remove.insert(remove.end(), ungrouped.begin(), ungrouped.end());
+      }
+    }
     for (int r : remove) dead[r] = 1;
     // The Attention takes the last MatMul's slot (its inputs all exist by then);
     // an added Transpose goes at the end and the sort below puts it in place.
