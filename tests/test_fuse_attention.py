@@ -265,14 +265,17 @@ def test_16_bit_attention_spelled_out_fuses(device, rng, type_name, softmax):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("kv_heads", [H, 1])
-def test_hugging_face_eager_attention_exported_in_float16_fuses(device, rng, tmp_path, kv_heads):
-    # Hugging Face's eager attention in a float16 model: K and V repeated per
-    # group of query heads (repeat_kv: Unsqueeze, Expand, Reshape) where they
-    # have fewer heads, scaling by a Python float, an additive mask,
-    # softmax(w, dtype=float32).to(q.dtype), which TorchScript exports as a
-    # float16 Softmax and a Cast round trip through float32 (removed as
-    # exact), then the values. One Attention, reading K and V unrepeated.
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("heads,kv_heads", [(3, 3), (3, 1), (4, 2)])
+def test_hugging_face_eager_attention_exports_fuse(device, rng, tmp_path, dtype, heads, kv_heads):
+    # Hugging Face's eager attention: K and V repeated per group of query
+    # heads (repeat_kv: Unsqueeze, Expand, Reshape) where they have fewer
+    # heads, scaling by a Python float, an additive mask, softmax(w,
+    # dtype=float32).to(q.dtype), which TorchScript exports as a Softmax in
+    # the model's type and, in float16, a Cast round trip through float32
+    # (removed as exact), then the values: one Attention. In float32 it reads
+    # K and V unrepeated (grouped heads; 4 heads over 2 tells h / G from
+    # h % Hkv); in float16 the repeat stays, for cuDNN's fused attention.
     torch = pytest.importorskip("torch")
 
     def repeat_kv(x, n_rep):
@@ -281,15 +284,15 @@ def test_hugging_face_eager_attention_exported_in_float16_fuses(device, rng, tmp
 
     class Eager(torch.nn.Module):
         def forward(self, q, k, v, mask):
-            if kv_heads != H:
-                k, v = repeat_kv(k, H // kv_heads), repeat_kv(v, H // kv_heads)
+            if kv_heads != heads:
+                k, v = repeat_kv(k, heads // kv_heads), repeat_kv(v, heads // kv_heads)
             w = torch.matmul(q, k.transpose(2, 3)) * (q.shape[-1] ** -0.5) + mask
             w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
             return torch.matmul(w, v)
 
-    q, k, v = (torch.from_numpy(rng.standard_normal(s).astype(np.float16)) for s in ([B, H, SQ, D], [B, kv_heads, SK, D],
-                                                                                     [B, kv_heads, SK, D]))
-    mask = torch.zeros(B, 1, SQ, SK, dtype=torch.float16)
+    q, k, v = (torch.from_numpy(rng.standard_normal(s).astype(dtype))
+               for s in ([B, heads, SQ, D], [B, kv_heads, SK, D], [B, kv_heads, SK, D]))
+    mask = torch.zeros(B, 1, SQ, SK, dtype=q.dtype)
     mask[1, ..., 11:] = -1e4
     path = tmp_path / "eager.onnx"
     names = ["q", "k", "v", "mask"]
@@ -298,8 +301,12 @@ def test_hugging_face_eager_attention_exported_in_float16_fuses(device, rng, tmp
     feeds = {n: a.numpy() for n, a in zip(names, (q, k, v, mask))}
     e = twinfer.load(path, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
     rows = e.kernel_report({n: a.shape for n, a in feeds.items()})
-    assert [r.op for r in rows] == ["com.twinfer::Attention"] and rows[0].dtype == "float16", rows
-    groups = H // kv_heads
+    attention = [r for r in rows if r.op == "com.twinfer::Attention"]
+    assert len(attention) == 1 and attention[0].dtype == np.dtype(dtype).name, rows
+    repeats = [r.op for r in rows if r.op != "com.twinfer::Attention"]
+    assert repeats == ([] if kv_heads == heads or dtype == np.float32 else ["Unsqueeze", "Expand"] * 2), repeats
+    groups = heads // kv_heads
     want = _reference(feeds["q"], np.repeat(feeds["k"], groups, axis=1), np.repeat(feeds["v"], groups, axis=1), D ** -0.5,
                       feeds["mask"].astype(np.float64))
-    np.testing.assert_allclose(e.run(feeds)["o"].numpy().astype(np.float64), want, rtol=5e-3, atol=5e-3)
+    tol = 5e-3 if dtype == np.float16 else 2e-5
+    np.testing.assert_allclose(e.run(feeds)["o"].numpy().astype(np.float64), want, rtol=tol, atol=tol)

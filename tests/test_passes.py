@@ -255,15 +255,16 @@ def test_tanh_gelu_pattern_becomes_one_op(rng, spelling):
 
 
 @pytest.mark.parametrize("a_shape,b_shape,perm,folded", [
-    ([2, 3, 5, 7], [2, 3, 9, 7], [0, 1, 3, 2], True),    # Q x K^T
-    ([1, 32, 1, 16], [1, 32, 40, 16], [0, 1, 3, 2], True),  # a decode step over a key cache
-    ([2, 1, 5, 7], [1, 3, 9, 7], [0, 1, 3, 2], True),    # batch dims broadcast both ways
-    ([5, 7], [9, 7], [1, 0], True),                       # plain matrices
-    ([2, 5, 7], [7, 2, 9], [1, 0, 2], False),             # not the last two axes
+    ([1, 16, 1, 80], [1, 16, 1030, 80], [0, 1, 3, 2], True),  # a decode step over a 5 MiB key cache
+    ([2, 1, 5, 64], [1, 4, 4097, 64], [0, 1, 3, 2], True),    # batch dims broadcast both ways
+    ([5, 64], [16411, 64], [1, 0], True),                      # plain matrices
+    ([2, 3, 5, 7], [2, 3, 9, 7], [0, 1, 3, 2], False),         # a small b: the copy is cheaper than a kernel
+    ([2, 5, 7], [7, 2, 9], [1, 0, 2], False),                  # not the last two axes
 ])
 def test_a_matmul_reads_a_transposed_operand_in_place(rng, a_shape, b_shape, perm, folded):
     # CPU plans: MatMul(a, Transpose(b)) -> Einsum reading b with its strides
-    # (graph/passes/matmul_reads_transposed.h); other transposes stay.
+    # (graph/passes/matmul_reads_transposed.h) where b holds 4 MiB or more;
+    # other transposes stay.
     nodes = [helper.make_node("Transpose", ["b"], ["bt"], perm=perm), helper.make_node("MatMul", ["a", "bt"], ["y"])]
     model = _model(nodes, [_vi("a", a_shape), _vi("b", b_shape)], [_vi("y", None)], {})
     feeds = {"a": rng.standard_normal(a_shape).astype(np.float32), "b": rng.standard_normal(b_shape).astype(np.float32)}

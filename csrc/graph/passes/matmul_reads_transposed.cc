@@ -10,6 +10,9 @@ namespace {
 
 bool is_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
+// Below this, transposing b costs less than building a kernel for its size.
+constexpr int64_t kMinTransposedBytes = int64_t{4} << 20;
+
 int rank_of(const graph::Graph& g, int v) {
   return v >= 0 && g.values[v].has_shape ? static_cast<int>(g.values[v].shape.size()) : -1;
 }
@@ -38,6 +41,13 @@ int matmul_reads_transposed(graph::Graph& g, const PassContext& pc) {
     const int b = g.nodes[t].inputs[0];
     const int r = rank_of(g, b);
     if (r < 2 || rank_of(g, mm.inputs[0]) != r || !swaps_last_two(g.nodes[t].attr_ints("perm"))) continue;
+    // Only a large b: an Einsum kernel is built per size (the MatMul has a
+    // kernel for any size that plans share as a decoder's cache grows,
+    // runtime/kernel_cache.h), 70-250 us, which a smaller copy beats.
+    Shape bs;
+    if (!concrete_shape(g, b, &bs) || shape_numel(bs) * static_cast<int64_t>(dtype_size(g.values[b].dtype)) <
+                                          kMinTransposedBytes)
+      continue;
     graph::Node ein;
     ein.name = mm.name.empty() ? "matmul_transposed" : mm.name + "/transposed";
     ein.op_type = "Einsum";
