@@ -16,7 +16,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 import twinfer
+from twinfer._timing import measure, median_ms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_flex_attention import flex_model  # noqa: E402  (the model the tests check)
@@ -61,16 +61,6 @@ def spelled_out(b, hq, hkv, lq, s, d):
     return m
 
 
-def median_ms(fn, n: int) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
@@ -101,7 +91,7 @@ def main() -> int:
         blocks = {k: [] for k in runs}
         for _ in range(args.blocks):
             for k, fn in runs.items():
-                blocks[k].append(median_ms(fn, args.calls))
+                blocks[k].append(median_ms(measure(fn, args.calls, warmup=1)))
         ms = {k: statistics.median(v) for k, v in blocks.items()}
         rows.append({"shape": shape, **ms})
         print(f"| {', '.join(map(str, shape))} | {ms['expanded']:.2f} | {ms['kernel']:.2f} | {ms['ort']:.2f} | "
