@@ -197,3 +197,24 @@ def test_a_kernel_error_in_a_replay_surfaces_when_a_device_output_is_read(rng, g
         else:
             with pytest.raises(twinfer.Error, match="out of range"):
                 o["y"].numpy()
+
+
+def test_a_key_whose_capture_was_refused_is_refused_at_once(rng):
+    # NonZero's output shape depends on its input's values: the item runs
+    # eagerly, then no graph can hold it, and map says so. Another item with
+    # those shapes is refused at once: no eager run and no capture again;
+    # other shapes are tried afresh.
+    e = twinfer.load(make_model([helper.make_node("NonZero", ["x"], ["y"])], [("x", F32, ["n", 3])],
+                                [("y", np.int64, None)]), device="sim")
+    g = twinfer.Pipeline([e]).graphed()
+    lookups = lambda: e.stats()["plan_hits"] + e.stats()["plan_misses"]  # noqa: E731
+    items = [{"x": rng.integers(0, 2, (2, 3)).astype(F32)} for _ in range(3)]
+    with pytest.raises(twinfer.InvalidArgumentError, match="cannot be captured.*depend on values"):
+        list(g.map(items))
+    before = lookups()
+    with pytest.raises(twinfer.InvalidArgumentError, match="cannot be captured.*depend on values"):
+        list(g.map(items))
+    assert lookups() == before
+    with pytest.raises(twinfer.InvalidArgumentError, match="cannot be captured"):
+        list(g.map([{"x": np.ones((4, 3), F32)}]))
+    assert lookups() > before

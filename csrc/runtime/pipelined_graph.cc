@@ -258,12 +258,22 @@ std::vector<std::vector<Tensor>> PipelinedGraph::push(const std::vector<Tensor>&
   try {
     if (current_ && current_ != e) drain_locked(finished);
     if (!e) {
+      // A key whose capture was refused is refused again at once (not after
+      // another eager run and every range's capture failing again).
+      for (const Refusal& r : refused_)
+        if (r.key.matches(inputs, values, keyed_)) throw Error(r.kind, r.what);
       // First sight of this key: the item runs eagerly (its answer comes
       // now), which builds the plans the captures need.
       std::vector<std::vector<Tensor>> outs;
       for (size_t s = 0; s < stages_.size(); ++s)
         outs.push_back(stages_[s].engine->run(*stages_[s].context, feeds_for(s, inputs, outs)));
-      make_entry(inputs, values, outs);
+      try {
+        make_entry(inputs, values, outs);
+      } catch (const Error& err) {
+        if (refused_.size() >= kMaxKeys) refused_.pop_front();
+        refused_.push_back(Refusal{GroupKey(inputs, values, keyed_), err.kind(), err.what()});
+        throw;
+      }
       ++stats_.eager;
       std::vector<Tensor> result = outs.back();
       if (host_outputs)

@@ -23,9 +23,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "runtime/group_io.h"
 
 namespace twinfer {
@@ -85,6 +87,12 @@ class PipelinedGraph {
   std::deque<bool> host_outputs_;  // per item in flight, oldest first
   size_t pushed_ = 0;              // items of current_ launched so far
   std::vector<std::vector<Tensor>> pending_;  // finished before an error, for take_finished
+  struct Refusal {
+    GroupKey key;
+    ErrorKind kind;
+    std::string what;
+  };
+  std::deque<Refusal> refused_;  // keys whose capture failed, with why (the latest kMaxKeys)
   Stats stats_;
 };
 
