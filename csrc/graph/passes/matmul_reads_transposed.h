@@ -5,9 +5,9 @@
 // cache each step (docs/performance.md, "FlexAttention"). Only where the
 // Transpose has no other reader, both operands have one rank of at least 2,
 // and b holds 4 MiB or more: the Einsum's kernel is built per size, where
-// the MatMul's serves every size a growing decoder cache takes (a 12-head
-// decode loop over 100-600 keys got 0.35 -> 0.65 ms a step when every
-// transpose went). TWINFER_MATMUL_READS_TRANSPOSED=0 turns it off.
+// the MatMul's serves every size a growing decoder cache takes (a decode
+// loop over a growing cache got slower when every transpose went: one
+// kernel built per new length). TWINFER_MATMUL_READS_TRANSPOSED=0 turns it off.
 #pragma once
 #include "graph/ir.h"
 #include "graph/passes/pass_context.h"
