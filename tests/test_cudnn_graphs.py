@@ -36,6 +36,18 @@ def test_attention_graphs_for_an_h100():
     assert "broadcast over the keys" in check([2, 3, 37, 53, 64, 64], "float16", False, [2, 3, 37, 1], 90)
 
 
+def test_grouped_query_attention_graphs_for_an_h100():
+    # Grouped query heads (dims' 7th entry: the key / value heads): query head
+    # h reads key head h / (H / Hkv), K and V never repeated; what
+    # fuse_attention hands cuDNN for a Llama-style model in 16 bits.
+    check = twinfer._core._test_cudnn_sdpa_validate
+    assert check([2, 8, 37, 53, 64, 64, 2], "float16", False, [], 90) == ""  # GQA
+    assert check([2, 8, 1, 53, 128, 128, 1], "bfloat16", False, [2, 1, 1, 53], 90) == ""  # MQA decode, padding
+    assert check([2, 6, 37, 53, 64, 64, 3], "float16", True, [], 90) == ""  # causal prefill
+    assert check([2, 6, 37, 53, 64, 64, 6], "float16", False, [2, 6, 37, 53], 90) == ""  # as many: plain MHA
+    assert check([2, 6, 37, 53, 64, 64, 4], "float16", False, [], 90) != ""  # 4 key heads cannot serve 6
+
+
 def test_strided_attention_graphs_for_an_h100():
     # Operands read in place (ops/transformer/attention_views.h): strides of
     # q, k, v and o over (b, h, s), d contiguous.

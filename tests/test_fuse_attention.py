@@ -181,7 +181,8 @@ def _fp16_attention(shapes, causal=False, mask_shape=None):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", ["plain", "causal", "padding_mask", "leading_keys_masked", "head_dim_20"])
+@pytest.mark.parametrize("case", ["plain", "causal", "padding_mask", "leading_keys_masked", "head_dim_20",
+                                  "grouped_heads", "one_key_head_causal"])
 def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     # float16 Attention: on a GPU cuDNN's fused flash attention takes head
     # dims that are multiples of 8 (here 64: ViT's and BERT's), with or
@@ -189,14 +190,19 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     # kernel, and the kernel's name says why. Odd sizes (37 queries, 53 keys,
     # 3 heads); a sample whose keys are all masked gives zeros; masking the
     # first 80 of 160 keys masks whole leading tiles (a flash kernel's running
-    # max starts at -inf there).
+    # max starts at -inf there). Grouped query heads (6 over 2, with a padding
+    # mask; 6 over 1, causal) go to cuDNN as they are (its GQA), K and V
+    # never repeated.
     b, h, sq, sk = 2, 3, 37, 160 if case == "leading_keys_masked" else 53
+    hkv = h
+    if case.startswith(("grouped", "one_key")):
+        h, hkv = 6, 2 if case == "grouped_heads" else 1
     d = 20 if case == "head_dim_20" else 64
-    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ([b, h, sq, d], [b, h, sk, d], [b, h, sk, d]))
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ([b, h, sq, d], [b, hkv, sk, d], [b, hkv, sk, d]))
     feeds = {"q": q, "k": k, "v": v}
     mask = None
     bias = None
-    if case == "padding_mask":
+    if case in ("padding_mask", "grouped_heads"):
         mask = np.zeros((b, 1, 1, sk), np.float16)
         mask[0, ..., 29:] = -np.inf
         mask[1] = -np.inf  # every key of the second sample masked
@@ -207,9 +213,10 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     if mask is not None:
         feeds["mask"] = mask
         bias = mask.astype(np.float64)
-    if case == "causal":
+    causal = case in ("causal", "one_key_head_causal")
+    if causal:
         bias = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, 0.0)
-    m = _fp16_attention([q.shape, k.shape, v.shape], causal=case == "causal", mask_shape=mask.shape if mask is not None else None)
+    m = _fp16_attention([q.shape, k.shape, v.shape], causal=causal, mask_shape=mask.shape if mask is not None else None)
     e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
     rows = [r for r in e.kernel_report({n: a.shape for n, a in feeds.items()}) if r.op == "Attention"]
     assert len(rows) == 1
@@ -220,8 +227,8 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
             assert rows[0].kernel.startswith("cudnn sdpa"), rows[0]
     got = e.run(feeds)["o"].numpy()
     assert got.dtype == np.float16
-    want = _reference(q, k, v, 1 / np.sqrt(d), bias)
-    if case == "padding_mask":
+    want = _reference(q, np.repeat(k, h // hkv, axis=1), np.repeat(v, h // hkv, axis=1), 1 / np.sqrt(d), bias)
+    if case in ("padding_mask", "grouped_heads"):
         assert not want[1].any() and not got[1].any()
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3, atol=5e-3)
 
@@ -273,9 +280,9 @@ def test_hugging_face_eager_attention_exports_fuse(device, rng, tmp_path, dtype,
     # heads, scaling by a Python float, an additive mask, softmax(w,
     # dtype=float32).to(q.dtype), which TorchScript exports as a Softmax in
     # the model's type and, in float16, a Cast round trip through float32
-    # (removed as exact), then the values: one Attention. In float32 it reads
-    # K and V unrepeated (grouped heads; 4 heads over 2 tells h / G from
-    # h % Hkv); in float16 the repeat stays, for cuDNN's fused attention.
+    # (removed as exact), then the values: one Attention, reading K and V
+    # unrepeated (grouped heads; 4 heads over 2 tells h / G from h % Hkv), in
+    # float16 on cuDNN's fused attention (its GQA) on a GPU.
     torch = pytest.importorskip("torch")
 
     def repeat_kv(x, n_rep):
@@ -304,7 +311,9 @@ def test_hugging_face_eager_attention_exports_fuse(device, rng, tmp_path, dtype,
     attention = [r for r in rows if r.op == "com.twinfer::Attention"]
     assert len(attention) == 1 and attention[0].dtype == np.dtype(dtype).name, rows
     repeats = [r.op for r in rows if r.op != "com.twinfer::Attention"]
-    assert repeats == ([] if kv_heads == heads or dtype == np.float32 else ["Unsqueeze", "Expand"] * 2), repeats
+    assert repeats == [], repeats
+    if device == "cuda" and dtype == np.float16:
+        assert attention[0].kernel.startswith("cudnn sdpa"), attention[0]
     groups = heads // kv_heads
     want = _reference(feeds["q"], np.repeat(feeds["k"], groups, axis=1), np.repeat(feeds["v"], groups, axis=1), D ** -0.5,
                       feeds["mask"].astype(np.float64))

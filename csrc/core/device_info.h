@@ -30,7 +30,8 @@ std::vector<std::string> cutlass_gemm_kernels();
 std::string cudnn_frontend_version();
 // The frontend's own checks of a fused-attention graph (backends/cuda/
 // sdpa_plan.h) for a GPU of sm_version, without a GPU: "" when they pass,
-// else why. dims: B, H, Sq, Sk, D, Dv; bias_dims: empty, or the additive
+// else why. dims: B, H, Sq, Sk, D, Dv and optionally Hkv (grouped key and
+// value heads); bias_dims: empty, or the additive
 // mask's 4 dims; dtype "float16" or "bfloat16"; strides: empty (contiguous)
 // or 12 ints, the b, h, s strides of q, k, v and o (d contiguous), as
 // strided attention operands (ops/transformer/attention_views.h) hand them. For tests.

@@ -26,8 +26,8 @@
 //
 // float16 and bfloat16 go to cuDNN's fused flash attention first (tensor
 // cores; sdpa_plan.h), without a mask, causal, or with an additive mask,
-// and only in the plain case (4-D, as many key as query heads, none of the
-// extras above); what cuDNN refuses (and float32, boolean masks, a mask with
+// and only in the plain case (4-D, none of the extras above; grouped key
+// heads too, cuDNN's GQA); what cuDNN refuses (and float32, boolean masks, a mask with
 // causal) runs the kernel above. kernel_report's kernel name says which, and why.
 //
 // com.twinfer::Attention may carry views (ops/transformer/attention_views.h,
@@ -283,7 +283,7 @@ struct AttnPlan {
   twinfer_gpu::AttnGeom g{};
   bool in3d = false;
   bool out_pk = false, out_pv = false, out_qk = false;
-  bool plain = false;             // 4-D, Hq == Hkv, no cache, padding, softcap, window, extra outputs, short mask
+  bool plain = false;             // 4-D (Hkv may divide Hq), no cache, padding, softcap, window, extra outputs, short mask
   int64_t offset[3] = {0, 0, 0};  // q, k, v: where their views start (elements; attention_views.h)
   bool viewed = false;            // operands (and maybe the output) read and written in place
   int64_t mask_dims[4] = {1, 1, 1, 1};  // the mask right-aligned onto 4 dims
@@ -421,7 +421,7 @@ bool plan_attention(const KernelBuildInfo& info, AttnPlan* p, std::string* why) 
     if (views.has_out) g.os = views.out;
   }
   g.q_tiles = (g.Sq + twinfer_gpu::kRowsPerBlock - 1) / twinfer_gpu::kRowsPerBlock;
-  p->plain = !p->in3d && g.H == g.Hkv && !g.has_past && !g.nonpad_kind && !p->out_pk && !p->out_pv && !p->out_qk &&
+  p->plain = !p->in3d && !g.has_past && !g.nonpad_kind && !p->out_pk && !p->out_pv && !p->out_qk &&
              g.softcap == 0.f && g.left < 0 && g.right < 0 && !short_mask;
   return true;
 }
@@ -581,7 +581,7 @@ class CudaAttention final : public Kernel {
     (void)info;
     std::string why;
     if (!plan_.plain) {
-      why = "3-D inputs, grouped key heads, a cache, padding lengths, softcap, a window, a short mask or extra outputs";
+      why = "3-D inputs, a cache, padding lengths, softcap, a window, a short mask or extra outputs";
     } else if (dtype_ == DType::kFloat32) {
       why = "float32 (cuDNN's fused attention takes float16 and bfloat16)";
     } else if (g_.mask_kind == 2) {
@@ -595,6 +595,7 @@ class CudaAttention final : public Kernel {
     } else {
       SdpaSpec spec;
       spec.B = g_.B, spec.H = g_.H, spec.Sq = g_.Sq, spec.Sk = g_.Sk, spec.D = g_.D, spec.Dv = g_.Dv;
+      spec.Hkv = g_.Hkv;  // grouped query heads read their key head in place (cuDNN's GQA)
       spec.dtype = dtype_, spec.scale = g_.scale, spec.causal = g_.causal;
       spec.set_strides(outer_if_one(g_.qs, g_.B, g_.H, g_.Sq, g_.D), outer_if_one(g_.ks, g_.B, g_.Hkv, g_.Sk, g_.D),
                        outer_if_one(g_.vs, g_.B, g_.Hkv, g_.Sk, g_.Dv), outer_if_one(g_.os, g_.B, g_.H, g_.Sq, g_.Dv));

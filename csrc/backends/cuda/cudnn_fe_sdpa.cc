@@ -19,7 +19,7 @@ namespace {
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kBias };
 
-// The frontend graph of `s`: [B, H, S, D] tensors (contiguous or at the
+// The frontend graph of `s`: [B, H (Hkv for k and v), S, D] tensors (contiguous or at the
 // spec's strides), float
 // statistics, no softmax statistics output (inference). sm_version > 0
 // targets that GPU instead of the current one (set before the node is made:
@@ -36,7 +36,8 @@ std::shared_ptr<fe::graph::Graph> sdpa_graph(const SdpaSpec& s, fe::AttentionImp
   auto tensor = [&](const char* name, int64_t uid, std::vector<int64_t> dims, std::vector<int64_t> strides) {
     return graph->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
   };
-  const std::vector<int64_t> qd{s.B, s.H, s.Sq, s.D}, kd{s.B, s.H, s.Sk, s.D}, vd{s.B, s.H, s.Sk, s.Dv};
+  const int64_t hkv = s.kv_heads();
+  const std::vector<int64_t> qd{s.B, s.H, s.Sq, s.D}, kd{s.B, hkv, s.Sk, s.D}, vd{s.B, hkv, s.Sk, s.Dv};
   auto q = tensor("q", kQ, qd, s.strides_of(0, qd));
   auto k = tensor("k", kK, kd, s.strides_of(1, kd));
   auto v = tensor("v", kV, vd, s.strides_of(2, vd));
@@ -117,7 +118,7 @@ std::shared_ptr<const SdpaPlan> make_cudnn_sdpa(const SdpaSpec& spec, std::strin
   }
   static PlanCache<SdpaPlan>* cache = new PlanCache<SdpaPlan>();  // never destroyed: plans outlive statics
   std::string key = std::to_string(static_cast<int>(spec.dtype)) + (spec.causal ? "c" : "") + exact_key(spec.scale);
-  for (int64_t v : {spec.B, spec.H, spec.Sq, spec.Sk, spec.D, spec.Dv}) key += "," + std::to_string(v);
+  for (int64_t v : {spec.B, spec.H, spec.kv_heads(), spec.Sq, spec.Sk, spec.D, spec.Dv}) key += "," + std::to_string(v);
   for (const auto& st : spec.strides) key += "/" + std::to_string(st[0]) + ":" + std::to_string(st[1]) + ":" + std::to_string(st[2]);
   if (spec.has_bias)
     for (int d = 0; d < 4; ++d) key += ";" + std::to_string(spec.bias_dims[d]) + ":" + std::to_string(spec.bias_strides[d]);

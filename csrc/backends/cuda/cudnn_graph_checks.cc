@@ -15,12 +15,14 @@ namespace twinfer {
 std::string cudnn_sdpa_validate(const std::vector<int64_t>& dims, const std::string& dtype, bool causal,
                                 const std::vector<int64_t>& bias_dims, int sm_version,
                                 const std::vector<int64_t>& strides) {
-  if (dims.size() != 6) throw Error(ErrorKind::kInvalidArgument, "dims are B, H, Sq, Sk, D, Dv");
+  if (dims.size() != 6 && dims.size() != 7)
+    throw Error(ErrorKind::kInvalidArgument, "dims are B, H, Sq, Sk, D, Dv and optionally Hkv");
   if (!strides.empty() && strides.size() != 12)
     throw Error(ErrorKind::kInvalidArgument, "strides are the b, h, s strides of q, k, v and o");
   if (!bias_dims.empty() && bias_dims.size() != 4) throw Error(ErrorKind::kInvalidArgument, "bias_dims are 4 dims");
   cuda::SdpaSpec s;
   s.B = dims[0], s.H = dims[1], s.Sq = dims[2], s.Sk = dims[3], s.D = dims[4], s.Dv = dims[5];
+  if (dims.size() == 7) s.Hkv = dims[6];
   s.dtype = dtype == "bfloat16" ? DType::kBFloat16 : DType::kFloat16;
   s.scale = 0.125f;
   s.causal = causal;

@@ -16,11 +16,14 @@
 
 namespace twinfer::cuda {
 
-// [B, H, S, D] query, key and value (as many key as query heads), output
-// [B, H, Sq, Dv]: contiguous, or at the strides set_strides gives (d
+// [B, H, Sq, D] query, [B, Hkv, Sk, D] key and [B, Hkv, Sk, Dv] value, output
+// [B, H, Sq, Dv] (grouped query heads where Hkv < H: query head h reads key
+// head h / (H / Hkv), cuDNN's GQA / MQA, no repeated copy): contiguous, or at the strides set_strides gives (d
 // contiguous; a packed QKV projection's slices, heads read in place).
 struct SdpaSpec {
   int64_t B = 0, H = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  int64_t Hkv = 0;  // key / value heads; 0: H
+  int64_t kv_heads() const { return Hkv > 0 ? Hkv : H; }
   // Strides over [b, h, s, d] of q, k, v and o; all zero: contiguous.
   int64_t strides[4][4] = {};
   DType dtype = DType::kFloat16;  // float16 or bfloat16: cuDNN's kernel takes no other

@@ -123,13 +123,11 @@ int fuse_attention(graph::Graph& g, const PassContext& ctx) {
     if (!(scale > 0.0) || !rewrite_fits(g, att, ctx)) continue;  // the CPU kernel scales q and k by sqrt(scale)
     // Grouped heads: where K and V are both repeated per group of query heads,
     // the attention reads them unrepeated where its kernel takes that (query
-    // head h reads K/V head h / G): nothing is repeated in memory. float32
-    // only: in 16 bits the repeated form runs on cuDNN's fused attention,
-    // which our SdpaSpec gives equal head counts only; grouped, it would fall
-    // to our own kernel (whether that wins is for a GPU to measure).
+    // head h reads K/V head h / G): nothing is repeated in memory. In 16
+    // bits cuDNN's fused attention takes grouped heads as they are (its GQA,
+    // SdpaSpec::Hkv), as does our own kernel.
     std::vector<int> ungrouped;
-    const int gk = added.empty() && type == DType::kFloat32
-                       ? grouped_source(g, users, dead, k, pk, ctx.opset, &ungrouped) : -1;
+    const int gk = added.empty() ? grouped_source(g, users, dead, k, pk, ctx.opset, &ungrouped) : -1;
     const int gv = gk >= 0 ? grouped_source(g, users, dead, v, mm2, ctx.opset, &ungrouped) : -1;
     if (gv >= 0 && shape_of(g, gk)[1] == shape_of(g, gv)[1]) {
       graph::Node grouped = att;
