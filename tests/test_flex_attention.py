@@ -99,6 +99,9 @@ def test_expanded_flex_attention_matches_numpy(rng, device, dtype, case):
     e = twinfer.load(model, device=device, **kwargs)
     ops = {r.op for r in e.kernel_report(feeds)}
     assert not any(op.endswith("FlexAttention") for op in ops) and ops & {"MatMul", "com.twinfer::Attention"}, ops
+    # Grouped heads: K and V are read once per group, never repeated in memory
+    # (the fused attention's grouped heads, or matmul_reads_grouped_heads).
+    assert "Expand" not in ops, ops
     if device != "cpu" and dtype == np.float32 and "soft_cap" not in opts:
         # Nothing between the GEMMs but a mask: one fused attention. (float16 keeps
         # its Casts to the float32 softmax, which the fusion does not look through.)

@@ -15,6 +15,7 @@
 #include "graph/passes/fuse.h"
 #include "graph/passes/fuse_attention.h"
 #include "graph/passes/fuse_attention_softmax.h"
+#include "graph/passes/matmul_reads_grouped_heads.h"
 #include "graph/passes/matmul_reads_transposed.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_matmul_integer.h"
@@ -352,7 +353,12 @@ PlanPassResult plan_passes(graph::Graph& g, const PlanPassOptions& options, Pass
     if (options.blocked_layout) r.blocked = blocked_layout(g, pc, channel_block(pc.backend));
   }
   // After the attention and GEMM fusions, which match MatMul nodes: a MatMul
-  // of a transposed operand left then reads it in place (CPU plans).
+  // of K or V repeated per group of query heads reads them once per group
+  // (any backend), then a MatMul of a transposed operand left reads it in
+  // place (CPU plans).
+  if (options.optimize && softmax && pass_enabled("TWINFER_MATMUL_READS_GROUPED_HEADS"))
+    keep_or_restart(g, pc, options, failed, "matmul_reads_grouped_heads",
+                    [&] { return matmul_reads_grouped_heads(g, pc); });
   if (options.optimize && pc.backend == Backend::kCPU && pass_enabled("TWINFER_MATMUL_READS_TRANSPOSED"))
     keep_or_restart(g, pc, options, failed, "matmul_reads_transposed",
                     [&] { return matmul_reads_transposed(g, pc); });
