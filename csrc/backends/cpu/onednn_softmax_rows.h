@@ -1,6 +1,5 @@
-// oneDNN's softmax over the rows of a [rows, len] float32 matrix, shared by
-// the Softmax / LogSoftmax kernel (onednn_softmax.cc) and AttentionSoftmax
-// (onednn_attention_softmax.cc, which runs it in place).
+// oneDNN's softmax over the rows of a [rows, len] float32 matrix, for the
+// Softmax / LogSoftmax kernel (onednn_softmax.cc).
 #pragma once
 #include "backends/cpu/onednn_common.h"
 

@@ -37,7 +37,7 @@ inline float expm1_reduced(float r) {
   return p * r;
 }
 
-// exp(y) for y in [-16, 0] (2^k stays normal).
+// exp(y) for y in [-87, 0] (2^k stays normal).
 inline float exp_nonpositive(float y) {
   float r;
   const float k = exp_reduce(y, &r);

@@ -12,10 +12,10 @@
 //          gives zeros, not NaN).
 // output:  y     float32, x's shape.
 //
-// The CPU kernel (backends/cpu/onednn_attention_softmax.cc) writes
-// x * scale + mask in one pass, runs oneDNN's softmax in place, the same
-// primitive the plain Softmax uses, then the NaN pass: three passes over
-// data in cache where the exported graph made six over memory.
+// The CPU kernel (attention_softmax_rows.cc) takes each row while it is in
+// cache: x * scale + mask with the row's max, exp and sum, the division and
+// the NaN guard (softmax_rows.h, the loops the plain Softmax runs), where
+// the exported graph made six passes over memory.
 #pragma once
 
 namespace twinfer::nn {

@@ -1,7 +1,8 @@
 // Softmax / LogSoftmax: shape rule and the reference kernel (float32 /
-// float64, max-subtracted, threaded over rows). The oneDNN kernel
-// (backends/cpu/onednn_softmax.cc) takes float32 rows that are contiguous
-// (inner == 1), which covers attention scores and classifier heads.
+// float64, max-subtracted, threaded over rows). float32 rows that are
+// contiguous (inner == 1: attention scores, classifier heads) go faster:
+// Softmax through softmax_fast.cc's vectorised rows, LogSoftmax through
+// oneDNN (backends/cpu/onednn_softmax.cc).
 #include "ops/nn/softmax.h"
 
 #include <algorithm>

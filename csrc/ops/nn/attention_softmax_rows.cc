@@ -1,42 +1,28 @@
-// com.twinfer::AttentionSoftmax (ops/nn/attention_softmax.h) on the CPU:
-// x * scale + mask into y (threaded over rows, vectorised), oneDNN's
-// softmax on y in place (the primitive the plain Softmax kernel runs, so a
-// fused chain normalises exactly as the unfused one), then NaN -> 0 when the
-// node carries the exporter's guard.
+// com.twinfer::AttentionSoftmax (ops/nn/attention_softmax.h) on the CPU,
+// threaded over rows: each row's x * scale + mask, its softmax and, when the
+// node carries the exporter's guard, NaN -> 0, while the row is in cache
+// (ops/nn/softmax_rows.h, the loops the plain Softmax kernel runs, so a fused
+// chain normalises exactly as the unfused one).
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/onednn_softmax_rows.h"
 #include "core/parallel.h"
 #include "core/simd_clones.h"
 #include "graph/domains.h"
+#include "ops/kernel.h"
 #include "ops/nn/attention_softmax.h"
+#include "ops/nn/softmax_rows.h"
 
-namespace twinfer::cpu::onednn {
+namespace twinfer::nn {
 namespace {
-
-// y = x * scale + m, m one value per element (m_step 1) or one for the row (0).
-TWINFER_SIMD_CLONES void scale_add_row(const float* __restrict x, const float* __restrict m, int64_t m_step,
-                                       float* __restrict y, int64_t n, float scale) {
-  if (m_step) {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + m[i];
-  } else {
-    const float c = *m;
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + c;
-  }
-}
-
-TWINFER_SIMD_CLONES void scale_row(const float* __restrict x, float* __restrict y, int64_t n, float scale) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
-}
 
 TWINFER_SIMD_CLONES void zero_nans(float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] == y[i] ? y[i] : 0.f;
 }
 
-class OnednnAttentionSoftmax final : public Kernel {
+class AttentionSoftmaxRows final : public Kernel {
  public:
-  explicit OnednnAttentionSoftmax(const KernelBuildInfo& info) : node_(info.node().name), op_(info.node().op_type) {
+  explicit AttentionSoftmaxRows(const KernelBuildInfo& info) {
     const Shape x = info.input_shape(0);
     len_ = x.back();
     rows_ = len_ ? shape_numel(x) / len_ : 0;
@@ -58,16 +44,9 @@ class OnednnAttentionSoftmax final : public Kernel {
       row_dims_.assign(x.begin(), x.end() - 1);
       mask_row_strides_.assign(ms.begin(), ms.end() - 1);
     }
-    if (rows_ * len_ == 0) return;
-    md_ = plain_desc({rows_, len_});
-    guarded(node_, op_, [&] {
-      declared_scratch_ =
-          variants_.get(current_threads(), [&] { return make_softmax_rows(md_, false); }).pad_bytes;
-    });
   }
 
-  size_t scratch_bytes() const override { return declared_scratch_; }
-  const char* impl_name() const override { return "scale + mask, onednn softmax"; }
+  const char* impl_name() const override { return "scale + mask + softmax, vectorised rows"; }
 
   void run(KernelContext& ctx) const override {
     if (rows_ * len_ == 0) return;
@@ -77,13 +56,11 @@ class OnednnAttentionSoftmax final : public Kernel {
     const int64_t grain = std::max<int64_t>(1, 16384 / len_);
     parallel_for(rows_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
-        if (m) scale_add_row(x + r * len_, m + mask_offset(r), mask_step_, y + r * len_, len_, scale_);
-        else scale_row(x + r * len_, y + r * len_, len_, scale_);
+        float* row = y + r * len_;
+        softmax_row(x + r * len_, m ? m + mask_offset(r) : nullptr, mask_step_, scale_, row, len_);
+        if (nan_to_zero_) zero_nans(row, len_);
       }
     });
-    guarded(node_, op_, [&] { run_softmax_rows(variants_, md_, y, y, ctx, declared_scratch_, false); });
-    if (nan_to_zero_)
-      parallel_for(rows_ * len_, ctx.num_threads, 16384, [&](int64_t b, int64_t e) { zero_nans(y + b, e - b); });
   }
 
  private:
@@ -97,14 +74,10 @@ class OnednnAttentionSoftmax final : public Kernel {
     return off;
   }
 
-  std::string node_, op_;
   int64_t rows_ = 0, len_ = 0, mask_step_ = 0;
   float scale_ = 1.f;
   bool nan_to_zero_ = false, has_mask_ = false;
   std::vector<int64_t> row_dims_, mask_row_strides_;
-  dnnl::memory::desc md_;
-  ByThreads<SoftmaxRows> variants_;
-  size_t declared_scratch_ = 0;
 };
 
 bool supports(const KernelBuildInfo& info, std::string* why) {
@@ -115,8 +88,8 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
   return true;
 }
 
-TWINFER_REGISTER_KERNEL(nn::kAttentionSoftmaxOp, Backend::kCPU, 10, supports,
-                        make_kernel<OnednnAttentionSoftmax>, kTwinferDomain);
+TWINFER_REGISTER_KERNEL(kAttentionSoftmaxOp, Backend::kCPU, 10, supports,
+                        make_kernel<AttentionSoftmaxRows>, kTwinferDomain);
 
 }  // namespace
-}  // namespace twinfer::cpu::onednn
+}  // namespace twinfer::nn

@@ -1,0 +1,112 @@
+#include "ops/nn/softmax_rows.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/simd_clones.h"
+#include "ops/elementwise/fast_exp.h"
+
+namespace twinfer::nn {
+
+namespace {
+
+// Independent accumulators, so the compiler keeps a vector of them (a
+// reduction into one float would be a dependency chain it may not reorder).
+constexpr int kLanes = 16;
+
+inline __attribute__((always_inline)) float larger(float a, float b) { return a > b ? a : b; }
+
+// exp(d) for d <= 0 (or NaN: NaN); 0 below -87, where the result leaves
+// float's normal range (a weight under 1e-38 of the row's largest, which is
+// 1), so a masked (-inf) element weighs exactly nothing and 2^k needs one
+// factor (fast_exp.h's exp_nonpositive, cheaper than its subnormal-exact
+// exp_negative).
+inline __attribute__((always_inline)) float exp_shifted(float d) {
+  const float e = ew::exp_nonpositive(d < -87.f ? -87.f : d);
+  return d < -87.f ? 0.f : e;
+}
+
+// 16 floats as one value: a zmm register in the AVX-512 clone, two ymm in
+// the AVX2 one. The max reductions below are written on these, since GCC
+// leaves a > b ? a : b reductions scalar (NaN rules) where vmaxps does the
+// same thing: it keeps its second operand when either is NaN.
+typedef float Vec16 __attribute__((vector_size(64)));
+
+inline __attribute__((always_inline)) Vec16 load16(const float* p) {
+  Vec16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline __attribute__((always_inline)) void store16(float* p, Vec16 v) { std::memcpy(p, &v, sizeof v); }
+inline __attribute__((always_inline)) float max_of(Vec16 v, float m) {
+  for (int l = 0; l < kLanes; ++l) m = larger(v[l], m);
+  return m;
+}
+
+// y = x * scale (+ m) with y's max; NaN elements do not count in the max
+// (they make the sum NaN below, which is what turns their row NaN). x, m and
+// y do not overlap unless x == y (no mask then).
+TWINFER_SIMD_CLONES float scale_and_max(const float* x, const float* m, int64_t m_step, float scale, float* y,
+                                        int64_t n) {
+  Vec16 lanes = Vec16{} - INFINITY;
+  const float c = m && !m_step ? *m : 0.f;
+  const bool per_element = m && m_step;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Vec16 v = load16(x + i) * scale + (per_element ? load16(m + i) : Vec16{} + c);
+    store16(y + i, v);
+    lanes = v > lanes ? v : lanes;
+  }
+  float mx = max_of(lanes, -INFINITY);
+  for (; i < n; ++i) mx = larger(y[i] = x[i] * scale + (per_element ? m[i] : c), mx);
+  return mx;
+}
+
+// t[l] = exp(t[l] - mx) for 16 lanes, each added to its lane's sum.
+inline __attribute__((always_inline)) void exp16(float* __restrict t, float mx, float* __restrict lane) {
+  for (int l = 0; l < kLanes; ++l) {
+    const float e = exp_shifted(t[l] - mx);
+    t[l] = e;
+    lane[l] += e;
+  }
+}
+
+// y = exp(y - mx), returning the sum. The last n % 16 go through the same
+// vector code padded with -inf (exp 0): a scalar exp per element of the tail
+// cost as much as the rest of a row of 197.
+TWINFER_SIMD_CLONES float exp_and_sum(float* __restrict y, int64_t n, float mx) {
+  float lane[kLanes];
+  for (int l = 0; l < kLanes; ++l) lane[l] = 0.f;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) exp16(y + i, mx, lane);
+  if (i < n) {
+    float t[kLanes];
+    const int64_t rest = n - i;
+    for (int l = 0; l < kLanes; ++l) t[l] = l < rest ? y[i + l] : -INFINITY;
+    exp16(t, mx, lane);
+    for (int64_t l = 0; l < rest; ++l) y[i + l] = t[l];
+  }
+  float sum = 0.f;
+  for (int l = 0; l < kLanes; ++l) sum += lane[l];
+  return sum;
+}
+
+TWINFER_SIMD_CLONES void scale_in_place(float* __restrict y, int64_t n, float f) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= f;
+}
+
+}  // namespace
+
+void softmax_row(const float* x, const float* m, int64_t m_step, float scale, float* y, int64_t n) {
+  if (n <= 0) return;
+  const float mx = scale_and_max(x, m, m_step, scale, y, n);
+  // Every element -inf (or NaN): -inf - -inf is NaN, as ONNX's definition gives.
+  const float sum = exp_and_sum(y, n, mx);
+  if (sum != sum) {  // a NaN anywhere in the row (or an +inf max): the row is NaN
+    for (int64_t i = 0; i < n; ++i) y[i] = NAN;
+    return;
+  }
+  scale_in_place(y, n, 1.f / sum);
+}
+
+}  // namespace twinfer::nn

@@ -1,0 +1,23 @@
+// Softmax over float32 rows in loops the compiler vectorises (multiversioned
+// for AVX-512 / AVX2, core/simd_clones.h), on the exp of
+// ops/elementwise/fast_exp.h: the max, then exp(x - max) with its sum, then
+// the division, each pass over a row that stays in cache. For the plain
+// Softmax's contiguous rows (softmax_fast.cc) and com.twinfer::AttentionSoftmax
+// (attention_softmax_rows.cc), where oneDNN 3.2's JIT softmax
+// took 3.5x onnxruntime's time on attention rows of 197 (a ViT's), before a
+// pass of its own over the output for NaN rows.
+//
+// The semantics are ONNX's: a row holding a NaN is NaN throughout (its sum
+// is); a row whose every element is -inf is NaN (-inf - -inf); an element at
+// -inf beside finite ones gives exactly 0.
+#pragma once
+#include <cstdint>
+
+namespace twinfer::nn {
+
+// y = softmax(x * scale + m) over one row of n floats. m: null (no mask), one
+// value per element (m_step 1) or one for the whole row (m_step 0). x and y
+// may be the same row (each element is read before it is written).
+void softmax_row(const float* x, const float* m, int64_t m_step, float scale, float* y, int64_t n);
+
+}  // namespace twinfer::nn
