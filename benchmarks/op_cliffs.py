@@ -4,7 +4,7 @@ interleaved blocks, one thread by default: median ms and the ratio
 twinfer / onnxruntime (lower is better for twinfer). Random data, random
 weights. Not a test: no assertion, a table and a JSON line.
 
-    python benchmarks/op_cliffs.py [--threads N] [--blocks 5]
+    python benchmarks/op_cliffs.py [--threads N] [--blocks 5] [--only Softmax]
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ def cases(rng):
         [h.make_node("Reshape", ["x", "shp"], ["x3"]),
          h.make_node("STFT", ["x3", "step", "win", "len"], ["y"], onesided=1)],
         [("x", [1, 16000])], [("y", [1, 97, 257, 2])], [win, step, length, shape])
+    # Softmax rows (ops/nn/softmax_rows.h): BERT's scores at batch 64, ViT's,
+    # a decode step's, a classifier head's.
+    for shape in ([64, 12, 128, 128], [4, 12, 197, 197], [1, 32, 1, 1024], [8, 1000]):
+        yield f"Softmax [{','.join(map(str, shape))}]", model(
+            [h.make_node("Softmax", ["x"], ["y"], axis=-1)], [("x", shape)], [("y", shape)])
     for op, gates in (("LSTM", 4), ("GRU", 3)):
         ws = [w(1, gates * 512, 256), w(1, gates * 512, 512), w(1, 2 * gates * 512)]
         for t, n in zip(ws, "WRB"):
@@ -79,6 +84,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--block-seconds", type=float, default=0.3)
+    ap.add_argument("--only", default="", help="run the cases whose name contains this")
     args = ap.parse_args()
     import onnxruntime as ort
 
@@ -88,6 +94,8 @@ def main() -> None:
     rows = {}
     print(f"{'op':30s} {'twinfer ms':>11s} {'ort ms':>9s} {'ratio':>6s}   ({args.threads} thread(s))")
     for name, (m, ins) in cases(rng):
+        if args.only not in name:
+            continue
         feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in ins.items()}
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
