@@ -60,6 +60,14 @@ def cases(rng):
     for shape in ([64, 12, 128, 128], [4, 12, 197, 197], [1, 32, 1, 1024], [8, 1000]):
         yield f"Softmax [{','.join(map(str, shape))}]", model(
             [h.make_node("Softmax", ["x"], ["y"], axis=-1)], [("x", shape)], [("y", shape)])
+    # The Attention op (opset 23; onnxruntime's contrib attention ops become it
+    # at load): B, Hq, Hkv, Sq, S, D.
+    for b, hq, hkv, sq, sk, d in ((1, 8, 8, 128, 128, 64), (1, 8, 2, 512, 512, 64), (4, 12, 12, 197, 197, 64),
+                                  (1, 32, 8, 1, 1024, 128)):
+        yield f"Attention {b},{hq},{hkv},{sq},{sk},{d}", model(
+            [h.make_node("Attention", ["q", "k", "v"], ["y"])],
+            [("q", [b, hq, sq, d]), ("k", [b, hkv, sk, d]), ("v", [b, hkv, sk, d])], [("y", [b, hq, sq, d])],
+            opset=23)
     for op, gates in (("LSTM", 4), ("GRU", 3)):
         ws = [w(1, gates * 512, 256), w(1, gates * 512, 512), w(1, 2 * gates * 512)]
         for t, n in zip(ws, "WRB"):

@@ -20,6 +20,7 @@
 #include "core/parallel.h"
 #include "graph/domains.h"
 #include "ops/transformer/attention_math.h"
+#include "ops/transformer/attention_spec.h"
 #include "ops/transformer/attention_views.h"
 #include "ops/transformer/tx_common.h"
 
@@ -151,9 +152,9 @@ void infer_attention(InferContext& c) {
 TWINFER_REGISTER_SCHEMA("Attention", infer_attention);
 TWINFER_REGISTER_SCHEMA("Attention", infer_attention, kTwinferDomain);
 
-class AttentionKernel final : public Kernel {
- public:
-  explicit AttentionKernel(const KernelBuildInfo& info) {
+}  // namespace
+
+AttentionSpec::AttentionSpec(const KernelBuildInfo& info) {
     const graph::Node& n = info.node();
     AttnViews views;
     if (std::string bad = read_attention_views(n, &views); !bad.empty()) info.fail(ErrorKind::kModelFormat, bad);
@@ -273,7 +274,14 @@ class AttentionKernel final : public Kernel {
       off_[i] = views.has[i] ? views.in[i].offset : 0;
     }
     y_st_ = views.has_out ? views.out : attn_strides(in3d_, Hq_, Sq_, Dv_);
-  }
+}
+
+namespace {
+
+
+class AttentionKernel final : public Kernel, private AttentionSpec {
+ public:
+  explicit AttentionKernel(const KernelBuildInfo& info) : AttentionSpec(info) {}
 
   const char* impl_name() const override { return "cpu loop"; }
 
@@ -433,30 +441,6 @@ class AttentionKernel final : public Kernel {
       }
     });
   }
-
-  template <typename C>
-  C mask_value(const void* mask, int64_t i) const {
-    switch (mask_dt_) {
-      case DType::kBool: return static_cast<const bool*>(mask)[i] ? C(0) : neg_inf<C>();
-      case DType::kFloat32: return static_cast<C>(static_cast<const float*>(mask)[i]);
-      case DType::kFloat64: return static_cast<C>(static_cast<const double*>(mask)[i]);
-      case DType::kFloat16: return static_cast<C>(load(static_cast<const half_t*>(mask)[i]));
-      case DType::kBFloat16: return static_cast<C>(load(static_cast<const bfloat16_t*>(mask)[i]));
-      default: return C(0);
-    }
-  }
-
-  bool in3d_ = false, has_past_ = false, has_nonpad_ = false, has_mask_ = false, causal_ = false;
-  bool wide_softmax_ = false, out_pk_ = false, out_pv_ = false, out_qk_ = false;
-  int64_t B_ = 0, Hq_ = 0, Hkv_ = 0, Sq_ = 0, Skv_ = 0, Spast_ = 0, S_ = 0, D_ = 0, Dv_ = 0;
-  int64_t mstride_[4] = {0, 0, 0, 0};
-  AttnStrides st_[3] = {}, y_st_ = {};  // q, k, v rows and the output's
-  int64_t off_[3] = {0, 0, 0};
-  int64_t mask_k_ = 0;
-  DType mask_dt_ = DType::kUndefined;
-  float scale_ = 1.f, softcap_ = 0.f;
-  int mode_ = 0;
-  int64_t left_ = -1, right_ = -1;
 };
 
 bool supports(const KernelBuildInfo& info, std::string* why) {
@@ -468,4 +452,9 @@ TWINFER_REGISTER_KERNEL("Attention", Backend::kCPU, 0, supports, make_kernel<Att
 TWINFER_REGISTER_KERNEL("Attention", Backend::kCPU, 0, supports, make_kernel<AttentionKernel>, kTwinferDomain);
 
 }  // namespace
+
+std::unique_ptr<Kernel> make_attention_loop(const KernelBuildInfo& info) {
+  return std::make_unique<AttentionKernel>(info);
+}
+
 }  // namespace twinfer::tx
