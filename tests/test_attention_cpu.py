@@ -110,3 +110,22 @@ def test_what_the_gemms_leave_runs_on_the_loop(rng):
     model = _model(np.float16, half, ["y"])
     rows = [r for r in twinfer.load(model, device="cpu").kernel_report(half) if r.op == "Attention"]
     assert [r.kernel for r in rows] == [LOOP], rows
+
+
+def test_a_long_sequence_goes_in_blocks_of_query_rows(rng):
+    # 2 heads x 4200 keys: 2100 query rows of scores pass the 64 MB a block
+    # holds, so rows go through as blocks of 1997 and 103. A float mask that
+    # differs per query row and a grouped head check each block's rows land
+    # where they belong.
+    sq, sk, d = 2100, 4200, 8
+    feeds = {"q": _r(rng, 1, 2, sq, d), "k": _r(rng, 1, 1, sk, d), "v": _r(rng, 1, 1, sk, d),
+             "mask": _r(rng, sq, sk)}
+    model = _model(np.float32, feeds, ["y"], 24)
+    e = twinfer.load(model, device="cpu")
+    assert [r.kernel for r in e.kernel_report(feeds) if r.op == "Attention"] == [GEMMS]
+    got = e.run(feeds)["y"].numpy()
+    q, k, v = (feeds[n].astype(np.float64) for n in "qkv")
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + feeds["mask"]
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    want = (p / p.sum(axis=-1, keepdims=True)) @ v
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)

@@ -5,8 +5,9 @@
 // (ops/nn/softmax_rows.h), then P V written at the output's strides. A KV
 // cache inside the op is written out first (present, or scratch) and read as
 // K and V. The row loop (ops/transformer/attention.cc) takes what this does
-// not: other float types, the qk_matmul_output debug output, scores above
-// kMaxScoreBytes, strides oneDNN only has a reference kernel for.
+// not: other float types, the qk_matmul_output debug output, strides oneDNN
+// only has a reference kernel for. Long sequences go through in blocks of
+// query rows (kScoreBlockBytes of scores at a time).
 #include <algorithm>
 #include <cmath>
 
@@ -20,35 +21,34 @@ namespace twinfer::cpu::onednn {
 
 namespace {
 
-// Scores held at once ([B, Hq, Sq, S] float32); beyond it the row loop runs,
-// which holds one row per thread.
-constexpr int64_t kMaxScoreBytes = int64_t{256} << 20;
+// Scores held at once: above this, query rows go through in blocks (a long
+// prompt's [B, Hq, Sq, S] scores would take gigabytes), each block's GEMMs
+// and rows before the next.
+constexpr int64_t kScoreBlockBytes = int64_t{64} << 20;
 
 int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 class OnednnAttention final : public Kernel, private tx::AttentionSpec {
  public:
   explicit OnednnAttention(const KernelBuildInfo& info) : AttentionSpec(info), node_(info.node().name) {
-    const int64_t score_bytes = B_ * Hq_ * Sq_ * S_ * int64_t{sizeof(float)};
-    if (score_bytes > kMaxScoreBytes || B_ * Hq_ * Sq_ * S_ * D_ * Dv_ == 0) {
+    if (B_ * Hq_ * Sq_ * S_ * D_ * Dv_ == 0) {
       loop_ = tx::make_attention_loop(info);
       return;
     }
-    AttentionGemmGeom g;
-    g.B = B_, g.Hq = Hq_, g.Hkv = Hkv_, g.Sq = Sq_, g.S = S_, g.D = D_, g.Dv = Dv_;
-    g.q = st_[0], g.y = y_st_, g.scale = scale_;
-    // With a cache, K and V are the present tensors ([B, Hkv, S, d]).
-    g.k = has_past_ ? tx::attn_strides(false, Hkv_, S_, D_) : st_[1];
-    g.v = has_past_ ? tx::attn_strides(false, Hkv_, S_, Dv_) : st_[2];
-    gemms_ = std::make_unique<AttentionGemms>(g, node_);
-    if (!gemms_->fast()) {  // a reference GEMM is slower than the loop
+    const int64_t row_bytes = B_ * Hq_ * S_ * int64_t{sizeof(float)};  // one query row of every head
+    block_ = std::clamp<int64_t>(kScoreBlockBytes / row_bytes, 1, Sq_);
+    gemms_ = gemms_for(block_);
+    if (Sq_ % block_) tail_ = gemms_for(Sq_ % block_);
+    if (!gemms_->fast() || (tail_ && !tail_->fast())) {  // a reference GEMM is slower than the loop
       gemms_.reset();
+      tail_.reset();
       loop_ = tx::make_attention_loop(info);
       return;
     }
-    gemm_scratch_ = aligned(static_cast<int64_t>(gemms_->scratch_bytes()));
-    scores_at_ = gemm_scratch_;
-    int64_t end = scores_at_ + aligned(score_bytes);
+    size_t gemm_scratch = gemms_->scratch_bytes();
+    if (tail_) gemm_scratch = std::max(gemm_scratch, tail_->scratch_bytes());
+    scores_at_ = aligned(static_cast<int64_t>(gemm_scratch));
+    int64_t end = scores_at_ + aligned(block_ * row_bytes);
     if (has_past_ && !out_pk_) {
       pk_at_ = end;
       end += aligned(B_ * Hkv_ * S_ * D_ * int64_t{sizeof(float)});
@@ -86,20 +86,27 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
     }
     std::vector<int64_t> nonpad;
     if (has_nonpad_) nonpad = read_nonpad(ctx.inputs[6]);
-    gemms_->scores(ctx, q, k, scores);
     const void* mask = has_mask_ ? ctx.inputs[3].data : nullptr;
-    const int64_t rows = B_ * Hq_ * Sq_, S = S_;
-    parallel_for(rows, ctx.num_threads, std::max<int64_t>(1, 16384 / S), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) row(scores + r * S, r, mask, nonpad);
-    });
-    gemms_->values(ctx, scores, v, ctx.outputs[0].as<float>());
+    float* y = ctx.outputs[0].as<float>();
+    const int64_t S = S_;
+    for (int64_t i0 = 0; i0 < Sq_; i0 += block_) {
+      const int64_t n = std::min(block_, Sq_ - i0);
+      const AttentionGemms& g = n == block_ ? *gemms_ : *tail_;
+      // The block's scores are [B, Hq, n, S]: row r is query i0 + r % n of head (r / n) % Hq.
+      g.scores(ctx, q + i0 * st_[0].s, k, scores);
+      parallel_for(B_ * Hq_ * n, ctx.num_threads, std::max<int64_t>(1, 16384 / S), [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r)
+          row(scores + r * S, r / (n * Hq_), (r / n) % Hq_, i0 + r % n, mask, nonpad);
+      });
+      g.values(ctx, scores, v, y + i0 * y_st_.s);
+    }
   }
 
  private:
   // One row of scores -> its probabilities: softcap, bias, softmax; zeros
   // where no key is attendable (the opset 23 errata), NaN where a score is.
-  void row(float* s, int64_t r, const void* mask, const std::vector<int64_t>& nonpad) const {
-    const int64_t i = r % Sq_, h = (r / Sq_) % Hq_, b = r / (Sq_ * Hq_), S = S_;
+  void row(float* s, int64_t b, int64_t h, int64_t i, const void* mask, const std::vector<int64_t>& nonpad) const {
+    const int64_t S = S_;
     const float ninf = -INFINITY;
     if (softcap_ > 0.f)
       for (int64_t j = 0; j < S; ++j) s[j] = softcap_ * std::tanh(s[j] / softcap_);
@@ -146,6 +153,17 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
     });
   }
 
+  // The two GEMMs for `rows` query rows of every head.
+  std::unique_ptr<AttentionGemms> gemms_for(int64_t rows) const {
+    AttentionGemmGeom g;
+    g.B = B_, g.Hq = Hq_, g.Hkv = Hkv_, g.Sq = rows, g.S = S_, g.D = D_, g.Dv = Dv_;
+    g.q = st_[0], g.y = y_st_, g.scale = scale_;
+    // With a cache, K and V are the present tensors ([B, Hkv, S, d]).
+    g.k = has_past_ ? tx::attn_strides(false, Hkv_, S_, D_) : st_[1];
+    g.v = has_past_ ? tx::attn_strides(false, Hkv_, S_, Dv_) : st_[2];
+    return std::make_unique<AttentionGemms>(g, node_);
+  }
+
   std::vector<int64_t> read_nonpad(const TensorView& t) const {
     std::vector<int64_t> out(B_);
     for (int64_t b = 0; b < B_; ++b) {
@@ -160,8 +178,8 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
 
   std::string node_;
   std::unique_ptr<Kernel> loop_;  // where the GEMM form does not apply
-  std::unique_ptr<AttentionGemms> gemms_;
-  int64_t gemm_scratch_ = 0, scores_at_ = 0, pk_at_ = 0, pv_at_ = 0;
+  std::unique_ptr<AttentionGemms> gemms_, tail_;  // a block of block_ query rows; the last, shorter one
+  int64_t block_ = 0, scores_at_ = 0, pk_at_ = 0, pv_at_ = 0;
   size_t scratch_ = 0;
 };
 
