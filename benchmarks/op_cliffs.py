@@ -60,6 +60,9 @@ def cases(rng):
     for shape in ([64, 12, 128, 128], [4, 12, 197, 197], [1, 32, 1, 1024], [8, 1000]):
         yield f"Softmax [{','.join(map(str, shape))}]", model(
             [h.make_node("Softmax", ["x"], ["y"], axis=-1)], [("x", shape)], [("y", shape)])
+    for shape in ([64, 12, 128, 128], [200, 32], [8, 1000]):  # LogSoftmax: scores, a CTC head, a classifier
+        yield f"LogSoftmax [{','.join(map(str, shape))}]", model(
+            [h.make_node("LogSoftmax", ["x"], ["y"], axis=-1)], [("x", shape)], [("y", shape)])
     # The Attention op (opset 23; onnxruntime's contrib attention ops become it
     # at load): B, Hq, Hkv, Sq, S, D.
     for b, hq, hkv, sq, sk, d in ((1, 8, 8, 128, 128, 64), (1, 8, 2, 512, 512, 64), (4, 12, 12, 197, 197, 64),

@@ -1,8 +1,7 @@
 // Softmax / LogSoftmax: shape rule and the reference kernel (float32 /
-// float64, max-subtracted, threaded over rows). float32 rows that are
-// contiguous (inner == 1: attention scores, classifier heads) go faster:
-// Softmax through softmax_fast.cc's vectorised rows, LogSoftmax through
-// oneDNN (backends/cpu/onednn_softmax.cc).
+// float64, 16-bit in float32, max-subtracted, threaded over rows). float32
+// rows that are contiguous (inner == 1: attention scores, classifier heads)
+// go through softmax_fast.cc's vectorised rows instead.
 #include "ops/nn/softmax.h"
 
 #include <algorithm>

@@ -91,6 +91,31 @@ TWINFER_SIMD_CLONES float exp_and_sum(float* __restrict y, int64_t n, float mx) 
   return sum;
 }
 
+// lane[l] += exp(t[l] - mx) for 16 lanes, t unchanged.
+inline __attribute__((always_inline)) void sum16(const float* __restrict t, float mx, float* __restrict lane) {
+  for (int l = 0; l < kLanes; ++l) lane[l] += exp_shifted(t[l] - mx);
+}
+
+// The sum of exp(y - mx), y unchanged (LogSoftmax keeps the shifted values).
+TWINFER_SIMD_CLONES float sum_exp(const float* __restrict y, int64_t n, float mx) {
+  float lane[kLanes];
+  for (int l = 0; l < kLanes; ++l) lane[l] = 0.f;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) sum16(y + i, mx, lane);
+  if (i < n) {
+    float t[kLanes];
+    for (int l = 0; l < kLanes; ++l) t[l] = l < n - i ? y[i + l] : -INFINITY;
+    sum16(t, mx, lane);
+  }
+  float sum = 0.f;
+  for (int l = 0; l < kLanes; ++l) sum += lane[l];
+  return sum;
+}
+
+TWINFER_SIMD_CLONES void shift_in_place(float* __restrict y, int64_t n, float mx, float log_sum) {
+  for (int64_t i = 0; i < n; ++i) y[i] = (y[i] - mx) - log_sum;
+}
+
 TWINFER_SIMD_CLONES void scale_in_place(float* __restrict y, int64_t n, float f) {
   for (int64_t i = 0; i < n; ++i) y[i] *= f;
 }
@@ -107,6 +132,17 @@ void softmax_row(const float* x, const float* m, int64_t m_step, float scale, fl
     return;
   }
   scale_in_place(y, n, 1.f / sum);
+}
+
+void log_softmax_row(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  const float mx = scale_and_max(x, nullptr, 0, 1.f, y, n);
+  const float sum = sum_exp(y, n, mx);
+  if (sum != sum) {
+    for (int64_t i = 0; i < n; ++i) y[i] = NAN;
+    return;
+  }
+  shift_in_place(y, n, mx, std::log(sum));
 }
 
 }  // namespace twinfer::nn

@@ -20,4 +20,8 @@ namespace twinfer::nn {
 // may be the same row (each element is read before it is written).
 void softmax_row(const float* x, const float* m, int64_t m_step, float scale, float* y, int64_t n);
 
+// y = log(softmax(x)) = (x - max) - log(sum(exp(x - max))) over one row; a
+// masked (-inf) element gives -inf, a NaN or all -inf row NaN.
+void log_softmax_row(const float* x, float* y, int64_t n);
+
 }  // namespace twinfer::nn
