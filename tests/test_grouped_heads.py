@@ -136,3 +136,38 @@ def test_hugging_face_eager_gqa_export_on_the_cpu(rng, tmp_path):
     assert "Expand" not in ops, ops
     want = torch.matmul(torch.softmax(args[0] @ repeat_kv(args[1], 4).transpose(2, 3) * 0.25, -1), repeat_kv(args[2], 4))
     np.testing.assert_allclose(e.run(feeds)["o"].numpy(), want.numpy(), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("device", ["cpu", SIM_AS_CUDA])
+def test_dynamo_export_of_sdpa_with_repeated_kv(rng, tmp_path, device):
+    # torch's dynamo exporter decomposes scaled_dot_product_attention with K^T
+    # spelled in 3-D (Reshape [B * H, S, D], Transpose [0, 2, 1], Reshape
+    # back; here the repeat's own Reshape folded into the first), as Hugging
+    # Face's "sdpa" attention exports after repeat_kv. transposes_in_4d makes
+    # it one 4-D Transpose: the CPU's GEMMs read K and V once per group, a
+    # device plan fuses one Attention with grouped heads.
+    torch = pytest.importorskip("torch")
+
+    def repeat_kv(x, n_rep):
+        b, kvh, s, d = x.shape
+        return x[:, :, None, :, :].expand(b, kvh, n_rep, s, d).reshape(b, kvh * n_rep, s, d)
+
+    class Sdpa(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return torch.nn.functional.scaled_dot_product_attention(q, repeat_kv(k, 3), repeat_kv(v, 3), attn_mask=mask)
+
+    shapes = ([2, 6, 11, 16], [2, 2, 29, 16], [2, 2, 29, 16], [2, 1, 11, 29])
+    args = [torch.from_numpy(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    path = tmp_path / "sdpa_gqa.onnx"
+    torch.onnx.export(Sdpa(), tuple(args), str(path), dynamo=True, input_names=["q", "k", "v", "mask"],
+                      output_names=["o"], opset_version=18)
+    feeds = {n: a.numpy() for n, a in zip(["q", "k", "v", "mask"], args)}
+    kwargs = {"sim_coverage": "cuda", "allow_cpu_fallback": False} if device == "sim" else {}
+    e = twinfer.load(path, device=device, **kwargs)
+    ops = [r.op for r in e.kernel_report(feeds)]
+    assert "Expand" not in ops, ops
+    if device == "sim":
+        assert ops == ["com.twinfer::Attention"], ops
+    with torch.no_grad():
+        want = Sdpa()(*args).numpy()
+    np.testing.assert_allclose(e.run(feeds)["o"].numpy(), want, rtol=2e-5, atol=2e-5)

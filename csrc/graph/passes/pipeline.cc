@@ -16,6 +16,7 @@
 #include "graph/passes/fuse_attention.h"
 #include "graph/passes/fuse_attention_softmax.h"
 #include "graph/passes/matmul_reads_grouped_heads.h"
+#include "graph/passes/transposes_in_4d.h"
 #include "graph/passes/matmul_reads_transposed.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_matmul_integer.h"
@@ -335,6 +336,10 @@ PlanPassResult plan_passes(graph::Graph& g, const PlanPassOptions& options, Pass
   const bool softmax = std::any_of(g.nodes.begin(), g.nodes.end(), [](const graph::Node& n) {
     return n.domain.empty() && n.op_type == "Softmax";
   });
+  // K^T spelled in 3-D (torch's dynamo exporter) as the 4-D Transpose the
+  // attention passes know.
+  if (options.optimize && softmax)
+    keep_or_restart(g, pc, options, failed, "transposes_in_4d", [&] { return transposes_in_4d(g, pc); });
   // Attention on a device: one op, its scores never in memory (concrete
   // shapes prove the operands are [B, H, S, D]).
   if (options.optimize && softmax && pc.backend != Backend::kCPU)
