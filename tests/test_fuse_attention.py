@@ -169,10 +169,11 @@ def test_onnx_attention_causal_and_a_short_mask_on_the_device(device, rng):
                                _reference(q, k, v, scale, additive), rtol=2e-5, atol=2e-5)
 
 
-def _fp16_attention(shapes, causal=False, mask_shape=None):
+def _fp16_attention(shapes, causal=False, mask_shape=None, mask_type=TensorProto.FLOAT16):
     h16 = TensorProto.FLOAT16
     names = ["q", "k", "v"] + (["mask"] if mask_shape else [])
-    vis = [helper.make_tensor_value_info(n, h16, s) for n, s in zip(names, list(shapes) + [mask_shape])]
+    vis = [helper.make_tensor_value_info(n, mask_type if n == "mask" else h16, s)
+           for n, s in zip(names, list(shapes) + [mask_shape])]
     node = helper.make_node("Attention", names, ["o"], is_causal=int(causal))
     out = [helper.make_tensor_value_info("o", h16, [shapes[0][0], shapes[0][1], shapes[0][2], shapes[2][3]])]
     m = helper.make_model(helper.make_graph([node], "a16", vis, out), opset_imports=[helper.make_opsetid("", 24)])
@@ -182,7 +183,7 @@ def _fp16_attention(shapes, causal=False, mask_shape=None):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", ["plain", "causal", "padding_mask", "leading_keys_masked", "head_dim_20",
-                                  "grouped_heads", "one_key_head_causal"])
+                                  "grouped_heads", "one_key_head_causal", "boolean_mask"])
 def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     # float16 Attention: on a GPU cuDNN's fused flash attention takes head
     # dims that are multiples of 8 (here 64: ViT's and BERT's), with or
@@ -192,7 +193,7 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     # first 80 of 160 keys masks whole leading tiles (a flash kernel's running
     # max starts at -inf there). Grouped query heads (6 over 2, with a padding
     # mask; 6 over 1, causal) go to cuDNN as they are (its GQA), K and V
-    # never repeated.
+    # never repeated. A boolean mask goes to cuDNN as the additive bias it means.
     b, h, sq, sk = 2, 3, 37, 160 if case == "leading_keys_masked" else 53
     hkv = h
     if case.startswith(("grouped", "one_key")):
@@ -210,13 +211,17 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
         mask = np.zeros((b, 1, 1, sk), np.float16)
         mask[0, ..., :80] = -np.inf
         mask[1, ..., :150] = -np.inf
+    if case == "boolean_mask":  # to cuDNN as the 0 / -inf bias it means; a sample's keys all masked
+        mask = rng.random((b, 1, sq, sk)) < 0.8
+        mask[1] = False
     if mask is not None:
         feeds["mask"] = mask
-        bias = mask.astype(np.float64)
+        bias = np.where(mask, 0.0, -np.inf) if mask.dtype == bool else mask.astype(np.float64)
     causal = case in ("causal", "one_key_head_causal")
     if causal:
         bias = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, 0.0)
-    m = _fp16_attention([q.shape, k.shape, v.shape], causal=causal, mask_shape=mask.shape if mask is not None else None)
+    m = _fp16_attention([q.shape, k.shape, v.shape], causal=causal, mask_shape=mask.shape if mask is not None else None,
+                        mask_type=TensorProto.BOOL if case == "boolean_mask" else TensorProto.FLOAT16)
     e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
     rows = [r for r in e.kernel_report({n: a.shape for n, a in feeds.items()}) if r.op == "Attention"]
     assert len(rows) == 1
@@ -228,7 +233,7 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     got = e.run(feeds)["o"].numpy()
     assert got.dtype == np.float16
     want = _reference(q, np.repeat(k, h // hkv, axis=1), np.repeat(v, h // hkv, axis=1), 1 / np.sqrt(d), bias)
-    if case in ("padding_mask", "grouped_heads"):
+    if case in ("padding_mask", "grouped_heads", "boolean_mask"):
         assert not want[1].any() and not got[1].any()
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3, atol=5e-3)
 

@@ -25,7 +25,8 @@
 // ONNX's errata) does. Statistics and sums in float.
 //
 // float16 and bfloat16 go to cuDNN's fused flash attention first (tensor
-// cores; sdpa_plan.h), without a mask, causal, or with an additive mask,
+// cores; sdpa_plan.h), without a mask, causal, or with an additive or
+// boolean mask (the boolean one written out as 0 / -inf first),
 // and only in the plain case (4-D, none of the extras above; grouped key
 // heads too, cuDNN's GQA); what cuDNN refuses (and float32, boolean masks, a mask with
 // causal) runs the kernel above. kernel_report's kernel name says which, and why.
@@ -232,6 +233,14 @@ __global__ void expand_mask_rows(const T* __restrict__ m, T* __restrict__ out, i
     const int64_t j = e % Sk, r = e / (Sq * Sk);
     out[e] = m[r * Sk + j];
   }
+}
+
+// A boolean mask as the additive bias cuDNN takes: 0 where a key is kept,
+// -inf where it is masked (contiguous, the mask's own dims).
+template <typename T>
+__global__ void bool_mask_to_bias(const bool* __restrict__ m, T* __restrict__ out, int64_t n) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x)
+    out[e] = twinfer::ew::store<T>(m[e] ? 0.f : -INFINITY);
 }
 
 // After cuDNN: output rows whose mask row is -inf at every key become zeros,
@@ -450,7 +459,9 @@ class CudaAttention final : public Kernel {
   }
 
   size_t scratch_bytes() const override {
-    if (sdpa_) return round_up(static_cast<int64_t>(sdpa_->workspace_bytes()), 256) + expanded_bytes_;
+    if (sdpa_)
+      return round_up(static_cast<int64_t>(sdpa_->workspace_bytes()), 256) +
+             round_up(static_cast<int64_t>(expanded_bytes_), 256) + bool_bias_bytes_;
     return pk_scratch_ + pv_scratch_;
   }
   void run(KernelContext& ctx) const override {
@@ -584,9 +595,7 @@ class CudaAttention final : public Kernel {
       why = "3-D inputs, a cache, padding lengths, softcap, a window, a short mask or extra outputs";
     } else if (dtype_ == DType::kFloat32) {
       why = "float32 (cuDNN's fused attention takes float16 and bfloat16)";
-    } else if (g_.mask_kind == 2) {
-      why = "a boolean mask";
-    } else if (g_.mask_kind == 1 && g_.causal) {
+    } else if (g_.mask_kind != 0 && g_.causal) {
       why = "a mask together with causal";
     } else if (g_.B == 0 || g_.H == 0 || g_.Sq == 0 || g_.Sk == 0 || g_.D == 0 || g_.Dv == 0) {
       why = "an empty dim";  // nothing to compute (run() returns early); cuDNN's checks divide by them
@@ -599,7 +608,12 @@ class CudaAttention final : public Kernel {
       spec.dtype = dtype_, spec.scale = g_.scale, spec.causal = g_.causal;
       spec.set_strides(outer_if_one(g_.qs, g_.B, g_.H, g_.Sq, g_.D), outer_if_one(g_.ks, g_.B, g_.Hkv, g_.Sk, g_.D),
                        outer_if_one(g_.vs, g_.B, g_.Hkv, g_.Sk, g_.Dv), outer_if_one(g_.os, g_.B, g_.H, g_.Sq, g_.Dv));
-      if (g_.mask_kind == 1) spec.set_broadcast_bias(mask_dims_);
+      // A boolean mask goes as the additive bias it means, written out
+      // before each run (bool_mask_to_bias).
+      if (g_.mask_kind != 0) spec.set_broadcast_bias(mask_dims_);
+      if (g_.mask_kind == 2)
+        bool_bias_bytes_ = static_cast<size_t>(mask_dims_[0] * mask_dims_[1] * mask_dims_[2] * mask_dims_[3]) *
+                           dtype_size(dtype_);
       sdpa_ = make_cudnn_sdpa(spec, &why);
       if (!sdpa_ && spec.has_bias && mask_dims_[2] == 1 && mask_dims_[3] == g_.Sk && g_.Sq > 1) {
         // cuDNN may want the bias per query in memory: written out before each run.
@@ -614,7 +628,9 @@ class CudaAttention final : public Kernel {
           why += "; with the mask per query: " + why2;
       }
     }
-    name_ = sdpa_ ? "cudnn sdpa (" + sdpa_->plan_name() + (expanded_bytes_ ? "; mask written out per query)" : ")")
+    if (!sdpa_) bool_bias_bytes_ = 0;
+    name_ = sdpa_ ? "cudnn sdpa (" + sdpa_->plan_name() + (expanded_bytes_ ? "; mask written out per query" : "") +
+                        (bool_bias_bytes_ ? "; boolean mask as a bias)" : ")")
                   : "cuda attention (online softmax; not cuDNN: " + why + ")";
     if (plan_.viewed) name_ += " [strided in place]";
   }
@@ -622,7 +638,20 @@ class CudaAttention final : public Kernel {
   void run_cudnn(KernelContext& ctx, const void* q, const void* k, const void* v) const {
     const cudaStream_t s = stream_of(ctx);
     char* ws = static_cast<char*>(ctx.scratch);
-    const void* bias = g_.mask_kind == 1 ? ctx.inputs[3].data : nullptr;
+    const void* bias = g_.mask_kind != 0 ? ctx.inputs[3].data : nullptr;
+    if (bool_bias_bytes_) {  // scratch: [cuDNN's workspace][the mask per query][this bias]
+      ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* additive = reinterpret_cast<T*>(ws + round_up(static_cast<int64_t>(sdpa_->workspace_bytes()), 256) +
+                                           round_up(static_cast<int64_t>(expanded_bytes_), 256));
+        const int64_t n = mask_dims_[0] * mask_dims_[1] * mask_dims_[2] * mask_dims_[3];
+        const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65535));
+        twinfer_gpu::bool_mask_to_bias<T><<<grid, 256, 0, s>>>(ctx.inputs[3].as<const bool>(), additive, n);
+        check_launch("Attention boolean mask launch");
+        bias = additive;
+      });
+    }
+    const void* mask_rows = bias;  // the additive mask as the model gave it, or converted
     if (expanded_bytes_) {
       ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -636,7 +665,7 @@ class CudaAttention final : public Kernel {
       });
     }
     sdpa_->run(q, k, v, bias, ctx.outputs[0].data, ws, s);
-    if (g_.mask_kind != 1) return;
+    if (g_.mask_kind == 0) return;
     ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const twinfer_gpu::MaskRows mr{{mask_dims_[0], mask_dims_[1], mask_dims_[2], mask_dims_[3]}, g_.B, g_.H, g_.Sq,
@@ -644,7 +673,7 @@ class CudaAttention final : public Kernel {
       const int64_t rows = mask_dims_[0] * mask_dims_[1] * mask_dims_[2];
       const int64_t blocks = (rows * 32 + 255) / 256;
       twinfer_gpu::zero_fully_masked_rows<T><<<static_cast<uint32_t>(blocks), 256, 0, s>>>(
-          ctx.inputs[3].as<const T>(), mr, ctx.outputs[0].as<T>());
+          static_cast<const T*>(mask_rows), mr, ctx.outputs[0].as<T>());
       check_launch("Attention masked-row launch");
     });
   }
@@ -657,6 +686,7 @@ class CudaAttention final : public Kernel {
   std::shared_ptr<const SdpaPlan> sdpa_;
   int64_t mask_dims_[4] = {1, 1, 1, 1};
   size_t expanded_bytes_ = 0;  // the mask written out per query, after cuDNN's workspace
+  size_t bool_bias_bytes_ = 0;  // a boolean mask as an additive one, after that
   std::string name_;
 };
 
