@@ -28,7 +28,7 @@
 // cores; sdpa_plan.h), without a mask, causal, or with an additive or
 // boolean mask (the boolean one written out as 0 / -inf first),
 // and only in the plain case (4-D, none of the extras above; grouped key
-// heads too, cuDNN's GQA); what cuDNN refuses (and float32, boolean masks, a mask with
+// heads too, cuDNN's GQA); what cuDNN refuses (and float32, a mask with
 // causal) runs the kernel above. kernel_report's kernel name says which, and why.
 //
 // com.twinfer::Attention may carry views (ops/transformer/attention_views.h,
@@ -567,7 +567,8 @@ class CudaAttention final : public Kernel {
 
   // Whether this run's operands are where the cuDNN plan may read them:
   // q, k, v (at their views' starts), the output and an additive mask read
-  // in place all 16-byte aligned.
+  // in place all 16-byte aligned (a boolean mask is read from our scratch,
+  // converted).
   bool cudnn_pointers_aligned(KernelContext& ctx, const void* q, const void* k, const void* v) const {
     auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
     if (!a16(q) || !a16(k) || !a16(v) || !a16(ctx.outputs[0].data)) return false;
@@ -638,8 +639,11 @@ class CudaAttention final : public Kernel {
   void run_cudnn(KernelContext& ctx, const void* q, const void* k, const void* v) const {
     const cudaStream_t s = stream_of(ctx);
     char* ws = static_cast<char*>(ctx.scratch);
-    const void* bias = g_.mask_kind != 0 ? ctx.inputs[3].data : nullptr;
-    if (bool_bias_bytes_) {  // scratch: [cuDNN's workspace][the mask per query][this bias]
+    // The model's additive mask as it is; a boolean one (never handed to
+    // cuDNN as it is) converted first.
+    const void* bias = g_.mask_kind == 1 ? ctx.inputs[3].data : nullptr;
+    if (g_.mask_kind == 2) {  // scratch: [cuDNN's workspace][the mask per query][this bias]
+      if (!bool_bias_bytes_) throw Error(ErrorKind::kRuntime, "Attention: a boolean mask without its bias scratch");
       ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* additive = reinterpret_cast<T*>(ws + round_up(static_cast<int64_t>(sdpa_->workspace_bytes()), 256) +

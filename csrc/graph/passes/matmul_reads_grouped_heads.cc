@@ -11,21 +11,6 @@ namespace {
 
 bool is_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
-// A new value of `type` and concrete shape `s`.
-int shaped_value(graph::Graph& g, const std::string& name, DType type, const Shape& s) {
-  const int v = add_value(g, name);
-  g.values[v].dtype = type;
-  g.values[v].has_shape = true;
-  g.values[v].shape = sym_shape_from(s);
-  return v;
-}
-
-int shape_constant(graph::Graph& g, const std::string& name, const Shape& s) {
-  Tensor t = Tensor::empty(DType::kInt64, {static_cast<int64_t>(s.size())});
-  for (size_t d = 0; d < s.size(); ++d) t.data_as<int64_t>()[d] = s[d];
-  return add_constant(g, name, std::move(t));
-}
-
 graph::Node node(const std::string& name, const char* op, std::vector<int> inputs, int output) {
   graph::Node n;
   n.name = name;
@@ -118,13 +103,12 @@ int matmul_reads_grouped_heads(graph::Graph& g, const PassContext& pc) {
     }
     if (rs[2] != K || rs[0] != B) continue;  // the inner dims the MatMul's check would meet
     const int rows = shaped_value(g, base + "/grouped_rows", g.values[a].dtype, {B, kv_heads, groups * M, K});
-    nodes.push_back(node(base + "/group_rows", "Reshape",
-                         {a, shape_constant(g, base + "/grouped_rows_shape", {B, kv_heads, groups * M, K})}, rows));
+    nodes.push_back(reshape_node(g, base + "/group_rows", a, rows, {B, kv_heads, groups * M, K}));
     const int product = shaped_value(g, base + "/grouped_product", g.values[out].dtype, {B, kv_heads, groups * M, N});
     graph::Node gemm = node(base + "/grouped", "MatMul", {rows, rhs}, product);
     if (!rewrite_fits(g, gemm, pc)) continue;
     nodes.push_back(std::move(gemm));
-    nodes.push_back(node(base + "/heads", "Reshape", {product, shape_constant(g, base + "/heads_shape", ys)}, out));
+    nodes.push_back(reshape_node(g, base + "/heads", product, out, ys));
     dead[i] = 1;
     for (const HeadwiseStep& st : steps) dead[st.node] = 1;
     for (int r : remove) dead[r] = 1;

@@ -166,6 +166,25 @@ graph::Node transpose_node(const std::string& name, int from, int to, const std:
   return t;
 }
 
+int shaped_value(graph::Graph& g, const std::string& name, DType dt, const Shape& s) {
+  const int v = add_value(g, name);
+  g.values[v].dtype = dt;
+  g.values[v].has_shape = true;
+  g.values[v].shape = sym_shape_from(s);
+  return v;
+}
+
+graph::Node reshape_node(graph::Graph& g, const std::string& name, int in, int out, const Shape& to) {
+  Tensor shape = Tensor::empty(DType::kInt64, {static_cast<int64_t>(to.size())});
+  for (size_t d = 0; d < to.size(); ++d) shape.data_as<int64_t>()[d] = to[d];
+  graph::Node r;
+  r.name = name;
+  r.op_type = "Reshape";
+  r.inputs = {in, add_constant(g, name + "/shape", std::move(shape))};
+  r.outputs = {out};
+  return r;
+}
+
 bool concrete_shape(const graph::Graph& g, int v, Shape* s) {
   if (v < 0 || !g.values[v].has_shape || !sym_shape_known(g.values[v].shape)) return false;
   *s = sym_shape_values(g.values[v].shape);

@@ -53,6 +53,13 @@ graph::Node cast_node(const std::string& name, int in, int out, DType to);
 // A Transpose node from value `from` to value `to`.
 graph::Node transpose_node(const std::string& name, int from, int to, const std::vector<int64_t>& perm);
 
+// A new value of type `dt` and concrete shape `s` (a plan pass's intermediate).
+int shaped_value(graph::Graph& g, const std::string& name, DType dt, const Shape& s);
+
+// A Reshape node from value `in` to value `out`, its shape `to` a constant
+// named `name`/shape.
+graph::Node reshape_node(graph::Graph& g, const std::string& name, int in, int out, const Shape& to);
+
 // Groups of connected nodes (the layout passes' regions).
 struct UnionFind {
   std::vector<int> parent;

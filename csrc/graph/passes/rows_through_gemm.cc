@@ -19,25 +19,6 @@ bool row_perm(const graph::Node& t, size_t rank, std::vector<int64_t>* perm) {
   return valid_perm(*perm, rank) && perm->back() == static_cast<int64_t>(rank) - 1;
 }
 
-int new_value(graph::Graph& g, const std::string& name, DType dt, const Shape& s) {
-  const int v = add_value(g, name);
-  g.values[v].dtype = dt;
-  g.values[v].has_shape = true;
-  g.values[v].shape = sym_shape_from(s);
-  return v;
-}
-
-graph::Node reshape_node(graph::Graph& g, const std::string& name, int in, int out, const Shape& to) {
-  Tensor shape = Tensor::empty(DType::kInt64, {static_cast<int64_t>(to.size())});
-  for (size_t d = 0; d < to.size(); ++d) shape.data_as<int64_t>()[d] = to[d];
-  graph::Node r;
-  r.name = name;
-  r.op_type = "Reshape";
-  r.inputs = {in, add_constant(g, name + "/shape", std::move(shape))};
-  r.outputs = {out};
-  return r;
-}
-
 }  // namespace
 
 bool transpose_rows_after_gemm(graph::Graph& g, const std::vector<std::vector<int>>& users, int mm) {
@@ -59,7 +40,7 @@ bool transpose_rows_after_gemm(graph::Graph& g, const std::vector<std::vector<in
   Shape ys(s.begin(), s.end() - 1);
   ys.push_back(w[1]);
   const int y_old = n.outputs[0];
-  const int y_new = new_value(g, g.values[y_old].name + "/rows", g.values[y_old].dtype, ys);
+  const int y_new = shaped_value(g, g.values[y_old].name + "/rows", g.values[y_old].dtype, ys);
   graph::Node moved = g.nodes[mm];
   moved.inputs[0] = src;
   moved.outputs[0] = y_new;
@@ -105,10 +86,10 @@ bool transpose_rows_before_gemm(graph::Graph& g, const std::vector<std::vector<i
   xs.push_back(a[1]);
   Shape xt(xs.size());
   for (size_t d = 0; d < xs.size(); ++d) xt[d] = xs[perm[d]];
-  const int v1 = new_value(g, base + "/rows_in", dt, xs);
-  const int v2 = new_value(g, base + "/rows_moved", dt, xt);
-  const int v3 = new_value(g, base + "/gemm_in", dt, a);
-  const int v4 = new_value(g, base + "/gemm_out", g.values[n.outputs[0]].dtype, y);
+  const int v1 = shaped_value(g, base + "/rows_in", dt, xs);
+  const int v2 = shaped_value(g, base + "/rows_moved", dt, xt);
+  const int v3 = shaped_value(g, base + "/gemm_in", dt, a);
+  const int v4 = shaped_value(g, base + "/gemm_out", g.values[n.outputs[0]].dtype, y);
   std::vector<graph::Node> added;
   added.push_back(reshape_node(g, base + "/split_rows", g.nodes[gemm].inputs[0], v1, xs));
   added.push_back(transpose_node(base + "/before", v1, v2, perm));

@@ -39,18 +39,8 @@ int transposes_in_4d(graph::Graph& g, const PassContext& pc) {
     const std::string base = g.nodes[back].name.empty() ? g.values[out].name : g.nodes[back].name;
     int src = u;
     if (us != heads) {
-      src = add_value(g, base + "/heads");
-      g.values[src].dtype = g.values[u].dtype;
-      g.values[src].has_shape = true;
-      g.values[src].shape = sym_shape_from(heads);
-      Tensor shape = Tensor::empty(DType::kInt64, {4});
-      for (int d = 0; d < 4; ++d) shape.data_as<int64_t>()[d] = heads[d];
-      graph::Node reshape;
-      reshape.name = base + "/to_heads";
-      reshape.op_type = "Reshape";
-      reshape.inputs = {u, add_constant(g, base + "/heads_shape", std::move(shape))};
-      reshape.outputs = {src};
-      added.push_back(std::move(reshape));
+      src = shaped_value(g, base + "/heads", g.values[u].dtype, heads);
+      added.push_back(reshape_node(g, base + "/to_heads", u, src, heads));
     }
     added.push_back(transpose_node(base + "/transpose_4d", src, out, {0, 1, 3, 2}));
     dead[back] = dead[t] = dead[flat] = 1;
