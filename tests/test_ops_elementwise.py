@@ -310,6 +310,42 @@ def test_sigmoid_and_tanh_float32_are_within_4_ulp(rng, op):
         assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()  # tanh(-0) = -0
 
 
+def test_exp_float32_is_within_4_ulp_over_its_whole_range(rng):
+    """The vectorised float32 Exp (ops/elementwise/exp_sqrt_fast.cc) against
+    float64 NumPy rounded to float32: subnormal results, the overflow edge
+    (88.72: the largest finite result, then inf), the infinities and NaN."""
+    x = np.concatenate([_logistic_grid(rng), np.linspace(85, 89, 4001),
+                        np.float32([88.72283, 88.72284, 88.7229, -103.97, -103.98, -104.5, 1e4, -1e4])])
+    x = x.astype(np.float32)
+    model = make_model([helper.make_node("Exp", ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    with np.errstate(over="ignore"):
+        want = np.exp(x.astype(np.float64))
+    want32 = want.astype(np.float32)
+    finite = np.isfinite(want32) & (want32 >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[finite] - want[finite]) / np.spacing(want32[finite])
+    assert ulps.max() <= 4, (ulps.max(), x[finite][np.argmax(ulps)])
+    tiny = np.isfinite(x) & (want32 < np.finfo(np.float32).tiny)
+    assert np.abs(got[tiny] - want[tiny]).max() <= 2 ** -149  # subnormal: within one step
+    assert (got[np.isinf(want32) & ~np.isnan(x)] == np.inf).all()
+    assert got[x == -np.inf][0] == 0 and np.isnan(got[np.isnan(x)]).all()
+
+
+def test_sqrt_float32_is_correctly_rounded():
+    """The vectorised float32 Sqrt: the instruction, equal to NumPy's float32
+    sqrt bit for bit; negative inputs NaN, -0 stays -0."""
+    x = np.concatenate([np.linspace(0, 1e4, 100001), np.float32([0.0, -0.0, 1e-45, 1e-40, np.inf, -1.0, -np.inf,
+                                                                  np.nan, 3.4e38])]).astype(np.float32)
+    model = make_model([helper.make_node("Sqrt", ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt(x)
+    np.testing.assert_array_equal(got, want)
+    assert np.signbit(got[(x == 0) & np.signbit(x)]).all()
+
+
 def test_silu_float32_is_within_4_ulp(rng):
     """Swish with alpha 1 (SiLU), the vectorised float32 loop, against float64."""
     x = _logistic_grid(rng)

@@ -9,7 +9,7 @@
 
 namespace twinfer::ew {
 
-// 2^k for an integer-valued k in [-126, 0].
+// 2^k for an integer-valued k in [-126, 127].
 inline float pow2_int(float k) {
   const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
   float p;
@@ -52,6 +52,18 @@ inline float exp_negative(float y) {
   const float k = exp_reduce(y, &r);
   const float k1 = (k * 0.5f + 12582912.f) - 12582912.f;  // round(k / 2), both halves >= -76
   return (1.f + expm1_reduced(r)) * pow2_int(k1) * pow2_int(k - k1);
+}
+
+// exp(y) for any float y: 0 below -104, +inf above 88.72 (float's largest
+// result), NaN for NaN; 2^k as two factors (each in [-76, 64]) so that
+// subnormal and near-overflow results keep their bits.
+inline float exp_any(float y) {
+  const float c = y < -104.f ? -104.f : (y > 88.8f ? 88.8f : y);
+  float r;
+  const float k = exp_reduce(c, &r);
+  const float k1 = (k * 0.5f + 12582912.f) - 12582912.f;
+  const float e = (1.f + expm1_reduced(r)) * pow2_int(k1) * pow2_int(k - k1);
+  return y > 88.8f ? __builtin_inff() : (y < -104.f ? 0.f : (y != y ? y : e));
 }
 
 // exp(y) - 1 for y in [-104, 0], accurate near 0 (tanh of small x).
