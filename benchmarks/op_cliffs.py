@@ -36,6 +36,8 @@ def cases(rng):
     yield "Gelu tanh [1,128,3072]", model([h.make_node("Gelu", ["x"], ["y"], approximate="tanh")],
                                           [("x", [1, 128, 3072])], [("y", [1, 128, 3072])], opset=20)
     yield "Tanh [1,64,2000]", model([h.make_node("Tanh", ["x"], ["y"])], [("x", [1, 64, 2000])], [("y", [1, 64, 2000])])
+    yield "TopK k=10 [64,32000]", model([h.make_node("TopK", ["x", "k"], ["y", "i"])], [("x", [64, 32000])],
+                                        [("y", [64, 10])], [nh.from_array(np.array([10], np.int64), "k")])
     for op in ("Exp", "Sqrt"):
         yield f"{op} [8,128,3072]", model([h.make_node(op, ["x"], ["y"])], [("x", [8, 128, 3072])], [("y", [8, 128, 3072])])
     yield "Sigmoid [1,64,2000]", model([h.make_node("Sigmoid", ["x"], ["y"])], [("x", [1, 64, 2000])],

@@ -61,6 +61,27 @@ def test_topk(rng, dt, largest):
         check("TopK", [("x", x), ("k", Const(k64([k])))], attrs, [dt, I64], opset=11, prefer=ref)
 
 
+@pytest.mark.parametrize("dt", [F32, F16, I64], ids=ids([F32, F16, I64]))
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_few_of_many(rng, dt, largest):
+    # k of n with k <= n / 8 (a sampler's top-k of a vocabulary): the one-pass
+    # heap. Last axis and a middle one (strided), k of 1 up to n / 8, many
+    # ties among integers (the lower index first), and for floats NaN, inf and
+    # -inf planted early and late (NaN ranks as the largest: first when
+    # largest, last when not, as onnxruntime has it).
+    for shape, axis, k in [((3, 1000), -1, 10), ((2, 999, 3), 1, 124), ((4, 517), 1, 1), ((2, 64), 1, 8)]:
+        if np.dtype(dt).kind == "i":
+            x = rng.integers(-20, 20, size=shape).astype(dt)
+        else:
+            x = rng.standard_normal(shape).astype(dt)
+            flat = x.reshape(-1)
+            flat[[0, 7, flat.size - 3]] = [np.nan, np.inf, -np.inf]
+            flat[[5, flat.size // 2]] = [np.nan, np.nan]
+        attrs = {"axis": axis, "largest": largest}
+        check("TopK", [("x", x), ("k", Const(k64([k])))], attrs, [dt, I64], opset=11,
+              prefer="ort" if dt != F16 else "reference")
+
+
 def test_topk_k_at_runtime_and_old_opsets(rng):
     x = rng.standard_normal((6, 11)).astype(F32)
     # K as a graph input: the output shape depends on its value (eager path).

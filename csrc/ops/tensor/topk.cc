@@ -90,7 +90,7 @@ class TopKKernel final : public Kernel {
     const bool largest = largest_;
     const int64_t grain = std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, n));
     parallel_for(outer_ * inner, threads, grain, [&](int64_t b, int64_t e) {
-      std::vector<std::pair<C, int64_t>> row(static_cast<size_t>(n));
+      std::vector<std::pair<C, int64_t>> row;
       // a before b: a's value is "better", or equal with a lower index.
       auto better = [largest](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& bb) {
         return topk_before(a.first, a.second, bb.first, bb.second, largest);
@@ -98,11 +98,32 @@ class TopKKernel final : public Kernel {
       for (int64_t t = b; t < e; ++t) {
         const int64_t o = t / inner, j = t % inner;
         const T* xp = x + o * n * inner + j;
-        for (int64_t i = 0; i < n; ++i) row[i] = {ew::load(xp[i * inner]), i};
-        if (k < n) {
-          std::partial_sort(row.begin(), row.begin() + k, row.end(), better);
-        } else {
+        if (k * 8 <= n) {
+          // Few of many (a sampler's top-k of a vocabulary): one pass keeping
+          // the k best in a heap whose top is the worst of them; most
+          // elements lose to it at the first comparison, with no (value,
+          // index) pair written per element. NaN and equal values take the
+          // full order.
+          row.resize(static_cast<size_t>(k));
+          for (int64_t i = 0; i < k; ++i) row[i] = {ew::load(xp[i * inner]), i};
+          std::make_heap(row.begin(), row.end(), better);
+          for (int64_t i = k; i < n; ++i) {
+            const C v = ew::load(xp[i * inner]), worst = row.front().first;
+            if (largest ? v < worst : v > worst) continue;
+            if (!topk_before(v, i, worst, row.front().second, largest)) continue;
+            std::pop_heap(row.begin(), row.end(), better);
+            row.back() = {v, i};
+            std::push_heap(row.begin(), row.end(), better);
+          }
           std::sort(row.begin(), row.end(), better);
+        } else {
+          row.resize(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) row[i] = {ew::load(xp[i * inner]), i};
+          if (k < n) {
+            std::partial_sort(row.begin(), row.begin() + k, row.end(), better);
+          } else {
+            std::sort(row.begin(), row.end(), better);
+          }
         }
         T* yp = y + o * k * inner + j;
         int64_t* ip = yi ? yi + o * k * inner + j : nullptr;
