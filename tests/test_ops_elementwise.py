@@ -332,6 +332,27 @@ def test_exp_float32_is_within_4_ulp_over_its_whole_range(rng):
     assert got[x == -np.inf][0] == 0 and np.isnan(got[np.isnan(x)]).all()
 
 
+def test_mish_float32_against_float64(rng):
+    """The vectorised float32 Mish, x * n / (n + 2) with n = e^x (e^x + 2),
+    against float64 x * tanh(softplus(x)): within 4 ulp where the result is a
+    normal float; subnormal tails within 2^-149 of it; the infinities and NaN
+    as the definition gives them (-inf * 0 is NaN)."""
+    x = np.concatenate([_logistic_grid(rng), np.linspace(15, 25, 1001)]).astype(np.float32)
+    model = make_model([helper.make_node("Mish", ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])], opset=18)
+    got = run_twinfer(model, {"x": x})[0]
+    xd = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = xd * np.tanh(np.logaddexp(0.0, xd))
+    want32 = np.abs(want).astype(np.float32)
+    normal = np.isfinite(want) & (want32 >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[normal] - want[normal]) / np.spacing(want32[normal])
+    assert ulps.max() <= 4, (ulps.max(), x[normal][np.argmax(ulps)])
+    tiny = np.isfinite(want) & ~normal
+    assert np.abs(got[tiny] - want[tiny]).max() <= 2 ** -149
+    assert got[x == np.inf][0] == np.inf and np.isnan(got[x == -np.inf][0]) and np.isnan(got[np.isnan(x)][0])
+
+
 def test_sqrt_float32_is_correctly_rounded():
     """The vectorised float32 Sqrt: the instruction, equal to NumPy's float32
     sqrt bit for bit; negative inputs NaN, -0 stays -0."""
