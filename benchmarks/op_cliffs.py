@@ -38,7 +38,7 @@ def cases(rng):
     yield "Tanh [1,64,2000]", model([h.make_node("Tanh", ["x"], ["y"])], [("x", [1, 64, 2000])], [("y", [1, 64, 2000])])
     yield "TopK k=10 [64,32000]", model([h.make_node("TopK", ["x", "k"], ["y", "i"])], [("x", [64, 32000])],
                                         [("y", [64, 10])], [nh.from_array(np.array([10], np.int64), "k")])
-    for op in ("Exp", "Sqrt", "Mish"):
+    for op in ("Exp", "Log", "Sqrt", "Softplus", "Mish"):
         yield f"{op} [8,128,3072]", model([h.make_node(op, ["x"], ["y"])], [("x", [8, 128, 3072])], [("y", [8, 128, 3072])],
                                           opset=18)
     yield "Sigmoid [1,64,2000]", model([h.make_node("Sigmoid", ["x"], ["y"])], [("x", [1, 64, 2000])],

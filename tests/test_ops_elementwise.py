@@ -353,6 +353,44 @@ def test_mish_float32_against_float64(rng):
     assert got[x == np.inf][0] == np.inf and np.isnan(got[x == -np.inf][0]) and np.isnan(got[np.isnan(x)][0])
 
 
+def test_log_float32_is_within_4_ulp(rng):
+    """The vectorised float32 Log (ops/elementwise/fast_log.h) against float64
+    over normal and subnormal inputs, around 1 (where log is near 0) and the
+    mantissa split at sqrt(2); 0 gives -inf, negatives and NaN NaN."""
+    x = np.concatenate([np.exp(np.linspace(-103, 88, 200001)), rng.random(50001) * 4,
+                        1 + np.linspace(-0.01, 0.01, 20001), np.float32([1.4142135, 1.4142137, 0.70710677]),
+                        np.float32([1e-45, 1e-40, 1.1754942e-38, 1.0, 3.4e38, 0.0, -0.0, -1.0, np.inf, -np.inf,
+                                    np.nan])]).astype(np.float32)
+    model = make_model([helper.make_node("Log", ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.log(x.astype(np.float64))
+    finite = np.isfinite(want) & (want != 0)
+    ulps = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(np.float32))
+    assert ulps.max() <= 4, (ulps.max(), x[finite][np.argmax(ulps)])
+    assert (got[x == 1] == 0).all() and (got[x == 0] == -np.inf).all() and got[x == np.inf][0] == np.inf
+    assert np.isnan(got[(x < 0) | np.isnan(x)]).all()
+
+
+def test_softplus_float32_is_within_4_ulp(rng):
+    """The vectorised float32 Softplus, max(x, 0) + log1p(e^-|x|), against
+    float64 logaddexp(0, x): within 4 ulp where the result is normal, its
+    subnormal tail within 2^-149; inf stays inf, -inf gives 0."""
+    x = np.concatenate([_logistic_grid(rng), np.linspace(-20, 20, 40001)]).astype(np.float32)
+    model = make_model([helper.make_node("Softplus", ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    want = np.logaddexp(0.0, x.astype(np.float64))
+    want32 = want.astype(np.float32)
+    normal = np.isfinite(want) & (want32 >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[normal] - want[normal]) / np.spacing(want32[normal])
+    assert ulps.max() <= 4, (ulps.max(), x[normal][np.argmax(ulps)])
+    tiny = np.isfinite(want) & ~normal
+    assert np.abs(got[tiny] - want[tiny]).max() <= 2 ** -149
+    assert got[x == np.inf][0] == np.inf and got[x == -np.inf][0] == 0 and np.isnan(got[np.isnan(x)]).all()
+
+
 def test_sqrt_float32_is_correctly_rounded():
     """The vectorised float32 Sqrt: the instruction, equal to NumPy's float32
     sqrt bit for bit; negative inputs NaN, -0 stays -0."""

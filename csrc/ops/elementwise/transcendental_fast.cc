@@ -1,0 +1,71 @@
+// Exp, Log, Sqrt, Softplus and Mish on float32 as loops the compiler
+// vectorises (multiversioned, core/simd_clones.h), like logistic_fast.cc. The
+// general kernel calls libm per element through the generic unary path, which
+// a survey against onnxruntime (one thread, [8, 128, 3072]) measured 10.8x
+// slower for Exp, 3.8x for Sqrt, 3.5x for Mish, 1.44x for Log and 1.27x for
+// Softplus.
+//   Exp       fast_exp.h's exp_any (within 4 ulp over the whole range,
+//             subnormal results included)
+//   Log       fast_log.h's log_any
+//   Sqrt      the instruction (correctly rounded; built without errno)
+//   Softplus  max(x, 0) + log1p(e^-|x|)
+//   Mish      x * tanh(softplus(x)) as x * n / (n + 2), n = e^x (e^x + 2):
+//             tanh(log(1 + e^x)) without a log; x itself above 20
+// float64 and 16-bit types keep the general kernels (ops/elementwise/unary.cc).
+#include <cmath>
+
+#include "core/simd_clones.h"
+#include "ops/elementwise/fast_exp.h"
+#include "ops/elementwise/fast_log.h"
+#include "ops/elementwise/float32_loop.h"
+
+namespace twinfer::ew {
+namespace {
+
+TWINFER_SIMD_CLONES void exp_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_any(x[i]);
+}
+
+// Built without errno (CMakeLists.txt: a negative x gives NaN, as the
+// instruction does), so the loop is sqrtps and not a libm call per element.
+TWINFER_SIMD_CLONES void sqrt_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = __builtin_sqrtf(x[i]);
+}
+
+inline __attribute__((always_inline)) float mish_one(float x) {
+  const float e = exp_any(x < 20.f ? x : 20.f);
+  const float n = e * (e + 2.f);
+  // Below -20 n / (n + 2) is e^x to float precision; taken as
+  // (x e^(x + 24)) e^-24 so that e^x's subnormal range (x below -87) does not
+  // cost the result its bits while the result itself is still normal.
+  const float low = (x * exp_any(x + 24.f)) * 3.77513454e-11f;
+  return x < -20.f ? low : (x < 20.f ? x * (n / (n + 2.f)) : x);  // NaN: x itself
+}
+
+TWINFER_SIMD_CLONES void mish_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = mish_one(x[i]);
+}
+
+TWINFER_SIMD_CLONES void log_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = log_any(x[i]);
+}
+
+// softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow, and
+// a very negative x keeps its tiny result's bits.
+TWINFER_SIMD_CLONES void softplus_loop(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i], a = v < 0.f ? -v : v;
+    const float r = (v > 0.f ? v : 0.f) + log1p_unit(exp_any(-a));
+    y[i] = v != v ? v : r;
+  }
+}
+
+}  // namespace
+
+TWINFER_REGISTER_KERNEL("Log", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<log_loop>>);
+TWINFER_REGISTER_KERNEL("Softplus", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<softplus_loop>>);
+TWINFER_REGISTER_KERNEL("Mish", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<mish_loop>>);
+TWINFER_REGISTER_KERNEL("Exp", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<exp_loop>>);
+TWINFER_REGISTER_KERNEL("Sqrt", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<sqrt_loop>>);
+
+}  // namespace twinfer::ew
