@@ -311,7 +311,7 @@ def test_sigmoid_and_tanh_float32_are_within_4_ulp(rng, op):
 
 
 def test_exp_float32_is_within_4_ulp_over_its_whole_range(rng):
-    """The vectorised float32 Exp (ops/elementwise/exp_sqrt_fast.cc) against
+    """The vectorised float32 Exp (ops/elementwise/transcendental_fast.cc) against
     float64 NumPy rounded to float32: subnormal results, the overflow edge
     (88.72: the largest finite result, then inf), the infinities and NaN."""
     x = np.concatenate([_logistic_grid(rng), np.linspace(85, 89, 4001),

@@ -1,5 +1,5 @@
 // log and log1p of float32 in straight-line code the compiler vectorises
-// (exp_sqrt_fast.cc's Log and Softplus; libm's logf is a call per element).
+// (transcendental_fast.cc's Log and Softplus; libm's logf is a call per element).
 // x = m 2^e with m in [sqrt(1/2), sqrt(2)), log x = e ln2 + 2 atanh(s),
 // s = (m - 1) / (m + 1), |s| <= 0.1716: the odd series to s^13 leaves a
 // relative error under 1e-11, below a float's half ulp. Subnormal x is
