@@ -391,6 +391,79 @@ def test_softplus_float32_is_within_4_ulp(rng):
     assert got[x == np.inf][0] == np.inf and got[x == -np.inf][0] == 0 and np.isnan(got[np.isnan(x)]).all()
 
 
+@pytest.mark.parametrize("op,ref", [("Floor", np.floor), ("Ceil", np.ceil), ("Round", np.round)])
+def test_float32_rounding_is_exact(rng, op, ref):
+    """The vectorised float32 Floor, Ceil and Round (half to even, as NumPy's
+    round) equal NumPy bit for bit: halves, values past 2^23 (already
+    integers), -0.0 and values that round to -0.0, infinities and NaN."""
+    x = np.concatenate([np.arange(-50, 50, 0.25), rng.standard_normal(100001) * 1e3,
+                        np.float32([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 8388607.5, 8388609.0, 1e30, -1e30,
+                                    -0.0, 0.0, -0.3, 0.3, 1e-40, -1e-40, np.inf, -np.inf, np.nan])]).astype(np.float32)
+    model = make_model([helper.make_node(op, ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    want = ref(x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("op,attrs", [("Elu", {}), ("Elu", {"alpha": 0.7}), ("Selu", {}),
+                                      ("Selu", {"alpha": 1.5, "gamma": 2.0})])
+def test_elu_and_selu_float32_are_within_4_ulp(rng, op, attrs):
+    """The vectorised float32 Elu and Selu (expm1 on the negative side)
+    against float64: within 4 ulp, near 0 too; -inf gives -alpha (times
+    gamma), NaN stays NaN."""
+    x = _logistic_grid(rng)
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    xd = x.astype(np.float64)
+    alpha = attrs.get("alpha", 1.6732632423543772 if op == "Selu" else 1.0)
+    gamma = attrs.get("gamma", 1.0507009873554805 if op == "Selu" else 1.0)
+    want = gamma * np.where(xd > 0, xd, alpha * np.expm1(np.minimum(xd, 0)))
+    finite = np.isfinite(want) & (want != 0)
+    ulps = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(np.float32))
+    assert ulps.max() <= 4, (ulps.max(), x[finite][np.argmax(ulps)])
+    assert np.isclose(got[x == -np.inf][0], -alpha * gamma) and np.isnan(got[np.isnan(x)]).all()
+
+
+def test_cast_between_float32_and_float16_is_exact(rng):
+    """Cast float32 <-> float16 (the vectorised rows of half_rows.h) equals
+    NumPy's conversions bit for bit: every float16 bit pattern to float32
+    (subnormals, infinities, NaN), and float32 values at every rounding case
+    to float16 (ties to even, the subnormal range, overflow to inf past
+    65520, NaN)."""
+    h = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    model = make_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)], [("x", np.float16, [len(h)])],
+                       [("y", np.float32, [len(h)])])
+    want = h.astype(np.float32)
+    import twinfer
+
+    # The kernel (F16C's instructions where the CPU has them), and the
+    # software form a CPU without them runs.
+    soft = np.array(twinfer._core._test_halves_to_floats_soft(h.view(np.uint16).tolist()), np.float32)
+    for got in (run_twinfer(model, {"x": h})[0], soft):
+        assert (np.isnan(got) == np.isnan(want)).all()
+        np.testing.assert_array_equal(got[~np.isnan(want)].view(np.uint32), want[~np.isnan(want)].view(np.uint32))
+    # float32 -> float16: each half's neighbourhood (exact, the midpoint, just
+    # either side of it), random values over the whole range, the edges.
+    hf = h[np.isfinite(h)].astype(np.float32)
+    mid = (hf[:-1].astype(np.float64) + hf[1:]) / 2
+    x = np.concatenate([hf, mid.astype(np.float32), np.nextafter(mid.astype(np.float32), np.float32(np.inf)),
+                        np.nextafter(mid.astype(np.float32), np.float32(-np.inf)),
+                        (rng.standard_normal(200001) * np.exp(rng.uniform(-20, 12, 200001))).astype(np.float32),
+                        np.float32([65504, 65519.99, 65520, 1e30, -1e30, 2 ** -25, 2 ** -26, 2 ** -24 * 1.5,
+                                    np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45])]).astype(np.float32)
+    model = make_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], [("x", np.float32, [len(x)])],
+                       [("y", np.float16, [len(x)])])
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+    soft = np.array(twinfer._core._test_floats_to_halves_soft(x.tolist()), np.uint16).view(np.float16)
+    for got in (run_twinfer(model, {"x": x})[0], soft):
+        assert (np.isnan(got) == np.isnan(want)).all()
+        np.testing.assert_array_equal(got[~np.isnan(want)].view(np.uint16), want[~np.isnan(want)].view(np.uint16))
+
+
 def test_sqrt_float32_is_correctly_rounded():
     """The vectorised float32 Sqrt: the instruction, equal to NumPy's float32
     sqrt bit for bit; negative inputs NaN, -0 stays -0."""

@@ -14,6 +14,7 @@
 #include "backends/cuda/depthwise_math.h"
 #include "bindings/bindings.h"
 #include "graph/ir.h"
+#include "ops/elementwise/half_rows.h"
 #include "ops/nn/activation_fn.h"
 #include "ops/nn/batch_broadcast.h"
 #include "ops/quant/conv_geometry.h"
@@ -42,6 +43,16 @@ nn::ActFn activation(const std::string& name, const std::vector<float>& params) 
 }  // namespace
 
 void bind_kernel_math(py::module_& m) {
+  m.def("_test_floats_to_halves_soft", [](const std::vector<float>& x) {
+    std::vector<uint16_t> y(x.size());
+    ew::floats_to_halves_soft(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    return y;
+  });
+  m.def("_test_halves_to_floats_soft", [](const std::vector<uint16_t>& x) {
+    std::vector<float> y(x.size());
+    ew::halves_to_floats_soft(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    return y;
+  });
   m.def("_test_activation", [](const std::string& name, const std::vector<float>& params, const std::vector<float>& x) {
     const nn::ActFn f = activation(name, params);
     std::vector<float> y;

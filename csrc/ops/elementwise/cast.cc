@@ -16,6 +16,7 @@
 #include "core/subbyte.h"
 #include "ops/elementwise/binary_kernel.h"
 #include "ops/elementwise/cast_ops.h"
+#include "ops/elementwise/half_rows.h"
 
 namespace twinfer::ew {
 namespace {
@@ -82,6 +83,20 @@ class CastKernel final : public Kernel {
     if (from_ == DType::kUInt4 || from_ == DType::kUInt2) {
       const bool four = from_ == DType::kUInt4;
       decode_then_store<uint8_t>(x, y, ctx, [four](uint8_t b) { return four ? uint4_value(b) : uint2_value(b); });
+      return;
+    }
+    // float32 <-> float16, a model's inputs and outputs around a 16-bit graph:
+    // vectorised rows (half_rows.h), the same values as cast_value's.
+    if (from_ == DType::kFloat32 && to_ == DType::kFloat16) {
+      parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        floats_to_halves(x.as<const float>() + b, y.as<uint16_t>() + b, e - b);
+      });
+      return;
+    }
+    if (from_ == DType::kFloat16 && to_ == DType::kFloat32) {
+      parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        halves_to_floats(x.as<const uint16_t>() + b, y.as<float>() + b, e - b);
+      });
       return;
     }
     dispatch_typeset<kAllTypes>(from_, [&](auto tf) {

@@ -13,11 +13,17 @@
 
 namespace twinfer::ew {
 
-// y[i] = store(f(load(x[i]))) over n elements.
+// y[i] = store(f(load(x[i]))) over n elements. The functor is copied into
+// the loop (its parameters, an alpha, then stay in registers: a store to y
+// may not alias them), so the loop vectorises; the files that instantiate it
+// build without trapping math (CMakeLists.txt), so a select such as
+// LeakyRelu's x < 0 ? alpha x : x is computed both ways and blended instead
+// of a branch that mispredicts on every other element.
 template <typename S, typename O, typename F>
 void unary_apply(const S* x, O* y, int64_t n, const F& f, int threads, int64_t grain) {
-  parallel_for(n, threads, grain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = store<O>(f(load(x[i])));
+  parallel_for(n, threads, grain, [&, f](int64_t b, int64_t e) {
+    const F fn = f;
+    for (int64_t i = b; i < e; ++i) y[i] = store<O>(fn(load(x[i])));
   });
 }
 
