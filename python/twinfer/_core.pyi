@@ -349,6 +349,10 @@ def _test_cudnn_sdpa_validate(dims: collections.abc.Sequence[typing.SupportsInt 
     """
     cuDNN frontend's checks of a fused-attention graph for a GPU of sm_version, run without one: '' or why.
     """
+def _test_floats_to_halves_soft(arg0: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]) -> list[int]:
+    ...
+def _test_halves_to_floats_soft(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[float]:
+    ...
 def _test_fast_divmod(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int]]:
     ...
 def _test_launch_configs(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[int, int, int]]:
