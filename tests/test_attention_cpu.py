@@ -129,3 +129,18 @@ def test_a_long_sequence_goes_in_blocks_of_query_rows(rng):
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     want = (p / p.sum(axis=-1, keepdims=True)) @ v
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_an_inf_in_v_at_a_masked_key_gives_nan_as_the_peers_do(rng):
+    # A masked key weighs 0 and 0 * inf is NaN: onnxruntime and ONNX's
+    # reference (a MatMul of P and V) give NaN in every row, a row that sees
+    # no key too; the GEMM form agrees (the float16 row loop skips such keys).
+    feeds = {"q": _r(rng, 1, 2, 3, 4), "k": _r(rng, 1, 2, 5, 4), "v": _r(rng, 1, 2, 5, 4)}
+    feeds["v"][:, :, 3] = np.inf
+    mask = np.ones((1, 1, 3, 5), bool)
+    mask[..., 3] = False
+    mask[:, :, 1] = False
+    feeds["mask"] = mask
+    got = _check(feeds, ["y"], opset=23)["y"].numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(run_ort(_model(np.float32, feeds, ["y"], 23), feeds)[0]))
+    assert np.isnan(got).all()

@@ -442,9 +442,11 @@ def test_cast_between_float32_and_float16_is_exact(rng):
     # The kernel (F16C's instructions where the CPU has them), and the
     # software form a CPU without them runs.
     soft = np.array(twinfer._core._test_halves_to_floats_soft(h.view(np.uint16).tolist()), np.float32)
-    for got in (run_twinfer(model, {"x": h})[0], soft):
+    kernel = run_twinfer(model, {"x": h})[0]
+    for got in (kernel, soft):
         assert (np.isnan(got) == np.isnan(want)).all()
         np.testing.assert_array_equal(got[~np.isnan(want)].view(np.uint32), want[~np.isnan(want)].view(np.uint32))
+    np.testing.assert_array_equal(kernel.view(np.uint32), soft.view(np.uint32))  # NaN payloads alike too
     # float32 -> float16: each half's neighbourhood (exact, the midpoint, just
     # either side of it), random values over the whole range, the edges.
     hf = h[np.isfinite(h)].astype(np.float32)
@@ -456,12 +458,16 @@ def test_cast_between_float32_and_float16_is_exact(rng):
                                     np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45])]).astype(np.float32)
     model = make_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], [("x", np.float32, [len(x)])],
                        [("y", np.float16, [len(x)])])
+    x[-3] = np.uint32(0x7fc12345).view(np.float32)  # NaNs with payloads, quiet and signalling
+    x[-2] = np.uint32(0xff812345).view(np.float32)
     with np.errstate(over="ignore"):
         want = x.astype(np.float16)
     soft = np.array(twinfer._core._test_floats_to_halves_soft(x.tolist()), np.uint16).view(np.float16)
-    for got in (run_twinfer(model, {"x": x})[0], soft):
+    kernel = run_twinfer(model, {"x": x})[0]
+    for got in (kernel, soft):
         assert (np.isnan(got) == np.isnan(want)).all()
         np.testing.assert_array_equal(got[~np.isnan(want)].view(np.uint16), want[~np.isnan(want)].view(np.uint16))
+    np.testing.assert_array_equal(kernel.view(np.uint16), soft.view(np.uint16))
 
 
 def test_sqrt_float32_is_correctly_rounded():

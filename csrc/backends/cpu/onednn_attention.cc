@@ -37,9 +37,13 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
     }
     const int64_t row_bytes = B_ * Hq_ * S_ * int64_t{sizeof(float)};  // one query row of every head
     block_ = std::clamp<int64_t>(kScoreBlockBytes / row_bytes, 1, Sq_);
-    gemms_ = gemms_for(block_);
-    if (Sq_ % block_) tail_ = gemms_for(Sq_ % block_);
-    if (!gemms_->fast() || (tail_ && !tail_->fast())) {  // a reference GEMM is slower than the loop
+    try {
+      gemms_ = gemms_for(block_);
+      if (Sq_ % block_) tail_ = gemms_for(Sq_ % block_);
+    } catch (const Error&) {  // strides oneDNN builds no matmul for: the loop takes them
+      gemms_.reset();
+    }
+    if (!gemms_ || !gemms_->fast() || (tail_ && !tail_->fast())) {  // a reference GEMM is slower than the loop
       gemms_.reset();
       tail_.reset();
       loop_ = tx::make_attention_loop(info);
@@ -105,6 +109,9 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
  private:
   // One row of scores -> its probabilities: softcap, bias, softmax; zeros
   // where no key is attendable (the opset 23 errata), NaN where a score is.
+  // A key the mask hides weighs 0, and 0 times an inf or NaN in V is NaN,
+  // as onnxruntime and ONNX's reference (a MatMul of P and V) give it; the
+  // row loop (attention.cc) skips such keys instead.
   void row(float* s, int64_t b, int64_t h, int64_t i, const void* mask, const std::vector<int64_t>& nonpad) const {
     const int64_t S = S_;
     const float ninf = -INFINITY;

@@ -37,8 +37,11 @@ inline float expm1_reduced(float r) {
   return p * r;
 }
 
-// exp(y) for y in [-87, 0] (2^k stays normal).
+// exp(y) for y in [-87, 0] (2^k stays normal). NaN and anything below are
+// taken as -87 (the integer conversion below is undefined for NaN); callers
+// select NaN themselves.
 inline float exp_nonpositive(float y) {
+  y = !(y >= -87.f) ? -87.f : y;
   float r;
   const float k = exp_reduce(y, &r);
   return (1.f + expm1_reduced(r)) * pow2_int(k);
@@ -47,7 +50,7 @@ inline float exp_nonpositive(float y) {
 // exp(y) for any y <= 0: clamped at -104 (below it the float result is 0),
 // 2^k as two factors so that results in the subnormal range keep their bits.
 inline float exp_negative(float y) {
-  y = y < -104.f ? -104.f : y;
+  y = !(y >= -104.f) ? -104.f : y;  // NaN as -104: callers select NaN themselves
   float r;
   const float k = exp_reduce(y, &r);
   const float k1 = (k * 0.5f + 12582912.f) - 12582912.f;  // round(k / 2), both halves >= -76
@@ -58,7 +61,7 @@ inline float exp_negative(float y) {
 // result), NaN for NaN; 2^k as two factors (each in [-76, 64]) so that
 // subnormal and near-overflow results keep their bits.
 inline float exp_any(float y) {
-  const float c = y < -104.f ? -104.f : (y > 88.8f ? 88.8f : y);
+  const float c = !(y >= -104.f) ? -104.f : (y > 88.8f ? 88.8f : y);  // NaN as -104, selected below
   float r;
   const float k = exp_reduce(c, &r);
   const float k1 = (k * 0.5f + 12582912.f) - 12582912.f;
@@ -68,7 +71,7 @@ inline float exp_any(float y) {
 
 // exp(y) - 1 for y in [-104, 0], accurate near 0 (tanh of small x).
 inline float expm1_negative(float y) {
-  y = y < -104.f ? -104.f : y;
+  y = !(y >= -104.f) ? -104.f : y;  // NaN as -104: callers select NaN themselves
   float r;
   const float k = exp_reduce(y, &r);
   const float m = expm1_reduced(r);

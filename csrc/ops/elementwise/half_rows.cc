@@ -34,7 +34,9 @@ inline __attribute__((always_inline)) uint16_t to_half(float f) {
   const uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
   const uint32_t above = rem > half, tie = rem == half;  // integers, not bools: bools do not vectorise here
   const uint32_t sub = r + (above | (tie & r & 1u));
-  const uint32_t nan_inf = 0x7c00u | pick(a > 0x7f800000u, 0x200u, 0u);
+  // A NaN keeps its payload's top bits and is made quiet, as F16C's
+  // conversion does (core/half.h's scalar form drops the payload).
+  const uint32_t nan_inf = 0x7c00u | pick(a > 0x7f800000u, 0x200u | ((a >> 13) & 0x3ffu), 0u);
   uint32_t h = pick(a < 0x38800000u, sub, normal);
   h = pick(a < 0x33000000u, 0u, h);
   h = pick(a >= 0x477ff000u, 0x7c00u, h);  // rounds to 65520 or more: inf
@@ -47,7 +49,7 @@ inline __attribute__((always_inline)) uint16_t to_half(float f) {
 inline __attribute__((always_inline)) float to_float(uint16_t h) {
   const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   const uint32_t normal = sign | ((exp + 112u) << 23) | (mant << 13);
-  const uint32_t special = sign | 0x7f800000u | (mant << 13);
+  const uint32_t special = sign | 0x7f800000u | (mant << 13) | pick(mant != 0u, 0x400000u, 0u);  // NaN: quiet
   const float sub = static_cast<float>(mant) * 5.9604644775390625e-8f;  // 2^-24
   const uint32_t subnormal = bits_of(sub) | sign;
   return float_of(pick(exp == 0u, subnormal, pick(exp == 0x1fu, special, normal)));

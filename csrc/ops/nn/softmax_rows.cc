@@ -22,8 +22,8 @@ inline __attribute__((always_inline)) float larger(float a, float b) { return a 
 // factor (fast_exp.h's exp_nonpositive, cheaper than its subnormal-exact
 // exp_negative).
 inline __attribute__((always_inline)) float exp_shifted(float d) {
-  const float e = ew::exp_nonpositive(d < -87.f ? -87.f : d);
-  return d < -87.f ? 0.f : e;
+  const float e = ew::exp_nonpositive(d);
+  return d != d ? d : (d < -87.f ? 0.f : e);
 }
 
 // 16 floats as one value: a zmm register in the AVX-512 clone, two ymm in
@@ -45,7 +45,7 @@ inline __attribute__((always_inline)) float max_of(Vec16 v, float m) {
 
 // y = x * scale (+ m) with y's max; NaN elements do not count in the max
 // (they make the sum NaN below, which is what turns their row NaN). x, m and
-// y do not overlap unless x == y (no mask then).
+// y may be the same row: each element is read before it is written.
 TWINFER_SIMD_CLONES float scale_and_max(const float* x, const float* m, int64_t m_step, float scale, float* y,
                                         int64_t n) {
   Vec16 lanes = Vec16{} - INFINITY;
