@@ -1,5 +1,6 @@
 #include "graph/passes/grouped_heads.h"
 
+#include "graph/passes/rewrite_util.h"
 #include "graph/passes/softmax_chain.h"
 
 namespace twinfer::passes {
@@ -9,10 +10,8 @@ namespace {
 bool is_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
 Shape concrete(const graph::Graph& g, int v) {
-  if (v < 0) return {};
-  const auto& val = g.values[v];
-  if (!val.has_shape || !sym_shape_known(val.shape)) return {};
-  return sym_shape_values(val.shape);
+  Shape s;
+  return v >= 0 && concrete_shape(g, v, &s) ? s : Shape{};
 }
 
 }  // namespace
