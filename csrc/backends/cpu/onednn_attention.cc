@@ -88,8 +88,7 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
       write_present(ctx, pv, past_v, v, st_[2], Dv_);
       if (has_past_) v = pv;
     }
-    std::vector<int64_t> nonpad;
-    if (has_nonpad_) nonpad = read_nonpad(ctx.inputs[6]);
+    const std::vector<int64_t> nonpad = nonpad_lengths(ctx);
     const void* mask = has_mask_ ? ctx.inputs[3].data : nullptr;
     float* y = ctx.outputs[0].as<float>();
     const int64_t S = S_;
@@ -120,9 +119,11 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
     const int64_t off = tx::attn_query_offset(has_past_, Spast_, has_nonpad_, has_nonpad_ ? nonpad[b] : 0, Sq_);
     const int64_t valid = has_nonpad_ ? nonpad[b] : S;
     const bool hides = causal_ || left_ >= 0 || right_ >= 0 || has_nonpad_;
-    bool any = !mask && !hides, nan = false;
-    float m = ninf;
     if (mask || hides) {
+      // With keys hidden: a row left with none (every score -inf, no NaN)
+      // is zeros, as the row loop has it; the scan rides on the bias pass.
+      bool any = false, nan = false;
+      float m = ninf;
       for (int64_t j = 0; j < S; ++j) {
         float bv = 0.f;
         if (mask) {
@@ -132,16 +133,14 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
         }
         if (hides && tx::attn_key_hidden(i, j, off, causal_, left_, right_, valid)) bv += ninf;
         any |= bv != ninf;
-        s[j] += bv;
+        const float v = s[j] += bv;
+        nan |= v != v;
+        m = v > m ? v : m;
       }
-    }
-    for (int64_t j = 0; j < S; ++j) {
-      nan |= s[j] != s[j];
-      m = s[j] > m ? s[j] : m;
-    }
-    if (!any || (m == ninf && !nan)) {
-      std::fill(s, s + S, 0.f);
-      return;
+      if (!any || (m == ninf && !nan)) {
+        std::fill(s, s + S, 0.f);
+        return;
+      }
     }
     nn::softmax_row(s, nullptr, 0, 1.f, s, S);
   }
@@ -169,18 +168,6 @@ class OnednnAttention final : public Kernel, private tx::AttentionSpec {
     g.k = has_past_ ? tx::attn_strides(false, Hkv_, S_, D_) : st_[1];
     g.v = has_past_ ? tx::attn_strides(false, Hkv_, S_, Dv_) : st_[2];
     return std::make_unique<AttentionGemms>(g, node_);
-  }
-
-  std::vector<int64_t> read_nonpad(const TensorView& t) const {
-    std::vector<int64_t> out(B_);
-    for (int64_t b = 0; b < B_; ++b) {
-      const int64_t v = t.dtype == DType::kInt32 ? t.as<int32_t>()[b] : t.as<int64_t>()[b];
-      if (v < 0 || v > S_)
-        throw Error(ErrorKind::kInvalidArgument, "nonpad_kv_seqlen[" + std::to_string(b) + "] = " +
-                                                     std::to_string(v) + " is outside [0, " + std::to_string(S_) + "]");
-      out[b] = v;
-    }
-    return out;
   }
 
   std::string node_;

@@ -276,8 +276,21 @@ AttentionSpec::AttentionSpec(const KernelBuildInfo& info) {
     y_st_ = views.has_out ? views.out : attn_strides(in3d_, Hq_, Sq_, Dv_);
 }
 
-namespace {
+std::vector<int64_t> AttentionSpec::nonpad_lengths(const KernelContext& ctx) const {
+  if (!has_nonpad_) return {};
+  const TensorView& t = ctx.inputs[6];
+  std::vector<int64_t> out(static_cast<size_t>(B_));
+  for (int64_t b = 0; b < B_; ++b) {
+    const int64_t v = t.dtype == DType::kInt32 ? t.as<int32_t>()[b] : t.as<int64_t>()[b];
+    if (v < 0 || v > S_)
+      throw Error(ErrorKind::kInvalidArgument, "nonpad_kv_seqlen[" + std::to_string(b) + "] = " + std::to_string(v) +
+                                                   " is outside [0, " + std::to_string(S_) + "]");
+    out[b] = v;
+  }
+  return out;
+}
 
+namespace {
 
 class AttentionKernel final : public Kernel, private AttentionSpec {
  public:
@@ -307,18 +320,7 @@ class AttentionKernel final : public Kernel, private AttentionSpec {
     T* QK = out_qk_ ? ctx.outputs[3].as<T>() : nullptr;
     const int64_t B = B_, Hq = Hq_, Hkv = Hkv_, Sq = Sq_, Skv = Skv_, Sp = Spast_, S = S_, D = D_, Dv = Dv_;
 
-    std::vector<int64_t> nonpad;
-    if (has_nonpad_) {
-      const TensorView& t = ctx.inputs[6];
-      nonpad.resize(B);
-      for (int64_t b = 0; b < B; ++b) {
-        int64_t v = t.dtype == DType::kInt32 ? t.as<int32_t>()[b] : t.as<int64_t>()[b];
-        if (v < 0 || v > S)
-          throw Error(ErrorKind::kInvalidArgument, "nonpad_kv_seqlen[" + std::to_string(b) + "] = " + std::to_string(v) +
-                                             " is outside [0, " + std::to_string(S) + "]");
-        nonpad[b] = v;
-      }
-    }
+    const std::vector<int64_t> nonpad = nonpad_lengths(ctx);
 
     // Row addresses of operand `which` (0 q, 1 k, 2 v): st_ and off_.
     auto row = [&](const T* base, int which, int64_t b, int64_t h, int64_t j) {

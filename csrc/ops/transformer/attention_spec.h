@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/half.h"
 #include "ops/kernel.h"
@@ -17,6 +18,9 @@ namespace twinfer::tx {
 
 struct AttentionSpec {
   explicit AttentionSpec(const KernelBuildInfo& info);
+
+  // nonpad_kv_seqlen's values (empty without it), each checked to lie in [0, S].
+  std::vector<int64_t> nonpad_lengths(const KernelContext& ctx) const;
 
   template <typename C>
   C mask_value(const void* mask, int64_t i) const {
