@@ -1,7 +1,7 @@
 """INT8 on the CPU: twinfer fp32 vs int8 (calibrated, precision="int8") vs
 weight-only int8 (weights="int8"), next to onnxruntime running the fp32 model
-and the QDQ model its quantize_static writes (and twinfer running that same
-QDQ file), and PyTorch eager on the same module (fp32, and for the
+and the QDQ and QOperator models its quantize_static writes (and twinfer
+running those same files), and PyTorch eager on the same module (fp32, and for the
 transformers its dynamic int8 quantization of Linear layers; the transformers
 also as onnxruntime's quantize_dynamic file, MatMulInteger, in both runtimes).
 
@@ -142,8 +142,11 @@ def torch_runner(module, feeds: dict, threads: int):
     return run
 
 
-def ort_quantize(path: Path, out: Path, samples: list[dict]) -> Path:
+def ort_quantize(path: Path, out: Path, samples: list[dict], qoperator: bool = False) -> Path:
+    """onnxruntime's quantize_static: the QDQ format, or the QOperator one
+    (QLinearConv, QLinearMatMul, com.microsoft's QLinearAdd / QGemm ...)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -152,8 +155,12 @@ def ort_quantize(path: Path, out: Path, samples: list[dict]) -> Path:
         def get_next(self):
             return next(self.it, None)
 
-    quantize_static(str(path), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    if qoperator:  # its Conv path needs the biases as plain initializers, which the pre-processing makes
+        pre = out.with_name(out.stem + "_pre.onnx")
+        quant_pre_process(str(path), str(pre), skip_symbolic_shape=True)
+        path = pre
+    quantize_static(str(path), str(out), Reader(), quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     return out
 
 
@@ -228,6 +235,7 @@ def main() -> int:
             path, feeds_fn, module = export(folder)
             samples = [feeds_fn(1, rng) for _ in range(4)]
             qdq = ort_quantize(path, folder / f"{name}_qdq.onnx", samples)
+            qop = ort_quantize(path, folder / f"{name}_qop.onnx", samples, qoperator=True)
             dyn = ort_quantize_dynamic(path, folder / f"{name}_dynamic.onnx") if transformer else None
             t = args.threads
             configs = {
@@ -236,11 +244,13 @@ def main() -> int:
                                              calibration=samples, calibrator="minmax", progress=False),
                 "twinfer w8": twinfer.load(path, device="cpu", num_threads=t, weights="int8"),
                 "twinfer on ort qdq": twinfer.load(qdq, device="cpu", num_threads=t),
+                "twinfer on ort qop": twinfer.load(qop, device="cpu", num_threads=t),
                 # Sessions are made when measured and dropped after: a live
                 # session's thread pool spins on a core and slowed twinfer
                 # runs beside it by up to 2x on the 2-core VM.
                 "ort fp32": lambda p=path: ort_session(p, t),
                 "ort qdq": lambda p=qdq: ort_session(p, t),
+                "ort qop": lambda p=qop: ort_session(p, t),
             }
             if dyn is not None:
                 configs["twinfer on ort dynamic"] = twinfer.load(dyn, device="cpu", num_threads=t)
@@ -251,7 +261,7 @@ def main() -> int:
 
                 configs["torch dynamic int8"] = torch.ao.quantization.quantize_dynamic(
                     module, {torch.nn.Linear}, dtype=torch.qint8)
-            files = {"ort fp32": path, "ort qdq": qdq, "ort dynamic": dyn}
+            files = {"ort fp32": path, "ort qdq": qdq, "ort qop": qop, "ort dynamic": dyn}
             for batch in batches:
                 feeds = feeds_fn(batch, rng)
                 shapes = {k: v.shape for k, v in feeds.items()}

@@ -104,7 +104,7 @@ def cuda_cause(msg: str) -> str:
     """The first node an allow_cpu_fallback=False load names, with why."""
     m = re.search(r"kernel: '[^']*' \(([^)]*)\): ([^;]*)", msg)  # placement: the node and why
     if m:
-        return re.sub(r"\d+", "N", f"{m.group(1)}: {m.group(2)}")[:140]
+        return _numbers_as_n(f"{m.group(1)}: {m.group(2)}")[:140]
     m = re.search(r"kernel: '[^']*' \(([^)]*)\)", msg)  # at load: no CUDA kernel for the op at all
     if m:
         return f"{m.group(1)}: no CUDA kernel (or control flow)"
@@ -152,7 +152,13 @@ def cause(msg: str) -> str:
     if m:
         return f"unsupported op {m.group(1)}"
     msg = re.sub(r"'[^']*'", "X", msg)
-    return re.sub(r"\d+", "N", msg)[:140]
+    return _numbers_as_n(msg)[:140]
+
+
+def _numbers_as_n(msg: str) -> str:
+    """Numbers as N, so that messages differing only in sizes group together;
+    the digits of a name (float64, Conv_3) stay."""
+    return re.sub(r"(?<![A-Za-z_0-9])\d+", "N", msg)
 
 
 def markdown(ran, failed, cases, seconds: float, device: str) -> str:

@@ -14,6 +14,7 @@
 #include "ops/nn/window.h"
 #include "ops/quant/qconv.h"
 #include "ops/quant/quant_util.h"
+#include "ops/quant/requantize_rows.h"
 
 namespace twinfer::quant {
 namespace {
@@ -171,22 +172,16 @@ class QLinearConvKernel final : public Kernel {
     core_.run(ctx, ctx.inputs[0].data, ctx.inputs[3].data, misc, wz, wz_row_, acc);
     const int32_t* bias = ctx.inputs.size() > 8 && ctx.inputs[8].data ? ctx.inputs[8].as<const int32_t>() : nullptr;
     const float xs = fs[0], ys = fs[1];
-    const double yz = misc[1];
+    const double yz = misc[1], lo = static_cast<double>(lo_), hi = static_cast<double>(hi_);
     auto requant = [&](auto tag) {
       using Y = typename decltype(tag)::type;
       Y* y = ctx.outputs[0].as<Y>();
       parallel_for(g.N * g.M, ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.P)),
-                   [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r) {
+                   [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
           const int64_t m = r % g.M;
-          const double mult = static_cast<double>(xs * ws[ws_row_ ? m : 0] / ys);
-          const uint32_t b = bias ? static_cast<uint32_t>(bias[m]) : 0;
-          for (int64_t p = 0; p < g.P; ++p) {
-            const int32_t c = static_cast<int32_t>(static_cast<uint32_t>(acc[r * g.P + p]) + b);
-            double v = static_cast<double>(c) * mult + yz;
-            v = v != v ? 0.0 : std::min<double>(hi_, std::max<double>(lo_, v));
-            y[r * g.P + p] = static_cast<Y>(round_even(v));
-          }
+          requantize_row(acc + r * g.P, bias ? bias[m] : 0, xs * ws[ws_row_ ? m : 0] / ys, yz, lo, hi, g.P,
+                         y + r * g.P);
         }
       });
     };

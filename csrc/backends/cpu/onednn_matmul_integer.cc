@@ -7,11 +7,13 @@
 // tensor or per row ([M]), those of B and y per tensor or per column ([N]).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 
 #include "backends/cpu/onednn_qgemm.h"
 #include "core/parallel.h"
 #include "ops/quant/quant_util.h"
+#include "ops/quant/requantize_rows.h"
 
 namespace twinfer::quant {
 namespace {
@@ -97,8 +99,13 @@ class QLinearMatMulKernel final : public Kernel {
   }
 
   size_t scratch_bytes() const override {
+    // c, six vectors (zero points, scales), the multipliers (one row's or
+    // every row's) and the zero points as double
+    const int64_t m = gemm_->m(), n = gemm_->n();
     return gemm_->scratch_bytes() + static_cast<size_t>(y_n_) * sizeof(int32_t) +
-           6 * static_cast<size_t>(vec_n_) * sizeof(int32_t);
+           6 * static_cast<size_t>(vec_n_) * sizeof(int32_t) +
+           static_cast<size_t>((a_row_ ? m : 1) * n) * sizeof(float) + sizeof(double) +
+           static_cast<size_t>(n) * sizeof(double);
   }
   const char* impl_name() const override { return "onednn int8 matmul"; }
 
@@ -119,23 +126,24 @@ class QLinearMatMulKernel final : public Kernel {
     load_floats(ctx.inputs[6], sy);
     gemm_->run(ctx, ctx.inputs[0].data, ctx.inputs[3].data, za, a_row_, zb, b_col_, c);
     const int64_t m = gemm_->m(), n = gemm_->n();
-    const DType st = st_;
+    // Per column of a row: the multiplier, rounded in the scales' type as
+    // the reference computes it, and y's zero point. A's scale per row makes
+    // the multipliers per row too; else one set serves every row.
+    float* mult_all = sy + vec_n_;
+    const uintptr_t after = reinterpret_cast<uintptr_t>(mult_all + (a_row_ ? m : 1) * n);
+    double* zero = reinterpret_cast<double*>((after + alignof(double) - 1) & ~uintptr_t(alignof(double) - 1));
+    for (int64_t j = 0; j < n; ++j) zero[j] = zy[y_col_ ? j : 0];
+    for (int64_t i = 0; i < (a_row_ ? m : 1); ++i)
+      for (int64_t j = 0; j < n; ++j)
+        mult_all[i * n + j] = round_to(st_, round_to(st_, sa[i] * sb[b_col_ ? j : 0]) / sy[y_col_ ? j : 0]);
+    const double lo = static_cast<double>(lo_), hi = static_cast<double>(hi_);
     auto requant = [&](auto tag) {
       using Y = typename decltype(tag)::type;
       Y* y = ctx.outputs[0].as<Y>();
       parallel_for(y_n_ / std::max<int64_t>(1, n), ctx.num_threads, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
-                   [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r) {
-          const int64_t i = r % m;
-          const float a = sa[a_row_ ? i : 0];
-          for (int64_t j = 0; j < n; ++j) {
-            const float mult = round_to(st, round_to(st, a * sb[b_col_ ? j : 0]) / sy[y_col_ ? j : 0]);
-            double v = static_cast<double>(c[r * n + j]) * mult + zy[y_col_ ? j : 0];
-            v = round_even(v);
-            v = v != v ? 0.0 : std::min<double>(hi_, std::max<double>(lo_, v));
-            y[r * n + j] = static_cast<Y>(v);
-          }
-        }
+                   [&](int64_t lo_row, int64_t hi_row) {
+        for (int64_t r = lo_row; r < hi_row; ++r)
+          requantize_row(c + r * n, mult_all + (a_row_ ? r % m : 0) * n, zero, lo, hi, n, y + r * n);
       });
     };
     if (out_ == DType::kInt8)

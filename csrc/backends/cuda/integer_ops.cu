@@ -1,5 +1,5 @@
-// MatMulInteger, QLinearMatMul, ConvInteger and DynamicQuantizeLinear on the
-// GPU: simple direct kernels (one thread per output element, int32 sums that
+// MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv and
+// DynamicQuantizeLinear on the GPU: simple direct kernels (one thread per output element, int32 sums that
 // wrap modulo 2^32 as the CPU's do), written to be obviously right rather
 // than fast. The int8 fast paths (com.twinfer::QMatMul / QConv on cuBLASLt /
 // cuDNN, gemm_qlinear.cc) are not touched: those fused ops are what
@@ -14,6 +14,9 @@
 //     scales' type), y = saturate(round_half_even(double(c) * mult + y_zero)).
 //   ConvInteger: 1-3 spatial dims, groups, pads, strides, dilations; x's zero
 //     point per tensor, w's per tensor or per output channel; padding adds 0.
+//   QLinearConv: the same sum plus the int32 bias, then
+//     mult = float(x_scale * w_scale[m] / y_scale),
+//     y = saturate(round_half_even(double(c) * mult + y_zero)).
 //   DynamicQuantizeLinear: min/max with 0 (NaN skipped) in one block, scale =
 //     (max - min) / 255 (1 when max == min, as onnxruntime), zero point =
 //     round_half_even(clamp(0 - min / scale, 0, 255)), then x / scale as
@@ -118,35 +121,66 @@ struct IntConvGeom {
   bool x_u8 = false, w_u8 = false, wz_row = false;
 };
 
-__global__ void conv_integer(int64_t total, IntConvGeom g, const void* x, const void* w, const void* xz,
-                             const void* wz, int32_t* y) {
-  for (int64_t i = first_index(); i < total; i += grid_stride()) {
-    const int64_t pos = i % g.P, t = i / g.P, m = t % g.M, img = t / g.M, grp = m / g.Mg;
-    const int64_t o2 = pos % g.out[2], o1 = (pos / g.out[2]) % g.out[1], o0 = pos / (g.out[2] * g.out[1]);
-    const int32_t xzv = xz ? byte_at(xz, g.x_u8, 0) : 0;
-    const int32_t wzv = wz ? byte_at(wz, g.w_u8, g.wz_row ? m : 0) : 0;
-    const int64_t taps = g.k[0] * g.k[1] * g.k[2];
-    uint32_t acc = 0;
-    for (int64_t c = 0; c < g.Cg; ++c) {
-      const int64_t xbase = (img * g.C + grp * g.Cg + c) * g.in[0] * g.in[1] * g.in[2];
-      const int64_t wbase = (m * g.Cg + c) * taps;
-      for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
-        const int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
-        if (i0 < 0 || i0 >= g.in[0]) continue;
-        for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
-          const int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
-          if (i1 < 0 || i1 >= g.in[1]) continue;
-          for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
-            const int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
-            if (i2 < 0 || i2 >= g.in[2]) continue;  // the padding holds x's zero point: adds 0
-            const int32_t xv = byte_at(x, g.x_u8, xbase + (i0 * g.in[1] + i1) * g.in[2] + i2) - xzv;
-            const int32_t wv = byte_at(w, g.w_u8, wbase + (k0 * g.k[1] + k1) * g.k[2] + k2) - wzv;
-            acc += static_cast<uint32_t>(xv * wv);
-          }
+// The int32 sum of output element i of a ConvInteger / QLinearConv (wrapping
+// modulo 2^32 as the CPU's does).
+__device__ __forceinline__ int32_t int_conv_sum(const IntConvGeom& g, const void* x, const void* w, int32_t xzv,
+                                                const void* wz, int64_t i) {
+  const int64_t pos = i % g.P, t = i / g.P, m = t % g.M, img = t / g.M, grp = m / g.Mg;
+  const int64_t o2 = pos % g.out[2], o1 = (pos / g.out[2]) % g.out[1], o0 = pos / (g.out[2] * g.out[1]);
+  const int32_t wzv = wz ? byte_at(wz, g.w_u8, g.wz_row ? m : 0) : 0;
+  const int64_t taps = g.k[0] * g.k[1] * g.k[2];
+  uint32_t acc = 0;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    const int64_t xbase = (img * g.C + grp * g.Cg + c) * g.in[0] * g.in[1] * g.in[2];
+    const int64_t wbase = (m * g.Cg + c) * taps;
+    for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+      const int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+      if (i0 < 0 || i0 >= g.in[0]) continue;
+      for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+        const int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+        if (i1 < 0 || i1 >= g.in[1]) continue;
+        for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+          const int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
+          if (i2 < 0 || i2 >= g.in[2]) continue;  // the padding holds x's zero point: adds 0
+          const int32_t xv = byte_at(x, g.x_u8, xbase + (i0 * g.in[1] + i1) * g.in[2] + i2) - xzv;
+          const int32_t wv = byte_at(w, g.w_u8, wbase + (k0 * g.k[1] + k1) * g.k[2] + k2) - wzv;
+          acc += static_cast<uint32_t>(xv * wv);
         }
       }
     }
-    y[i] = static_cast<int32_t>(acc);
+  }
+  return static_cast<int32_t>(acc);
+}
+
+__global__ void conv_integer(int64_t total, IntConvGeom g, const void* x, const void* w, const void* xz,
+                             const void* wz, int32_t* y) {
+  const int32_t xzv = xz ? byte_at(xz, g.x_u8, 0) : 0;
+  for (int64_t i = first_index(); i < total; i += grid_stride()) y[i] = int_conv_sum(g, x, w, xzv, wz, i);
+}
+
+struct QLinearConvParams {
+  bool w_scale_row = false, y_u8 = false;
+};
+
+// QLinearConv: the sum plus the int32 bias (wrapping), requantized as the
+// CPU kernel does: mult = float(x_scale * w_scale[m] / y_scale), then
+// saturate(round_half_even(double(sum) * mult + y_zero_point)).
+__global__ void qlinear_conv(int64_t total, IntConvGeom g, QLinearConvParams p, const void* x, const float* xs,
+                             const void* xz, const void* w, const float* ws, const void* wz, const float* ys,
+                             const void* yz, const int32_t* bias, void* y) {
+  const int32_t xzv = byte_at(xz, g.x_u8, 0);
+  const double yzv = static_cast<double>(byte_at(yz, p.y_u8, 0));
+  const double lo = p.y_u8 ? 0.0 : -128.0, hi = p.y_u8 ? 255.0 : 127.0;
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    const int64_t m = (i / g.P) % g.M;
+    uint32_t c = static_cast<uint32_t>(int_conv_sum(g, x, w, xzv, wz, i));
+    if (bias) c += static_cast<uint32_t>(bias[m]);
+    const float mult = __fdiv_rn(__fmul_rn(xs[0], ws[p.w_scale_row ? m : 0]), ys[0]);
+    double v = __dadd_rn(__dmul_rn(static_cast<double>(static_cast<int32_t>(c)), static_cast<double>(mult)), yzv);
+    v = v != v ? 0.0 : fmin(hi, fmax(lo, v));
+    v = rint(v);
+    if (p.y_u8) static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(v);
+    else static_cast<int8_t*>(y)[i] = static_cast<int8_t>(v);
   }
 }
 
@@ -364,8 +398,8 @@ class QLinearMatMulKernel final : public Kernel {
 // ---- ConvInteger --------------------------------------------------------------------
 
 // The CPU kernels' geometry (ops/quant/qconv.h), in the kernel's struct.
-twinfer_gpu::IntConvGeom conv_geom(const KernelBuildInfo& info) {
-  const quant::ConvGeom c = quant::conv_geom(info, quant::kConvInteger);
+twinfer_gpu::IntConvGeom int_conv_geom(const KernelBuildInfo& info, const quant::ConvIO& io) {
+  const quant::ConvGeom c = quant::conv_geom(info, io);
   twinfer_gpu::IntConvGeom g;
   g.N = c.N;
   g.C = c.C;
@@ -381,27 +415,31 @@ twinfer_gpu::IntConvGeom conv_geom(const KernelBuildInfo& info) {
     g.d[i] = c.d[i];
     g.p[i] = c.p[i];
   }
-  g.x_u8 = info.input_dtype(0) == DType::kUInt8;
-  g.w_u8 = info.input_dtype(1) == DType::kUInt8;
+  g.x_u8 = info.input_dtype(io.x) == DType::kUInt8;
+  g.w_u8 = info.input_dtype(io.w) == DType::kUInt8;
   return g;
 }
 
-bool conv_integer_supports(const KernelBuildInfo& info, std::string* why) {
-  if (!q8(info.input_dtype(0)) || !q8(info.input_dtype(1))) {
-    if (why) *why = "the CUDA ConvInteger reads int8/uint8 only";
+bool conv_supports(const KernelBuildInfo& info, const quant::ConvIO& io, const char* op, std::string* why) {
+  if (!q8(info.input_dtype(io.x)) || !q8(info.input_dtype(io.w))) {
+    if (why) *why = std::string("the CUDA ") + op + " reads int8/uint8 only";
     return false;
   }
-  const size_t r = info.input_shape(0).size();
+  const size_t r = info.input_shape(io.x).size();
   if (r < 3 || r > 5) {
-    if (why) *why = "the CUDA ConvInteger takes 1-3 spatial dims";
+    if (why) *why = std::string("the CUDA ") + op + " takes 1-3 spatial dims";
     return false;
   }
   return true;
 }
 
+bool conv_integer_supports(const KernelBuildInfo& info, std::string* why) {
+  return conv_supports(info, quant::kConvInteger, "ConvInteger", why);
+}
+
 class ConvIntegerKernel final : public Kernel {
  public:
-  explicit ConvIntegerKernel(const KernelBuildInfo& info) : g_(conv_geom(info)) {
+  explicit ConvIntegerKernel(const KernelBuildInfo& info) : g_(int_conv_geom(info, quant::kConvInteger)) {
     if (info.has_input(2) && shape_numel(info.input_shape(2)) != 1)
       info.fail(ErrorKind::kShape, "x_zero_point must have one element, got shape " + shape_str(info.input_shape(2)));
     if (info.has_input(3)) {
@@ -426,6 +464,69 @@ class ConvIntegerKernel final : public Kernel {
 
  private:
   twinfer_gpu::IntConvGeom g_;
+};
+
+// ---- QLinearConv ----------------------------------------------------------------------
+// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, [B].
+// The form the QOperator format's int8 weights take runs as com.twinfer::QConv
+// instead (graph/passes/fuse_qlinear.h); this one serves the rest (uint8
+// weights, weight zero points other than 0) and plans built unoptimized.
+
+bool qlinear_conv_supports(const KernelBuildInfo& info, std::string* why) {
+  if (!conv_supports(info, quant::kQLinearConv, "QLinearConv", why)) return false;
+  if (!q8(info.input_dtype(7))) {
+    if (why) *why = "the CUDA QLinearConv makes int8/uint8 only";
+    return false;
+  }
+  for (size_t i : {1, 4, 6})
+    if (info.input_dtype(i) != DType::kFloat32) {
+      if (why) *why = "the CUDA QLinearConv takes float32 scales";
+      return false;
+    }
+  return true;
+}
+
+class QLinearConvKernel final : public Kernel {
+ public:
+  explicit QLinearConvKernel(const KernelBuildInfo& info) : g_(int_conv_geom(info, quant::kQLinearConv)) {
+    for (size_t i : {1, 2, 6, 7})
+      if (shape_numel(info.input_shape(i)) != 1)
+        info.fail(ErrorKind::kShape, std::string(i == 1 ? "x_scale" : i == 2 ? "x_zero_point" : i == 6 ? "y_scale"
+                                                                                                      : "y_zero_point") +
+                                         " must have one element, got shape " + shape_str(info.input_shape(i)));
+    p_.w_scale_row = per_channel(info, 4, "w_scale");
+    g_.wz_row = per_channel(info, 5, "w_zero_point");
+    p_.y_u8 = info.input_dtype(7) == DType::kUInt8;
+    if (info.has_input(8) && info.input_shape(8) != Shape{g_.M})
+      info.fail(ErrorKind::kShape, "bias must have shape [" + std::to_string(g_.M) + "], got " +
+                                       shape_str(info.input_shape(8)));
+  }
+  const char* impl_name() const override { return "cuda direct int8 convolution"; }
+  void run(KernelContext& ctx) const override {
+    const int64_t total = g_.N * g_.M * g_.P;
+    const ew::LaunchConfig lc = ew::elementwise_launch(total);
+    if (!lc.blocks) return;
+    const auto& in = ctx.inputs;
+    const int32_t* bias = in.size() > 8 && in[8].data ? in[8].as<const int32_t>() : nullptr;
+    twinfer_gpu::qlinear_conv<<<lc.blocks, lc.threads, 0, stream_of(ctx)>>>(
+        total, g_, p_, in[0].data, in[1].as<const float>(), in[2].data, in[3].data, in[4].as<const float>(),
+        in[5].data, in[6].as<const float>(), in[7].data, bias, ctx.outputs[0].data);
+    check_launch("QLinearConv launch");
+  }
+
+ private:
+  // Input i has one element (false) or one per output channel, shape [M] (true).
+  bool per_channel(const KernelBuildInfo& info, size_t i, const char* what) const {
+    const Shape s = info.input_shape(i);
+    const int64_t n = shape_numel(s);
+    if (n == 1) return false;
+    if (n == g_.M && s.size() == 1) return true;
+    info.fail(ErrorKind::kShape, std::string(what) + " has shape " + shape_str(s) + "; it must have one element or [" +
+                                     std::to_string(g_.M) + "] (one per output channel)");
+  }
+
+  twinfer_gpu::IntConvGeom g_;
+  twinfer_gpu::QLinearConvParams p_;
 };
 
 // ---- DynamicQuantizeLinear -----------------------------------------------------------
@@ -464,6 +565,7 @@ bool dynamic_quantize_supports(const KernelBuildInfo& info, std::string* why) {
 TWINFER_REGISTER_KERNEL("MatMulInteger", Backend::kCUDA, 0, matmul_integer_supports, make_kernel<MatMulIntegerKernel>);
 TWINFER_REGISTER_KERNEL("QLinearMatMul", Backend::kCUDA, 0, qlinear_matmul_supports, make_kernel<QLinearMatMulKernel>);
 TWINFER_REGISTER_KERNEL("ConvInteger", Backend::kCUDA, 0, conv_integer_supports, make_kernel<ConvIntegerKernel>);
+TWINFER_REGISTER_KERNEL("QLinearConv", Backend::kCUDA, 0, qlinear_conv_supports, make_kernel<QLinearConvKernel>);
 TWINFER_REGISTER_KERNEL("DynamicQuantizeLinear", Backend::kCUDA, 0, dynamic_quantize_supports,
                         make_kernel<DynamicQuantizeKernel>);
 

@@ -22,6 +22,7 @@
 #include "graph/passes/fuse_matmul_integer.h"
 #include "graph/passes/fuse_qdq.h"
 #include "graph/passes/fuse_qdq_binary.h"
+#include "graph/passes/fuse_qlinear.h"
 #include "graph/passes/infer_and_fold.h"
 #include "graph/passes/expand_flex_attention.h"
 #include "graph/passes/inline_if.h"
@@ -166,13 +167,16 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   const bool fold = options.optimize;
   // A model quantized by another tool (QDQ): fuse its int8 patterns before
   // constant folding turns DequantizeLinear(int8 weights) back into floats.
-  const bool imported_qdq = options.optimize && has_dequantize(g);
+  const bool imported_qdq = options.optimize && (has_dequantize(g) || has_qlinear_layer(g));
   if (imported_qdq) {
     infer_and_fold(g, pc, false);
     keep_if_valid(g, pc, "int8_movement", [&] { return int8_movement(g, pc); });
     if (pass_enabled("TWINFER_INT8_MAXPOOL"))
       keep_if_valid(g, pc, "quantize_before_maxpool", [&] { return quantize_before_maxpool(g, pc); });
     keep_if_valid(g, pc, "fuse_qdq", [&] { return fuse_qdq(g, pc); });
+    // the QOperator format's QLinearConv / QLinearMatMul onto the same kernels
+    if (pass_enabled("TWINFER_FUSE_QLINEAR"))
+      keep_if_valid(g, pc, "fuse_qlinear", [&] { return fuse_qlinear(g, pc); });
     keep_if_valid(g, pc, "fuse_fp8_qdq", [&] { return fuse_fp8_qdq(g, pc); });
     // before folding turns DQ(quantized bias) into a float constant
     keep_if_valid(g, pc, "fuse_qdq_binary", [&] { return fuse_qdq_binary(g, pc); });

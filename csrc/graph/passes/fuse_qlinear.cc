@@ -1,0 +1,205 @@
+#include "graph/passes/fuse_qlinear.h"
+
+#include <string>
+#include <vector>
+
+#include "graph/domains.h"
+#include "graph/passes/rewrite_check.h"
+#include "graph/passes/rewrite_util.h"
+#include "ops/kernel.h"
+#include "ops/quant/qlinear_fused.h"
+
+namespace twinfer::passes {
+
+namespace {
+
+using graph::Graph;
+using graph::Node;
+
+bool is_default(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+bool is_q8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+
+// Input i of n when it is a constant (behind Identity nodes, which the
+// TorchScript exporter puts on shared initializers), else nullptr.
+const Tensor* constant_input(const Graph& g, const Node& n, size_t i) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
+  int v = n.inputs[i];
+  for (int hops = 0; hops < 8; ++hops) {
+    if (g.values[v].is_constant()) return &g.values[v].constant;
+    const int p = g.values[v].producer;
+    if (p < 0 || !is_default(g.nodes[p], "Identity") || g.nodes[p].inputs.empty() || g.nodes[p].inputs[0] < 0)
+      return nullptr;
+    v = g.nodes[p].inputs[0];
+  }
+  return nullptr;
+}
+
+// A float32 constant of one element, positive and finite (a scale).
+bool scalar_scale(const Tensor* t) {
+  if (!t || t->dtype() != DType::kFloat32 || t->numel() != 1) return false;
+  const float s = *t->data_as<float>();
+  return s > 0.f && s < 3.0e38f;
+}
+
+// Input i is absent or a one-element constant of type `type` (a zero point).
+bool scalar_zero(const Graph& g, const Node& n, size_t i, DType type) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return true;
+  const Tensor* t = constant_input(g, n, i);
+  return t && t->numel() == 1 && t->dtype() == type;
+}
+
+// The weights' scales as `channels` floats: one per channel, or one for all
+// (shape [], [1] or [channels]); false for anything else.
+bool channel_scales(const Tensor* t, int64_t channels, std::vector<float>* out) {
+  if (!t || t->dtype() != DType::kFloat32) return false;
+  const int64_t n = t->numel();
+  if (n != 1 && !(n == channels && t->shape().size() == 1)) return false;
+  out->resize(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const float s = t->data_as<float>()[n == 1 ? 0 : c];
+    if (!(s > 0.f && s < 3.0e38f)) return false;
+    (*out)[c] = s;
+  }
+  return true;
+}
+
+// The weights' zero point: absent, or int8 zeros (one, or one per channel).
+bool zero_weight_zero_point(const Graph& g, const Node& n, size_t i, int64_t channels) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return true;
+  const Tensor* t = constant_input(g, n, i);
+  if (!t || t->dtype() != DType::kInt8 || (t->numel() != 1 && t->numel() != channels)) return false;
+  for (int64_t k = 0; k < t->numel(); ++k)
+    if (t->data_as<int8_t>()[k] != 0) return false;
+  return true;
+}
+
+// On a device: whether its kernels take the fused node (the CUDA QConv has no
+// 3-D form, where QLinearConv's direct kernel has). Shapes not yet known
+// when the question is asked (a build info that throws) count as a yes, as
+// in rewrite_fits: the plan's placement decides then.
+bool device_takes(const Graph& g, const Node& f, const PassContext& ctx) {
+  if (ctx.backend == Backend::kCPU) return true;
+  try {
+    KernelBuildInfo info(g, f, ctx.opset, ctx.backend, ctx.precision);
+    std::string why;
+    return select_kernel(info, &why) != nullptr;
+  } catch (const Error&) {
+    return true;
+  }
+}
+
+struct QLinearRewrite {
+  Graph& g;
+  const PassContext& ctx;
+
+  // The fused node's common part: x, its scale / zero point, the weights,
+  // their scales (one per channel), y's scale / zero point.
+  Node fused(const Node& n, const char* op, size_t w_in, const std::vector<float>& wscale) {
+    Node f;
+    f.name = n.name;
+    f.domain = kTwinferDomain;
+    f.op_type = op;
+    f.attrs["activation"] = string_attr("");
+    f.attrs["activation_params"] = floats_attr({});
+    f.inputs.assign(quant::kQNumInputs, -1);
+    f.inputs[quant::kQX] = n.inputs[0];
+    f.inputs[quant::kQXScale] = n.inputs[1];
+    f.inputs[quant::kQXZero] = n.inputs[2];
+    f.inputs[quant::kQW] = n.inputs[w_in];
+    const std::string base = n.name.empty() ? g.values[n.outputs[0]].name : n.name;
+    Tensor s = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(wscale.size())});
+    std::copy(wscale.begin(), wscale.end(), s.data_as<float>());
+    f.inputs[quant::kQWScale] = add_constant(g, base + "_w_scale", std::move(s));
+    f.inputs[quant::kQYScale] = n.inputs[6];
+    f.inputs[quant::kQYZero] = n.inputs[7];
+    f.outputs = {n.outputs[0]};
+    return f;
+  }
+
+  // What both ops need of inputs 1, 2, 6, 7 (x's and y's scale and zero
+  // point) and of the output.
+  bool activations_fit(const Node& n) const {
+    if (n.inputs.size() < 8 || n.outputs.size() != 1 || n.inputs[0] < 0 || n.inputs[7] < 0) return false;
+    const DType xt = g.values[n.inputs[0]].dtype, yt = g.values[n.outputs[0]].dtype;
+    if (!is_q8(xt) || !is_q8(yt)) return false;
+    if (!scalar_scale(constant_input(g, n, 1)) || !scalar_scale(constant_input(g, n, 6))) return false;
+    return scalar_zero(g, n, 2, xt) && constant_input(g, n, 7) && scalar_zero(g, n, 7, yt);
+  }
+
+  bool conv(const Node& n, std::vector<Node>& out) {
+    if (!is_default(n, "QLinearConv") || !activations_fit(n)) return false;
+    const Tensor* w = constant_input(g, n, 3);  // read before add_constant can move g.values
+    if (!w || w->dtype() != DType::kInt8 || w->shape().size() < 3 || w->shape().size() > 5) return false;
+    const int64_t channels = w->shape()[0];
+    std::vector<float> wscale;
+    if (!channel_scales(constant_input(g, n, 4), channels, &wscale) || !zero_weight_zero_point(g, n, 5, channels))
+      return false;
+    const float xs = *constant_input(g, n, 1)->data_as<float>();
+    std::vector<float> bias;
+    if (n.inputs.size() > 8 && n.inputs[8] >= 0) {
+      const Tensor* b = constant_input(g, n, 8);
+      if (!b || b->dtype() != DType::kInt32 || b->numel() != channels || b->shape().size() != 1) return false;
+      bias.resize(static_cast<size_t>(channels));
+      // The int32 bias is in units of xs * ws[m], the sum's own.
+      for (int64_t m = 0; m < channels; ++m)
+        bias[m] = static_cast<float>(static_cast<double>(b->data_as<int32_t>()[m]) * xs * wscale[m]);
+    }
+    Node f = fused(n, quant::kQConvOp, 3, wscale);
+    for (const auto& [name, attr] : n.attrs) f.attrs[name] = attr;
+    if (!bias.empty()) {
+      Tensor t = Tensor::empty(DType::kFloat32, {channels});
+      std::copy(bias.begin(), bias.end(), t.data_as<float>());
+      const std::string base = n.name.empty() ? g.values[n.outputs[0]].name : n.name;
+      f.inputs[quant::kQBias] = add_constant(g, base + "_bias", std::move(t));
+    }
+    if (!rewrite_fits(g, f, ctx) || !device_takes(g, f, ctx)) return false;
+    out.push_back(std::move(f));
+    return true;
+  }
+
+  bool matmul(const Node& n, std::vector<Node>& out) {
+    if (!is_default(n, "QLinearMatMul") || !activations_fit(n)) return false;
+    const Tensor* b = constant_input(g, n, 3);
+    if (!b || b->dtype() != DType::kInt8 || b->shape().size() != 2) return false;
+    const auto& av = g.values[n.inputs[0]];
+    if (av.has_shape && av.shape.size() < 2) return false;  // a vector a drops its dim: MatMul's rule, not QMatMul's
+    const int64_t channels = b->shape()[1];
+    std::vector<float> wscale;
+    if (!channel_scales(constant_input(g, n, 4), channels, &wscale) || !zero_weight_zero_point(g, n, 5, channels))
+      return false;
+    Node f = fused(n, quant::kQMatMulOp, 3, wscale);
+    if (!rewrite_fits(g, f, ctx) || !device_takes(g, f, ctx)) return false;
+    out.push_back(std::move(f));
+    return true;
+  }
+};
+
+}  // namespace
+
+bool has_qlinear_layer(const Graph& g) {
+  for (const auto& n : g.nodes)
+    if (is_default(n, "QLinearConv") || is_default(n, "QLinearMatMul")) return true;
+  return false;
+}
+
+int fuse_qlinear(Graph& g, const PassContext& ctx) {
+  if (!ctx.allow_fusion || !any_kernel_for(kTwinferDomain, quant::kQMatMulOp, ctx.backend) ||
+      !any_kernel_for(kTwinferDomain, quant::kQConvOp, ctx.backend))
+    return 0;
+  QLinearRewrite r{g, ctx};
+  int convs = 0;
+  const int n = rewrite_each_node(g, [&](size_t i, std::vector<Node>& out) {
+    const Node node = g.nodes[i];  // a copy: add_constant may grow g's vectors
+    if (r.conv(node, out)) {
+      ++convs;
+      return true;
+    }
+    return r.matmul(node, out);
+  });
+  if (n)
+    ctx.note("fuse_qlinear: " + std::to_string(convs) + " QLinearConv -> com.twinfer::QConv, " +
+             std::to_string(n - convs) + " QLinearMatMul -> com.twinfer::QMatMul");
+  return n;
+}
+
+}  // namespace twinfer::passes

@@ -1,0 +1,243 @@
+"""QLinearConv and QLinearMatMul, the QOperator format's integer layers.
+
+With int8 weights whose zero points are 0 (what onnxruntime's quantize_static
+writes for QInt8 weights) the load rewrites them into com.twinfer::QConv /
+QMatMul (graph/passes/fuse_qlinear.cc), the fused int8 kernels: oneDNN's on
+the CPU, cuDNN's / cuBLASLt's on a GPU. Other forms (uint8 weights, weight
+zero points other than 0) keep their own kernels: on the CPU an im2col and
+oneDNN's int8 matmul, on a GPU a direct kernel (backends/cuda/integer_ops.cu).
+
+Each case is checked against a float64 NumPy / PyTorch reference of the
+ONNX definition on fresh random integers. The fused kernels scale the sum by
+x_scale * w_scale / y_scale in a different order of float operations than
+the definition's, so a value within rounding of a half level may land one
+level away: at most one level, on a few elements."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import twinfer
+from conftest import SIM_AS_CUDA
+from onnx_helpers import run_ort
+
+DEVICES = ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
+NP_TO_ONNX = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
+              np.dtype(np.int32): TensorProto.INT32, np.dtype(np.float32): TensorProto.FLOAT}
+
+
+def _q8(rng, shape, dt):
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max + 1, size=shape).astype(dt)
+
+
+def _zero(rng, dt, shape=()):
+    return rng.integers(100, 156, size=shape).astype(dt) if dt == np.uint8 else rng.integers(-20, 21, size=shape).astype(dt)
+
+
+def _model(op, x, consts: dict, names, attrs, ydt):
+    """One node reading graph input x and the constants, output y of type ydt."""
+    node = helper.make_node(op, names, ["y"], name="layer", **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", NP_TO_ONNX[x.dtype], list(x.shape))],
+        [helper.make_tensor_value_info("y", NP_TO_ONNX[np.dtype(ydt)], None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _requantize(acc, mult, yz, ydt):
+    info = np.iinfo(ydt)
+    return np.clip(np.round(acc * mult + np.float64(yz)), info.min, info.max).astype(ydt)
+
+
+def _conv_reference(x, xs, xz, w, ws, wz, ys, yz, bias, ydt, group, pads, strides, dil):
+    """QLinearConv's definition in float64: the integer convolution of
+    (x - xz) and (w - wz) (exact in float64 at these sizes) plus the int32
+    bias, times x_scale * w_scale[m] / y_scale, rounded half to even."""
+    torch = pytest.importorskip("torch")
+    nsp = x.ndim - 2
+    xt = torch.from_numpy(x.astype(np.float64) - float(xz))
+    wz = np.asarray(wz, np.float64).reshape((-1,) + (1,) * (nsp + 1)) if np.ndim(wz) else np.float64(wz)
+    wt = torch.from_numpy(w.astype(np.float64) - wz)
+    begin, end = pads[:nsp], pads[nsp:]
+    pad_arg = []
+    for b, e in zip(reversed(begin), reversed(end)):
+        pad_arg += [b, e]
+    xt = torch.nn.functional.pad(xt, pad_arg)
+    conv = [None, torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d][nsp]
+    acc = conv(xt, wt, stride=strides, dilation=dil, groups=group).numpy()
+    shape = (1, -1) + (1,) * nsp
+    if bias is not None:
+        acc = acc + bias.astype(np.float64).reshape(shape)
+    mult = (np.float64(xs) * np.asarray(ws, np.float64) / np.float64(ys)).reshape(shape) if np.ndim(ws) else \
+        np.float64(xs) * np.float64(ws) / np.float64(ys)
+    return _requantize(acc, mult, yz, ydt)
+
+
+def _assert_levels(got, want, max_off=0.01):
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
+    assert diff.max(initial=0) <= 1, f"{(diff > 1).sum()} elements more than one level off"
+    assert (diff > 0).mean() <= max_off, f"{(diff > 0).mean():.3%} of the elements one level off"
+
+
+def _load(model, device, **opts):
+    if device == "cpu":
+        return twinfer.load(model, device="cpu", **opts)
+    return twinfer.load(model, device=device, sim_coverage="cuda", allow_cpu_fallback=False, **opts)
+
+
+def _run(model, x, device, **opts):
+    """Output y and the ops the plan ran (every node on the device for sim / cuda)."""
+    eng = _load(model, device, **opts)
+    y = eng.run({"x": x})["y"].numpy()
+    rows = eng.kernel_report({"x": x.shape})
+    if device != "cpu":
+        assert all(r.backend in (device, "copy") for r in rows), rows
+    return y, [r.op for r in rows]
+
+
+# case: (x shape, w shape, group, pads, strides, dilations)
+CONV_CASES = {
+    "2d_pads": ((2, 5, 11, 9), (7, 5, 3, 3), 1, [1, 2, 1, 0], [1, 1], [1, 1]),
+    "2d_strided_dilated": ((1, 4, 13, 10), (6, 4, 3, 2), 1, [1, 1, 2, 1], [2, 3], [2, 1]),
+    "grouped": ((2, 6, 7, 8), (9, 2, 3, 3), 3, [1, 1, 1, 1], [1, 1], [1, 1]),
+    "depthwise": ((1, 8, 9, 7), (8, 1, 3, 3), 8, [1, 1, 1, 1], [2, 2], [1, 1]),
+    "1x1": ((3, 16, 5, 6), (24, 16, 1, 1), 1, [0, 0, 0, 0], [1, 1], [1, 1]),
+    "1d": ((2, 3, 17), (5, 3, 4), 1, [2, 1], [2], [1]),
+    "3d": ((1, 3, 4, 6, 5), (4, 3, 2, 3, 2), 1, [0, 1, 1, 1, 0, 0], [1, 1, 2], [1, 1, 1]),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", list(CONV_CASES))
+@pytest.mark.parametrize("xdt,ydt", [(np.uint8, np.uint8), (np.int8, np.int8), (np.uint8, np.int8)],
+                         ids=["u8u8", "s8s8", "u8s8"])
+def test_qlinear_conv_with_int8_weights_runs_fused(device, rng, case, xdt, ydt):
+    """QInt8 weights, zero points 0, per-channel scales, an int32 bias:
+    com.twinfer::QConv (on a device not for 3 spatial dims, which the CUDA
+    QConv lacks: QLinearConv's direct kernel), and the values of the definition."""
+    xshape, wshape, group, pads, strides, dil = CONV_CASES[case]
+    m = wshape[0]
+    x, w = _q8(rng, xshape, xdt), _q8(rng, wshape, np.int8)
+    xs, ys = np.float32(rng.uniform(0.01, 0.03)), np.float32(rng.uniform(0.05, 0.4))
+    ws = rng.uniform(0.002, 0.01, m).astype(np.float32)
+    xz, yz = _zero(rng, xdt), _zero(rng, ydt)
+    bias = rng.integers(-3000, 3000, m).astype(np.int32)
+    consts = {"xs": xs, "xz": xz, "w": w, "ws": ws, "wz": np.zeros(m, np.int8), "ys": ys, "yz": yz, "b": bias}
+    attrs = {"group": group, "pads": pads, "strides": strides, "dilations": dil}
+    model = _model("QLinearConv", x, consts, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], attrs, ydt)
+    got, ops = _run(model, x, device)
+    if case == "3d" and device != "cpu":
+        assert ops == ["QLinearConv"], ops
+    else:
+        assert "com.twinfer::QConv" in ops and "QLinearConv" not in ops, ops
+    want = _conv_reference(x, xs, xz, w, ws, 0, ys, yz, bias, ydt, group, pads, strides, dil)
+    _assert_levels(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("form", ["uint8_weights", "weight_zero_points", "unoptimized"])
+@pytest.mark.parametrize("case", ["2d_strided_dilated", "grouped", "1d", "3d"])
+def test_qlinear_conv_other_forms_keep_their_kernel(device, rng, form, case):
+    """uint8 weights or weight zero points other than 0 have no fused form:
+    QLinearConv's own kernel (on a GPU the direct one), exact to the
+    definition's float64 requantization but for one level at rounding
+    boundaries (the scale product is float32, as onnxruntime's)."""
+    xshape, wshape, group, pads, strides, dil = CONV_CASES[case]
+    m = wshape[0]
+    wdt = np.uint8 if form == "uint8_weights" else np.int8
+    x, w = _q8(rng, xshape, np.uint8), _q8(rng, wshape, wdt)
+    xs, ys = np.float32(rng.uniform(0.01, 0.03)), np.float32(rng.uniform(0.05, 0.4))
+    ws = rng.uniform(0.002, 0.01, m).astype(np.float32)
+    wz = np.zeros(m, np.int8) if form == "unoptimized" else _zero(rng, wdt, (m,))
+    xz, yz = _zero(rng, np.uint8), _zero(rng, np.uint8)
+    bias = rng.integers(-3000, 3000, m).astype(np.int32)
+    consts = {"xs": xs, "xz": xz, "w": w, "ws": ws, "wz": wz, "ys": ys, "yz": yz, "b": bias}
+    attrs = {"group": group, "pads": pads, "strides": strides, "dilations": dil}
+    model = _model("QLinearConv", x, consts, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], attrs, np.uint8)
+    got, ops = _run(model, x, device, **({"optimize": False} if form == "unoptimized" else {}))
+    assert "QLinearConv" in ops, ops
+    want = _conv_reference(x, xs, xz, w, ws, wz, ys, yz, bias, np.uint8, group, pads, strides, dil)
+    _assert_levels(got, want, max_off=0.002)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("ashape", [(5, 13), (2, 3, 5, 13)], ids=["2d", "batched"])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qlinear_matmul_with_int8_weights_runs_fused(device, rng, ashape, per_column):
+    """QLinearMatMul with constant int8 b (zero points 0): com.twinfer::QMatMul."""
+    k, n = ashape[-1], 11
+    a, b = _q8(rng, ashape, np.uint8), _q8(rng, (k, n), np.int8)
+    as_, ys = np.float32(rng.uniform(0.01, 0.03)), np.float32(rng.uniform(0.05, 0.2))
+    bs = rng.uniform(0.002, 0.01, n).astype(np.float32) if per_column else np.float32(0.006)
+    az, yz = _zero(rng, np.uint8), _zero(rng, np.int8)
+    consts = {"as": as_, "az": az, "b": b, "bs": bs, "bz": np.zeros(n if per_column else (), np.int8), "ys": ys,
+              "yz": yz}
+    model = _model("QLinearMatMul", a, consts, ["x", "as", "az", "b", "bs", "bz", "ys", "yz"], {}, np.int8)
+    got, ops = _run(model, a, device)
+    assert "com.twinfer::QMatMul" in ops and "QLinearMatMul" not in ops, ops
+    acc = (a.astype(np.float64) - float(az)) @ b.astype(np.float64)
+    want = _requantize(acc, np.float64(as_) * np.asarray(bs, np.float64) / np.float64(ys), yz, np.int8)
+    _assert_levels(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("activation", ["QUInt8", "QInt8"])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_a_qoperator_model_runs_on_the_int8_kernels(tmp_path, rng, device, activation, per_channel):
+    """A small CNN and a projection through onnxruntime's quantize_static in the
+    QOperator format (QLinearConv, QLinearMatMul, QGemm, QLinearAdd, ...):
+    every node on the device's kernels, no QLinearConv / QLinearMatMul left,
+    and onnxruntime's output to one level of the last quantized layer."""
+    torch = pytest.importorskip("torch")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1, stride=2)
+            self.c3 = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+            self.proj = nn.Parameter(torch.randn(16, 12) * 0.3)
+
+        def forward(self, x):
+            a = torch.relu(self.c1(x))
+            b = torch.relu(self.c2(a))
+            c = b + self.c3(b)
+            return nn.functional.adaptive_avg_pool2d(c, 1).flatten(1) @ self.proj
+
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    float_path, q_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    torch.onnx.export(Net().eval(), torch.randn(2, 3, 15, 17), str(float_path), input_names=["x"],
+                      output_names=["y"], opset_version=17, dynamo=False, dynamic_axes={"x": {0: "n"}})
+    samples = [{"x": rng.standard_normal((2, 3, 15, 17)).astype(np.float32)} for _ in range(6)]
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(samples)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(str(float_path), str(q_path), Reader(), quant_format=quantization.QuantFormat.QOperator,
+                                 activation_type=getattr(quantization.QuantType, activation),
+                                 weight_type=quantization.QuantType.QInt8, per_channel=per_channel)
+    import onnx
+
+    model = onnx.load(str(q_path))
+    ops = {n.op_type for n in model.graph.node}
+    assert {"QLinearConv", "QLinearMatMul"} <= ops, ops
+    x = rng.standard_normal((3, 3, 15, 17)).astype(np.float32)
+    want = run_ort(model, {"x": x})[0]
+    got, ran = _run(model, x, device)
+    assert "QLinearConv" not in ran and "QLinearMatMul" not in ran, ran
+    assert ran.count("com.twinfer::QConv") == 3 and "com.twinfer::QMatMul" in ran, ran
+    # y is QLinearMatMul's output dequantized: one level is its y_scale.
+    y_scale = next(numpy_helper.to_array(t) for t in model.graph.initializer
+                   if t.name == next(n for n in model.graph.node if n.op_type == "QLinearMatMul").input[6])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1.01 * float(y_scale))
