@@ -89,6 +89,21 @@ std::vector<int64_t> to_channels_last(int64_t r) {
   return p;
 }
 
+// The value of v when it is a one-element float32 constant, positive and finite.
+bool scalar_scale(const Graph& g, int v, float* out) {
+  if (v < 0 || !g.values[v].is_constant()) return false;
+  const Tensor& t = g.values[v].constant;
+  if (t.dtype() != DType::kFloat32 || t.numel() != 1) return false;
+  *out = *t.data_as<float>();
+  return *out > 0.f && *out < 3.0e38f;
+}
+
+int scalar_constant(Builder& b, const std::string& what, float v) {
+  Tensor t = Tensor::empty(DType::kFloat32, {});
+  *t.data_as<float>() = v;
+  return b.constant(what, std::move(t));
+}
+
 bool expand_binary(Graph& g, const Node& n, std::vector<Node>& out) {
   const bool add = is_contrib(n, "QLinearAdd");
   if (!add && !is_contrib(n, "QLinearMul")) return false;
@@ -96,10 +111,23 @@ bool expand_binary(Graph& g, const Node& n, std::vector<Node>& out) {
   Builder b{g, n, nodes};
   const int zc = output_zero_point(b, input(n, 7), input(n, 0), input(n, 2));
   if (zc == -2) return false;
-  const int a = dequantize(b, input(n, 0), input(n, 1), input(n, 2), "a");
-  const int c = dequantize(b, input(n, 3), input(n, 4), input(n, 5), "b");
+  int sa = input(n, 1), sb = input(n, 4), sc = input(n, 6);
+  // QLinearAdd in onnxruntime's units: (a - za) * (sa / sc) + (b - zb) * (sb / sc),
+  // the scale ratios computed once in float32, then rounded. Summed in real
+  // units and divided by sc instead, the rounding errors of the two scaled
+  // terms decide exact half levels, which the quantizer's scales make
+  // common: GELU's Erf(x) + 1 with Erf on 1/127.5 and the 1 on 1/255 has a
+  // half level at every other input, and that form rounds 40% of them down.
+  float va = 0.f, vb = 0.f, vc = 0.f;
+  if (add && scalar_scale(g, sa, &va) && scalar_scale(g, sb, &vb) && scalar_scale(g, sc, &vc)) {
+    sa = scalar_constant(b, "a_scale_ratio", va / vc);
+    sb = scalar_constant(b, "b_scale_ratio", vb / vc);
+    sc = scalar_constant(b, "unit_scale", 1.f);
+  }
+  const int a = dequantize(b, input(n, 0), sa, input(n, 2), "a");
+  const int c = dequantize(b, input(n, 3), sb, input(n, 5), "b");
   const int y = b.node(add ? "Add" : "Mul", {a, c}, {b.value("sum")});
-  quantize(b, y, input(n, 6), zc, output(n, 0));
+  quantize(b, y, sc, zc, output(n, 0));
   for (auto& m : nodes) out.push_back(std::move(m));
   return true;
 }

@@ -5,7 +5,10 @@
 // model has, which the QDQ passes then fuse into integer kernels where the
 // pattern allows.
 //
-//   QLinearAdd / QLinearMul           -> DQ, DQ -> Add / Mul -> Q
+//   QLinearAdd / QLinearMul           -> DQ, DQ -> Add / Mul -> Q (QLinearAdd with
+//                                        constant scales in the output's units: DQ
+//                                        by sa / sc and sb / sc, Q by 1, so that exact
+//                                        half levels round half to even)
 //   QLinearSigmoid / QLinearLeakyRelu -> DQ -> Sigmoid / LeakyRelu -> Q
 //   QLinearSoftmax (opset attribute)  -> DQ -> Softmax (or Flatten, Softmax,
 //                                        Reshape for the opset < 13 meaning) -> Q

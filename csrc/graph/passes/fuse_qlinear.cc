@@ -92,9 +92,14 @@ struct QLinearRewrite {
   Graph& g;
   const PassContext& ctx;
 
-  // The fused node's common part: x, its scale / zero point, the weights,
-  // their scales (one per channel), y's scale / zero point.
-  Node fused(const Node& n, const char* op, size_t w_in, const std::vector<float>& wscale) {
+  // The fused node's common part: x and its zero point, the weights, y's zero
+  // point, and the requantization as one multiplier per output channel,
+  // float(x_scale * w_scale[m] / y_scale) as the definition (and
+  // onnxruntime) computes it, in the weights' scales with x's and y's set to
+  // 1: the kernels then round acc * mult[m] once, as the definition does,
+  // where x_scale * w_scale[m] and / y_scale would round twice and move the
+  // results that sit on half levels (which quantizers' scales make common).
+  Node fused(const Node& n, const char* op, const std::vector<float>& mult) {
     Node f;
     f.name = n.name;
     f.domain = kTwinferDomain;
@@ -102,18 +107,30 @@ struct QLinearRewrite {
     f.attrs["activation"] = string_attr("");
     f.attrs["activation_params"] = floats_attr({});
     f.inputs.assign(quant::kQNumInputs, -1);
-    f.inputs[quant::kQX] = n.inputs[0];
-    f.inputs[quant::kQXScale] = n.inputs[1];
-    f.inputs[quant::kQXZero] = n.inputs[2];
-    f.inputs[quant::kQW] = n.inputs[w_in];
     const std::string base = n.name.empty() ? g.values[n.outputs[0]].name : n.name;
-    Tensor s = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(wscale.size())});
-    std::copy(wscale.begin(), wscale.end(), s.data_as<float>());
-    f.inputs[quant::kQWScale] = add_constant(g, base + "_w_scale", std::move(s));
-    f.inputs[quant::kQYScale] = n.inputs[6];
+    f.inputs[quant::kQX] = n.inputs[0];
+    f.inputs[quant::kQXScale] = scalar(base + "_unit_x_scale", 1.f);
+    f.inputs[quant::kQXZero] = n.inputs[2];
+    f.inputs[quant::kQW] = n.inputs[3];
+    Tensor s = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(mult.size())});
+    std::copy(mult.begin(), mult.end(), s.data_as<float>());
+    f.inputs[quant::kQWScale] = add_constant(g, base + "_requant_scale", std::move(s));
+    f.inputs[quant::kQYScale] = scalar(base + "_unit_y_scale", 1.f);
     f.inputs[quant::kQYZero] = n.inputs[7];
     f.outputs = {n.outputs[0]};
     return f;
+  }
+  int scalar(const std::string& name, float v) {
+    Tensor t = Tensor::empty(DType::kFloat32, {});
+    *t.data_as<float>() = v;
+    return add_constant(g, name, std::move(t));
+  }
+  // The per-channel multipliers x_scale * w_scale[m] / y_scale (float, in that order).
+  std::vector<float> multipliers(const Node& n, const std::vector<float>& wscale) const {
+    const float xs = *constant_input(g, n, 1)->data_as<float>(), ys = *constant_input(g, n, 6)->data_as<float>();
+    std::vector<float> mult(wscale.size());
+    for (size_t m = 0; m < wscale.size(); ++m) mult[m] = xs * wscale[m] / ys;
+    return mult;
   }
 
   // What both ops need of inputs 1, 2, 6, 7 (x's and y's scale and zero
@@ -134,17 +151,17 @@ struct QLinearRewrite {
     std::vector<float> wscale;
     if (!channel_scales(constant_input(g, n, 4), channels, &wscale) || !zero_weight_zero_point(g, n, 5, channels))
       return false;
-    const float xs = *constant_input(g, n, 1)->data_as<float>();
+    const std::vector<float> mult = multipliers(n, wscale);
     std::vector<float> bias;
     if (n.inputs.size() > 8 && n.inputs[8] >= 0) {
       const Tensor* b = constant_input(g, n, 8);
       if (!b || b->dtype() != DType::kInt32 || b->numel() != channels || b->shape().size() != 1) return false;
       bias.resize(static_cast<size_t>(channels));
-      // The int32 bias is in units of xs * ws[m], the sum's own.
+      // The int32 bias is in the sum's units; the fused kernel adds it scaled, in y's.
       for (int64_t m = 0; m < channels; ++m)
-        bias[m] = static_cast<float>(static_cast<double>(b->data_as<int32_t>()[m]) * xs * wscale[m]);
+        bias[m] = static_cast<float>(static_cast<double>(b->data_as<int32_t>()[m]) * mult[m]);
     }
-    Node f = fused(n, quant::kQConvOp, 3, wscale);
+    Node f = fused(n, quant::kQConvOp, mult);
     for (const auto& [name, attr] : n.attrs) f.attrs[name] = attr;
     if (!bias.empty()) {
       Tensor t = Tensor::empty(DType::kFloat32, {channels});
@@ -167,7 +184,7 @@ struct QLinearRewrite {
     std::vector<float> wscale;
     if (!channel_scales(constant_input(g, n, 4), channels, &wscale) || !zero_weight_zero_point(g, n, 5, channels))
       return false;
-    Node f = fused(n, quant::kQMatMulOp, 3, wscale);
+    Node f = fused(n, quant::kQMatMulOp, multipliers(n, wscale));
     if (!rewrite_fits(g, f, ctx) || !device_takes(g, f, ctx)) return false;
     out.push_back(std::move(f));
     return true;

@@ -4,9 +4,10 @@
 // write them, become com.twinfer::QConv / QMatMul (ops/quant/qlinear_fused.h)
 //
 //   QLinearConv(x, xs, xz, w, ws, wz, ys, yz, B)
-//     -> QConv(x, xs, xz, w, ws, bias = B * xs * ws, ys, yz), Conv's attributes
+//     -> QConv(x, 1, xz, w, mult, bias = B * mult, 1, yz), Conv's attributes
 //   QLinearMatMul(a, as, az, b, bs, bz, ys, yz)
-//     -> QMatMul(a, as, az, b, bs, -, ys, yz)
+//     -> QMatMul(a, 1, az, b, mult, -, 1, yz)
+//   with mult[m] = float(xs * ws[m] / ys), the definition's multiplier
 //
 // so such a model runs on cuDNN's / cuBLASLt's int8 paths on a GPU (and the
 // int8 NHWC passes that follow take it) instead of a direct kernel, and on
@@ -18,10 +19,9 @@
 // QLinearMatMul's b 2-D. Anything else (uint8 weights, a weight zero point
 // other than 0, per-row scales of a) keeps its own kernel.
 //
-// The requantization is the same sum scaled by xs * ws[m] / ys, computed
-// by the fused kernels in float as (sum * xs * ws[m] + bias) / ys rather
-// than as sum * round(xs * ws[m] / ys): a result can differ by one level
-// where the exact value sits on a rounding boundary.
+// The fused kernels then round sum * mult[m] (+ the bias) once, in float, as
+// the definition and onnxruntime do; the bias is added scaled rather than to
+// the integer sum, which can move a result that sits on a half level by one.
 #pragma once
 #include "graph/ir.h"
 #include "graph/passes/pass_context.h"

@@ -175,7 +175,8 @@ int int8_channels_last(graph::Graph& g, const PassContext& ctx) {
     // After a kept value's producer: its NCHW copy for the readers outside.
     for (int y : g.nodes[i].outputs) {
       if (y < 0 || !keep[y] || !needs_nchw[y]) continue;
-      const SymShape& s = g.values[y].shape;  // [N, C, H, W], the bytes NHWC
+      // A copy: add_constant / add_value below may move g.values.
+      const SymShape s = g.values[y].shape;  // [N, C, H, W], the bytes NHWC
       const std::string base = g.values[y].name;
       Tensor dims = Tensor::empty(DType::kInt64, {4});
       int64_t* d = dims.data_as<int64_t>();
