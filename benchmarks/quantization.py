@@ -214,6 +214,8 @@ def main() -> int:
                     "bert-base)")
     ap.add_argument("--json", default="quantization.json")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--qoperator", action="store_true",
+                    help="--device cuda: also twinfer on onnxruntime's QOperator file (quantize_static)")
     args = ap.parse_args()
     if args.device == "cuda":
         import quantization_gpu

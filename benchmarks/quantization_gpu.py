@@ -1,7 +1,9 @@
 """INT8 and FP8 against FP16 on the GPU (``benchmarks/quantization.py
 --device cuda``, issue 14): ResNet-50 at batch 256, EfficientNet-Lite0 at
 batch 256, BERT-base at batch 64 and MiniLM at batch 64 (sequence 128), each
-as twinfer fp32, fp16, int8 (calibrated) and fp8 (calibrated), with
+as twinfer fp32, fp16, int8 (calibrated) and fp8 (calibrated), and with
+--qoperator twinfer running onnxruntime's QOperator file of the same
+calibration (QLinearConv / QLinearMatMul, issue 14's imported models), with
 accuracy beside speed, and PyTorch eager fp16 on the same module as the
 peer. Not a test: a table and one JSON document.
 
@@ -100,6 +102,14 @@ def run(args) -> int:
                     engines[p] = twinfer.load(path, device="cuda", precision=p, calibration=samples, progress=False)
                 except twinfer.Error as e:  # fp8 before Ada, say
                     print(f"{name} {p}: {e}", flush=True)
+            if args.qoperator:  # the same calibration through onnxruntime's quantizer, QOperator format
+                try:
+                    import quantization as q
+
+                    qop = q.ort_quantize(path, folder / f"{name}_qop.onnx", samples, qoperator=True)
+                    engines["int8 (ort qop file)"] = twinfer.load(qop, device="cuda")
+                except Exception as e:  # noqa: BLE001 - the quantizer's failure is one row's
+                    print(f"{name} ort qop: {type(e).__name__}: {e}", flush=True)
             ref = engines["fp32"].run(feeds_np)
             ref = ref[next(iter(ref))].numpy()
             shapes = {k: v.shape for k, v in feeds_np.items()}

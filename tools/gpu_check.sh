@@ -14,6 +14,7 @@
 #   streams), detectors (benchmarks/detectors.py --device cuda) and loops
 #   (benchmarks/unrolled_loops.py --device cuda), asked for by name only
 #   GPU_CHECK_FILES="tests/a.py tests/b.py": `test` runs these files' cuda tests only
+#   GPU_QUANT_ARGS="--qoperator --only resnet50": more arguments for bench_quant
 #
 # The device tool allows 600 s a command, keeps a machine warm 30 s after a
 # call, and brings back 8 files from $OUT. So the script
@@ -226,8 +227,9 @@ fi
 if wants bench_quant; then
   # INT8 / FP8 against FP16 (issue 14): ResNet-50 b256, EfficientNet-Lite0, BERT-base b64, MiniLM.
   stamp "benchmarks: int8 / fp8"
+  # GPU_QUANT_ARGS adds arguments (say "--qoperator --only resnet50": onnxruntime's QOperator file too).
   (cd benchmarks && bench bench_quantization 300 $PY quantization.py --device cuda --iterations 20 \
-    --json "$WORK/quantization_cuda.json")
+    --json "$WORK/quantization_cuda.json" ${GPU_QUANT_ARGS:-})
 fi
 
 # ---- where the time goes (not in the default steps: `tools/gpu_check.sh profile`) ----

@@ -42,7 +42,8 @@ int move_row_transposes(graph::Graph& g) {
     for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
       const graph::Node& n = g.nodes[i];
       if (!is_attention(n) || n.outputs.empty() || n.outputs[0] < 0) continue;
-      for (size_t k = 0; k < 3 && k < n.inputs.size() && !changed; ++k) {
+      // !changed first: a rewrite re-sorts g.nodes, and n with them.
+      for (size_t k = 0; !changed && k < 3 && k < n.inputs.size(); ++k) {
         const int base = view_from_source(g, n.inputs[k]).base;
         const int p = base >= 0 ? g.values[base].producer : -1;
         changed = p >= 0 && transpose_rows_after_gemm(g, users, p);

@@ -261,8 +261,9 @@ class Rewriter {
       g_.values[nhwc_of_[v]].has_shape = true;
       g_.values[nhwc_of_[v]].shape = sym_shape_from(p.shape());
     } else {
+      const std::string name = val.name;  // fresh_value may move g_.values, and val with them
       nhwc_of_[v] = fresh_value(g_, v, "::nhwc", nn::channels_last_shape(val.shape));
-      added_.push_back(transpose_node(val.name + "::ToNHWC", v, nhwc_of_[v], kToNhwc));
+      added_.push_back(transpose_node(name + "::ToNHWC", v, nhwc_of_[v], kToNhwc));
     }
     return nhwc_of_[v];
   }
