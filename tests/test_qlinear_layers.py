@@ -1,11 +1,11 @@
 """QLinearConv and QLinearMatMul, the QOperator format's integer layers.
 
-With int8 weights whose zero points are 0 (what onnxruntime's quantize_static
-writes for QInt8 weights) the load rewrites them into com.twinfer::QConv /
-QMatMul (graph/passes/fuse_qlinear.cc), the fused int8 kernels: oneDNN's on
-the CPU, cuDNN's / cuBLASLt's on a GPU. Other forms (uint8 weights, weight
-zero points other than 0) keep their own kernels: on the CPU an im2col and
-oneDNN's int8 matmul, on a GPU a direct kernel (backends/cuda/integer_ops.cu).
+With weights that fit int8 less their zero points (onnxruntime's QInt8
+weights, zero points 0; uint8 weights around 128) the load rewrites them into
+com.twinfer::QConv / QMatMul (graph/passes/fuse_qlinear.cc), the fused int8
+kernels: oneDNN's on the CPU, cuDNN's / cuBLASLt's on a GPU. Other weights
+keep their layers' own kernels: on the CPU an im2col and oneDNN's int8
+matmul, on a GPU a direct kernel (backends/cuda/integer_ops.cu).
 
 Each case is checked against a float64 NumPy / PyTorch reference of the
 ONNX definition on fresh random integers. The fused kernels scale the sum by
@@ -141,10 +141,38 @@ def test_qlinear_conv_with_int8_weights_runs_fused(device, rng, case, xdt, ydt):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("form", ["uint8_around_zero_points", "int8_around_zero_points"])
+@pytest.mark.parametrize("case", ["2d_pads", "grouped", "1x1"])
+def test_qlinear_conv_weights_that_fit_int8_once_centred_run_fused(device, rng, form, case):
+    """uint8 weights around their zero points (older quantizers' asymmetric
+    weights) and int8 weights around nonzero ones: w - w_zero_point fits
+    int8, so the load hands the fused kernel that exact int8 copy."""
+    xshape, wshape, group, pads, strides, dil = CONV_CASES[case]
+    m = wshape[0]
+    wdt = np.uint8 if form.startswith("uint8") else np.int8
+    wz = (rng.integers(118, 138, m) if wdt == np.uint8 else rng.integers(-9, 10, m)).astype(wdt)
+    centred = rng.integers(-118, 118, wshape)
+    w = (centred + wz.astype(np.int64).reshape((-1,) + (1,) * (len(wshape) - 1))).astype(wdt)
+    x = _q8(rng, xshape, np.uint8)
+    xs, ys = np.float32(rng.uniform(0.01, 0.03)), np.float32(rng.uniform(0.05, 0.4))
+    ws = rng.uniform(0.002, 0.01, m).astype(np.float32)
+    xz, yz = _zero(rng, np.uint8), _zero(rng, np.uint8)
+    bias = rng.integers(-3000, 3000, m).astype(np.int32)
+    consts = {"xs": xs, "xz": xz, "w": w, "ws": ws, "wz": wz, "ys": ys, "yz": yz, "b": bias}
+    attrs = {"group": group, "pads": pads, "strides": strides, "dilations": dil}
+    model = _model("QLinearConv", x, consts, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], attrs, np.uint8)
+    got, ops = _run(model, x, device)
+    assert "com.twinfer::QConv" in ops and "QLinearConv" not in ops, ops
+    want = _conv_reference(x, xs, xz, w, ws, wz, ys, yz, bias, np.uint8, group, pads, strides, dil)
+    _assert_levels(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("form", ["uint8_weights", "weight_zero_points", "unoptimized"])
 @pytest.mark.parametrize("case", ["2d_strided_dilated", "grouped", "1d", "3d"])
 def test_qlinear_conv_other_forms_keep_their_kernel(device, rng, form, case):
-    """uint8 weights or weight zero points other than 0 have no fused form:
+    """Weights that do not fit int8 less their zero points (full-range uint8
+    around 100-156, full-range int8 around -20-20) have no fused form:
     QLinearConv's own kernel (on a GPU the direct one), exact to the
     definition's float64 requantization but for one level at rounding
     boundaries (the scale product is float32, as onnxruntime's)."""
@@ -155,6 +183,9 @@ def test_qlinear_conv_other_forms_keep_their_kernel(device, rng, form, case):
     xs, ys = np.float32(rng.uniform(0.01, 0.03)), np.float32(rng.uniform(0.05, 0.4))
     ws = rng.uniform(0.002, 0.01, m).astype(np.float32)
     wz = np.zeros(m, np.int8) if form == "unoptimized" else _zero(rng, wdt, (m,))
+    if form != "unoptimized":  # one weight of channel 0 out of int8's reach once centred
+        wz[0] = 100 if wdt == np.uint8 else -20
+        w.flat[0] = np.iinfo(wdt).max
     xz, yz = _zero(rng, np.uint8), _zero(rng, np.uint8)
     bias = rng.integers(-3000, 3000, m).astype(np.int32)
     consts = {"xs": xs, "xz": xz, "w": w, "ws": ws, "wz": wz, "ys": ys, "yz": yz, "b": bias}

@@ -1,5 +1,6 @@
 #include "graph/passes/fuse_qlinear.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -63,13 +64,37 @@ bool channel_scales(const Tensor* t, int64_t channels, std::vector<float>* out) 
   return true;
 }
 
-// The weights' zero point: absent, or int8 zeros (one, or one per channel).
-bool zero_weight_zero_point(const Graph& g, const Node& n, size_t i, int64_t channels) {
-  if (i >= n.inputs.size() || n.inputs[i] < 0) return true;
-  const Tensor* t = constant_input(g, n, i);
-  if (!t || t->dtype() != DType::kInt8 || (t->numel() != 1 && t->numel() != channels)) return false;
-  for (int64_t k = 0; k < t->numel(); ++k)
-    if (t->data_as<int8_t>()[k] != 0) return false;
+// The weights as the fused kernels take them, int8 with zero point 0: w less
+// its zero point (absent: 0; one, or one per output channel), exact when
+// every difference fits int8 (uint8 weights around 128, int8 ones around
+// 0), else false. `channel_of(i)`: element i's output channel. *out is the
+// input's own tensor when nothing changes.
+template <typename ChannelOf>
+bool centered_weights(const Graph& g, const Node& n, size_t wi, size_t zi, int64_t channels, ChannelOf channel_of,
+                      Tensor* out) {
+  const Tensor* w = constant_input(g, n, wi);
+  if (!w || !is_q8(w->dtype())) return false;
+  const Tensor* z = zi < n.inputs.size() && n.inputs[zi] >= 0 ? constant_input(g, n, zi) : nullptr;
+  if (zi < n.inputs.size() && n.inputs[zi] >= 0 &&
+      (!z || z->dtype() != w->dtype() || (z->numel() != 1 && z->numel() != channels)))
+    return false;
+  auto at = [](const Tensor& t, int64_t i) -> int32_t {
+    return t.dtype() == DType::kUInt8 ? t.data_as<uint8_t>()[i] : t.data_as<int8_t>()[i];
+  };
+  bool zero = true;
+  for (int64_t k = 0; z && k < z->numel(); ++k) zero = zero && at(*z, k) == 0;
+  if (zero && w->dtype() == DType::kInt8) {
+    *out = *w;
+    return true;
+  }
+  Tensor c = Tensor::empty(DType::kInt8, w->shape());
+  int8_t* d = c.data_as<int8_t>();
+  for (int64_t i = 0; i < w->numel(); ++i) {
+    const int32_t v = at(*w, i) - (z ? at(*z, z->numel() == 1 ? 0 : channel_of(i)) : 0);
+    if (v < -128 || v > 127) return false;
+    d[i] = static_cast<int8_t>(v);
+  }
+  *out = std::move(c);
   return true;
 }
 
@@ -99,7 +124,7 @@ struct QLinearRewrite {
   // 1: the kernels then round acc * mult[m] once, as the definition does,
   // where x_scale * w_scale[m] and / y_scale would round twice and move the
   // results that sit on half levels (which quantizers' scales make common).
-  Node fused(const Node& n, const char* op, const std::vector<float>& mult) {
+  Node fused(const Node& n, const char* op, const std::vector<float>& mult, const Tensor& w) {
     Node f;
     f.name = n.name;
     f.domain = kTwinferDomain;
@@ -111,7 +136,9 @@ struct QLinearRewrite {
     f.inputs[quant::kQX] = n.inputs[0];
     f.inputs[quant::kQXScale] = scalar(base + "_unit_x_scale", 1.f);
     f.inputs[quant::kQXZero] = n.inputs[2];
-    f.inputs[quant::kQW] = n.inputs[3];
+    // The weights: the input's own when they were int8 around 0, else the centred copy.
+    const Tensor* own = constant_input(g, n, 3);
+    f.inputs[quant::kQW] = own && own->data() == w.data() ? n.inputs[3] : add_constant(g, base + "_weights_int8", w);
     Tensor s = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(mult.size())});
     std::copy(mult.begin(), mult.end(), s.data_as<float>());
     f.inputs[quant::kQWScale] = add_constant(g, base + "_requant_scale", std::move(s));
@@ -146,10 +173,12 @@ struct QLinearRewrite {
   bool conv(const Node& n, std::vector<Node>& out) {
     if (!is_default(n, "QLinearConv") || !activations_fit(n)) return false;
     const Tensor* w = constant_input(g, n, 3);  // read before add_constant can move g.values
-    if (!w || w->dtype() != DType::kInt8 || w->shape().size() < 3 || w->shape().size() > 5) return false;
-    const int64_t channels = w->shape()[0];
+    if (!w || w->shape().size() < 3 || w->shape().size() > 5) return false;
+    const int64_t channels = w->shape()[0], per_channel = w->numel() / std::max<int64_t>(1, channels);
     std::vector<float> wscale;
-    if (!channel_scales(constant_input(g, n, 4), channels, &wscale) || !zero_weight_zero_point(g, n, 5, channels))
+    Tensor wc;
+    if (!channel_scales(constant_input(g, n, 4), channels, &wscale) ||
+        !centered_weights(g, n, 3, 5, channels, [&](int64_t i) { return i / per_channel; }, &wc))
       return false;
     const std::vector<float> mult = multipliers(n, wscale);
     std::vector<float> bias;
@@ -161,7 +190,7 @@ struct QLinearRewrite {
       for (int64_t m = 0; m < channels; ++m)
         bias[m] = static_cast<float>(static_cast<double>(b->data_as<int32_t>()[m]) * mult[m]);
     }
-    Node f = fused(n, quant::kQConvOp, mult);
+    Node f = fused(n, quant::kQConvOp, mult, wc);
     for (const auto& [name, attr] : n.attrs) f.attrs[name] = attr;
     if (!bias.empty()) {
       Tensor t = Tensor::empty(DType::kFloat32, {channels});
@@ -177,14 +206,16 @@ struct QLinearRewrite {
   bool matmul(const Node& n, std::vector<Node>& out) {
     if (!is_default(n, "QLinearMatMul") || !activations_fit(n)) return false;
     const Tensor* b = constant_input(g, n, 3);
-    if (!b || b->dtype() != DType::kInt8 || b->shape().size() != 2) return false;
+    if (!b || b->shape().size() != 2) return false;
     const auto& av = g.values[n.inputs[0]];
     if (av.has_shape && av.shape.size() < 2) return false;  // a vector a drops its dim: MatMul's rule, not QMatMul's
     const int64_t channels = b->shape()[1];
     std::vector<float> wscale;
-    if (!channel_scales(constant_input(g, n, 4), channels, &wscale) || !zero_weight_zero_point(g, n, 5, channels))
+    Tensor bc;
+    if (!channel_scales(constant_input(g, n, 4), channels, &wscale) ||
+        !centered_weights(g, n, 3, 5, channels, [&](int64_t i) { return i % channels; }, &bc))
       return false;
-    Node f = fused(n, quant::kQMatMulOp, multipliers(n, wscale));
+    Node f = fused(n, quant::kQMatMulOp, multipliers(n, wscale), bc);
     if (!rewrite_fits(g, f, ctx) || !device_takes(g, f, ctx)) return false;
     out.push_back(std::move(f));
     return true;

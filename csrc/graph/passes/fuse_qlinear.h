@@ -13,11 +13,12 @@
 // int8 NHWC passes that follow take it) instead of a direct kernel, and on
 // oneDNN's int8 convolution with its requantization fused on the CPU.
 //
-// The forms the fused ops take: the weights a constant int8 tensor with zero
-// points 0 (per tensor or per output channel: onnxruntime's QInt8 weights);
-// x's and y's scale and zero point constants of one element; float32 scales;
-// QLinearMatMul's b 2-D. Anything else (uint8 weights, a weight zero point
-// other than 0, per-row scales of a) keeps its own kernel.
+// The forms the fused ops take: constant weights whose values less their zero
+// points (per tensor or per output channel) fit int8 -- onnxruntime's QInt8
+// weights (zero points 0) as they are, uint8 weights around 128 as an int8
+// copy, exactly; x's and y's scale and zero point constants of one element;
+// float32 scales; QLinearMatMul's b 2-D. Anything else (weights that do not
+// fit, per-row scales of a) keeps its own kernel.
 //
 // The fused kernels then round sum * mult[m] (+ the bias) once, in float, as
 // the definition and onnxruntime do; the bias is added scaled rather than to
