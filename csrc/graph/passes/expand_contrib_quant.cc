@@ -1,5 +1,6 @@
 #include "graph/passes/expand_contrib_quant.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
@@ -119,7 +120,8 @@ bool expand_binary(Graph& g, const Node& n, std::vector<Node>& out) {
   // common: GELU's Erf(x) + 1 with Erf on 1/127.5 and the 1 on 1/255 has a
   // half level at every other input, and that form rounds 40% of them down.
   float va = 0.f, vb = 0.f, vc = 0.f;
-  if (add && scalar_scale(g, sa, &va) && scalar_scale(g, sb, &vb) && scalar_scale(g, sc, &vc)) {
+  if (add && scalar_scale(g, sa, &va) && scalar_scale(g, sb, &vb) && scalar_scale(g, sc, &vc) &&
+      std::isfinite(va / vc) && std::isfinite(vb / vc) && va / vc > 0.f && vb / vc > 0.f) {
     sa = scalar_constant(b, "a_scale_ratio", va / vc);
     sb = scalar_constant(b, "b_scale_ratio", vb / vc);
     sc = scalar_constant(b, "unit_scale", 1.f);
