@@ -6,6 +6,7 @@
 // row that maps straight through with memcpy.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/host_memory.h"
 #include "core/parallel.h"
@@ -246,16 +247,47 @@ class PadKernel final : public PadPlanKernel {
     int64_t j1 = j0;
     while (j1 < last && lmap[j1] == lmap[j0] + (j1 - j0)) ++j1;
     const int64_t nrows = shape_numel(out_) / last;
+    const size_t lead = r - 1;  // the dims that number the rows
     parallel_for(nrows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
+      // The row's index in each leading dim, decoded once per chunk and then
+      // counted up like an odometer: the offset into x changes by one map
+      // lookup a row, with no divisions (they cost as much as a short row's copy).
+      std::vector<int64_t> digit(lead + 1, 0);
+      for (int64_t rem = b, d = static_cast<int64_t>(lead); d-- > 0;) {
+        digit[d] = rem % out_[d];
+        rem /= out_[d];
+      }
+      // Offset and padding of the dims before the last leading one, which
+      // change only when the last one wraps.
+      int64_t outer_off = 0;
+      bool outer_pad = false;
+      auto outer = [&] {
+        outer_off = 0;
+        outer_pad = false;
+        for (size_t d = 0; d + 1 < lead; ++d) {
+          const int64_t i = m.idx[m.offset[d] + digit[d]];
+          if (i < 0) outer_pad = true;
+          outer_off += i * st[d];
+        }
+      };
+      outer();
+      const int64_t* inner_map = lead ? m.idx.data() + m.offset[lead - 1] : nullptr;
       for (int64_t row = b; row < e; ++row) {
         T* yp = y + row * last;
-        int64_t rem = row, off = 0;
-        bool pad_row = false;
-        for (size_t d = r - 1; d-- > 0;) {
-          const int64_t i = m.idx[m.offset[d] + rem % out_[d]];
-          rem /= out_[d];
-          if (i < 0) pad_row = true;
-          off += i * st[d];
+        bool pad_row = outer_pad;
+        int64_t off = outer_off;
+        if (lead) {
+          const int64_t i = inner_map[digit[lead - 1]];
+          pad_row = pad_row || i < 0;
+          off += i * st[lead - 1];
+          if (++digit[lead - 1] == out_[lead - 1]) {  // carry into the outer dims
+            digit[lead - 1] = 0;
+            for (size_t d = lead - 1; d-- > 0;) {
+              if (++digit[d] < out_[d]) break;
+              digit[d] = 0;
+            }
+            outer();
+          }
         }
         if (pad_row) {
           std::fill(yp, yp + last, value);
