@@ -218,6 +218,49 @@ def test_qlinear_matmul_with_int8_weights_runs_fused(device, rng, ashape, per_co
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bdt", [np.uint8, np.int8], ids=["u8", "s8"])
+def test_qlinear_matmul_weights_around_zero_points_run_fused(device, rng, bdt):
+    """b around per-column zero points (uint8 near 128, int8 near a small
+    offset): centred into an exact int8 copy, column by column."""
+    k, n = 21, 9
+    bz = (rng.integers(118, 138, n) if bdt == np.uint8 else rng.integers(-9, 10, n)).astype(bdt)
+    b = (rng.integers(-118, 118, (k, n)) + bz.astype(np.int64)).astype(bdt)
+    a = _q8(rng, (3, 4, k), np.uint8)
+    as_, ys = np.float32(rng.uniform(0.01, 0.03)), np.float32(rng.uniform(0.05, 0.2))
+    bs = rng.uniform(0.002, 0.01, n).astype(np.float32)
+    az, yz = _zero(rng, np.uint8), _zero(rng, np.uint8)
+    consts = {"as": as_, "az": az, "b": b, "bs": bs, "bz": bz, "ys": ys, "yz": yz}
+    model = _model("QLinearMatMul", a, consts, ["x", "as", "az", "b", "bs", "bz", "ys", "yz"], {}, np.uint8)
+    got, ops = _run(model, a, device)
+    assert ops == ["com.twinfer::QMatMul"], ops
+    acc = (a.astype(np.float64) - float(az)) @ (b.astype(np.float64) - bz.astype(np.float64))
+    want = _requantize(acc, np.float64(as_) * bs.astype(np.float64) / np.float64(ys), yz, np.uint8)
+    _assert_levels(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_qlinear_conv_weights_behind_identity_run_fused(device, rng):
+    """The TorchScript exporter shares initializers through Identity nodes:
+    the fused node reads the constants behind them."""
+    x, w = _q8(rng, (1, 3, 7, 6), np.uint8), _q8(rng, (4, 3, 3, 3), np.int8)
+    consts = {"xs": np.float32(0.02), "xz": np.uint8(120), "w0": w, "ws": rng.uniform(0.002, 0.01, 4).astype(np.float32),
+              "wz0": np.zeros(4, np.int8), "ys": np.float32(0.2), "yz0": np.uint8(7)}
+    nodes = [helper.make_node("Identity", [f"{c}0"], [c]) for c in ("w", "wz", "yz")]
+    nodes.append(helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                                  pads=[1, 1, 1, 1]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    got, ops = _run(model, x, device)
+    assert "com.twinfer::QConv" in ops and "QLinearConv" not in ops, ops
+    want = _conv_reference(x, consts["xs"], consts["xz"], w, consts["ws"], 0, consts["ys"], consts["yz0"], None,
+                           np.uint8, 1, [1, 1, 1, 1], [1, 1], [1, 1])
+    _assert_levels(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("activation", ["QUInt8", "QInt8"])
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_a_qoperator_model_runs_on_the_int8_kernels(tmp_path, rng, device, activation, per_channel):

@@ -99,6 +99,16 @@ bool scalar_scale(const Graph& g, int v, float* out) {
   return *out > 0.f && *out < 3.0e38f;
 }
 
+// The output zero point is absent (-1: 0) or a constant even integer.
+bool even_zero_point(const Graph& g, int zp) {
+  if (zp < 0) return true;
+  if (!g.values[zp].is_constant() || g.values[zp].constant.numel() != 1) return false;
+  const Tensor& t = g.values[zp].constant;
+  if (t.dtype() == DType::kUInt8) return t.data_as<uint8_t>()[0] % 2 == 0;
+  if (t.dtype() == DType::kInt8) return t.data_as<int8_t>()[0] % 2 == 0;
+  return false;
+}
+
 int scalar_constant(Builder& b, const std::string& what, float v) {
   Tensor t = Tensor::empty(DType::kFloat32, {});
   *t.data_as<float>() = v;
@@ -119,9 +129,15 @@ bool expand_binary(Graph& g, const Node& n, std::vector<Node>& out) {
   // terms decide exact half levels, which the quantizer's scales make
   // common: GELU's Erf(x) + 1 with Erf on 1/127.5 and the 1 on 1/255 has a
   // half level at every other input, and that form rounds 40% of them down.
+  //
+  // onnxruntime adds the output's zero point before rounding, QuantizeLinear
+  // after: the two agree on a half level only when the zero point is even,
+  // so an odd one (or one not known) keeps the form in real units, whose
+  // float error breaks such ties either way.
   float va = 0.f, vb = 0.f, vc = 0.f;
-  if (add && scalar_scale(g, sa, &va) && scalar_scale(g, sb, &vb) && scalar_scale(g, sc, &vc) &&
-      std::isfinite(va / vc) && std::isfinite(vb / vc) && va / vc > 0.f && vb / vc > 0.f) {
+  if (add && even_zero_point(g, zc) && scalar_scale(g, sa, &va) && scalar_scale(g, sb, &vb) &&
+      scalar_scale(g, sc, &vc) && std::isfinite(va / vc) && std::isfinite(vb / vc) && va / vc > 0.f &&
+      vb / vc > 0.f) {
     sa = scalar_constant(b, "a_scale_ratio", va / vc);
     sb = scalar_constant(b, "b_scale_ratio", vb / vc);
     sc = scalar_constant(b, "unit_scale", 1.f);

@@ -35,6 +35,19 @@ const Tensor* constant_input(const Graph& g, const Node& n, size_t i) {
   return nullptr;
 }
 
+// The value an Identity chain ending in input i of n copies (the input
+// itself when none): the fused node reads the constant directly, since its
+// kernels ask for constant weights and zero points.
+int behind_identity(const Graph& g, const Node& n, size_t i) {
+  int v = n.inputs[i];
+  for (int hops = 0; v >= 0 && hops < 8 && !g.values[v].is_constant(); ++hops) {
+    const int p = g.values[v].producer;
+    if (p < 0 || !is_default(g.nodes[p], "Identity") || g.nodes[p].inputs.empty()) break;
+    v = g.nodes[p].inputs[0];
+  }
+  return v;
+}
+
 // A float32 constant of one element, positive and finite (a scale).
 bool scalar_scale(const Tensor* t) {
   if (!t || t->dtype() != DType::kFloat32 || t->numel() != 1) return false;
@@ -135,15 +148,16 @@ struct QLinearRewrite {
     const std::string base = n.name.empty() ? g.values[n.outputs[0]].name : n.name;
     f.inputs[quant::kQX] = n.inputs[0];
     f.inputs[quant::kQXScale] = scalar(base + "_unit_x_scale", 1.f);
-    f.inputs[quant::kQXZero] = n.inputs[2];
+    f.inputs[quant::kQXZero] = behind_identity(g, n, 2);
     // The weights: the input's own when they were int8 around 0, else the centred copy.
     const Tensor* own = constant_input(g, n, 3);
-    f.inputs[quant::kQW] = own && own->data() == w.data() ? n.inputs[3] : add_constant(g, base + "_weights_int8", w);
+    f.inputs[quant::kQW] =
+        own && own->data() == w.data() ? behind_identity(g, n, 3) : add_constant(g, base + "_weights_int8", w);
     Tensor s = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(mult.size())});
     std::copy(mult.begin(), mult.end(), s.data_as<float>());
     f.inputs[quant::kQWScale] = add_constant(g, base + "_requant_scale", std::move(s));
     f.inputs[quant::kQYScale] = scalar(base + "_unit_y_scale", 1.f);
-    f.inputs[quant::kQYZero] = n.inputs[7];
+    f.inputs[quant::kQYZero] = behind_identity(g, n, 7);
     f.outputs = {n.outputs[0]};
     return f;
   }
