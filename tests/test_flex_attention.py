@@ -11,7 +11,8 @@ from onnx.reference import ReferenceEvaluator
 
 import twinfer
 
-DEVICES = ["cpu", "sim", pytest.param("cuda", marks=pytest.mark.cuda)]
+# "sim" places nodes as CUDA would (sim_coverage="cuda"): a CUDA build's (cuda_build).
+DEVICES = ["cpu", pytest.param("sim", marks=pytest.mark.cuda_build), pytest.param("cuda", marks=pytest.mark.cuda)]
 ONNX_TYPE = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 
 

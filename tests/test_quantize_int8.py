@@ -123,6 +123,7 @@ def test_int8_engine_computes_the_qdq_model_onnxruntime_runs(rng, calibrator, tm
     np.testing.assert_array_equal(again.run({"x": x})["y"].numpy(), e8.run({"x": x})["y"].numpy())
 
 
+@pytest.mark.cuda_build
 def test_int8_placed_as_cuda_places_it_quantizes_every_activation_signed(rng):
     # What the cuda case above checks on a GPU, in CI: the simulated device
     # placing nodes as CUDA does quantizes the ReLU output f as int8 over
