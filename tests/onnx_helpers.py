@@ -4,6 +4,8 @@ the onnx helper API and run them in twinfer and in the independent references
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -54,6 +56,38 @@ def run_ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     so.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
+
+
+def quantize_with_onnxruntime(float_path, q_path, samples: list[dict], **options) -> None:
+    """onnxruntime's quantize_static of float_path into q_path, calibrated on
+    `samples` (feed dicts); options go to quantize_static (quant_format, ...)."""
+    from onnxruntime import quantization
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(samples)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(str(float_path), str(q_path), Reader(), **options)
+
+
+def qoperator_model(module, folder, rng, activation: str, per_channel: bool, shape=(2, 3, 15, 17)):
+    """A torch module exported (input "x" with a dynamic batch, output "y")
+    and quantized by onnxruntime's quantize_static in the QOperator format,
+    calibrated on 6 random inputs of `shape`: the loaded onnx model."""
+    import torch
+    from onnxruntime import quantization
+
+    float_path, q_path = Path(folder) / "f.onnx", Path(folder) / "q.onnx"
+    torch.onnx.export(module.eval(), torch.randn(*shape), str(float_path), input_names=["x"], output_names=["y"],
+                      opset_version=17, dynamo=False, dynamic_axes={"x": {0: "n"}})
+    samples = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(6)]
+    quantize_with_onnxruntime(float_path, q_path, samples, quant_format=quantization.QuantFormat.QOperator,
+                              activation_type=getattr(quantization.QuantType, activation),
+                              weight_type=quantization.QuantType.QInt8, per_channel=per_channel)
+    return onnx.load(str(q_path))
 
 
 def run_ort_named(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
-from onnx_helpers import run_ort
+from onnx_helpers import qoperator_model, run_ort
 
 MS = "com.microsoft"
 U8, S8 = TensorProto.UINT8, TensorProto.INT8
@@ -285,7 +285,7 @@ def test_a_model_quantize_static_wrote_in_qoperator_format(tmp_path, rng, activa
     quantize_static with QuantFormat.QOperator: every com.microsoft op above
     appears, and the result is onnxruntime's."""
     torch = pytest.importorskip("torch")
-    quantization = pytest.importorskip("onnxruntime.quantization")
+    pytest.importorskip("onnxruntime.quantization")
     nn = torch.nn
 
     class Net(nn.Module):
@@ -303,24 +303,7 @@ def test_a_model_quantize_static_wrote_in_qoperator_format(tmp_path, rng, activa
             return self.fc(nn.functional.adaptive_avg_pool2d(f, 1).flatten(1))
 
     torch.manual_seed(int(rng.integers(1 << 30)))
-    float_path, q_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
-    torch.onnx.export(Net().eval(), torch.randn(2, 3, 15, 17), str(float_path), input_names=["x"],
-                      output_names=["y"], opset_version=17, dynamo=False, dynamic_axes={"x": {0: "n"}})
-    samples = [{"x": rng.standard_normal((2, 3, 15, 17)).astype(np.float32)} for _ in range(6)]
-
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(samples)
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantization.quantize_static(str(float_path), str(q_path), Reader(), quant_format=quantization.QuantFormat.QOperator,
-                                 activation_type=getattr(quantization.QuantType, activation),
-                                 weight_type=quantization.QuantType.QInt8, per_channel=per_channel)
-    import onnx
-
-    model = onnx.load(str(q_path))
+    model = qoperator_model(Net(), tmp_path, rng, activation, per_channel)
     ms_ops = {n.op_type for n in model.graph.node if n.domain == MS}
     assert {"QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearConcat", "QGemm"} <= ms_ops, ms_ops
     x = rng.standard_normal((3, 3, 15, 17)).astype(np.float32)

@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
 from conftest import SIM_AS_CUDA
-from onnx_helpers import run_ort
+from onnx_helpers import qoperator_model, run_ort
 
 DEVICES = ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)]
 NP_TO_ONNX = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
@@ -269,7 +269,7 @@ def test_a_qoperator_model_runs_on_the_int8_kernels(tmp_path, rng, device, activ
     every node on the device's kernels, no QLinearConv / QLinearMatMul left,
     and onnxruntime's output to one level of the last quantized layer."""
     torch = pytest.importorskip("torch")
-    quantization = pytest.importorskip("onnxruntime.quantization")
+    pytest.importorskip("onnxruntime.quantization")
     nn = torch.nn
 
     class Net(nn.Module):
@@ -286,24 +286,7 @@ def test_a_qoperator_model_runs_on_the_int8_kernels(tmp_path, rng, device, activ
             return nn.functional.adaptive_avg_pool2d(c, 1).flatten(1) @ self.proj
 
     torch.manual_seed(int(rng.integers(1 << 30)))
-    float_path, q_path = tmp_path / "f.onnx", tmp_path / "q.onnx"
-    torch.onnx.export(Net().eval(), torch.randn(2, 3, 15, 17), str(float_path), input_names=["x"],
-                      output_names=["y"], opset_version=17, dynamo=False, dynamic_axes={"x": {0: "n"}})
-    samples = [{"x": rng.standard_normal((2, 3, 15, 17)).astype(np.float32)} for _ in range(6)]
-
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(samples)
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantization.quantize_static(str(float_path), str(q_path), Reader(), quant_format=quantization.QuantFormat.QOperator,
-                                 activation_type=getattr(quantization.QuantType, activation),
-                                 weight_type=quantization.QuantType.QInt8, per_channel=per_channel)
-    import onnx
-
-    model = onnx.load(str(q_path))
+    model = qoperator_model(Net(), tmp_path, rng, activation, per_channel)
     ops = {n.op_type for n in model.graph.node}
     assert {"QLinearConv", "QLinearMatMul"} <= ops, ops
     x = rng.standard_normal((3, 3, 15, 17)).astype(np.float32)
