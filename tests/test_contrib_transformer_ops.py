@@ -82,7 +82,9 @@ def test_attention_masks(rng, device, form, causal):
     _check(_model([node], vis, [_vi("y", None)], inits), feeds, device, atol=1e-3 if causal else 1e-5)
 
 
-@pytest.mark.parametrize("device,precision", [("cpu", "fp32"), ("sim", "fp16"), ("sim", "bf16"),
+@pytest.mark.parametrize("device,precision", [("cpu", "fp32"),
+                                              pytest.param("sim", "fp16", marks=pytest.mark.cuda_build),
+                                              pytest.param("sim", "bf16", marks=pytest.mark.cuda_build),
                                               pytest.param("cuda", "fp16", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("causal", [0, 1])
 def test_attention_row_with_every_key_masked(rng, device, precision, causal):

@@ -621,6 +621,7 @@ def _ort_run(model, feeds):
     return run_ort(model, feeds)
 
 
+@pytest.mark.cuda_build
 @pytest.mark.parametrize("case", ["reduce_axes", "topk_k", "resize_scales"])
 def test_a_host_node_reads_an_input_that_keys_the_plan(case, gpu, rng):
     # A node with no device kernel for its dtype (so on the CPU) whose other

@@ -199,6 +199,7 @@ def _while_model():
                   [helper.make_tensor_value_info("out", F, [3])], inits)
 
 
+@pytest.mark.cuda_build
 def test_a_loop_whose_body_computes_its_condition_stays_control_flow_and_says_why():
     model = _while_model()
     feeds = {"x": np.array([0.5, -0.25, 1.0], np.float32)}
@@ -212,6 +213,7 @@ def test_a_loop_whose_body_computes_its_condition_stays_control_flow_and_says_wh
         _load(model, "sim").run(feeds)
 
 
+@pytest.mark.cuda_build
 def test_a_scan_over_the_node_limit_stays_control_flow(monkeypatch):
     monkeypatch.setenv("TWINFER_UNROLL_MAX_NODES", "20")
     model = _scan_model(9, 3, 2)
@@ -304,6 +306,7 @@ def _counted_loop(trip_count_shape, x_shape, scan_output=True):
                   [helper.make_tensor_value_info(n, F, None) for n in loop_outs], inits)
 
 
+@pytest.mark.cuda_build
 def test_a_fed_trip_count_with_static_shapes_loads_without_fallback():
     """All shapes static: the load builds no plan without the trip count's value."""
     model = _counted_loop([], [3])
@@ -314,6 +317,7 @@ def test_a_fed_trip_count_with_static_shapes_loads_without_fallback():
         assert not _host_steps(e, feeds)
 
 
+@pytest.mark.cuda_build
 @pytest.mark.parametrize("fallback", [True, False])
 def test_trip_counts_past_the_steering_limit(fallback):
     """After 8 distinct trip counts plans stop being keyed by them: the loop
@@ -333,6 +337,7 @@ def test_trip_counts_past_the_steering_limit(fallback):
             e.run(feeds)
 
 
+@pytest.mark.cuda_build
 def test_zero_trips_pass_the_carried_values_through():
     model = _counted_loop([], ["n"], scan_output=False)
     e = _load(model, "sim")
@@ -342,6 +347,7 @@ def test_zero_trips_pass_the_carried_values_through():
         assert not _host_steps(e, feeds)
 
 
+@pytest.mark.cuda_build
 def test_a_huge_trip_count_is_refused_at_once():
     """2^62 iterations: refused by the node limit (no overflow, no hang)."""
     e = _load(_counted_loop(None, [3]), "sim")  # a Loop with scan outputs: value-dependent unless unrolled
@@ -349,6 +355,7 @@ def test_a_huge_trip_count_is_refused_at_once():
         e.run({"x": np.ones(3, np.float32)})
 
 
+@pytest.mark.cuda_build
 def test_nested_loops_share_one_budget(monkeypatch):
     """The Scan's copies (21 nodes) fit in 40; of the five inner Loops (9 nodes
     each) two more do, the rest stay control flow and say why."""
@@ -364,6 +371,7 @@ def test_nested_loops_share_one_budget(monkeypatch):
     assert len(loops) == 3 and all("left of the plan's limit of 40" in r.note for r in loops), loops
 
 
+@pytest.mark.cuda_build
 def test_optimize_false_keeps_loops_and_says_so():
     model = _loop_model(counted_by_shape=True)
     with pytest.raises(twinfer.errors.UnsupportedOpError, match="optimize=False"):

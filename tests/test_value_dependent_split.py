@@ -152,6 +152,7 @@ def test_a_graph_whose_first_node_needs_values_is_evaluated_whole(rng):
                                                             ("cast_node", "cpu", "cpu evaluator")], rows
 
 
+@pytest.mark.cuda_build
 def test_nms_over_large_constants_folds_at_load(rng):
     # Every input of the NMS a constant: its selection is known at load, the
     # model has no value-dependent shape, and a device engine that allows no
