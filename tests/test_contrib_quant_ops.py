@@ -69,26 +69,38 @@ def _check_levels(model, feeds, device="cpu", max_off_by_one=0.02):
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
-@pytest.mark.parametrize("zs", [0, 2])
-def test_qlinear_add_on_half_levels_rounds_half_to_even(device, zs):
+@pytest.mark.parametrize("zs", [0, 1, 2, 129])
+@pytest.mark.parametrize("one", ["constant", "input"])
+def test_qlinear_add_on_half_levels_rounds_half_to_even(device, zs, one):
     """GELU's Erf(x) + 1 as quantize_static writes it: Erf on 1/127.5 (zero
     point 128), the 1 on 1/255, the sum on 2/255, so the sum is (x - 128) +
     127.5 output levels: every input is an exact half level. The definition
     rounds those half to even, as onnxruntime does. Summed in real units and
     then divided, float32 rounding put 40% of them one level low, and
-    MiniLM's quantized GELUs amplified that to whole layers. (An odd output
-    zero point keeps that form: onnxruntime adds it before rounding,
-    QuantizeLinear after, and on a tie those differ.)"""
+    MiniLM's quantized GELUs amplified that to whole layers. onnxruntime adds
+    the output zero point before rounding (QuantizeLinear after): an odd one
+    moves every tie. With the 1 fed as an input the pattern becomes a QBinary
+    with that zero point as its offset; as a constant it stays an Add."""
     s_erf, s_one, s_sum = np.float32(1 / 127.5), np.float32(1 / 255), np.float32(2 / 255)
     inits = {"se": s_erf, "ze": np.uint8(128), "one": np.uint8(255), "so": s_one, "zo": np.uint8(0), "ss": s_sum,
              "zs": np.uint8(zs)}
-    node = helper.make_node("QLinearAdd", ["x", "se", "ze", "one", "so", "zo", "ss", "zs"], ["y"], domain=MS)
-    model = _model([node], [_vi("x", [256], U8)], [_vi("y", None, U8)], inits)
-    x = np.arange(256, dtype=np.uint8)
-    got = twinfer.load(model, device=device).run({"x": x})["y"].numpy()
+    inputs = [_vi("x", [256], U8)]
+    feeds = {"x": np.arange(256, dtype=np.uint8)}
+    if one == "input":
+        feeds["one"] = np.full(256, inits.pop("one"), np.uint8)
+        inputs.append(_vi("one", [256], U8))
+    # y read by a Cast: QBinary does not write graph outputs itself.
+    nodes = [helper.make_node("QLinearAdd", ["x", "se", "ze", "one", "so", "zo", "ss", "zs"], ["q"], domain=MS),
+             helper.make_node("Cast", ["q"], ["y"], to=TensorProto.INT32)]
+    model = _model(nodes, inputs, [_vi("y", None, TensorProto.INT32)], inits)
+    x = feeds["x"]
+    engine = twinfer.load(model, device=device)
+    got = engine.run(feeds)["y"].numpy()
+    if one == "input":
+        assert [r.op for r in engine.kernel_report({k: v.shape for k, v in feeds.items()})][0] == "com.twinfer::QBinary"
     exact = ((x.astype(np.float64) - 128) * np.float64(s_erf) + 255 * np.float64(s_one)) / np.float64(s_sum)
-    np.testing.assert_array_equal(got, np.clip(np.round(exact + zs), 0, 255).astype(np.uint8))
-    np.testing.assert_array_equal(got, run_ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(got, np.clip(np.round(exact + zs), 0, 255).astype(np.int32))
+    np.testing.assert_array_equal(got, run_ort(model, feeds)[0])
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])

@@ -99,14 +99,14 @@ bool scalar_scale(const Graph& g, int v, float* out) {
   return *out > 0.f && *out < 3.0e38f;
 }
 
-// The output zero point is absent (-1: 0) or a constant even integer.
-bool even_zero_point(const Graph& g, int zp) {
-  if (zp < 0) return true;
-  if (!g.values[zp].is_constant() || g.values[zp].constant.numel() != 1) return false;
-  const Tensor& t = g.values[zp].constant;
-  if (t.dtype() == DType::kUInt8) return t.data_as<uint8_t>()[0] % 2 == 0;
-  if (t.dtype() == DType::kInt8) return t.data_as<int8_t>()[0] % 2 == 0;
-  return false;
+// The value of zero point v when it is a one-element uint8 / int8 constant.
+bool scalar_int(const Graph& g, int v, int* out) {
+  if (!g.values[v].is_constant() || g.values[v].constant.numel() != 1) return false;
+  const Tensor& t = g.values[v].constant;
+  if (t.dtype() == DType::kUInt8) *out = t.data_as<uint8_t>()[0];
+  else if (t.dtype() == DType::kInt8) *out = t.data_as<int8_t>()[0];
+  else return false;
+  return true;
 }
 
 int scalar_constant(Builder& b, const std::string& what, float v) {
@@ -123,29 +123,37 @@ bool expand_binary(Graph& g, const Node& n, std::vector<Node>& out) {
   const int zc = output_zero_point(b, input(n, 7), input(n, 0), input(n, 2));
   if (zc == -2) return false;
   int sa = input(n, 1), sb = input(n, 4), sc = input(n, 6);
-  // QLinearAdd in onnxruntime's units: (a - za) * (sa / sc) + (b - zb) * (sb / sc),
-  // the scale ratios computed once in float32, then rounded. Summed in real
+  // QLinearAdd as onnxruntime computes it, in the output's units:
+  // round((a - za) * (sa / sc) + (b - zb) * (sb / sc) + zc), the scale ratios
+  // computed once in float32 and the zero point added before rounding
+  // (an Add of it, then QuantizeLinear by 1 with a zero point of 0;
+  // fuse_qdq_binary folds that Add into QBinary's offset). Summed in real
   // units and divided by sc instead, the rounding errors of the two scaled
   // terms decide exact half levels, which the quantizer's scales make
   // common: GELU's Erf(x) + 1 with Erf on 1/127.5 and the 1 on 1/255 has a
-  // half level at every other input, and that form rounds 40% of them down.
-  //
-  // onnxruntime adds the output's zero point before rounding, QuantizeLinear
-  // after: the two agree on a half level only when the zero point is even,
-  // so an odd one (or one not known) keeps the form in real units, whose
-  // float error breaks such ties either way.
+  // half level at every input, and that form rounded 40% of them down; and
+  // a zero point added after rounding moves every tie when it is odd.
   float va = 0.f, vb = 0.f, vc = 0.f;
-  if (add && even_zero_point(g, zc) && scalar_scale(g, sa, &va) && scalar_scale(g, sb, &vb) &&
-      scalar_scale(g, sc, &vc) && std::isfinite(va / vc) && std::isfinite(vb / vc) && va / vc > 0.f &&
-      vb / vc > 0.f) {
+  int zero = 0;  // the output zero point's value (the ratio form adds it before rounding)
+  const DType zt = zc >= 0 && g.values[zc].is_constant() ? g.values[zc].constant.dtype()
+                                                         : quantized_type(g, input(n, 0), input(n, 2));
+  const bool ratio = add && scalar_scale(g, sa, &va) && scalar_scale(g, sb, &vb) && scalar_scale(g, sc, &vc) &&
+                     std::isfinite(va / vc) && std::isfinite(vb / vc) && va / vc > 0.f && vb / vc > 0.f &&
+                     (zc < 0 || scalar_int(g, zc, &zero)) && zt != DType::kUndefined;
+  if (ratio) {
     sa = scalar_constant(b, "a_scale_ratio", va / vc);
     sb = scalar_constant(b, "b_scale_ratio", vb / vc);
     sc = scalar_constant(b, "unit_scale", 1.f);
   }
   const int a = dequantize(b, input(n, 0), sa, input(n, 2), "a");
   const int c = dequantize(b, input(n, 3), sb, input(n, 5), "b");
-  const int y = b.node(add ? "Add" : "Mul", {a, c}, {b.value("sum")});
-  quantize(b, y, sc, zc, output(n, 0));
+  int y = b.node(add ? "Add" : "Mul", {a, c}, {b.value("sum")});
+  if (ratio && zero != 0) {
+    y = b.node("Add", {y, scalar_constant(b, "output_zero_point", static_cast<float>(zero))}, {b.value("shifted")});
+    quantize(b, y, sc, scalar_zero(b, zt), output(n, 0));
+  } else {
+    quantize(b, y, sc, zc, output(n, 0));
+  }
   for (auto& m : nodes) out.push_back(std::move(m));
   return true;
 }

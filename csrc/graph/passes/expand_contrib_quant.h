@@ -6,10 +6,10 @@
 // pattern allows.
 //
 //   QLinearAdd / QLinearMul           -> DQ, DQ -> Add / Mul -> Q (QLinearAdd with
-//                                        constant scales and an even output zero point
-//                                        in the output's units: DQ by sa / sc and
-//                                        sb / sc, Q by 1, so that exact half levels
-//                                        round half to even as onnxruntime's do)
+//                                        constant scales in the output's units, as
+//                                        onnxruntime computes it: DQ by sa / sc and
+//                                        sb / sc, Add the output zero point, Q by 1,
+//                                        so exact half levels round as its do)
 //   QLinearSigmoid / QLinearLeakyRelu -> DQ -> Sigmoid / LeakyRelu -> Q
 //   QLinearSoftmax (opset attribute)  -> DQ -> Softmax (or Flatten, Softmax,
 //                                        Reshape for the opset < 13 meaning) -> Q

@@ -36,6 +36,26 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
         if (users[out].empty() || is_graph_output(g, out)) continue;
       }
     }
+    // Without a Relu, an Add of a one-element float32 constant before the
+    // QuantizeLinear joins as the offset (QLinearAdd's output zero point,
+    // expand_contrib_quant.cc).
+    int offset_add = -1;
+    float offset = 0.f;
+    if (relu < 0 && users[out].size() == 1) {
+      const int u = users[out][0];
+      const graph::Node& a = g.nodes[u];
+      if (!dead[u] && a.domain.empty() && a.op_type == "Add" && a.inputs.size() == 2 && a.outputs.size() == 1 &&
+          a.outputs[0] >= 0) {
+        const int c = a.inputs[0] == out ? a.inputs[1] : a.inputs[0];
+        const graph::Value& cv = g.values[c];
+        if (c != out && cv.is_constant() && cv.constant.dtype() == DType::kFloat32 && cv.constant.numel() == 1 &&
+            !users[a.outputs[0]].empty() && !is_graph_output(g, a.outputs[0])) {
+          offset_add = u;
+          offset = *cv.constant.data_as<float>();
+          out = a.outputs[0];
+        }
+      }
+    }
     bool ok = true;
     QParams py;
     for (size_t k = 0; k < users[out].size() && ok; ++k) {
@@ -57,6 +77,12 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
     op.type = graph::Attribute::Type::kString;
     op.s = n.op_type;
     f.attrs["op"] = op;
+    if (offset_add >= 0) {
+      graph::Attribute off;
+      off.type = graph::Attribute::Type::kFloat;
+      off.f = offset;
+      f.attrs["offset"] = off;
+    }
     if (relu >= 0) {
       graph::Attribute act;
       act.type = graph::Attribute::Type::kString;
@@ -69,6 +95,7 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
     f.outputs = {q0.outputs[0]};
     if (!rewrite_fits(g, f, ctx)) continue;
     if (relu >= 0) dead[relu] = 1;
+    if (offset_add >= 0) dead[offset_add] = 1;
     for (size_t k = 0; k < users[out].size(); ++k) {
       const int u = users[out][k];
       dead[u] = 1;
@@ -80,7 +107,7 @@ int fuse_qdq_binary(graph::Graph& g, const PassContext& ctx) {
   if (added.empty()) return 0;
   const int fused = static_cast<int>(added.size());
   replace_fused_nodes(g, dead, added);
-  ctx.note("fuse_qdq_binary: " + std::to_string(fused) + " Add/Mul [+Relu] -> com.twinfer::QBinary");
+  ctx.note("fuse_qdq_binary: " + std::to_string(fused) + " Add/Mul [+Relu | +offset] -> com.twinfer::QBinary");
   return fused;
 }
 

@@ -144,6 +144,7 @@ QBinaryParams qbinary_params(const KernelBuildInfo& info) {
   p.y_scale = y.scale;
   p.y_zero = y.zero;
   if (info.node().attr_string("activation", "") == "Relu") p.floor = 0.f;
+  p.offset = info.node().attr_float("offset", 0.f);
   const DType yt = info.output(0).dtype;
   p.lo = static_cast<float>((yt == DType::kUInt8 ? 0 : -128) - y.zero);
   p.hi = static_cast<float>((yt == DType::kUInt8 ? 255 : 127) - y.zero);

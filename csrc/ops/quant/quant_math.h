@@ -58,6 +58,7 @@ struct QBinaryParams {
   QOperand a, b;
   float y_scale = 1.f, lo = 0.f, hi = 0.f;                // lo/hi: y's integer range less its zero point
   float floor = -std::numeric_limits<float>::infinity();  // 0 with a fused Relu
+  float offset = 0.f;                                     // added to r before requantizing (qbinary.h)
   int32_t y_zero = 0;
 };
 
@@ -71,12 +72,15 @@ TWINFER_QHD QY qbinary_one(QA qa, QB qb, const QBinaryParams& p) {
   const float fa = __fmul_rn(static_cast<float>(static_cast<int32_t>(qa) - p.a.zero), p.a.scale);
   const float fb = __fmul_rn(static_cast<float>(static_cast<int32_t>(qb) - p.b.zero), p.b.scale);
   float r = kMul ? __fmul_rn(fa, fb) : __fadd_rn(fa, fb);
+  r = r < p.floor ? p.floor : r;  // Relu: max(r, 0); NaN passes as in the graph
+  r = __fadd_rn(r, p.offset);
 #else
   const float fa = static_cast<float>(static_cast<int32_t>(qa) - p.a.zero) * p.a.scale;
   const float fb = static_cast<float>(static_cast<int32_t>(qb) - p.b.zero) * p.b.scale;
   float r = kMul ? fa * fb : fa + fb;
-#endif
   r = r < p.floor ? p.floor : r;  // Relu: max(r, 0); NaN passes as in the graph
+  r = r + p.offset;               // 0 unless fused (exact then: r + 0 is r, a -0 rounds to 0 either way)
+#endif
   return static_cast<QY>(requantize(r, p.y_scale, p.lo, p.hi, p.y_zero));
 }
 
