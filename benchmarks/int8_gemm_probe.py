@@ -148,7 +148,7 @@ def twinfer_rows(m: int, n: int, k: int, iterations: int, kernels: int) -> list[
             row["kernel_report"] = [f"{r.op}: {r.kernel}" for r in report if "MatMul" in r.op or "Gemm" in r.op]
             if kernels:
                 row["kernels"] = kernel_table(e, {"x": x}, kernels)["kernels"]
-            e.close()
+            del e  # an Engine has no close(): its device memory goes with the last reference
         except Exception as ex:  # a probe reports what failed and goes on
             row["error"] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:160]}"
         rows.append(row)
