@@ -291,7 +291,8 @@ def _sixteen_channel_chain(rng):
     channels in 16s, so every convolution has a fused GPU form."""
     inits, nodes, prev = {}, [], "x"
     for i, (c, o, k) in enumerate([(16, 16, 3), (16, 32, 1), (32, 16, 3), (16, 16, 1)]):
-        inits[f"w{i}"] = rng.standard_normal((o, c, k, k)).astype(F32) * (0.6 / np.sqrt(c * k * k))
+        # float32 throughout: a NumPy float64 scalar would promote the weights to float64
+        inits[f"w{i}"] = (rng.standard_normal((o, c, k, k)) * (0.6 / np.sqrt(c * k * k))).astype(F32)
         inits[f"b{i}"] = rng.standard_normal(o).astype(F32) * 0.1
         nodes.append(helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], pads=[k // 2] * 4))
         prev = f"c{i}"

@@ -28,14 +28,17 @@ void infer_conv(InferContext& c) {
   const DType dt = c.input_dtype(0);
   if (!(dtype_is_float(dt)))
     c.fail(ErrorKind::kDType, std::string("Conv needs a float input, got ") + dtype_name(dt));
-  if (!(c.input_dtype(1) == dt)) c.fail(ErrorKind::kDType, "weights dtype differs from the input dtype");
-  if (c.has_input(2))
-    if (!(c.input_dtype(2) == dt)) c.fail(ErrorKind::kDType, "bias dtype differs from the input dtype");
+  const auto same_as_input = [&](int i, const char* what) {
+    if (c.input_dtype(i) == dt) return;
+    c.fail(ErrorKind::kDType, std::string(what) + " dtype " + dtype_name(c.input_dtype(i)) +
+                                  " differs from the input dtype " + dtype_name(dt));
+  };
+  same_as_input(1, "weights");
+  if (c.has_input(2)) same_as_input(2, "bias");
   const bool fused = is_fused_domain(n);
   if (fused) {
     parse_activation(n);  // reject bad activation attributes at load time
-    if (c.has_input(3))
-      if (!(c.input_dtype(3) == dt)) c.fail(ErrorKind::kDType, "residual dtype differs from the input dtype");
+    if (c.has_input(3)) same_as_input(3, "residual");
   } else {
     if (!(c.num_inputs() <= 3)) c.fail(ErrorKind::kModelFormat, "Conv takes at most 3 inputs");
   }

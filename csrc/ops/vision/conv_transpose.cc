@@ -86,9 +86,12 @@ void conv_transpose_infer(InferContext& c) {
   const DType dt = c.input_dtype(0);
   if (!(dtype_is_float(dt)))
     c.fail(ErrorKind::kDType, std::string("ConvTranspose needs a float input, got ") + dtype_name(dt));
-  if (!(c.input_dtype(1) == dt)) c.fail(ErrorKind::kDType, "weights dtype differs from the input dtype");
-  if (c.has_input(2)) if (!(c.input_dtype(2) == dt))
-      c.fail(ErrorKind::kDType, "bias dtype differs from the input dtype");
+  if (!(c.input_dtype(1) == dt))
+    c.fail(ErrorKind::kDType, std::string("weights dtype ") + dtype_name(c.input_dtype(1)) +
+                                  " differs from the input dtype " + dtype_name(dt));
+  if (c.has_input(2) && !(c.input_dtype(2) == dt))
+    c.fail(ErrorKind::kDType, std::string("bias dtype ") + dtype_name(c.input_dtype(2)) +
+                                  " differs from the input dtype " + dtype_name(dt));
   if (!c.input_has_shape(0) || !c.input_has_shape(1)) return c.set_output_rank_unknown(0, dt);
   const SymShape& xs = c.input_shape(0);
   const SymShape& ws = c.input_shape(1);
