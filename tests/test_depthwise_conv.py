@@ -114,7 +114,10 @@ def test_depthwise_kernel_against_onnxruntime(device, precision, c, x_shape, k, 
     m = _depthwise_model(rng, c, x_shape, k, stride, pads, dil, bias, act, residual)
     x = (rng.standard_normal(x_shape) * 3).astype(np.float32)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
+    # =all: the model's one convolution is channels-last in tf32 too (by
+    # default a convolution alone stays NCHW; in fp16 / bf16 the casts around
+    # it join its region).
+    monkeypatch.setenv("TWINFER_CHANNELS_LAST", "all")
     for mode in ("ours", None):  # forced, then chosen by timing against cuDNN
         if mode:
             monkeypatch.setenv("TWINFER_DEPTHWISE", mode)
@@ -135,22 +138,44 @@ def test_depthwise_kernel_against_onnxruntime(device, precision, c, x_shape, k, 
             assert "timed: ours" in row.kernel and "cuDNN" in row.kernel, row
 
 
-@pytest.mark.cuda
-def test_depthwise_kernel_in_mobilenet_v2(rng, monkeypatch):
+def _mobilenet_v2_with_live_statistics(torch, torchvision, x):
+    """MobileNetV2 with random weights and its BatchNorms' statistics measured
+    on random images. With the default statistics (mean 0, variance 1) every
+    block shrinks the activations: the logits are ~1e-10, below float16's
+    smallest number, and an fp16 plan's zeros would be "right"."""
+    torch.manual_seed(3)
+    model = torchvision.models.mobilenet_v2()
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.reset_running_stats()
+            m.momentum = None  # a plain average over the batches below
+    model.train()
+    with torch.no_grad():
+        model(torch.randn(4, *x.shape[1:]))
+    return model.eval()
+
+
+@pytest.mark.parametrize("device", [SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_depthwise_kernel_in_mobilenet_v2(device, rng, monkeypatch):
     # Every depthwise layer of MobileNetV2 (random weights) forced onto our
-    # kernel, fp16, against onnxruntime in float32.
+    # kernel, fp16, against onnxruntime in float32. The simulated device runs
+    # the same fp16 plan on the CPU's kernels.
     torchvision = pytest.importorskip("torchvision")
     torch = pytest.importorskip("torch")
     import io
-    model = torchvision.models.mobilenet_v2().eval()
     x = rng.standard_normal((2, 3, 96, 96)).astype(np.float32)
+    model = _mobilenet_v2_with_live_statistics(torch, torchvision, x)
     buf = io.BytesIO()
     torch.onnx.export(model, torch.from_numpy(x), buf, input_names=["x"], output_names=["y"], dynamo=False)
     want = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(want).mean() > 1e-2  # logits float16 holds
     monkeypatch.delenv("TWINFER_CHANNELS_LAST", raising=False)
     monkeypatch.setenv("TWINFER_DEPTHWISE", "ours")
-    e = twinfer.load(buf.getvalue(), device="cuda", precision="fp16", allow_cpu_fallback=False)
+    e = twinfer.load(buf.getvalue(), device=device, precision="fp16", allow_cpu_fallback=False)
     got = e.run({"x": x})["y"].numpy()
     assert rel_err(got, want) < 2e-2
-    ours = [r for r in e.kernel_report({"x": x.shape}) if r.kernel.startswith("cuda depthwise nhwc")]
-    assert len(ours) == 17, len(ours)  # MobileNetV2's depthwise convolutions
+    convs = [r for r in e.kernel_report({"x": x.shape}) if r.op == "com.twinfer.nhwc::Conv"]
+    assert len(convs) == 52, len(convs)  # every convolution channels-last
+    if device == "cuda":
+        ours = [r for r in convs if r.kernel.startswith("cuda depthwise nhwc")]
+        assert len(ours) == 17, len(ours)  # MobileNetV2's depthwise convolutions

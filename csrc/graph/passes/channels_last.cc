@@ -13,12 +13,20 @@
 
 namespace twinfer::passes {
 
-bool channels_last_wanted(Precision p) {
+namespace {
+
+std::string channels_last_env() {
   const char* e = std::getenv("TWINFER_CHANNELS_LAST");
-  const std::string forced = e ? e : "";
+  return e ? e : "";
+}
+
+}  // namespace
+
+bool channels_last_wanted(Precision p) {
+  const std::string forced = channels_last_env();
   if (forced == "0") return false;
   if (p == Precision::kINT8) return false;  // int8 convolutions are QConv, NHWC already (int8_channels_last)
-  if (forced == "1") return true;
+  if (forced == "1" || forced == "all") return true;
   return p == Precision::kTF32 || p == Precision::kFP16 || p == Precision::kBF16 || p == Precision::kFP8;
 }
 
@@ -101,7 +109,9 @@ class Rewriter {
       in_region_[i] = 1;
       region_value_[g_.nodes[i].outputs[0]] = 1;
     }
-    drop_lone_convs();
+    // =all rewrites a convolution alone too (tests of the NHWC kernels on
+    // one-node models).
+    if (channels_last_env() != "all") drop_lone_convs();
     return rewrite();
   }
 

@@ -28,7 +28,7 @@
 // A region starts at a convolution that the device (and, for a host
 // fallback, the CPU) can run channels-last; other ops join when one of their
 // inputs is in a region. A region that is one convolution alone would only
-// add two transposes: it stays NCHW. Graph outputs are always NCHW.
+// add two transposes: it stays NCHW (unless TWINFER_CHANNELS_LAST=all). Graph outputs are always NCHW.
 // Only rank-4 activations are rewritten.
 #pragma once
 #include <functional>
@@ -53,9 +53,9 @@ struct ChannelsLastOptions {
 
 // Whether device plans at this precision compute convolutions channels-last:
 // tf32, fp16, bf16 and fp8 (whose convolutions run in fp16), not exact fp32.
-// TWINFER_CHANNELS_LAST=0 turns it off and =1 on for fp32 too, read each time
-// a plan is built (for measuring both layouts and testing; not a production
-// switch).
+// TWINFER_CHANNELS_LAST=0 turns it off, =1 on for fp32 too, =all also for a
+// convolution alone; read each time a plan is built (for measuring both
+// layouts and testing; not a production switch).
 bool channels_last_wanted(Precision p);
 
 // Returns the number of nodes rewritten (0: the graph is unchanged).
