@@ -65,7 +65,7 @@ def _load(model, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("B", [1, 3])
-def test_packed_qkv_sequence_first_as_vit_has_it(device, dtype, B, rng):
+def test_packed_qkv_sequence_first_as_vit_has_it(device, dtype, B, rng, monkeypatch):
     # nn.MultiheadAttention's in-projection [S, B, 3E]: q, k, v are its three
     # slices, heads of D inside each; the output written as [S*B, E], the
     # out-projection's rows. At batch 1 the batch stride is never stepped
@@ -75,6 +75,7 @@ def test_packed_qkv_sequence_first_as_vit_has_it(device, dtype, B, rng):
     x = rng.standard_normal((S, B, 3 * E)).astype(dtype)
     views = [[i * E, B, H, S, D, 3 * E, D, 3 * B * E] for i in range(3)]
     m = _viewed_model([("x", [S, B, 3 * E])] * 3, views, [S * B, E], out_view=[E, D, B * E], dtype=dtype)
+    monkeypatch.setenv("TWINFER_ATTENTION", "cudnn")  # the strides handed to cuDNN, asserted below
     e = _load(m, device)
     (row,) = e.kernel_report({"x": x.shape})
     if device == "cuda" and dtype == np.float16:

@@ -184,7 +184,7 @@ def _fp16_attention(shapes, causal=False, mask_shape=None, mask_type=TensorProto
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", ["plain", "causal", "padding_mask", "leading_keys_masked", "head_dim_20",
                                   "grouped_heads", "one_key_head_causal", "boolean_mask"])
-def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
+def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case, monkeypatch):
     # float16 Attention: on a GPU cuDNN's fused flash attention takes head
     # dims that are multiples of 8 (here 64: ViT's and BERT's), with or
     # without causal or an additive mask; a head dim of 20 stays on our own
@@ -194,6 +194,7 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
     # max starts at -inf there). Grouped query heads (6 over 2, with a padding
     # mask; 6 over 1, causal) go to cuDNN as they are (its GQA), K and V
     # never repeated. A boolean mask goes to cuDNN as the additive bias it means.
+    # Each on cuDNN (forced), on our kernel (forced), and as timed at build.
     b, h, sq, sk = 2, 3, 37, 160 if case == "leading_keys_masked" else 53
     hkv = h
     if case.startswith(("grouped", "one_key")):
@@ -222,20 +223,30 @@ def test_fp16_attention_on_cudnn_or_our_kernel(device, rng, case):
         bias = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, 0.0)
     m = _fp16_attention([q.shape, k.shape, v.shape], causal=causal, mask_shape=mask.shape if mask is not None else None,
                         mask_type=TensorProto.BOOL if case == "boolean_mask" else TensorProto.FLOAT16)
-    e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
-    rows = [r for r in e.kernel_report({n: a.shape for n, a in feeds.items()}) if r.op == "Attention"]
-    assert len(rows) == 1
-    if device == "cuda":
-        if case == "head_dim_20":
-            assert "not cuDNN" in rows[0].kernel, rows[0]
-        else:  # cuDNN must take these; a refusal is worth seeing here
-            assert rows[0].kernel.startswith("cudnn sdpa"), rows[0]
-    got = e.run(feeds)["o"].numpy()
-    assert got.dtype == np.float16
     want = _reference(q, np.repeat(k, h // hkv, axis=1), np.repeat(v, h // hkv, axis=1), 1 / np.sqrt(d), bias)
-    if case in ("padding_mask", "grouped_heads", "boolean_mask"):
-        assert not want[1].any() and not got[1].any()
-    np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3, atol=5e-3)
+    for mode in ("cudnn", "ours", None):
+        if mode:
+            monkeypatch.setenv("TWINFER_ATTENTION", mode)
+        else:
+            monkeypatch.delenv("TWINFER_ATTENTION", raising=False)
+        e = twinfer.load(m, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
+        rows = [r for r in e.kernel_report({n: a.shape for n, a in feeds.items()}) if r.op == "Attention"]
+        assert len(rows) == 1
+        kernel = rows[0].kernel
+        if device == "cuda":
+            if mode == "ours":
+                assert kernel.startswith("cuda attention") and "TWINFER_ATTENTION=ours" in kernel, kernel
+            elif case == "head_dim_20":
+                assert "not cuDNN" in kernel, kernel
+            elif mode == "cudnn":  # cuDNN must take these; a refusal is worth seeing here
+                assert kernel.startswith("cudnn sdpa"), kernel
+            else:  # both timed, the faster kept
+                assert "timed: ours" in kernel and "cuDNN" in kernel, kernel
+        got = e.run(feeds)["o"].numpy()
+        assert got.dtype == np.float16
+        if case in ("padding_mask", "grouped_heads", "boolean_mask"):
+            assert not want[1].any() and not got[1].any(), mode
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3, atol=5e-3, err_msg=str(mode))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -279,7 +290,7 @@ def test_16_bit_attention_spelled_out_fuses(device, rng, type_name, softmax):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("heads,kv_heads", [(3, 3), (3, 1), (4, 2)])
-def test_hugging_face_eager_attention_exports_fuse(device, rng, tmp_path, dtype, heads, kv_heads):
+def test_hugging_face_eager_attention_exports_fuse(device, rng, tmp_path, dtype, heads, kv_heads, monkeypatch):
     # Hugging Face's eager attention: K and V repeated per group of query
     # heads (repeat_kv: Unsqueeze, Expand, Reshape) where they have fewer
     # heads, scaling by a Python float, an additive mask, softmax(w,
@@ -311,6 +322,7 @@ def test_hugging_face_eager_attention_exports_fuse(device, rng, tmp_path, dtype,
     torch.onnx.export(Eager(), (q, k, v, mask), str(path), dynamo=False, input_names=names, output_names=["o"],
                       opset_version=17)
     feeds = {n: a.numpy() for n, a in zip(names, (q, k, v, mask))}
+    monkeypatch.setenv("TWINFER_ATTENTION", "cudnn")  # asserted below; timed: test_fp16_attention_on_cudnn_or_our_kernel
     e = twinfer.load(path, device=device, sim_coverage="cuda", allow_cpu_fallback=False)
     rows = e.kernel_report({n: a.shape for n, a in feeds.items()})
     attention = [r for r in rows if r.op == "com.twinfer::Attention"]

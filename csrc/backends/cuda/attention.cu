@@ -29,7 +29,11 @@
 // boolean mask (the boolean one written out as 0 / -inf first),
 // and only in the plain case (4-D, none of the extras above; grouped key
 // heads too, cuDNN's GQA); what cuDNN refuses (and float32, a mask with
-// causal) runs the kernel above. kernel_report's kernel name says which, and why.
+// causal) runs the kernel above. Where cuDNN takes the layer, both run at
+// plan build on zeroed operands and the faster is kept (cuDNN's plan has a
+// fixed cost that small problems, a decoder's one query row or a test's
+// handful, do not earn back); TWINFER_ATTENTION=cudnn|ours forces one.
+// kernel_report's kernel name says which, why, and both times.
 //
 // com.twinfer::Attention may carry views (ops/transformer/attention_views.h,
 // written by graph/passes/attention_views.cc): q, k and v read at their
@@ -40,8 +44,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
+#include <vector>
 
+#include "backends/cuda/build_stream.h"
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/error_flag.h"
 #include "backends/cuda/kernel_util.h"
@@ -455,7 +463,15 @@ class CudaAttention final : public Kernel {
       if (!plan_.out_pk) pk_scratch_ = round_up(static_cast<int64_t>(g_.B * g_.Hkv * g_.Sk * g_.D * es), 256);
       if (!plan_.out_pv) pv_scratch_ = round_up(static_cast<int64_t>(g_.B * g_.Hkv * g_.Sk * g_.Dv * es), 256);
     }
-    try_cudnn(info);
+    const char* mode = std::getenv("TWINFER_ATTENTION");
+    const std::string forced = mode ? mode : "";
+    if (forced == "ours") {
+      name_ = "cuda attention (online softmax; TWINFER_ATTENTION=ours)";
+    } else {
+      try_cudnn(info);
+      if (sdpa_ && forced != "cudnn") keep_the_faster();
+    }
+    if (plan_.viewed) name_ += " [strided in place]";
   }
 
   size_t scratch_bytes() const override {
@@ -490,20 +506,36 @@ class CudaAttention final : public Kernel {
     // checked the offsets; the arena is 256-byte aligned), but a graph input
     // is the caller's tensor as it is (a slice may start anywhere): our own
     // kernel takes what cuDNN's TMA loads cannot.
-    if (sdpa_ && cudnn_pointers_aligned(ctx, qp, kp, vp)) return run_cudnn(ctx, qp, kp, vp);
-    if (blocks > INT32_MAX) throw Error(ErrorKind::kUnsupportedOp, "Attention with more than 2^31 row blocks");
-    const size_t shared = static_cast<size_t>(twinfer_gpu::kTile * (g_.D + g_.Dv)) * sizeof(float);
     const void* mask = g_.mask_kind ? ctx.inputs[3].data : nullptr;
+    void* out = ctx.outputs[0].data;
+    if (sdpa_ && cudnn_pointers_aligned(qp, kp, vp, mask, out))
+      return launch_cudnn(qp, kp, vp, mask, out, ctx.scratch, s);
+    if (blocks > INT32_MAX) throw Error(ErrorKind::kUnsupportedOp, "Attention with more than 2^31 row blocks");
     const void* nonpad = g_.nonpad_kind ? ctx.inputs[6].data : nullptr;
     int* error = g_.nonpad_kind ? kernel_error_flag(ctx.backend_state) : nullptr;
+    launch_ours(qp, kp, vp, mask, nonpad, out, plan_.out_qk ? ctx.outputs[3].data : nullptr, error, s);
+  }
+  const char* impl_name() const override { return name_.c_str(); }
+
+ private:
+  // Input i where its view starts.
+  const void* operand(KernelContext& ctx, int i) const {
+    return static_cast<const char*>(ctx.inputs[i].data) + plan_.offset[i] * static_cast<int64_t>(dtype_size(dtype_));
+  }
+
+  // Our kernel (attention_rows), then mode 3's softmax of the qk rows.
+  void launch_ours(const void* qp, const void* kp, const void* vp, const void* mask, const void* nonpad, void* out,
+                   void* qk_out, int* error, cudaStream_t s) const {
+    const int64_t blocks = g_.B * g_.H * g_.q_tiles;
+    const size_t shared = static_cast<size_t>(twinfer_gpu::kTile * (g_.D + g_.Dv)) * sizeof(float);
     ew::dispatch_typeset<kAttnTypes>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      T* qk = plan_.out_qk ? ctx.outputs[3].as<T>() : nullptr;
+      T* qk = static_cast<T*>(qk_out);
       auto go = [&](auto dl) {
         twinfer_gpu::attention_rows<T, decltype(dl)::value>
             <<<static_cast<uint32_t>(blocks), twinfer_gpu::kAttnWarps * 32, shared, s>>>(
                 g_, static_cast<const T*>(qp), static_cast<const T*>(kp), static_cast<const T*>(vp), mask, nonpad,
-                ctx.outputs[0].as<T>(), qk, error);
+                static_cast<T*>(out), qk, error);
       };
       switch (dl_) {
         case 1: go(std::integral_constant<int, 1>{}); break;
@@ -521,12 +553,45 @@ class CudaAttention final : public Kernel {
       }
     });
   }
-  const char* impl_name() const override { return name_.c_str(); }
 
- private:
-  // Input i where its view starts.
-  const void* operand(KernelContext& ctx, int i) const {
-    return static_cast<const char*>(ctx.inputs[i].data) + plan_.offset[i] * static_cast<int64_t>(dtype_size(dtype_));
+  // Elements from a view's start to one past its last: q, k, v or the output.
+  static int64_t view_span(const twinfer::tx::AttnStrides& st, int64_t b, int64_t h, int64_t seq, int64_t d) {
+    return (b - 1) * st.b + (h - 1) * st.h + (seq - 1) * st.s + d;
+  }
+
+  // cuDNN's plan and our kernel on zeroed operands of the layer's extents
+  // (a boolean mask all true, so that our kernel skips no key); the faster
+  // is kept and both times go into the name. Only the plain case gets here
+  // (try_cudnn): no cache, padding lengths or extra outputs.
+  void keep_the_faster() {
+    const size_t es = dtype_size(dtype_);
+    const FormTiming t = time_two_forms("ours", "cuDNN", [&] {
+      auto bytes = [&](int64_t elements) { return static_cast<size_t>(elements) * es; };
+      const TrialBuffer q(bytes(view_span(g_.qs, g_.B, g_.H, g_.Sq, g_.D))),
+          k(bytes(view_span(g_.ks, g_.B, g_.Hkv, g_.Sk, g_.D))), v(bytes(view_span(g_.vs, g_.B, g_.Hkv, g_.Sk, g_.Dv))),
+          o(bytes(view_span(g_.os, g_.B, g_.H, g_.Sq, g_.Dv)));
+      const int64_t mask_n = g_.mask_kind ? mask_dims_[0] * mask_dims_[1] * mask_dims_[2] * mask_dims_[3] : 0;
+      const size_t mask_bytes = g_.mask_kind == 2 ? static_cast<size_t>(mask_n) : bytes(mask_n);
+      const TrialBuffer mask(mask_bytes), scratch(scratch_bytes());
+      if (g_.mask_kind == 2) {
+        const std::vector<uint8_t> all_true(mask_bytes, 1);
+        copy_to_device_now(mask.get(), all_true.data(), mask_bytes, "Attention trial mask");
+      }
+      const void* m = g_.mask_kind ? mask.get() : nullptr;
+      const float ours = fastest_launch_ms([&](cudaStream_t s) {
+        launch_ours(q.get(), k.get(), v.get(), m, nullptr, o.get(), nullptr, nullptr, s);
+      });
+      const float theirs = fastest_launch_ms(
+          [&](cudaStream_t s) { launch_cudnn(q.get(), k.get(), v.get(), m, o.get(), scratch.get(), s); });
+      return std::make_pair(ours, theirs);
+    });
+    if (t.first_wins) {
+      sdpa_.reset();
+      expanded_bytes_ = bool_bias_bytes_ = 0;
+      name_ = "cuda attention (online softmax; " + t.timed + ")";
+    } else {
+      name_.insert(name_.size() - 1, "; " + t.timed);  // inside the closing parenthesis
+    }
   }
 
   // present = concat(past, new) into `out` ([B, Hkv, S, d]).
@@ -569,10 +634,10 @@ class CudaAttention final : public Kernel {
   // q, k, v (at their views' starts), the output and an additive mask read
   // in place all 16-byte aligned (a boolean mask is read from our scratch,
   // converted).
-  bool cudnn_pointers_aligned(KernelContext& ctx, const void* q, const void* k, const void* v) const {
+  bool cudnn_pointers_aligned(const void* q, const void* k, const void* v, const void* mask, const void* out) const {
     auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
-    if (!a16(q) || !a16(k) || !a16(v) || !a16(ctx.outputs[0].data)) return false;
-    return !(g_.mask_kind == 1 && !expanded_bytes_) || a16(ctx.inputs[3].data);
+    if (!a16(q) || !a16(k) || !a16(v) || !a16(out)) return false;
+    return !(g_.mask_kind == 1 && !expanded_bytes_) || a16(mask);
   }
 
   // Strides for cuDNN: a dim of 1 (stride 0 in a view: never stepped) gets
@@ -633,15 +698,16 @@ class CudaAttention final : public Kernel {
     name_ = sdpa_ ? "cudnn sdpa (" + sdpa_->plan_name() + (expanded_bytes_ ? "; mask written out per query" : "") +
                         (bool_bias_bytes_ ? "; boolean mask as a bias)" : ")")
                   : "cuda attention (online softmax; not cuDNN: " + why + ")";
-    if (plan_.viewed) name_ += " [strided in place]";
   }
 
-  void run_cudnn(KernelContext& ctx, const void* q, const void* k, const void* v) const {
-    const cudaStream_t s = stream_of(ctx);
-    char* ws = static_cast<char*>(ctx.scratch);
+  // cuDNN's plan; `mask` is the model's (additive or boolean), `ws` the
+  // scratch (scratch_bytes).
+  void launch_cudnn(const void* q, const void* k, const void* v, const void* mask, void* out, void* scratch,
+                    cudaStream_t s) const {
+    char* ws = static_cast<char*>(scratch);
     // The model's additive mask as it is; a boolean one (never handed to
     // cuDNN as it is) converted first.
-    const void* bias = g_.mask_kind == 1 ? ctx.inputs[3].data : nullptr;
+    const void* bias = g_.mask_kind == 1 ? mask : nullptr;
     if (g_.mask_kind == 2) {  // scratch: [cuDNN's workspace][the mask per query][this bias]
       if (!bool_bias_bytes_) throw Error(ErrorKind::kRuntime, "Attention: a boolean mask without its bias scratch");
       ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
@@ -650,7 +716,7 @@ class CudaAttention final : public Kernel {
                                            round_up(static_cast<int64_t>(expanded_bytes_), 256));
         const int64_t n = mask_dims_[0] * mask_dims_[1] * mask_dims_[2] * mask_dims_[3];
         const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65535));
-        twinfer_gpu::bool_mask_to_bias<T><<<grid, 256, 0, s>>>(ctx.inputs[3].as<const bool>(), additive, n);
+        twinfer_gpu::bool_mask_to_bias<T><<<grid, 256, 0, s>>>(static_cast<const bool*>(mask), additive, n);
         check_launch("Attention boolean mask launch");
         bias = additive;
       });
@@ -668,7 +734,7 @@ class CudaAttention final : public Kernel {
         bias = full;
       });
     }
-    sdpa_->run(q, k, v, bias, ctx.outputs[0].data, ws, s);
+    sdpa_->run(q, k, v, bias, out, ws, s);
     if (g_.mask_kind == 0) return;
     ew::dispatch_typeset<ew::kF16 | ew::kBF16>(dtype_, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -677,7 +743,7 @@ class CudaAttention final : public Kernel {
       const int64_t rows = mask_dims_[0] * mask_dims_[1] * mask_dims_[2];
       const int64_t blocks = (rows * 32 + 255) / 256;
       twinfer_gpu::zero_fully_masked_rows<T><<<static_cast<uint32_t>(blocks), 256, 0, s>>>(
-          static_cast<const T*>(mask_rows), mr, ctx.outputs[0].as<T>());
+          static_cast<const T*>(mask_rows), mr, static_cast<T*>(out));
       check_launch("Attention masked-row launch");
     });
   }
