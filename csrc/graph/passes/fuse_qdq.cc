@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "graph/domains.h"
+#include "graph/passes/qdq_util.h"
 #include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
@@ -39,24 +40,8 @@ struct Rewriter {
   Rewriter(Graph& graph, const PassContext& c)
       : g(graph), ctx(c), users(value_users(graph)), dead(graph.nodes.size(), 0) {}
 
-  // v's value when it is a constant, also behind Identity nodes: this pass
-  // runs before constant folding, and the TorchScript exporter shares equal
-  // initializers (ResNet's bias vectors) through Identity nodes, which
-  // onnxruntime's quantizer keeps behind one DequantizeLinear.
-  const Tensor* constant(int v) const {
-    v = behind_identity(v);
-    return v >= 0 && g.values[v].is_constant() ? &g.values[v].constant : nullptr;
-  }
-  // The value an Identity chain ending in v copies (v itself when none).
-  int behind_identity(int v) const {
-    for (int hops = 0; v >= 0 && hops < 8; ++hops) {
-      const int p = g.values[v].producer;
-      if (g.values[v].is_constant() || p < 0 || !is_default(g.nodes[p], "Identity") || g.nodes[p].inputs.empty())
-        return v;
-      v = g.nodes[p].inputs[0];
-    }
-    return v;
-  }
+  const Tensor* constant(int v) const { return constant_behind_identity(g, v); }
+  int behind_identity(int v) const { return passes::behind_identity(g, v); }
 
   // The DequantizeLinear producing v (float32 out, constant scale and zero
   // point, no blocks), or nullptr.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/domains.h"
+#include "graph/passes/qdq_util.h"
 #include "graph/passes/rewrite_check.h"
 #include "graph/passes/rewrite_util.h"
 #include "ops/kernel.h"
@@ -20,33 +21,15 @@ using graph::Node;
 bool is_default(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 bool is_q8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 
-// Input i of n when it is a constant (behind Identity nodes, which the
-// TorchScript exporter puts on shared initializers), else nullptr.
+// Input i of n when it is a constant (behind Identity nodes), else nullptr.
 const Tensor* constant_input(const Graph& g, const Node& n, size_t i) {
-  if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
-  int v = n.inputs[i];
-  for (int hops = 0; hops < 8; ++hops) {
-    if (g.values[v].is_constant()) return &g.values[v].constant;
-    const int p = g.values[v].producer;
-    if (p < 0 || !is_default(g.nodes[p], "Identity") || g.nodes[p].inputs.empty() || g.nodes[p].inputs[0] < 0)
-      return nullptr;
-    v = g.nodes[p].inputs[0];
-  }
-  return nullptr;
+  return i < n.inputs.size() ? constant_behind_identity(g, n.inputs[i]) : nullptr;
 }
 
-// The value an Identity chain ending in input i of n copies (the input
-// itself when none): the fused node reads the constant directly, since its
-// kernels ask for constant weights and zero points.
-int behind_identity(const Graph& g, const Node& n, size_t i) {
-  int v = n.inputs[i];
-  for (int hops = 0; v >= 0 && hops < 8 && !g.values[v].is_constant(); ++hops) {
-    const int p = g.values[v].producer;
-    if (p < 0 || !is_default(g.nodes[p], "Identity") || g.nodes[p].inputs.empty()) break;
-    v = g.nodes[p].inputs[0];
-  }
-  return v;
-}
+// The value behind the Identity chain ending in input i of n: the fused
+// node reads the constant directly, since its kernels ask for constant
+// weights and zero points.
+int behind_identity(const Graph& g, const Node& n, size_t i) { return passes::behind_identity(g, n.inputs[i]); }
 
 // A float32 constant of one element, positive and finite (a scale).
 bool scalar_scale(const Tensor* t) {

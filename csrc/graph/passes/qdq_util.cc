@@ -14,6 +14,23 @@ int64_t scalar_int(const Tensor& t) {
 
 }  // namespace
 
+int behind_identity(const graph::Graph& g, int v) {
+  for (int hops = 0; v >= 0 && hops < 8; ++hops) {
+    if (g.values[v].is_constant()) return v;
+    const int p = g.values[v].producer;
+    if (p < 0) return v;
+    const graph::Node& n = g.nodes[p];
+    if (!n.domain.empty() || n.op_type != "Identity" || n.inputs.empty()) return v;
+    v = n.inputs[0];
+  }
+  return v;
+}
+
+const Tensor* constant_behind_identity(const graph::Graph& g, int v) {
+  v = behind_identity(g, v);
+  return v >= 0 && g.values[v].is_constant() ? &g.values[v].constant : nullptr;
+}
+
 bool per_tensor_qparams(const graph::Graph& g, const graph::Node& n, DType q, int64_t opset, QParams* p) {
   if (q != DType::kInt8 && q != DType::kUInt8) return false;
   if (n.inputs.size() < 2 || n.inputs[1] < 0 || (opset >= 21 && n.attr_int("block_size", 0) != 0)) return false;

@@ -14,6 +14,16 @@ struct QParams {
   bool operator==(const QParams& o) const { return scale == o.scale && zero == o.zero && type == o.type; }
 };
 
+// The value an Identity chain ending in v copies (v itself when none; at
+// most 8 hops). The TorchScript exporter shares equal initializers (ResNet's
+// bias vectors) through Identity nodes, and onnxruntime's quantizer keeps
+// them behind its DequantizeLinear / QLinear nodes; these passes run before
+// constant folding, and the fused nodes read the constant directly.
+int behind_identity(const graph::Graph& g, int v);
+
+// v's constant, also behind Identity nodes; nullptr when v is computed.
+const Tensor* constant_behind_identity(const graph::Graph& g, int v);
+
 // The per-tensor parameters of QuantizeLinear/DequantizeLinear node `n`
 // whose integer side has type `q`: a constant float32 scale of one element,
 // a constant zero point of type q (or none: 0), no blocks, default precision.
