@@ -11,6 +11,8 @@ itself runs."""
 
 from __future__ import annotations
 
+import itertools
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -132,17 +134,16 @@ def test_quantize_half_inputs_and_scales(device, rng, xdt, q, mode):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_quantize_int8_paths_unchanged(device, rng):
-    """The int8/uint8 kernels (float32 scale) against onnxruntime, per tensor and per axis."""
-    x = _data(rng, (5, 9, 4))
-    for q in [np.int8, np.uint8]:
-        for mode in ["tensor", "axis"]:
-            attrs, s, z = _params(rng, mode, q, x.shape)
-            model, feeds = build("QuantizeLinear", [("x", x), ("s", s), ("z", z)], attrs, out=[q], opset=13)
-            got = _run(model, feeds, device)[0]
-            np.testing.assert_array_equal(got, run_ort(model, feeds)[0])
-            model, feeds = build("DequantizeLinear", [("q", got), ("s", s), ("z", z)], attrs, out=[np.float32],
-                                 opset=13)
-            np.testing.assert_array_equal(_run(model, feeds, device)[0], run_ort(model, feeds)[0])
+    """The int8/uint8 kernels (float32 scale) against onnxruntime, per tensor and per axis;
+    111,111 elements: several blocks of packs (per tensor) and a tail of 3."""
+    for x, q, mode in itertools.product([_data(rng, (5, 9, 4)), _data(rng, (3, 1001, 37))], [np.int8, np.uint8],
+                                        ["tensor", "axis"]):
+        attrs, s, z = _params(rng, mode, q, x.shape)
+        model, feeds = build("QuantizeLinear", [("x", x), ("s", s), ("z", z)], attrs, out=[q], opset=13)
+        got = _run(model, feeds, device)[0]
+        np.testing.assert_array_equal(got, run_ort(model, feeds)[0])
+        model, feeds = build("DequantizeLinear", [("q", got), ("s", s), ("z", z)], attrs, out=[np.float32], opset=13)
+        np.testing.assert_array_equal(_run(model, feeds, device)[0], run_ort(model, feeds)[0])
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -48,11 +48,12 @@ inline uint32_t flat_grid(const twinfer::ew::LaunchConfig& lc) {
   return lc.blocks ? (lc.blocks + v - 1) / v : 0;
 }
 
-// y[i] = f(a[i]) over contiguous operands. Operands aligned for packs (and
-// under 2^31 elements) go a Pack at a time with 32-bit indices, the last
-// n % V elements one by one; others element by element.
+// y[i] = f(a[i]) over contiguous operands, the body of a flat kernel.
+// Operands aligned for packs (and under 2^31 elements) go a Pack at a time
+// with 32-bit indices, the last n % V elements one by one; others element by
+// element. Launch with flat_grid<A, O>.
 template <typename F, typename O, typename A>
-__global__ void unary_flat(int64_t n, const A* __restrict__ a, O* __restrict__ y, F f) {
+__device__ __forceinline__ void flat_map(int64_t n, const A* __restrict__ a, O* __restrict__ y, const F& f) {
   constexpr int V = flat_vec<A, O>();
   if (V > 1 && n < INT32_MAX && reinterpret_cast<uintptr_t>(a) % sizeof(Pack<A, V>) == 0 &&
       reinterpret_cast<uintptr_t>(y) % sizeof(Pack<O, V>) == 0) {
@@ -69,6 +70,11 @@ __global__ void unary_flat(int64_t n, const A* __restrict__ a, O* __restrict__ y
     return;
   }
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = f(a[i]);
+}
+
+template <typename F, typename O, typename A>
+__global__ void unary_flat(int64_t n, const A* __restrict__ a, O* __restrict__ y, F f) {
+  flat_map(n, a, y, f);
 }
 
 // y[i] = f(a[i], b[i]) when neither operand broadcasts (packs as unary_flat).

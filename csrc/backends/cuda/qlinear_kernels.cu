@@ -127,6 +127,59 @@ __global__ void linear_epilogue(const int32_t* acc, I rows, I channels, I ld, Li
   }
 }
 
+// yt's storage (store_out's codes).
+template <int YT>
+struct OutType {
+  using type = float;
+};
+template <>
+struct OutType<1> {
+  using type = int8_t;
+};
+template <>
+struct OutType<2> {
+  using type = uint8_t;
+};
+template <>
+struct OutType<3> {
+  using type = uint16_t;
+};
+template <>
+struct OutType<4> {
+  using type = uint16_t;
+};
+
+template <int YT>
+__device__ __forceinline__ typename OutType<YT>::type out_value(float v, const LinearEpilogue& e) {
+  if constexpr (YT == 0) return v;
+  else if constexpr (YT == 1) return static_cast<int8_t>(e.quantize(v));
+  else if constexpr (YT == 2) return static_cast<uint8_t>(e.quantize(v));
+  else if constexpr (YT == 3) return twinfer::float_to_half_saturate(v);
+  else return twinfer::float_to_bf16_saturate(v);
+}
+
+// linear_epilogue where y's rows are contiguous (a MatMul's, a channels-last
+// convolution's): a thread per 4 channels of a row, one 16-byte load of
+// sums and one store of 4 outputs; the value of each is store_out's. Pack p
+// of y starts at element p * 4 = r * channels + n0. The host checked that
+// channels and ld are multiples of 4, the pointers aligned, and the offsets
+// under 2^30.
+template <int YT>
+__global__ void linear_epilogue_packs(const int32_t* __restrict__ acc, int32_t rows, int32_t channels, int32_t ld,
+                                      LinearEpilogue e, void* __restrict__ y) {
+  using Y = typename OutType<YT>::type;
+  constexpr int V = 4;
+  const int32_t per_row = channels / V, total = rows * per_row;
+  for (int32_t p = first_as<int32_t>(); p < total; p += stride_as<int32_t>()) {
+    const int32_t r = p / per_row, n0 = (p - r * per_row) * V;
+    const Pack<int32_t, V> a = *reinterpret_cast<const Pack<int32_t, V>*>(acc + r * ld + n0);
+    Pack<Y, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = out_value<YT>(e.value(a.v[k], n0 + k, r), e);
+    reinterpret_cast<Pack<Y, V>*>(y)[p] = out;
+  }
+}
+
 template <typename I>
 __global__ void scatter_conv_output(const int8_t* d, I ld, ConvGeometry g, int8_t* y) {
   const I channels = static_cast<I>(g.out_channels), total = static_cast<I>(g.positions()) * channels;
@@ -176,6 +229,17 @@ bool small_enough(std::initializer_list<int64_t> extents) {
   for (int64_t e : extents)
     if (e >= (int64_t(1) << 30)) return false;
   return true;
+}
+
+// Whether linear_epilogue_packs takes this epilogue: y's rows contiguous,
+// channels and ld multiples of 4, acc and y aligned to their packs, offsets
+// under 2^30.
+bool packs_fit(const int32_t* acc, int64_t rows, int64_t channels, int64_t ld, const void* y, DType yt,
+               const quant::ConvGeometry* conv) {
+  if ((conv && !conv->y_channels_last) || channels % 4 != 0 || ld % 4 != 0) return false;
+  if (!small_enough({rows * channels, rows * ld})) return false;
+  const auto at = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  return at(acc) % 16 == 0 && at(y) % (4 * dtype_size(yt)) == 0;
 }
 
 }  // namespace
@@ -234,13 +298,27 @@ void linear_epilogue(const int32_t* acc, int64_t rows, int64_t channels, int64_t
   const ew::LaunchConfig lc = ew::elementwise_launch(rows * channels);
   if (!lc.blocks) return;
   const quant::ConvGeometry g = conv ? *conv : quant::ConvGeometry{};
+  const int code = out_code(yt);
+  if (packs_fit(acc, rows, channels, ld, y, yt, conv)) {
+    const ew::LaunchConfig lp = ew::elementwise_launch(rows * channels / 4);
+    const int32_t r = static_cast<int32_t>(rows), c = static_cast<int32_t>(channels), l = static_cast<int32_t>(ld);
+    switch (code) {
+      case 0: twinfer_gpu::linear_epilogue_packs<0><<<lp.blocks, lp.threads, 0, s>>>(acc, r, c, l, e, y); break;
+      case 1: twinfer_gpu::linear_epilogue_packs<1><<<lp.blocks, lp.threads, 0, s>>>(acc, r, c, l, e, y); break;
+      case 2: twinfer_gpu::linear_epilogue_packs<2><<<lp.blocks, lp.threads, 0, s>>>(acc, r, c, l, e, y); break;
+      case 3: twinfer_gpu::linear_epilogue_packs<3><<<lp.blocks, lp.threads, 0, s>>>(acc, r, c, l, e, y); break;
+      default: twinfer_gpu::linear_epilogue_packs<4><<<lp.blocks, lp.threads, 0, s>>>(acc, r, c, l, e, y); break;
+    }
+    check_launch("int8 epilogue (packs of 4 channels) launch");
+    return;
+  }
   if (small_enough({rows * channels, rows * ld}) && (!conv || g.fits_32_bits()))
     twinfer_gpu::linear_epilogue<int32_t><<<lc.blocks, lc.threads, 0, s>>>(
-        acc, static_cast<int32_t>(rows), static_cast<int32_t>(channels), static_cast<int32_t>(ld), e, y, out_code(yt),
-        g, conv != nullptr);
+        acc, static_cast<int32_t>(rows), static_cast<int32_t>(channels), static_cast<int32_t>(ld), e, y, code, g,
+        conv != nullptr);
   else
-    twinfer_gpu::linear_epilogue<int64_t><<<lc.blocks, lc.threads, 0, s>>>(acc, rows, channels, ld, e, y,
-                                                                           out_code(yt), g, conv != nullptr);
+    twinfer_gpu::linear_epilogue<int64_t><<<lc.blocks, lc.threads, 0, s>>>(acc, rows, channels, ld, e, y, code, g,
+                                                                           conv != nullptr);
   check_launch("int8 epilogue launch");
 }
 
