@@ -38,7 +38,8 @@ def cases(rng):
     yield "Tanh [1,64,2000]", model([h.make_node("Tanh", ["x"], ["y"])], [("x", [1, 64, 2000])], [("y", [1, 64, 2000])])
     yield "TopK k=10 [64,32000]", model([h.make_node("TopK", ["x", "k"], ["y", "i"])], [("x", [64, 32000])],
                                         [("y", [64, 10])], [nh.from_array(np.array([10], np.int64), "k")])
-    for op in ("Exp", "Log", "Sqrt", "Softplus", "Mish", "LeakyRelu", "Elu", "Selu", "Floor", "Round"):
+    for op in ("Exp", "Log", "Sqrt", "Softplus", "Mish", "LeakyRelu", "Elu", "Selu", "Floor", "Round", "Sin", "Cos",
+               "Atan"):
         yield f"{op} [8,128,3072]", model([h.make_node(op, ["x"], ["y"])], [("x", [8, 128, 3072])], [("y", [8, 128, 3072])],
                                           opset=18)
     cast, m16 = h.make_node("Cast", ["x"], ["y"], to=TP.FLOAT16), h.make_tensor_value_info
@@ -57,6 +58,18 @@ def cases(rng):
     yield "Einsum MaxViT a.v", model(
         [h.make_node("Einsum", ["a", "v"], ["y"], equation="B G H I J, B G H J D -> B G H I D")],
         [("a", [1, 64, 2, 49, 49]), ("v", [1, 64, 2, 49, 32])], [("y", [1, 64, 2, 49, 32])])
+    # Reductions over a middle axis and the last one, reflect padding, InstanceNorm.
+    axis1 = nh.from_array(np.array([1], np.int64), "axes")
+    yield "ReduceSum axis 1 [64,128,768]", model([h.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
+                                                 [("x", [64, 128, 768])], [("y", [64, 768])], [axis1])
+    yield "ReduceMax last [8,128,768]", model([h.make_node("ReduceMax", ["x"], ["y"], axes=[-1], keepdims=0)],
+                                              [("x", [8, 128, 768])], [("y", [8, 128])])
+    pads = nh.from_array(np.array([0, 0, 3, 3, 0, 0, 3, 3], np.int64), "pads")
+    yield "Pad reflect [1,64,128,128]", model([h.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")],
+                                              [("x", [1, 64, 128, 128])], [("y", [1, 64, 134, 134])], [pads])
+    scale, bias = nh.from_array(np.ones(64, np.float32), "s"), nh.from_array(np.zeros(64, np.float32), "b")
+    yield "InstanceNorm [4,64,64,64]", model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])],
+                                             [("x", [4, 64, 64, 64])], [("y", [4, 64, 64, 64])], [scale, bias])
     win = nh.from_array(np.hanning(512).astype(np.float32), "win")
     step = nh.from_array(np.array(160, np.int64), "step")
     length = nh.from_array(np.array(512, np.int64), "len")

@@ -503,6 +503,44 @@ def test_silu_float32_is_within_4_ulp(rng):
     assert got[x == np.inf][0] == np.inf and np.isnan(got[x == -np.inf][0]) and np.isnan(got[np.isnan(x)][0])
 
 
+def _trig_grid(rng):
+    """Dense over a few periods, fresh random values out to 1e4, both sides of
+    the octant reduction's 8192 limit, near multiples of pi / 4 (results near
+    0 and 1), tiny values, and the edges."""
+    near = (np.arange(-64, 65) * (np.pi / 4))[:, None] + np.linspace(-1e-4, 1e-4, 41)[None, :]
+    return np.concatenate([np.linspace(-20, 20, 200001), rng.standard_normal(50001) * 100,
+                           rng.uniform(-1e4, 1e4, 20001), near.ravel(),
+                           np.float32([8191.99, 8192.0, 8192.01, -8192.0, 1e5, -3e7, 3.4e38, 1e-30, -1e-30, 1e-45,
+                                       0.0, -0.0, np.inf, -np.inf, np.nan])]).astype(np.float32)
+
+
+@pytest.mark.parametrize("op", ["Sin", "Cos", "Atan"])
+def test_sin_cos_atan_float32_are_within_4_ulp(rng, op):
+    """The vectorised float32 Sin, Cos (octant reduction below |x| = 8192, libm
+    above) and Atan (ops/elementwise/trig_fast.cc) against float64 NumPy:
+    within 4 ulp of the result, or of float32's smallest normal where the
+    result is smaller; the infinities give NaN for Sin and Cos and +-pi/2 for
+    Atan; NaN stays NaN; -0 gives -0 for Sin and Atan."""
+    x = _trig_grid(rng)
+    if op == "Atan":
+        x = np.concatenate([x, np.float32([0.41421354, 0.41421357, 2.4142134, 2.4142137, 1.0, -1.0, 1e30])])
+    model = make_model([helper.make_node(op, ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    want = {"Sin": np.sin, "Cos": np.cos, "Atan": np.arctan}[op](x.astype(np.float64))
+    finite = np.isfinite(x)
+    spacing = np.spacing(np.maximum(np.abs(want[finite]), np.finfo(np.float32).tiny).astype(np.float32))
+    ulps = np.abs(got[finite] - want[finite]) / spacing
+    assert ulps.max() <= 4, (ulps.max(), x[finite][np.argmax(ulps)])
+    assert np.isnan(got[np.isnan(x)]).all()
+    if op == "Atan":
+        assert got[x == np.inf][0] == np.float32(np.pi / 2) and got[x == -np.inf][0] == -np.float32(np.pi / 2)
+    else:
+        assert np.isnan(got[np.isinf(x)]).all()
+    if op != "Cos":
+        assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()
+
+
 def test_gelu_tanh_float32_against_float64(rng):
     """GELU's tanh form, vectorised as x * sigmoid(2z): within 1e-6 relative
     where |x| < 3, and within what float32 rounding of z costs in the tails

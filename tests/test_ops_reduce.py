@@ -189,6 +189,31 @@ def test_reduce_minmax_nan(rng, axes):
         np.testing.assert_array_equal(got, ref(x, axis=tuple(axes)))
 
 
+@pytest.mark.parametrize("n", [37, 8, 5])
+def test_reduce_minmax_last_axis_nan_and_infinities(rng, n):
+    # The float32 rows path (eight lanes, reduce_f32.cc): NaN in the lanes'
+    # part and in the tail, infinities without NaN, against NumPy.
+    x = rng.standard_normal((6, n)).astype(F32)
+    x[0, 1] = np.nan
+    x[1, n - 1] = np.nan
+    x[2, n // 2] = np.inf
+    x[3, 0] = -np.inf
+    x[4, :] = np.inf
+    for op, ref in (("ReduceMax", np.max), ("ReduceMin", np.min), ("ReduceSum", np.sum), ("ReduceMean", np.mean)):
+        (got,) = run(*build(op, [("x", x)], {"axes": [1], "keepdims": 0}, opset=12))  # axes an attribute
+        with np.errstate(invalid="ignore"):
+            want = ref(x.astype(np.float64), axis=1)
+        np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True, err_msg=op)
+
+
+def test_reduce_sum_over_a_middle_axis_of_float_runs(rng):
+    # Columns summed 8 rows at a time in float, then in double (reduce_f32.cc):
+    # 2000 rows of values whose float running sum would drift, against float64.
+    x = (rng.standard_normal((3, 2001, 37)) + 1000).astype(F32)
+    (got,) = run(*build("ReduceSum", [("x", x)], {"axes": [1], "keepdims": 0}, opset=12))
+    np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=1), rtol=2e-7)
+
+
 def test_argmax_nan(rng):
     x = rng.standard_normal((4, 19)).astype(F32)
     x[1, 5] = np.nan

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/shape.h"
+#include "ops/reduce/reduce_f32.h"
 #include "ops/reduce/reduce_ops.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -75,6 +77,15 @@ inline Geom make_geom(const Shape& in, const std::vector<char>& red, bool noop) 
 
 // ---- walks -------------------------------------------------------------------
 
+// float32 Sum / Mean (a double sum of the elements) and Max / Min, whose
+// loops go to reduce_f32.h's multiversioned functions.
+template <typename Op>
+inline constexpr bool kFloatSum = std::is_same_v<Op, OpSum<float>> || std::is_same_v<Op, OpMean<float>>;
+template <typename Op>
+inline constexpr bool kFloatMax = std::is_same_v<Op, OpMax<float>>;
+template <typename Op>
+inline constexpr bool kFloatMin = std::is_same_v<Op, OpMin<float>>;
+
 constexpr int64_t kColBlock = 256;  // inner positions per column task
 constexpr int64_t kReduceGrain = 32768;
 
@@ -135,6 +146,23 @@ T finish(typename Op::A a, int64_t n, typename Op::A s, bool nan) {
   return ew::store<T>(Op::fin(a, n, s));
 }
 
+// One row: eight independent lanes, so the adds pipeline (and vectorise)
+// instead of waiting on one accumulator.
+template <typename T, typename Op>
+T rows_one(const T* xp, int64_t n) {
+  using A = typename Op::A;
+  const A s = row_shift<T, Op>(xp, n, 1);
+  A lane[8];
+  for (A& l : lane) l = Op::init();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) lane[k] = Op::add(lane[k], Op::map(ew::load(xp[i + k]), s));
+  for (; i < n; ++i) lane[0] = Op::add(lane[0], Op::map(ew::load(xp[i]), s));
+  A a = lane[0];
+  for (int k = 1; k < 8; ++k) a = Op::add(a, lane[k]);
+  return finish<T, Op>(a, n, s, Op::kNan && row_has_nan(xp, n));
+}
+
 template <typename T, typename Op>
 void rows(const Geom& g, const T* x, T* y, int threads) {
   using A = typename Op::A;
@@ -142,18 +170,15 @@ void rows(const Geom& g, const T* x, T* y, int threads) {
   parallel_for(g.outer, threads, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(1, n)), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       const T* xp = x + o * n;
-      const A s = row_shift<T, Op>(xp, n, 1);
-      // Eight independent lanes: the adds pipeline (and vectorise) instead
-      // of waiting on one accumulator.
-      A lane[8];
-      for (A& l : lane) l = Op::init();
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; ++k) lane[k] = Op::add(lane[k], Op::map(ew::load(xp[i + k]), s));
-      for (; i < n; ++i) lane[0] = Op::add(lane[0], Op::map(ew::load(xp[i]), s));
-      A a = lane[0];
-      for (int k = 1; k < 8; ++k) a = Op::add(a, lane[k]);
-      y[o] = finish<T, Op>(a, n, s, Op::kNan && row_has_nan(xp, n));
+      if constexpr (kFloatSum<Op>) {  // the same lanes, multiversioned (reduce_f32.h)
+        y[o] = finish<T, Op>(sum_float_row(xp, n), n, A(0), false);
+      } else if constexpr (kFloatMax<Op> || kFloatMin<Op>) {
+        bool nan = false;
+        const float a = kFloatMax<Op> ? max_float_row(xp, n, &nan) : min_float_row(xp, n, &nan);
+        y[o] = finish<T, Op>(a, n, A(0), nan);
+      } else {
+        y[o] = rows_one<T, Op>(xp, n);
+      }
     }
   });
 }
@@ -181,14 +206,18 @@ void cols(const Geom& g, const T* x, T* y, int threads) {
       } else {
         for (int64_t j = 0; j < m; ++j) sh[j] = A(0);
       }
-      for (int64_t k = 0; k < n; ++k) {
-        const T* xk = xo + k * inner;
-        for (int64_t j = 0; j < m; ++j) acc[j] = Op::add(acc[j], Op::map(ew::load(xk[j]), sh[j]));
-        if constexpr (Op::kNan)
-          for (int64_t j = 0; j < m; ++j) {
-            const A v = ew::load(xk[j]);
-            chk[j] += v - v;
-          }
+      if constexpr (kFloatSum<Op>) {
+        add_float_columns(xo, n, inner, m, acc);
+      } else {
+        for (int64_t k = 0; k < n; ++k) {
+          const T* xk = xo + k * inner;
+          for (int64_t j = 0; j < m; ++j) acc[j] = Op::add(acc[j], Op::map(ew::load(xk[j]), sh[j]));
+          if constexpr (Op::kNan)
+            for (int64_t j = 0; j < m; ++j) {
+              const A v = ew::load(xk[j]);
+              chk[j] += v - v;
+            }
+        }
       }
       T* yo = y + o * inner + j0;
       for (int64_t j = 0; j < m; ++j)
