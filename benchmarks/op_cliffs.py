@@ -70,6 +70,9 @@ def cases(rng):
     scale, bias = nh.from_array(np.ones(64, np.float32), "s"), nh.from_array(np.zeros(64, np.float32), "b")
     yield "InstanceNorm [4,64,64,64]", model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])],
                                              [("x", [4, 64, 64, 64])], [("y", [4, 64, 64, 64])], [scale, bias])
+    g768, b768 = nh.from_array(np.ones(768, np.float32), "g"), nh.from_array(np.zeros(768, np.float32), "bb")
+    yield "LayerNorm [64,128,768]", model([h.make_node("LayerNormalization", ["x", "g", "bb"], ["y"], axis=-1)],
+                                          [("x", [64, 128, 768])], [("y", [64, 128, 768])], [g768, b768])
     win = nh.from_array(np.hanning(512).astype(np.float32), "win")
     step = nh.from_array(np.array(160, np.int64), "step")
     length = nh.from_array(np.array(512, np.int64), "len")

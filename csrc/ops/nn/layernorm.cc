@@ -7,8 +7,10 @@
 // float, rounded once when y is stored.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/parallel.h"
+#include "core/simd_clones.h"
 #include "ops/elementwise/typeset.h"
 #include "ops/kernel.h"
 #include "ops/nn/norm_stats.h"
@@ -16,6 +18,32 @@
 
 namespace twinfer::nn {
 namespace {
+
+// One row: statistics in C, then (x - mean) * inv * scale (+ bias), stored
+// as T.
+template <typename T, typename C>
+inline __attribute__((always_inline)) void normalize_row(const T* xr, int64_t D, C eps, const T* scale, const T* bias,
+                                                         T* yr, C* mean_out, C* inv_out) {
+  C mean, inv;
+  block_stats(xr, D, eps, &mean, &inv);
+  if (bias) {
+#pragma omp simd
+    for (int64_t i = 0; i < D; ++i)
+      yr[i] = ew::store<T>((ew::load(xr[i]) - mean) * inv * ew::load(scale[i]) + ew::load(bias[i]));
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < D; ++i) yr[i] = ew::store<T>((ew::load(xr[i]) - mean) * inv * ew::load(scale[i]));
+  }
+  *mean_out = mean;
+  *inv_out = inv;
+}
+
+// float32 rows multiversioned (the template builds for baseline x86-64
+// only, half the vector width of AVX2).
+TWINFER_SIMD_CLONES void normalize_float_row(const float* xr, int64_t D, float eps, const float* scale,
+                                             const float* bias, float* yr, float* mean_out, float* inv_out) {
+  normalize_row(xr, D, eps, scale, bias, yr, mean_out, inv_out);
+}
 
 DType stash_dtype(const graph::Node& n) {
   int64_t st = n.attr_int("stash_type", 1);
@@ -105,18 +133,11 @@ class LayerNormKernel final : public Kernel {
     const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D));
     parallel_for(outer_, ctx.num_threads, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
-        const T* xr = x + r * D;
-        T* yr = y + r * D;
         C mean, inv;
-        block_stats(xr, D, eps, &mean, &inv);
-        if (bias) {
-#pragma omp simd
-          for (int64_t i = 0; i < D; ++i)
-            yr[i] = ew::store<T>((ew::load(xr[i]) - mean) * inv * ew::load(scale[i]) + ew::load(bias[i]));
-        } else {
-#pragma omp simd
-          for (int64_t i = 0; i < D; ++i) yr[i] = ew::store<T>((ew::load(xr[i]) - mean) * inv * ew::load(scale[i]));
-        }
+        if constexpr (std::is_same_v<T, float>)
+          normalize_float_row(x + r * D, D, eps, scale, bias, y + r * D, &mean, &inv);
+        else
+          normalize_row(x + r * D, D, eps, scale, bias, y + r * D, &mean, &inv);
         stash(mean_out, r, mean);
         stash(inv_out, r, inv);
       }
