@@ -653,14 +653,17 @@ def _stem_and_pointwise_qdq_model(rng, pool=None):
 @pytest.mark.parametrize("device", ["cpu", SIM_AS_CUDA, pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("pool, kernel", [
     (None, "onednn pooling"),  # 3x3/2, padded: oneDNN's int8 pooling on NHWC bytes
-    (dict(kernel_shape=[2, 2], strides=[2, 2]), "cpu loop (through NCHW copies)"),  # 15 -> 7: oneDNN refuses
+    (dict(kernel_shape=[2, 2], strides=[2, 2]), "onednn pooling"),  # an odd size: the last row unread
+    (dict(kernel_shape=[2, 2], strides=[3, 3], ceil_mode=1), "onednn pooling"),  # ceil_mode: right padding
 ])
 def test_int8_maxpool_between_channels_last_convolutions_pools_nhwc(rng, device, pool, kernel):
     """QConv -> MaxPool -> QConv -> QConv on int8: the MaxPool joins the NHWC
     group (channels_last_storage), so the stem writes NHWC, the MaxPool pools
-    NHWC bytes and the 1x1 convolutions read them, no reorder between; a
-    window oneDNN refuses goes through the plain loops on NCHW copies. The
-    reference is onnxruntime's run of the QDQ graph as written."""
+    NHWC bytes and the 1x1 convolutions read them, no reorder between (a
+    window oneDNN refused would go through pool.cc's loops on NCHW copies;
+    since oneDNN takes windows that end before the input does, no valid one
+    is left to refuse). The reference is onnxruntime's run of the QDQ graph
+    as written."""
     model = _stem_and_pointwise_qdq_model(rng, pool)
     kw = {} if device == "cpu" else dict(sim_coverage="cuda", allow_cpu_fallback=False)
     engine = twinfer.load(model.SerializeToString(), device=device, **kw)

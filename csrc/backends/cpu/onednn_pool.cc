@@ -27,11 +27,18 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 // Right padding oneDNN needs for the ONNX output size, per spatial dim.
+// Negative where the last window ends before the input does (a 3x3 stride-2
+// window over an even size without padding): oneDNN's output size floors
+// (in + pl + pr - k) / stride, so 0 gives the same windows there, the input's
+// last elements unread, as ONNX has it.
 dnnl::memory::dims exact_right_pads(const nn::PoolSpec& ps) {
   dnnl::memory::dims pr;
-  for (size_t i = 0; i < ps.win.nsp; ++i)
-    pr.push_back((ps.y[2 + i] - 1) * ps.win.stride[i] + ps.win.effective_kernel(i) - ps.x[2 + i] -
-                 ps.win.pad_begin[i]);
+  for (size_t i = 0; i < ps.win.nsp; ++i) {
+    const int64_t ek = ps.win.effective_kernel(i), in = ps.x[2 + i], pl = ps.win.pad_begin[i];
+    const int64_t exact = (ps.y[2 + i] - 1) * ps.win.stride[i] + ek - in - pl;
+    const bool floors_to_y = exact < 0 && in + pl - ek >= 0 && (in + pl - ek) / ps.win.stride[i] + 1 == ps.y[2 + i];
+    pr.push_back(floors_to_y ? 0 : exact);
+  }
   return pr;
 }
 
