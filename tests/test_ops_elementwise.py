@@ -542,6 +542,56 @@ def test_sin_cos_atan_float32_are_within_4_ulp(rng, op):
         assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()
 
 
+@pytest.mark.parametrize("op", ["Asin", "Acos"])
+def test_asin_acos_float32_are_within_4_ulp(rng, op):
+    """The vectorised float32 Asin and Acos (trig_fast.cc: |x| above 1/2 folded
+    through sqrt((1 - |x|) / 2)) against float64 NumPy over [-1, 1] densely,
+    both sides of the fold at 1/2, next to +-1 and 0; outside [-1, 1] and NaN
+    give NaN; asin(-0) is -0."""
+    half = np.float32(0.5)
+    x = np.concatenate([np.linspace(-1, 1, 400001), rng.uniform(-1, 1, 50001),
+                        1 - np.logspace(-7.5, -1, 2001), -1 + np.logspace(-7.5, -1, 2001), np.logspace(-30, -1, 2001),
+                        [np.nextafter(half, 0), half, np.nextafter(half, 1), -half, 1.0, -1.0, 0.0, -0.0,
+                         1.0000001, -1.5, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    model = make_model([helper.make_node(op, ["x"], ["y"])], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])])
+    got = run_twinfer(model, {"x": x})[0]
+    inside = np.abs(x) <= 1
+    with np.errstate(invalid="ignore"):
+        want = {"Asin": np.arcsin, "Acos": np.arccos}[op](x.astype(np.float64))
+    spacing = np.spacing(np.maximum(np.abs(want[inside]), np.finfo(np.float32).tiny).astype(np.float32))
+    ulps = np.abs(got[inside] - want[inside]) / spacing
+    assert ulps.max() <= 4, (ulps.max(), x[inside][np.argmax(ulps)])
+    assert np.isnan(got[~inside]).all()
+    if op == "Asin":
+        assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()
+
+
+def test_celu_float32_is_within_4_ulp(rng):
+    """The vectorised float32 Celu (alpha > 0: alpha * expm1(x / alpha) below 0)
+    against float64, for two alphas; -0 gives +0 and NaN NaN, as the general
+    kernel's max(0, x) + min(0, ...) does; a negative alpha keeps the general kernel."""
+    x = _logistic_grid(rng)
+    for alpha in (1.0, 0.37):
+        model = make_model([helper.make_node("Celu", ["x"], ["y"], alpha=alpha)], [("x", np.float32, [len(x)])],
+                           [("y", np.float32, [len(x)])], opset=12)
+        got = run_twinfer(model, {"x": x})[0]
+        xd = x.astype(np.float64)
+        a = np.float64(np.float32(alpha))
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = np.where(xd < 0, a * np.expm1(xd / a), xd)
+        normal = np.isfinite(want) & (np.abs(want) >= np.finfo(np.float32).tiny)
+        ulps = np.abs(got[normal] - want[normal]) / np.spacing(np.abs(want[normal]).astype(np.float32))
+        assert ulps.max() <= 4, (alpha, ulps.max(), x[normal][np.argmax(ulps)])
+        assert np.isnan(got[np.isnan(x)]).all() and not np.signbit(got[x == 0]).any()
+        assert got[x == np.inf][0] == np.inf and got[x == -np.inf][0] == np.float32(-a)
+    model = make_model([helper.make_node("Celu", ["x"], ["y"], alpha=-0.5)], [("x", np.float32, [5])],
+                       [("y", np.float32, [5])], opset=12)
+    v = np.float32([-2, -0.1, 0, 0.3, 4])
+    want = np.maximum(0, v) + np.minimum(0, -0.5 * np.expm1(v / -0.5))
+    np.testing.assert_allclose(run_twinfer(model, {"x": v})[0], want, rtol=1e-6)
+
+
 def test_gelu_tanh_float32_against_float64(rng):
     """GELU's tanh form, vectorised as x * sigmoid(2z): within 1e-6 relative
     where |x| < 3, and within what float32 rounding of z costs in the tails

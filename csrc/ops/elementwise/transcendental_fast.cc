@@ -1,4 +1,4 @@
-// Exp, Log, Sqrt, Softplus, Mish, Elu and Selu on float32 as loops the compiler
+// Exp, Log, Sqrt, Softplus, Mish, Elu, Selu and Celu on float32 as loops the compiler
 // vectorises (multiversioned, core/simd_clones.h), like logistic_fast.cc. The
 // general kernel calls libm per element through the generic unary path, which
 // a survey against onnxruntime (one thread, [8, 128, 3072]) measured 10.8x
@@ -12,7 +12,8 @@
 //   Mish      x * tanh(softplus(x)) as x * n / (n + 2), n = e^x (e^x + 2)
 //             (after exp, in double): tanh(log(1 + e^x)) without a log; x
 //             itself above 20
-//   Elu, Selu fast_exp.h's expm1_negative for the negative side
+//   Elu, Selu, Celu  fast_exp.h's expm1_negative for the negative side
+//             (Celu: alpha > 0, x / alpha as the definition divides)
 // float64 and 16-bit types keep the general kernels (ops/elementwise/unary.cc).
 #include <cmath>
 
@@ -84,7 +85,23 @@ TWINFER_SIMD_CLONES void selu_loop(const float* __restrict x, float* __restrict 
   }
 }
 
-// Elu and Selu with their attributes (Elu's gamma is 1).
+// Celu with alpha > 0: x < 0 ? alpha (e^(x / alpha) - 1) : x, -0 as +0 and
+// NaN as NaN, as the general kernel's max(0, x) + min(0, ...) gives them.
+TWINFER_SIMD_CLONES void celu_loop(const float* __restrict x, float* __restrict y, int64_t n, float alpha, float) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = v < 0.f ? alpha * expm1_negative(v / alpha) : v + 0.f;
+  }
+}
+
+bool celu_fast(const KernelBuildInfo& info, std::string* why) {
+  if (!float32_input(info, why)) return false;
+  if (info.node().attr_float("alpha", 1.f) > 0.f) return true;
+  if (why) *why = "fast path: alpha > 0 only";
+  return false;
+}
+
+// Elu, Selu and Celu with their attributes (gamma is 1 but for Selu).
 template <void (*Loop)(const float*, float*, int64_t, float, float), bool kSelu>
 class ExpActivationKernel final : public Kernel {
  public:
@@ -107,6 +124,7 @@ class ExpActivationKernel final : public Kernel {
 
 TWINFER_REGISTER_KERNEL("Elu", Backend::kCPU, 10, float32_input, make_kernel<ExpActivationKernel<elu_loop, false>>);
 TWINFER_REGISTER_KERNEL("Selu", Backend::kCPU, 10, float32_input, make_kernel<ExpActivationKernel<selu_loop, true>>);
+TWINFER_REGISTER_KERNEL("Celu", Backend::kCPU, 10, celu_fast, make_kernel<ExpActivationKernel<celu_loop, false>>);
 TWINFER_REGISTER_KERNEL("Log", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<log_loop>>);
 TWINFER_REGISTER_KERNEL("Softplus", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<softplus_loop>>);
 TWINFER_REGISTER_KERNEL("Mish", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<mish_loop>>);
