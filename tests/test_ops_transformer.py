@@ -192,9 +192,19 @@ def test_lp_normalization(rng, p):
 
 
 def test_mean_variance_normalization(rng):
+    # The kernel sees x as rows of a run of the trailing reduced dims: runs of
+    # 20 (the default axes), of 5, of 1 (the last dim kept), the whole tensor.
     x = rand(rng, (2, 3, 4, 5), F32)
     check("MeanVarianceNormalization", [("X", x)], opset=13, **TOL32)
-    check("MeanVarianceNormalization", [("X", x)], {"axes": [1, 3]}, opset=13, **TOL32)
+    for axes in ([1, 3], [0, 1], [2], [0, 1, 2, 3], [-1], [0, 2]):
+        check("MeanVarianceNormalization", [("X", x)], {"axes": axes}, opset=13, **TOL32)
+    # float64 against NumPy: the op's function body (onnxruntime's and the
+    # reference evaluator's) adds a float32 epsilon, which float64 refuses.
+    x = rand(rng, (3, 7, 11), F64)
+    (got,) = run(*build("MeanVarianceNormalization", [("X", x)], {"axes": [0, 2]}, opset=13))
+    mean = x.mean(axis=(0, 2), keepdims=True)
+    want = (x - mean) / (np.sqrt(((x - mean) ** 2).mean(axis=(0, 2), keepdims=True)) + 1e-9)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- recurrent attention / conv

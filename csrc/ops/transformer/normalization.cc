@@ -298,6 +298,10 @@ void infer_mvn(InferContext& c) {
 
 TWINFER_REGISTER_SCHEMA("MeanVarianceNormalization", infer_mvn);
 
+// x as [rows, run]: run is the product of the trailing reduced dims (1 when
+// the last dim is kept), so each row belongs to one group (the flat index
+// over the kept dims), listed once per plan by an odometer over the row's
+// dims. Sums in double over each run, then y a run at a time.
 class MVNKernel final : public Kernel {
  public:
   explicit MVNKernel(const KernelBuildInfo& info) {
@@ -309,21 +313,35 @@ class MVNKernel final : public Kernel {
         info.fail(ErrorKind::kShape, "axis " + std::to_string(a) + " is out of range for " + shape_str(x));
       red[a < 0 ? a + rank : a] = true;
     }
-    // Each element's group (flat index over the kept dims) and the group size.
-    shape_ = x;
-    kept_stride_.assign(rank, 0);
+    Shape kept_stride(rank, 0);
     int64_t s = 1;
     for (int64_t d = rank; d-- > 0;) {
       if (red[d]) {
         count_ *= x[d];
       } else {
-        kept_stride_[d] = s;
+        kept_stride[d] = s;
         s *= x[d];
       }
     }
     groups_ = s;
+    int64_t lead = rank;  // the dims before the run
+    while (lead > 0 && red[lead - 1]) run_ *= x[--lead];
+    if (shape_numel(x) == 0) return;
+    const int64_t rows = shape_numel(x) / run_;
+    row_group_.resize(static_cast<size_t>(rows));
+    std::vector<int64_t> digit(static_cast<size_t>(lead), 0);
+    int64_t g = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      row_group_[r] = g;
+      for (int64_t d = lead; d-- > 0;) {  // count up; g follows the kept digits
+        g += kept_stride[d];
+        if (++digit[d] < x[d]) break;
+        g -= kept_stride[d] * x[d];
+        digit[d] = 0;
+      }
+    }
   }
-  const char* impl_name() const override { return "cpu loop"; }
+  const char* impl_name() const override { return "cpu rows"; }
 
   void run(KernelContext& ctx) const override {
     dispatch_any_float(ctx.inputs[0].dtype, [&](auto tag) {
@@ -331,33 +349,42 @@ class MVNKernel final : public Kernel {
       using C = std::conditional_t<std::is_same<T, double>::value, double, float>;
       const T* x = ctx.inputs[0].as<T>();
       T* y = ctx.outputs[0].as<T>();
-      const int64_t n = ctx.inputs[0].numel();
-      if (n == 0) return;
-      std::vector<int64_t> group(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t rem = i, g = 0;
-        for (size_t d = shape_.size(); d-- > 0;) {
-          g += (rem % shape_[d]) * kept_stride_[d];
-          rem /= shape_[d];
-        }
-        group[i] = g;
+      const int64_t rows = static_cast<int64_t>(row_group_.size()), run = run_;
+      if (rows == 0) return;
+      std::vector<double> mean(groups_, 0.0), inv(groups_, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * run;
+        double sum = 0;
+        for (int64_t i = 0; i < run; ++i) sum += static_cast<double>(load(xr[i]));
+        mean[row_group_[r]] += sum;
       }
-      std::vector<double> mean(groups_, 0.0), var(groups_, 0.0);
-      for (int64_t i = 0; i < n; ++i) mean[group[i]] += static_cast<double>(load(x[i]));
       for (double& m : mean) m /= static_cast<double>(count_);
-      for (int64_t i = 0; i < n; ++i) {
-        const double d = static_cast<double>(load(x[i])) - mean[group[i]];
-        var[group[i]] += d * d;
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * run;
+        const double m = mean[row_group_[r]];
+        double sum = 0;
+        for (int64_t i = 0; i < run; ++i) {
+          const double d = static_cast<double>(load(xr[i])) - m;
+          sum += d * d;
+        }
+        inv[row_group_[r]] += sum;
       }
-      for (double& v : var) v = 1.0 / (std::sqrt(v / static_cast<double>(count_)) + 1e-9);
-      for (int64_t i = 0; i < n; ++i)
-        y[i] = store<T>(static_cast<C>((static_cast<double>(load(x[i])) - mean[group[i]]) * var[group[i]]));
+      for (double& v : inv) v = 1.0 / (std::sqrt(v / static_cast<double>(count_)) + 1e-9);
+      parallel_for(rows, ctx.num_threads, std::max<int64_t>(1, 16384 / run), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const double m = mean[row_group_[r]], v = inv[row_group_[r]];
+          const T* xr = x + r * run;
+          T* yr = y + r * run;
+          for (int64_t i = 0; i < run; ++i)
+            yr[i] = store<T>(static_cast<C>((static_cast<double>(load(xr[i])) - m) * v));
+        }
+      });
     });
   }
 
  private:
-  Shape shape_, kept_stride_;
-  int64_t count_ = 1, groups_ = 1;
+  std::vector<int64_t> row_group_;
+  int64_t count_ = 1, groups_ = 1, run_ = 1;
 };
 
 TWINFER_REGISTER_KERNEL("MeanVarianceNormalization", Backend::kCPU, 0, float_supports, make_kernel<MVNKernel>);
