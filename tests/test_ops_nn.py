@@ -747,6 +747,46 @@ def test_softmax_rows_of_any_length_with_special_values(rng, op, length, threads
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("length, inner", [(1, 5), (17, 3), (40, 64), (9, 65), (5, 300)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_softmax_down_columns_with_special_values(rng, op, length, inner, threads):
+    # A non-innermost axis ([N, classes, positions]): blocks of 64 columns in
+    # tasks of 256 (softmax_rows.h's softmax_columns). The same special
+    # values as the rows, along the axis: masked entries exactly 0 (-inf),
+    # columns all -inf, holding NaN or +inf NaN throughout.
+    import onnxruntime as ort
+    from onnx import TensorProto as TP
+
+    import twinfer
+
+    x = (rng.standard_normal((4, length, inner)) * 30).astype(np.float32)
+    x[1, ::3, :] = -np.inf
+    x[2, :, 1] = -np.inf
+    x[3, length // 2, 0] = np.nan
+    x[3, length - 1, inner - 1] = np.inf
+    vi = helper.make_tensor_value_info
+    m = helper.make_model(helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=1)], "g",
+                                            [vi("x", TP.FLOAT, list(x.shape))], [vi("y", TP.FLOAT, None)]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    e = twinfer.load(m, num_threads=threads)
+    assert [r.kernel for r in e.kernel_report({"x": x})] == ["vectorised float32 columns"]
+    got = e.run({"x": x})["y"].numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x64 = x.astype(np.float64)
+        shifted = x64 - x64.max(axis=1, keepdims=True)
+        lse = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        want = shifted - lse if op == "LogSoftmax" else np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    ort_y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ort_y))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-6 if op == "LogSoftmax" else 1e-7)
+    if length > 1:
+        masked = got[1, ::3, :]
+        assert (masked == (-np.inf if op == "LogSoftmax" else 0)).all()
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_softmax_of_a_row_holding_nan_is_nan(op, axis):
     # oneDNN's softmax gave NaN at the NaN and 0 (or -inf) elsewhere in the

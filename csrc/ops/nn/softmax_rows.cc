@@ -1,5 +1,6 @@
 #include "ops/nn/softmax_rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -120,7 +121,52 @@ TWINFER_SIMD_CLONES void scale_in_place(float* __restrict y, int64_t n, float f)
   for (int64_t i = 0; i < n; ++i) y[i] *= f;
 }
 
+// Softmax / LogSoftmax down kColumns columns at a time of x viewed as
+// [len, inner] (a non-innermost axis: [N, classes, positions]): each pass
+// walks the len rows and updates a vector of per-column values, so the
+// loops over columns vectorise. The same rules as the rows: a NaN in a
+// column (or all -inf) makes it NaN throughout.
+constexpr int64_t kColumns = 64;
+
+TWINFER_SIMD_CLONES void softmax_column_block(const float* x, float* y, int64_t len, int64_t inner, int64_t w,
+                                              bool log) {
+  float mx[kColumns], sum[kColumns], f[kColumns];
+  for (int64_t j = 0; j < w; ++j) {
+    mx[j] = -INFINITY;
+    sum[j] = 0.f;
+  }
+  for (int64_t i = 0; i < len; ++i) {
+    const float* xi = x + i * inner;
+    for (int64_t j = 0; j < w; ++j) mx[j] = larger(xi[j], mx[j]);
+  }
+  for (int64_t i = 0; i < len; ++i) {
+    const float* xi = x + i * inner;
+    float* yi = y + i * inner;
+    for (int64_t j = 0; j < w; ++j) {
+      const float e = exp_shifted(xi[j] - mx[j]);
+      if (!log) yi[j] = e;
+      sum[j] += e;
+    }
+  }
+  // LogSoftmax: (x - max) - log(sum), as the rows do (x - max is exact near
+  // the max, where max + log(sum) would round at the max's scale).
+  for (int64_t j = 0; j < w; ++j) f[j] = log ? std::log(sum[j]) : 1.f / sum[j];  // NaN sum: NaN
+  for (int64_t i = 0; i < len; ++i) {
+    const float* xi = x + i * inner;
+    float* yi = y + i * inner;
+    if (log) {
+      for (int64_t j = 0; j < w; ++j) yi[j] = (xi[j] - mx[j]) - f[j];
+    } else {
+      for (int64_t j = 0; j < w; ++j) yi[j] = sum[j] != sum[j] ? sum[j] : yi[j] * f[j];
+    }
+  }
+}
+
 }  // namespace
+
+void softmax_columns(const float* x, float* y, int64_t len, int64_t inner, int64_t j0, int64_t j1, bool log) {
+  for (; j0 < j1; j0 += kColumns) softmax_column_block(x + j0, y + j0, len, inner, std::min(kColumns, j1 - j0), log);
+}
 
 void softmax_row(const float* x, const float* m, int64_t m_step, float scale, float* y, int64_t n) {
   if (n <= 0) return;

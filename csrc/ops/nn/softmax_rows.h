@@ -24,4 +24,9 @@ void softmax_row(const float* x, const float* m, int64_t m_step, float scale, fl
 // masked (-inf) element gives -inf, a NaN or all -inf row NaN.
 void log_softmax_row(const float* x, float* y, int64_t n);
 
+// Softmax (log: LogSoftmax) over the len rows of x viewed as [len, inner],
+// for columns [j0, j1) (an axis that is not the innermost). x and y may be
+// the same.
+void softmax_columns(const float* x, float* y, int64_t len, int64_t inner, int64_t j0, int64_t j1, bool log);
+
 }  // namespace twinfer::nn
