@@ -39,7 +39,7 @@ def cases(rng):
     yield "TopK k=10 [64,32000]", model([h.make_node("TopK", ["x", "k"], ["y", "i"])], [("x", [64, 32000])],
                                         [("y", [64, 10])], [nh.from_array(np.array([10], np.int64), "k")])
     for op in ("Exp", "Log", "Sqrt", "Softplus", "Mish", "LeakyRelu", "Elu", "Selu", "Floor", "Round", "Sin", "Cos",
-               "Atan"):
+               "Atan", "Asin", "Acos", "Celu"):
         yield f"{op} [8,128,3072]", model([h.make_node(op, ["x"], ["y"])], [("x", [8, 128, 3072])], [("y", [8, 128, 3072])],
                                           opset=18)
     cast, m16 = h.make_node("Cast", ["x"], ["y"], to=TP.FLOAT16), h.make_tensor_value_info
@@ -70,6 +70,16 @@ def cases(rng):
     scale, bias = nh.from_array(np.ones(64, np.float32), "s"), nh.from_array(np.zeros(64, np.float32), "b")
     yield "InstanceNorm [4,64,64,64]", model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])],
                                              [("x", [4, 64, 64, 64])], [("y", [4, 64, 64, 64])], [scale, bias])
+    yield "MaxPool 3x3/2 unpadded [8,64,56,56]", model(
+        [h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2])], [("x", [8, 64, 56, 56])],
+        [("y", [8, 64, 27, 27])])
+    yield "MVN [8,64,56,56]", model([h.make_node("MeanVarianceNormalization", ["x"], ["y"])], [("x", [8, 64, 56, 56])],
+                                    [("y", [8, 64, 56, 56])])
+    yield "Softmax axis 1 [64,1000,49]", model([h.make_node("Softmax", ["x"], ["y"], axis=1)], [("x", [64, 1000, 49])],
+                                               [("y", [64, 1000, 49])])
+    yield "RMSNorm [64,128,768]", model(
+        [h.make_node("RMSNormalization", ["x", "g"], ["y"], axis=-1)], [("x", [64, 128, 768])], [("y", [64, 128, 768])],
+        [nh.from_array(np.ones(768, np.float32), "g")], opset=23)
     g768, b768 = nh.from_array(np.ones(768, np.float32), "g"), nh.from_array(np.zeros(768, np.float32), "bb")
     yield "LayerNorm [64,128,768]", model([h.make_node("LayerNormalization", ["x", "g", "bb"], ["y"], axis=-1)],
                                           [("x", [64, 128, 768])], [("y", [64, 128, 768])], [g768, b768])
