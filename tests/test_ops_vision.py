@@ -315,6 +315,18 @@ def test_grid_sample(mode, padding_mode, align):
               dict(mode=mode, padding_mode=padding_mode, align_corners=align), opset=20)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflection"])
+def test_grid_sample_over_blocks_of_positions(mode, padding_mode):
+    # The CPU kernel takes 128 output positions at a time (their taps, then
+    # each channel): 273 positions are two whole blocks and 17 more, with
+    # taps in and out of the zero padding.
+    rng = np.random.default_rng(20)
+    x = rand(rng, (2, 5, 9, 11), F32)
+    grid = (rng.random((2, 13, 21, 2)) * 2.4 - 1.2).astype(np.float32)
+    check_ref("GridSample", [("x", x), ("grid", grid)], dict(mode=mode, padding_mode=padding_mode), opset=20)
+
+
 def test_grid_sample_volumetric_and_opset16():
     rng = np.random.default_rng(19)
     x = rand(rng, (1, 2, 3, 4, 5), F32)

@@ -107,48 +107,70 @@ class GridSampleKernel final : public Kernel {
     int64_t L[3] = {1, 1, 1};
     for (size_t i = 0; i < nsp; ++i) L[3 - nsp + i] = x_[2 + i];
     const int64_t plane = L[0] * L[1] * L[2];
-    parallel_for(N * P, ctx.num_threads, std::max<int64_t>(1, 2048 / std::max<int64_t>(1, C)),
+    // Blocks of kBlock output positions of one image: the taps of each
+    // position first (offsets and weights, up to 64), then each channel's
+    // outputs for the block, contiguous in y (y is [N, C, positions]).
+    constexpr int64_t kBlock = 128;
+    const int64_t nb = (P + kBlock - 1) / kBlock;
+    parallel_for(N * nb, ctx.num_threads, std::max<int64_t>(1, 16 / std::max<int64_t>(1, C)),
                  [&](int64_t b, int64_t e) {
-      std::vector<int64_t> off;
-      std::vector<double> wt;
-      for (int64_t r = b; r < e; ++r) {
-        const int64_t n = r / P, p = r - n * P;
-        const G* gp = grid + r * static_cast<int64_t>(nsp);
-        GsTaps td[3];
-        for (size_t i = 0; i < 3; ++i) {
-          if (i < 3 - nsp) {
-            td[i].n = 1;
-            td[i].idx[0] = 0;
-            td[i].w[0] = 1;
-            continue;
-          }
-          const size_t d = i - (3 - nsp);            // spatial dim
-          using GC = ew::compute_t<G>;                // float for 16-bit grids
-          const GC v = static_cast<GC>(ew::load(gp[nsp - 1 - d]));  // grid holds (x, y, z): last dim first
-          const GC xd = gs_unnormalize<GC>(v, L[i], align_);
-          td[i] = gs_taps(static_cast<double>(xd), L[i], mode_, pad_, align_);
-        }
-        off.clear();
-        wt.clear();
-        for (int a = 0; a < td[0].n; ++a)
-          for (int bb = 0; bb < td[1].n; ++bb)
-            for (int cc = 0; cc < td[2].n; ++cc) {
-              const int64_t i0 = td[0].idx[a], i1 = td[1].idx[bb], i2 = td[2].idx[cc];
-              if (i0 < 0 || i1 < 0 || i2 < 0) continue;
-              off.push_back((i0 * L[1] + i1) * L[2] + i2);
-              wt.push_back(td[0].w[a] * td[1].w[bb] * td[2].w[cc]);
+      std::vector<int64_t> off(static_cast<size_t>(kBlock * kMaxTaps));
+      std::vector<double> wt(static_cast<size_t>(kBlock * kMaxTaps));
+      int taps[kBlock];
+      bool nan_at[kBlock];
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t n = t / nb, p0 = (t - n * nb) * kBlock, m = std::min(kBlock, P - p0);
+        for (int64_t q = 0; q < m; ++q) {
+          const G* gp = grid + (n * P + p0 + q) * static_cast<int64_t>(nsp);
+          GsTaps td[3];
+          for (size_t i = 0; i < 3; ++i) {
+            if (i < 3 - nsp) {
+              td[i].n = 1;
+              td[i].idx[0] = 0;
+              td[i].w[0] = 1;
+              continue;
             }
-        const T* xn = x + n * C * plane;
-        T* yn = y + n * C * P + p;
+            const size_t d = i - (3 - nsp);            // spatial dim
+            using GC = ew::compute_t<G>;                // float for 16-bit grids
+            const GC v = static_cast<GC>(ew::load(gp[nsp - 1 - d]));  // grid holds (x, y, z): last dim first
+            const GC xd = gs_unnormalize<GC>(v, L[i], align_);
+            td[i] = gs_taps(static_cast<double>(xd), L[i], mode_, pad_, align_);
+          }
+          int k = 0;
+          for (int a0 = 0; a0 < td[0].n; ++a0)
+            for (int a1 = 0; a1 < td[1].n; ++a1)
+              for (int a2 = 0; a2 < td[2].n; ++a2) {
+                const int64_t i0 = td[0].idx[a0], i1 = td[1].idx[a1], i2 = td[2].idx[a2];
+                if (i0 < 0 || i1 < 0 || i2 < 0) continue;
+                off[q * kMaxTaps + k] = (i0 * L[1] + i1) * L[2] + i2;
+                wt[q * kMaxTaps + k] = td[0].w[a0] * td[1].w[a1] * td[2].w[a2];
+                ++k;
+              }
+          taps[q] = k;  // fewer where taps fall in zero padding
+          nan_at[q] = td[0].nan || td[1].nan || td[2].nan;
+        }
         for (int64_t c = 0; c < C; ++c) {
-          const T* xc = xn + c * plane;
-          double acc = 0;
-          for (size_t k = 0; k < off.size(); ++k) acc += wt[k] * static_cast<double>(ew::load(xc[off[k]]));
-          yn[c * P] = ew::store<T>(gs_result(td, acc));
+          const T* xc = x + (n * C + c) * plane;
+          T* yc = y + (n * C + c) * P + p0;
+          for (int64_t q = 0; q < m; ++q) {
+            const int64_t* oq = off.data() + q * kMaxTaps;
+            const double* wq = wt.data() + q * kMaxTaps;
+            double acc = 0;
+            if (taps[q] == 4) {  // bilinear in 2-D inside the input, the common case: unrolled
+              acc = wq[0] * static_cast<double>(ew::load(xc[oq[0]])) + wq[1] * static_cast<double>(ew::load(xc[oq[1]]));
+              acc += wq[2] * static_cast<double>(ew::load(xc[oq[2]]));
+              acc += wq[3] * static_cast<double>(ew::load(xc[oq[3]]));
+            } else {
+              for (int k = 0; k < taps[q]; ++k) acc += wq[k] * static_cast<double>(ew::load(xc[oq[k]]));
+            }
+            yc[q] = ew::store<T>(nan_at[q] ? std::nan("") : acc);
+          }
         }
       }
     });
   }
+
+  static constexpr int kMaxTaps = 64;  // 4 taps a dim (cubic), 3 dims
 
   GsMode mode_ = GsMode::kLinear;
   GsPad pad_ = GsPad::kZeros;
