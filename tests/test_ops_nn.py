@@ -704,6 +704,36 @@ def test_concurrent_runs_share_kernels(rng):
     assert not errors, errors[0]
 
 
+def _softmax_checked(op, x, axis, threads, kernel):
+    """Runs op over `axis` of float32 x on the named kernel; checks it against
+    NumPy's float64 definition and onnxruntime (NaN where they have NaN, the
+    rest within 1e-5), and returns twinfer's result."""
+    import onnxruntime as ort
+    from onnx import TensorProto as TP
+
+    import twinfer
+
+    vi = helper.make_tensor_value_info
+    m = helper.make_model(helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=axis)], "g",
+                                            [vi("x", TP.FLOAT, list(x.shape))], [vi("y", TP.FLOAT, None)]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    e = twinfer.load(m, num_threads=threads)
+    assert [r.kernel for r in e.kernel_report({"x": x})] == [kernel]
+    got = e.run({"x": x})["y"].numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        x64 = x.astype(np.float64)
+        shifted = x64 - x64.max(axis=axis, keepdims=True)
+        lse = np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        want = shifted - lse if op == "LogSoftmax" else np.exp(shifted) / np.exp(shifted).sum(axis=axis, keepdims=True)
+    ort_y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ort_y))
+    ok = ~np.isnan(want)
+    # LogSoftmax near 0 is -log(sum), whose float32 sum carries an ulp of 1.
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-6 if op == "LogSoftmax" else 1e-7)
+    return got
+
+
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
 @pytest.mark.parametrize("length", [1, 15, 16, 17, 197, 1000])
 @pytest.mark.parametrize("threads", [1, 2])
@@ -713,34 +743,12 @@ def test_softmax_rows_of_any_length_with_special_values(rng, op, length, threads
     # masked (-inf) elements exactly 0 (LogSoftmax: -inf); a row all -inf, a
     # row holding NaN and one holding +inf NaN throughout, as NumPy's float64
     # definition and onnxruntime give.
-    import onnxruntime as ort
-    from onnx import TensorProto as TP
-
-    import twinfer
-
     x = (rng.standard_normal((7, 3, length)) * 30).astype(np.float32)
     x[1, :, ::3] = -np.inf
     x[2, 1] = -np.inf
     x[3, 0, length // 2] = np.nan
     x[4, 2, length - 1] = np.inf
-    vi = helper.make_tensor_value_info
-    m = helper.make_model(helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=-1)], "g",
-                                            [vi("x", TP.FLOAT, list(x.shape))], [vi("y", TP.FLOAT, None)]),
-                          opset_imports=[helper.make_opsetid("", 17)])
-    e = twinfer.load(m, num_threads=threads)
-    assert [r.kernel for r in e.kernel_report({"x": x})] == ["vectorised float32 rows"]
-    got = e.run({"x": x})["y"].numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        x64 = x.astype(np.float64)
-        shifted = x64 - x64.max(axis=-1, keepdims=True)
-        lse = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-        want = shifted - lse if op == "LogSoftmax" else np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
-    ort_y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(ort_y))
-    ok = ~np.isnan(want)
-    # LogSoftmax near 0 is -log(sum), whose float32 sum carries an ulp of 1.
-    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-6 if op == "LogSoftmax" else 1e-7)
+    got = _softmax_checked(op, x, -1, threads, "vectorised float32 rows")
     if length > 1:
         assert (got[1, :, ::3] == (-np.inf if op == "LogSoftmax" else 0)).all()  # masked: exactly nothing
         assert np.isnan(got[2, 1]).all() and np.isnan(got[3, 0]).all() and np.isnan(got[4, 2]).all()
@@ -754,36 +762,15 @@ def test_softmax_down_columns_with_special_values(rng, op, length, inner, thread
     # tasks of 256 (softmax_rows.h's softmax_columns). The same special
     # values as the rows, along the axis: masked entries exactly 0 (-inf),
     # columns all -inf, holding NaN or +inf NaN throughout.
-    import onnxruntime as ort
-    from onnx import TensorProto as TP
-
-    import twinfer
-
     x = (rng.standard_normal((4, length, inner)) * 30).astype(np.float32)
     x[1, ::3, :] = -np.inf
     x[2, :, 1] = -np.inf
     x[3, length // 2, 0] = np.nan
     x[3, length - 1, inner - 1] = np.inf
-    vi = helper.make_tensor_value_info
-    m = helper.make_model(helper.make_graph([helper.make_node(op, ["x"], ["y"], axis=1)], "g",
-                                            [vi("x", TP.FLOAT, list(x.shape))], [vi("y", TP.FLOAT, None)]),
-                          opset_imports=[helper.make_opsetid("", 17)])
-    e = twinfer.load(m, num_threads=threads)
-    assert [r.kernel for r in e.kernel_report({"x": x})] == ["vectorised float32 columns"]
-    got = e.run({"x": x})["y"].numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        x64 = x.astype(np.float64)
-        shifted = x64 - x64.max(axis=1, keepdims=True)
-        lse = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        want = shifted - lse if op == "LogSoftmax" else np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-    ort_y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(ort_y))
-    ok = ~np.isnan(want)
-    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-6 if op == "LogSoftmax" else 1e-7)
+    got = _softmax_checked(op, x, 1, threads, "vectorised float32 columns")
     if length > 1:
-        masked = got[1, ::3, :]
-        assert (masked == (-np.inf if op == "LogSoftmax" else 0)).all()
+        assert (got[1, ::3, :] == (-np.inf if op == "LogSoftmax" else 0)).all()
+        assert np.isnan(got[2, :, 1]).all() and np.isnan(got[3, :, 0]).all() and np.isnan(got[3, :, inner - 1]).all()
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
