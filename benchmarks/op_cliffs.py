@@ -80,6 +80,9 @@ def cases(rng):
     yield "RMSNorm [64,128,768]", model(
         [h.make_node("RMSNormalization", ["x", "g"], ["y"], axis=-1)], [("x", [64, 128, 768])], [("y", [64, 128, 768])],
         [nh.from_array(np.ones(768, np.float32), "g")], opset=23)
+    yield "GridSample [1,32,64,64]", model([h.make_node("GridSample", ["x", "grid"], ["y"])],
+                                           [("x", [1, 32, 64, 64]), ("grid", [1, 64, 64, 2])], [("y", [1, 32, 64, 64])],
+                                           opset=20)
     g768, b768 = nh.from_array(np.ones(768, np.float32), "g"), nh.from_array(np.zeros(768, np.float32), "bb")
     yield "LayerNorm [64,128,768]", model([h.make_node("LayerNormalization", ["x", "g", "bb"], ["y"], axis=-1)],
                                           [("x", [64, 128, 768])], [("y", [64, 128, 768])], [g768, b768])
