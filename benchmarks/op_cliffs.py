@@ -62,6 +62,9 @@ def cases(rng):
     axis1 = nh.from_array(np.array([1], np.int64), "axes")
     yield "ReduceSum axis 1 [64,128,768]", model([h.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
                                                  [("x", [64, 128, 768])], [("y", [64, 768])], [axis1])
+    yield "ReduceLogSumExp last [64,128,768]", model(
+        [h.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[-1], keepdims=0)], [("x", [64, 128, 768])],
+        [("y", [64, 128])])
     yield "ReduceMax last [8,128,768]", model([h.make_node("ReduceMax", ["x"], ["y"], axes=[-1], keepdims=0)],
                                               [("x", [8, 128, 768])], [("y", [8, 128])])
     pads = nh.from_array(np.array([0, 0, 3, 3, 0, 0, 3, 3], np.int64), "pads")

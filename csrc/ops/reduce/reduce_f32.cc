@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/simd_clones.h"
+#include "ops/elementwise/fast_exp.h"
 
 namespace twinfer::reduce {
 
@@ -86,6 +87,17 @@ TWINFER_SIMD_CLONES double sum_float_row(const float* x, int64_t n) {
   for (; i + 8 <= n; i += 8)
     for (int k = 0; k < 8; ++k) lane[k] += static_cast<double>(x[i + k]);
   for (; i < n; ++i) lane[0] += static_cast<double>(x[i]);
+  double a = lane[0];
+  for (int k = 1; k < 8; ++k) a += lane[k];
+  return a;
+}
+
+TWINFER_SIMD_CLONES double sum_exp_float_row(const float* x, int64_t n, float shift) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) lane[k] += static_cast<double>(ew::exp_any(x[i + k] - shift));
+  for (; i < n; ++i) lane[0] += static_cast<double>(ew::exp_any(x[i] - shift));
   double a = lane[0];
   for (int k = 1; k < 8; ++k) a += lane[k];
   return a;

@@ -15,6 +15,10 @@ void add_float_columns(const float* x, int64_t n, int64_t inner, int64_t m, doub
 // lane 0 + lane 1 + ... + lane 7.
 double sum_float_row(const float* x, int64_t n);
 
+// The sum of exp(x[i] - shift) over a row, each term in float (fast_exp.h's
+// exp_any, within an ulp of libm's expf), the sum in double: LogSumExp's.
+double sum_exp_float_row(const float* x, int64_t n, float shift);
+
 // The largest / smallest element of a row by eight lanes of compare-selects,
 // which drop NaN; *nan says whether some element is NaN (a branch-free sum
 // of v - v beside them, 0 unless some v is NaN or infinite, then a rescan

@@ -77,14 +77,16 @@ inline Geom make_geom(const Shape& in, const std::vector<char>& red, bool noop) 
 
 // ---- walks -------------------------------------------------------------------
 
-// float32 Sum / Mean (a double sum of the elements) and Max / Min, whose
-// loops go to reduce_f32.h's multiversioned functions.
+// float32 Sum / Mean (a double sum of the elements), Max / Min and
+// LogSumExp, whose loops go to reduce_f32.h's multiversioned functions.
 template <typename Op>
 inline constexpr bool kFloatSum = std::is_same_v<Op, OpSum<float>> || std::is_same_v<Op, OpMean<float>>;
 template <typename Op>
 inline constexpr bool kFloatMax = std::is_same_v<Op, OpMax<float>>;
 template <typename Op>
 inline constexpr bool kFloatMin = std::is_same_v<Op, OpMin<float>>;
+template <typename Op>
+inline constexpr bool kFloatLogSumExp = std::is_same_v<Op, OpLogSumExp<float>>;
 
 constexpr int64_t kColBlock = 256;  // inner positions per column task
 constexpr int64_t kReduceGrain = 32768;
@@ -176,6 +178,11 @@ void rows(const Geom& g, const T* x, T* y, int threads) {
         bool nan = false;
         const float a = kFloatMax<Op> ? max_float_row(xp, n, &nan) : min_float_row(xp, n, &nan);
         y[o] = finish<T, Op>(a, n, A(0), nan);
+      } else if constexpr (kFloatLogSumExp<Op>) {  // the shift as row_shift has it: the max, 0 when not finite
+        bool nan = false;
+        const float m = max_float_row(xp, n, &nan);
+        const float shift = std::isfinite(m) ? m : 0.f;
+        y[o] = finish<T, Op>(sum_exp_float_row(xp, n, shift), n, A(shift), false);
       } else {
         y[o] = rows_one<T, Op>(xp, n);
       }
