@@ -1,4 +1,5 @@
 #include <initializer_list>
+#include <type_traits>
 
 #include "backends/cuda/elementwise_kernels.cuh"
 #include "backends/cuda/kernel_util.h"
@@ -127,30 +128,14 @@ __global__ void linear_epilogue(const int32_t* acc, I rows, I channels, I ld, Li
   }
 }
 
-// yt's storage (store_out's codes).
+// yt's storage (store_out's codes: float32, int8, uint8, then float16 /
+// bfloat16 as their bits).
 template <int YT>
-struct OutType {
-  using type = float;
-};
-template <>
-struct OutType<1> {
-  using type = int8_t;
-};
-template <>
-struct OutType<2> {
-  using type = uint8_t;
-};
-template <>
-struct OutType<3> {
-  using type = uint16_t;
-};
-template <>
-struct OutType<4> {
-  using type = uint16_t;
-};
+using OutType = std::conditional_t<
+    YT == 0, float, std::conditional_t<YT == 1, int8_t, std::conditional_t<YT == 2, uint8_t, uint16_t>>>;
 
 template <int YT>
-__device__ __forceinline__ typename OutType<YT>::type out_value(float v, const LinearEpilogue& e) {
+__device__ __forceinline__ OutType<YT> out_value(float v, const LinearEpilogue& e) {
   if constexpr (YT == 0) return v;
   else if constexpr (YT == 1) return static_cast<int8_t>(e.quantize(v));
   else if constexpr (YT == 2) return static_cast<uint8_t>(e.quantize(v));
@@ -167,7 +152,7 @@ __device__ __forceinline__ typename OutType<YT>::type out_value(float v, const L
 template <int YT>
 __global__ void linear_epilogue_packs(const int32_t* __restrict__ acc, int32_t rows, int32_t channels, int32_t ld,
                                       LinearEpilogue e, void* __restrict__ y) {
-  using Y = typename OutType<YT>::type;
+  using Y = OutType<YT>;
   constexpr int V = 4;
   const int32_t per_row = channels / V, total = rows * per_row;
   for (int32_t p = first_as<int32_t>(); p < total; p += stride_as<int32_t>()) {
