@@ -1,25 +1,13 @@
 #include "ops/reduce/reduce_f32.h"
 
-#include <cstring>
 
+#include "core/float_lanes.h"
 #include "core/simd_clones.h"
 #include "ops/elementwise/fast_exp.h"
 
 namespace twinfer::reduce {
 
 namespace {
-
-// Eight float lanes as one GCC vector: each clone compiles it to its own
-// instructions (two SSE registers on the baseline). GCC does not vectorise
-// the scalar eight-lane loops these replace (a max reduction needs
-// -ffinite-math-only to vectorise).
-typedef float Lanes8 __attribute__((vector_size(32)));
-
-inline __attribute__((always_inline)) Lanes8 load8(const float* x) {
-  Lanes8 v;
-  std::memcpy(&v, x, sizeof v);
-  return v;
-}
 
 // b where it is larger (smaller) than a, else a: NaN in b is dropped.
 template <bool kMax>

@@ -9,9 +9,9 @@
 //                           (the axis semantics of Softmax: 2-D coercion before 13)
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 
+#include "core/float_lanes.h"
 #include "core/parallel.h"
 #include "core/simd_clones.h"
 #include "ops/nn/softmax.h"
@@ -92,16 +92,14 @@ std::vector<int64_t> broadcast_index(const KernelBuildInfo& info, const Shape& n
   return idx;
 }
 
-// A float32 row with a dense scale: the sum of squares in eight lanes of a
-// GCC vector (a float reduction stays scalar otherwise), multiversioned.
-typedef float Lanes8 __attribute__((vector_size(32)));
+// A float32 row with a dense scale: the sum of squares in eight lanes
+// (core/float_lanes.h; a float reduction stays scalar otherwise), multiversioned.
 
 TWINFER_SIMD_CLONES void rms_float_row(const float* xr, int64_t D, float eps, const float* sr, float* yr) {
   Lanes8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= D; i += 8) {
-    Lanes8 v;
-    std::memcpy(&v, xr + i, sizeof v);
+    const Lanes8 v = load8(xr + i);
     acc += v * v;
   }
   float q = 0.f;

@@ -16,6 +16,7 @@
 // of `size` (-1..1 per dim, pixel centres unless align_corners).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,7 @@ class GridSampleKernel final : public Kernel {
     // position first (offsets and weights, up to 64), then each channel's
     // outputs for the block, contiguous in y (y is [N, C, positions]).
     constexpr int64_t kBlock = 128;
+    constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
     const int64_t nb = (P + kBlock - 1) / kBlock;
     parallel_for(N * nb, ctx.num_threads, std::max<int64_t>(1, 16 / std::max<int64_t>(1, C)),
                  [&](int64_t b, int64_t e) {
@@ -147,7 +149,7 @@ class GridSampleKernel final : public Kernel {
                 ++k;
               }
           taps[q] = k;  // fewer where taps fall in zero padding
-          nan_at[q] = td[0].nan || td[1].nan || td[2].nan;
+          nan_at[q] = gs_is_nan(td);
         }
         for (int64_t c = 0; c < C; ++c) {
           const T* xc = x + (n * C + c) * plane;
@@ -163,7 +165,7 @@ class GridSampleKernel final : public Kernel {
             } else {
               for (int k = 0; k < taps[q]; ++k) acc += wq[k] * static_cast<double>(ew::load(xc[oq[k]]));
             }
-            yc[q] = ew::store<T>(nan_at[q] ? std::nan("") : acc);
+            yc[q] = ew::store<T>(nan_at[q] ? kNan : acc);
           }
         }
       }

@@ -105,10 +105,11 @@ TWINFER_HD bool gs_nan_coordinate(double* x, GsMode mode, GsPad pad, GsTaps* t) 
   return false;
 }
 
+// Whether a sample whose taps are td[0..2] (one per dim) is NaN whatever it reads.
+TWINFER_HD bool gs_is_nan(const GsTaps* td) { return td[0].nan || td[1].nan || td[2].nan; }
+
 // The value of a sample whose taps td[0..2] (one per dim) accumulated to acc.
-TWINFER_HD double gs_result(const GsTaps* td, double acc) {
-  return td[0].nan || td[1].nan || td[2].nan ? nan("") : acc;
-}
+TWINFER_HD double gs_result(const GsTaps* td, double acc) { return gs_is_nan(td) ? nan("") : acc; }
 
 // A tap index through the padding mode.
 TWINFER_HD int64_t gs_pixel(int64_t i, int64_t L, double lo, double hi, GsPad pad) {
