@@ -39,14 +39,16 @@ def cases(rng):
     yield "TopK k=10 [64,32000]", model([h.make_node("TopK", ["x", "k"], ["y", "i"])], [("x", [64, 32000])],
                                         [("y", [64, 10])], [nh.from_array(np.array([10], np.int64), "k")])
     for op in ("Exp", "Log", "Sqrt", "Softplus", "Mish", "LeakyRelu", "Elu", "Selu", "Floor", "Round", "Sin", "Cos",
-               "Atan", "Asin", "Acos", "Celu"):
+               "Atan", "Asin", "Acos", "Celu", "HardSigmoid", "HardSwish"):
         yield f"{op} [8,128,3072]", model([h.make_node(op, ["x"], ["y"])], [("x", [8, 128, 3072])], [("y", [8, 128, 3072])],
                                           opset=18)
-    cast, m16 = h.make_node("Cast", ["x"], ["y"], to=TP.FLOAT16), h.make_tensor_value_info
-    g16 = h.make_graph([cast], "g", [m16("x", F, [8, 128, 3072])], [m16("y", TP.FLOAT16, [8, 128, 3072])])
-    cast_model = h.make_model(g16, opset_imports=[h.make_opsetid("", 17)])
-    cast_model.ir_version = 10
-    yield "Cast to float16 [8,128,3072]", (cast_model, {"x": [8, 128, 3072]})
+    for to, name in ((TP.FLOAT16, "float16"), (TP.INT32, "int32"), (TP.BOOL, "bool")):
+        vi = h.make_tensor_value_info
+        g = h.make_graph([h.make_node("Cast", ["x"], ["y"], to=to)], "g", [vi("x", F, [8, 128, 3072])],
+                         [vi("y", to, [8, 128, 3072])])
+        cast_model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        cast_model.ir_version = 10
+        yield f"Cast to {name} [8,128,3072]", (cast_model, {"x": [8, 128, 3072]})
     yield "Sigmoid [1,64,2000]", model([h.make_node("Sigmoid", ["x"], ["y"])], [("x", [1, 64, 2000])],
                                        [("y", [1, 64, 2000])])
     yield "x*sigmoid(x) [1,32,256,256]", model(

@@ -408,6 +408,40 @@ def test_float32_rounding_is_exact(rng, op, ref):
     np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
 
 
+@pytest.mark.parametrize("op,attrs", [("HardSigmoid", {}), ("HardSigmoid", {"alpha": 0.31, "beta": 0.43}),
+                                      ("HardSigmoid", {"alpha": -1.7, "beta": 0.2}), ("HardSwish", {})])
+def test_hard_activations_float32(rng, op, attrs):
+    """The vectorised float32 HardSigmoid and HardSwish
+    (ops/elementwise/hard_activations_fast.cc) against float64 NumPy rounded
+    once: a tensor of odd length past one thread's chunk, the clamp's edges,
+    infinities and NaN (which passes through)."""
+    alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
+    edges = [-beta / alpha, (1 - beta) / alpha] if op == "HardSigmoid" else [-3.0, 3.0]
+    x = np.concatenate([rng.standard_normal(100003) * 4, np.float32(edges), np.nextafter(np.float32(edges), 9),
+                        np.float32([0.0, -0.0, 1e-40, np.inf, -np.inf, np.nan])]).astype(np.float32)
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", np.float32, [len(x)])],
+                       [("y", np.float32, [len(x)])], opset=17)
+    got = run_twinfer(model, {"x": x})[0]
+    xd = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        if op == "HardSigmoid":
+            # alpha and beta are float32 attributes, applied as float32 values
+            want = np.clip(np.float64(np.float32(alpha)) * xd + np.float64(np.float32(beta)), 0, 1)
+        else:
+            want = xd * np.clip(xd / 6 + 0.5, 0, 1)
+    # Rounding x * alpha + beta in float32 near where it crosses 0 costs
+    # relative accuracy (the definition's own float arithmetic, as onnxruntime
+    # has it too): the bound is an ulp of the result plus an ulp of |x| times
+    # the outer factor's size.
+    finite = np.isfinite(want)
+    scale = np.abs(xd) * (abs(alpha) if op == "HardSigmoid" else np.minimum(np.abs(xd) / 6, 1))
+    err = np.abs(got[finite] - want[finite])
+    bound = 2 ** -23 * (np.abs(want[finite]) + scale[finite]) + 1e-38
+    assert (err <= bound).all(), (err / bound).max()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[-1])
+
+
 @pytest.mark.parametrize("op,attrs", [("Elu", {}), ("Elu", {"alpha": 0.7}), ("Selu", {}),
                                       ("Selu", {"alpha": 1.5, "gamma": 2.0})])
 def test_elu_and_selu_float32_are_within_4_ulp(rng, op, attrs):
@@ -977,6 +1011,36 @@ def test_cast_float_to_int_edges(dt):
         exp = np.array([saturate(float(v)) for v in x], dtype=to)
         model, feeds = build("Cast", [("x", x)], {"to": helper.np_dtype_to_tensor_dtype(to)}, [to], 19)
         assert_close(twinfer_run(model, feeds)[0], exp, what=f"{dt} -> {to}")
+
+
+def test_cast_float32_to_int32_and_bool_rows(rng):
+    """The vectorised float32 -> int32 / bool and int32 -> float32 rows
+    (ops/elementwise/cast_rows.cc) on 10,007 values with the edges scattered
+    through them, so that they land in vector lanes and in the tail: NaN -> 0,
+    saturation at 2^31 (2147483520 is the last float below it), truncation
+    toward zero; bool is x != 0 (NaN true, -0 false). Reference: Python's
+    own integers."""
+    edges = np.float32([np.nan, np.inf, -np.inf, 2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0,
+                        3e38, -3e38, 0.0, -0.0, 0.5, -0.5, 1.99999988, -1.99999988, 1e-45, -7.5, 16777217.0])
+    x = (rng.standard_normal(10007) * 1e4).astype(np.float32)
+    x[rng.choice(len(x), 300, replace=False)] = np.resize(edges, 300)
+    x[-len(edges):] = edges
+
+    def to_int32(v):
+        if np.isnan(v):
+            return 0
+        t = 2**31 - 1 if v == np.inf else -2**31 if v == -np.inf else int(np.trunc(np.float64(v)))
+        return min(max(t, -2**31), 2**31 - 1)
+
+    for to, want in ((np.int32, np.array([to_int32(v) for v in x], np.int32)), (np.bool_, np.array(
+            [bool(v != 0) for v in x.tolist()]))):
+        model, feeds = build("Cast", [("x", x)], {"to": helper.np_dtype_to_tensor_dtype(np.dtype(to))}, [to], 19)
+        np.testing.assert_array_equal(twinfer_run(model, feeds)[0], want)
+    ints = rng.integers(-2**31, 2**31, 10007, dtype=np.int64).astype(np.int32)
+    ints[:4] = [2**31 - 1, -2**31, 16777217, -16777219]
+    model, feeds = build("Cast", [("x", ints)], {"to": TensorProto.FLOAT}, [F32], 19)
+    want = np.array([float(np.float32(float(v))) for v in ints.tolist()], np.float32)  # round to nearest even
+    np.testing.assert_array_equal(twinfer_run(model, feeds)[0], want)
 
 
 @pytest.mark.parametrize("src,like", [(F32, np.dtype(np.int32)), (np.dtype(np.int64), F16), (BOOL, F64), (F64, BOOL)])

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace twinfer::cuda {
 
@@ -48,28 +49,60 @@ struct TrialClock {
   void release();
 };
 
-// The time of one run of `launch` (work enqueued on the stream it is given:
-// a private non-blocking one), in ms: after a warm-up run, the fastest of
-// `reps` timings of four runs back to back (so the host's enqueue time hides
-// behind the device's work, as in a captured plan). +infinity when `launch`
-// throws without a device fault (a form the library refuses, no memory); a
-// device fault raises Error(kRuntime). For choosing between two
-// implementations of a layer at plan build, on TrialBuffers; in relaxed
-// capture mode, as every build-time launch. `launch` takes whatever locks
-// its library needs itself.
-float fastest_launch_ms(const std::function<void(cudaStream_t)>& launch, int reps = 3);
+// Two implementations of a layer timed against each other at plan build, on
+// TrialBuffers (work enqueued on the stream each launch is given: a private
+// non-blocking one), in ms a run: both warmed up (lazy module loads,
+// first-touch costs), then timed in turns, first second first second..., so
+// that clocks ramping up weigh on both alike; each the fastest of `reps`
+// timings of four runs back to back (the host's enqueue time hides behind the
+// device's work, as in a captured plan). Once one form is four times the
+// other's time, neither is timed again: the choice is made, and a slow form
+// on a large layer (our attention kernel on a long prompt) would otherwise
+// cost the build seconds. +infinity for a form whose launch throws without a
+// device fault (a form the library refuses, no memory); a device fault
+// raises Error(kRuntime). In relaxed capture mode, as every build-time
+// launch. Each launch takes whatever locks its library needs itself.
+using TrialLaunch = std::function<void(cudaStream_t)>;
+std::pair<float, float> fastest_of_two_ms(const TrialLaunch& first, const TrialLaunch& second, int reps = 3);
 
-// Two forms of one layer timed against each other at plan build: `measure`
-// makes the trial operands and returns each form's fastest_launch_ms; a
-// trial without the memory for its operands (Error kOutOfMemory) counts as
-// untimed. `first_wins` only when the first form was strictly faster (so the
-// caller's second, its default, is kept when nothing was timed); `timed`
-// says both, "timed: <first> X ms, <second> Y ms", for the kernel's name.
+// The numbers that decide a trial's times (shapes, strides, dtype, options),
+// as the key under which time_two_forms keeps its choice.
+class TrialKey {
+ public:
+  TrialKey& operator<<(int64_t v) {
+    key_ += std::to_string(v);
+    key_ += ',';
+    return *this;
+  }
+  TrialKey& operator<<(const std::vector<int64_t>& v) {
+    for (int64_t x : v) *this << x;
+    key_ += ';';
+    return *this;
+  }
+  TrialKey& operator<<(const std::string& v) {
+    key_ += v;
+    key_ += '|';
+    return *this;
+  }
+  const std::string& str() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
+// Two forms of one layer timed against each other: `measure` makes the
+// trial operands and returns fastest_of_two_ms. A trial without the memory
+// for its operands (Error kOutOfMemory) counts as untimed. `first_wins` only
+// when the first form was strictly faster (so the caller's second, its
+// default, is kept when nothing was timed); `timed` says both,
+// "timed: <first> X ms, <second> Y ms", for the kernel's name. The outcome is
+// kept for the process per device and `key` (layers of one shape, a model's
+// twelve attention layers, choose once and alike); an empty key is never kept.
 struct FormTiming {
   bool first_wins = false;
   std::string timed;
 };
-FormTiming time_two_forms(const char* first, const char* second,
+FormTiming time_two_forms(const char* first, const char* second, const TrialKey& key,
                           const std::function<std::pair<float, float>()>& measure);
 
 }  // namespace twinfer::cuda

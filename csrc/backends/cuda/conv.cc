@@ -165,11 +165,14 @@ class CudnnConv final : public Kernel {
     depthwise_ = true;
   }
 
-  // Both forms run on zeroed operands at build (fastest_launch_ms) and the
+  // Both forms run on zeroed operands at build (fastest_of_two_ms) and the
   // faster is kept; the kernel name gives both times. Without memory for the
   // trial, cuDNN's.
   void keep_the_faster() {
-    const FormTiming t = time_two_forms("ours", "cuDNN", [&] {
+    TrialKey key;
+    key << static_cast<int64_t>(dtype_) << c_.x << c_.w << c_.y << c_.win.stride << c_.win.pad_begin
+        << c_.win.dilation << static_cast<int64_t>(c_.act.kind) << c_.has_bias << c_.has_residual;
+    const FormTiming t = time_two_forms("ours", "cuDNN", key, [&] {
       const size_t elt = dtype_size(dtype_);
       const size_t x_bytes = static_cast<size_t>(shape_numel(c_.x)) * elt,
                    y_bytes = static_cast<size_t>(shape_numel(c_.y)) * elt;
@@ -178,13 +181,12 @@ class CudnnConv final : public Kernel {
           scratch(scratch_bytes());
       const void* b = c_.has_bias ? bias.get() : nullptr;
       const void* r = c_.has_residual ? residual.get() : nullptr;
-      const float ours = fastest_launch_ms([&](cudaStream_t s) {
-        depthwise_conv_nhwc(depthwise_geometry_, c_.y[0], x.get(), depthwise_w_.data(), b, r, y.get(), dtype_, c_.act,
-                            s);
-      });
-      const float theirs = fastest_launch_ms(
+      return fastest_of_two_ms(
+          [&](cudaStream_t s) {
+            depthwise_conv_nhwc(depthwise_geometry_, c_.y[0], x.get(), depthwise_w_.data(), b, r, y.get(), dtype_,
+                                c_.act, s);
+          },
           [&](cudaStream_t s) { enqueue_cudnn(x.get(), w.get(), b, r, y.get(), scratch.get(), s, graph_.get()); });
-      return std::make_pair(ours, theirs);
     });
     if (t.first_wins) {
       use_depthwise_ = true;

@@ -219,18 +219,19 @@ class CudaFP8MatMul final : public Kernel {
   // Both forms run at build on zeroed operands and the faster is kept; what
   // the loser alone needed is freed.
   void keep_the_faster(std::unique_ptr<ScaledGemm> cutlass) {
-    const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", [&] {
+    TrialKey key;
+    key << m_ << n_ << kp_ << static_cast<int64_t>(xt_) << static_cast<int64_t>(act_.kind) << has_bias_;
+    const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", key, [&] {
       const size_t y_bytes = static_cast<size_t>(m_ * n_) * dtype_size(xt_);
       const TrialBuffer xq(static_cast<size_t>(m_ * kp_)), y(y_bytes),
           scratch(cublaslt_d_bytes() + align(std::max(cutlass->workspace_bytes(), algo_.workspaceSize)));
       auto* x8 = static_cast<uint8_t*>(xq.get());
-      const float ours = fastest_launch_ms(
-          [&](cudaStream_t s) { cutlass->run(cutlass_operands(x8, y.get()), scratch.get(), s); });
-      const float theirs = fastest_launch_ms([&](cudaStream_t s) {
-        std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());  // as choose_working_algo's trials
-        run_cublaslt(x8, y.get(), scratch.get(), s);
-      });
-      return std::make_pair(ours, theirs);
+      return fastest_of_two_ms(
+          [&](cudaStream_t s) { cutlass->run(cutlass_operands(x8, y.get()), scratch.get(), s); },
+          [&](cudaStream_t s) {
+            std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());  // as choose_working_algo's trials
+            run_cublaslt(x8, y.get(), scratch.get(), s);
+          });
     });
     if (t.first_wins) {
       adopt_cutlass(std::move(cutlass), t.timed);

@@ -260,7 +260,10 @@ class Int8Layer {
       gemm_.reset();
       return;
     }
-    const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", [&] {
+    TrialKey key;
+    key << rows_ << n_ << kp_ << np_ << fast_ << per_token_ << static_cast<int64_t>(shape.out)
+        << static_cast<int64_t>(p.y_type) << static_cast<int64_t>(shape.act.kind) << !p.bias.empty();
+    const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", key, [&] {
       const size_t y_bytes = static_cast<size_t>(rows_ * n_) * dtype_size(shape.out);
       const TrialBuffer x(static_cast<size_t>(rows_ * kp_)), y(y_bytes), out(out_bytes(false)),
           rows(per_token_ ? static_cast<size_t>(rows_) * sizeof(float) : 0),
@@ -270,22 +273,23 @@ class Int8Layer {
       ScaledGemmOperands o;
       o.x = xr, o.w = w_.data_as<int8_t>(), o.col_scale = cut_scale_.data_as<float>(), o.row_scale = row_scale;
       o.bias = cut_bias_.storage() ? cut_bias_.data_as<float>() : nullptr, o.y = y.get();
-      const float ours = fastest_launch_ms([&](cudaStream_t s) { cutlass->run(o, workspace.get(), s); });
       // cuBLASLt's form as QMatMul runs it: the GEMM, then the int8 rows
       // copied out of their padding or the int32 sums through our epilogue.
-      const float theirs = fastest_launch_ms([&](cudaStream_t s) {
-        {
-          std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());  // as choose_working_algo's trials
-          gemm(xr, fast_ && np_ == n_ ? y.get() : out.get(), workspace.get(), s);
-        }
-        if (fast_ && np_ != n_)
-          check(cudaMemcpy2DAsync(y.get(), n_, out.get(), np_, n_, rows_, cudaMemcpyDeviceToDevice, s),
-                "cudaMemcpy2DAsync (trial)");
-        else if (!fast_)
-          linear_epilogue(static_cast<const int32_t*>(out.get()), rows_, n_, np_, epilogue(row_scale), y.get(),
-                          p.y_type, nullptr, s);
-      });
-      return std::make_pair(ours, theirs);
+      return fastest_of_two_ms([&](cudaStream_t s) { cutlass->run(o, workspace.get(), s); },
+                               [&](cudaStream_t s) {
+                                 {
+                                   // as choose_working_algo's trials
+                                   std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());
+                                   gemm(xr, fast_ && np_ == n_ ? y.get() : out.get(), workspace.get(), s);
+                                 }
+                                 if (fast_ && np_ != n_)
+                                   check(cudaMemcpy2DAsync(y.get(), n_, out.get(), np_, n_, rows_,
+                                                           cudaMemcpyDeviceToDevice, s),
+                                         "cudaMemcpy2DAsync (trial)");
+                                 else if (!fast_)
+                                   linear_epilogue(static_cast<const int32_t*>(out.get()), rows_, n_, np_,
+                                                   epilogue(row_scale), y.get(), p.y_type, nullptr, s);
+                               });
     });
     if (t.first_wins) {
       scaled_ = std::move(cutlass);
@@ -567,26 +571,31 @@ class CudaQConv final : public Kernel {
   }
 
   // A layer both cuBLASLt (one int8-output call, after im2col unless a 1x1)
-  // and cuDNN take: each run on zeroed operands (fastest_launch_ms) and the
+  // and cuDNN take: each run on zeroed operands (fastest_of_two_ms) and the
   // faster kept; the kernel name gives both times. Without memory for the
   // trial, cuDNN's. On an H200 (2026-11-30) neither form had been timed alone.
   void keep_the_faster(std::unique_ptr<Int8Layer> one_gemm) {
     const bool cols = pointwise_ && one_gemm->kp() == g_.channels;
-    const FormTiming t = time_two_forms("one GEMM", "cuDNN", [&] {
+    TrialKey key;
+    key << g_.batch << g_.channels << g_.height << g_.width << g_.out_channels << g_.out_height << g_.out_width
+        << g_.kernel_h << g_.kernel_w << g_.stride_h << g_.stride_w << g_.pad_h << g_.pad_w << g_.dil_h << g_.dil_w
+        << g_.group << g_.x_channels_last << g_.y_channels_last << cols << static_cast<int64_t>(y_type_)
+        << name_ << std::string(one_gemm->impl());  // the two forms' names say their epilogues
+    const FormTiming t = time_two_forms("one GEMM", "cuDNN", key, [&] {
       const TrialBuffer x(static_cast<size_t>(g_.batch * g_.channels * g_.height * g_.width)),
           y(static_cast<size_t>(g_.positions() * g_.out_channels)),
           scratch(std::max(one_gemm->scratch_bytes(true), cudnn_scratch_bytes()));
       // cuBLASLt's trials run apart from another thread's capture beginning or
       // ending, as choose_working_algo's (cuDNN's execute takes that lock itself).
-      const float gemm_ms = fastest_launch_ms([&](cudaStream_t s) {
-        std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());
-        run_layer(*one_gemm, cols, true, x.get(), y.get(), scratch.get(), s);
-      });
       // cuDNN's handle stays bound to the trial's stream, destroyed next:
       // harmless, as every cuDNN enqueue (FeGraph::execute, conv.cc) binds
       // its own stream first, under the handle's lock.
-      const float cudnn_ms = fastest_launch_ms([&](cudaStream_t s) { run_cudnn(x.get(), y.get(), scratch.get(), s); });
-      return std::make_pair(gemm_ms, cudnn_ms);
+      return fastest_of_two_ms(
+          [&](cudaStream_t s) {
+            std::lock_guard<std::mutex> apart_from_captures(cudnn_handle_mutex());
+            run_layer(*one_gemm, cols, true, x.get(), y.get(), scratch.get(), s);
+          },
+          [&](cudaStream_t s) { run_cudnn(x.get(), y.get(), scratch.get(), s); });
     });
     if (t.first_wins) adopt_one_gemm(std::move(one_gemm), t.timed);
     else name_ += "; " + t.timed;

@@ -16,6 +16,7 @@
 #include "core/subbyte.h"
 #include "ops/elementwise/binary_kernel.h"
 #include "ops/elementwise/cast_ops.h"
+#include "ops/elementwise/cast_rows.h"
 #include "ops/elementwise/half_rows.h"
 
 namespace twinfer::ew {
@@ -96,6 +97,24 @@ class CastKernel final : public Kernel {
     if (from_ == DType::kFloat16 && to_ == DType::kFloat32) {
       parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
         halves_to_floats(x.as<const uint16_t>() + b, y.as<float>() + b, e - b);
+      });
+      return;
+    }
+    // float32 <-> int32 and float32 -> bool (a mask, an index): vectorised
+    // rows (cast_rows.h), the same values.
+    if (from_ == DType::kFloat32 && (to_ == DType::kInt32 || to_ == DType::kBool)) {
+      const float* src = x.as<const float>();
+      parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        if (to_ == DType::kInt32)
+          floats_to_int32(src + b, y.as<int32_t>() + b, e - b);
+        else
+          floats_to_bool(src + b, y.as<bool>() + b, e - b);
+      });
+      return;
+    }
+    if (from_ == DType::kInt32 && to_ == DType::kFloat32) {
+      parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        int32_to_floats(x.as<const int32_t>() + b, y.as<float>() + b, e - b);
       });
       return;
     }

@@ -142,19 +142,18 @@ struct ThresholdedRelu {
   float alpha = 1.0f;
   template <typename T> TWINFER_HD T operator()(T x) const { return x > T(alpha) ? x : T(0); }
 };
+// Clamps to [0, 1]; NaN passes through (both compares are false).
+template <typename T> TWINFER_HD T clamp_unit(T y) {
+  const T lo = y < T(0) ? T(0) : y;
+  return lo > T(1) ? T(1) : lo;
+}
 struct HardSigmoid {
   float alpha = 0.2f, beta = 0.5f;
-  template <typename T> TWINFER_HD T operator()(T x) const {
-    T y = T(alpha) * x + T(beta);
-    return y < T(0) ? T(0) : (y > T(1) ? T(1) : y);
-  }
+  template <typename T> TWINFER_HD T operator()(T x) const { return clamp_unit(T(alpha) * x + T(beta)); }
 };
 // x * HardSigmoid(alpha = 1/6, beta = 0.5)(x), as the ONNX spec defines it.
 struct HardSwish {
-  template <typename T> TWINFER_HD T operator()(T x) const {
-    T y = x * T(1.0f / 6.0f) + T(0.5);
-    return x * (y < T(0) ? T(0) : (y > T(1) ? T(1) : y));
-  }
+  template <typename T> TWINFER_HD T operator()(T x) const { return x * clamp_unit(x * T(1.0f / 6.0f) + T(0.5)); }
 };
 struct Mish {
   template <typename T> TWINFER_HD T operator()(T x) const { return x * m_tanh(Softplus{}(x)); }

@@ -241,11 +241,20 @@ class PadKernel final : public PadPlanKernel {
     const Shape st = contiguous_strides(in_);
     const int64_t last = out_[r - 1];
     const int64_t* lmap = m.idx.data() + m.offset[r - 1];
-    // The stretch of the last dim that maps straight through: one memcpy.
-    int64_t j0 = 0;
-    while (j0 < last && lmap[j0] < 0) ++j0;
-    int64_t j1 = j0;
-    while (j1 < last && lmap[j1] == lmap[j0] + (j1 - j0)) ++j1;
+    // The longest stretch of the last dim that maps straight through: one
+    // memcpy. (Not the first one: reflect's left pad maps 3, 2, 1, 0, 1, 2, ...,
+    // whose first stretch is one element long.)
+    int64_t j0 = 0, j1 = 0;
+    for (int64_t s = 0; s < last;) {
+      if (lmap[s] < 0) {
+        ++s;
+        continue;
+      }
+      int64_t t = s + 1;
+      while (t < last && lmap[t] == lmap[s] + (t - s)) ++t;
+      if (t - s > j1 - j0) j0 = s, j1 = t;
+      s = t;
+    }
     const int64_t nrows = shape_numel(out_) / last;
     const size_t lead = r - 1;  // the dims that number the rows
     parallel_for(nrows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {

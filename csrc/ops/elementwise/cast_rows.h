@@ -1,0 +1,17 @@
+// float32 -> int32 and bool over arrays as loops the compiler
+// vectorises (multiversioned, core/simd_clones.h): the same values as
+// cast_value's scalar rule (scalar.h: truncation toward zero, NaN -> 0,
+// saturation; bool is x != 0), which the general Cast kernel's baseline
+// build ran at 1.6-1.9x onnxruntime's time in stop 45's survey
+// (docs/performance.md); int32 -> float32 too. (int64 has no vector
+// conversion below AVX-512DQ, which the clones do not target.)
+#pragma once
+#include <cstdint>
+
+namespace twinfer::ew {
+
+void floats_to_int32(const float* x, int32_t* y, int64_t n);
+void floats_to_bool(const float* x, bool* y, int64_t n);
+void int32_to_floats(const int32_t* x, float* y, int64_t n);
+
+}  // namespace twinfer::ew
