@@ -43,6 +43,10 @@ void copy_rows(const StridedPlan& p, const T* in, T* out, int threads) {
         std::memcpy(o, s, sizeof(T) * last);
       } else if (ls == 0) {
         std::fill(o, o + last, *s);
+      } else if (ls == 2) {
+        // Every other element (SpaceToDepth's and a stride-2 Slice's rows):
+        // a constant stride the compiler turns into vector loads and shuffles.
+        for (int64_t j = 0; j < last; ++j) o[j] = s[2 * j];
       } else {
         for (int64_t j = 0; j < last; ++j) o[j] = s[j * ls];
       }
