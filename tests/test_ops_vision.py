@@ -374,6 +374,33 @@ def test_grid_sample_nan_grid_volumetric_float64(mode, padding_mode):
                  what="GridSample 3-D with NaN", **TOL)
 
 
+@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+def test_grid_sample_float32_four_tap_blocks_keep_other_pixels_out(padding_mode):
+    """float32 2-D linear: blocks of 128 positions whose taps all lie inside
+    the input sum in float (four_tap_rows), with the other positions (a tap
+    in the padding, wholly outside, NaN) given placeholder taps on pixel 0
+    and written again by the general loop. Pixel (0, 0) is infinite, so a
+    placeholder that leaked would show as inf or NaN where the reference has
+    a number. Reference: the ONNX reference evaluator."""
+    rng = np.random.default_rng(23)
+    x = rand(rng, (2, 3, 40, 50), F32)
+    x[:, :, 0, 0] = np.inf
+    # Three blocks wholly inside (away from row and column 0), then the rest
+    # spread over [-1.6, 1.6] with some NaN coordinates.
+    grid = rng.uniform(-0.9, 0.95, (2, 9, 101, 2)).astype(np.float32)
+    grid[:, 4:] = rng.uniform(-1.6, 1.6, (2, 5, 101, 2))
+    grid[:, 6, ::7, 0] = np.nan
+    model, feeds = build("GridSample", [("x", x), ("grid", grid)], dict(mode="linear", padding_mode=padding_mode),
+                         opset=20)
+    got = run(model, feeds)[0]
+    want = expected_grid_sample(x, grid, "linear", padding_mode, 0)
+    assert np.isfinite(got[:, :, :4]).all()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fin = np.isfinite(want)
+    assert_close(got[fin], want[fin], what="GridSample four-tap blocks", **TOL)
+
+
 @pytest.mark.parametrize("align", [0, 1])
 def test_affine_grid(align):
     rng = np.random.default_rng(20)
