@@ -73,6 +73,11 @@ def cases(rng):
     yield "Pad reflect [1,64,128,128]", model([h.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")],
                                               [("x", [1, 64, 128, 128])], [("y", [1, 64, 134, 134])], [pads])
     scale, bias = nh.from_array(np.ones(64, np.float32), "s"), nh.from_array(np.zeros(64, np.float32), "b")
+    yield "ConvTranspose 2x2/2 [1,64,64,64]", model(
+        [h.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+        [("x", [1, 64, 64, 64])], [("y", [1, 64, 128, 128])],
+        [nh.from_array((rng.standard_normal((64, 64, 2, 2)) * 0.05).astype(np.float32), "w"),
+         nh.from_array((rng.standard_normal(64) * 0.05).astype(np.float32), "b")])
     yield "SpaceToDepth 2 [1,64,128,128]", model([h.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
                                                  [("x", [1, 64, 128, 128])], [("y", [1, 256, 64, 64])])
     yield "InstanceNorm [4,64,64,64]", model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])],

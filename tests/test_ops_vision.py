@@ -195,6 +195,26 @@ def test_conv_transpose(case, const_w):
     check("ConvTranspose", [("x", x), ("w", Const(w) if const_w else w), ("b", b)], case, opset=17, **TOL)
 
 
+@pytest.mark.parametrize("kernel", [(2, 2), (3, 3), (2, 3), (1, 1), (4, 1)])
+@pytest.mark.parametrize("bias", ["const", "input", None])
+def test_conv_transpose_whose_windows_tile_the_output(kernel, bias):
+    """stride == kernel, no padding: one 1x1 convolution to M*kh*kw channels
+    and a shuffle into the output's blocks (backends/cpu/onednn_deconv_shuffle.cc;
+    kw = 2 has its own interleave). A bias that is a graph input goes to
+    oneDNN's deconvolution instead. Reference: the ONNX reference evaluator."""
+    import twinfer
+
+    rng = np.random.default_rng(13)
+    x = rand(rng, (2, 5, 6, 9), F32)
+    w = rand(rng, (5, 7) + kernel, F32)
+    b = rand(rng, (7,), F32)
+    inputs = [("x", x), ("w", Const(w))] + {"const": [("b", Const(b))], "input": [("b", b)], None: []}[bias]
+    check("ConvTranspose", inputs, dict(strides=list(kernel)), opset=17, **TOL)
+    model, _ = build("ConvTranspose", inputs, dict(strides=list(kernel)), None, 17)
+    name = twinfer.load(model.SerializeToString(), device="cpu").kernel_report()[0].kernel
+    assert ("shuffle" in name) == (bias != "input"), name
+
+
 def test_conv_transpose_1d_3d_and_double():
     rng = np.random.default_rng(12)
     check("ConvTranspose", [("x", rand(rng, (1, 3, 7), F32)), ("w", Const(rand(rng, (3, 2, 4), F32)))],
