@@ -248,6 +248,7 @@ def test_transpose_symbolic_and_errors(rng):
 @pytest.mark.parametrize("op,mode,b,shape", [
     ("DepthToSpace", "DCR", 2, (2, 12, 3, 5)), ("DepthToSpace", "CRD", 2, (2, 12, 3, 5)),
     ("DepthToSpace", "DCR", 3, (1, 18, 5, 3)), ("DepthToSpace", "CRD", 3, (1, 9, 2, 7)),
+    ("DepthToSpace", "CRD", 4, (2, 32, 3, 7)), ("DepthToSpace", "DCR", 5, (1, 50, 2, 3)),
     ("SpaceToDepth", None, 2, (2, 3, 6, 10)), ("SpaceToDepth", None, 3, (1, 5, 9, 3))])
 @pytest.mark.parametrize("dt", MOVE_DTYPES, ids=ids(MOVE_DTYPES))
 def test_depth_space(rng, op, mode, b, shape, dt):
@@ -255,6 +256,16 @@ def test_depth_space(rng, op, mode, b, shape, dt):
     if mode:
         attrs["mode"] = mode
     check(op, [("x", rand(rng, shape, dt))], attrs)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_depth_space_large_threaded(rng, threads):
+    """PixelShuffle's interleaved rows (strided_copy's interleave walk) split
+    across threads mid-plane; NCHW -> NHWC of an RGB image too (perm
+    [0, 2, 3, 1]: rows of (w, c) from three planes)."""
+    check("DepthToSpace", [("x", rand(rng, (2, 64, 33, 47), F32))], {"blocksize": 2, "mode": "CRD"},
+          num_threads=threads)
+    check("Transpose", [("x", rand(rng, (3, 3, 61, 67), F16))], {"perm": [0, 2, 3, 1]}, num_threads=threads)
 
 
 def test_depth_space_errors(rng):

@@ -60,6 +60,45 @@ void copy_rows(const StridedPlan& p, const T* in, T* out, int threads) {
   });
 }
 
+// Output rows of the last two dims (w, j): o[w * B + j] = s[j * ls + w], B
+// (2-4) known at compile time so that the interleave vectorises.
+template <typename T, int B>
+void interleave_row(const T* s, int64_t ls, int64_t width, T* o) {
+  for (int64_t w = 0; w < width; ++w)
+    for (int j = 0; j < B; ++j) o[w * B + j] = s[j * ls + w];
+}
+
+template <typename T>
+void copy_interleaved(const StridedPlan& p, const T* in, T* out, int threads) {
+  const size_t r = p.dims.size();
+  const int64_t b = p.dims[r - 1], ls = p.in_strides[r - 1], width = p.dims[r - 2], len = width * b;
+  const int64_t rows = p.numel / len;
+  parallel_for(rows, threads, std::max<int64_t>(1, kCopyGrain / len), [&](int64_t first, int64_t end) {
+    std::array<int64_t, kMaxDims> idx{};
+    int64_t off = p.in_offset, rem = first;
+    for (size_t d = r - 2; d-- > 0;) {
+      idx[d] = rem % p.dims[d];
+      rem /= p.dims[d];
+      off += idx[d] * p.in_strides[d];
+    }
+    for (int64_t row = first; row < end; ++row) {
+      T* o = out + row * len;
+      const T* s = in + off;
+      switch (b) {
+        case 2: interleave_row<T, 2>(s, ls, width, o); break;
+        case 3: interleave_row<T, 3>(s, ls, width, o); break;
+        default: interleave_row<T, 4>(s, ls, width, o); break;
+      }
+      for (size_t d = r - 2; d-- > 0;) {
+        off += p.in_strides[d];
+        if (++idx[d] < p.dims[d]) break;
+        off -= p.in_strides[d] * p.dims[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
 // Writes the transpose of an ni x nj block of `buf` (row stride kTile) to
 // ni rows of `op` (row stride os), nj elements each.
 template <typename T>
@@ -176,6 +215,8 @@ StridedPlan make_strided_plan(const Shape& out_dims, const std::vector<int64_t>&
     for (size_t d = 0; d + 1 < r; ++d)
       if (p.in_strides[d] == 1 && p.dims[d] >= 4) p.tile_dim = static_cast<int>(d);
   }
+  p.interleave = r >= 2 && p.tile_dim < 0 && ls != 0 && ls != 1 && p.dims[r - 1] >= 2 && p.dims[r - 1] <= 4 &&
+                 p.in_strides[r - 2] == 1;
   return p;
 }
 
@@ -187,6 +228,8 @@ void strided_copy(const StridedPlan& p, size_t elem_size, const void* in, void* 
     T* dst = static_cast<T*>(out);
     if (p.tile_dim >= 0)
       copy_tiles(p, src, dst, threads);
+    else if (p.interleave)
+      copy_interleaved(p, src, dst, threads);
     else
       copy_rows(p, src, dst, threads);
   };

@@ -11,7 +11,10 @@
 //    its input stride is 1, a fill when 0, a strided loop otherwise);
 //  - tiles: when the innermost output dim is strided in the input but some
 //    other dim is contiguous there (a transpose), the two are walked in
-//    square tiles so both the reads and the writes stay in cache.
+//    square tiles so both the reads and the writes stay in cache;
+//  - interleaved rows: when the innermost dim is 2-4 long and strided and
+//    the one before it contiguous (DepthToSpace), a row is the last two
+//    dims, written from 2-4 contiguous input runs.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -27,6 +30,10 @@ struct StridedPlan {
   int64_t in_offset = 0;             // input element of output element 0
   int64_t numel = 0;
   int tile_dim = -1;                 // dim contiguous in the input (tile walk), or -1
+  // The last dim is short (2-4) and strided while the one before it is
+  // contiguous in the input (DepthToSpace, PixelShuffle): rows are the last
+  // two dims, each the interleave of the last dim's input rows.
+  bool interleave = false;
 };
 
 // out_dims: the output shape; in_strides: the input stride (elements) that
