@@ -78,6 +78,11 @@ def cases(rng):
         [("x", [1, 64, 64, 64])], [("y", [1, 64, 128, 128])],
         [nh.from_array((rng.standard_normal((64, 64, 2, 2)) * 0.05).astype(np.float32), "w"),
          nh.from_array((rng.standard_normal(64) * 0.05).astype(np.float32), "b")])
+    yield "DepthToSpace CRD 2 [1,256,64,64]", model(
+        [h.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")], [("x", [1, 256, 64, 64])],
+        [("y", [1, 64, 128, 128])])
+    yield "Transpose NCHW->NHWC [8,3,224,224]", model([h.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
+                                                      [("x", [8, 3, 224, 224])], [("y", [8, 224, 224, 3])])
     yield "SpaceToDepth 2 [1,64,128,128]", model([h.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
                                                  [("x", [1, 64, 128, 128])], [("y", [1, 256, 64, 64])])
     yield "InstanceNorm [4,64,64,64]", model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])],
