@@ -83,6 +83,8 @@ def cases(rng):
         [("y", [1, 64, 128, 128])])
     yield "Transpose NCHW->NHWC [8,3,224,224]", model([h.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
                                                       [("x", [8, 3, 224, 224])], [("y", [8, 224, 224, 3])])
+    yield "Transpose (0,2,1,3) [64,128,12,64]", model([h.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1, 3])],
+                                                       [("x", [64, 128, 12, 64])], [("y", [64, 12, 128, 64])])
     yield "SpaceToDepth 2 [1,64,128,128]", model([h.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
                                                  [("x", [1, 64, 128, 128])], [("y", [1, 256, 64, 64])])
     yield "InstanceNorm [4,64,64,64]", model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])],

@@ -28,16 +28,42 @@ void copy_rows(const StridedPlan& p, const T* in, T* out, int threads) {
   const size_t r = p.dims.size();
   const int64_t last = p.dims[r - 1], ls = p.in_strides[r - 1];
   const int64_t rows = p.numel / last;
+  // The rows' walk: the leading dims, their input and output strides. When
+  // every row is a contiguous run of a permutation of the input (Transpose
+  // (0, 2, 1, 3): rows of the head dim), the rows go in the input's order, so
+  // the reads are one stream and the writes jump: [64, 128, 12, 64] took
+  // 3.5 ms in the output's order and 2.0 in the input's (onnxruntime 2.4).
+  // Otherwise (a broadcast's zero strides, a reversed Slice) the output's.
+  std::array<int64_t, kMaxDims> dims{}, istr{}, ostr{};
+  std::array<size_t, kMaxDims> order{};
+  int64_t acc = last;
+  bool permuted = ls == 1;
+  for (size_t d = r - 1; d-- > 0;) {
+    order[d] = d;
+    ostr[d] = acc;
+    acc *= p.dims[d];
+    permuted = permuted && p.in_strides[d] > 0;
+  }
+  std::array<int64_t, kMaxDims> os = ostr;
+  if (permuted)
+    std::stable_sort(order.begin(), order.begin() + (r - 1),
+                     [&](size_t a, size_t b) { return p.in_strides[a] > p.in_strides[b]; });
+  for (size_t d = 0; d + 1 < r; ++d) {
+    dims[d] = p.dims[order[d]];
+    istr[d] = p.in_strides[order[d]];
+    ostr[d] = os[order[d]];
+  }
   parallel_for(rows, threads, std::max<int64_t>(1, kCopyGrain / last), [&](int64_t b, int64_t e) {
     std::array<int64_t, kMaxDims> idx{};
-    int64_t off = p.in_offset, rem = b;
+    int64_t off = p.in_offset, ooff = 0, rem = b;
     for (size_t d = r - 1; d-- > 0;) {
-      idx[d] = rem % p.dims[d];
-      rem /= p.dims[d];
-      off += idx[d] * p.in_strides[d];
+      idx[d] = rem % dims[d];
+      rem /= dims[d];
+      off += idx[d] * istr[d];
+      ooff += idx[d] * ostr[d];
     }
     for (int64_t row = b; row < e; ++row) {
-      T* o = out + row * last;
+      T* o = out + ooff;
       const T* s = in + off;
       if (ls == 1) {
         std::memcpy(o, s, sizeof(T) * last);
@@ -51,9 +77,11 @@ void copy_rows(const StridedPlan& p, const T* in, T* out, int threads) {
         for (int64_t j = 0; j < last; ++j) o[j] = s[j * ls];
       }
       for (size_t d = r - 1; d-- > 0;) {
-        off += p.in_strides[d];
-        if (++idx[d] < p.dims[d]) break;
-        off -= p.in_strides[d] * p.dims[d];
+        off += istr[d];
+        ooff += ostr[d];
+        if (++idx[d] < dims[d]) break;
+        off -= istr[d] * dims[d];
+        ooff -= ostr[d] * dims[d];
         idx[d] = 0;
       }
     }
