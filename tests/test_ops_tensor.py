@@ -237,6 +237,20 @@ def test_transpose_large_threaded(rng, threads):
     check("Transpose", [("x", rand(rng, (4, 17, 33, 65), F16))], {"perm": [0, 3, 1, 2]}, num_threads=threads)
 
 
+@pytest.mark.parametrize("shape,perm", [((5, 37, 19, 29), [0, 2, 3, 1]), ((3, 29, 67), [0, 2, 1]), ((2, 8, 32, 32), [0, 2, 3, 1])])
+def test_transpose_four_byte_runs_keep_every_bit(rng, shape, perm):
+    """4-byte transposes moved through float registers (strided_copy's runs of
+    eight, 4 x 4 blocks; runs 4 KiB apart go through tiles: the last shape)
+    keep every bit: signalling-NaN patterns in float32 and int32 come out as
+    they went in, odd run counts and lengths included."""
+    bits = rng.integers(0, 2**32, size=shape, dtype=np.uint64).astype(np.uint32)
+    bits.reshape(-1)[::7] = 0x7FA00001  # a signalling NaN's bits
+    for dt in (np.float32, np.int32):
+        x = bits.view(dt)
+        got = check("Transpose", [("x", x)], {"perm": perm})[0]
+        np.testing.assert_array_equal(got.view(np.uint32), bits.transpose(perm))
+
+
 def test_transpose_symbolic_and_errors(rng):
     m = sym_model("Transpose", [("x", np.zeros((2, 3, 4), F32))], {"perm": [2, 0, 1]}, x=["N", 3, "W"])
     assert out_shapes(m) == [("W", "N", 3)]
