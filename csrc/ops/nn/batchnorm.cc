@@ -4,9 +4,11 @@
 // layout change, so there is no oneDNN variant. Training mode (running
 // statistics outputs) is not supported.
 #include <cmath>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "core/parallel.h"
+#include "core/simd_clones.h"
 #include "ops/kernel.h"
 #include "ops/schema.h"
 
@@ -51,6 +53,12 @@ void infer_batchnorm(InferContext& c) {
 }
 
 TWINFER_REGISTER_SCHEMA("BatchNormalization", infer_batchnorm);
+
+// y = a x + s over one plane, float32, multiversioned: the baseline build's
+// four lanes made BatchNormalization [8, 64, 56, 56] 1.4x onnxruntime.
+TWINFER_SIMD_CLONES void affine_plane(const float* __restrict x, float* __restrict y, int64_t n, float a, float s) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a * x[i] + s;
+}
 
 class BatchNormKernel final : public Kernel {
  public:
@@ -100,8 +108,12 @@ class BatchNormKernel final : public Kernel {
         const T s = bias[c] - mean[c] * a;
         const T* xp = x + p * plane;
         T* yp = y + p * plane;
+        if constexpr (std::is_same_v<T, float>) {
+          affine_plane(xp, yp, plane, a, s);
+        } else {
 #pragma omp simd
-        for (int64_t i = 0; i < plane; ++i) yp[i] = a * xp[i] + s;
+          for (int64_t i = 0; i < plane; ++i) yp[i] = a * xp[i] + s;
+        }
       }
     });
   }
