@@ -39,7 +39,7 @@ def cases(rng):
     yield "TopK k=10 [64,32000]", model([h.make_node("TopK", ["x", "k"], ["y", "i"])], [("x", [64, 32000])],
                                         [("y", [64, 10])], [nh.from_array(np.array([10], np.int64), "k")])
     for op in ("Exp", "Log", "Sqrt", "Softplus", "Mish", "LeakyRelu", "Elu", "Selu", "Floor", "Round", "Sin", "Cos",
-               "Atan", "Asin", "Acos", "Celu", "HardSigmoid", "HardSwish"):
+               "Atan", "Asin", "Acos", "Celu", "HardSigmoid", "HardSwish", "ThresholdedRelu", "Reciprocal"):
         yield f"{op} [8,128,3072]", model([h.make_node(op, ["x"], ["y"])], [("x", [8, 128, 3072])], [("y", [8, 128, 3072])],
                                           opset=18)
     for to, name in ((TP.FLOAT16, "float16"), (TP.INT32, "int32"), (TP.BOOL, "bool")):
@@ -83,10 +83,15 @@ def cases(rng):
         [("y", [1, 64, 128, 128])])
     yield "Transpose NCHW->NHWC [8,3,224,224]", model([h.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
                                                       [("x", [8, 3, 224, 224])], [("y", [8, 224, 224, 3])])
+    yield "Transpose NCHW->NHWC [8,64,56,56]", model([h.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
+                                                     [("x", [8, 64, 56, 56])], [("y", [8, 56, 56, 64])])
     yield "Transpose (0,2,1,3) [64,128,12,64]", model([h.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1, 3])],
                                                        [("x", [64, 128, 12, 64])], [("y", [64, 12, 128, 64])])
     yield "SpaceToDepth 2 [1,64,128,128]", model([h.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
                                                  [("x", [1, 64, 128, 128])], [("y", [1, 256, 64, 64])])
+    bn = [nh.from_array(np.full(64, v, np.float32), n) for n, v in (("s", 1.0), ("bb", 0.0), ("m", 0.0), ("v", 1.0))]
+    yield "BatchNorm [8,64,56,56]", model([h.make_node("BatchNormalization", ["x", "s", "bb", "m", "v"], ["y"])],
+                                          [("x", [8, 64, 56, 56])], [("y", [8, 64, 56, 56])], bn)
     yield "InstanceNorm [4,64,64,64]", model([h.make_node("InstanceNormalization", ["x", "s", "b"], ["y"])],
                                              [("x", [4, 64, 64, 64])], [("y", [4, 64, 64, 64])], [scale, bias])
     yield "MaxPool 3x3/2 unpadded [8,64,56,56]", model(
