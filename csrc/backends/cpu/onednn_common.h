@@ -111,6 +111,29 @@ class ByThreads {
   mutable std::map<int, std::unique_ptr<V>> more_;
 };
 
+// A kernel's primitive for one thread budget (held by ByThreads): the
+// primitive, its constant weights packed for it, its scratchpad (size and a
+// byte desc for it) and oneDNN's name for the implementation it chose.
+template <typename Prim>
+struct PrimitiveVariant {
+  Prim prim;
+  dnnl::memory weights;
+  dnnl::memory::desc pad_md;
+  size_t pad_bytes = 0;
+  std::string impl;
+
+  // Takes the primitive and what it says about itself from `pd`.
+  template <typename PD>
+  void adopt(const PD& pd) {
+    prim = Prim(pd);
+    impl = pd.impl_info_str();
+    pad_bytes = (pd.scratchpad_desc().get_size() + 63) / 64 * 64;
+    if (pad_bytes)
+      pad_md = dnnl::memory::desc({static_cast<int64_t>(pad_bytes)}, dnnl::memory::data_type::u8,
+                                  dnnl::memory::format_tag::a);
+  }
+};
+
 // Constant weights reordered into the layouts a kernel's primitives ask
 // for, one copy per distinct layout. The first copy is made from the
 // model's plain tensor at construction; later layouts (another thread

@@ -65,13 +65,7 @@ class OnednnDeconv final : public Kernel {
   }
 
  private:
-  struct Variant {
-    dnnl::deconvolution_forward prim;
-    dnnl::memory weights;
-    dnnl::memory::desc pad_md;
-    size_t pad_bytes = 0;
-    std::string impl;
-  };
+  using Variant = PrimitiveVariant<dnnl::deconvolution_forward>;
 
   Variant make_variant(const Tensor* wc) const {
     Variant v;
@@ -80,12 +74,9 @@ class OnednnDeconv final : public Kernel {
         engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, x_md_,
         const_weights_ ? w_any : w_md_, s_.has_bias ? b_md_ : dnnl::memory::desc(), y_md_, strides_, dilates_,
         pad_l_, pad_r_, base_attr());
-    v.prim = dnnl::deconvolution_forward(pd);
-    v.impl = pd.impl_info_str();
+    v.adopt(pd);
     if (const_weights_)
       v.weights = packed_.empty() ? packed_.init(w_md_, wc->data(), pd.weights_desc(), wc->storage()) : packed_.get(pd.weights_desc());
-    v.pad_bytes = align_up(pd.scratchpad_desc().get_size());
-    if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
     return v;
   }
 

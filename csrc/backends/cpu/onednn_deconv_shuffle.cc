@@ -106,13 +106,7 @@ class OnednnDeconvShuffle final : public Kernel {
   }
 
  private:
-  struct Variant {
-    dnnl::convolution_forward prim;
-    dnnl::memory weights;
-    dnnl::memory::desc pad_md;
-    size_t pad_bytes = 0;
-    std::string impl;
-  };
+  using Variant = PrimitiveVariant<dnnl::convolution_forward>;
 
   Variant make_variant() const {
     Variant v;
@@ -120,11 +114,8 @@ class OnednnDeconvShuffle final : public Kernel {
     dnnl::convolution_forward::primitive_desc pd(engine(), dnnl::prop_kind::forward_inference,
                                                  dnnl::algorithm::convolution_direct, x_md_, w_any,
                                                  dnnl::memory::desc(), z_md_, {1, 1}, {0, 0}, {0, 0}, base_attr());
-    v.prim = dnnl::convolution_forward(pd);
-    v.impl = pd.impl_info_str();
+    v.adopt(pd);
     v.weights = packed_.empty() ? packed_.init(w_md_, w2_.data(), pd.weights_desc()) : packed_.get(pd.weights_desc());
-    v.pad_bytes = align_up(pd.scratchpad_desc().get_size());
-    if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
     return v;
   }
 

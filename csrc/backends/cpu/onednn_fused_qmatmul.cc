@@ -142,13 +142,7 @@ class QMatMulKernel final : public Kernel {
   }
 
  private:
-  struct Variant {
-    dnnl::matmul prim;
-    dnnl::memory weights;
-    dnnl::memory::desc pad_md;
-    size_t pad_bytes = 0;
-    std::string impl;
-  };
+  using Variant = onednn::PrimitiveVariant<dnnl::matmul>;
 
   Variant make_variant() const {
     Variant v;
@@ -156,11 +150,8 @@ class QMatMulKernel final : public Kernel {
                                                     : dnnl::memory::desc({k_, n_}, dt::s8, tag::any);
     const dnnl::primitive_attr attr = p_.x_per_token ? qlinear_token_attr(p_, m_, n_) : qlinear_attr(p_, 1 << 1);
     dnnl::matmul::primitive_desc pd(onednn::engine(), a_md_, w_any, bias_md_, y_md_, attr);
-    v.prim = dnnl::matmul(pd);
-    v.impl = pd.impl_info_str();
+    v.adopt(pd);
     v.weights = packed_.empty() ? packed_.init(w_plain_, w_const_, pd.weights_desc(), w_owner_) : packed_.get(pd.weights_desc());
-    v.pad_bytes = onednn::align_up(pd.scratchpad_desc().get_size());
-    if (v.pad_bytes) v.pad_md = dnnl::memory::desc({static_cast<int64_t>(v.pad_bytes)}, dt::u8, tag::a);
     return v;
   }
 
