@@ -71,16 +71,22 @@ class VariadicKernel final : public Kernel {
           acc = fallback.data();
         }
       }
-      const Lift2<Acc, typename Op::Functor> f{};
-      broadcast_apply2(plans_[0], in0, ctx.inputs[inputs_[1]].template as<const S>(), acc, f, nt,
-                       kGrainCheap);
-      for (size_t k = 2; k < inputs_.size(); ++k)
-        broadcast_apply2(plans_[k - 1], static_cast<const Acc*>(acc),
-                         ctx.inputs[inputs_[k]].template as<const S>(), acc, f, nt, kGrainCheap);
-      if constexpr (Op::kMean) {
-        unary_apply(static_cast<const Acc*>(acc), out, numel_,
-                    DivideBy{static_cast<double>(inputs_.size())}, nt, kGrainCheap);
-      } else if constexpr (!std::is_same<Acc, S>::value) {
+      constexpr bool kDivideInLastPass = Op::kMean && std::is_same<Acc, S>::value;
+      const double n = static_cast<double>(inputs_.size());
+      // acc = a op input k, for k >= 1 (Mean's last one divides too, where acc is the output).
+      auto pass = [&](size_t k, const auto* a) {
+        const S* bk = ctx.inputs[inputs_[k]].template as<const S>();
+        if constexpr (kDivideInLastPass) {
+          if (k + 1 == inputs_.size())
+            return broadcast_apply2(plans_[k - 1], a, bk, acc, Lift2<Acc, AddThenDivideBy>{{n}}, nt, kGrainCheap);
+        }
+        broadcast_apply2(plans_[k - 1], a, bk, acc, Lift2<Acc, typename Op::Functor>{}, nt, kGrainCheap);
+      };
+      pass(1, in0);
+      for (size_t k = 2; k < inputs_.size(); ++k) pass(k, static_cast<const Acc*>(acc));
+      if constexpr (Op::kMean && !kDivideInLastPass) {
+        unary_apply(static_cast<const Acc*>(acc), out, numel_, DivideBy{n}, nt, kGrainCheap);
+      } else if constexpr (!Op::kMean && !std::is_same<Acc, S>::value) {
         unary_apply(static_cast<const Acc*>(acc), out, numel_, Identity{}, nt, kGrainCheap);
       }
     });

@@ -19,6 +19,14 @@ struct DivideBy {
   template <typename T> TWINFER_HD T operator()(T x) const { return x / static_cast<T>(n); }
 };
 
+// Mean's last input added and the sum divided in one pass (the CPU kernel
+// where the sum is kept in the data's own type): the same two roundings as
+// Add then DivideBy, one pass over the output fewer.
+struct AddThenDivideBy {
+  double n;
+  template <typename T> TWINFER_HD T operator()(T x, T y) const { return (x + y) / static_cast<T>(n); }
+};
+
 template <typename F, unsigned Types, bool Mean = false>
 struct VariadicTraits {
   using Functor = F;
