@@ -566,7 +566,7 @@ class CudaAttention final : public Kernel {
   // (try_cudnn): no cache, padding lengths or extra outputs.
   void keep_the_faster() {
     const size_t es = dtype_size(dtype_);
-    TrialKey key;
+    TrialKey key("attention");
     key << static_cast<int64_t>(dtype_) << g_.B << g_.H << g_.Hkv << g_.Sq << g_.Sk << g_.D << g_.Dv << g_.mask_kind
         << g_.mask_k << g_.causal << g_.left << g_.right;
     for (const twinfer::tx::AttnStrides& st : {g_.qs, g_.ks, g_.vs, g_.os}) key << st.b << st.h << st.s;

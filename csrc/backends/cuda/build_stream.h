@@ -66,9 +66,13 @@ using TrialLaunch = std::function<void(cudaStream_t)>;
 std::pair<float, float> fastest_of_two_ms(const TrialLaunch& first, const TrialLaunch& second, int reps = 3);
 
 // The numbers that decide a trial's times (shapes, strides, dtype, options),
-// as the key under which time_two_forms keeps its choice.
+// as the key under which time_two_forms keeps its choice, after the kind of
+// layer (two kinds may time forms of the same names). What goes in describes
+// the forms, never their display names: those carry measured times.
 class TrialKey {
  public:
+  TrialKey() = default;  // empty: the outcome is not kept
+  explicit TrialKey(const char* kind) : key_(std::string(kind) + '|') {}
   TrialKey& operator<<(int64_t v) {
     key_ += std::to_string(v);
     key_ += ',';

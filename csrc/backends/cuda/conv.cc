@@ -169,8 +169,8 @@ class CudnnConv final : public Kernel {
   // faster is kept; the kernel name gives both times. Without memory for the
   // trial, cuDNN's.
   void keep_the_faster() {
-    TrialKey key;
-    key << static_cast<int64_t>(dtype_) << c_.x << c_.w << c_.y << c_.win.stride << c_.win.pad_begin
+    TrialKey key("depthwise convolution");
+    key << static_cast<int64_t>(dtype_) << exact_ << c_.x << c_.w << c_.y << c_.win.stride << c_.win.pad_begin
         << c_.win.dilation << static_cast<int64_t>(c_.act.kind) << c_.has_bias << c_.has_residual;
     const FormTiming t = time_two_forms("ours", "cuDNN", key, [&] {
       const size_t elt = dtype_size(dtype_);

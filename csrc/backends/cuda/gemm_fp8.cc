@@ -219,7 +219,7 @@ class CudaFP8MatMul final : public Kernel {
   // Both forms run at build on zeroed operands and the faster is kept; what
   // the loser alone needed is freed.
   void keep_the_faster(std::unique_ptr<ScaledGemm> cutlass) {
-    TrialKey key;
+    TrialKey key("fp8 gemm");
     key << m_ << n_ << kp_ << static_cast<int64_t>(xt_) << static_cast<int64_t>(act_.kind) << has_bias_;
     const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", key, [&] {
       const size_t y_bytes = static_cast<size_t>(m_ * n_) * dtype_size(xt_);

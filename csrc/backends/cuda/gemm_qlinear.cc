@@ -260,7 +260,7 @@ class Int8Layer {
       gemm_.reset();
       return;
     }
-    TrialKey key;
+    TrialKey key("int8 gemm");
     key << rows_ << n_ << kp_ << np_ << fast_ << per_token_ << static_cast<int64_t>(shape.out)
         << static_cast<int64_t>(p.y_type) << static_cast<int64_t>(shape.act.kind) << !p.bias.empty();
     const FormTiming t = time_two_forms("CUTLASS", "cuBLASLt", key, [&] {
@@ -576,11 +576,11 @@ class CudaQConv final : public Kernel {
   // trial, cuDNN's. On an H200 (2026-11-30) neither form had been timed alone.
   void keep_the_faster(std::unique_ptr<Int8Layer> one_gemm) {
     const bool cols = pointwise_ && one_gemm->kp() == g_.channels;
-    TrialKey key;
+    TrialKey key("int8 convolution");
     key << g_.batch << g_.channels << g_.height << g_.width << g_.out_channels << g_.out_height << g_.out_width
         << g_.kernel_h << g_.kernel_w << g_.stride_h << g_.stride_w << g_.pad_h << g_.pad_w << g_.dil_h << g_.dil_w
         << g_.group << g_.x_channels_last << g_.y_channels_last << cols << static_cast<int64_t>(y_type_)
-        << name_ << std::string(one_gemm->impl());  // the two forms' names say their epilogues
+        << requantized_ << x_zero_ << one_gemm->fast() << one_gemm->writes_y(true);
     const FormTiming t = time_two_forms("one GEMM", "cuDNN", key, [&] {
       const TrialBuffer x(static_cast<size_t>(g_.batch * g_.channels * g_.height * g_.width)),
           y(static_cast<size_t>(g_.positions() * g_.out_channels)),
