@@ -310,8 +310,10 @@ def _cos(a, b):
 def test_smoothing_moves_outlier_channels_into_the_weights(transposed, rng):
     m = outlier_block(rng, transposed=transposed)
     # Enough tokens that the smoothed range (set by the ordinary channels,
-    # no longer by the outliers) is not clipped by unseen data.
-    data = [{"x": rng.standard_normal((4, 16, 64)).astype(F32)} for _ in range(8)]
+    # no longer by the outliers) is rarely clipped by unseen data: with 512
+    # (8 batches) two seeds in 31 clipped, and smoothing then gained only
+    # 1.0-1.4x; with 2048 the least over 100 seeds was 2.6x.
+    data = [{"x": rng.standard_normal((4, 16, 64)).astype(F32)} for _ in range(32)]
     cal = calibrate(m, data, progress=False)
     assert {"h", "a"} <= set(cal.tokens) and {"h", "a"} <= set(cal.smoothing) and cal.smoothing_alpha == 0.5
     s = np.asarray(cal.smoothing["h"])
@@ -326,7 +328,7 @@ def test_smoothing_moves_outlier_channels_into_the_weights(transposed, rng):
         assert ("smoothed" in log) == smoothing, log
     # Per-tensor int8 of h spends its levels on three channels without
     # smoothing; with it the product stays close to float32 (the error ~10x
-    # smaller, at least 3.8x over 20 seeds).
+    # smaller; 2.6-12.7x over 100 seeds).
     assert cos[True] > 0.999 and 1 - cos[True] < (1 - cos[False]) / 2, cos
 
 
