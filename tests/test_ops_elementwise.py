@@ -410,10 +410,9 @@ def test_float32_rounding_is_exact(rng, op, ref):
 
 @pytest.mark.parametrize("alpha", [1.0, -0.5, 2.75])
 def test_thresholded_relu_and_reciprocal_float32_exact(rng, alpha):
-    """The vectorised float32 ThresholdedRelu (x > alpha ? x : 0) and
-    Reciprocal (1 / x, the division instruction) equal NumPy's float32 bit for
-    bit on 100,003 values: alpha itself and its neighbours, +-0, subnormals,
-    infinities, NaN."""
+    """float32 ThresholdedRelu (x > alpha ? x : 0) and Reciprocal (1 / x)
+    equal NumPy's float32 bit for bit on 100,003 values, past one thread's
+    chunk: alpha itself and its neighbours, +-0, subnormals, infinities, NaN."""
     a32 = np.float32(alpha)
     edges = np.float32([alpha, np.nextafter(a32, np.float32(9)), np.nextafter(a32, np.float32(-9)), 0.0, -0.0, 1e-40,
                         -1e-40, 3e38, np.inf, -np.inf, np.nan])

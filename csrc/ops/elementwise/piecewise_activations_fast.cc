@@ -1,10 +1,9 @@
-// HardSigmoid, HardSwish and ThresholdedRelu on float32 as multiversioned
-// loops (core/simd_clones.h). The general kernel's baseline build runs them
-// four wide with compares and blends: HardSigmoid and ThresholdedRelu on
-// [8, 128, 3072] took 1.8x and 1.4x onnxruntime's time in stop 45's survey
-// (docs/performance.md), where an AVX2 loop is as fast as Relu, bound by
-// memory. The same values as the general kernel's functors (functors.h:
-// clamp_unit, NaN passing through; ThresholdedRelu's x > alpha ? x : 0).
+// HardSigmoid and HardSwish on float32 as multiversioned loops
+// (core/simd_clones.h). The general kernel's baseline build runs them four
+// wide with compares and blends: HardSigmoid on [8, 128, 3072] took 1.8x
+// onnxruntime's time in stop 45's survey (docs/performance.md), where an
+// AVX2 loop runs at memory speed, as Relu does. The same values as the
+// general kernel's functors (functors.h: clamp_unit, NaN passing through).
 #include "core/simd_clones.h"
 #include "ops/elementwise/float32_loop.h"
 #include "ops/elementwise/functors.h"
@@ -21,27 +20,6 @@ TWINFER_SIMD_CLONES void hard_swish_loop(const float* __restrict x, float* __res
   const HardSwish f;
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
-
-TWINFER_SIMD_CLONES void thresholded_relu_loop(const float* __restrict x, float* __restrict y, int64_t n,
-                                               float alpha) {
-  const ThresholdedRelu f{alpha};
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
-}
-
-class ThresholdedReluKernel final : public Kernel {
- public:
-  explicit ThresholdedReluKernel(const KernelBuildInfo& info) : alpha_(info.node().attr_float("alpha", 1.f)) {}
-  const char* impl_name() const override { return "vectorised float32"; }
-  void run(KernelContext& ctx) const override {
-    const float* x = ctx.inputs[0].as<const float>();
-    float* y = ctx.outputs[0].as<float>();
-    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
-                 [&](int64_t b, int64_t e) { thresholded_relu_loop(x + b, y + b, e - b, alpha_); });
-  }
-
- private:
-  float alpha_;
-};
 
 class HardSigmoidKernel final : public Kernel {
  public:
@@ -64,6 +42,5 @@ class HardSigmoidKernel final : public Kernel {
 TWINFER_REGISTER_KERNEL("HardSigmoid", Backend::kCPU, 10, float32_input, make_kernel<HardSigmoidKernel>);
 TWINFER_REGISTER_KERNEL("HardSwish", Backend::kCPU, 10, float32_input,
                         make_kernel<Float32LoopKernel<hard_swish_loop>>);
-TWINFER_REGISTER_KERNEL("ThresholdedRelu", Backend::kCPU, 10, float32_input, make_kernel<ThresholdedReluKernel>);
 
 }  // namespace twinfer::ew

@@ -1,4 +1,4 @@
-// Exp, Log, Sqrt, Reciprocal, Softplus, Mish, Elu, Selu and Celu on float32 as loops the compiler
+// Exp, Log, Sqrt, Softplus, Mish, Elu, Selu and Celu on float32 as loops the compiler
 // vectorises (multiversioned, core/simd_clones.h), like logistic_fast.cc. The
 // general kernel calls libm per element through the generic unary path, which
 // a survey against onnxruntime (one thread, [8, 128, 3072]) measured 10.8x
@@ -8,7 +8,6 @@
 //             subnormal results included)
 //   Log       fast_log.h's log_any
 //   Sqrt      the instruction (correctly rounded; built without errno)
-//   Reciprocal  1 / x, the division instruction (correctly rounded)
 //   Softplus  max(x, 0) + log1p(e^-|x|)
 //   Mish      x * tanh(softplus(x)) as x * n / (n + 2), n = e^x (e^x + 2)
 //             (after exp, in double): tanh(log(1 + e^x)) without a log; x
@@ -34,12 +33,6 @@ TWINFER_SIMD_CLONES void exp_loop(const float* __restrict x, float* __restrict y
 // instruction does), so the loop is sqrtps and not a libm call per element.
 TWINFER_SIMD_CLONES void sqrt_loop(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = __builtin_sqrtf(x[i]);
-}
-
-// 1 / x as the division instruction (exact, as the general kernel's), eight
-// or sixteen at a time: the baseline build's four made it 1.24x onnxruntime.
-TWINFER_SIMD_CLONES void reciprocal_loop(const float* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = 1.f / x[i];
 }
 
 inline __attribute__((always_inline)) float mish_one(float x) {
@@ -137,7 +130,5 @@ TWINFER_REGISTER_KERNEL("Softplus", Backend::kCPU, 10, float32_input, make_kerne
 TWINFER_REGISTER_KERNEL("Mish", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<mish_loop>>);
 TWINFER_REGISTER_KERNEL("Exp", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<exp_loop>>);
 TWINFER_REGISTER_KERNEL("Sqrt", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<sqrt_loop>>);
-TWINFER_REGISTER_KERNEL("Reciprocal", Backend::kCPU, 10, float32_input,
-                        make_kernel<Float32LoopKernel<reciprocal_loop>>);
 
 }  // namespace twinfer::ew
