@@ -64,6 +64,8 @@ def cases(rng):
     axis1 = nh.from_array(np.array([1], np.int64), "axes")
     yield "ReduceSum axis 1 [64,128,768]", model([h.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
                                                  [("x", [64, 128, 768])], [("y", [64, 768])], [axis1])
+    yield "ReduceMean axis 1 [8,64,56,56]", model([h.make_node("ReduceMean", ["x"], ["y"], axes=[1])],
+                                                  [("x", [8, 64, 56, 56])], [("y", [8, 1, 56, 56])])
     yield "ReduceLogSumExp last [64,128,768]", model(
         [h.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[-1], keepdims=0)], [("x", [64, 128, 768])],
         [("y", [64, 128])])

@@ -39,4 +39,27 @@ class Float32LoopKernel final : public Kernel {
   }
 };
 
+// The same with two float attributes, read once at build by Attrs::read
+// (a static function of the graph::Node returning {a, b}): Elu's alpha,
+// HardSigmoid's alpha and beta.
+struct FloatPair {
+  float a, b;
+};
+
+template <void (*Loop)(const float*, float*, int64_t, float, float), class Attrs>
+class Float32AttrLoopKernel final : public Kernel {
+ public:
+  explicit Float32AttrLoopKernel(const KernelBuildInfo& info) : attrs_(Attrs::read(info.node())) {}
+  const char* impl_name() const override { return "vectorised float32"; }
+  void run(KernelContext& ctx) const override {
+    const float* x = ctx.inputs[0].as<const float>();
+    float* y = ctx.outputs[0].as<float>();
+    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
+                 [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b, attrs_.a, attrs_.b); });
+  }
+
+ private:
+  FloatPair attrs_;
+};
+
 }  // namespace twinfer::ew

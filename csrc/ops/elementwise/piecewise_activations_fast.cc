@@ -21,25 +21,13 @@ TWINFER_SIMD_CLONES void hard_swish_loop(const float* __restrict x, float* __res
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
-class HardSigmoidKernel final : public Kernel {
- public:
-  explicit HardSigmoidKernel(const KernelBuildInfo& info)
-      : alpha_(info.node().attr_float("alpha", 0.2f)), beta_(info.node().attr_float("beta", 0.5f)) {}
-  const char* impl_name() const override { return "vectorised float32"; }
-  void run(KernelContext& ctx) const override {
-    const float* x = ctx.inputs[0].as<const float>();
-    float* y = ctx.outputs[0].as<float>();
-    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
-                 [&](int64_t b, int64_t e) { hard_sigmoid_loop(x + b, y + b, e - b, alpha_, beta_); });
-  }
-
- private:
-  float alpha_, beta_;
+struct HardSigmoidAttrs {
+  static FloatPair read(const graph::Node& n) { return {n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f)}; }
 };
 
 }  // namespace
 
-TWINFER_REGISTER_KERNEL("HardSigmoid", Backend::kCPU, 10, float32_input, make_kernel<HardSigmoidKernel>);
+TWINFER_REGISTER_KERNEL("HardSigmoid", Backend::kCPU, 10, float32_input, make_kernel<Float32AttrLoopKernel<hard_sigmoid_loop, HardSigmoidAttrs>>);
 TWINFER_REGISTER_KERNEL("HardSwish", Backend::kCPU, 10, float32_input,
                         make_kernel<Float32LoopKernel<hard_swish_loop>>);
 

@@ -101,30 +101,22 @@ bool celu_fast(const KernelBuildInfo& info, std::string* why) {
   return false;
 }
 
-// Elu, Selu and Celu with their attributes (gamma is 1 but for Selu).
-template <void (*Loop)(const float*, float*, int64_t, float, float), bool kSelu>
-class ExpActivationKernel final : public Kernel {
- public:
-  explicit ExpActivationKernel(const KernelBuildInfo& info)
-      : alpha_(info.node().attr_float("alpha", kSelu ? 1.67326319217681884765625f : 1.f)),
-        gamma_(kSelu ? info.node().attr_float("gamma", 1.05070102214813232421875f) : 1.f) {}
-  const char* impl_name() const override { return "vectorised float32"; }
-  void run(KernelContext& ctx) const override {
-    const float* x = ctx.inputs[0].as<const float>();
-    float* y = ctx.outputs[0].as<float>();
-    parallel_for(ctx.inputs[0].numel(), ctx.num_threads, 8192,
-                 [&](int64_t b, int64_t e) { Loop(x + b, y + b, e - b, alpha_, gamma_); });
-  }
+// Elu, Selu and Celu's attributes as (alpha, gamma); gamma is 1 but for Selu.
+struct AlphaOneAttrs {
+  static FloatPair read(const graph::Node& n) { return {n.attr_float("alpha", 1.f), 1.f}; }
+};
 
- private:
-  float alpha_, gamma_;
+struct SeluAttrs {
+  static FloatPair read(const graph::Node& n) {
+    return {n.attr_float("alpha", 1.67326319217681884765625f), n.attr_float("gamma", 1.05070102214813232421875f)};
+  }
 };
 
 }  // namespace
 
-TWINFER_REGISTER_KERNEL("Elu", Backend::kCPU, 10, float32_input, make_kernel<ExpActivationKernel<elu_loop, false>>);
-TWINFER_REGISTER_KERNEL("Selu", Backend::kCPU, 10, float32_input, make_kernel<ExpActivationKernel<selu_loop, true>>);
-TWINFER_REGISTER_KERNEL("Celu", Backend::kCPU, 10, celu_fast, make_kernel<ExpActivationKernel<celu_loop, false>>);
+TWINFER_REGISTER_KERNEL("Elu", Backend::kCPU, 10, float32_input, make_kernel<Float32AttrLoopKernel<elu_loop, AlphaOneAttrs>>);
+TWINFER_REGISTER_KERNEL("Selu", Backend::kCPU, 10, float32_input, make_kernel<Float32AttrLoopKernel<selu_loop, SeluAttrs>>);
+TWINFER_REGISTER_KERNEL("Celu", Backend::kCPU, 10, celu_fast, make_kernel<Float32AttrLoopKernel<celu_loop, AlphaOneAttrs>>);
 TWINFER_REGISTER_KERNEL("Log", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<log_loop>>);
 TWINFER_REGISTER_KERNEL("Softplus", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<softplus_loop>>);
 TWINFER_REGISTER_KERNEL("Mish", Backend::kCPU, 10, float32_input, make_kernel<Float32LoopKernel<mish_loop>>);
