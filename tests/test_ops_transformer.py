@@ -207,6 +207,25 @@ def test_mean_variance_normalization(rng):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("axes", [None, [1], [0, 1, 3], [3]])
+def test_mean_variance_normalization_float32_rows_on_threads(rng, axes):
+    # Runs long enough for the float32 rows' eight double lanes and their
+    # tails (1073, 29, 1), groups spread over rows, one and two threads: each
+    # within float32's rounding of the float64 result, and the same bits for
+    # any thread count (per-row sums are added into groups in row order).
+    x = rand(rng, (3, 13, 37, 29), F32) * 3 + 1
+    x[1, 4, 5, 6] = 40.0  # an outlier its group's statistics must take
+    model, feeds = build("MeanVarianceNormalization", [("X", x)], None if axes is None else {"axes": axes}, opset=13)
+    one = run(model, feeds, num_threads=1)[0]
+    two = run(model, feeds, num_threads=2)[0]
+    ax = tuple(axes or (0, 2, 3))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=ax, keepdims=True)
+    want = (x64 - mean) / (np.sqrt(((x64 - mean) ** 2).mean(axis=ax, keepdims=True)) + 1e-9)
+    np.testing.assert_allclose(one, want, rtol=2e-7, atol=2e-7)
+    assert np.array_equal(one, two)
+
+
 # ----------------------------------------------------------------------------- recurrent attention / conv
 
 
