@@ -93,6 +93,14 @@ CONV_CASES = [
     ((1, 32, 13, 13), 32, (3, 3), dict(pads=[1, 1, 1, 1])),  # wide enough for blocked kernels
     ((1, 32, 13, 13), 32, (3, 3), dict(group=32, pads=[1, 1, 1, 1], strides=[2, 2])),  # blocked depthwise
     ((1, 128, 9, 9), 24, (3, 3), dict(pads=[1, 1, 1, 1])),  # wide: oneDNN's own (channels-last) layout
+    # Maps one pixel wide under kernels one wide (Conv1D as tf2onnx writes it):
+    # oneDNN is handed them as [N, C, 1, L]. Pads, strides and dilations along
+    # the length; a stride and pad along the width that still leave it 1 wide.
+    ((2, 20, 37, 1), 24, (5, 1), dict(pads=[2, 0, 1, 0])),
+    ((1, 3, 29, 1), 5, (3, 1), dict(strides=[2, 1], dilations=[2, 1])),
+    ((1, 128, 19, 1), 24, (3, 1), dict(pads=[1, 0, 1, 0])),
+    ((1, 8, 15, 1), 8, (3, 1), dict(strides=[1, 2], pads=[1, 0, 1, 1])),
+    ((1, 16, 21, 1), 16, (3, 1), dict(group=16, pads=[1, 0, 1, 0])),  # depthwise
 ]
 
 
@@ -171,6 +179,7 @@ FUSED_CONV_CASES = [
     ((2, 6, 11, 11), 6, (3, 3), dict(group=6, pads=[1, 1, 1, 1], strides=[2, 2])),
     ((1, 32, 9, 9), 32, (3, 3), dict(group=32, pads=[1, 1, 1, 1])),
     ((1, 128, 7, 7), 16, (3, 3), dict(pads=[1, 1, 1, 1])),
+    ((2, 16, 23, 1), 16, (3, 1), dict(pads=[1, 0, 1, 0])),  # one pixel wide, as [N, C, 1, L]
 ]
 
 
@@ -202,6 +211,32 @@ def test_fused_conv_gelu_tanh_form(rng):
                        act_attrs={"activation": "Gelu", "activation_params": [1.0]})
     expected = 0.5 * conv * (1 + np.tanh(np.sqrt(2 / np.pi) * (conv + 0.044715 * conv**3)))
     assert_close(run_twinfer(fused, {"x": x})[0], expected.astype(np.float32), **F32)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_conv1d_stack_written_one_pixel_wide(rng, device):
+    # A Keras Conv1D stack as tf2onnx writes it ([N, C, L, 1] maps, kx1
+    # kernels; magika's is one): optimised as a model (the blocked layout
+    # between the convolutions, Relu and the residual Add fused), each
+    # convolution handed to oneDNN as [N, C, 1, L], against onnxruntime.
+    import twinfer
+
+    n, c, length = 3, 32, 45
+    nodes, inits = [], []
+    prev = "x"
+    for i, (k, pad) in enumerate([(5, 2), (3, 1), (3, 1)]):
+        w, b = conv_weights(rng, (n, c, length, 1), c, (k, 1), {})
+        inits += [(f"w{i}", w), (f"b{i}", b)]
+        nodes.append(helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], kernel_shape=[k, 1],
+                                      pads=[pad, 0, pad, 0]))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))
+        prev = f"r{i}"
+    nodes.append(helper.make_node("Add", [prev, "r0"], ["y"]))
+    model = make_model(nodes, [("x", np.float32, [n, c, length, 1])], [("y", np.float32, None)], inits)
+    feeds = {"x": randn(rng, n, c, length, 1)}
+    engine = twinfer.load(model, device=device)
+    assert sum("Conv" in row.op for row in engine.kernel_report()) == 3
+    assert_close(engine.run(feeds)["y"].numpy(), run_ort(model, feeds)[0], **F32)
 
 
 # ----------------------------------------------------------------------------- Gemm

@@ -102,10 +102,25 @@ dnnl::memory::desc weights_desc(const ConvSpec& cs) {
   return dnnl::memory::desc(to_dims(dims), dt::f32, to_dims(strides));
 }
 
+// A 2-D convolution over a map one pixel wide with a kernel one wide (a 1-D
+// convolution written as [N, C, L, 1], as tf2onnx exports Keras's Conv1D)
+// described with its spatial dims swapped, [N, C, 1, L]: oneDNN's kernels
+// block over the width, and every layout this kernel reads or writes (NCHW,
+// blocked, NHWC, plain or KRSC weights) holds the same bytes either way.
+// magika's [5, 256, 512, 1] convolution with a 5x1 kernel took 72.9 ms as
+// given and 35.5 ms swapped (one thread; onnxruntime 31 ms).
+ConvSpec width_one_as_height(ConvSpec cs) {
+  if (cs.win.nsp != 2 || cs.x[3] != 1 || cs.y[3] != 1 || cs.w[3] != 1 || cs.x[2] == 1) return cs;
+  for (Shape* s : {&cs.x, &cs.w, &cs.y}) std::swap((*s)[2], (*s)[3]);
+  for (std::vector<int64_t>* v : {&cs.win.kernel, &cs.win.stride, &cs.win.dilation, &cs.win.pad_begin, &cs.win.pad_end})
+    std::swap((*v)[0], (*v)[1]);
+  return cs;
+}
+
 class OnednnConv final : public Kernel {
  public:
   explicit OnednnConv(const KernelBuildInfo& info)
-      : spec_(nn::conv_spec(info)), node_(info.node().name), op_(info.node().op_type) {
+      : spec_(width_one_as_height(nn::conv_spec(info))), node_(info.node().name), op_(info.node().op_type) {
     empty_ = shape_numel(spec_.y) == 0;
     if (empty_) return;
     x_plain_ = plain_desc(spec_.x);
