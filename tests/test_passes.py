@@ -254,6 +254,71 @@ def test_tanh_gelu_pattern_becomes_one_op(rng, spelling):
     assert any("1 tanh-GELU" in line for line in stats["passes"]), stats
 
 
+def _hard_swish_nodes(spelling):
+    """HardSwish of x into y as exporters spell it out; (nodes, constants, opset)."""
+    c = {"three": np.array(3.0, np.float32), "zero": np.array(0.0, np.float32), "six": np.array(6.0, np.float32),
+         "sixth": np.array(1 / 6, np.float32)}
+    clip = helper.make_node("Clip", ["a", "zero", "six"], ["c"])
+    if spelling == "paddle":  # x * Clip(x + 3, 0, 6) / 6
+        return [helper.make_node("Add", ["x", "three"], ["a"]), clip, helper.make_node("Mul", ["x", "c"], ["m"]),
+                helper.make_node("Div", ["m", "six"], ["y"])], c, 17
+    if spelling == "sixth_after":  # (3 + x) clipped by attributes (opset 6), * x, * (1/6)
+        return [helper.make_node("Add", ["three", "x"], ["a"]), helper.make_node("Clip", ["a"], ["c"], min=0.0, max=6.0),
+                helper.make_node("Mul", ["c", "x"], ["m"]), helper.make_node("Mul", ["sixth", "m"], ["y"])], c, 10
+    if spelling == "sixth_before":  # x * (Clip(x + 3, 0, 6) / 6)
+        return [helper.make_node("Add", ["x", "three"], ["a"]), clip, helper.make_node("Div", ["c", "six"], ["d"]),
+                helper.make_node("Mul", ["x", "d"], ["y"])], c, 17
+    assert spelling == "hard_sigmoid"  # torch before opset 14: x * hardsigmoid(x)
+    return [helper.make_node("HardSigmoid", ["x"], ["h"], alpha=1 / 6, beta=0.5),
+            helper.make_node("Mul", ["x", "h"], ["y"])], c, 13
+
+
+@pytest.mark.parametrize("spelling", ["paddle", "sixth_after", "sixth_before", "hard_sigmoid"])
+def test_spelled_out_hard_swish_becomes_one_op_and_fuses_into_the_conv(rng, spelling):
+    # A conv, then HardSwish as paddle2onnx or torch spells it: one HardSwish
+    # node, which the conv's epilogue takes; against onnxruntime across the
+    # bend points (-3, 3), infinities and NaN.
+    nodes, inits, opset = _hard_swish_nodes(spelling)
+    nodes = [helper.make_node("Conv", ["img", "w"], ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])] + nodes
+    inits = {k: v for k, v in inits.items() if any(k in n.input for n in nodes)}
+    inits["w"] = _conv_weights(rng, 6, 3, 3)
+    model = _model(nodes, [_vi("img", [2, 3, 9, 11])], [_vi("y", [2, 6, 9, 11])], inits)
+    model.opset_import[0].version = opset
+    img = 3 * rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    img[0, :, 4, 5] = [np.inf, -np.inf, np.nan]
+    engine = twinfer.load(model, device="cpu", optimize=True)
+    want = run_ort(model, {"img": img})[0]
+    got = engine.run({"img": img})["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert engine.op_histogram() == {"com.twinfer::Conv": 1}, engine.op_histogram()
+    # and without the conv in front: one HardSwish node
+    plain = _model(nodes[1:], [_vi("x", [4, 5, 7])], [_vi("y", [4, 5, 7])], {k: v for k, v in inits.items() if k != "w"})
+    plain.opset_import[0].version = opset
+    x = np.linspace(-5, 5, 140, dtype=np.float32).reshape(4, 5, 7)
+    assert _check(plain, {"x": x}, rtol=1e-6, atol=1e-6) == {"HardSwish": 1}
+
+
+@pytest.mark.parametrize("change", ["clip_to_5", "add_2", "gate_read_twice", "hard_sigmoid_alpha_0.2"])
+def test_near_hard_swish_patterns_stay_as_they_are(rng, change):
+    nodes, inits, opset = _hard_swish_nodes("hard_sigmoid" if change.startswith("hard_sigmoid") else "paddle")
+    outputs = [_vi("y", [4, 5, 7])]
+    if change == "clip_to_5":
+        inits["six"] = np.array(5.0, np.float32)
+        nodes[3] = helper.make_node("Div", ["m", "six6"], ["y"])
+        inits["six6"] = np.array(6.0, np.float32)
+    elif change == "add_2":
+        inits["three"] = np.array(2.0, np.float32)
+    elif change == "gate_read_twice":
+        outputs.append(_vi("c", [4, 5, 7]))
+    else:
+        nodes[0] = helper.make_node("HardSigmoid", ["x"], ["h"], alpha=0.2, beta=0.5)
+    inits = {k: v for k, v in inits.items() if any(k in n.input for n in nodes)}
+    model = _model(nodes, [_vi("x", [4, 5, 7])], outputs, inits)
+    model.opset_import[0].version = opset
+    hist = _check(model, {"x": 3 * rng.standard_normal((4, 5, 7)).astype(np.float32)}, rtol=1e-6, atol=1e-6)
+    assert "HardSwish" not in hist, hist
+
+
 @pytest.mark.parametrize("a_shape,b_shape,perm,folded", [
     ([1, 16, 1, 80], [1, 16, 1030, 80], [0, 1, 3, 2], True),  # a decode step over a 5 MiB key cache
     ([2, 1, 5, 64], [1, 4, 4097, 64], [0, 1, 3, 2], True),    # batch dims broadcast both ways

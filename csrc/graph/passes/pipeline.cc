@@ -19,6 +19,7 @@
 #include "graph/passes/transposes_in_4d.h"
 #include "graph/passes/matmul_reads_transposed.h"
 #include "graph/passes/fuse_gelu.h"
+#include "graph/passes/fuse_hard_swish.h"
 #include "graph/passes/fuse_matmul_integer.h"
 #include "graph/passes/fuse_qdq.h"
 #include "graph/passes/fuse_qdq_binary.h"
@@ -158,6 +159,7 @@ void rewrite_inlined_branches(graph::Graph& g, PassContext& pc) {
   keep_if_valid(g, pc, "fold_pad_conv", [&] { return fold_pad_into_conv(g, pc, &renamed); });
   keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
   keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
+  keep_if_valid(g, pc, "fuse_hard_swish", [&] { return fuse_hard_swish(g, pc); });
   g.remove_dead();
 }
 
@@ -206,6 +208,7 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
     // before quantizing: the folded weights are what int8 must hold
     keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
     keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
+    keep_if_valid(g, pc, "fuse_hard_swish", [&] { return fuse_hard_swish(g, pc); });
     // onnxruntime's quantize_dynamic files: MatMulInteger's int32 product
     // rescaled to float in oneDNN's epilogue
     keep_if_valid(g, pc, "fuse_matmul_integer", [&] { return fuse_matmul_integer(g, pc); });
