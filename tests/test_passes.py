@@ -254,6 +254,36 @@ def test_tanh_gelu_pattern_becomes_one_op(rng, spelling):
     assert any("1 tanh-GELU" in line for line in stats["passes"]), stats
 
 
+@pytest.mark.parametrize("shape,conv_bias,first,folds", [
+    ((1, 5, 1, 1), True, False, True),   # paddle2onnx's bias
+    ((5, 1, 1), False, True, True),      # Add(c, conv)
+    ((), True, False, True),             # one value for every channel
+    ((1, 1, 1, 1), False, False, True),
+    ((1, 1, 1, 11), True, False, False),  # one value per column: not a bias
+    ((1, 1, 5, 1, 1), True, False, False),  # raises the rank
+    ((1, 5, 1, 1), True, False, "read_twice"),
+])
+def test_a_per_channel_add_after_a_conv_folds_into_its_bias(rng, shape, conv_bias, first, folds):
+    inits = {"w": _conv_weights(rng, 5, 3, 3), "c": rng.standard_normal(shape).astype(np.float32)}
+    conv_in = ["x", "w"]
+    if conv_bias:
+        inits["b"] = rng.standard_normal(5).astype(np.float32)
+        conv_in.append("b")
+    nodes = [helper.make_node("Conv", conv_in, ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "y"] if first else ["y", "c"], ["z"]),
+             helper.make_node("Relu", ["z"], ["out"])]
+    outputs = [_vi("out", None)]
+    if folds == "read_twice":
+        outputs.append(_vi("y", None))
+    model = _model(nodes, [_vi("x", [2, 3, 9, 11])], outputs, inits)
+    hist = _check(model, {"x": rng.standard_normal((2, 3, 9, 11)).astype(np.float32)}, rtol=1e-5, atol=1e-5)
+    stats = twinfer.load(model, device="cpu").stats()
+    folded = any("fold_conv_add: folded 1" in line for line in stats["passes"])
+    assert folded == (folds is True), (hist, stats["passes"])
+    if folds is True:  # and the Relu then goes into the conv's epilogue
+        assert hist == {"com.twinfer::Conv": 1}, hist
+
+
 def _hard_swish_nodes(spelling):
     """HardSwish of x into y as exporters spell it out; (nodes, constants, opset)."""
     c = {"three": np.array(3.0, np.float32), "zero": np.array(0.0, np.float32), "six": np.array(6.0, np.float32),

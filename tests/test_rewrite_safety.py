@@ -89,17 +89,24 @@ def test_matmul_bias_with_a_dynamic_rank_input_stays_correct(rng):
 
 # --- Conv --------------------------------------------------------------------
 
-def test_conv_with_a_broadcast_residual_is_not_fused_as_a_residual(rng):
-    """Add(conv, [1, C, 1, 1]) is a per-channel shift, not a residual; then a
-    Relu still may not fold over it."""
+@pytest.mark.parametrize("shift_is_constant", [True, False])
+def test_conv_with_a_broadcast_residual_is_not_fused_as_a_residual(rng, shift_is_constant):
+    """Add(conv, [1, C, 1, 1]) is a per-channel shift, not a residual. A
+    constant one becomes the conv's bias (fold_conv_add); one fed at run time
+    stays an Add, and then a Relu still may not fold over it."""
     w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
     shift = rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
+    inputs, inits, feeds = [_vi("x", [1, 3, 9, 11])], {"w": w}, {"x": rng.standard_normal((1, 3, 9, 11)).astype(np.float32)}
+    if shift_is_constant:
+        inits["shift"] = shift
+    else:
+        inputs.append(_vi("shift", [1, 8, 1, 1]))
+        feeds["shift"] = shift
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]),
                     helper.make_node("Add", ["y", "shift"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
-                   [_vi("x", [1, 3, 9, 11])], [_vi("out", None)], {"w": w, "shift": shift})
-    engine = _matches_onnxruntime(model, {"x": rng.standard_normal((1, 3, 9, 11)).astype(np.float32)}, rtol=1e-4,
-                                  atol=1e-4)
-    assert "Add" in _ops(engine)
+                   inputs, [_vi("out", None)], inits)
+    engine = _matches_onnxruntime(model, feeds, rtol=1e-4, atol=1e-4)
+    assert ("Add" in _ops(engine)) == (not shift_is_constant), _ops(engine)
 
 
 def test_float64_conv_keeps_its_clip(rng):

@@ -10,6 +10,7 @@
 #include "graph/passes/common_subexpressions.h"
 #include "graph/passes/eliminate_identity.h"
 #include "graph/passes/pass_switch.h"
+#include "graph/passes/fold_conv_add.h"
 #include "graph/passes/fold_conv_bn.h"
 #include "graph/passes/fold_pad_conv.h"
 #include "graph/passes/fuse.h"
@@ -158,6 +159,7 @@ void rewrite_inlined_branches(graph::Graph& g, PassContext& pc) {
   std::map<std::string, std::string> renamed;  // calibration's names: nothing here is calibrated
   keep_if_valid(g, pc, "fold_pad_conv", [&] { return fold_pad_into_conv(g, pc, &renamed); });
   keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
+  keep_if_valid(g, pc, "fold_conv_add", [&] { return fold_conv_add(g, pc); });
   keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
   keep_if_valid(g, pc, "fuse_hard_swish", [&] { return fuse_hard_swish(g, pc); });
   g.remove_dead();
@@ -207,6 +209,7 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
       renamed = std::move(pad_renames);
     // before quantizing: the folded weights are what int8 must hold
     keep_if_valid(g, pc, "fold_conv_bn", [&] { return fold_conv_bn(g, pc); });
+    keep_if_valid(g, pc, "fold_conv_add", [&] { return fold_conv_add(g, pc); });
     keep_if_valid(g, pc, "fuse_gelu", [&] { return fuse_gelu(g, pc); });
     keep_if_valid(g, pc, "fuse_hard_swish", [&] { return fuse_hard_swish(g, pc); });
     // onnxruntime's quantize_dynamic files: MatMulInteger's int32 product
