@@ -163,6 +163,28 @@ def test_channels_not_a_multiple_of_the_block(rng):
     assert ops.count(BLOCKED + "Conv") == 5 and ops.count(BLOCKED + "FromBlocked") == 1, ops
 
 
+def test_max_and_min_with_a_constant_stay_blocked(rng):
+    # tf2onnx's tf.maximum(LeakyRelu(conv), -0.4) (openwakeword's embedding
+    # model): Max / Min of a scalar constant, either operand order, stay in
+    # the region; with infinities and NaN in the feature maps, NaN stays NaN
+    # as onnxruntime's Max / Min keep it.
+    g = G(rng, 16)
+    y = g.node("Max", [g.node("LeakyRelu", [g.conv("x", 16, 24)], alpha=0.2), g.const(np.float32(-0.4))])
+    y = g.node("Min", [g.const(np.full((1, 1, 1, 1), 0.3, np.float32)), g.conv(y, 24, 24, k=1)])
+    y = g.node("Max", [g.conv(y, 24, 24), g.const(np.float32(-0.1))])
+    g.output(g.conv(y, 24, 16, k=1))
+    ops = _run_both(g)
+    assert ops.count(BLOCKED + "Conv") == 4 and ops.count(BLOCKED + "FromBlocked") == 1, ops
+    assert ops.count(BLOCKED + "Max") == 2 and ops.count(BLOCKED + "Min") == 1, ops
+    g.feeds["x"][0, :3, 4, 5] = [np.inf, -np.inf, np.nan]
+    got = twinfer.load(g.model().SerializeToString(), device="cpu").run(g.feeds)[g.outputs[0].name].numpy()
+    want = _ort(g.model(), g.feeds)[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = ~np.isnan(want)
+    assert finite.mean() < 0.95  # the NaN spread through the convolutions (about 9% of the output)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
+
+
 def test_squeeze_excitation(rng):
     g = G(rng, 24)
     x = g.conv("x", 24, 40)

@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "backends/cpu/onednn_common.h"
+#include "core/parallel.h"
+#include "core/simd_clones.h"
 #include "graph/domains.h"
 #include "ops/schema.h"
 
@@ -217,6 +219,39 @@ class Concat final : public BlockedKernel {
 
 // --- what each op accepts (the layout pass asks before it rewrites a node) ---
 
+// Max / Min of a blocked activation and a constant scalar (attribute
+// "bound"): tf2onnx's tf.maximum(x, -0.4) after a LeakyRelu. A scalar reads
+// the same in any layout, so one loop over the whole buffer, channel padding
+// included (it stays finite). NaN stays NaN, as onnxruntime's Max keeps it;
+// oneDNN's clip would give the bound.
+TWINFER_SIMD_CLONES void max_with(const float* __restrict x, float* __restrict y, int64_t n, float c) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < c ? c : x[i];
+}
+TWINFER_SIMD_CLONES void min_with(const float* __restrict x, float* __restrict y, int64_t n, float c) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > c ? c : x[i];
+}
+
+class ScalarBound final : public Kernel {
+ public:
+  explicit ScalarBound(const KernelBuildInfo& info)
+      : max_(info.node().op_type == "Max"),
+        bound_(info.node().attr_float("bound", 0.f)),
+        n_(static_cast<int64_t>(blocked_desc(info.input_shape(0)).get_size() / sizeof(float))) {}
+  const char* impl_name() const override { return max_ ? "blocked max with a scalar" : "blocked min with a scalar"; }
+  void run(KernelContext& ctx) const override {
+    const float* x = ctx.inputs[0].as<const float>();
+    float* y = ctx.outputs[0].as<float>();
+    parallel_for(n_, ctx.num_threads, 16384, [&](int64_t b, int64_t e) {
+      (max_ ? max_with : min_with)(x + b, y + b, e - b, bound_);
+    });
+  }
+
+ private:
+  bool max_;
+  float bound_;
+  int64_t n_;  // the buffer's floats, channel padding included
+};
+
 bool f32_activation(const KernelBuildInfo& info, size_t i, std::string* why) {
   if (!info.has_input(i) || info.input_dtype(i) != DType::kFloat32) {
     *why = "blocked layout: float32 activations only";
@@ -301,6 +336,18 @@ TWINFER_BLOCKED_UNARY("Tanh");
 TWINFER_BLOCKED_UNARY("HardSigmoid");
 TWINFER_BLOCKED_UNARY("HardSwish");
 #undef TWINFER_BLOCKED_UNARY
+bool supports_scalar_bound(const KernelBuildInfo& info, std::string* why) {
+  if (!f32_activation(info, 0, why)) return false;
+  if (!info.node().has_attr("bound")) {
+    *why = "blocked Max / Min without a scalar bound";
+    return false;
+  }
+  return true;
+}
+TWINFER_REGISTER_SCHEMA("Max", infer_same_as_input0, kBlockedDomain);
+TWINFER_REGISTER_SCHEMA("Min", infer_same_as_input0, kBlockedDomain);
+TWINFER_REGISTER_KERNEL("Max", Backend::kCPU, 10, supports_scalar_bound, make_kernel<ScalarBound>, kBlockedDomain);
+TWINFER_REGISTER_KERNEL("Min", Backend::kCPU, 10, supports_scalar_bound, make_kernel<ScalarBound>, kBlockedDomain);
 
 TWINFER_REGISTER_SCHEMA("Add", infer_broadcast, kBlockedDomain);
 TWINFER_REGISTER_SCHEMA("Mul", infer_broadcast, kBlockedDomain);

@@ -88,6 +88,23 @@ bool blocked_form(const graph::Graph& g, const graph::Node& n, const std::vector
     }
   } else if (unary_as_activation(g, n, trial)) {
     if (!activation_4d(g, n.inputs[0]) || !region_value[n.inputs[0]]) return false;
+  } else if ((is_default(n, "Max") || is_default(n, "Min")) && n.inputs.size() == 2) {
+    // Max / Min of x and a constant scalar (tf2onnx's tf.maximum after a
+    // LeakyRelu: openwakeword's embedding model), either operand order.
+    for (int k = 0; k < 2; ++k) {
+      const int c = n.inputs[k], x = n.inputs[1 - k];
+      float bound;
+      if (c < 0 || x < 0 || !g.values[c].is_constant() || !const_scalar(g, c, &bound) || !activation_4d(g, x) ||
+          !region_value[x])
+        continue;
+      *trial = n;
+      trial->inputs = {x};
+      trial->attrs.clear();
+      trial->attrs["bound"] = float_attr(bound);
+      trial->domain = kBlockedDomain;
+      return true;
+    }
+    return false;
   } else if (nn::stored_channels_last(n)) {
     return false;  // an int8 MaxPool on NHWC bytes (int8_channels_last); activation_4d is float32 anyway
   } else if (is_default(n, "Add") || is_default(n, "Mul") || is_default(n, "Concat") || is_default(n, "MaxPool") ||
