@@ -54,11 +54,7 @@ int fold_conv_add(graph::Graph& g, const PassContext& ctx) {
       const float* cp = cv.data_as<float>();
       for (int64_t m = 0; m < cout; ++m)
         b.data_as<float>()[m] = (bias ? bias->data_as<float>()[m] : 0.f) + cp[cv.numel() == 1 ? 0 : m];
-      const int bid = g.value_id(conv.name + "/add_folded_bias#" + std::to_string(i));
-      g.values[bid].constant = b;
-      g.values[bid].dtype = DType::kFloat32;
-      g.values[bid].has_shape = true;
-      g.values[bid].shape = sym_shape_from(b.shape());
+      const int bid = add_constant(g, conv.name + "/add_folded_bias", std::move(b));
       graph::Node folded_conv = conv;
       folded_conv.inputs.resize(3);
       folded_conv.inputs[2] = bid;

@@ -60,16 +60,8 @@ int fold_conv_bn(graph::Graph& g, const PassContext& ctx) {
       const double b0 = bias ? bias->data_as<float>()[c] : 0.0;
       b.data_as<float>()[c] = float((b0 - mean->data_as<float>()[c]) * s + beta->data_as<float>()[c]);
     }
-    int wid = g.value_id(conv.name + "/bn_folded_weight#" + std::to_string(i));
-    int bid = g.value_id(conv.name + "/bn_folded_bias#" + std::to_string(i));
-    g.values[wid].constant = w;
-    g.values[wid].dtype = DType::kFloat32;
-    g.values[wid].has_shape = true;
-    g.values[wid].shape = sym_shape_from(w.shape());
-    g.values[bid].constant = b;
-    g.values[bid].dtype = DType::kFloat32;
-    g.values[bid].has_shape = true;
-    g.values[bid].shape = sym_shape_from(b.shape());
+    const int wid = add_constant(g, conv.name + "/bn_folded_weight", std::move(w));
+    const int bid = add_constant(g, conv.name + "/bn_folded_bias", std::move(b));
     // The conv now produces the BN's output directly.
     graph::Node folded_conv = conv;
     folded_conv.inputs.resize(3);

@@ -12,15 +12,11 @@ namespace {
 
 bool near(double a, double b) { return std::fabs(a - b) <= 1e-6 * std::fabs(b); }
 
-bool is_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+bool is_op(const graph::Node& n, const char* op) { return is_default_op(n, op); }
 
 // For a binary node, the input that is not the scalar constant `c`; -1 if no match.
 int other_input_if_const(const graph::Graph& g, const graph::Node& n, double c) {
-  double v;
-  if (n.inputs.size() != 2) return -1;
-  if (scalar_constant(g, n.inputs[1], &v) && near(v, c)) return n.inputs[0];
-  if (scalar_constant(g, n.inputs[0], &v) && near(v, c)) return n.inputs[1];
-  return -1;
+  return passes::other_input_if_const(g, n, c, 1e-6);
 }
 
 // Whether Clip node n bounds to [0, 6]: constant inputs (opset 11 on) or

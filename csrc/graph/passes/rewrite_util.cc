@@ -1,6 +1,7 @@
 #include "graph/passes/rewrite_util.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -189,6 +190,16 @@ bool concrete_shape(const graph::Graph& g, int v, Shape* s) {
   if (v < 0 || !g.values[v].has_shape || !sym_shape_known(g.values[v].shape)) return false;
   *s = sym_shape_values(g.values[v].shape);
   return true;
+}
+
+bool is_default_op(const graph::Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
+int other_input_if_const(const graph::Graph& g, const graph::Node& n, double c, double rel_tol) {
+  double v;
+  if (n.inputs.size() != 2) return -1;
+  if (scalar_constant(g, n.inputs[1], &v) && std::fabs(v - c) <= rel_tol * std::fabs(c)) return n.inputs[0];
+  if (scalar_constant(g, n.inputs[0], &v) && std::fabs(v - c) <= rel_tol * std::fabs(c)) return n.inputs[1];
+  return -1;
 }
 
 }  // namespace twinfer::passes

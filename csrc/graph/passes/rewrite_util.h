@@ -80,4 +80,11 @@ bool one_node_accepted(const graph::Graph& g, const graph::Node& n,
 // The value of `v` when it is a one-element float32 / float64 constant.
 bool scalar_constant(const graph::Graph& g, int v, double* out);
 
+// Whether n is the default domain's `op`.
+bool is_default_op(const graph::Node& n, const char* op);
+
+// For a binary node, the input that is not a scalar constant within
+// `rel_tol` of `c` (relative); -1 if neither is.
+int other_input_if_const(const graph::Graph& g, const graph::Node& n, double c, double rel_tol);
+
 }  // namespace twinfer::passes
