@@ -327,10 +327,6 @@ void infer_mvn(InferContext& c) {
 
 TWINFER_REGISTER_SCHEMA("MeanVarianceNormalization", infer_mvn);
 
-// x as [rows, run]: run is the product of the trailing reduced dims (1 when
-// the last dim is kept), so each row belongs to one group (the flat index
-// over the kept dims), listed once per plan by an odometer over the row's
-// dims. Sums in double over each run, then y a run at a time.
 // MVN's float32 rows, multiversioned (a double sum in one chain ran at an
 // add's latency per element: 1.17x onnxruntime's time on [8, 64, 56, 56],
 // on one thread whatever the run's count). The sum of (x - m)^2 over a row
@@ -357,6 +353,10 @@ TWINFER_SIMD_CLONES void mvn_normalize_row(const float* x, float* y, int64_t n, 
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>((static_cast<double>(x[i]) - m) * v);
 }
 
+// x as [rows, run]: run is the product of the trailing reduced dims (1 when
+// the last dim is kept), so each row belongs to one group (the flat index
+// over the kept dims), listed once per plan by an odometer over the row's
+// dims. Sums in double over each run, then y a run at a time.
 class MVNKernel final : public Kernel {
  public:
   explicit MVNKernel(const KernelBuildInfo& info) {
