@@ -1,6 +1,7 @@
 """twinfer against onnxruntime on the CPU, on the real ONNX files of the test
 suite's sweep (tests/test_real_models.py): the files people download inside
-PyPI wheels, with the inputs their packages feed them (tests/real_inputs.py).
+PyPI wheels, with the inputs their packages feed them (tests/real_inputs.py;
+the openwakeword embedding model gets random windows of its input's shape).
 
     PYTHONPATH=build/dev-main/pkg python benchmarks/real_models.py [--threads 1] [--only ppocr]
 

@@ -217,8 +217,6 @@ class Concat final : public BlockedKernel {
   dnnl::memory::desc dst_;
 };
 
-// --- what each op accepts (the layout pass asks before it rewrites a node) ---
-
 // Max / Min of a blocked activation and a constant scalar (attribute
 // "bound"): tf2onnx's tf.maximum(x, -0.4) after a LeakyRelu. A scalar reads
 // the same in any layout, so one loop over the whole buffer, channel padding
@@ -251,6 +249,8 @@ class ScalarBound final : public Kernel {
   float bound_;
   int64_t n_;  // the buffer's floats, channel padding included
 };
+
+// --- what each op accepts (the layout pass asks before it rewrites a node) ---
 
 bool f32_activation(const KernelBuildInfo& info, size_t i, std::string* why) {
   if (!info.has_input(i) || info.input_dtype(i) != DType::kFloat32) {

@@ -329,7 +329,7 @@ TWINFER_REGISTER_SCHEMA("MeanVarianceNormalization", infer_mvn);
 
 // MVN's float32 rows, multiversioned (a double sum in one chain ran at an
 // add's latency per element: 1.17x onnxruntime's time on [8, 64, 56, 56],
-// on one thread whatever the run's count). The sum of (x - m)^2 over a row
+// on one thread whatever the thread count). The sum of (x - m)^2 over a row
 // in eight double lanes, as reduce::sum_float_row sums x.
 TWINFER_SIMD_CLONES double mvn_squared_deviations_row(const float* x, int64_t n, double m) {
   double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
