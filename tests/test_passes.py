@@ -7,6 +7,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import twinfer
+from conftest import PLAN_DEVICES, load_on
 from onnx_helpers import run_ort
 
 
@@ -263,7 +264,8 @@ def test_tanh_gelu_pattern_becomes_one_op(rng, spelling):
     ((1, 1, 5, 1, 1), True, False, False),  # raises the rank
     ((1, 5, 1, 1), True, False, "read_twice"),
 ])
-def test_a_per_channel_add_after_a_conv_folds_into_its_bias(rng, shape, conv_bias, first, folds):
+@pytest.mark.parametrize("device", PLAN_DEVICES)
+def test_a_per_channel_add_after_a_conv_folds_into_its_bias(rng, shape, conv_bias, first, folds, device):
     inits = {"w": _conv_weights(rng, 5, 3, 3), "c": rng.standard_normal(shape).astype(np.float32)}
     conv_in = ["x", "w"]
     if conv_bias:
@@ -276,10 +278,14 @@ def test_a_per_channel_add_after_a_conv_folds_into_its_bias(rng, shape, conv_bia
     if folds == "read_twice":
         outputs.append(_vi("y", None))
     model = _model(nodes, [_vi("x", [2, 3, 9, 11])], outputs, inits)
-    hist = _check(model, {"x": rng.standard_normal((2, 3, 9, 11)).astype(np.float32)}, rtol=1e-5, atol=1e-5)
-    stats = twinfer.load(model, device="cpu").stats()
-    folded = any("fold_conv_add: folded 1" in line for line in stats["passes"])
-    assert folded == (folds is True), (hist, stats["passes"])
+    feeds = {"x": rng.standard_normal((2, 3, 9, 11)).astype(np.float32)}
+    engine = load_on(model, device)
+    got = engine.run(feeds)
+    for (name, t), want in zip(got.items(), run_ort(model, feeds)):
+        np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5, err_msg=name)
+    hist, passes = engine.op_histogram(), engine.stats()["passes"]
+    folded = any("fold_conv_add: folded 1" in line for line in passes)
+    assert folded == (folds is True), (hist, passes)
     if folds is True:  # and the Relu then goes into the conv's epilogue
         assert hist == {"com.twinfer::Conv": 1}, hist
 
@@ -304,7 +310,8 @@ def _hard_swish_nodes(spelling):
 
 
 @pytest.mark.parametrize("spelling", ["paddle", "sixth_after", "sixth_before", "hard_sigmoid"])
-def test_spelled_out_hard_swish_becomes_one_op_and_fuses_into_the_conv(rng, spelling):
+@pytest.mark.parametrize("device", PLAN_DEVICES)
+def test_spelled_out_hard_swish_becomes_one_op_and_fuses_into_the_conv(rng, spelling, device):
     # A conv, then HardSwish as paddle2onnx or torch spells it: one HardSwish
     # node, which the conv's epilogue takes; against onnxruntime across the
     # bend points (-3, 3), infinities and NaN.
@@ -316,7 +323,7 @@ def test_spelled_out_hard_swish_becomes_one_op_and_fuses_into_the_conv(rng, spel
     model.opset_import[0].version = opset
     img = 3 * rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
     img[0, :, 4, 5] = [np.inf, -np.inf, np.nan]
-    engine = twinfer.load(model, device="cpu", optimize=True)
+    engine = load_on(model, device)
     want = run_ort(model, {"img": img})[0]
     got = engine.run({"img": img})["y"].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -325,7 +332,9 @@ def test_spelled_out_hard_swish_becomes_one_op_and_fuses_into_the_conv(rng, spel
     plain = _model(nodes[1:], [_vi("x", [4, 5, 7])], [_vi("y", [4, 5, 7])], {k: v for k, v in inits.items() if k != "w"})
     plain.opset_import[0].version = opset
     x = np.linspace(-5, 5, 140, dtype=np.float32).reshape(4, 5, 7)
-    assert _check(plain, {"x": x}, rtol=1e-6, atol=1e-6) == {"HardSwish": 1}
+    engine = load_on(plain, device)
+    np.testing.assert_allclose(engine.run({"x": x})["y"].numpy(), run_ort(plain, {"x": x})[0], rtol=1e-6, atol=1e-6)
+    assert engine.op_histogram() == {"HardSwish": 1}
 
 
 @pytest.mark.parametrize("change", ["clip_to_5", "add_2", "gate_read_twice", "hard_sigmoid_alpha_0.2"])

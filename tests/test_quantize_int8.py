@@ -299,9 +299,20 @@ def test_calibration_data_and_options_that_were_misread(rng):
         twinfer.load(model, precision="int8", calibration=[batch], percentile=100.5, progress=False)
     # All-zero data: x's range is 0 (its scale became 1: a few levels for
     # every real input): the conv reading it stays float, with a warning.
+    # The MatMul then reads Relu(b1), so b1 gets one positive entry here: with
+    # all eight negative (1 draw in 256) every range is 0, which is refused.
+    bias = next(t for t in model.graph.initializer if t.name == "b1")
+    b1 = -np.abs(numpy_helper.to_array(bias)) - 0.05
+    b1[0] = -b1[0]
+    bias.CopyFrom(numpy_helper.from_array(b1, "b1"))
     with pytest.warns(RuntimeWarning, match=r"\['x'\] have a calibrated range of 0"):
         zeros = twinfer.load(model, precision="int8", calibration=[np.zeros_like(batch)], progress=False)
     assert "com.twinfer::QConv" not in [r.op for r in zeros.kernel_report({"x": x})]
+    # With every bias negative, all ranges are 0: that is refused.
+    b1[0] = -b1[0]
+    bias.CopyFrom(numpy_helper.from_array(b1, "b1"))
+    with pytest.raises(twinfer.InvalidArgumentError, match="every calibrated activation range is 0"):
+        twinfer.load(model, precision="int8", calibration=[np.zeros_like(batch)], progress=False)
     # A calibration of another model, or smoothed with another alpha.
     other = Calibration(method="minmax", amax={"elsewhere": 1.0})
     with pytest.raises(twinfer.InvalidArgumentError, match="made for another model"):

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import twinfer
-from real_inputs import (magika_features, paddle_normalized, padded_to, photo, printed_line, real_files, resized,
-                         speech_like, text_page, wheel_file)
+from real_inputs import (document_page, magika_features, paddle_normalized, padded_to, photo, printed_line, real_files,
+                         resized, speech_like, text_page, wheel_file)
 
 SIM = ["cpu", "sim"]  # models also run on the simulated GPU (stream order, copies, graph replay)
 
@@ -333,16 +333,6 @@ def test_ddddocr_older_recogniser_quantized_by_onnxruntime():
         x = ((line / 255.0 - 0.5) / 0.5).astype(np.float32)[None, None]
         got, want = run_both(path, {"input1": x}, scale_tol=2e-2)
         np.testing.assert_array_equal(list(got.values())[0].argmax(-1), list(want.values())[0].argmax(-1))
-
-
-def document_page(height: int, width: int) -> np.ndarray:
-    """A page: a title, lines of print and a photograph as its figure."""
-    page = np.full((height, width, 3), 245, np.uint8)
-    page[30:90, 40:width - 40] = printed_line("Quarterly report", 60, width - 80)
-    for k, y in enumerate(range(120, height // 2, 40)):
-        page[y:y + 32, 40:width - 40] = printed_line(" ".join(["results of the year"] * 3)[: 40 + k], 32, width - 80)
-    page[height // 2 + 20:height - 40, 60:width - 60] = resized(photo("coffee"), height // 2 - 60, width - 120)
-    return page
 
 
 @pytest.mark.slow
