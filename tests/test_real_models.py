@@ -18,7 +18,7 @@ import pytest
 
 import twinfer
 from real_inputs import (document_page, magika_features, paddle_normalized, padded_to, photo, printed_line, real_files,
-                         resized, speech_like, text_page, wheel_file)
+                         resized, speech_like, sweep_cases, text_page, wheel_file)
 
 SIM = ["cpu", "sim"]  # models also run on the simulated GPU (stream order, copies, graph replay)
 
@@ -96,6 +96,25 @@ def test_silero_vad_streams_like_onnxruntime(variant, device, rng):
         assert_matches(states["ours"], states["ort"], 1e-4, f"state after {start}")
         probs.append(float(want[0].ravel()[0]))
     assert max(probs) - min(probs) > 0.05, "the stream should move the detector (speech and pauses)"
+
+
+SWEEP = [case[0] for case in sweep_cases(np.random.default_rng(0))]
+
+
+@pytest.mark.cuda_build
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("model", SWEEP)
+def test_every_node_of_the_sweep_has_a_cuda_kernel(model, precision, rng):
+    """kernel_report on the simulated device placing as CUDA would: every
+    step of each sweep model's plan, at its package's input, has a CUDA
+    kernel (no CPU island, no copy between spaces). PP-OCRv6's two stride-2
+    convs padded (0, 1) had none until the CUDA Conv took unequal pads."""
+    _, package, relative, make_feeds = next(c for c in sweep_cases(rng) if c[0] == model)
+    engine = twinfer.load(wheel_file(package, relative), device="sim", sim_coverage="cuda", precision=precision)
+    feeds = {k: v for k, v in make_feeds().items() if k in {s.name for s in engine.inputs}}
+    rows = engine.kernel_report(feeds)
+    off = [r for r in rows if r.backend != "sim"]
+    assert rows and not off, off
 
 
 @pytest.mark.cuda_build

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "backends/cuda/channels_last_index.h"
+#include "backends/cuda/conv_input_pad.h"
 #include "backends/cuda/depthwise_math.h"
 #include "bindings/bindings.h"
 #include "graph/ir.h"
@@ -203,6 +204,27 @@ void bind_kernel_math(py::module_& m) {
     for (int64_t i = 0; i < n * c * spatial; ++i)
       out.push_back(static_cast<int64_t>(channel_of(static_cast<uint64_t>(i))));
     return out;
+  });
+
+  // The padded copy of a conv's x with unequal pads (backends/cuda/conv_input_pad.h):
+  // None where it refuses, else (padded x, pads cuDNN then takes, the 3-D
+  // copy's row_bytes, rows, slices, pitch, slice_rows, first_byte, first_row,
+  // buffer_bytes). x is logical [N, C, spatial...].
+  m.def("_test_conv_input_pad", [](const std::vector<int64_t>& x, const std::vector<int64_t>& pad_begin,
+                                   const std::vector<int64_t>& pad_end, bool channels_last, int64_t elem) -> py::object {
+    nn::ConvSpec c;
+    c.x = Shape(x.begin(), x.end());
+    c.channels_last = channels_last;
+    c.win.nsp = pad_begin.size();
+    c.win.pad_begin = pad_begin;
+    c.win.pad_end = pad_end;
+    cuda::ConvInputPad p;
+    std::string why;
+    if (!cuda::plan_conv_input_pad(&c, elem, &p, &why)) return py::none();
+    if (c.x != p.padded_x || c.win.pad_begin != c.win.pad_end) throw std::logic_error("spec not rewritten");
+    return py::make_tuple(std::vector<int64_t>(p.padded_x.begin(), p.padded_x.end()), c.win.pad_begin,
+                          py::make_tuple(p.row_bytes, p.rows, p.slices, p.pitch, p.slice_rows, p.first_byte,
+                                         p.first_row, p.buffer_bytes));
   });
 
   // Per pooling output element: (od, oh, ow, base) and the step between spatial

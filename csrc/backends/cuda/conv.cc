@@ -1,5 +1,6 @@
 // Conv and the fused com.twinfer Conv on cuDNN (NCHW, 1-3 spatial dims,
-// grouped and dilated, symmetric pads), and the channels-last
+// grouped and dilated; unequal pads through a padded copy of x,
+// conv_input_pad.h), and the channels-last
 // com.twinfer.nhwc Conv (x, residual, y NHWC; its weights KRSC in the graph,
 // the filter layout cuDNN's NHWC engines take, so the plan's copy is the one
 // it reads), chosen when the plan is built:
@@ -20,12 +21,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/capture_mode.h"
 #include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/conv_graph.h"
+#include "backends/cuda/conv_input_pad.h"
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/depthwise_conv.h"
 #include "backends/cuda/kernel_util.h"
@@ -55,16 +58,14 @@ bool conv_supports(const KernelBuildInfo& info, std::string* why) {
     if (why) *why = std::string("cuDNN Conv takes float32, float16, bfloat16, not ") + dtype_name(info.input_dtype(0));
     return false;
   }
-  const nn::ConvSpec c = nn::conv_spec(info);
+  nn::ConvSpec c = nn::conv_spec(info);
   if (c.x.size() < 3 || c.x.size() > 5) {
     if (why) *why = "cuDNN Conv takes 1 to 3 spatial dims";
     return false;
   }
-  for (size_t i = 0; i < c.win.nsp; ++i)
-    if (c.win.pad_begin[i] != c.win.pad_end[i]) {
-      if (why) *why = "asymmetric padding has no cuDNN kernel (pads must be equal at both ends)";
-      return false;
-    }
+  ConvInputPad pad;  // the checks below are of the padded copy cuDNN reads
+  if (pads_unequal(c.win) && !plan_conv_input_pad(&c, static_cast<int64_t>(dtype_size(info.input_dtype(0))), &pad, why))
+    return false;
   for (int64_t d : c.x)
     if (d > INT32_MAX) {
       if (why) *why = "a dim beyond 2^31 has no cuDNN kernel";
@@ -88,6 +89,14 @@ class CudnnConv final : public Kernel {
     check(cudaGetDevice(&device), "cudaGetDevice");
     check(cudaDeviceGetAttribute(&device_sms_, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
     handle_ = cudnn_handle(device);
+    if (pads_unequal(c_.win)) {  // from here on c_ is the padded copy's conv
+      std::string why;
+      ConvInputPad pad;
+      if (!plan_conv_input_pad(&c_, static_cast<int64_t>(dtype_size(dtype_)), &pad, &why))
+        info.fail(ErrorKind::kUnsupportedOp, why);
+      input_pad_ = pad;
+      pad_scratch_ = static_cast<size_t>(round_up(pad.buffer_bytes, 256));
+    }
     const char* dw_mode = std::getenv("TWINFER_DEPTHWISE");
     const std::string dw = dw_mode ? dw_mode : "";
     if (dw != "cudnn" && depthwise_applies(info)) prepare_depthwise(info);
@@ -97,35 +106,44 @@ class CudnnConv final : public Kernel {
       if (!depthwise_) throw;
       use_depthwise_ = true;
       name_ = std::string("cuda depthwise nhwc (cuDNN refused: ") + e.what() + ")";
-      return;
     }
-    if (!depthwise_) return;
-    if (dw == "ours") {
-      use_depthwise_ = true;
-      name_ = "cuda depthwise nhwc (TWINFER_DEPTHWISE=ours)";
-      return;
+    if (depthwise_ && !use_depthwise_) {
+      if (dw == "ours") {
+        use_depthwise_ = true;
+        name_ = "cuda depthwise nhwc (TWINFER_DEPTHWISE=ours)";
+      } else {
+        keep_the_faster();
+      }
     }
-    keep_the_faster();
+    if (input_pad_) name_ += "; x copied with its unequal pads first";
   }
 
   ~CudnnConv() override { destroy(); }
 
+  // The padded copy of x (input_pad_) first, then cuDNN's workspace.
   size_t scratch_bytes() const override {
-    if (use_depthwise_) return 0;
-    return graph_ ? graph_->workspace_bytes() : workspace_;
+    if (use_depthwise_) return pad_scratch_;
+    return pad_scratch_ + (graph_ ? graph_->workspace_bytes() : workspace_);
   }
 
   void run(KernelContext& ctx) const override {
     if (ctx.outputs[0].numel() == 0) return;
     const void* bias = c_.has_bias ? ctx.inputs[2].data : nullptr;
     const void* residual = c_.has_residual ? ctx.inputs[3].data : nullptr;
+    const cudaStream_t s = stream_of(ctx);
+    const void* x = ctx.inputs[0].data;
+    void* workspace = ctx.scratch;
+    if (input_pad_) {
+      copy_padded(x, ctx.scratch, s);
+      x = ctx.scratch;
+      workspace = static_cast<uint8_t*>(ctx.scratch) + pad_scratch_;
+    }
     if (use_depthwise_) {
-      depthwise_conv_nhwc(depthwise_geometry_, c_.y[0], ctx.inputs[0].data, depthwise_w_.data(), bias, residual,
-                          ctx.outputs[0].data, dtype_, c_.act, stream_of(ctx));
+      depthwise_conv_nhwc(depthwise_geometry_, c_.y[0], x, depthwise_w_.data(), bias, residual, ctx.outputs[0].data,
+                          dtype_, c_.act, s);
       return;
     }
-    enqueue_cudnn(ctx.inputs[0].data, ctx.inputs[1].data, bias, residual, ctx.outputs[0].data, ctx.scratch,
-                  stream_of(ctx), graph_for(ctx.stream));
+    enqueue_cudnn(x, ctx.inputs[1].data, bias, residual, ctx.outputs[0].data, workspace, s, graph_for(ctx.stream));
   }
   const char* impl_name() const override { return name_.c_str(); }
 
@@ -196,6 +214,21 @@ class CudnnConv final : public Kernel {
     }
   }
 
+  // x into the zeroed buffer as input_pad_ plans it: one 3-D copy of rows.
+  void copy_padded(const void* x, void* buffer, cudaStream_t s) const {
+    const ConvInputPad& p = *input_pad_;
+    check(cudaMemsetAsync(buffer, 0, static_cast<size_t>(p.buffer_bytes), s), "cudaMemsetAsync(padded conv input)");
+    cudaMemcpy3DParms m = {};
+    const auto z = [](int64_t v) { return static_cast<size_t>(v); };
+    // (cudaPitchedPtr: pointer, pitch, width, height; sizes in bytes and rows.)
+    m.srcPtr = cudaPitchedPtr{const_cast<void*>(x), z(p.row_bytes), z(p.row_bytes), z(p.rows)};
+    m.dstPtr = cudaPitchedPtr{buffer, z(p.pitch), z(p.pitch), z(p.slice_rows)};
+    m.dstPos = cudaPos{z(p.first_byte), z(p.first_row), 0};
+    m.extent = cudaExtent{z(p.row_bytes), z(p.rows), z(p.slices)};
+    m.kind = cudaMemcpyDeviceToDevice;
+    check(cudaMemcpy3DAsync(&m, s), "cudaMemcpy3DAsync(padded conv input)");
+  }
+
   // cuDNN's convolution as the graph API or the descriptors took it (the
   // name says which), with the epilogue it could not take after it.
   void setup_cudnn() {
@@ -226,7 +259,7 @@ class CudnnConv final : public Kernel {
     if (!empty && (!mode || std::string(mode) != "legacy")) {
       ConvGraphSpec g;
       g.x.assign(x.begin(), x.end()), g.w.assign(w.begin(), w.end()), g.y.assign(y.begin(), y.end());
-      g.pad_begin.assign(pad.begin(), pad.end()), g.pad_end = g.pad_begin;  // symmetric: conv_supports
+      g.pad_begin.assign(pad.begin(), pad.end()), g.pad_end = g.pad_begin;  // equal (conv_input_pad.h)
       g.stride.assign(stride.begin(), stride.end()), g.dilation.assign(dil.begin(), dil.end());
       g.dtype = dtype_, g.exact = exact_, g.max_workspace = kWorkspaceLimit;
       g.channels_last = cl;  // x, y NHWC and the filter KRSC (the node's weights)
@@ -379,7 +412,7 @@ class CudnnConv final : public Kernel {
                                                std::to_string(kWorkspaceLimit >> 20) + " MiB of workspace");
   }
 
-  nn::ConvSpec c_;
+  nn::ConvSpec c_;  // with unequal pads: the conv of the padded copy
   DType dtype_;
   bool exact_;  // float32 without TF32
   const CudnnApi& api_;
@@ -403,6 +436,8 @@ class CudnnConv final : public Kernel {
   bool use_depthwise_ = false;  // ... and it runs instead of cuDNN
   DepthwiseGeometry depthwise_geometry_;
   Tensor depthwise_w_;  // [KH, KW, C] on the device
+  std::optional<ConvInputPad> input_pad_;  // unequal pads: x is copied padded first
+  size_t pad_scratch_ = 0;                 // that copy's bytes at the start of scratch
 };
 
 }  // namespace
