@@ -22,13 +22,20 @@
 // checks (rnn_spec.h) this kernel shares. Runtime W / R, float16 / float64
 // and single evaluations (constant folding) stay with rnn.cc.
 //
+// An LSTM that was com.microsoft::DynamicQuantizeLSTM runs its recurrent
+// products on R's int8 values, h quantized each step, as that op defines
+// them (lstm_int8_recurrence.h).
+//
 // Rounding: oneDNN's products may use FMA and another summation order, so
 // results differ from the cpu loop (and the CUDA kernel) in the last bits;
 // tests/test_ops_rnn.py compares them with onnxruntime and torch.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "backends/cpu/lstm_int8_recurrence.h"
 #include "backends/cpu/onednn_matmul.h"
 #include "core/parallel.h"
 #include "core/simd_clones.h"
@@ -195,11 +202,19 @@ class RecurrentOnednnKernel final : public Kernel {
     for (int d = 0; d < s_.dirs; ++d) {
       const float* Rd = R + d * GH * H;
       proj_.push_back(product(s_.S * s_.N, s_.I, GH, W + d * GH * s_.I));
-      rec_.push_back(product(s_.N, H, rcols_, Rd));
+      rec_int8_.push_back(s_.cell == Cell::kLSTM ? LstmInt8Recurrence::of(info, d, s_.N, H, GH, Rd) : nullptr);
+      if (rec_int8_.back()) {
+        scratch_ = std::max(scratch_, rec_int8_.back()->scratch_bytes());
+        rec_work_ = std::max(rec_work_, rec_int8_.back()->work_bytes());
+        rec_.push_back(nullptr);
+      } else {
+        rec_.push_back(product(s_.N, H, rcols_, Rd));
+      }
       if (two_phase_) rec_h_.push_back(product(s_.N, H, H, Rd + 2 * H * H));
     }
+    if (rec_work_) name_ = "onednn matmuls (int8 recurrence, h quantized per step) + vectorised gates";
   }
-  const char* impl_name() const override { return "onednn matmuls + vectorised gates"; }
+  const char* impl_name() const override { return name_.c_str(); }
   // The matmuls run one after another and share the kernel's scratch.
   size_t scratch_bytes() const override { return scratch_; }
 
@@ -222,8 +237,10 @@ class RecurrentOnednnKernel final : public Kernel {
     // bias added to them [GH], states h, c and the step's h', c' [N, H], the
     // recurrent products [N, RC], GRU's z and r [N, 2H], r . h_prev and its
     // product [N, H] each, GRU's Rb of the h gate [H].
+    // Then the int8 recurrence's work space (hq, acc), where it runs.
     const size_t need = static_cast<size_t>(S * N * GH + GH + 4 * N * H + N * RC + 4 * N * H + H);
-    float* xp = thread_buffer<float>(need, 0);
+    float* xp = thread_buffer<float>(need + (rec_work_ + 64) / sizeof(float), 0);
+    void* rec_work = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(xp + need) + 63) / 64 * 64);
     float* bias = xp + S * N * GH;
     float* h = bias + GH;
     float* cst = h + N * H;
@@ -283,7 +300,10 @@ class RecurrentOnednnKernel final : public Kernel {
         return xp + row_of(t, b) * GH;
       };
       for (int64_t step = 0; step < S; ++step) {
-        rec_[d]->run(step_ctx, h, nullptr, nullptr, nullptr, rh);
+        if (rec_int8_[d])
+          rec_int8_[d]->run(step_ctx, h, rh, rec_work);
+        else
+          rec_[d]->run(step_ctx, h, nullptr, nullptr, nullptr, rh);
         if (two_phase_) {
           // z and r of every row, then (r . h_prev) R_h^T for all rows at once.
           parallel_for(N, step_ctx.num_threads, grain, [&](int64_t lo, int64_t hi) {
@@ -342,7 +362,10 @@ class RecurrentOnednnKernel final : public Kernel {
   bool two_phase_ = false;
   int64_t rcols_ = 0;  // columns of the per-step product: G*H, or 2H (two_phase_)
   std::vector<std::unique_ptr<MatmulCore>> proj_, rec_, rec_h_;  // per direction
+  std::vector<std::unique_ptr<LstmInt8Recurrence>> rec_int8_;      // per direction; null: rec_ runs
+  size_t rec_work_ = 0;  // bytes the int8 recurrence needs beside the workspace
   size_t scratch_ = 0;
+  std::string name_ = "onednn matmuls + vectorised gates";
 };
 
 // Above rnn.cc's "cpu loop" (priority 0), which takes what supports() refuses.

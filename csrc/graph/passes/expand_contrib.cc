@@ -1,5 +1,6 @@
 #include "graph/passes/expand_contrib.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -10,6 +11,7 @@
 #include "graph/passes/expand_contrib_norms.h"
 #include "graph/passes/expand_contrib_quant.h"
 #include "graph/passes/expand_contrib_util.h"
+#include "ops/rnn/rnn_spec.h"
 
 namespace twinfer::passes {
 
@@ -122,6 +124,27 @@ bool dequantize_transposed(const Graph& g, int q, int scale, int zero, Tensor* w
   return true;
 }
 
+// R's scales per gate column [dirs * 4H] where R is int8 with zero points 0
+// (onnxruntime's quantizer writes it so): the float R is then exactly q *
+// scale, and the CPU LSTM can run its steps' products on q as the contrib op
+// does, h quantized to uint8 each step (backends/cpu/onednn_rnn.cc).
+bool int8_r_scales(const Graph& g, int q, int scale, int zero, std::vector<float>* out) {
+  const Tensor& qt = g.values[q].constant;
+  const Tensor& st = g.values[scale].constant;
+  if (qt.dtype() != DType::kInt8) return false;
+  if (zero >= 0) {
+    const Tensor& zt = g.values[zero].constant;
+    const int8_t* z = zt.data_as<int8_t>();
+    if (std::any_of(z, z + zt.numel(), [](int8_t v) { return v != 0; })) return false;
+  }
+  const int64_t dirs = qt.shape()[0], cols = qt.shape()[2];
+  const bool per_column = st.numel() == dirs * cols;
+  out->resize(static_cast<size_t>(dirs * cols));
+  for (int64_t d = 0; d < dirs; ++d)
+    for (int64_t c = 0; c < cols; ++c) (*out)[d * cols + c] = st.data_as<float>()[per_column ? d * cols + c : d];
+  return true;
+}
+
 bool expand_quantized_lstm(Graph& g, const Node& n, std::vector<Node>& out, int64_t) {
   if (!is_contrib(n, "DynamicQuantizeLSTM")) return false;
   Tensor w, r;
@@ -134,7 +157,15 @@ bool expand_quantized_lstm(Graph& g, const Node& n, std::vector<Node>& out, int6
   std::vector<int> ins{input(n, 0), wv, rv};
   for (size_t i = 3; i < 8; ++i) ins.push_back(input(n, i));  // B, sequence_lens, initial_h, initial_c, P
   while (!ins.empty() && ins.back() < 0) ins.pop_back();
-  b.node("LSTM", ins, n.outputs, n.attrs);
+  std::map<std::string, Attribute> attrs = n.attrs;
+  std::vector<float> r_scales;
+  if (int8_r_scales(g, input(n, 2), input(n, 10), input(n, 11), &r_scales)) {
+    Attribute a;
+    a.type = Attribute::Type::kFloats;
+    a.floats = std::move(r_scales);
+    attrs[rnn::kLstmInt8RScales] = std::move(a);
+  }
+  b.node("LSTM", ins, n.outputs, attrs);
   return true;
 }
 

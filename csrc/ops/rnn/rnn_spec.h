@@ -15,6 +15,15 @@
 
 namespace twinfer::rnn {
 
+// The attribute the load-time expansion of com.microsoft::DynamicQuantizeLSTM
+// puts on the LSTM it becomes (graph/passes/expand_contrib.cc) where R is
+// int8 with zero points 0: R's scales per gate row, [dirs * 4H], the float R
+// being exactly q * scale. The oneDNN CPU kernel (backends/cpu/onednn_rnn.cc)
+// then runs each step's recurrent product on q with h quantized to uint8, as
+// the contrib op defines it (a quarter of the weight bytes per step); the
+// other kernels read the float R.
+inline constexpr const char* kLstmInt8RScales = "twinfer_r_int8_scales";
+
 inline Cell cell_of(const std::string& op) {
   return op == "LSTM" ? Cell::kLSTM : op == "GRU" ? Cell::kGRU : Cell::kRNN;
 }

@@ -1,0 +1,71 @@
+#include "backends/cpu/lstm_int8_recurrence.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/quant/quantize_fast.h"
+#include "ops/rnn/rnn_spec.h"
+
+namespace twinfer::tx {
+
+namespace {
+size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+}  // namespace
+
+std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo& info, int d, int64_t n,
+                                                           int64_t hidden, int64_t rows, const float* r) {
+  const graph::Node& node = info.node();
+  if (!node.has_attr(rnn::kLstmInt8RScales)) return nullptr;
+  const std::vector<float> scales = node.attr_floats(rnn::kLstmInt8RScales);
+  if (static_cast<int64_t>(scales.size()) < (d + 1) * rows) return nullptr;
+  std::unique_ptr<LstmInt8Recurrence> k(new LstmInt8Recurrence());
+  k->n_ = n, k->hidden_ = hidden, k->rows_ = rows;
+  k->scale_.assign(scales.begin() + d * rows, scales.begin() + (d + 1) * rows);
+  // q^T [H, rows] (B of the product), from R [rows, H]; each value must be
+  // an integer in int8's range times its row's scale, as the expansion wrote it.
+  std::vector<int8_t> qt(static_cast<size_t>(hidden * rows));
+  for (int64_t j = 0; j < rows; ++j) {
+    const float s = k->scale_[j];
+    if (!(s > 0.f) || !std::isfinite(s)) return nullptr;
+    for (int64_t i = 0; i < hidden; ++i) {
+      const float v = r[j * hidden + i] / s;
+      const float q = std::nearbyint(v);
+      if (!(std::fabs(v - q) <= 1e-3f) || q < -128.f || q > 127.f) return nullptr;
+      qt[i * rows + j] = static_cast<int8_t>(q);
+    }
+  }
+  quant::QGemmDesc g;
+  g.a = {n, hidden};
+  g.b = {hidden, rows};
+  g.a_type = DType::kUInt8;
+  g.b_type = DType::kInt8;
+  g.b_const = qt.data();  // copied (and packed) by QGemm
+  k->gemm_ = std::make_unique<quant::QGemm>(g, node.name, node.op_type);
+  return k;
+}
+
+size_t LstmInt8Recurrence::work_bytes() const {
+  return aligned(static_cast<size_t>(n_ * hidden_)) + aligned(static_cast<size_t>(n_ * rows_) * sizeof(int32_t));
+}
+
+void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh, void* work) const {
+  const int64_t count = n_ * hidden_;
+  float mn = 0.f, mx = 0.f;
+  quant::min_max_with_zero_serial(h, count, &mn, &mx);
+  if (mx == mn) {  // h is all 0 (the first step from zero states): so is the product
+    std::fill(rh, rh + n_ * rows_, 0.f);
+    return;
+  }
+  // DynamicQuantizeLinear's parameters, then its rounding.
+  const float scale = (mx - mn) / 255.f;
+  const float zp = std::nearbyint(std::min(255.f, std::max(0.f, 0.f - mn / scale)));
+  auto* hq = static_cast<uint8_t*>(work);
+  auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned(static_cast<size_t>(count)));
+  quant::quantize_to_u8(h, hq, count, scale, static_cast<int32_t>(zp), 1);
+  const int32_t za = static_cast<int32_t>(zp);
+  gemm_->run(ctx, hq, nullptr, &za, false, nullptr, false, acc);
+  for (int64_t b = 0; b < n_; ++b)
+    for (int64_t j = 0; j < rows_; ++j) rh[b * rows_ + j] = static_cast<float>(acc[b * rows_ + j]) * scale * scale_[j];
+}
+
+}  // namespace twinfer::tx
