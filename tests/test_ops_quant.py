@@ -266,6 +266,10 @@ CONV_CASES = {
     "conv1d": ((2, 3, 13), (5, 3, 4), {"pads": [2, 1]}),
     "conv3d": ((1, 2, 5, 6, 4), (3, 2, 2, 3, 2), {}),
     "wide": ((2, 3, 23, 29), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),  # 667 output pixels: several column blocks
+    # Along the last dim (im2col copies the run between the pads): a stride
+    # and dilation with pads wider than the kernel, and a kernel wider than x.
+    "stride_w": ((1, 2, 7, 12), (3, 2, 2, 3), {"strides": [1, 3], "dilations": [2, 2], "pads": [1, 4, 2, 3]}),
+    "narrow": ((1, 2, 5, 2), (2, 2, 3, 5), {"strides": [2, 2], "pads": [1, 3, 1, 3]}),
 }
 
 

@@ -30,16 +30,31 @@ void im2col(const ConvGeom& g, const T* x, int64_t img, int64_t grp, T pad, T* c
       const int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
       const T* xp = x + ((img * g.C) + grp * g.Cg + c) * in_sz;
       T* out = col + r * g.P;
+      // Along the last dim, x is read at o2 * s + off for o2 in [lo, hi) and
+      // the rest is padding: a copy (a strided one) between two fills. A test
+      // per element cost ~1 ns: 0.64 ms of the 0.97 a 24-channel conv over a
+      // 32 x 100 map took (ddddocr's recogniser), whose matmul takes 0.1.
+      const int64_t s2 = g.s[2], off = k2 * g.d[2] - g.p[2], n2 = g.out[2];
+      const int64_t lo = std::min(n2, off >= 0 ? int64_t(0) : (-off + s2 - 1) / s2);
+      const int64_t hi = std::max(lo, std::min(n2, g.in[2] - off <= 0 ? int64_t(0) : (g.in[2] - off + s2 - 1) / s2));
       for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
         const int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
         for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
           const int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
-          const bool row_ok = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1];
-          const T* xr = xp + (i0 * g.in[1] + i1) * g.in[2];
-          for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
-            const int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
-            *out++ = row_ok && i2 >= 0 && i2 < g.in[2] ? xr[i2] : pad;
+          if (!(i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1])) {
+            std::fill(out, out + n2, pad);
+            out += n2;
+            continue;
           }
+          const T* xr = xp + (i0 * g.in[1] + i1) * g.in[2] + off;
+          std::fill(out, out + lo, pad);
+          if (s2 == 1) {
+            std::copy(xr + lo, xr + hi, out + lo);
+          } else {
+            for (int64_t o2 = lo; o2 < hi; ++o2) out[o2] = xr[o2 * s2];
+          }
+          std::fill(out + hi, out + n2, pad);
+          out += n2;
         }
       }
     }
