@@ -113,10 +113,15 @@ def _check_on(device, precision, rng, **options):
 
 
 @pytest.mark.parametrize("device", [SIM_AS_CUDA])
-def test_unequally_padded_convs_stay_on_the_device(device, rng):
+@pytest.mark.parametrize("channels_last", ["0", "1"])
+def test_unequally_padded_convs_stay_on_the_device(device, channels_last, rng, monkeypatch):
     # Each conv of the net placed on the (simulated) CUDA device, none on the
-    # CPU, and the net's output as onnxruntime's.
-    _check_on(device, "fp32", rng)
+    # CPU, and the net's output as onnxruntime's; also with the plan's
+    # channels-last rewrite on (the fp16 / tf32 default on a GPU).
+    monkeypatch.setenv("TWINFER_CHANNELS_LAST", channels_last)
+    convs = _check_on(device, "fp32", rng)
+    if channels_last == "1":
+        assert any(r.op.startswith("com.twinfer.nhwc::") for r in convs), convs
 
 
 @pytest.mark.cuda
