@@ -342,10 +342,11 @@ def test_ddddocr_captcha_recogniser_and_detector():
 @pytest.mark.slow
 def test_ddddocr_older_recogniser_quantized_by_onnxruntime():
     """ddddocr's common_old.onnx went through onnxruntime's dynamic quantizer:
-    its LSTM is com.microsoft::DynamicQuantizeLSTM. onnxruntime also rounds
-    the LSTM's activations to 8 bits at every step, twinfer runs it in float
-    on the same int8 weights: the logits differ by ~1% of their scale (2%
-    bounds it), the decoded characters not at all."""
+    its LSTM is com.microsoft::DynamicQuantizeLSTM. Both runtimes run each
+    step's recurrent product on the int8 R with h rounded to 8 bits;
+    onnxruntime rounds X's projection too, which twinfer keeps in float: the
+    logits differ by ~1% of their scale (2% bounds it), the decoded
+    characters not at all."""
     path = wheel_file("ddddocr", "common_old.onnx")
     for text in ("3xK9pQ", "Hello"):
         line = printed_line(text, 64, 200).mean(axis=2)
