@@ -73,10 +73,13 @@ def quantize_with_onnxruntime(float_path, q_path, samples: list[dict], **options
     quantization.quantize_static(str(float_path), str(q_path), Reader(), **options)
 
 
-def qoperator_model(module, folder, rng, activation: str, per_channel: bool, shape=(2, 3, 15, 17)):
+def ort_quantized_model(module, folder, rng, activation: str, per_channel: bool, shape=(2, 3, 15, 17),
+                        quant_format: str = "QOperator"):
     """A torch module exported (input "x" with a dynamic batch, output "y")
-    and quantized by onnxruntime's quantize_static in the QOperator format,
-    calibrated on 6 random inputs of `shape`: the loaded onnx model."""
+    and quantized by onnxruntime's quantize_static in `quant_format`
+    ("QOperator": QLinearConv, QLinearMatMul, ...; "QDQ": QuantizeLinear /
+    DequantizeLinear pairs around float ops), calibrated on 6 random inputs
+    of `shape`: the loaded onnx model."""
     import torch
     from onnxruntime import quantization
 
@@ -84,7 +87,7 @@ def qoperator_model(module, folder, rng, activation: str, per_channel: bool, sha
     torch.onnx.export(module.eval(), torch.randn(*shape), str(float_path), input_names=["x"], output_names=["y"],
                       opset_version=17, dynamo=False, dynamic_axes={"x": {0: "n"}})
     samples = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(6)]
-    quantize_with_onnxruntime(float_path, q_path, samples, quant_format=quantization.QuantFormat.QOperator,
+    quantize_with_onnxruntime(float_path, q_path, samples, quant_format=getattr(quantization.QuantFormat, quant_format),
                               activation_type=getattr(quantization.QuantType, activation),
                               weight_type=quantization.QuantType.QInt8, per_channel=per_channel)
     return onnx.load(str(q_path))

@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import twinfer
-from onnx_helpers import qoperator_model, run_ort
+from onnx_helpers import ort_quantized_model, run_ort
 
 MS = "com.microsoft"
 U8, S8 = TensorProto.UINT8, TensorProto.INT8
@@ -315,7 +315,7 @@ def test_a_model_quantize_static_wrote_in_qoperator_format(tmp_path, rng, activa
             return self.fc(nn.functional.adaptive_avg_pool2d(f, 1).flatten(1))
 
     torch.manual_seed(int(rng.integers(1 << 30)))
-    model = qoperator_model(Net(), tmp_path, rng, activation, per_channel)
+    model = ort_quantized_model(Net(), tmp_path, rng, activation, per_channel)
     ms_ops = {n.op_type for n in model.graph.node if n.domain == MS}
     assert {"QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearConcat", "QGemm"} <= ms_ops, ms_ops
     x = rng.standard_normal((3, 3, 15, 17)).astype(np.float32)

@@ -79,6 +79,12 @@ void set_float_out(graph::Node& n, DType to) {
 Rule rule_of(const graph::Node& n, bool quantized_ops_float32) {
   if (is_float_io_qmatmul(n)) return Rule::kLower;
   if (quantized_ops_float32 && is_quantization_op(n)) return Rule::kFloat32;
+  // Our other fused int8 ops read float32 scales and write int8 or float32
+  // in every mode: lowered to follow their constant scales, an imported QDQ
+  // model's QConv failed its build at precision="fp16" (pipecat's smart-turn,
+  // a Whisper encoder quantized by onnxruntime).
+  if (n.domain == kTwinferDomain && (n.op_type == quant::kQConvOp || n.op_type == quant::kQBinaryOp))
+    return Rule::kFloat32;
   static const std::set<std::string> lower{"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "Attention"};
   static const std::set<std::string> float32{
       "Exp",       "Log",        "Pow",         "Reciprocal",      "Softplus",  "CumSum", "ReduceSum",

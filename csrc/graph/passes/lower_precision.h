@@ -37,7 +37,8 @@ struct LowerPrecisionOptions {
   // TensorRT's int8 engines with fp16 on do. The exception, in every mode:
   // a QMatMul's float x (per token) and float y are lowered with it (its
   // kernels read and write them in `to`, out_dtype; its scales stay float32),
-  // unless that y is a graph output.
+  // unless that y is a graph output. QConv and QBinary keep float32 in every
+  // mode (their kernels read float32 scales; an imported QDQ model at "fp16").
   bool quantized_ops_float32 = false;
 };
 
