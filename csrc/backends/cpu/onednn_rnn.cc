@@ -10,7 +10,7 @@
 //   - the input projections of every step: ONE matmul [S*N, I] x W^T, W
 //     packed at kernel build, in X's own row order (layout 0 or 1);
 //   - each step's recurrent product: one matmul [N, H] x R^T, R packed at
-//     build, threaded (over the gate outputs too, so at batch 1) only where
+//     build (a loop over R^T where a step is small: StepProduct), threaded (over the gate outputs too, so at batch 1) only where
 //     a step is large enough to pay for a barrier per step (GRU without
 //     linear_before_reset: the h gate's product is of r . h_prev, a second
 //     matmul after the z and r gates);
@@ -57,6 +57,30 @@ using rnn::gates_of;
 // Row loops the compiler vectorises (AVX-512 / AVX2 clones).
 TWINFER_SIMD_CLONES void add2(const float* __restrict a, const float* __restrict b, float* __restrict y, int64_t n) {
   for (int64_t k = 0; k < n; ++k) y[k] = a[k] + b[k];
+}
+// y [cols] = h [K] x wt [K, ld], 64 or 16 columns at a time: their sums
+// stay in registers over all of K and y is written once (an axpy per k
+// loaded and stored y K times). wt's rows are padded with zeros to ld, a
+// multiple of 16, so the last block reads whole vectors; it writes only
+// the columns y has. (w^T in panels of 16 columns, each read front to back,
+// measured slower at hidden 64-256.)
+template <int W>
+inline __attribute__((always_inline)) void columns_times(const float* __restrict h, const float* __restrict wt,
+                                                         float* __restrict y, int64_t K, int64_t ld, int64_t c0,
+                                                         int64_t keep) {
+  float acc[W] = {};
+  for (int64_t k = 0; k < K; ++k) {
+    const float hk = h[k];
+    const float* w = wt + k * ld + c0;
+    for (int j = 0; j < W; ++j) acc[j] += hk * w[j];
+  }
+  for (int64_t j = 0; j < keep; ++j) y[c0 + j] = acc[j];
+}
+TWINFER_SIMD_CLONES void row_times_matrix(const float* __restrict h, const float* __restrict wt, float* __restrict y,
+                                          int64_t K, int64_t cols, int64_t ld) {
+  int64_t c = 0;
+  for (; c + 64 <= cols; c += 64) columns_times<64>(h, wt, y, K, ld, c, 64);
+  for (; c < cols; c += 16) columns_times<16>(h, wt, y, K, ld, c, std::min<int64_t>(16, cols - c));
 }
 TWINFER_SIMD_CLONES void add_in(const float* __restrict a, float* __restrict y, int64_t n) {
   for (int64_t k = 0; k < n; ++k) y[k] += a[k];
@@ -177,6 +201,39 @@ bool supports(const KernelBuildInfo& info, std::string* why) {
   return true;
 }
 
+// A step's recurrent product y [N, cols] = h [N, K] x w^T, w [cols, K]. At
+// batch 1 up to 2^17 multiply-adds a step, and at any batch up to 2^15, it
+// is a loop over w^T (row_times_matrix), kept transposed at build; above,
+// oneDNN's packed matmul. A call into oneDNN costs more than a small product:
+// PLCMOS's GRUs (hidden 32, a 96 x 32 R) took 4x onnxruntime's time, and at
+// batch 1 the loop measured faster up to a GRU of hidden 192 (110K) and level
+// with oneDNN for an LSTM of hidden 128 (65K); an LSTM of 192 (147K) and any
+// product at batch 4 and hidden 128 were faster on oneDNN (seq 100, one
+// thread, the Intel AMX development VM: docs/performance.md).
+class StepProduct {
+ public:
+  static bool as_loop(int64_t n, int64_t k, int64_t cols) {
+    return n * k * cols <= (n == 1 ? int64_t(1) << 17 : int64_t(1) << 15);
+  }
+
+  StepProduct(std::unique_ptr<MatmulCore> core) : core_(std::move(core)) {}
+  StepProduct(int64_t n, int64_t k, int64_t cols, const float* w)
+      : n_(n), k_(k), cols_(cols), ld_((cols + 15) / 16 * 16), wt_(static_cast<size_t>(k * ld_), 0.f) {
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t i = 0; i < k; ++i) wt_[i * ld_ + j] = w[j * k + i];
+  }
+  bool is_loop() const { return !core_; }
+  void run(const KernelContext& ctx, const float* a, float* y) const {
+    if (core_) return core_->run(ctx, a, nullptr, nullptr, nullptr, y);
+    for (int64_t b = 0; b < n_; ++b) row_times_matrix(a + b * k_, wt_.data(), y + b * cols_, k_, cols_, ld_);
+  }
+
+ private:
+  std::unique_ptr<MatmulCore> core_;
+  int64_t n_ = 0, k_ = 0, cols_ = 0, ld_ = 0;
+  std::vector<float> wt_;  // w^T [K, ld_], zeros past cols_
+};
+
 class RecurrentOnednnKernel final : public Kernel {
  public:
   explicit RecurrentOnednnKernel(const KernelBuildInfo& info) : s_(info) {
@@ -199,6 +256,10 @@ class RecurrentOnednnKernel final : public Kernel {
       scratch_ = std::max(scratch_, core->scratch_bytes());
       return core;
     };
+    auto step_product = [&](int64_t K, int64_t cols, const float* w) {
+      return StepProduct::as_loop(s_.N, K, cols) ? std::make_unique<StepProduct>(s_.N, K, cols, w)
+                                                 : std::make_unique<StepProduct>(product(s_.N, K, cols, w));
+    };
     for (int d = 0; d < s_.dirs; ++d) {
       const float* Rd = R + d * GH * H;
       proj_.push_back(product(s_.S * s_.N, s_.I, GH, W + d * GH * s_.I));
@@ -208,11 +269,13 @@ class RecurrentOnednnKernel final : public Kernel {
         rec_work_ = std::max(rec_work_, rec_int8_.back()->work_bytes());
         rec_.push_back(nullptr);
       } else {
-        rec_.push_back(product(s_.N, H, rcols_, Rd));
+        rec_.push_back(step_product(H, rcols_, Rd));
       }
-      if (two_phase_) rec_h_.push_back(product(s_.N, H, H, Rd + 2 * H * H));
+      if (two_phase_) rec_h_.push_back(step_product(H, H, Rd + 2 * H * H));
     }
     if (rec_work_) name_ = "onednn matmuls (int8 recurrence, h quantized per step) + vectorised gates";
+    if (!rec_.empty() && rec_[0] && rec_[0]->is_loop())
+      name_ = "onednn input projections, recurrent products as loops (small steps) + vectorised gates";
   }
   const char* impl_name() const override { return name_.c_str(); }
   // The matmuls run one after another and share the kernel's scratch.
@@ -303,7 +366,7 @@ class RecurrentOnednnKernel final : public Kernel {
         if (rec_int8_[d])
           rec_int8_[d]->run(step_ctx, h, rh, rec_work);
         else
-          rec_[d]->run(step_ctx, h, nullptr, nullptr, nullptr, rh);
+          rec_[d]->run(step_ctx, h, rh);
         if (two_phase_) {
           // z and r of every row, then (r . h_prev) R_h^T for all rows at once.
           parallel_for(N, step_ctx.num_threads, grain, [&](int64_t lo, int64_t hi) {
@@ -319,7 +382,7 @@ class RecurrentOnednnKernel final : public Kernel {
               mul2(zr + b * 2 * H + H, h + b * H, rhp + b * H, H);
             }
           });
-          rec_h_[d]->run(step_ctx, rhp, nullptr, nullptr, nullptr, rhh);
+          rec_h_[d]->run(step_ctx, rhp, rhh);
         }
         parallel_for(N, step_ctx.num_threads, grain, [&](int64_t lo, int64_t hi) {
           float* g = thread_buffer<float>(9 * H, 1);
@@ -361,7 +424,8 @@ class RecurrentOnednnKernel final : public Kernel {
   rnn::RnnSpec s_;
   bool two_phase_ = false;
   int64_t rcols_ = 0;  // columns of the per-step product: G*H, or 2H (two_phase_)
-  std::vector<std::unique_ptr<MatmulCore>> proj_, rec_, rec_h_;  // per direction
+  std::vector<std::unique_ptr<MatmulCore>> proj_;                // per direction
+  std::vector<std::unique_ptr<StepProduct>> rec_, rec_h_;          // per direction
   std::vector<std::unique_ptr<LstmInt8Recurrence>> rec_int8_;      // per direction; null: rec_ runs
   size_t rec_work_ = 0;  // bytes the int8 recurrence needs beside the workspace
   size_t scratch_ = 0;
