@@ -104,7 +104,8 @@ def _quantized_lstm_reference(x, w, r, b, ws, rs):
 
 
 @pytest.mark.parametrize("direction,per_column,hidden,batch", [("forward", False, 8, 3), ("bidirectional", True, 8, 3),
-                                                               ("bidirectional", False, 67, 2)])
+                                                               ("bidirectional", False, 67, 2),
+                                                               ("bidirectional", True, 67, 1)])  # batch 1: VNNI dots
 def test_dynamic_quantize_lstm(rng, direction, per_column, hidden, batch):
     """int8 weights [dirs, rows, 4H] with scales per direction or per gate
     column, zero points 0 (onnxruntime's quantizer's output). The CPU kernel

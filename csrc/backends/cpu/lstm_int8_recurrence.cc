@@ -10,6 +10,27 @@ namespace twinfer::tx {
 
 namespace {
 size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// y[j] = sum_k h[k] q[j, k] for each of q's rows: at batch 1 the product is
+// a dot product per row, which GCC compiles to vpdpbusd under this target.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void u8_dot_rows(
+    const uint8_t* __restrict h, const int8_t* __restrict q, int32_t* __restrict y, int64_t k, int64_t rows) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const int8_t* r = q + j * k;
+    int32_t s = 0;
+    for (int64_t i = 0; i < k; ++i) s += int32_t(h[i]) * int32_t(r[i]);
+    y[j] = s;
+  }
+}
+
+bool has_avx512_vnni() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#else
+  return false;
+#endif
+}
 }  // namespace
 
 std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo& info, int d, int64_t n,
@@ -33,6 +54,16 @@ std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo
       if (!(std::fabs(v - q) <= 1e-3f) || q < -128.f || q > 127.f) return nullptr;
       qt[i * rows + j] = static_cast<int8_t>(q);
     }
+  }
+  if (n == 1 && has_avx512_vnni()) {  // a dot product per row; q's row sums apply h's zero point
+    k->q_rows_.resize(static_cast<size_t>(rows * hidden));
+    k->q_sums_.assign(static_cast<size_t>(rows), 0);
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t i = 0; i < hidden; ++i) {
+        k->q_rows_[j * hidden + i] = qt[i * rows + j];
+        k->q_sums_[j] += qt[i * rows + j];
+      }
+    return k;
   }
   quant::QGemmDesc g;
   g.a = {n, hidden};
@@ -63,7 +94,12 @@ void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh
   auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned(static_cast<size_t>(count)));
   quant::quantize_to_u8(h, hq, count, scale, static_cast<int32_t>(zp), 1);
   const int32_t za = static_cast<int32_t>(zp);
-  gemm_->run(ctx, hq, nullptr, &za, false, nullptr, false, acc);
+  if (gemm_) {
+    gemm_->run(ctx, hq, nullptr, &za, false, nullptr, false, acc);
+  } else {
+    u8_dot_rows(hq, q_rows_.data(), acc, hidden_, rows_);
+    for (int64_t j = 0; j < rows_; ++j) acc[j] -= za * q_sums_[j];
+  }
   for (int64_t b = 0; b < n_; ++b)
     for (int64_t j = 0; j < rows_; ++j) rh[b * rows_ + j] = static_cast<float>(acc[b * rows_ + j]) * scale * scale_[j];
 }

@@ -6,6 +6,11 @@
 // zero point applied from q's column sums) and dequantized by h's scale
 // times R's per-row scale.
 //
+// At batch 1 on a CPU with AVX-512 VNNI the product is a dot product per
+// row of q instead (vpdpbusd; exact int32 sums, as oneDNN's): a oneDNN call
+// per step cost more than the 262K multiply-adds of text2tashkeel's LSTMs
+// (hidden 256).
+//
 // Why: ddddocr's default recogniser (common_old.onnx) is such an LSTM,
 // bidirectional, hidden 512. Run in float on the dequantized R, each step
 // read 4 MiB of weights from L3; its LSTM took 4.9 ms of the model's 14.5
@@ -27,7 +32,7 @@ class LstmInt8Recurrence {
   // r: R of that direction, [rows, H] float (rows = 4H); n: the batch.
   static std::unique_ptr<LstmInt8Recurrence> of(const KernelBuildInfo& info, int d, int64_t n, int64_t hidden,
                                                  int64_t rows, const float* r);
-  size_t scratch_bytes() const { return gemm_->scratch_bytes(); }
+  size_t scratch_bytes() const { return gemm_ ? gemm_->scratch_bytes() : 0; }
   // Bytes of work space run() needs (hq, acc), 64-byte aligned.
   size_t work_bytes() const;
   // rh [N, rows] = dequantize(quantize_u8(h [N, H]) x q^T); work: work_bytes().
@@ -37,7 +42,9 @@ class LstmInt8Recurrence {
   LstmInt8Recurrence() = default;
   int64_t n_ = 0, hidden_ = 0, rows_ = 0;
   std::vector<float> scale_;  // R's scale per row
-  std::unique_ptr<quant::QGemm> gemm_;
+  std::unique_ptr<quant::QGemm> gemm_;  // null: the batch-1 dot products below
+  std::vector<int8_t> q_rows_;          // q [rows, H]
+  std::vector<int32_t> q_sums_;         // sum of each of q's rows
 };
 
 }  // namespace twinfer::tx
