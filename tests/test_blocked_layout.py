@@ -259,3 +259,42 @@ def test_memory_report_counts_channel_padding(rng):
     _check_close(engine.run(g.feeds)[g.outputs[0].name].numpy(), expected, "padded")
     report = engine.memory_report([[1, 3, 31, 29]])
     assert report["naive_bytes"] >= 2 * 8 * 31 * 29 * 4, report  # two blocked 1-channel maps, >= 8 channels each
+
+
+def _in_place_steps(g):
+    engine = twinfer.load(g.model().SerializeToString(), device="cpu")
+    return engine.memory_report([list(v.shape) for v in g.feeds.values()])["in_place_steps"]
+
+
+def test_a_residual_convolution_writes_over_its_residual(rng):
+    """A fused convolution's residual that no later step reads lends y its
+    block: oneDNN's sum post-op adds it where it lies, with no copy into y
+    first (memory_report's in_place_steps counts them). Two residual blocks
+    in a row chain the same block; each result against onnxruntime."""
+    g = G(rng, 16, h=9, w=14)
+    a = g.conv("x", 16, 32)
+    for _ in range(2):
+        b = g.conv(g.node("Relu", [g.conv(a, 32, 32)]), 32, 32, k=1)
+        a = g.node("Relu", [g.node("Add", [b, a])])
+    g.output(g.conv(a, 32, 16))
+    ops = _run_both(g)
+    assert ops.count(BLOCKED + "Conv") == 6, ops
+    assert _in_place_steps(g) == 2
+
+
+@pytest.mark.parametrize("case", ["read later", "also x", "an output"])
+def test_a_residual_still_needed_keeps_its_block(rng, case):
+    """No in-place write where the residual is read after the convolution,
+    is also the convolution's own input, or is a graph output."""
+    g = G(rng, 16, h=11, w=7)
+    a = g.conv("x", 16, 32)
+    x = a if case == "also x" else g.node("Relu", [g.conv(a, 32, 32)])
+    c = g.node("Relu", [g.node("Add", [g.conv(x, 32, 32), a])])
+    g.output(g.conv(c, 32, 16))
+    if case == "read later":
+        g.output(g.conv(a, 32, 8, k=1))
+    if case == "an output":
+        g.output(a)
+    ops = _run_both(g)
+    assert BLOCKED + "Conv" in ops and BLOCKED + "Add" not in ops, ops  # the Add went into a conv
+    assert _in_place_steps(g) == 0

@@ -330,6 +330,7 @@ void bind_engine(py::module_& m) {
              d["steps"] = r.num_steps;
              d["host_steps"] = r.host_steps;
              d["copy_steps"] = r.copy_steps;
+             d["in_place_steps"] = r.in_place_steps;
              return d;
            })
       .def("kernel_report",

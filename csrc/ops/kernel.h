@@ -83,6 +83,12 @@ class Kernel {
   virtual ~Kernel() = default;
   virtual void run(KernelContext& ctx) const = 0;
   virtual size_t scratch_bytes() const { return 0; }
+  // An input whose buffer output 0 may take over (-1: none): the kernel
+  // reads that input only before it writes output 0's bytes, or reads each
+  // element before writing the same element. A host plan gives output 0 that
+  // input's block where no later step reads it (runtime/plan_builder.cc), so
+  // the kernel finds ctx.outputs[0].data == ctx.inputs[k].data.
+  virtual int output_may_take_input() const { return -1; }
   // Short description for reports ("onednn conv", "reference").
   virtual const char* impl_name() const { return "reference"; }
   // Kernels whose output shapes are known only once they run (If, Loop...)

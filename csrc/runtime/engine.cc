@@ -854,6 +854,7 @@ MemoryReport Engine::memory_report(const std::vector<Shape>& shapes) const {
   r.num_steps = p->steps.size();
   r.host_steps = p->device.is_accelerator() ? p->host_steps : p->steps.size();
   r.copy_steps = p->copy_steps;
+  r.in_place_steps = p->in_place_steps;
   if (constants_) r.engine_device_constant_bytes = constants_->bytes();
   std::set<const void*> seen;
   for (const auto& v : p->values)

@@ -71,6 +71,7 @@ struct MemoryReport {
   size_t engine_device_constant_bytes = 0;  // every plan's uploads so far, shared ones once
   size_t num_steps = 0;
   size_t host_steps = 0, copy_steps = 0;
+  size_t in_place_steps = 0;  // outputs written over an input's block
 };
 
 // One step of a plan, for kernel_report: node, op, kernel, where it runs

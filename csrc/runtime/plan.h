@@ -83,6 +83,7 @@ struct Plan {
   std::vector<char> input_unread;
   bool capturable = false;  // no host step: one CUDA graph can hold the whole run
   size_t host_steps = 0, copy_steps = 0;
+  size_t in_place_steps = 0;  // steps whose output 0 took an input's block (Kernel::output_may_take_input)
   std::vector<Shape> output_shapes;  // per engine output
   std::vector<DType> output_dtypes;
   // Some shape depends on input values (a shape fed as an input, NonZero...):

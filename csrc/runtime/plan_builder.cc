@@ -395,6 +395,40 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     last[root] = std::max(last[root], last[out]);
   }
 
+  // In place: a host step whose kernel may write output 0 over one of its
+  // inputs (Kernel::output_may_take_input: a convolution adding its residual,
+  // which it would otherwise copy into y first) gets that input's block where
+  // the input is an intermediate of the same size and layout that no later
+  // step reads and no other input of the step shares.
+  // A block's owner: views of an output that later took its input's block
+  // chain through it.
+  auto root_of = [&](int v) {
+    while (view_of[v] >= 0) v = view_of[v];
+    return v;
+  };
+  for (size_t s = 0; s < plan->steps.size(); ++s) {
+    const auto& st = plan->steps[s];
+    if (st.kind != StepKind::kHost || !st.kernel || st.outputs.empty() || st.outputs[0] < 0) continue;
+    const int k = st.kernel->output_may_take_input();
+    if (k < 0 || k >= static_cast<int>(st.inputs.size()) || st.inputs[k] < 0) continue;
+    const int in = st.inputs[k], out = st.outputs[0];
+    const int root = root_of(in);
+    const auto &pi = plan->values[in], &po = plan->values[out];
+    if (view_of[out] >= 0 || last[root] != static_cast<int>(s) || pi.home != ValueHome::kArena ||
+        po.home != ValueHome::kArena || pi.space != po.space || pi.space != MemorySpace::kHost ||
+        pi.channel_block != po.channel_block || planned_bytes(pi) != planned_bytes(po))
+      continue;
+    bool shared = false;
+    for (size_t j = 0; j < st.inputs.size(); ++j) {
+      const int v = st.inputs[j];
+      if (static_cast<int>(j) != k && v >= 0 && root_of(v) == root) shared = true;
+    }
+    if (shared) continue;
+    view_of[out] = root;
+    last[root] = std::max(last[root], last[out]);
+    ++plan->in_place_steps;
+  }
+
   // Memory: an arena per space, by liveness.
   ArenaRequests host, dev;
   for (size_t v = 0; v < g.values.size(); ++v) {
@@ -438,7 +472,7 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   }
   std::tie(plan->arena_bytes, plan->naive_bytes) = host.place(*plan, kArenaAlignment);
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (view_of[v] >= 0) plan->values[v].offset = plan->values[view_of[v]].offset;
+    if (view_of[v] >= 0) plan->values[v].offset = plan->values[root_of(static_cast<int>(v))].offset;
   return plan;
 }
 

@@ -440,7 +440,8 @@ class Engine:
         return self._core.stats()
 
     def memory_report(self, shapes=None) -> dict:
-        """Arena peak vs. the naive sum of all intermediates, and weight bytes."""
+        """Arena peak vs. the naive sum of all intermediates, weight bytes, step
+        counts, and ``in_place_steps``: steps whose output took an input's block."""
         return self._core.memory_report(self._shapes(shapes))
 
     def kernel_report(self, shapes=None) -> list[KernelRow]:
