@@ -136,14 +136,18 @@ def cases(rng):
             [h.make_node("Attention", ["q", "k", "v"], ["y"])],
             [("q", [b, hq, sq, d]), ("k", [b, hkv, sk, d]), ("v", [b, hkv, sk, d])], [("y", [b, hq, sq, d])],
             opset=23)
+    # Large steps (oneDNN's matmul each step) and small ones (a loop over R^T:
+    # backends/cpu/onednn_rnn.cc, StepProduct).
     for op, gates in (("LSTM", 4), ("GRU", 3)):
-        ws = [w(1, gates * 512, 256), w(1, gates * 512, 512), w(1, 2 * gates * 512)]
-        for t, n in zip(ws, "WRB"):
-            t.name = n
-        attrs = {"linear_before_reset": 1} if op == "GRU" else {}
-        yield f"{op} seq 100, 256 -> 512", model(
-            [h.make_node(op, ["x", "W", "R", "B"], ["y"], hidden_size=512, **attrs)],
-            [("x", [100, 1, 256])], [("y", [100, 1, 1, 512])], ws)
+        for inp, hidden, batch in ((256, 512, 1), (64, 32, 1), (64, 64, 1), (64, 128, 1), (64, 32, 4)):
+            ws = [w(1, gates * hidden, inp), w(1, gates * hidden, hidden), w(1, 2 * gates * hidden)]
+            for t, n in zip(ws, "WRB"):
+                t.name = n
+            attrs = {"linear_before_reset": 1} if op == "GRU" else {}
+            name = f"{op} seq 100, {inp} -> {hidden}" + (f", batch {batch}" if batch > 1 else "")
+            yield name, model(
+                [h.make_node(op, ["x", "W", "R", "B"], ["y"], hidden_size=hidden, **attrs)],
+                [("x", [100, batch, inp])], [("y", [100, 1, batch, hidden])], ws)
 
 
 def block(run, seconds):

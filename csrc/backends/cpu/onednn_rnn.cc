@@ -10,10 +10,11 @@
 //   - the input projections of every step: ONE matmul [S*N, I] x W^T, W
 //     packed at kernel build, in X's own row order (layout 0 or 1);
 //   - each step's recurrent product: one matmul [N, H] x R^T, R packed at
-//     build (a loop over R^T where a step is small: StepProduct), threaded (over the gate outputs too, so at batch 1) only where
-//     a step is large enough to pay for a barrier per step (GRU without
-//     linear_before_reset: the h gate's product is of r . h_prev, a second
-//     matmul after the z and r gates);
+//     build (a loop over R^T where a step is small: StepProduct), threaded
+//     (over the gate outputs too, so at batch 1) only where a step is large
+//     enough to pay for a barrier per step (GRU without linear_before_reset:
+//     the h gate's product is of r . h_prev, a second matmul after the z and
+//     r gates);
 //   - the gates as loops over a row's H values (Sigmoid and Tanh vectorised:
 //     ops/elementwise/logistic_fast.h; other activations per element through
 //     rnn_math.h's Act).
