@@ -3,7 +3,6 @@
 # corpora from the test models, and runs each target.
 #   fuzz/run.sh --seconds 20            each target for 20 s (CI)
 #   fuzz/run.sh --runs 10000000 onnx    10 million inputs into the ONNX reader
-#   fuzz/run.sh --build-only            compile the targets, run nothing (CI, ahead)
 # Targets: onnx (onnx_reader_fuzzer), engine (engine_file_fuzzer); both when
 # none is named. Engine seeds are saved engines, so twinfer must be importable
 # (pip install, or PYTHONPATH=build/dev-NAME/pkg). Exits non-zero on a
@@ -14,14 +13,12 @@ bdir=$root/build/fuzz
 py=${PYTHON:-python3}
 limit=(-max_total_time=20)
 targets=()
-build_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --seconds) limit=(-max_total_time="$2"); shift 2 ;;
     --runs) limit=(-runs="$2"); shift 2 ;;
-    --build-only) build_only=1; shift ;;
     onnx|engine) targets+=("$1"); shift ;;
-    *) echo "usage: fuzz/run.sh [--seconds N | --runs N | --build-only] [onnx] [engine]" >&2; exit 2 ;;
+    *) echo "usage: fuzz/run.sh [--seconds N | --runs N] [onnx] [engine]" >&2; exit 2 ;;
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(onnx engine)
@@ -32,7 +29,6 @@ if ! command -v clang++ >/dev/null; then
 fi
 cmake -S "$root/fuzz" -B "$bdir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$bdir" -j"${JOBS:-2}" >"$bdir/ninja.log" 2>&1 || { tail -40 "$bdir/ninja.log"; exit 1; }
-[ $build_only = 0 ] || exit 0
 [ -d "$bdir/seeds/onnx" ] || "$py" "$root/fuzz/make_seeds.py" "$bdir/seeds"
 
 # A finding is any sanitizer report, an exception other than twinfer::Error,
