@@ -162,14 +162,17 @@ def test_onnxruntime_qdq_model_runs_on_int8_kernels(rng, tmp_path, make, fused_o
         # rounding of each requantization up to a value landing on the other
         # side of a rounding boundary (one step, rarely; in a chain of
         # requantized layers such a flip early on can reach two steps at the
-        # output; with the residual Adds int8 too (QBinary), once in ~20 runs
-        # of the transformer block a flip passes three requantizations and
-        # reaches three steps). A flip in K or V reaches every token's row, so
-        # in ~1 run of 20 the block has ~4% of its outputs one step off (mean
-        # 0.037 steps).
+        # output; with the residual Adds int8 too (QBinary), a flip can pass
+        # three requantizations and reach three steps). A flip in K, V or a
+        # normalisation reaches many rows: over 4000 runs of the transformer
+        # block (2000 seeds, both batches) the share of outputs off by a
+        # step or more was 2% at the 99th percentile, 10.5% at the 99.9th
+        # and 28% at most, and the largest error 3.0 steps (4 runs; 2 steps
+        # in 50). A systematic fault (a zero point, a scale, a rounding
+        # mode) moves most outputs, hence "at most half".
         err = np.abs(got - ort_run(qp, {"x": x}, literal=True)) / step
         assert err.max() <= 3.0 + 1e-3, err.max()
-        assert err.mean() <= 0.06, err.mean()
+        assert (err > 0.5).mean() <= 0.5, (err > 0.5).mean()
         # onnxruntime's own int8 kernels requantize elementwise ops with their
         # own rounding, a step or two away.
         assert (np.abs(got - ort_run(qp, {"x": x})) / step).max() <= 4.0 + 1e-3
@@ -196,12 +199,16 @@ def test_int8_precision_uses_fused_kernels_with_int8_outputs(rng):
     got = fused.run({"x": x})["y"].numpy()
     want = plain.run({"x": x})["y"].numpy()
     # The same int8 values, but the float path rounds each quantization of a
-    # differently summed float: a value near a rounding boundary may land one
-    # step away, which moves a few outputs by about one step of r2 times a
-    # weight; almost all outputs agree to float rounding.
+    # differently summed float: a value of r2 near a rounding boundary may
+    # land one step away, which moves the outputs of its pixel (the last
+    # convolution is 1x1) by one step of r2 times a weight; the other pixels
+    # agree to float rounding. Over 10,000 seeds, of the 150 pixels (n, h, w)
+    # none differed in 97.8% of runs, one in 1.7%, two in 0.4%, three in
+    # 0.08% and four in 0.01%.
     step = cal.scale("r2")
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=3 * step)
-    assert np.mean(np.abs(got - want) > 1e-4 * np.abs(want).max()) < 0.01
+    pixels_off = (np.abs(got - want) > 1e-4 * np.abs(want).max()).any(axis=1)
+    assert pixels_off.sum() <= 6, f"{pixels_off.sum()} of {pixels_off.size} pixels differ"
 
 
 def residual_cnn(rng):
