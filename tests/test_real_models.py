@@ -342,11 +342,12 @@ def test_ddddocr_captcha_recogniser_and_detector():
 @pytest.mark.slow
 def test_ddddocr_older_recogniser_quantized_by_onnxruntime():
     """ddddocr's common_old.onnx went through onnxruntime's dynamic quantizer:
-    its LSTM is com.microsoft::DynamicQuantizeLSTM. Both runtimes run each
-    step's recurrent product on the int8 R with h rounded to 8 bits;
-    onnxruntime rounds X's projection too, which twinfer keeps in float: the
-    logits differ by ~1% of their scale (2% bounds it), the decoded
-    characters not at all."""
+    its LSTM is com.microsoft::DynamicQuantizeLSTM. Both runtimes run it as
+    onnxruntime defines it: X's projection on the int8 W with X rounded to
+    8 bits, each step's recurrent product on the int8 R with h rounded to 8
+    bits. A last-bit difference in h can round it the other way, which the
+    later steps carry: the logits of one line differ by ~1% of their scale
+    (2% bounds it; the other's are equal), the decoded characters not at all."""
     path = wheel_file("ddddocr", "common_old.onnx")
     for text in ("3xK9pQ", "Hello"):
         line = printed_line(text, 64, 200).mean(axis=2)

@@ -23,9 +23,10 @@
 // checks (rnn_spec.h) this kernel shares. Runtime W / R, float16 / float64
 // and single evaluations (constant folding) stay with rnn.cc.
 //
-// An LSTM that was com.microsoft::DynamicQuantizeLSTM runs its recurrent
-// products on R's int8 values, h quantized each step, as that op defines
-// them (lstm_int8_recurrence.h).
+// An LSTM that was com.microsoft::DynamicQuantizeLSTM runs its input
+// projections on W's int8 values, X quantized once (lstm_int8_projection.h),
+// and its recurrent products on R's int8 values, h quantized each step
+// (lstm_int8_recurrence.h), as onnxruntime computes that op.
 //
 // Rounding: oneDNN's products may use FMA and another summation order, so
 // results differ from the cpu loop (and the CUDA kernel) in the last bits;
@@ -36,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/lstm_int8_projection.h"
 #include "backends/cpu/lstm_int8_recurrence.h"
 #include "backends/cpu/onednn_matmul.h"
 #include "core/parallel.h"
@@ -261,9 +263,14 @@ class RecurrentOnednnKernel final : public Kernel {
       return StepProduct::as_loop(s_.N, K, cols) ? std::make_unique<StepProduct>(s_.N, K, cols, w)
                                                  : std::make_unique<StepProduct>(product(s_.N, K, cols, w));
     };
+    if (s_.cell == Cell::kLSTM) proj_int8_ = LstmInt8Projection::of(info, s_.dirs, s_.S * s_.N, s_.I, GH, W);
+    if (proj_int8_) {
+      scratch_ = std::max(scratch_, proj_int8_->scratch_bytes());
+      rec_work_ = proj_int8_->work_bytes();
+    }
     for (int d = 0; d < s_.dirs; ++d) {
       const float* Rd = R + d * GH * H;
-      proj_.push_back(product(s_.S * s_.N, s_.I, GH, W + d * GH * s_.I));
+      proj_.push_back(proj_int8_ ? nullptr : product(s_.S * s_.N, s_.I, GH, W + d * GH * s_.I));
       rec_int8_.push_back(s_.cell == Cell::kLSTM ? LstmInt8Recurrence::of(info, d, s_.N, H, GH, Rd) : nullptr);
       if (rec_int8_.back()) {
         scratch_ = std::max(scratch_, rec_int8_.back()->scratch_bytes());
@@ -274,8 +281,16 @@ class RecurrentOnednnKernel final : public Kernel {
       }
       if (two_phase_) rec_h_.push_back(step_product(H, H, Rd + 2 * H * H));
     }
-    if (rec_work_) name_ = "onednn matmuls (int8 recurrence, h quantized per step) + vectorised gates";
-    if (!rec_.empty() && rec_[0] && rec_[0]->is_loop())
+    const bool loops = rec_[0] && rec_[0]->is_loop();
+    if (proj_int8_)
+      name_ = std::string("onednn int8 input projections (X quantized), ") +
+              (rec_int8_[0] ? "int8 recurrence (h quantized per step)"
+               : loops      ? "recurrent products as loops (small steps)"
+                            : "onednn recurrent products") +
+              " + vectorised gates";
+    else if (rec_int8_[0])
+      name_ = "onednn matmuls (int8 recurrence, h quantized per step) + vectorised gates";
+    else if (loops)
       name_ = "onednn input projections, recurrent products as loops (small steps) + vectorised gates";
   }
   const char* impl_name() const override { return name_.c_str(); }
@@ -301,7 +316,8 @@ class RecurrentOnednnKernel final : public Kernel {
     // bias added to them [GH], states h, c and the step's h', c' [N, H], the
     // recurrent products [N, RC], GRU's z and r [N, 2H], r . h_prev and its
     // product [N, H] each, GRU's Rb of the h gate [H].
-    // Then the int8 recurrence's work space (hq, acc), where it runs.
+    // Then the int8 products' work space (X's and h's uint8 values, int32
+    // sums), where they run; the projections' is spent before the steps.
     const size_t need = static_cast<size_t>(S * N * GH + GH + 4 * N * H + N * RC + 4 * N * H + H);
     float* xp = thread_buffer<float>(need + (rec_work_ + 64) / sizeof(float), 0);
     void* rec_work = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(xp + need) + 63) / 64 * 64);
@@ -341,8 +357,16 @@ class RecurrentOnednnKernel final : public Kernel {
       const bool rev = s_.reverse_only || d == 1;
       const Act* acts = s_.acts.data() + d * rnn::acts_of(s_.cell);
       // X W^T for every step, then + Wb + Rb (GRU's h gate keeps its Rb for
-      // the reset product when linear_before_reset, as rnn.cc).
-      proj_[d]->run(ctx, X, nullptr, nullptr, nullptr, xp);
+      // the reset product when linear_before_reset, as rnn.cc). The int8
+      // projections quantize X for each direction, as onnxruntime does: the
+      // work space is the steps' in between. Its range covers the steps
+      // some sequence runs (onnxruntime's rows for a layout-0 X).
+      if (proj_int8_) {
+        const int64_t steps = layout ? S : std::min(S, *std::max_element(lens.begin(), lens.end()));
+        proj_int8_->project(ctx, d, proj_int8_->quantize(ctx, X, steps * N * s_.I, rec_work), xp, rec_work);
+      } else {
+        proj_[d]->run(ctx, X, nullptr, nullptr, nullptr, xp);
+      }
       for (int64_t j = 0; j < GH; ++j) {
         const bool rb_later = s_.cell == Cell::kGRU && j >= 2 * H;
         bias[j] = Bv ? Bv[d * 2 * GH + j] + (rb_later ? 0.f : Bv[d * 2 * GH + GH + j]) : 0.f;
@@ -425,10 +449,11 @@ class RecurrentOnednnKernel final : public Kernel {
   rnn::RnnSpec s_;
   bool two_phase_ = false;
   int64_t rcols_ = 0;  // columns of the per-step product: G*H, or 2H (two_phase_)
-  std::vector<std::unique_ptr<MatmulCore>> proj_;                // per direction
+  std::vector<std::unique_ptr<MatmulCore>> proj_;                // per direction; null: proj_int8_ runs
+  std::unique_ptr<LstmInt8Projection> proj_int8_;                // every direction's, or null
   std::vector<std::unique_ptr<StepProduct>> rec_, rec_h_;          // per direction
   std::vector<std::unique_ptr<LstmInt8Recurrence>> rec_int8_;      // per direction; null: rec_ runs
-  size_t rec_work_ = 0;  // bytes the int8 recurrence needs beside the workspace
+  size_t rec_work_ = 0;  // bytes the int8 products need beside the workspace
   size_t scratch_ = 0;
   std::string name_ = "onednn matmuls + vectorised gates";
 };

@@ -124,11 +124,11 @@ bool dequantize_transposed(const Graph& g, int q, int scale, int zero, Tensor* w
   return true;
 }
 
-// R's scales per gate column [dirs * 4H] where R is int8 with zero points 0
-// (onnxruntime's quantizer writes it so): the float R is then exactly q *
-// scale, and the CPU LSTM can run its steps' products on q as the contrib op
-// does, h quantized to uint8 each step (backends/cpu/onednn_rnn.cc).
-bool int8_r_scales(const Graph& g, int q, int scale, int zero, std::vector<float>* out) {
+// W's or R's scales per gate column [dirs * 4H] where it is int8 with zero
+// points 0 (onnxruntime's quantizer writes them so): the float W or R is then
+// exactly q * scale, and the CPU LSTM can run its products on q as the
+// contrib op does, X and h quantized to uint8 (backends/cpu/onednn_rnn.cc).
+bool int8_gate_scales(const Graph& g, int q, int scale, int zero, std::vector<float>* out) {
   const Tensor& qt = g.values[q].constant;
   const Tensor& st = g.values[scale].constant;
   if (qt.dtype() != DType::kInt8) return false;
@@ -158,13 +158,16 @@ bool expand_quantized_lstm(Graph& g, const Node& n, std::vector<Node>& out, int6
   for (size_t i = 3; i < 8; ++i) ins.push_back(input(n, i));  // B, sequence_lens, initial_h, initial_c, P
   while (!ins.empty() && ins.back() < 0) ins.pop_back();
   std::map<std::string, Attribute> attrs = n.attrs;
-  std::vector<float> r_scales;
-  if (int8_r_scales(g, input(n, 2), input(n, 10), input(n, 11), &r_scales)) {
+  auto int8_scales_attr = [&](int q, int scale, int zero, const char* name) {
+    std::vector<float> scales;
+    if (!int8_gate_scales(g, q, scale, zero, &scales)) return;
     Attribute a;
     a.type = Attribute::Type::kFloats;
-    a.floats = std::move(r_scales);
-    attrs[rnn::kLstmInt8RScales] = std::move(a);
-  }
+    a.floats = std::move(scales);
+    attrs[name] = std::move(a);
+  };
+  int8_scales_attr(input(n, 1), input(n, 8), input(n, 9), rnn::kLstmInt8WScales);
+  int8_scales_attr(input(n, 2), input(n, 10), input(n, 11), rnn::kLstmInt8RScales);
   b.node("LSTM", ins, n.outputs, attrs);
   return true;
 }

@@ -23,6 +23,11 @@ namespace twinfer::rnn {
 // the contrib op defines it (a quarter of the weight bytes per step); the
 // other kernels read the float R.
 inline constexpr const char* kLstmInt8RScales = "twinfer_r_int8_scales";
+// The same for W, [dirs * 4H], where W is int8 with zero points 0: the
+// oneDNN CPU kernel then runs the input projections on W's int8 values with
+// X quantized to uint8 over all its values, as onnxruntime computes the
+// contrib op (backends/cpu/lstm_int8_projection.h).
+inline constexpr const char* kLstmInt8WScales = "twinfer_w_int8_scales";
 
 inline Cell cell_of(const std::string& op) {
   return op == "LSTM" ? Cell::kLSTM : op == "GRU" ? Cell::kGRU : Cell::kRNN;
