@@ -49,6 +49,12 @@ def cases(rng):
         cast_model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
         cast_model.ir_version = 10
         yield f"Cast to {name} [8,128,3072]", (cast_model, {"x": [8, 128, 3072]})
+    vi = h.make_tensor_value_info  # bool -> float32: a one-hot as jax2tf writes it (magika: Equal, Cast, MatMul)
+    g = h.make_graph([h.make_node("Cast", ["x"], ["y"], to=F)], "g", [vi("x", TP.BOOL, [5, 2048, 257])],
+                     [vi("y", F, [5, 2048, 257])])
+    cast_model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    cast_model.ir_version = 10
+    yield "Cast bool to float [5,2048,257]", (cast_model, {"x": [5, 2048, 257]})
     yield "Sigmoid [1,64,2000]", model([h.make_node("Sigmoid", ["x"], ["y"])], [("x", [1, 64, 2000])],
                                        [("y", [1, 64, 2000])])
     yield "x*sigmoid(x) [1,32,256,256]", model(
@@ -80,6 +86,18 @@ def cases(rng):
         [("x", [1, 64, 64, 64])], [("y", [1, 64, 128, 128])],
         [nh.from_array((rng.standard_normal((64, 64, 2, 2)) * 0.05).astype(np.float32), "w"),
          nh.from_array((rng.standard_normal(64) * 0.05).astype(np.float32), "b")])
+    # 1-D convolutions (backends/cpu/onednn_conv.cc's layout rule): magika's
+    # Conv1D as tf2onnx writes it, [N, C, L, 1], and plain [N, C, L] ones.
+    for n, c, k, length, kernel, stride, pad, four_d in ((5, 256, 512, 512, 5, 1, 0, True),
+                                                         (1, 256, 256, 1000, 5, 1, 2, True),
+                                                         (1, 512, 512, 4000, 3, 2, 0, False)):
+        xs = [n, c, length, 1] if four_d else [n, c, length]
+        ws = (k, c, kernel, 1) if four_d else (k, c, kernel)
+        attrs = dict(strides=[stride, 1], pads=[pad, 0, pad, 0]) if four_d else dict(strides=[stride], pads=[pad, pad])
+        yield f"Conv1d k{kernel}/{stride} {xs} -> {k}", model(
+            [h.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)], [("x", xs)], [("y", None)],
+            [nh.from_array((rng.standard_normal(ws) * 0.05).astype(np.float32), "w"),
+             nh.from_array((rng.standard_normal(k) * 0.05).astype(np.float32), "b")])
     yield "DepthToSpace CRD 2 [1,256,64,64]", model(
         [h.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")], [("x", [1, 256, 64, 64])],
         [("y", [1, 64, 128, 128])])
@@ -176,7 +194,9 @@ def main() -> None:
     for name, (m, ins) in cases(rng):
         if args.only not in name:
             continue
-        feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in ins.items()}
+        bools = {i.name for i in m.graph.input if i.type.tensor_type.elem_type == TP.BOOL}
+        feeds = {n: rng.random(s) < 0.5 if n in bools else rng.standard_normal(s).astype(np.float32)
+                 for n, s in ins.items()}
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
         so.inter_op_num_threads = 1

@@ -1034,12 +1034,12 @@ def test_cast_float_to_int_edges(dt):
 
 
 def test_cast_float32_to_int32_and_bool_rows(rng):
-    """The vectorised float32 -> int32 / bool and int32 -> float32 rows
+    """The vectorised float32 -> int32 / bool, int32 -> float32 and bool -> float32 rows
     (ops/elementwise/cast_rows.cc) on 10,007 values with the edges scattered
     through them, so that they land in vector lanes and in the tail: NaN -> 0,
     saturation at 2^31 (2147483520 is the last float below it), truncation
-    toward zero; bool is x != 0 (NaN true, -0 false). Reference: Python's
-    own integers."""
+    toward zero; bool is x != 0 (NaN true, -0 false); and bool -> float32.
+    Reference: Python's own integers."""
     edges = np.float32([np.nan, np.inf, -np.inf, 2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0,
                         3e38, -3e38, 0.0, -0.0, 0.5, -0.5, 1.99999988, -1.99999988, 1e-45, -7.5, 16777217.0])
     x = (rng.standard_normal(10007) * 1e4).astype(np.float32)
@@ -1061,6 +1061,9 @@ def test_cast_float32_to_int32_and_bool_rows(rng):
     model, feeds = build("Cast", [("x", ints)], {"to": TensorProto.FLOAT}, [F32], 19)
     want = np.array([float(np.float32(float(v))) for v in ints.tolist()], np.float32)  # round to nearest even
     np.testing.assert_array_equal(twinfer_run(model, feeds)[0], want)
+    bools = rng.random(10007) < 0.3  # bool -> float32 (a mask, a one-hot)
+    model, feeds = build("Cast", [("x", bools)], {"to": TensorProto.FLOAT}, [F32], 19)
+    np.testing.assert_array_equal(twinfer_run(model, feeds)[0], np.where(bools.tolist(), 1.0, 0.0).astype(np.float32))
 
 
 @pytest.mark.parametrize("src,like", [(F32, np.dtype(np.int32)), (np.dtype(np.int64), F16), (BOOL, F64), (F64, BOOL)])

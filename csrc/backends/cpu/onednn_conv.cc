@@ -14,8 +14,9 @@
 //             are one GEMM in NCHW, and skipping the two reorders wins.
 //   kAny      format_tag::any: oneDNN picks (channels-last brgemm kernels on
 //             AVX-512). Their reorders cost more than the blocked ones, which
-//             only the 3x3 convs with >= 128 channels win back; also the
-//             fallback when the blocked layout has no JIT kernel.
+//             only the 2-D 3x3 convs with >= 128 channels win back (1-D ones
+//             stay blocked); also the fallback when the blocked layout has no
+//             JIT kernel.
 // Measured with `python benchmarks/micro/conv_shapes.py --layouts --rounds 3
 // [--net mobilenetv2]` (batch 1, 2 threads, AVX-512 EPYC; ms summed over the
 // network's convs, each a single-node model run through twinfer.load):
@@ -68,11 +69,12 @@ Layout choose_layout(const ConvSpec& cs) {
   if (forced == "blocked") return Layout::kBlocked;
   if (forced == "any") return Layout::kAny;
   bool one_by_one = true, unit = true;  // 1x1 kernel; and stride 1 without pads
-  int64_t out_spatial = 1;
+  int64_t out_spatial = 1, wide_dims = 0;  // spatial dims the map or the kernel spans
   for (size_t i = 0; i < cs.win.nsp; ++i) {
     one_by_one = one_by_one && cs.win.kernel[i] == 1;
     unit = unit && cs.win.stride[i] == 1 && cs.win.pad_begin[i] == 0 && cs.win.pad_end[i] == 0;
     out_spatial *= cs.y[2 + i];
+    wide_dims += cs.x[2 + i] > 1 || cs.win.kernel[i] > 1;
   }
   // 1x1 convs are one plain GEMM. It beats the blocked kernel plus its two
   // reorders from 28x28 up, and on smaller maps when the conv does little
@@ -83,8 +85,13 @@ Layout choose_layout(const ConvSpec& cs) {
     if (out_spatial >= 400 || cin * cout / (cin + cout) < 160.0) return Layout::kPlain;
   }
   // Wide spatial kernels: oneDNN's channels-last brgemm kernels beat the
-  // blocked direct ones by more than the dearer reorders cost.
-  if (!one_by_one && cs.group == 1 && cs.x[1] >= 128) return Layout::kAny;
+  // blocked direct ones by more than the dearer reorders cost. Not on 1-D
+  // convolutions (one spatial dim wider than 1: [N, C, L], or [N, C, L, 1]
+  // as tf2onnx writes Keras's Conv1D): there the blocked kernel won every
+  // shape measured, 2-26% (AMD EPYC, AVX-512, 1 and 2 threads: 128-512
+  // channels, L 200-4000, k 3-5, stride 1-2; magika's 256 -> 512, k 5 on
+  // [5, 256, 512, 1] 33.8 -> 31.2 ms; docs/performance.md, stop 51).
+  if (!one_by_one && cs.group == 1 && cs.x[1] >= 128 && wide_dims > 1) return Layout::kAny;
   return Layout::kBlocked;
 }
 

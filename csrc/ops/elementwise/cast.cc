@@ -112,6 +112,12 @@ class CastKernel final : public Kernel {
       });
       return;
     }
+    if (from_ == DType::kBool && to_ == DType::kFloat32) {
+      parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
+        bools_to_floats(x.as<const uint8_t>() + b, y.as<float>() + b, e - b);
+      });
+      return;
+    }
     if (from_ == DType::kInt32 && to_ == DType::kFloat32) {
       parallel_for(n, ctx.num_threads, kGrainCheap, [&](int64_t b, int64_t e) {
         int32_to_floats(x.as<const int32_t>() + b, y.as<float>() + b, e - b);

@@ -19,4 +19,8 @@ TWINFER_SIMD_CLONES void int32_to_floats(const int32_t* __restrict x, float* __r
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
 }
 
+TWINFER_SIMD_CLONES void bools_to_floats(const uint8_t* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] != 0 ? 1.f : 0.f;
+}
+
 }  // namespace twinfer::ew
