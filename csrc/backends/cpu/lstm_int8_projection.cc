@@ -3,47 +3,27 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/lstm_int8_recurrence.h"
 #include "core/parallel.h"
 #include "ops/quant/quantize_fast.h"
 #include "ops/rnn/rnn_spec.h"
 
 namespace twinfer::tx {
 
-namespace {
-size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
-}  // namespace
+using lstm_int8::aligned64;
 
 std::unique_ptr<LstmInt8Projection> LstmInt8Projection::of(const KernelBuildInfo& info, int dirs, int64_t m,
                                                            int64_t inputs, int64_t rows, const float* w) {
   const graph::Node& node = info.node();
-  if (!node.has_attr(rnn::kLstmInt8WScales)) return nullptr;
-  const std::vector<float> scales = node.attr_floats(rnn::kLstmInt8WScales);
-  if (static_cast<int64_t>(scales.size()) < dirs * rows) return nullptr;
   std::unique_ptr<LstmInt8Projection> p(new LstmInt8Projection());
   p->m_ = m, p->inputs_ = inputs, p->rows_ = rows;
   for (int d = 0; d < dirs; ++d) {
-    std::vector<float> scale(scales.begin() + d * rows, scales.begin() + (d + 1) * rows);
-    // q^T [I, rows] (B of the product), from W_d [rows, I]; each value must
-    // be an integer in int8's range times its row's scale, as the expansion wrote it.
-    const float* wd = w + d * rows * inputs;
-    std::vector<int8_t> qt(static_cast<size_t>(inputs * rows));
-    for (int64_t j = 0; j < rows; ++j) {
-      const float s = scale[j];
-      if (!(s > 0.f) || !std::isfinite(s)) return nullptr;
-      for (int64_t i = 0; i < inputs; ++i) {
-        const float v = wd[j * inputs + i] / s;
-        const float q = std::nearbyint(v);
-        if (!(std::fabs(v - q) <= 1e-3f) || q < -128.f || q > 127.f) return nullptr;
-        qt[i * rows + j] = static_cast<int8_t>(q);
-      }
-    }
-    quant::QGemmDesc g;
-    g.a = {m, inputs};
-    g.b = {inputs, rows};
-    g.a_type = DType::kUInt8;
-    g.b_type = DType::kInt8;
-    g.b_const = qt.data();  // copied (and packed) by QGemm
-    p->gemm_.push_back(std::make_unique<quant::QGemm>(g, node.name, node.op_type));
+    std::vector<float> scale = lstm_int8::row_scales(node, rnn::kLstmInt8WScales, d, rows);
+    // q^T [I, rows] (B of the product), from W_d [rows, I].
+    std::vector<int8_t> qt;
+    if (scale.empty() || !lstm_int8::transposed_int8(w + d * rows * inputs, rows, inputs, scale, &qt))
+      return nullptr;
+    p->gemm_.push_back(lstm_int8::u8_times(node, m, inputs, rows, qt));
     p->scale_.push_back(std::move(scale));
   }
   return p;
@@ -56,7 +36,7 @@ size_t LstmInt8Projection::scratch_bytes() const {
 }
 
 size_t LstmInt8Projection::work_bytes() const {
-  return aligned(static_cast<size_t>(m_ * inputs_)) + aligned(static_cast<size_t>(m_ * rows_) * sizeof(int32_t));
+  return aligned64(static_cast<size_t>(m_ * inputs_)) + aligned64(static_cast<size_t>(m_ * rows_) * sizeof(int32_t));
 }
 
 LstmInt8Projection::Quantized LstmInt8Projection::quantize(const KernelContext& ctx, const float* x, int64_t count,
@@ -80,7 +60,7 @@ void LstmInt8Projection::project(const KernelContext& ctx, int d, const Quantize
     return;
   }
   const auto* xq = static_cast<const uint8_t*>(work);
-  auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned(static_cast<size_t>(m_ * inputs_)));
+  auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned64(static_cast<size_t>(m_ * inputs_)));
   gemm_[d]->run(ctx, xq, nullptr, &q.zero_point, false, nullptr, false, acc);
   // onnxruntime's output processor: the int32 sums times (X's scale x W's scale).
   std::vector<float> mult(static_cast<size_t>(rows));

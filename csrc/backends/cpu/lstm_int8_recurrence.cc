@@ -8,8 +8,46 @@
 
 namespace twinfer::tx {
 
+namespace lstm_int8 {
+
+std::vector<float> row_scales(const graph::Node& node, const char* attr, int d, int64_t rows) {
+  if (!node.has_attr(attr)) return {};
+  const std::vector<float> scales = node.attr_floats(attr);
+  if (static_cast<int64_t>(scales.size()) < (d + 1) * rows) return {};
+  return std::vector<float>(scales.begin() + d * rows, scales.begin() + (d + 1) * rows);
+}
+
+bool transposed_int8(const float* m, int64_t rows, int64_t cols, const std::vector<float>& scale,
+                     std::vector<int8_t>* qt) {
+  qt->resize(static_cast<size_t>(rows * cols));
+  for (int64_t j = 0; j < rows; ++j) {
+    const float s = scale[j];
+    if (!(s > 0.f) || !std::isfinite(s)) return false;
+    for (int64_t i = 0; i < cols; ++i) {
+      const float v = m[j * cols + i] / s;
+      const float q = std::nearbyint(v);
+      if (!(std::fabs(v - q) <= 1e-3f) || q < -128.f || q > 127.f) return false;
+      (*qt)[i * rows + j] = static_cast<int8_t>(q);
+    }
+  }
+  return true;
+}
+
+std::unique_ptr<quant::QGemm> u8_times(const graph::Node& node, int64_t m, int64_t k, int64_t n,
+                                       const std::vector<int8_t>& qt) {
+  quant::QGemmDesc g;
+  g.a = {m, k};
+  g.b = {k, n};
+  g.a_type = DType::kUInt8;
+  g.b_type = DType::kInt8;
+  g.b_const = qt.data();
+  return std::make_unique<quant::QGemm>(g, node.name, node.op_type);
+}
+
+}  // namespace lstm_int8
+
 namespace {
-size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+using lstm_int8::aligned64;
 
 // y[j] = sum_k h[k] q[j, k] for each of q's rows: at batch 1 the product is
 // a dot product per row, which GCC compiles to vpdpbusd under this target.
@@ -36,25 +74,12 @@ bool has_avx512_vnni() {
 std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo& info, int d, int64_t n,
                                                            int64_t hidden, int64_t rows, const float* r) {
   const graph::Node& node = info.node();
-  if (!node.has_attr(rnn::kLstmInt8RScales)) return nullptr;
-  const std::vector<float> scales = node.attr_floats(rnn::kLstmInt8RScales);
-  if (static_cast<int64_t>(scales.size()) < (d + 1) * rows) return nullptr;
   std::unique_ptr<LstmInt8Recurrence> k(new LstmInt8Recurrence());
   k->n_ = n, k->hidden_ = hidden, k->rows_ = rows;
-  k->scale_.assign(scales.begin() + d * rows, scales.begin() + (d + 1) * rows);
-  // q^T [H, rows] (B of the product), from R [rows, H]; each value must be
-  // an integer in int8's range times its row's scale, as the expansion wrote it.
-  std::vector<int8_t> qt(static_cast<size_t>(hidden * rows));
-  for (int64_t j = 0; j < rows; ++j) {
-    const float s = k->scale_[j];
-    if (!(s > 0.f) || !std::isfinite(s)) return nullptr;
-    for (int64_t i = 0; i < hidden; ++i) {
-      const float v = r[j * hidden + i] / s;
-      const float q = std::nearbyint(v);
-      if (!(std::fabs(v - q) <= 1e-3f) || q < -128.f || q > 127.f) return nullptr;
-      qt[i * rows + j] = static_cast<int8_t>(q);
-    }
-  }
+  k->scale_ = lstm_int8::row_scales(node, rnn::kLstmInt8RScales, d, rows);
+  // q^T [H, rows] (B of the product), from R [rows, H].
+  std::vector<int8_t> qt;
+  if (k->scale_.empty() || !lstm_int8::transposed_int8(r, rows, hidden, k->scale_, &qt)) return nullptr;
   if (n == 1 && has_avx512_vnni()) {  // a dot product per row; q's row sums apply h's zero point
     k->q_rows_.resize(static_cast<size_t>(rows * hidden));
     k->q_sums_.assign(static_cast<size_t>(rows), 0);
@@ -65,18 +90,12 @@ std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo
       }
     return k;
   }
-  quant::QGemmDesc g;
-  g.a = {n, hidden};
-  g.b = {hidden, rows};
-  g.a_type = DType::kUInt8;
-  g.b_type = DType::kInt8;
-  g.b_const = qt.data();  // copied (and packed) by QGemm
-  k->gemm_ = std::make_unique<quant::QGemm>(g, node.name, node.op_type);
+  k->gemm_ = lstm_int8::u8_times(node, n, hidden, rows, qt);
   return k;
 }
 
 size_t LstmInt8Recurrence::work_bytes() const {
-  return aligned(static_cast<size_t>(n_ * hidden_)) + aligned(static_cast<size_t>(n_ * rows_) * sizeof(int32_t));
+  return aligned64(static_cast<size_t>(n_ * hidden_)) + aligned64(static_cast<size_t>(n_ * rows_) * sizeof(int32_t));
 }
 
 void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh, void* work) const {
@@ -91,7 +110,7 @@ void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh
   const float scale = (mx - mn) / 255.f;
   const float zp = std::nearbyint(std::min(255.f, std::max(0.f, 0.f - mn / scale)));
   auto* hq = static_cast<uint8_t*>(work);
-  auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned(static_cast<size_t>(count)));
+  auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned64(static_cast<size_t>(count)));
   quant::quantize_to_u8(h, hq, count, scale, static_cast<int32_t>(zp), 1);
   const int32_t za = static_cast<int32_t>(zp);
   if (gemm_) {

@@ -25,6 +25,21 @@
 
 namespace twinfer::tx {
 
+namespace lstm_int8 {
+// The node's per-row scales in `attr` (rnn::kLstmInt8RScales / WScales) for
+// direction d of `rows` rows, or empty where it has none or too few.
+std::vector<float> row_scales(const graph::Node& node, const char* attr, int d, int64_t rows);
+// q^T [cols, rows] from m [rows, cols], each value an integer in int8's
+// range times its row's scale as the expansion wrote it; false where one is
+// not (or a scale is not positive and finite).
+bool transposed_int8(const float* m, int64_t rows, int64_t cols, const std::vector<float>& scale,
+                     std::vector<int8_t>* qt);
+// A oneDNN int8 product [m, k] uint8 x q^T [k, n] int8 (q^T copied and packed).
+std::unique_ptr<quant::QGemm> u8_times(const graph::Node& node, int64_t m, int64_t k, int64_t n,
+                                       const std::vector<int8_t>& qt);
+inline size_t aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+}  // namespace lstm_int8
+
 class LstmInt8Recurrence {
  public:
   // For direction d of the node: null where the node has no R scales, or R
