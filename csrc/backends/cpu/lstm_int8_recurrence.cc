@@ -1,7 +1,10 @@
 #include "backends/cpu/lstm_int8_recurrence.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ops/quant/quantize_fast.h"
 #include "ops/rnn/rnn_spec.h"
@@ -49,15 +52,50 @@ std::unique_ptr<quant::QGemm> u8_times(const graph::Node& node, int64_t m, int64
 namespace {
 using lstm_int8::aligned64;
 
-// y[j] = sum_k h[k] q[j, k] for each of q's rows: at batch 1 the product is
-// a dot product per row, which GCC compiles to vpdpbusd under this target.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void u8_dot_rows(
-    const uint8_t* __restrict h, const int8_t* __restrict q, int32_t* __restrict y, int64_t k, int64_t rows) {
-  for (int64_t j = 0; j < rows; ++j) {
-    const int8_t* r = q + j * k;
-    int32_t s = 0;
-    for (int64_t i = 0; i < k; ++i) s += int32_t(h[i]) * int32_t(r[i]);
-    y[j] = s;
+// acc[b, j] = sum_k h[b, k] q[j, k] for N rows of h at once, q packed for
+// vpdpbusd: blocks of 16 * B rows, each [K/4][16 * B rows][4 bytes], so a
+// vector holds 4 consecutive k of 16 rows and the sums of 16 rows build up
+// in one register (no horizontal sums). q is read once for all N rows;
+// N * B accumulators stay in registers (at most 16). h rows are kpad bytes
+// apart (kpad = 4 * k4), acc rows rows_pad apart.
+template <int N, int B>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void vnni_rows(
+    const uint8_t* __restrict h, const int8_t* __restrict packed, int32_t* __restrict acc, int64_t k4,
+    int64_t rows_pad) {
+  for (int64_t r0 = 0; r0 < rows_pad; r0 += 16 * B) {
+    __m512i sum[N][B];
+    for (int a = 0; a < N; ++a)
+      for (int b = 0; b < B; ++b) sum[a][b] = _mm512_setzero_si512();
+    const int8_t* blk = packed + r0 * k4 * 4;
+    for (int64_t g = 0; g < k4; ++g) {
+      __m512i w[B];
+      for (int b = 0; b < B; ++b) w[b] = _mm512_loadu_si512(blk + (g * 16 * B + 16 * b) * 4);
+      for (int a = 0; a < N; ++a) {
+        int32_t four;
+        std::memcpy(&four, h + a * k4 * 4 + 4 * g, 4);
+        const __m512i hb = _mm512_set1_epi32(four);
+        for (int b = 0; b < B; ++b) sum[a][b] = _mm512_dpbusd_epi32(sum[a][b], hb, w[b]);
+      }
+    }
+    for (int a = 0; a < N; ++a)
+      for (int b = 0; b < B; ++b) _mm512_storeu_si512(acc + a * rows_pad + r0 + 16 * b, sum[a][b]);
+  }
+}
+
+// The rows of vnni_rows per block: 64 up to 4 rows of h, then 32.
+constexpr int64_t kVnniRowBlock = 64;
+constexpr int64_t kVnniMaxBatch = 8;
+
+void vnni_product(int64_t n, const uint8_t* h, const int8_t* packed, int32_t* acc, int64_t k4, int64_t rows_pad) {
+  switch (n) {
+    case 1: return vnni_rows<1, 4>(h, packed, acc, k4, rows_pad);
+    case 2: return vnni_rows<2, 4>(h, packed, acc, k4, rows_pad);
+    case 3: return vnni_rows<3, 4>(h, packed, acc, k4, rows_pad);
+    case 4: return vnni_rows<4, 4>(h, packed, acc, k4, rows_pad);
+    case 5: return vnni_rows<5, 2>(h, packed, acc, k4, rows_pad);
+    case 6: return vnni_rows<6, 2>(h, packed, acc, k4, rows_pad);
+    case 7: return vnni_rows<7, 2>(h, packed, acc, k4, rows_pad);
+    default: return vnni_rows<8, 2>(h, packed, acc, k4, rows_pad);
   }
 }
 
@@ -80,14 +118,22 @@ std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo
   // q^T [H, rows] (B of the product), from R [rows, H].
   std::vector<int8_t> qt;
   if (k->scale_.empty() || !lstm_int8::transposed_int8(r, rows, hidden, k->scale_, &qt)) return nullptr;
-  if (n == 1 && has_avx512_vnni()) {  // a dot product per row; q's row sums apply h's zero point
-    k->q_rows_.resize(static_cast<size_t>(rows * hidden));
+  if (n <= kVnniMaxBatch && has_avx512_vnni()) {
+    // q packed for vnni_rows, zeros past H and past the rows; q's row sums
+    // apply h's zero point.
+    k->k4_ = (hidden + 3) / 4;
+    k->rows_pad_ = (rows + kVnniRowBlock - 1) / kVnniRowBlock * kVnniRowBlock;
+    const int64_t block = n <= 4 ? 64 : 32;  // 16 * B of vnni_product's choice
+    k->packed_.assign(static_cast<size_t>(k->rows_pad_ * k->k4_ * 4), 0);
     k->q_sums_.assign(static_cast<size_t>(rows), 0);
-    for (int64_t j = 0; j < rows; ++j)
+    for (int64_t j = 0; j < rows; ++j) {
+      const int64_t r0 = j / block * block, in_block = j - r0;
       for (int64_t i = 0; i < hidden; ++i) {
-        k->q_rows_[j * hidden + i] = qt[i * rows + j];
-        k->q_sums_[j] += qt[i * rows + j];
+        const int8_t q = qt[i * rows + j];
+        k->packed_[r0 * k->k4_ * 4 + ((i / 4) * block + in_block) * 4 + i % 4] = q;
+        k->q_sums_[j] += q;
       }
+    }
     return k;
   }
   k->gemm_ = lstm_int8::u8_times(node, n, hidden, rows, qt);
@@ -95,7 +141,9 @@ std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo
 }
 
 size_t LstmInt8Recurrence::work_bytes() const {
-  return aligned64(static_cast<size_t>(n_ * hidden_)) + aligned64(static_cast<size_t>(n_ * rows_) * sizeof(int32_t));
+  const int64_t h_bytes = packed_.empty() ? n_ * hidden_ : n_ * k4_ * 4;
+  const int64_t acc_rows = packed_.empty() ? rows_ : rows_pad_;
+  return aligned64(static_cast<size_t>(h_bytes)) + aligned64(static_cast<size_t>(n_ * acc_rows) * sizeof(int32_t));
 }
 
 void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh, void* work) const {
@@ -110,17 +158,27 @@ void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh
   const float scale = (mx - mn) / 255.f;
   const float zp = std::nearbyint(std::min(255.f, std::max(0.f, 0.f - mn / scale)));
   auto* hq = static_cast<uint8_t*>(work);
-  auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned64(static_cast<size_t>(count)));
-  quant::quantize_to_u8(h, hq, count, scale, static_cast<int32_t>(zp), 1);
   const int32_t za = static_cast<int32_t>(zp);
   if (gemm_) {
+    auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned64(static_cast<size_t>(count)));
+    quant::quantize_to_u8(h, hq, count, scale, za, 1);
     gemm_->run(ctx, hq, nullptr, &za, false, nullptr, false, acc);
-  } else {
-    u8_dot_rows(hq, q_rows_.data(), acc, hidden_, rows_);
-    for (int64_t j = 0; j < rows_; ++j) acc[j] -= za * q_sums_[j];
+    for (int64_t b = 0; b < n_; ++b)
+      for (int64_t j = 0; j < rows_; ++j)
+        rh[b * rows_ + j] = static_cast<float>(acc[b * rows_ + j]) * scale * scale_[j];
+    return;
   }
+  // Each row of h quantized into its padded row (the pad's bytes meet q's zeros).
+  const int64_t kpad = k4_ * 4;
+  auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned64(static_cast<size_t>(n_ * kpad)));
+  for (int64_t b = 0; b < n_; ++b) {
+    quant::quantize_to_u8(h + b * hidden_, hq + b * kpad, hidden_, scale, za, 1);
+    std::fill(hq + b * kpad + hidden_, hq + (b + 1) * kpad, uint8_t(0));
+  }
+  vnni_product(n_, hq, packed_.data(), acc, k4_, rows_pad_);
   for (int64_t b = 0; b < n_; ++b)
-    for (int64_t j = 0; j < rows_; ++j) rh[b * rows_ + j] = static_cast<float>(acc[b * rows_ + j]) * scale * scale_[j];
+    for (int64_t j = 0; j < rows_; ++j)
+      rh[b * rows_ + j] = static_cast<float>(acc[b * rows_pad_ + j] - za * q_sums_[j]) * scale * scale_[j];
 }
 
 }  // namespace twinfer::tx

@@ -6,10 +6,11 @@
 // zero point applied from q's column sums) and dequantized by h's scale
 // times R's per-row scale.
 //
-// At batch 1 on a CPU with AVX-512 VNNI the product is a dot product per
-// row of q instead (vpdpbusd; exact int32 sums, as oneDNN's): a oneDNN call
-// per step cost more than the 262K multiply-adds of text2tashkeel's LSTMs
-// (hidden 256).
+// Up to batch 8 on a CPU with AVX-512 VNNI the product is our own loop
+// instead (vpdpbusd over q packed 16 rows to a vector, q read once for every
+// row of h; exact int32 sums, as oneDNN's): a oneDNN call per step cost more
+// than the 262K multiply-adds of text2tashkeel's LSTMs (hidden 256), and at
+// batch 2-4 the step took 1.4-1.5x onnxruntime's.
 //
 // Why: ddddocr's default recogniser (common_old.onnx) is such an LSTM,
 // bidirectional, hidden 512. Run in float on the dequantized R, each step
@@ -57,8 +58,9 @@ class LstmInt8Recurrence {
   LstmInt8Recurrence() = default;
   int64_t n_ = 0, hidden_ = 0, rows_ = 0;
   std::vector<float> scale_;  // R's scale per row
-  std::unique_ptr<quant::QGemm> gemm_;  // null: the batch-1 dot products below
-  std::vector<int8_t> q_rows_;          // q [rows, H]
+  std::unique_ptr<quant::QGemm> gemm_;  // null: the VNNI products below
+  std::vector<int8_t> packed_;          // q packed for vpdpbusd (lstm_int8_recurrence.cc's vnni_rows)
+  int64_t k4_ = 0, rows_pad_ = 0;       // H in groups of 4 bytes; rows padded to whole blocks
   std::vector<int32_t> q_sums_;         // sum of each of q's rows
 };
 
