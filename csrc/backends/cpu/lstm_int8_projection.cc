@@ -66,8 +66,7 @@ void LstmInt8Projection::project(const KernelContext& ctx, int d, const Quantize
   std::vector<float> mult(static_cast<size_t>(rows));
   for (int64_t j = 0; j < rows; ++j) mult[j] = q.scale * scale_[d][j];
   parallel_for(m_, ctx.num_threads, std::max<int64_t>(1, 65536 / rows), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r)
-      for (int64_t j = 0; j < rows; ++j) xp[r * rows + j] = static_cast<float>(acc[r * rows + j]) * mult[j];
+    for (int64_t r = lo; r < hi; ++r) lstm_int8::dequantize_row(acc + r * rows, nullptr, mult.data(), xp + r * rows, rows);
   });
 }
 

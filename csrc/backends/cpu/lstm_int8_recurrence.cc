@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/simd_clones.h"
 #include "ops/quant/quantize_fast.h"
 #include "ops/rnn/rnn_spec.h"
 
@@ -45,6 +46,14 @@ std::unique_ptr<quant::QGemm> u8_times(const graph::Node& node, int64_t m, int64
   g.b_type = DType::kInt8;
   g.b_const = qt.data();
   return std::make_unique<quant::QGemm>(g, node.name, node.op_type);
+}
+
+TWINFER_SIMD_CLONES void dequantize_row(const int32_t* __restrict acc, const int32_t* __restrict offset,
+                                        const float* __restrict mult, float* __restrict y, int64_t n) {
+  if (offset)
+    for (int64_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j] - offset[j]) * mult[j];
+  else
+    for (int64_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * mult[j];
 }
 
 }  // namespace lstm_int8
@@ -140,10 +149,14 @@ std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo
   return k;
 }
 
+size_t LstmInt8Recurrence::mult_bytes() const { return aligned64(static_cast<size_t>(rows_) * sizeof(float)); }
+
 size_t LstmInt8Recurrence::work_bytes() const {
+  // h's uint8 rows, the int32 sums (and the VNNI path's zero-point offsets), the row multipliers.
   const int64_t h_bytes = packed_.empty() ? n_ * hidden_ : n_ * k4_ * 4;
-  const int64_t acc_rows = packed_.empty() ? rows_ : rows_pad_;
-  return aligned64(static_cast<size_t>(h_bytes)) + aligned64(static_cast<size_t>(n_ * acc_rows) * sizeof(int32_t));
+  const int64_t acc_values = packed_.empty() ? n_ * rows_ : (n_ + 1) * rows_pad_;
+  return aligned64(static_cast<size_t>(h_bytes)) + aligned64(static_cast<size_t>(acc_values) * sizeof(int32_t)) +
+         mult_bytes();
 }
 
 void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh, void* work) const {
@@ -159,13 +172,15 @@ void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh
   const float zp = std::nearbyint(std::min(255.f, std::max(0.f, 0.f - mn / scale)));
   auto* hq = static_cast<uint8_t*>(work);
   const int32_t za = static_cast<int32_t>(zp);
+  // h's scale times R's per row, after the work space's sums (work_bytes).
+  float* mult = reinterpret_cast<float*>(static_cast<char*>(work) + work_bytes() - mult_bytes());
+  for (int64_t j = 0; j < rows_; ++j) mult[j] = scale * scale_[j];
   if (gemm_) {
     auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned64(static_cast<size_t>(count)));
     quant::quantize_to_u8(h, hq, count, scale, za, 1);
     gemm_->run(ctx, hq, nullptr, &za, false, nullptr, false, acc);
     for (int64_t b = 0; b < n_; ++b)
-      for (int64_t j = 0; j < rows_; ++j)
-        rh[b * rows_ + j] = static_cast<float>(acc[b * rows_ + j]) * scale * scale_[j];
+      lstm_int8::dequantize_row(acc + b * rows_, nullptr, mult, rh + b * rows_, rows_);
     return;
   }
   // Each row of h quantized into its padded row (the pad's bytes meet q's zeros).
@@ -176,9 +191,9 @@ void LstmInt8Recurrence::run(const KernelContext& ctx, const float* h, float* rh
     std::fill(hq + b * kpad + hidden_, hq + (b + 1) * kpad, uint8_t(0));
   }
   vnni_product(n_, hq, packed_.data(), acc, k4_, rows_pad_);
-  for (int64_t b = 0; b < n_; ++b)
-    for (int64_t j = 0; j < rows_; ++j)
-      rh[b * rows_ + j] = static_cast<float>(acc[b * rows_pad_ + j] - za * q_sums_[j]) * scale * scale_[j];
+  int32_t* offset = acc + n_ * rows_pad_;  // h's zero point times q's row sums
+  for (int64_t j = 0; j < rows_; ++j) offset[j] = za * q_sums_[j];
+  for (int64_t b = 0; b < n_; ++b) lstm_int8::dequantize_row(acc + b * rows_pad_, offset, mult, rh + b * rows_, rows_);
 }
 
 }  // namespace twinfer::tx

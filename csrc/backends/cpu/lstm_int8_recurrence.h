@@ -38,6 +38,8 @@ bool transposed_int8(const float* m, int64_t rows, int64_t cols, const std::vect
 // A oneDNN int8 product [m, k] uint8 x q^T [k, n] int8 (q^T copied and packed).
 std::unique_ptr<quant::QGemm> u8_times(const graph::Node& node, int64_t m, int64_t k, int64_t n,
                                        const std::vector<int8_t>& qt);
+// y[j] = float(acc[j] - offset[j]) * mult[j] (offset may be null: 0), vectorised.
+void dequantize_row(const int32_t* acc, const int32_t* offset, const float* mult, float* y, int64_t n);
 inline size_t aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 }  // namespace lstm_int8
 
@@ -56,6 +58,7 @@ class LstmInt8Recurrence {
 
  private:
   LstmInt8Recurrence() = default;
+  size_t mult_bytes() const;
   int64_t n_ = 0, hidden_ = 0, rows_ = 0;
   std::vector<float> scale_;  // R's scale per row
   std::unique_ptr<quant::QGemm> gemm_;  // null: the VNNI products below
