@@ -36,7 +36,9 @@ size_t LstmInt8Projection::scratch_bytes() const {
 }
 
 size_t LstmInt8Projection::work_bytes() const {
-  return aligned64(static_cast<size_t>(m_ * inputs_)) + aligned64(static_cast<size_t>(m_ * rows_) * sizeof(int32_t));
+  // X's uint8 values, the int32 sums, the column multipliers.
+  return aligned64(static_cast<size_t>(m_ * inputs_)) + aligned64(static_cast<size_t>(m_ * rows_) * sizeof(int32_t)) +
+         aligned64(static_cast<size_t>(rows_) * sizeof(float));
 }
 
 LstmInt8Projection::Quantized LstmInt8Projection::quantize(const KernelContext& ctx, const float* x, int64_t count,
@@ -61,12 +63,13 @@ void LstmInt8Projection::project(const KernelContext& ctx, int d, const Quantize
   }
   const auto* xq = static_cast<const uint8_t*>(work);
   auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(work) + aligned64(static_cast<size_t>(m_ * inputs_)));
+  auto* mult = reinterpret_cast<float*>(reinterpret_cast<char*>(acc) +
+                                        aligned64(static_cast<size_t>(m_ * rows) * sizeof(int32_t)));
   gemm_[d]->run(ctx, xq, nullptr, &q.zero_point, false, nullptr, false, acc);
   // onnxruntime's output processor: the int32 sums times (X's scale x W's scale).
-  std::vector<float> mult(static_cast<size_t>(rows));
   for (int64_t j = 0; j < rows; ++j) mult[j] = q.scale * scale_[d][j];
   parallel_for(m_, ctx.num_threads, std::max<int64_t>(1, 65536 / rows), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) lstm_int8::dequantize_row(acc + r * rows, nullptr, mult.data(), xp + r * rows, rows);
+    for (int64_t r = lo; r < hi; ++r) lstm_int8::dequantize_row(acc + r * rows, nullptr, mult, xp + r * rows, rows);
   });
 }
 

@@ -91,12 +91,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void vnni_rows(
   }
 }
 
-// The rows of vnni_rows per block: 64 up to 4 rows of h, then 32.
-constexpr int64_t kVnniRowBlock = 64;
+// vnni_rows' B for n rows of h (16 * B rows a block): 4 up to 4 rows of h,
+// then 2, so that N * B accumulators fit in registers. q is packed for it.
+constexpr int vnni_b(int64_t n) { return n <= 4 ? 4 : 2; }
+constexpr int64_t kVnniRowBlock = 64;  // rows padded to whole blocks of either B
 constexpr int64_t kVnniMaxBatch = 8;
 
 void vnni_product(int64_t n, const uint8_t* h, const int8_t* packed, int32_t* acc, int64_t k4, int64_t rows_pad) {
-  switch (n) {
+  switch (n) {  // B as vnni_b(n)
     case 1: return vnni_rows<1, 4>(h, packed, acc, k4, rows_pad);
     case 2: return vnni_rows<2, 4>(h, packed, acc, k4, rows_pad);
     case 3: return vnni_rows<3, 4>(h, packed, acc, k4, rows_pad);
@@ -132,7 +134,7 @@ std::unique_ptr<LstmInt8Recurrence> LstmInt8Recurrence::of(const KernelBuildInfo
     // apply h's zero point.
     k->k4_ = (hidden + 3) / 4;
     k->rows_pad_ = (rows + kVnniRowBlock - 1) / kVnniRowBlock * kVnniRowBlock;
-    const int64_t block = n <= 4 ? 64 : 32;  // 16 * B of vnni_product's choice
+    const int64_t block = 16 * vnni_b(n);
     k->packed_.assign(static_cast<size_t>(k->rows_pad_ * k->k4_ * 4), 0);
     k->q_sums_.assign(static_cast<size_t>(rows), 0);
     for (int64_t j = 0; j < rows; ++j) {
