@@ -14,6 +14,7 @@ Device parse_device(const std::string& s);
 
 void bind_errors(pybind11::module_& m);
 void bind_tensor(pybind11::module_& m);
+void bind_containers(pybind11::module_& m);  // maps as dicts
 void bind_engine(pybind11::module_& m);
 void bind_build_info(pybind11::module_& m);
 void bind_device(pybind11::module_& m);

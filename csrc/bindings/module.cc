@@ -5,6 +5,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "twinfer's C++ core (private; use the twinfer package)";
   twinfer::bindings::bind_errors(m);
   twinfer::bindings::bind_tensor(m);  // first: device bindings take Tensors
+  twinfer::bindings::bind_containers(m);
   twinfer::bindings::bind_device(m);
   twinfer::bindings::bind_kernel_math(m);
   twinfer::bindings::bind_engine(m);

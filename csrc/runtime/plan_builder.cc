@@ -85,10 +85,28 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   g = src.graph;  // constants share storage with the engine's graph
   // Sequences, optionals, maps and strings live only in the eager evaluator:
   // an arena cannot hold them (they own host objects, see core/tensor.h).
+  // The nodes before the first that makes one are still a plan of their
+  // own (a classifier before its ZipMap: its trees built once, not every
+  // run), and only the rest goes to the evaluator.
   for (const auto& v : g.values)
     if (dtype_is_container(v.dtype) || v.dtype == DType::kString) {
       plan->value_dependent = true;
       plan->value_dependent_reason = "'" + v.name + "' is a " + type_str(v.dtype, v.elem_type);
+      GraphSplit split;
+      if (src.split_value_dependent && split_at_host_objects(g, &split)) {
+        const PlanSource prefix_src{split.prefix, src.opset, src.options, src.constants, src.kernels};
+        std::shared_ptr<const Plan> prefix;
+        try {
+          prefix = build_plan(prefix_src, shapes, values);
+        } catch (const Error&) {
+          prefix = nullptr;  // the whole graph to the evaluator, as before
+        }
+        if (prefix && !prefix->value_dependent) {
+          plan->prefix = std::move(prefix);
+          plan->tail = std::move(split.tail);
+          plan->tail_engine_inputs = std::move(split.tail_engine_inputs);
+        }
+      }
       return plan;
     }
   // The inputs' shapes, and the values of those that key the plan.

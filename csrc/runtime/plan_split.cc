@@ -8,24 +8,26 @@ namespace twinfer {
 
 namespace {
 
-bool shape_known(const graph::Value& v) {
-  return v.has_shape && sym_shape_known(v.shape) && !dtype_is_container(v.dtype) && v.dtype != DType::kString;
-}
+bool host_object(const graph::Value& v) { return dtype_is_container(v.dtype) || v.dtype == DType::kString; }
 
-}  // namespace
+bool shape_known(const graph::Value& v) { return v.has_shape && sym_shape_known(v.shape) && !host_object(v); }
 
-bool split_at_value_dependence(const graph::Graph& g, GraphSplit* out) {
+// g split where `starts_tail` says a node's output value can only be made
+// by the host evaluator: that node, and every node reading what the tail
+// makes, go to the tail; so do nodes reading a host object no node makes (a
+// string constant). Everything before, along each path, is the prefix.
+template <typename StartsTail>
+bool split_where(const graph::Graph& g, StartsTail starts_tail, GraphSplit* out) {
   graph::Graph s = g;  // constants share storage
   s.topo_sort();       // producers first, and producer links to trust below
   const size_t n = s.nodes.size();
-  // A node goes to the tail when one of its shapes is unknown, or it reads
-  // a value the tail makes: everything after the first value-dependent
-  // shape along each path, and nothing before it.
   std::vector<char> in_tail(n, 0), from_tail(s.values.size(), 0);
+  for (size_t v = 0; v < s.values.size(); ++v)
+    if (s.values[v].producer < 0 && host_object(s.values[v])) from_tail[v] = 1;
   for (size_t i = 0; i < n; ++i) {
     const graph::Node& node = s.nodes[i];
     bool tail = std::any_of(node.inputs.begin(), node.inputs.end(), [&](int v) { return v >= 0 && from_tail[v]; });
-    for (int o : node.outputs) tail = tail || (o >= 0 && !shape_known(s.values[o]));
+    for (int o : node.outputs) tail = tail || (o >= 0 && starts_tail(s.values[o]));
     if (!tail) continue;
     in_tail[i] = 1;
     for (int o : node.outputs)
@@ -81,6 +83,19 @@ bool split_at_value_dependence(const graph::Graph& g, GraphSplit* out) {
     part->compact();
   }
   return true;
+}
+
+}  // namespace
+
+bool split_at_value_dependence(const graph::Graph& g, GraphSplit* out) {
+  // Everything after the first value-dependent shape along each path.
+  return split_where(g, [](const graph::Value& v) { return !shape_known(v); }, out);
+}
+
+bool split_at_host_objects(const graph::Graph& g, GraphSplit* out) {
+  for (int v : g.inputs)
+    if (host_object(g.values[static_cast<size_t>(v)])) return false;
+  return split_where(g, host_object, out);
 }
 
 }  // namespace twinfer

@@ -27,4 +27,11 @@ struct GraphSplit {
 // node comes before the first whose shape needs values (nothing to plan).
 bool split_at_value_dependence(const graph::Graph& g, GraphSplit* out);
 
+// `g` (any graph, shapes not needed) split where its first sequences, maps,
+// optionals or strings are made: a classifier's scores and labels run as a
+// plan, and only the ZipMap after it (a sequence of maps per row) goes to
+// the host evaluator. False when nothing comes before them, or a graph
+// input is one (the whole graph is then evaluated, as before).
+bool split_at_host_objects(const graph::Graph& g, GraphSplit* out);
+
 }  // namespace twinfer

@@ -331,6 +331,14 @@ class PipelinedGraph:
         """
         The pipeline's stream: graphs launch there; inputs are read in its order.
         """
+def _map_as_dict(map: Tensor) -> typing.Any:
+    """
+    A map tensor as a dict of Python scalars; None where its types need NumPy.
+    """
+def _maps_as_dicts(sequence: Tensor) -> typing.Any:
+    """
+    A sequence of maps as a list of dicts; None where a map's types need NumPy.
+    """
 def _test_activation(arg0: str, arg1: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]) -> list[float]:
     ...
 def _test_broadcast_offsets(arg0: collections.abc.Sequence[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> tuple[int, list[list[int]]]:

@@ -122,9 +122,16 @@ def _from_value(t):
     as None, a map as a dict of Python scalars, anything else as the Tensor
     itself."""
     dtype = t.dtype
+    if dtype.startswith("sequence(map("):  # ZipMap's rows: converted in one call
+        dicts = _core._maps_as_dicts(t)
+        if dicts is not None:
+            return dicts
     if dtype.startswith("sequence("):
         return [_from_value(v) for v in t._items()]
     if dtype.startswith("map("):
+        d = _core._map_as_dict(t)
+        if d is not None:
+            return d
         keys, values = t._items()
         return dict(zip(keys.numpy().tolist(), values.numpy().tolist()))
     if dtype.startswith("optional("):

@@ -17,6 +17,7 @@
 #include "graph/passes/fuse_attention.h"
 #include "graph/passes/fuse_attention_softmax.h"
 #include "graph/passes/matmul_reads_grouped_heads.h"
+#include "graph/passes/string_labels.h"
 #include "graph/passes/transposes_in_4d.h"
 #include "graph/passes/matmul_reads_transposed.h"
 #include "graph/passes/fuse_gelu.h"
@@ -202,6 +203,8 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
   if (options.optimize) {
     keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
+    // classifiers' string labels as indices and a Gather: the classifier in a plan
+    keep_if_valid(g, pc, "string_labels", [&] { return string_labels_as_indices(g, pc); });
     if (pass_enabled("TWINFER_COMMON_SUBEXPRESSIONS"))
       keep_if_valid(g, pc, "common_subexpressions", [&] { return eliminate_common_subexpressions(g, pc); });
     std::map<std::string, std::string> pad_renames;

@@ -4,14 +4,18 @@
 // MAX), base_values are added and post_transform applied, in onnxruntime's
 // order. The classifier's label is the class of the highest score, with
 // onnxruntime's rules for two classes (see classify). Trees come from
-// tree_model.h; features are compared as doubles (exact for float input).
+// tree_model.h and are walked by tree_walk.h, 64 rows at a time, in the
+// features' own type where that is exact (float features, float thresholds),
+// else in double.
 #include <algorithm>
 #include <limits>
+#include <memory>
 
 #include "core/half.h"
 #include "core/parallel.h"
 #include "ops/ml/ml_common.h"
 #include "ops/ml/tree_model.h"
+#include "ops/ml/tree_walk.h"
 
 namespace twinfer::ml {
 namespace {
@@ -25,13 +29,6 @@ Aggregate aggregate_of(const std::string& s, const graph::Node& n) {
               n.name, n.op_type);
 }
 
-// One row's per-target sums (or extremes) over the trees, with which targets
-// any leaf gave a weight.
-struct Scores {
-  std::vector<double> value;
-  std::vector<uint8_t> seen;
-};
-
 // Scores as onnxruntime decides on them: summed in double, then rounded to
 // float for float (and float16) input. Decided on the double sum, five
 // leaves of 0.1f made 0.50000000745, not 0.5, and a binary forest's tie
@@ -40,37 +37,98 @@ struct Scores {
 // makes ten 0.1f votes 1.0000001, and a probability of -1.2e-7.)
 inline double in_type(double v, bool in_float) { return in_float ? static_cast<double>(static_cast<float>(v)) : v; }
 
-Scores aggregate(const TreeEnsembleModel& m, const double* x, int64_t targets, Aggregate agg, bool in_float) {
-  Scores s;
-  s.value.assign(static_cast<size_t>(targets), 0.0);
-  s.seen.assign(static_cast<size_t>(targets), 0);
-  for (int32_t root : m.roots) {
-    const TreeNode& leaf = m.leaf(x, root);
-    for (uint32_t k = 0; k < leaf.count; ++k) {
-      const auto [t, w] = m.weights[leaf.first + k];
-      if (t >= targets) continue;  // checked at build
-      double& v = s.value[t];
-      if (agg == Aggregate::kMin) v = s.seen[t] && v <= w ? v : w;
-      else if (agg == Aggregate::kMax) v = s.seen[t] && v >= w ? v : w;
-      else v += w;
-      s.seen[t] = 1;
+// Rows are scored a block at a time: every tree walked over the block's
+// rows (tree_walk.h), the leaves' weights added up per row and target.
+constexpr int64_t kBlockRows = 64;
+
+// A block's per-target sums (or extremes) over the trees, row by row, with
+// which targets any leaf gave a weight.
+struct BlockScores {
+  std::vector<double> value;
+  std::vector<uint8_t> seen;
+  double* row_value(int64_t r, int64_t targets) { return value.data() + r * targets; }
+  uint8_t* row_seen(int64_t r, int64_t targets) { return seen.data() + r * targets; }
+};
+
+// The forest as the kernels walk it: in the features' own type where that is
+// exact (float features, float thresholds), else in double.
+class Forest {
+ public:
+  Forest(const TreeEnsembleModel& m, DType x)
+      : model_(&m), use_floats_((x == DType::kFloat32 || x == DType::kFloat16) && thresholds_are_floats(m)) {
+    if (use_floats_) floats_ = TreeWalk<float>(m);
+    else doubles_ = TreeWalk<double>(m);
+  }
+
+  // Rows [b, b + rows) of x ([N, F] or [F]) into s (targets per row), in
+  // the trees' order, then averaged and rounded as onnxruntime does.
+  void score(const TensorView& x, int64_t f, int64_t b, int64_t rows, int64_t targets, Aggregate agg,
+             BlockScores* s) const {
+    s->value.assign(static_cast<size_t>(rows * targets), 0.0);
+    s->seen.assign(static_cast<size_t>(rows * targets), 0);
+    switch (agg) {  // the aggregate chosen once, not per leaf
+      case Aggregate::kSum:
+      case Aggregate::kAverage: walk_rows<Aggregate::kSum>(x, f, b, rows, targets, s); break;
+      case Aggregate::kMin: walk_rows<Aggregate::kMin>(x, f, b, rows, targets, s); break;
+      case Aggregate::kMax: walk_rows<Aggregate::kMax>(x, f, b, rows, targets, s); break;
+    }
+    const bool in_float = x.dtype != DType::kFloat64;
+    const double trees = static_cast<double>(model_->roots.size());
+    for (double& v : s->value) v = in_type(agg == Aggregate::kAverage ? v / trees : v, in_float);
+  }
+
+ private:
+  static double feature(const TensorView& x, int64_t i) {
+    switch (x.dtype) {
+      case DType::kFloat32: return x.as<const float>()[i];
+      case DType::kFloat16: return half_to_float(x.as<const half_t>()[i].bits);
+      case DType::kInt32: return x.as<const int32_t>()[i];
+      case DType::kInt64: return static_cast<double>(x.as<const int64_t>()[i]);
+      default: return x.as<const double>()[i];
     }
   }
-  if (agg == Aggregate::kAverage)
-    for (double& v : s.value) v /= static_cast<double>(m.roots.size());
-  for (double& v : s.value) v = in_type(v, in_float);
-  return s;
-}
 
-// Features as doubles, [N, F] or one row [F].
-std::vector<double> features(const TensorView& x) {
-  if (x.dtype == DType::kFloat16) {
-    std::vector<double> v(static_cast<size_t>(x.numel()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = half_to_float(x.as<const half_t>()[i].bits);
-    return v;
+  template <Aggregate A>
+  void walk_rows(const TensorView& x, int64_t f, int64_t b, int64_t rows, int64_t targets, BlockScores* s) const {
+    // Every leaf's targets are below `targets` (checked when the kernel was built).
+    const std::pair<int64_t, double>* weights = model_->weights.data();
+    double* value = s->value.data();
+    uint8_t* seen = s->seen.data();
+    const auto add = [&](int64_t r, uint32_t first, uint32_t count) {
+      double* v = value + r * targets;
+      uint8_t* sn = seen + r * targets;
+      for (uint32_t k = first; k < first + count; ++k) {
+        const int64_t t = weights[k].first;
+        const double w = weights[k].second;
+        if constexpr (A == Aggregate::kMin) v[t] = sn[t] && v[t] <= w ? v[t] : w;
+        else if constexpr (A == Aggregate::kMax) v[t] = sn[t] && v[t] >= w ? v[t] : w;
+        else v[t] += w;
+        sn[t] = 1;
+      }
+    };
+    if (use_floats_) {
+      if (x.dtype == DType::kFloat32) {
+        floats_.walk(x.as<const float>() + b * f, rows, f, add);
+      } else {  // float16
+        std::vector<float> rowsf(static_cast<size_t>(rows * f));
+        const half_t* h = x.as<const half_t>() + b * f;
+        for (size_t i = 0; i < rowsf.size(); ++i) rowsf[i] = half_to_float(h[i].bits);
+        floats_.walk(rowsf.data(), rows, f, add);
+      }
+    } else if (x.dtype == DType::kFloat64) {
+      doubles_.walk(x.as<const double>() + b * f, rows, f, add);
+    } else {
+      std::vector<double> rowsd(static_cast<size_t>(rows * f));
+      for (int64_t i = 0; i < rows * f; ++i) rowsd[static_cast<size_t>(i)] = feature(x, b * f + i);
+      doubles_.walk(rowsd.data(), rows, f, add);
+    }
   }
-  return as_doubles(x);
-}
+
+  const TreeEnsembleModel* model_;  // the kernel's, which outlives this
+  bool use_floats_;
+  TreeWalk<float> floats_;
+  TreeWalk<double> doubles_;
+};
 
 void check_features(const graph::Node& n, const TreeEnsembleModel& m, const Shape& x) {
   const int64_t f = x.size() == 1 ? x[0] : x.size() == 2 ? x[1] : -1;
@@ -110,19 +168,25 @@ class TreeRegressorKernel final : public MlKernel {
         bad_model(n, "base_values must have one value or n_targets of them");
     }
     check_features(n, model_, info.input_shape(0));
+    forest_ = std::make_unique<Forest>(model_, info.input_dtype(0));
   }
 
   void run(KernelContext& ctx) const override {
     const TensorView& x = ctx.inputs[0];
     const TensorView& y = ctx.outputs[0];
     const Rows r = rows_of(x.shape);
-    const std::vector<double> xs = features(x);
-    parallel_for(r.n, ctx.num_threads, 16, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const Scores s = aggregate(model_, xs.data() + i * r.f, targets_, agg_, x.dtype != DType::kFloat64);
-        std::vector<double> out(s.value.size());
-        finish(s, &out, x.dtype != DType::kFloat64);
-        store(y, i, out);
+    const bool in_float = x.dtype != DType::kFloat64;
+    const int64_t blocks = (r.n + kBlockRows - 1) / kBlockRows;
+    parallel_for(blocks, ctx.num_threads, 1, [&](int64_t bb, int64_t be) {
+      BlockScores s;
+      std::vector<double> out(static_cast<size_t>(targets_));
+      for (int64_t blk = bb; blk < be; ++blk) {
+        const int64_t b = blk * kBlockRows, rows = std::min(kBlockRows, r.n - b);
+        forest_->score(x, r.f, b, rows, targets_, agg_, &s);
+        for (int64_t i = 0; i < rows; ++i) {
+          finish(s.row_value(i, targets_), s.row_seen(i, targets_), &out, in_float);
+          store(y, b + i, out);
+        }
       }
     });
   }
@@ -131,15 +195,15 @@ class TreeRegressorKernel final : public MlKernel {
   // Base values and the transform, in onnxruntime's order: one target adds
   // base_values[0] (and takes PROBIT only); more add theirs and transform,
   // and a target no leaf gave a weight to stays 0.
-  void finish(const Scores& s, std::vector<double>* out, bool in_float) const {
+  void finish(const double* value, const uint8_t* seen, std::vector<double>* out, bool in_float) const {
     if (targets_ == 1) {
-      const double v = in_type(s.value[0] + in_type(base_.size() == 1 ? base_[0] : 0.0, in_float), in_float);
+      const double v = in_type(value[0] + in_type(base_.size() == 1 ? base_[0] : 0.0, in_float), in_float);
       (*out)[0] = post_ == PostTransform::kProbit ? probit(static_cast<float>(v)) : v;
       return;
     }
     const bool per_target = static_cast<int64_t>(base_.size()) == targets_;
     for (int64_t t = 0; t < targets_; ++t)
-      (*out)[t] = s.seen[t] ? in_type(s.value[t] + in_type(per_target ? base_[t] : 0.0, in_float), in_float) : 0.0;
+      (*out)[t] = seen[t] ? in_type(value[t] + in_type(per_target ? base_[t] : 0.0, in_float), in_float) : 0.0;
     if (post_ == PostTransform::kNone) return;
     std::vector<float> f(out->begin(), out->end()), tmp(f.size());
     write_scores(f, post_, SecondClass::kNone, tmp.data());
@@ -160,6 +224,7 @@ class TreeRegressorKernel final : public MlKernel {
 
   bool v5_ = false;
   TreeEnsembleModel model_;
+  std::unique_ptr<Forest> forest_;  // walks model_
   int64_t targets_ = 1;
   Aggregate agg_ = Aggregate::kSum;
   PostTransform post_ = PostTransform::kNone;
@@ -205,21 +270,27 @@ class TreeClassifierKernel final : public MlKernel {
     for (double v : w) all_positive_ = all_positive_ && v >= 0;
     binary_ = classes_ == 2 && std::unique(ids.begin(), ids.end()) - ids.begin() == 1;
     check_features(n, model_, info.input_shape(0));
+    forest_ = std::make_unique<Forest>(model_, info.input_dtype(0));
   }
 
   void run(KernelContext& ctx) const override {
     const TensorView& x = ctx.inputs[0];
     const Rows r = rows_of(x.shape);
-    const std::vector<double> xs = features(x);
     const TensorView& y = ctx.outputs[0];
     float* z = ctx.outputs.size() > 1 && ctx.outputs[1].data ? ctx.outputs[1].as<float>() : nullptr;
-    parallel_for(r.n, ctx.num_threads, 16, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const bool in_float = x.dtype != DType::kFloat64;
-        Scores s = aggregate(model_, xs.data() + i * r.f, classes_, Aggregate::kSum, in_float);
-        std::vector<float> out(static_cast<size_t>(classes_), 0.f);
-        classify(s, y, i, out.data(), in_float);
-        if (z) std::copy(out.begin(), out.end(), z + i * classes_);
+    const bool in_float = x.dtype != DType::kFloat64;
+    const int64_t blocks = (r.n + kBlockRows - 1) / kBlockRows;
+    parallel_for(blocks, ctx.num_threads, 1, [&](int64_t bb, int64_t be) {
+      BlockScores s;
+      std::vector<float> out(static_cast<size_t>(classes_));
+      for (int64_t blk = bb; blk < be; ++blk) {
+        const int64_t b = blk * kBlockRows, rows = std::min(kBlockRows, r.n - b);
+        forest_->score(x, r.f, b, rows, classes_, Aggregate::kSum, &s);
+        for (int64_t i = 0; i < rows; ++i) {
+          std::fill(out.begin(), out.end(), 0.f);
+          classify(s.row_value(i, classes_), s.row_seen(i, classes_), y, b + i, out.data(), in_float);
+          if (z) std::copy(out.begin(), out.end(), z + (b + i) * classes_);
+        }
       }
     });
   }
@@ -231,12 +302,10 @@ class TreeClassifierKernel final : public MlKernel {
   // become [-(b1 + s0), b1 + s0]; one base value adds to class 0; none leaves
   // them. A single scored column then decides by sign (or > 0.5 when every
   // weight is positive) and expands to two columns; see write_scores.
-  void classify(Scores& s, const TensorView& y, int64_t i, float* out, bool in_float) const {
-    std::vector<double>& v = s.value;
-    std::vector<uint8_t>& seen = s.seen;
+  void classify(double* v, uint8_t* seen, const TensorView& y, int64_t i, float* out, bool in_float) const {
     const auto r = [&](double d) { return in_type(d, in_float); };
     if (classes_ > 2) {
-      for (size_t k = 0; k < base_.size() && k < v.size(); ++k) {
+      for (size_t k = 0; k < base_.size() && k < static_cast<size_t>(classes_); ++k) {
         v[k] = r(v[k] + r(base_[k]));
         seen[k] = 1;
       }
@@ -244,7 +313,7 @@ class TreeClassifierKernel final : public MlKernel {
       for (int64_t k = 0; k < classes_; ++k)
         if (seen[k] && (best < 0 || v[k] > v[best])) best = k;
       labels_.write(y, i, static_cast<size_t>(std::max<int64_t>(best, 0)));
-      std::vector<float> f(v.begin(), v.end());
+      std::vector<float> f(v, v + classes_);
       write_scores(f, post_, SecondClass::kNone, out);
       return;
     }
@@ -280,6 +349,7 @@ class TreeClassifierKernel final : public MlKernel {
 
   ClassLabels labels_;
   TreeEnsembleModel model_;
+  std::unique_ptr<Forest> forest_;  // walks model_
   PostTransform post_ = PostTransform::kNone;
   std::vector<double> base_;
   int64_t classes_ = 0;

@@ -12,26 +12,6 @@ namespace twinfer::ml {
 
 namespace {
 
-bool goes_true(const TreeNode& n, double v, const std::vector<double>& members) {
-  if (std::isnan(v)) {
-    if (n.missing_goes_true) return true;
-    // NaN compares false, so it takes the false branch (NEQ: true).
-    return n.mode == TreeNode::Mode::kNeq;
-  }
-  switch (n.mode) {
-    case TreeNode::Mode::kLeq: return v <= n.value;
-    case TreeNode::Mode::kLt: return v < n.value;
-    case TreeNode::Mode::kGte: return v >= n.value;
-    case TreeNode::Mode::kGt: return v > n.value;
-    case TreeNode::Mode::kEq: return v == n.value;
-    case TreeNode::Mode::kNeq: return v != n.value;
-    case TreeNode::Mode::kMember:
-      return std::binary_search(members.begin() + n.first, members.begin() + n.first + n.count, v);
-    case TreeNode::Mode::kLeaf: break;
-  }
-  return false;
-}
-
 TreeNode::Mode legacy_mode(const graph::Node& n, const std::string& s) {
   if (s == "BRANCH_LEQ") return TreeNode::Mode::kLeq;
   if (s == "BRANCH_LT") return TreeNode::Mode::kLt;
@@ -72,12 +52,6 @@ std::vector<double> tensor_values(const graph::Node& n, const std::string& name,
 }
 
 }  // namespace
-
-const TreeNode& TreeEnsembleModel::leaf(const double* x, int32_t root) const {
-  const TreeNode* n = &nodes[root];
-  while (n->mode != TreeNode::Mode::kLeaf) n = &nodes[goes_true(*n, x[n->feature], members) ? n->if_true : n->if_false];
-  return *n;
-}
 
 void TreeEnsembleModel::validate(const graph::Node& n) const {
   const int32_t count = static_cast<int32_t>(nodes.size());

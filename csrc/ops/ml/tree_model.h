@@ -1,7 +1,8 @@
 // Tree ensembles (TreeEnsemble, TreeEnsembleRegressor, TreeEnsembleClassifier)
 // in one flat form: every node, branch or leaf, in one array; a branch
 // compares one feature with its value (or looks it up in a set) and names
-// the nodes to go to; a leaf holds (target, weight) pairs. The three ops only
+// the nodes to go to; a leaf holds (target, weight) pairs. (tree_walk.h
+// walks them.) The three ops only
 // differ in how their attributes say this and how they add up the leaves.
 #pragma once
 #include <cstdint>
@@ -32,8 +33,6 @@ struct TreeEnsembleModel {
   int64_t features = 0;                             // 1 + the largest feature index
   int64_t targets = 0;                              // 1 + the largest target index
 
-  // The leaf a row reaches from `root`.
-  const TreeNode& leaf(const double* x, int32_t root) const;
   // Checks that every branch leads somewhere in the array and no walk can
   // loop (depth bounded by the node count); throws kModelFormat naming `n`.
   void validate(const graph::Node& n) const;
