@@ -194,6 +194,9 @@ def test_classifier_before_zipmap_runs_as_a_plan(labels, saved, tmp_path):
     for g, w in zip(probabilities, want[1]):
         assert g.keys() == w.keys()
         np.testing.assert_allclose([g[k] for k in w], [w[k] for k in w], rtol=1e-6, atol=1e-7)
+    # Called positionally too: the rows as dicts, the labels as the run gave them.
+    called_label, called_probabilities = engine(x)
+    assert np.asarray(called_label.numpy()).tolist() == label.tolist() and called_probabilities == probabilities
     # The forest is a step of a plan (built once), not a node the host
     # evaluator builds again on every run (the whole graph went there: its
     # ZipMap makes a sequence of maps, its string labels strings).

@@ -15,6 +15,9 @@ Device parse_device(const std::string& s);
 void bind_errors(pybind11::module_& m);
 void bind_tensor(pybind11::module_& m);
 void bind_containers(pybind11::module_& m);  // maps as dicts
+// A run's output as Engine.run returns it: a Tensor, or for a sequence,
+// optional or map the list, None or dict (a sequence of maps converted here).
+pybind11::object output_to_py(Tensor t);
 void bind_engine(pybind11::module_& m);
 void bind_build_info(pybind11::module_& m);
 void bind_device(pybind11::module_& m);

@@ -64,6 +64,21 @@ py::object map_as_dict(const Tensor& m) {
 
 }  // namespace
 
+py::object output_to_py(Tensor t) {
+  if (t.dtype() == DType::kSequence && !t.list().items.empty() && t.list().items[0].dtype() == DType::kMap) {
+    py::list out;
+    for (const Tensor& item : t.list().items) {
+      py::object d = map_as_dict(item);
+      if (d.is_none()) return py::module_::import("twinfer._engine").attr("_from_value")(std::move(t));
+      out.append(std::move(d));
+    }
+    return std::move(out);
+  }
+  if (dtype_is_container(t.dtype()))  // lists, None, dicts as Engine.run gives them
+    return py::module_::import("twinfer._engine").attr("_from_value")(std::move(t));
+  return py::cast(std::move(t));
+}
+
 void bind_containers(py::module_& m) {
   m.def("_map_as_dict", &map_as_dict, py::arg("map"),
         "A map tensor as a dict of Python scalars; None where its types need NumPy.");

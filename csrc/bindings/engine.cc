@@ -92,19 +92,19 @@ bool host_outputs_for(const py::handle outputs, const std::vector<Tensor>& input
   return *host || mode == "device";
 }
 
-// Outputs as Python objects: a dict by `names` (a tuple), or a list when
-// `names` is None.
+// Outputs as Python objects (output_to_py: a ZipMap's rows as dicts): a
+// dict by `names` (a tuple), or a list when `names` is None.
 py::object outputs_to_py(std::vector<Tensor>& outs, py::handle names) {
   if (names.is_none()) {
     py::list l(outs.size());
-    for (size_t i = 0; i < outs.size(); ++i) l[i] = py::cast(std::move(outs[i]));
+    for (size_t i = 0; i < outs.size(); ++i) l[i] = output_to_py(std::move(outs[i]));
     return std::move(l);
   }
   if (!PyTuple_CheckExact(names.ptr()) || static_cast<size_t>(PyTuple_GET_SIZE(names.ptr())) != outs.size())
     throw Error(ErrorKind::kInvalidArgument, "_run_feeds: output_names must be a tuple with one name per output");
   py::dict d;
   for (size_t i = 0; i < outs.size(); ++i)
-    d[PyTuple_GET_ITEM(names.ptr(), static_cast<Py_ssize_t>(i))] = py::cast(std::move(outs[i]));
+    d[PyTuple_GET_ITEM(names.ptr(), static_cast<Py_ssize_t>(i))] = output_to_py(std::move(outs[i]));
   return std::move(d);
 }
 

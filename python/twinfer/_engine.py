@@ -168,7 +168,8 @@ class Engine:
         self._ranges = self._check_ranges(shape_ranges or {})
         # run()'s fast path converts the feeds in the core (_core.Engine._run_feeds);
         # declared shape ranges are checked here, on the general path.
-        self._fast_feeds = self._plain_io and not self._ranges
+        # The fast path converts any output (a ZipMap's rows too) but plain inputs only.
+        self._fast_feeds = all(_inner_type(t)[0] == "" for t in self._input_types) and not self._ranges
         # Plans for the declared extremes now: errors surface at load, and
         # the first runs at those shapes pay nothing extra.
         for pick in (0, 1):
