@@ -73,9 +73,9 @@ def models(only: str):
             for name, est, xs, ys in (
                     ("CatBoost classifier 300 x depth 6, 3 classes + ZipMap",
                      catboost.CatBoostClassifier(iterations=300, depth=6, verbose=0, loss_function="MultiClass",
-                                                 thread_count=1), x, y),
+                                                 thread_count=1, allow_writing_files=False), x, y),
                     ("CatBoost regressor 300 x depth 6", catboost.CatBoostRegressor(
-                        iterations=300, depth=6, verbose=0, thread_count=1), xr, yr)):
+                        iterations=300, depth=6, verbose=0, thread_count=1, allow_writing_files=False), xr, yr)):
                 if not want(name):
                     continue
                 est.fit(xs, ys)

@@ -309,6 +309,9 @@ void bind_engine(py::module_& m) {
              d["eval_kernels_built"] = s.eval_kernels_built;
              d["eval_kernels_reused"] = s.eval_kernels_reused;
              d["eval_kernels_held"] = s.eval_kernels_held;
+             d["host_head_nodes"] = s.host_head_nodes;
+             d["host_head_rest_nodes"] = s.host_head_rest_nodes;
+             d["host_head_rest_kernels_built"] = s.host_head_rest_kernels_built;
              return d;
            })
       .def("memory_report",

@@ -16,6 +16,7 @@
 #include "graph/domains.h"
 #include "graph/passes/expand_contrib.h"
 #include "graph/passes/legacy_forms.h"
+#include "graph/passes/pass_switch.h"
 #include "graph/passes/pipeline.h"
 #include "graph/passes/shape_inputs.h"
 #include "graph/passes/unroll_loops.h"
@@ -23,6 +24,7 @@
 #include "graph/subgraph.h"
 #include "runtime/evaluate.h"
 #include "runtime/execution_context.h"
+#include "runtime/host_head.h"
 #include "runtime/plan_builder.h"
 #include "runtime/transfer.h"
 #include "runtime/value_key.h"
@@ -437,6 +439,17 @@ EngineStats Engine::stats() const {
   s.eval_kernels_built = es.misses;
   s.eval_kernels_reused = es.hits;
   s.eval_kernels_held = es.held;
+  if (!options_.device.is_accelerator())
+    if (const HostHead* h = host_head()) {
+      s.host_head_nodes = h->head.nodes.size();
+      s.host_head_rest_nodes = h->rest.nodes.size();
+      std::shared_ptr<const Engine> rest;
+      {
+        std::lock_guard<std::mutex> lock(h->mutex);
+        rest = h->rest_engine;
+      }
+      if (rest) s.host_head_rest_kernels_built = rest->stats().kernels_built;
+    }
   return s;
 }
 
@@ -1051,6 +1064,8 @@ std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector
                                       : plan->value_dependent_reason;
     }
     if (plan->prefix) return run_split(ctx, *plan, inputs, options);
+    if (!options_.device.is_accelerator())
+      if (const HostHead* h = host_head()) return run_host_head(ctx, *h, inputs, options);
     return run_on_host(inputs, ctx.num_threads(), options);
   }
   RunOptions o = options;
@@ -1083,6 +1098,46 @@ std::vector<Tensor> Engine::run_on_host(const std::vector<Tensor>& inputs, int t
   if (o.host_outputs) return out;
   for (auto& t : out)  // strings, sequences and maps are host objects: they stay
     if (!dtype_is_container(t.dtype()) && t.dtype() != DType::kString) t = to_device(t, options_.device);
+  return out;
+}
+
+const HostHead* Engine::host_head() const {
+  std::call_once(host_head_once_, [&] {
+    if (passes::pass_enabled("TWINFER_HOST_HEAD")) host_head_ = split_host_head(graph_);
+  });
+  return host_head_.get();
+}
+
+std::vector<Tensor> Engine::run_host_head(ExecutionContext& ctx, const HostHead& h, const std::vector<Tensor>& inputs,
+                                          const RunOptions& o) const {
+  std::map<std::string, Tensor> env;  // by name: the engine's inputs, then what the two parts make
+  for (size_t i = 0; i < graph_.inputs.size(); ++i) env[graph_.values[graph_.inputs[i]].name] = inputs[i];
+  std::vector<Tensor> head_in;
+  for (int i : h.head_engine_inputs) head_in.push_back(inputs[static_cast<size_t>(i)]);
+  EvalOptions eo;
+  eo.opset = opset_;
+  eo.precision = options_.precision;
+  eo.num_threads = ctx.num_threads();
+  eo.reuse = eval_kernel_reuse();
+  eval_kernels_.begin_run();
+  std::vector<Tensor> made = evaluate_graph(h.head, head_in, {}, eo);
+  for (size_t k = 0; k < made.size(); ++k) env[h.head.values[h.head.outputs[k]].name] = std::move(made[k]);
+  std::shared_ptr<const Engine> rest;
+  {
+    std::lock_guard<std::mutex> lock(h.mutex);
+    if (!h.rest_engine) h.rest_engine = create_stage(h.rest, *this);
+    rest = h.rest_engine;
+  }
+  std::vector<Tensor> rest_in;
+  for (int v : h.rest.inputs) rest_in.push_back(env.at(h.rest.values[v].name));
+  made = rest->run(ctx, rest_in, o);
+  for (size_t k = 0; k < made.size(); ++k) env[h.rest.values[h.rest.outputs[k]].name] = std::move(made[k]);
+  std::vector<Tensor> out;
+  for (int v : graph_.outputs) {
+    const graph::Value& val = graph_.values[v];
+    auto it = env.find(val.name);
+    out.push_back(it != env.end() ? it->second : val.constant);  // an output that folded
+  }
   return out;
 }
 

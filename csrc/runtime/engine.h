@@ -29,6 +29,8 @@
 
 namespace twinfer {
 
+struct HostHead;  // runtime/host_head.h
+
 struct IOSpec {
   std::string name;
   DType dtype;
@@ -52,6 +54,9 @@ struct EngineStats {
   // By the host evaluator (runtime/eval_kernels.h): built, taken from an
   // earlier run, and held now.
   size_t eval_kernels_built = 0, eval_kernels_reused = 0, eval_kernels_held = 0;
+  // A CPU graph taking strings (runtime/host_head.h): the nodes evaluated on
+  // every run, the rest's nodes, and the kernels the rest's plans built.
+  size_t host_head_nodes = 0, host_head_rest_nodes = 0, host_head_rest_kernels_built = 0;
   size_t kernels_any_size = 0;  // of those built, kernels for any matrix sizes (KernelDef::create_any_size)
   size_t plans_ahead = 0;       // plans built ahead of a run (runtime/plan_ahead.h)
   size_t plans_ahead_used = 0;  // of those, the ones a run then used
@@ -197,6 +202,11 @@ class Engine {
   // A split value-dependent plan: its prefix as a plan, then its tail on the host.
   std::vector<Tensor> run_split(ExecutionContext& ctx, const Plan& plan, const std::vector<Tensor>& inputs,
                                 const RunOptions& o) const;
+  // A CPU graph that takes strings: its head evaluated, then the rest's
+  // engine (runtime/host_head.h); host_head() splits the graph once.
+  const HostHead* host_head() const;
+  std::vector<Tensor> run_host_head(ExecutionContext& ctx, const HostHead& h, const std::vector<Tensor>& inputs,
+                                    const RunOptions& o) const;
   // A staged one: its prefix (if any), the tail's first nodes alone, then
   // the rest's engine, all on the device.
   std::vector<Tensor> run_staged(ExecutionContext& ctx, const Plan& plan, const std::vector<Tensor>& inputs,
@@ -296,6 +306,8 @@ class Engine {
   // The host evaluator's kernels, kept across its runs (value-dependent
   // tails: runtime/eval_kernels.h).
   mutable EvalKernels eval_kernels_;
+  mutable std::once_flag host_head_once_;
+  mutable std::shared_ptr<const HostHead> host_head_;  // null: no such split
   KernelReuse* eval_kernel_reuse() const;  // &eval_kernels_, or null with TWINFER_EVAL_KERNEL_REUSE=0
   mutable std::mutex plans_mutex_;
   mutable std::list<std::pair<PlanKey, std::shared_ptr<const Plan>>> plans_;  // MRU first
