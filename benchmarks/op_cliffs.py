@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
 import onnx
 from onnx import TensorProto as TP
 from onnx import helper as h
 from onnx import numpy_helper as nh
+
+from interleaved import abba_medians  # benchmarks/interleaved.py
 
 F = TP.FLOAT
 
@@ -168,15 +168,6 @@ def cases(rng):
                 [("x", [100, batch, inp])], [("y", [100, 1, batch, hidden])], ws)
 
 
-def block(run, seconds):
-    times, end = [], time.perf_counter() + seconds
-    while time.perf_counter() < end or len(times) < 3:
-        t = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
@@ -203,13 +194,8 @@ def main() -> None:
         sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
         e = twinfer.load(m.SerializeToString(), device="cpu", num_threads=args.threads)
         runs = {"twinfer": lambda: e.run(feeds), "ort": lambda: sess.run(None, feeds)}
-        for r in runs.values():
-            r()
-        got = {k: [] for k in runs}
-        for b in range(args.blocks):  # ABBA
-            for k in (("twinfer", "ort") if b % 2 == 0 else ("ort", "twinfer")):
-                got[k].append(block(runs[k], args.block_seconds))
-        tw, o = statistics.median(got["twinfer"]), statistics.median(got["ort"])
+        medians = abba_medians(runs, args.blocks, args.block_seconds)
+        tw, o = medians["twinfer"], medians["ort"]
         rows[name] = (tw, o, tw / o)
         print(f"{name:30s} {tw:11.3f} {o:9.3f} {tw / o:6.2f}")
     print(json.dumps({"threads": args.threads, "ms": rows}))

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 import warnings
 
 import numpy as np
+
+from interleaved import abba_medians  # benchmarks/interleaved.py
 
 
 def models(only: str):
@@ -88,15 +88,6 @@ def models(only: str):
     return out, x
 
 
-def block(run, seconds):
-    times, end = [], time.perf_counter() + seconds
-    while time.perf_counter() < end or len(times) < 3:
-        t = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
@@ -123,13 +114,8 @@ def main() -> None:
         for rows in (int(r) for r in args.rows.split(",")):
             feeds = {input_name: x[:rows]}
             runs = {"twinfer": lambda: engine.run(feeds), "ort": lambda: sess.run(None, feeds)}
-            for r in runs.values():
-                r()
-            got = {k: [] for k in runs}
-            for b in range(args.blocks):  # ABBA
-                for k in (("twinfer", "ort") if b % 2 == 0 else ("ort", "twinfer")):
-                    got[k].append(block(runs[k], args.block_seconds))
-            tw, o = statistics.median(got["twinfer"]), statistics.median(got["ort"])
+            medians = abba_medians(runs, args.blocks, args.block_seconds)
+            tw, o = medians["twinfer"], medians["ort"]
             results[f"{name}, {rows} rows"] = (tw, o, tw / o)
             print(f"{name:58s} {rows:6d} {tw:11.3f} {o:9.3f} {tw / o:6.2f}", flush=True)
     print(json.dumps({"threads": args.threads, "ms": results}))

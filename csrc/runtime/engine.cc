@@ -1076,13 +1076,18 @@ std::vector<Tensor> Engine::run_checked(ExecutionContext& ctx, const std::vector
 KernelReuse* Engine::eval_kernel_reuse() const { return eval_kernel_reuse_wanted() ? &eval_kernels_ : nullptr; }
 
 std::vector<Tensor> Engine::run_eager(const std::vector<Tensor>& inputs, int threads) const {
+  return evaluate_on_host(graph_, inputs, threads);
+}
+
+std::vector<Tensor> Engine::evaluate_on_host(const graph::Graph& g, const std::vector<Tensor>& inputs,
+                                             int threads) const {
   EvalOptions eo;
   eo.opset = opset_;
   eo.precision = options_.precision;
   eo.num_threads = threads;
   eo.reuse = eval_kernel_reuse();
   eval_kernels_.begin_run();
-  return evaluate_graph(graph_, inputs, {}, eo);
+  return evaluate_graph(g, inputs, {}, eo);
 }
 
 // The host evaluator for a plan no device can run (shapes that depend on
@@ -1114,13 +1119,7 @@ std::vector<Tensor> Engine::run_host_head(ExecutionContext& ctx, const HostHead&
   for (size_t i = 0; i < graph_.inputs.size(); ++i) env[graph_.values[graph_.inputs[i]].name] = inputs[i];
   std::vector<Tensor> head_in;
   for (int i : h.head_engine_inputs) head_in.push_back(inputs[static_cast<size_t>(i)]);
-  EvalOptions eo;
-  eo.opset = opset_;
-  eo.precision = options_.precision;
-  eo.num_threads = ctx.num_threads();
-  eo.reuse = eval_kernel_reuse();
-  eval_kernels_.begin_run();
-  std::vector<Tensor> made = evaluate_graph(h.head, head_in, {}, eo);
+  std::vector<Tensor> made = evaluate_on_host(h.head, head_in, ctx.num_threads());
   for (size_t k = 0; k < made.size(); ++k) env[h.head.values[h.head.outputs[k]].name] = std::move(made[k]);
   std::shared_ptr<const Engine> rest;
   {
@@ -1154,13 +1153,7 @@ std::vector<Tensor> Engine::run_split(ExecutionContext& ctx, const Plan& plan, c
   if (options_.device.is_accelerator() && o.stream) o.stream->synchronize();  // inputs made on the caller's stream
   for (int i : plan.tail_engine_inputs) tail_inputs.push_back(to_host(inputs[static_cast<size_t>(i)]));
   for (auto& t : mid) tail_inputs.push_back(to_host(t));
-  EvalOptions eo;
-  eo.opset = opset_;
-  eo.precision = options_.precision;
-  eo.num_threads = ctx.num_threads();
-  eo.reuse = eval_kernel_reuse();
-  eval_kernels_.begin_run();
-  std::vector<Tensor> out = evaluate_graph(plan.tail, tail_inputs, {}, eo);
+  std::vector<Tensor> out = evaluate_on_host(plan.tail, tail_inputs, ctx.num_threads());
   if (!options_.device.is_accelerator() || o.host_outputs) return out;
   for (auto& t : out)
     if (!dtype_is_container(t.dtype()) && t.dtype() != DType::kString) t = to_device(t, options_.device);

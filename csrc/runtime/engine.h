@@ -202,6 +202,9 @@ class Engine {
   // A split value-dependent plan: its prefix as a plan, then its tail on the host.
   std::vector<Tensor> run_split(ExecutionContext& ctx, const Plan& plan, const std::vector<Tensor>& inputs,
                                 const RunOptions& o) const;
+  // `g` (the engine's graph or a part of it) evaluated on the host, the
+  // evaluator's kernels kept across runs (runtime/eval_kernels.h).
+  std::vector<Tensor> evaluate_on_host(const graph::Graph& g, const std::vector<Tensor>& inputs, int threads) const;
   // A CPU graph that takes strings: its head evaluated, then the rest's
   // engine (runtime/host_head.h); host_head() splits the graph once.
   const HostHead* host_head() const;

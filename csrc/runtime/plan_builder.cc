@@ -69,6 +69,25 @@ bool is_view_step(const PlannedStep& st) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
 }
 
+// A split's prefix as a plan of its own (runtime/plan_split.h), its tail
+// for the evaluator. A prefix that fails to build, or is value-dependent
+// itself, leaves the whole graph to the evaluator, as before there were
+// prefixes.
+void plan_prefix(const PlanSource& src, const std::vector<Shape>& shapes, const std::vector<Tensor>& values,
+                 GraphSplit& split, Plan* plan) {
+  const PlanSource prefix_src{split.prefix, src.opset, src.options, src.constants, src.kernels};
+  std::shared_ptr<const Plan> prefix;
+  try {
+    prefix = build_plan(prefix_src, shapes, values);
+  } catch (const Error&) {
+    return;
+  }
+  if (!prefix || prefix->value_dependent) return;
+  plan->prefix = std::move(prefix);
+  plan->tail = std::move(split.tail);
+  plan->tail_engine_inputs = std::move(split.tail_engine_inputs);
+}
+
 }  // namespace
 
 std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>& shapes,
@@ -93,20 +112,8 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
       plan->value_dependent = true;
       plan->value_dependent_reason = "'" + v.name + "' is a " + type_str(v.dtype, v.elem_type);
       GraphSplit split;
-      if (src.split_value_dependent && split_at_host_objects(g, &split)) {
-        const PlanSource prefix_src{split.prefix, src.opset, src.options, src.constants, src.kernels};
-        std::shared_ptr<const Plan> prefix;
-        try {
-          prefix = build_plan(prefix_src, shapes, values);
-        } catch (const Error&) {
-          prefix = nullptr;  // the whole graph to the evaluator, as before
-        }
-        if (prefix && !prefix->value_dependent) {
-          plan->prefix = std::move(prefix);
-          plan->tail = std::move(split.tail);
-          plan->tail_engine_inputs = std::move(split.tail_engine_inputs);
-        }
-      }
+      if (src.split_value_dependent && split_at_host_objects(g, &split))
+        plan_prefix(src, shapes, values, split, plan.get());
       return plan;
     }
   // The inputs' shapes, and the values of those that key the plan.
@@ -146,23 +153,10 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
     const std::string refusal = passes::unroll_refusal(n);
     if (!refusal.empty()) plan->value_dependent_reason += "; it is not unrolled: " + refusal;
     // What comes before that node still has every shape: a plan of its own,
-    // and only the rest for the host evaluator. A prefix that fails to build
-    // leaves the whole graph to the evaluator, as before there were prefixes.
+    // and only the rest for the host evaluator.
     GraphSplit split;
-    if (src.split_value_dependent && split_at_value_dependence(g, &split)) {
-      const PlanSource prefix_src{split.prefix, src.opset, src.options, src.constants, src.kernels};
-      std::shared_ptr<const Plan> prefix;
-      try {
-        prefix = build_plan(prefix_src, shapes, values);
-      } catch (const Error&) {
-        prefix = nullptr;
-      }
-      if (prefix && !prefix->value_dependent) {
-        plan->prefix = std::move(prefix);
-        plan->tail = std::move(split.tail);
-        plan->tail_engine_inputs = std::move(split.tail_engine_inputs);
-      }
-    }
+    if (src.split_value_dependent && split_at_value_dependence(g, &split))
+      plan_prefix(src, shapes, values, split, plan.get());
     // On a device, the tail (the whole graph without a prefix) stage by
     // stage there when it starts with nodes that size their own outputs.
     const char* staged_env = std::getenv("TWINFER_STAGED_TAIL");  // "0": the host evaluator's, for side-by-sides

@@ -60,8 +60,25 @@ class Forest {
     else doubles_ = TreeWalk<double>(m);
   }
 
-  // Rows [b, b + rows) of x ([N, F] or [F]) into s (targets per row), in
-  // the trees' order, then averaged and rounded as onnxruntime does.
+  // Every row of x ([N, F] or [F]) scored a block at a time, the blocks
+  // spread over the threads: fn(first row, rows, the block's scores).
+  template <typename Fn>
+  void for_each_block(const TensorView& x, int num_threads, int64_t targets, Aggregate agg, Fn&& fn) const {
+    const Rows r = rows_of(x.shape);
+    const int64_t blocks = (r.n + kBlockRows - 1) / kBlockRows;
+    parallel_for(blocks, num_threads, 1, [&](int64_t first, int64_t last) {
+      BlockScores s;
+      for (int64_t blk = first; blk < last; ++blk) {
+        const int64_t b = blk * kBlockRows, rows = std::min(kBlockRows, r.n - b);
+        score(x, r.f, b, rows, targets, agg, &s);
+        fn(b, rows, s);
+      }
+    });
+  }
+
+ private:
+  // Rows [b, b + rows) of x into s (targets per row), in the trees' order,
+  // then averaged and rounded as onnxruntime does.
   void score(const TensorView& x, int64_t f, int64_t b, int64_t rows, int64_t targets, Aggregate agg,
              BlockScores* s) const {
     s->value.assign(static_cast<size_t>(rows * targets), 0.0);
@@ -77,7 +94,6 @@ class Forest {
     for (double& v : s->value) v = in_type(agg == Aggregate::kAverage ? v / trees : v, in_float);
   }
 
- private:
   static double feature(const TensorView& x, int64_t i) {
     switch (x.dtype) {
       case DType::kFloat32: return x.as<const float>()[i];
@@ -174,19 +190,12 @@ class TreeRegressorKernel final : public MlKernel {
   void run(KernelContext& ctx) const override {
     const TensorView& x = ctx.inputs[0];
     const TensorView& y = ctx.outputs[0];
-    const Rows r = rows_of(x.shape);
     const bool in_float = x.dtype != DType::kFloat64;
-    const int64_t blocks = (r.n + kBlockRows - 1) / kBlockRows;
-    parallel_for(blocks, ctx.num_threads, 1, [&](int64_t bb, int64_t be) {
-      BlockScores s;
+    forest_->for_each_block(x, ctx.num_threads, targets_, agg_, [&](int64_t b, int64_t rows, BlockScores& s) {
       std::vector<double> out(static_cast<size_t>(targets_));
-      for (int64_t blk = bb; blk < be; ++blk) {
-        const int64_t b = blk * kBlockRows, rows = std::min(kBlockRows, r.n - b);
-        forest_->score(x, r.f, b, rows, targets_, agg_, &s);
-        for (int64_t i = 0; i < rows; ++i) {
-          finish(s.row_value(i, targets_), s.row_seen(i, targets_), &out, in_float);
-          store(y, b + i, out);
-        }
+      for (int64_t i = 0; i < rows; ++i) {
+        finish(s.row_value(i, targets_), s.row_seen(i, targets_), &out, in_float);
+        store(y, b + i, out);
       }
     });
   }
@@ -275,24 +284,18 @@ class TreeClassifierKernel final : public MlKernel {
 
   void run(KernelContext& ctx) const override {
     const TensorView& x = ctx.inputs[0];
-    const Rows r = rows_of(x.shape);
     const TensorView& y = ctx.outputs[0];
     float* z = ctx.outputs.size() > 1 && ctx.outputs[1].data ? ctx.outputs[1].as<float>() : nullptr;
     const bool in_float = x.dtype != DType::kFloat64;
-    const int64_t blocks = (r.n + kBlockRows - 1) / kBlockRows;
-    parallel_for(blocks, ctx.num_threads, 1, [&](int64_t bb, int64_t be) {
-      BlockScores s;
+    const auto classify_block = [&](int64_t b, int64_t rows, BlockScores& s) {
       std::vector<float> out(static_cast<size_t>(classes_));
-      for (int64_t blk = bb; blk < be; ++blk) {
-        const int64_t b = blk * kBlockRows, rows = std::min(kBlockRows, r.n - b);
-        forest_->score(x, r.f, b, rows, classes_, Aggregate::kSum, &s);
-        for (int64_t i = 0; i < rows; ++i) {
-          std::fill(out.begin(), out.end(), 0.f);
-          classify(s.row_value(i, classes_), s.row_seen(i, classes_), y, b + i, out.data(), in_float);
-          if (z) std::copy(out.begin(), out.end(), z + (b + i) * classes_);
-        }
+      for (int64_t i = 0; i < rows; ++i) {
+        std::fill(out.begin(), out.end(), 0.f);
+        classify(s.row_value(i, classes_), s.row_seen(i, classes_), y, b + i, out.data(), in_float);
+        if (z) std::copy(out.begin(), out.end(), z + (b + i) * classes_);
       }
-    });
+    };
+    forest_->for_each_block(x, ctx.num_threads, classes_, Aggregate::kSum, classify_block);
   }
 
  private:

@@ -85,7 +85,8 @@ class TreeWalk {
       for (; r < rows; ++r) {
         const T* row = x + r * stride;
         const WalkNode<T>* n = base + root;
-        while (n->mode != TreeNode::Mode::kLeaf) n = base + (goes_true<K>(*n, row[n->feature]) ? n->next[1] : n->next[0]);
+        while (n->mode != TreeNode::Mode::kLeaf)
+          n = base + (goes_true<K>(*n, row[n->feature]) ? n->next[1] : n->next[0]);
         leaf(r, static_cast<int32_t>(n - base), on_leaf);
       }
     }
