@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from op_cliffs import block
+from interleaved import block  # benchmarks/interleaved.py
 
 MODELS = ("ssdlite320", "fasterrcnn_mbv3_320")
 

@@ -1,7 +1,7 @@
 """Two (or more) runtimes timed in one process, in interleaved blocks: each
 block runs one callable for a fixed time; blocks alternate ABBA so that a
 drift of the machine (another VM's load, the clock) falls on both sides.
-Shared by op_cliffs.py and tree_ensembles.py."""
+Shared by op_cliffs.py, tree_ensembles.py and detectors.py."""
 
 from __future__ import annotations
 
