@@ -6,7 +6,6 @@
 #include <string>
 
 #include "bindings/bindings.h"
-#include "core/half.h"
 #include "core/tensor.h"
 
 namespace py = pybind11;
@@ -62,17 +61,26 @@ py::object map_as_dict(const Tensor& m) {
   return d;
 }
 
+// A sequence of maps as a list of dicts, or None where a map is not of host
+// scalars.
+py::object maps_as_dicts(const Tensor& seq) {
+  if (seq.dtype() != DType::kSequence) throw py::type_error("not a sequence: " + seq.type_name());
+  py::list out;
+  for (const Tensor& item : seq.list().items) {
+    if (item.dtype() != DType::kMap) return py::none();
+    py::object d = map_as_dict(item);
+    if (d.is_none()) return py::none();
+    out.append(std::move(d));
+  }
+  return std::move(out);
+}
+
 }  // namespace
 
 py::object output_to_py(Tensor t) {
-  if (t.dtype() == DType::kSequence && !t.list().items.empty() && t.list().items[0].dtype() == DType::kMap) {
-    py::list out;
-    for (const Tensor& item : t.list().items) {
-      py::object d = map_as_dict(item);
-      if (d.is_none()) return py::module_::import("twinfer._engine").attr("_from_value")(std::move(t));
-      out.append(std::move(d));
-    }
-    return std::move(out);
+  if (t.dtype() == DType::kSequence && !t.list().items.empty()) {
+    py::object dicts = maps_as_dicts(t);
+    if (!dicts.is_none()) return dicts;
   }
   if (dtype_is_container(t.dtype()))  // lists, None, dicts as Engine.run gives them
     return py::module_::import("twinfer._engine").attr("_from_value")(std::move(t));
@@ -82,18 +90,8 @@ py::object output_to_py(Tensor t) {
 void bind_containers(py::module_& m) {
   m.def("_map_as_dict", &map_as_dict, py::arg("map"),
         "A map tensor as a dict of Python scalars; None where its types need NumPy.");
-  m.def("_maps_as_dicts",
-        [](const Tensor& seq) -> py::object {
-          if (seq.dtype() != DType::kSequence) throw py::type_error("not a sequence: " + seq.type_name());
-          py::list out;
-          for (const Tensor& item : seq.list().items) {
-            py::object d = map_as_dict(item);
-            if (d.is_none()) return py::none();
-            out.append(std::move(d));
-          }
-          return std::move(out);
-        },
-        py::arg("sequence"), "A sequence of maps as a list of dicts; None where a map's types need NumPy.");
+  m.def("_maps_as_dicts", &maps_as_dicts, py::arg("sequence"),
+        "A sequence of maps as a list of dicts; None where a map's types need NumPy.");
 }
 
 }  // namespace twinfer::bindings

@@ -2,20 +2,15 @@
 
 #include <algorithm>
 
-#include "core/tensor.h"
+#include "runtime/plan_split.h"
 
 namespace twinfer {
 
-namespace {
-
-bool host_object(const graph::Value& v) { return dtype_is_container(v.dtype) || v.dtype == DType::kString; }
-
-}  // namespace
-
 std::unique_ptr<HostHead> split_host_head(const graph::Graph& g) {
+  if (std::none_of(g.inputs.begin(), g.inputs.end(), [&](int v) { return is_host_object(g.values[v]); }))
+    return nullptr;  // (before copying the graph: most engines ask once and have none)
   graph::Graph s = g;  // constants share storage
   s.topo_sort();
-  if (std::none_of(s.inputs.begin(), s.inputs.end(), [&](int v) { return host_object(s.values[v]); })) return nullptr;
   const size_t n = s.nodes.size();
   // A node is in the head when it reads a host object that is an input (or
   // a constant) or that the head made.
@@ -23,7 +18,7 @@ std::unique_ptr<HostHead> split_host_head(const graph::Graph& g) {
   const auto producer_in_head = [&](int v) { return s.values[v].producer >= 0 && in_head[s.values[v].producer]; };
   for (size_t i = 0; i < n; ++i) {
     for (int v : s.nodes[i].inputs)
-      if (v >= 0 && host_object(s.values[v]) && (s.values[v].producer < 0 || head_made[v])) in_head[i] = 1;
+      if (v >= 0 && is_host_object(s.values[v]) && (s.values[v].producer < 0 || head_made[v])) in_head[i] = 1;
     if (!in_head[i]) continue;
     for (int v : s.nodes[i].inputs)  // the head runs first: it may read nothing the rest makes
       if (v >= 0 && s.values[v].producer >= 0 && !producer_in_head(v)) return nullptr;
@@ -73,10 +68,7 @@ std::unique_ptr<HostHead> split_host_head(const graph::Graph& g) {
       h->head.inputs.push_back(v);
       h->head_engine_inputs.push_back(static_cast<int>(k));
     }
-    if (rest_reads[v]) {
-      h->rest.inputs.push_back(v);
-      h->rest_engine_inputs.push_back(static_cast<int>(k));
-    }
+    if (rest_reads[v]) h->rest.inputs.push_back(v);
   }
   h->rest.inputs.insert(h->rest.inputs.end(), boundary.begin(), boundary.end());
   h->head.outputs = head_outputs;

@@ -24,10 +24,9 @@ struct HostHead {
   // outputs: what the rest reads from it, then the graph outputs it makes.
   graph::Graph head;
   std::vector<int> head_engine_inputs;
-  // Inputs: the engine inputs it reads (rest_engine_inputs), then the head's
-  // values it reads; outputs: the graph outputs it makes.
+  // Inputs: the engine inputs it reads, then the head's values it reads
+  // (fed by name); outputs: the graph outputs it makes.
   graph::Graph rest;
-  std::vector<int> rest_engine_inputs;
 
   // The rest's engine, made on the first run.
   mutable std::mutex mutex;

@@ -108,7 +108,7 @@ std::unique_ptr<Plan> build_plan(const PlanSource& src, const std::vector<Shape>
   // own (a classifier before its ZipMap: its trees built once, not every
   // run), and only the rest goes to the evaluator.
   for (const auto& v : g.values)
-    if (dtype_is_container(v.dtype) || v.dtype == DType::kString) {
+    if (is_host_object(v)) {
       plan->value_dependent = true;
       plan->value_dependent_reason = "'" + v.name + "' is a " + type_str(v.dtype, v.elem_type);
       GraphSplit split;

@@ -8,9 +8,7 @@ namespace twinfer {
 
 namespace {
 
-bool host_object(const graph::Value& v) { return dtype_is_container(v.dtype) || v.dtype == DType::kString; }
-
-bool shape_known(const graph::Value& v) { return v.has_shape && sym_shape_known(v.shape) && !host_object(v); }
+bool shape_known(const graph::Value& v) { return v.has_shape && sym_shape_known(v.shape) && !is_host_object(v); }
 
 // g split where `starts_tail` says a node's output value can only be made
 // by the host evaluator: that node, and every node reading what the tail
@@ -23,7 +21,7 @@ bool split_where(const graph::Graph& g, StartsTail starts_tail, GraphSplit* out)
   const size_t n = s.nodes.size();
   std::vector<char> in_tail(n, 0), from_tail(s.values.size(), 0);
   for (size_t v = 0; v < s.values.size(); ++v)
-    if (s.values[v].producer < 0 && host_object(s.values[v])) from_tail[v] = 1;
+    if (s.values[v].producer < 0 && is_host_object(s.values[v])) from_tail[v] = 1;
   for (size_t i = 0; i < n; ++i) {
     const graph::Node& node = s.nodes[i];
     bool tail = std::any_of(node.inputs.begin(), node.inputs.end(), [&](int v) { return v >= 0 && from_tail[v]; });
@@ -94,8 +92,8 @@ bool split_at_value_dependence(const graph::Graph& g, GraphSplit* out) {
 
 bool split_at_host_objects(const graph::Graph& g, GraphSplit* out) {
   for (int v : g.inputs)
-    if (host_object(g.values[static_cast<size_t>(v)])) return false;
-  return split_where(g, host_object, out);
+    if (is_host_object(g.values[static_cast<size_t>(v)])) return false;
+  return split_where(g, is_host_object, out);
 }
 
 }  // namespace twinfer

@@ -27,6 +27,10 @@ struct GraphSplit {
 // node comes before the first whose shape needs values (nothing to plan).
 bool split_at_value_dependence(const graph::Graph& g, GraphSplit* out);
 
+// A sequence, optional, map or string value: host objects, which only the
+// host evaluator holds (no arena can).
+inline bool is_host_object(const graph::Value& v) { return dtype_is_container(v.dtype) || v.dtype == DType::kString; }
+
 // `g` (any graph, shapes not needed) split where its first sequences, maps,
 // optionals or strings are made: a classifier's scores and labels run as a
 // plan, and only the ZipMap after it (a sequence of maps per row) goes to

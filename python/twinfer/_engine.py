@@ -162,14 +162,14 @@ class Engine:
         self._folded = tuple(TensorSpec(n, d, tuple(s)) for n, d, s in core.folded_overridable)
         # The per-call fast path (plain arrays in, arrays out) needs no
         # sequence/optional handling.
-        self._plain_io = all(_inner_type(t)[0] == "" for t in self._input_types) and \
-            all(_inner_type(spec[1])[0] == "" for spec in core.outputs)
+        plain_inputs = all(_inner_type(t)[0] == "" for t in self._input_types)
+        self._plain_io = plain_inputs and all(_inner_type(spec[1])[0] == "" for spec in core.outputs)
         self._warned_fallback = False
         self._ranges = self._check_ranges(shape_ranges or {})
         # run()'s fast path converts the feeds in the core (_core.Engine._run_feeds);
         # declared shape ranges are checked here, on the general path.
         # The fast path converts any output (a ZipMap's rows too) but plain inputs only.
-        self._fast_feeds = all(_inner_type(t)[0] == "" for t in self._input_types) and not self._ranges
+        self._fast_feeds = plain_inputs and not self._ranges
         # Plans for the declared extremes now: errors surface at load, and
         # the first runs at those shapes pay nothing extra.
         for pick in (0, 1):

@@ -203,7 +203,7 @@ void run_load_passes(graph::Graph& g, const LoadPassOptions& options, PassContex
   std::map<std::string, std::string> renamed;  // folded Pad outputs -> the values Convs read instead
   if (options.optimize) {
     keep_if_valid(g, pc, "eliminate_identity", [&] { return eliminate_identity(g, pc); });
-    // classifiers' string labels as indices and a Gather: the classifier in a plan
+    // classifiers' string labels as indices and a LabelEncoder: the classifier in a plan
     keep_if_valid(g, pc, "string_labels", [&] { return string_labels_as_indices(g, pc); });
     if (pass_enabled("TWINFER_COMMON_SUBEXPRESSIONS"))
       keep_if_valid(g, pc, "common_subexpressions", [&] { return eliminate_common_subexpressions(g, pc); });

@@ -1,9 +1,9 @@
 // Tree ensembles (TreeEnsemble, TreeEnsembleRegressor, TreeEnsembleClassifier)
 // in one flat form: every node, branch or leaf, in one array; a branch
 // compares one feature with its value (or looks it up in a set) and names
-// the nodes to go to; a leaf holds (target, weight) pairs. (tree_walk.h
-// walks them.) The three ops only
-// differ in how their attributes say this and how they add up the leaves.
+// the nodes to go to; a leaf holds (target, weight) pairs (tree_walk.h walks
+// them). The three ops only differ in how their attributes say this and how
+// they add up the leaves.
 #pragma once
 #include <cstdint>
 #include <string>

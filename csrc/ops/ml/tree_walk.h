@@ -9,8 +9,9 @@
 // CatBoost) is walked by a loop made for that comparison.
 //
 // A NaN feature takes the false branch (NEQ: the true one) unless the node
-// sends missing values the true way. Float features are compared with float thresholds only where every threshold is
-// a float (the legacy attributes' nodes_values are); otherwise as doubles.
+// sends missing values the true way. Float features are compared with float
+// thresholds only where every threshold is a float (the legacy attributes'
+// nodes_values are); otherwise as doubles.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -54,8 +55,6 @@ class TreeWalk {
       case BranchKind::kMixed: return walk_as<BranchKind::kMixed>(x, rows, stride, on_leaf);
     }
   }
-
-  BranchKind kind() const { return kind_; }
 
  private:
   // Rows walked side by side, and the deepest tree walked that way.
